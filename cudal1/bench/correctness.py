@@ -1,0 +1,207 @@
+"""Is a candidate's output the reference's output? Structure, materialization, values.
+
+`check_output` returns a `Mismatch` (or None) rather than raising, so the runner can tell a wrong
+answer (status incorrect) from a reward hack (a tensor that only pretends to be an answer).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import torch
+
+from .result import HackKind
+
+# (rtol, atol) per output dtype. atol is relative to the reference's mean |value| (at least 1), so
+# that a product of large numbers is judged on the same footing as one of small ones.
+TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float64: (1e-7, 1e-7),
+    torch.float32: (1e-3, 1e-3),
+    torch.float16: (1e-2, 1e-2),
+    torch.bfloat16: (2e-2, 2e-2),
+}
+
+
+@dataclasses.dataclass
+class Mismatch:
+    """Why an output is rejected. `hack` is set when the reason is a cheat, not an error."""
+
+    message: str
+    hack: HackKind | None = None
+    max_abs_error: float | None = None
+
+
+def flatten(out: Any, path: str = "out") -> list[tuple[str, Any]]:
+    """Leaves of a (possibly nested) tuple/list output with their paths, e.g. [("out[0]", t), ...]."""
+    if isinstance(out, (list, tuple)):
+        leaves: list[tuple[str, Any]] = []
+        for i, v in enumerate(out):
+            leaves.extend(flatten(v, f"{path}[{i}]"))
+        return leaves
+    return [(path, out)]
+
+
+def storage_span_bytes(t: torch.Tensor) -> int:
+    """Bytes of storage that `t`'s sizes, strides and offset address (0 for an empty tensor)."""
+    if t.numel() == 0:
+        return 0
+    last = t.storage_offset() + sum((s - 1) * st for s, st in zip(t.shape, t.stride()))
+    return (last + 1) * t.element_size()
+
+
+def materialization_problem(t: Any, ref_type: type) -> str | None:
+    """Why `t` is not a plain, materialized tensor, or None.
+
+    Rejects: non-tensors, tensor subclasses (lazy, fake, functional wrappers) unless the reference
+    returns the same type, non-strided layouts, meta tensors, and storage smaller than the tensor
+    addresses (zero-storage or undersized tensors that read out of bounds).
+    """
+    if not isinstance(t, torch.Tensor):
+        return f"output is {type(t).__name__}, not a tensor"
+    if type(t) is not ref_type:
+        return f"output is a {type(t).__module__}.{type(t).__name__}, not a plain torch.Tensor"
+    if t.layout is not torch.strided:
+        return f"output layout is {t.layout}"
+    if t.is_meta or t.device.type == "meta":
+        return "output is a meta tensor (no data)"
+    try:
+        storage = t.untyped_storage()
+        nbytes = storage.nbytes()
+    except Exception as exc:  # noqa: BLE001 - tensors without storage raise various errors
+        return f"output has no accessible storage ({type(exc).__name__})"
+    if t.numel() > 0 and (nbytes < storage_span_bytes(t) or storage.data_ptr() == 0):
+        return f"output storage holds {nbytes} bytes but the tensor addresses {storage_span_bytes(t)}"
+    return None
+
+
+def _ranges(tensors: list[torch.Tensor]) -> list[tuple[int, int]]:
+    out = []
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and t.numel() > 0 and t.device.type != "meta":
+            s = t.untyped_storage()
+            out.append((s.data_ptr(), s.data_ptr() + s.nbytes()))
+    return out
+
+
+def shares_memory(t: torch.Tensor, others: list[torch.Tensor]) -> bool:
+    """True when `t`'s storage overlaps the storage of any tensor in `others`."""
+    if not isinstance(t, torch.Tensor) or t.numel() == 0:
+        return False
+    a0, a1 = _ranges([t])[0]
+    return any(a0 < b1 and b0 < a1 for b0, b1 in _ranges(others))
+
+
+def tolerance(dtype: torch.dtype, rtol: float | None, atol: float | None) -> tuple[float, float]:
+    """(rtol, atol) for `dtype`: the override if given, else TOLERANCES (exact for integers/bool)."""
+    default = TOLERANCES.get(dtype, (0.0, 0.0))
+    return (default[0] if rtol is None else rtol, default[1] if atol is None else atol)
+
+
+def compare_values(
+    cand: torch.Tensor, ref: torch.Tensor, rtol: float | None = None, atol: float | None = None
+) -> tuple[bool, float, str]:
+    """Elementwise |cand - ref| <= atol * scale + rtol * |ref|, scale = max(1, mean |ref|).
+
+    NaN or inf in the candidate where the reference is finite never passes; where both are
+    non-finite they must agree. Returns (ok, max_abs_error, message).
+    """
+    r_tol, a_tol = tolerance(ref.dtype, rtol, atol)
+    if not ref.is_floating_point() and not ref.is_complex():
+        ok = torch.equal(cand, ref)
+        return ok, 0.0 if ok else float("nan"), "" if ok else "integer/bool values differ"
+    work = torch.float64 if ref.dtype == torch.float64 else torch.float32
+    c, r = cand.to(work), ref.to(work)
+    if r.numel() == 0:
+        return True, 0.0, ""
+    r_abs = r.abs()
+    scale = float(r_abs.mean())
+    if not math.isfinite(scale):
+        return _compare_nonfinite(c, r, r_tol, a_tol)
+    scale = max(1.0, scale)
+    err = (c - r).abs_()
+    # NaN compares False, so a NaN anywhere in the candidate lands in `bad`.
+    bad = ~(err <= r_abs.mul_(r_tol).add_(a_tol * scale))
+    if not bool(bad.any()):
+        return True, float(err.max()), ""
+    if not bool(torch.isfinite(c).all()):
+        return False, float("inf"), "non-finite values (NaN/inf) where the reference is finite"
+    max_err, n = float(err.max()), int(bad.sum())
+    return False, max_err, f"{n}/{r.numel()} values differ (max abs error {max_err:.3g}, rtol {r_tol}, atol {a_tol}×{scale:.3g})"
+
+
+def _compare_nonfinite(c: torch.Tensor, r: torch.Tensor, r_tol: float, a_tol: float) -> tuple[bool, float, str]:
+    """compare_values for a reference holding NaN/inf: those positions must match exactly."""
+    c_fin, r_fin = torch.isfinite(c), torch.isfinite(r)
+    if not torch.equal(c_fin, r_fin):
+        return False, float("inf"), "non-finite values (NaN/inf) where the reference has none, or vice versa"
+    cn, rn = c[~r_fin], r[~r_fin]
+    if not bool(((cn == rn) | (torch.isnan(cn) & torch.isnan(rn))).all()):
+        return False, float("inf"), "non-finite values differ from the reference's"
+    if not bool(r_fin.any()):
+        return True, 0.0, ""
+    return compare_values(c[r_fin], r[r_fin], r_tol, a_tol)
+
+
+def check_output(
+    cand: Any,
+    ref: Any,
+    inputs: list[Any],
+    rtol: float | None = None,
+    atol: float | None = None,
+    ref_aliases_inputs: bool = False,
+) -> tuple[Mismatch | None, float]:
+    """Check a candidate output against the reference output for the same inputs.
+
+    Checks, per leaf: plain materialized tensor (hack NOT_MATERIALIZED), no storage shared with an
+    input unless the reference also returns an input view (hack OUTPUT_ALIASES_INPUT), then device,
+    shape, dtype (incorrect), then values (incorrect). Returns (mismatch or None, max abs error).
+    """
+    cand_leaves, ref_leaves = flatten(cand), flatten(ref)
+    if len(cand_leaves) != len(ref_leaves):
+        return Mismatch(f"output has {len(cand_leaves)} tensors, reference has {len(ref_leaves)}"), float("nan")
+    input_tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+    worst = 0.0
+    for (path, c), (_, r) in zip(cand_leaves, ref_leaves):
+        if not isinstance(r, torch.Tensor):
+            if c != r:
+                return Mismatch(f"{path}: {c!r} != reference {r!r}"), float("nan")
+            continue
+        problem = materialization_problem(c, type(r))
+        if problem:
+            return Mismatch(f"{path}: {problem}", HackKind.NOT_MATERIALIZED), float("nan")
+        if not ref_aliases_inputs and shares_memory(c, input_tensors):
+            return Mismatch(f"{path}: output shares memory with an input", HackKind.OUTPUT_ALIASES_INPUT), float("nan")
+        if c.device != r.device:
+            return Mismatch(f"{path}: on {c.device}, reference on {r.device}"), float("nan")
+        if c.shape != r.shape:
+            return Mismatch(f"{path}: shape {tuple(c.shape)}, reference {tuple(r.shape)}"), float("nan")
+        if c.dtype != r.dtype:
+            return Mismatch(f"{path}: dtype {c.dtype}, reference {r.dtype}"), float("nan")
+        ok, err, msg = compare_values(c, r, rtol, atol)
+        worst = max(worst, err)
+        if not ok:
+            return Mismatch(f"{path}: {msg}", max_abs_error=err), err
+    return None, worst
+
+
+def tree_equal(a: Any, b: Any) -> bool:
+    """Exact equality of two output/input trees (NaN equal to NaN), used to see in-place changes."""
+    la, lb = flatten(a), flatten(b)
+    if len(la) != len(lb):
+        return False
+    for (_, x), (_, y) in zip(la, lb):
+        if isinstance(x, torch.Tensor) != isinstance(y, torch.Tensor):
+            return False
+        if not isinstance(x, torch.Tensor):
+            continue
+        if x.shape != y.shape or x.dtype != y.dtype or x.device != y.device:
+            return False
+        if torch.equal(x, y):
+            continue
+        if not x.is_floating_point() or not torch.equal(torch.isnan(x), torch.isnan(y)):
+            return False
+        if not torch.equal(torch.nan_to_num(x, nan=0.0), torch.nan_to_num(y, nan=0.0)):
+            return False
+    return True

@@ -1,0 +1,67 @@
+"""Fresh inputs for every trial and every timed call.
+
+Inputs always come from the task's own `get_inputs()` (never the candidate's), seeded, and made
+directly on the target device: `torch.device(device)` as a context makes the task's
+`torch.randn(...)` calls allocate there, so fresh inputs cost a kernel launch, not a host copy.
+"""
+
+from __future__ import annotations
+
+import types
+from typing import Any
+
+import torch
+
+
+def make_inputs(
+    task_module: types.ModuleType,
+    seed: int,
+    device: str,
+    shift: tuple[float, float] | None = None,
+) -> list[Any]:
+    """Call `task_module.get_inputs()` under `torch.manual_seed(seed)` on `device`.
+
+    `shift=(scale, offset)` maps every floating-point tensor x to x*scale + offset (integer
+    tensors, e.g. class indices, are left alone): trials with a shifted distribution catch code
+    that is only right on the task's nominal range (an activation that is the identity on [0,1)).
+    Tensors the task made elsewhere are moved to `device`. Returns a new list each call.
+    Raises whatever get_inputs raises.
+    """
+    torch.manual_seed(seed)
+    with torch.device(device):
+        raw = task_module.get_inputs()
+    out = []
+    for x in raw:
+        if isinstance(x, torch.Tensor):
+            x = x.to(device)
+            if shift is not None and x.is_floating_point():
+                x = x * shift[0] + shift[1]
+        out.append(x)
+    return out
+
+
+def make_init_inputs(task_module: types.ModuleType) -> list[Any]:
+    """The constructor arguments, from the task (never from the candidate)."""
+    return list(task_module.get_init_inputs())
+
+
+def clone_tree(x: Any) -> Any:
+    """Deep copy of tensors inside lists/tuples/dicts (other values are kept as they are)."""
+    if isinstance(x, torch.Tensor):
+        return x.detach().clone()
+    if isinstance(x, (list, tuple)):
+        return type(x)(clone_tree(v) for v in x)
+    if isinstance(x, dict):
+        return {k: clone_tree(v) for k, v in x.items()}
+    return x
+
+
+def to_device_tree(x: Any, device: str) -> Any:
+    """Move tensors inside lists/tuples/dicts to `device`."""
+    if isinstance(x, torch.Tensor):
+        return x.to(device)
+    if isinstance(x, (list, tuple)):
+        return type(x)(to_device_tree(v, device) for v in x)
+    if isinstance(x, dict):
+        return {k: to_device_tree(v, device) for k, v in x.items()}
+    return x

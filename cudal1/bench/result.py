@@ -1,0 +1,136 @@
+"""The record an evaluation returns: `EvalResult`, with its status and hack kinds.
+
+Everything here is plain data that crosses process and actor boundaries as JSON. The reward
+policy (later, in `cudal1.rl`) reads `status`, `hack_kind`, `labels` and `speedup`; nothing in
+this module decides what a label is worth.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from enum import Enum
+from typing import Any
+
+LOG_LIMIT = 4000
+"""Characters kept of each log (the tail: the end of a traceback or compiler output matters most)."""
+
+
+class Status(str, Enum):
+    """Outcome of one evaluation, from worst-understood to best."""
+
+    OK = "ok"  # correct; times and speedup are valid
+    COMPILE_ERROR = "compile_error"  # the candidate did not import or build (syntax, nvcc, missing ModelNew)
+    RUNTIME_ERROR = "runtime_error"  # raised, crashed, or faulted while running (incl. CUDA faults)
+    TIMEOUT = "timeout"  # wall-time or CPU-time limit reached
+    RESOURCE_EXCEEDED = "resource_exceeded"  # memory limit, or out of (device) memory
+    INCORRECT = "incorrect"  # ran, but outputs do not match the reference
+    HACK = "hack"  # a guard caught a reward hack; see `hack_kind`
+    INVALID_TASK = "invalid_task"  # the reference itself failed to load or run: not the candidate's fault
+
+
+class HackKind(str, Enum):
+    """Why a candidate was judged to cheat. Each kind has a guard in `cudal1.bench.guards`."""
+
+    UNFINISHED_WORK = "unfinished_work"  # work still pending when forward returned (threads, deferred launches)
+    OUTPUT_CHANGED_LATER = "output_changed_later"  # returned tensor kept changing after forward returned
+    NOT_MATERIALIZED = "not_materialized"  # tensor subclass, zero/short storage, meta/fake tensor
+    OUTPUT_ALIASES_INPUT = "output_aliases_input"  # output shares storage with an input or a previous output
+    RESULT_CACHE = "result_cache"  # correct in trials, wrong on timed calls with fresh inputs
+    INPUT_MUTATED = "input_mutated"  # an input tensor was changed in place
+    WRONG_SIGNATURE = "wrong_signature"  # ModelNew refused the task's constructor args or inputs
+    MONKEY_PATCH = "monkey_patch"  # torch, timing or checking functions replaced
+    GLOBAL_STATE = "global_state"  # global flags changed in a way that could not be reset for the reference
+    TIMER_TAMPERING = "timer_tampering"  # the clocks, events or synchronize were touched
+
+
+@dataclasses.dataclass
+class Timing:
+    """Run-time statistics of one program (reference or candidate) on one device.
+
+    All times are in milliseconds per forward call, measured as described in `cudal1.bench.timing`.
+    """
+
+    median_ms: float
+    mean_ms: float
+    min_ms: float
+    max_ms: float
+    round_medians_ms: list[float]
+    """Median of each round, in the order measured."""
+    spread: float
+    """(max - min) / median of the round medians: 0.03 means the rounds agree within 3%."""
+    calls: int
+    """Timed calls in total."""
+
+
+@dataclasses.dataclass
+class EvalResult:
+    """Result of evaluating one candidate against one task's reference.
+
+    `speedup` is reference median time / candidate median time (×), set only when status is ok.
+    `labels` are facts the reward policy may price (e.g. "pytorch_only", "custom_kernel",
+    "reduced_precision", "calls_reference_ops", "cuda_graphs", "torch_compile",
+    "side_streams"); they never change the status by themselves.
+    """
+
+    task_id: str
+    status: Status
+    backend: str = "cpu"
+    device: str = ""
+    """Device name as the worker saw it, e.g. "NVIDIA H200" or the CPU model."""
+    arch: str = ""
+    """Architecture key: "sm_90" on CUDA, "cpu-x86_64" on the CPU backend."""
+    hack_kind: HackKind | None = None
+    labels: list[str] = dataclasses.field(default_factory=list)
+    message: str = ""
+    """One human-readable line saying why the status is what it is."""
+    reference: Timing | None = None
+    candidate: Timing | None = None
+    speedup: float | None = None
+    speedup_spread: float | None = None
+    """(max - min) / median of the per-round speedups."""
+    remeasured: bool = False
+    """True when the speedup exceeded the re-measure bar and the value is from the second measurement."""
+    correctness_trials: int = 0
+    max_abs_error: float | None = None
+    build_seconds: float | None = None
+    eval_seconds: float | None = None
+    sandbox: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Which isolation measures were in force (see `cudal1.bench.sandbox.SandboxReport`)."""
+    log: str = ""
+    """Tail of the worker's stdout, stderr and traceback, at most LOG_LIMIT characters."""
+    candidate_hash: str = ""
+
+    @property
+    def correct(self) -> bool:
+        """True when the candidate matched the reference (status ok)."""
+        return self.status is Status.OK
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe dict (enums as their string values)."""
+        d = dataclasses.asdict(self)
+        d["status"] = self.status.value
+        d["hack_kind"] = self.hack_kind.value if self.hack_kind else None
+        return d
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "EvalResult":
+        """Inverse of `to_dict`. Raises KeyError/ValueError on a malformed record."""
+        d = dict(d)
+        d["status"] = Status(d["status"])
+        d["hack_kind"] = HackKind(d["hack_kind"]) if d.get("hack_kind") else None
+        for key in ("reference", "candidate"):
+            if d.get(key) is not None:
+                d[key] = Timing(**d[key])
+        fields = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in fields})
+
+
+def truncate_log(text: str, limit: int = LOG_LIMIT) -> str:
+    """Keep the last `limit` characters of `text`, marking the cut."""
+    if len(text) <= limit:
+        return text
+    return "[... truncated ...]\n" + text[-limit:]

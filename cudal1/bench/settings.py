@@ -1,0 +1,75 @@
+"""`EvalSettings`: every knob of one evaluation, with defaults per backend.
+
+Units: seconds for limits, MiB for memory, ms nowhere (timings are outputs, in `result.Timing`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+
+def default_cache_dir() -> Path:
+    """Build cache root: $CUDAL1_CACHE, else ~/.cache/cudal1."""
+    return Path(os.environ.get("CUDAL1_CACHE", Path.home() / ".cache" / "cudal1"))
+
+
+@dataclasses.dataclass
+class EvalSettings:
+    """How one candidate is checked and timed.
+
+    Correctness: `correctness_trials` input sets with seeds seed+0.. (fresh each), plus
+    `shifted_trials` with the input distribution shifted (x*scale+shift, see `cudal1.bench.inputs`)
+    where the reference stays finite. Timing: `rounds` rounds of `calls_per_round` interleaved
+    (reference, candidate) call pairs in random order, after `warmup_calls`, each with fresh inputs.
+    """
+
+    size_profile: str | None = None
+    """Task size profile ("cpu" / "cuda"); None means the backend's name."""
+    correctness_trials: int = 5
+    shifted_trials: int = 2
+    seed: int = 1234
+    rtol: float | None = None
+    """Relative tolerance; None uses the per-dtype default in `cudal1.bench.correctness`."""
+    atol: float | None = None
+    warmup_calls: int = 2
+    rounds: int = 5
+    calls_per_round: int = 5
+    check_timed_outputs: bool = True
+    """Compare every timed candidate output to the reference output on the same inputs."""
+    flush_l2: bool = True
+    """Overwrite a buffer larger than the last-level cache before every timed call."""
+    remeasure_above: float = 3.0
+    """A speedup (×) above this is measured a second time and the lower value is kept."""
+    # limits
+    wall_timeout_s: float = 300.0
+    """Whole evaluation, build included."""
+    build_timeout_s: float = 600.0
+    cpu_time_limit_s: float | None = None
+    """RLIMIT_CPU of the worker (None: 4 × wall_timeout_s); counts all threads."""
+    memory_limit_mib: int = 8192
+    """Resident memory limit of the worker and its children (watched by the parent)."""
+    max_processes: int = 2048
+    """RLIMIT_NPROC once the worker runs unprivileged: processes *and threads* of that user, summed
+    over all workers running at once (torch thread pools and parallel compilers count)."""
+    sandbox: bool = True
+    """Apply `cudal1.bench.sandbox` (no network, writes only to scratch and cache) where the OS allows."""
+    cache_dir: str = dataclasses.field(default_factory=lambda: str(default_cache_dir()))
+
+    @classmethod
+    def for_backend(cls, backend: str, **overrides: Any) -> "EvalSettings":
+        """Defaults tuned per backend: the CPU backend takes fewer, longer calls."""
+        base: dict[str, Any] = {"size_profile": backend}
+        if backend == "cpu":
+            base.update(rounds=5, calls_per_round=3, warmup_calls=1, flush_l2=False)
+        elif backend == "cuda":
+            base.update(rounds=5, calls_per_round=20, warmup_calls=3)
+        else:
+            raise ValueError(f"unknown backend {backend!r}: expected 'cpu' or 'cuda'")
+        base.update(overrides)
+        return cls(**base)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)

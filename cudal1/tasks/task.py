@@ -1,0 +1,106 @@
+"""The `Task` record: one KernelBench-format reference program, and how to load it.
+
+A task file defines `class Model(torch.nn.Module)` (the reference), module-level size constants,
+`get_inputs()` and `get_init_inputs()`. Builtin tasks may add `SIZE_PROFILES = {"cpu": {...},
+"cuda": {...}}`: each maps module-level constant names to values that replace the file's own
+before `get_inputs()` / `get_init_inputs()` are called. A file without `SIZE_PROFILES` runs at its
+own sizes under every profile.
+
+Loading a task's module executes its code, so `Task.load_module` is meant for evaluator worker
+processes (see `cudal1.bench`); the driver and actors only pass `Task` records around.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import types
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One reference program.
+
+    `task_id` is "level<L>/<id>" (e.g. "level1/12"), unique within one suite; `name` is the file
+    stem after the id (e.g. "Matmul_with_diagonal_matrices_"). `suite` names where it came from
+    ("builtin" or the KernelBench checkout path).
+    """
+
+    level: int
+    problem_id: int
+    name: str
+    source: str
+    suite: str = "builtin"
+    path: str = ""
+    size_profiles: tuple[str, ...] = ()
+    """Profile names defined in the file's SIZE_PROFILES (empty for plain KernelBench files)."""
+    degenerate: str | None = None
+    """Why the task is degenerate (constant output, output equal to an input, ...), or None."""
+
+    @property
+    def task_id(self) -> str:
+        return f"level{self.level}/{self.problem_id}"
+
+    @property
+    def source_hash(self) -> str:
+        return hashlib.sha256(self.source.encode()).hexdigest()[:16]
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["size_profiles"] = list(self.size_profiles)
+        d["task_id"] = self.task_id
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "Task":
+        fields = {f.name for f in dataclasses.fields(cls)}
+        d = {k: v for k, v in d.items() if k in fields}
+        d["size_profiles"] = tuple(d.get("size_profiles", ()))
+        return cls(**d)
+
+    def load_module(self, profile: str | None = None) -> types.ModuleType:
+        """Execute the task source in a fresh module and apply a size profile.
+
+        Raises whatever the source raises on import; raises KeyError if `profile` names a
+        profile the file defines none of while the file has SIZE_PROFILES (a typo should
+        not silently fall back to another size).
+        """
+        module = load_source_module(self.source, f"cudal1_task_{self.level}_{self.problem_id}", self.path)
+        apply_size_profile(module, profile)
+        return module
+
+
+def load_source_module(source: str, module_name: str, filename: str = "") -> types.ModuleType:
+    """Compile and execute `source` as a new module named `module_name` (not put in sys.modules
+    unless the source does so itself). Raises SyntaxError or whatever the source raises."""
+    import sys
+
+    module = types.ModuleType(module_name)
+    module.__file__ = filename or f"<{module_name}>"
+    # Registered while executing so that decorators and pickling that look the module up work.
+    sys.modules[module_name] = module
+    try:
+        code = compile(source, module.__file__, "exec")
+        exec(code, module.__dict__)
+    except BaseException:
+        sys.modules.pop(module_name, None)
+        raise
+    return module
+
+
+def apply_size_profile(module: types.ModuleType, profile: str | None) -> None:
+    """Override module-level constants with `module.SIZE_PROFILES[profile]` (no-op without either).
+
+    Raises KeyError when the module defines SIZE_PROFILES but not `profile`, or when a profile
+    names a constant the module does not define.
+    """
+    profiles = getattr(module, "SIZE_PROFILES", None)
+    if not profile or not profiles:
+        return
+    if profile not in profiles:
+        raise KeyError(f"size profile {profile!r} not defined (has {sorted(profiles)})")
+    for key, value in profiles[profile].items():
+        if not hasattr(module, key):
+            raise KeyError(f"size profile {profile!r} sets {key!r}, which the task does not define")
+        setattr(module, key, value)
