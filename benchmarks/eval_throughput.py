@@ -1,0 +1,107 @@
+"""Evaluation throughput (cold and warm build cache) and repeatability of the evaluator.
+
+Prints figures and writes them as JSON; the figures in docs/benchmarks.md come from this script.
+
+    python benchmarks/eval_throughput.py --backend cuda --copies 2 --out throughput.json
+
+Throughput: every seed solution of the chosen levels, each in `--copies` variants made distinct
+by a salt comment (so each is its own build), goes through the suite pipeline (parallel builds,
+one timing at a time per device). "cold" starts from an empty build cache; "warm" evaluates the
+same sources again. Candidates per hour = candidates / wall seconds × 3600.
+
+Repeatability: one candidate evaluated `--repeats` times; the spread of its speedup is
+(max − min) / median over the repeats.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from cudal1.bench.result import Status
+from cudal1.bench.settings import EvalSettings
+from cudal1.bench.suite import SuiteJob, run_suite
+from cudal1.tasks import find_task, load_tasks
+from cudal1.tasks.builtin import seed_solutions
+
+
+def run_jobs(jobs: list[SuiteJob], backend: str, settings: EvalSettings, build_jobs: int) -> dict:
+    results = []
+    t0 = time.perf_counter()
+    run_suite(jobs, backend, settings, lambda job, r: results.append(r), build_jobs=build_jobs)
+    wall = time.perf_counter() - t0
+    ok = [r for r in results if r.status is Status.OK]
+    builds = [r.build_seconds for r in results if r.build_seconds]
+    return {
+        "candidates": len(jobs),
+        "ok": len(ok),
+        "statuses": {s: sum(r.status.value == s for r in results) for s in {r.status.value for r in results}},
+        "wall_s": round(wall, 1),
+        "per_hour": round(len(jobs) / wall * 3600, 1),
+        "median_eval_s": round(statistics.median([r.eval_seconds or 0 for r in results]), 2) if results else None,
+        "median_build_s_in_eval": round(statistics.median(builds), 2) if builds else None,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", default="cuda", choices=["cpu", "cuda"])
+    ap.add_argument("--levels", type=int, nargs="+", default=[1])
+    ap.add_argument("--copies", type=int, default=2)
+    ap.add_argument("--build-jobs", type=int, default=os.cpu_count())
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeat-task", default=None, help="task for the repeatability run (default: first seed)")
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+
+    cache = tempfile.mkdtemp(prefix="cudal1-bench-cache-")
+    settings = EvalSettings.for_backend(args.backend, cache_dir=cache)
+    tasks = load_tasks("builtin").tasks
+    seeds = {tid: p for tid, p in seed_solutions(args.backend).items() if int(tid.split("/")[0][5:]) in args.levels}
+    if not seeds:
+        print(f"no {args.backend} seed solutions for levels {args.levels}", file=sys.stderr)
+        return 1
+    jobs = []
+    for copy in range(args.copies):
+        for tid, path in sorted(seeds.items()):
+            source = path.read_text() + f"\n# throughput-benchmark variant {copy}\n"
+            jobs.append(SuiteJob(find_task(tasks, tid), source, path))
+    report: dict = {"backend": args.backend, "levels": args.levels, "build_jobs": args.build_jobs,
+                    "cpu_count": os.cpu_count(), "date": time.strftime("%Y-%m-%d")}
+    print(f"{len(jobs)} candidates ({len(seeds)} seeds × {args.copies} variants), build jobs {args.build_jobs}")
+    report["cold"] = run_jobs(jobs, args.backend, settings, args.build_jobs)
+    print("cold cache:", json.dumps(report["cold"]))
+    report["warm"] = run_jobs(jobs, args.backend, settings, args.build_jobs)
+    print("warm cache:", json.dumps(report["warm"]))
+
+    from cudal1.bench.evaluator import evaluate
+
+    tid = args.repeat_task or sorted(seeds)[0]
+    task, source = find_task(tasks, tid), seeds[tid].read_text()
+    speedups = []
+    for _ in range(args.repeats):
+        r = evaluate(task, source, args.backend, settings=settings)
+        speedups.append(r.speedup if r.status is Status.OK else float("nan"))
+    med = statistics.median(speedups)
+    report["repeatability"] = {
+        "task": tid,
+        "speedups": [round(s, 4) for s in speedups],
+        "median": round(med, 4),
+        "spread": round((max(speedups) - min(speedups)) / med, 4),
+    }
+    print("repeatability:", json.dumps(report["repeatability"]))
+    shutil.rmtree(cache, ignore_errors=True)
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,99 @@
+"""Unit tests of output checking: tolerances, NaN, materialization, aliasing."""
+
+import pytest
+import torch
+
+from cudal1.bench import correctness as C
+from cudal1.bench.result import HackKind
+
+
+def test_values_within_fp32_tolerance_pass_and_beyond_fail():
+    ref = torch.randn(1000)
+    ok, err, _ = C.compare_values(ref + 1e-5, ref)
+    assert ok and err == pytest.approx(1e-5, rel=1e-2)
+    ok, err, msg = C.compare_values(ref + 0.05, ref)
+    assert not ok and "values differ" in msg
+
+
+def test_atol_scales_with_reference_magnitude():
+    ref = torch.full((100,), 1e4) + torch.randn(100)
+    # 1e-3 relative to a mean |value| of 1e4 is 10 of absolute slack; 5 passes, 50 does not.
+    assert C.compare_values(ref + 5.0, ref, rtol=0.0)[0]
+    assert not C.compare_values(ref + 50.0, ref, rtol=0.0)[0]
+
+
+def test_nan_never_passes_where_reference_is_finite():
+    ref = torch.randn(10)
+    cand = ref.clone()
+    cand[3] = float("nan")
+    ok, err, msg = C.compare_values(cand, ref)
+    assert not ok and "non-finite" in msg and err == float("inf")
+    cand[3] = float("inf")
+    assert not C.compare_values(cand, ref)[0]
+
+
+def test_matching_nonfinite_positions_pass_and_others_are_checked():
+    ref = torch.tensor([1.0, float("nan"), float("inf"), 2.0])
+    assert C.compare_values(ref.clone(), ref)[0]
+    moved = torch.tensor([float("nan"), 1.0, float("inf"), 2.0])
+    assert not C.compare_values(moved, ref)[0]
+    wrong_finite = torch.tensor([1.5, float("nan"), float("inf"), 2.0])
+    assert not C.compare_values(wrong_finite, ref)[0]
+
+
+def test_integer_outputs_must_be_exact():
+    ref = torch.arange(10)
+    assert C.compare_values(ref.clone(), ref)[0]
+    assert not C.compare_values(ref + 1, ref)[0]
+
+
+def test_per_dtype_tolerances_are_looser_for_half():
+    assert C.tolerance(torch.bfloat16, None, None) > C.tolerance(torch.float32, None, None)
+    assert C.tolerance(torch.int64, None, None) == (0.0, 0.0)
+    assert C.tolerance(torch.float32, 0.5, None)[0] == 0.5
+
+
+def test_storage_span_and_short_storage_is_not_materialized():
+    t = torch.zeros(4, 5)
+    assert C.storage_span_bytes(t) == 80
+    assert C.storage_span_bytes(t[:, 1:3]) == (1 + 3 * 5 + 1 + 1) * 4  # offset 1, last element at 17
+    fake = torch.zeros(4, 5)
+    fake.untyped_storage().resize_(0)  # the tensor still claims 4×5 values
+    assert "storage" in C.materialization_problem(fake, torch.Tensor)
+    assert C.materialization_problem(t, torch.Tensor) is None
+
+
+class _Sub(torch.Tensor):
+    pass
+
+
+def test_subclass_meta_and_non_tensor_outputs_are_rejected():
+    ref = torch.ones(3)
+    assert "plain torch.Tensor" in C.materialization_problem(ref.as_subclass(_Sub), torch.Tensor)
+    assert "meta" in C.materialization_problem(torch.empty(3, device="meta"), torch.Tensor)
+    assert "not a tensor" in C.materialization_problem([1, 2, 3], torch.Tensor)
+
+
+def test_check_output_reports_hacks_and_errors():
+    x = torch.randn(8)
+    ref = x * 2
+    mismatch, _ = C.check_output(x, ref, [x])
+    assert mismatch.hack is HackKind.OUTPUT_ALIASES_INPUT
+    mismatch, _ = C.check_output(x[:4] * 2, ref, [x])
+    assert mismatch.hack is None and "shape" in mismatch.message
+    mismatch, _ = C.check_output((x * 2).double(), ref, [x])
+    assert "dtype" in mismatch.message
+    mismatch, _ = C.check_output((ref, ref), ref, [x])
+    assert "tensors" in mismatch.message
+    assert C.check_output(x * 2, ref, [x])[0] is None
+    # A reference that returns an input view lets the candidate do the same.
+    assert C.check_output(x, x, [x], ref_aliases_inputs=True)[0] is None
+
+
+def test_tree_equal_sees_in_place_changes_and_treats_nan_as_equal():
+    a = [torch.tensor([1.0, float("nan")]), 3]
+    assert C.tree_equal(a, [a[0].clone(), 3])
+    b = [a[0].clone(), 3]
+    b[0][0] = 2.0
+    assert not C.tree_equal(a, b)
+    assert not C.tree_equal([torch.ones(2)], [torch.ones(3)])

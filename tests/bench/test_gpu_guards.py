@@ -1,0 +1,204 @@
+"""Guards that need a CUDA device: side streams (Python and C++), partial writes, CUDA faults.
+
+Skipped without a GPU. Run on the GPU machine with `python -m pytest -m gpu tests/bench/test_gpu_guards.py`.
+The inline-CUDA candidates here build once each (about a minute on an H200's host) into the build cache.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+import torch
+
+from cudal1.bench.evaluator import evaluate
+from cudal1.bench.result import Status
+from cudal1.bench.settings import EvalSettings
+from cudal1.tasks.task import Task
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
+
+MATMUL_TASK = Task(
+    level=1,
+    problem_id=901,
+    name="GpuGuardMatmul",
+    source=textwrap.dedent(
+        """
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def forward(self, A, B):
+                return torch.relu(A @ B)
+
+        N = 4096
+
+        def get_inputs():
+            return [torch.randn(N, N), torch.randn(N, N)]
+
+        def get_init_inputs():
+            return []
+        """
+    ),
+)
+
+SCALE_TASK = Task(
+    level=1,
+    problem_id=902,
+    name="GpuGuardScale",
+    source=textwrap.dedent(
+        """
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def forward(self, x):
+                return x * 2.0 + 1.0
+
+        N = 1 << 24
+
+        def get_inputs():
+            return [torch.randn(N)]
+
+        def get_init_inputs():
+            return []
+        """
+    ),
+)
+
+
+def _settings(**kw):
+    return EvalSettings.for_backend("cuda", rounds=3, calls_per_round=10, **kw)
+
+
+HONEST_MATMUL = """
+import torch, torch.nn as nn
+class ModelNew(nn.Module):
+    def forward(self, A, B):
+        return torch.relu(A @ B)
+"""
+
+PY_SIDE_STREAM = """
+import torch, torch.nn as nn
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.side = torch.cuda.Stream()
+    def forward(self, A, B):
+        # The classic exploit: the work runs on a stream the caller's timer does not watch.
+        self.side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.side):
+            out = torch.relu(A @ B)
+        return out
+"""
+
+CUDA_COMMON = r"""
+import torch, torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+cpp = "torch::Tensor run(torch::Tensor x);"
+"""
+
+CPP_SIDE_STREAM = CUDA_COMMON + r'''
+cuda = r"""
+#include <torch/extension.h>
+#include <cuda_runtime.h>
+__global__ void scale_slow(const float* x, float* y, long n, int reps) {
+    long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (i < n) { float v = x[i]; float acc = 0.f;
+        for (int r = 0; r < reps; ++r) acc = acc * 0.5f + v;   // busy work, result stays 2v-ish
+        y[i] = v * 2.0f + 1.0f + 0.0f * acc; }
+}
+static cudaStream_t side = nullptr;
+torch::Tensor run(torch::Tensor x) {
+    if (!side) cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
+    auto y = torch::empty_like(x);
+    long n = x.numel();
+    scale_slow<<<(n + 255) / 256, 256, 0, side>>>(x.data_ptr<float>(), y.data_ptr<float>(), n, 2000);
+    return y;   // no synchronisation: the caller's stream knows nothing of this work
+}
+"""
+mod = load_inline("cudal1_test_cpp_side_stream", cpp_sources=cpp, cuda_sources=cuda, functions=["run"], verbose=False)
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return mod.run(x.contiguous())
+'''
+
+PARTIAL_WRITE = CUDA_COMMON + r'''
+cuda = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+__global__ void half_scale(const float* x, float* y, long n) {
+    long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+    if (i < n / 2) y[i] = x[i] * 2.0f + 1.0f;   // the second half is never written
+}
+torch::Tensor run(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    long n = x.numel();
+    half_scale<<<(n + 255) / 256, 256, 0, at::cuda::getCurrentCUDAStream()>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+    return y;
+}
+"""
+mod = load_inline("cudal1_test_partial_write", cpp_sources=cpp, cuda_sources=cuda, functions=["run"], verbose=False)
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return mod.run(x.contiguous())
+'''
+
+ILLEGAL_ADDRESS = CUDA_COMMON + r'''
+cuda = r"""
+#include <torch/extension.h>
+#include <ATen/cuda/CUDAContext.h>
+__global__ void wild(float* y) { float* p = (float*)0x10; *p = 1.0f; y[0] = 0.f; }
+torch::Tensor run(torch::Tensor x) {
+    auto y = torch::empty_like(x);
+    wild<<<1, 1, 0, at::cuda::getCurrentCUDAStream()>>>(y.data_ptr<float>());
+    return y;
+}
+"""
+mod = load_inline("cudal1_test_illegal_address", cpp_sources=cpp, cuda_sources=cuda, functions=["run"], verbose=False)
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return mod.run(x.contiguous())
+'''
+
+HONEST_SCALE = """
+import torch, torch.nn as nn
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.addcmul(torch.ones_like(x), x, torch.full_like(x, 2.0))
+"""
+
+
+def test_python_side_stream_is_timed_and_labelled():
+    honest = evaluate(MATMUL_TASK, HONEST_MATMUL, "cuda", settings=_settings())
+    side = evaluate(MATMUL_TASK, PY_SIDE_STREAM, "cuda", settings=_settings())
+    assert honest.status is Status.OK, honest.message
+    assert side.status is Status.OK, side.message
+    assert "side_streams" in side.labels
+    # The same work on another stream must not look faster: the timer waits for the whole device.
+    assert side.speedup < 1.3, side.speedup
+    assert side.candidate.median_ms > 0.7 * honest.candidate.median_ms
+
+
+def test_cpp_side_stream_is_timed_and_labelled():
+    result = evaluate(SCALE_TASK, CPP_SIDE_STREAM, "cuda", settings=_settings())
+    # Work on a C++-created stream either finishes inside the timer or the output check sees it unfinished.
+    if result.status is Status.OK:
+        assert "side_streams" in result.labels
+        assert "custom_kernel" in result.labels
+        assert result.speedup < 1.0, result.speedup  # the busy loop makes it slower than x*2+1
+    else:
+        assert result.status in (Status.INCORRECT, Status.HACK), result.message
+
+
+def test_partial_write_kernel_fails():
+    result = evaluate(SCALE_TASK, PARTIAL_WRITE, "cuda", settings=_settings())
+    assert result.status in (Status.INCORRECT, Status.HACK), result.message
+
+
+def test_illegal_address_is_contained_and_next_evaluation_is_clean():
+    bad = evaluate(SCALE_TASK, ILLEGAL_ADDRESS, "cuda", settings=_settings())
+    assert bad.status is Status.RUNTIME_ERROR, bad.message
+    assert "cuda_fault" in bad.labels or "worker_crashed" in bad.labels, bad.labels
+    good = evaluate(SCALE_TASK, HONEST_SCALE, "cuda", settings=_settings())
+    assert good.status is Status.OK, good.message

@@ -1,0 +1,76 @@
+"""In-process unit tests of the state guards (the end-to-end cheats are in test_guards.py)."""
+
+import threading
+import time
+
+import torch
+
+from cudal1.bench import guards
+from cudal1.bench.result import HackKind
+
+
+def test_global_flags_diff_apply_and_reduced_precision():
+    pristine = guards.GlobalFlags()
+    threads = torch.get_num_threads()
+    try:
+        torch.set_float32_matmul_precision("high")
+        torch.set_num_threads(1)
+        changed = guards.GlobalFlags()
+        diff = pristine.diff(changed)
+        assert set(diff) >= {"float32_matmul_precision", "num_threads"}
+        # "high" also turns on TF32 for CUDA matmuls: both are reported.
+        assert set(guards.reduced_precision_flags(pristine, changed)) == {"float32_matmul_precision", "cuda.matmul.allow_tf32"}
+        assert pristine.apply() == []
+        assert torch.get_float32_matmul_precision() == pristine.values["float32_matmul_precision"]
+        assert torch.get_num_threads() == threads
+        # Defaults that are already "reduced" (fp16 reduced-precision reductions) are not the candidate's doing.
+        assert guards.reduced_precision_flags(pristine, guards.GlobalFlags()) == []
+    finally:
+        torch.set_float32_matmul_precision("highest")
+        torch.set_num_threads(threads)
+
+
+def test_function_snapshot_sees_replacements_and_names_timer_tampering(monkeypatch):
+    snap = guards.FunctionSnapshot()
+    assert snap.changed() == []
+    monkeypatch.setattr(torch, "allclose", lambda *a, **k: True)
+    changed = snap.changed()
+    assert changed == ["torch.allclose"]
+    assert guards.patch_hack_kind(changed) is HackKind.MONKEY_PATCH
+    monkeypatch.setattr(time, "perf_counter", lambda: 0.0)
+    assert guards.patch_hack_kind(snap.changed()) is HackKind.TIMER_TAMPERING
+
+
+def test_function_snapshot_watches_the_evaluators_own_modules(monkeypatch):
+    from cudal1.bench import correctness
+
+    snap = guards.FunctionSnapshot()
+    monkeypatch.setattr(correctness, "compare_values", lambda *a, **k: (True, 0.0, ""))
+    assert "cudal1.bench.correctness.compare_values" in snap.changed()
+
+
+def test_python_threads_lists_live_threads():
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait, daemon=True)
+    before = guards.python_threads()
+    t.start()
+    try:
+        assert guards.python_threads() - before == {t.ident}
+    finally:
+        stop.set()
+        t.join()
+
+
+def test_op_recorder_records_ops_and_dtypes():
+    x = torch.randn(4, 4)
+    with guards.OpRecorder() as rec:
+        (x.half() @ x.half()).float()
+    assert "mm" in rec.ops
+    assert torch.float16 in rec.dtypes
+
+
+def test_source_labels():
+    src = "from torch.utils.cpp_extension import load_inline\ng = torch.cuda.CUDAGraph()\nm = torch.compile(m)"
+    labels = guards.source_labels(src)
+    assert {"custom_kernel_source", "cuda_graphs", "torch_compile"} <= set(labels)
+    assert guards.source_labels("return torch.relu(x)") == []

@@ -1,0 +1,50 @@
+"""The Task record: ids, serialization, module loading and size profiles."""
+
+import pytest
+
+from cudal1.bench.result import EvalResult, HackKind, Status, Timing, truncate_log
+from cudal1.tasks.task import Task
+
+SOURCE = """
+import torch
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return x + 1
+N = 8
+SIZE_PROFILES = {"cpu": {"N": 2}, "cuda": {"N": 8}}
+def get_inputs():
+    return [torch.randn(N)]
+def get_init_inputs():
+    return []
+"""
+
+
+def test_task_id_and_roundtrip():
+    task = Task(level=2, problem_id=7, name="X", source=SOURCE, size_profiles=("cpu", "cuda"))
+    assert task.task_id == "level2/7"
+    assert Task.from_dict(task.to_dict()) == task
+
+
+def test_size_profiles_are_applied_and_typos_raise():
+    task = Task(level=1, problem_id=1, name="X", source=SOURCE)
+    assert task.load_module("cpu").get_inputs()[0].shape == (2,)
+    assert task.load_module(None).get_inputs()[0].shape == (8,)
+    with pytest.raises(KeyError, match="not defined"):
+        task.load_module("tpu")
+    bad = Task(level=1, problem_id=1, name="X", source=SOURCE.replace('{"N": 2}', '{"M": 2}'))
+    with pytest.raises(KeyError, match="does not define"):
+        bad.load_module("cpu")
+
+
+def test_eval_result_json_roundtrip():
+    r = EvalResult(task_id="level1/1", status=Status.HACK, hack_kind=HackKind.RESULT_CACHE,
+                   reference=Timing(1.0, 1.0, 1.0, 1.0, [1.0], 0.0, 1), labels=["pytorch_only"])
+    back = EvalResult.from_dict(r.to_dict())
+    assert back == r
+    assert '"hack_kind": "result_cache"' in r.to_json()
+
+
+def test_truncate_log_keeps_the_tail():
+    text = "a" * 10 + "END"
+    assert truncate_log(text, 5).endswith("aaEND")
+    assert truncate_log("short", 100) == "short"
