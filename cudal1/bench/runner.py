@@ -68,6 +68,22 @@ def classify_exception(exc: BaseException, during: str) -> Verdict:
     return Verdict(Status.RUNTIME_ERROR, f"{during}: {first}")
 
 
+def loaded_extensions(ext_dir: str) -> list[str]:
+    """Shared objects from `ext_dir` (the candidate's build directory) mapped into this process.
+
+    Read from /proc/self/maps: torch loads inline extensions without registering them in
+    sys.modules, but whatever runs here is mapped. Empty when ext_dir is "" or /proc is missing.
+    """
+    if not ext_dir:
+        return []
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split(maxsplit=5)[-1].strip() for line in f if ".so" in line}
+    except OSError:
+        return []
+    return sorted(p for p in paths if p.startswith(ext_dir))
+
+
 def _signature_error(exc: BaseException) -> bool:
     text = str(exc)
     return isinstance(exc, TypeError) and any(
@@ -165,7 +181,6 @@ class Runner:
 
     def load_candidate(self) -> None:
         self.labels.extend(guards.source_labels(self.source))
-        modules_before = set(sys.modules)
         t0 = time.perf_counter()
         try:
             module = load_source_module(self.source, CANDIDATE_MODULE, "<candidate>")
@@ -176,11 +191,8 @@ class Runner:
             raise Verdict(Status.COMPILE_ERROR, f"candidate failed to import/build: {type(exc).__name__}: {str(exc)[:500]}") from exc
         self.result.build_seconds = round(time.perf_counter() - t0, 3)
         self._check_patches("at import")
-        ext_dir = os.environ.get("TORCH_EXTENSIONS_DIR", "")
-        for name in set(sys.modules) - modules_before:
-            path = getattr(sys.modules.get(name), "__file__", None) or ""
-            if ext_dir and path.startswith(ext_dir) and path.endswith(".so"):
-                self._label("custom_kernel")
+        if loaded_extensions(os.environ.get("TORCH_EXTENSIONS_DIR", "")):
+            self._label("custom_kernel")
         if "triton" in sys.modules and "custom_kernel_source" in self.labels and "triton" in self.source:
             self._label("custom_kernel")
         if not hasattr(module, "ModelNew"):
@@ -361,12 +373,21 @@ class Runner:
 
     def run(self) -> dict[str, Any]:
         t0 = time.perf_counter()
+        phase = "reference"
         try:
-            self.load_reference()
-            self.load_candidate()
-            self.check_correctness()
-            self.collect_labels()
-            self.measure()
+            try:
+                self.load_reference()
+                for phase, step in (("import", self.load_candidate), ("correctness", self.check_correctness),
+                                    ("labels", self.collect_labels), ("timing", self.measure)):
+                    step()
+            except Verdict:
+                raise
+            except BaseException as exc:  # noqa: BLE001
+                # Asynchronous faults (a CUDA illegal address) surface at the next synchronize,
+                # wherever that is: once the candidate is loaded, they are its doing.
+                if phase == "reference":
+                    raise Verdict(Status.INVALID_TASK, f"reference failed: {type(exc).__name__}: {exc}") from exc
+                raise classify_exception(exc, phase) from exc
             self.result.status = Status.OK
             self.result.message = f"correct on {self.result.correctness_trials} trials; {self.result.speedup:.3f}× faster"
         except Verdict as v:

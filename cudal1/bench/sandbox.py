@@ -1,0 +1,610 @@
+"""Confine the current process before it runs untrusted candidate code: `apply_sandbox`.
+
+Called once, in the worker's child (`cudal1.bench.worker`), after its log and result pipe are
+open and before any candidate code is imported. Every measure is irreversible for the process
+and best-effort: when the OS refuses one, the others still apply, and the returned
+`SandboxReport` says per measure whether it is in force and why not. Linux only; elsewhere only
+the resource limits apply.
+
+What it does (in this order):
+
+1. Resource limits (`resource.setrlimit`): CPU time (SIGXCPU at the soft limit, SIGKILL one
+   second later; all threads add up), no core files, a file-size cap, a process/thread cap
+   (RLIMIT_NPROC), and an address-space cap only when asked (CUDA reserves huge virtual ranges,
+   so the CUDA backend must leave it unset; memory is limited by the parent's watch of the
+   resident memory of the whole process tree).
+2. No network: a new, empty network namespace (`unshare(CLONE_NEWNET)`; its loopback is down,
+   so every connect fails, 127.0.0.1 included). Without permission it tries a new user namespace
+   with it, but only when no privilege drop follows (a user namespace would leave the target user
+   unmapped). Also, where Landlock knows networks (ABI >= 4), TCP bind and connect are denied.
+3. Writes confined (Landlock, ABI 1-7 handled): writing, truncating, creating, removing,
+   renaming, linking and mknod are allowed only beneath `scratch` and the `writable` dirs.
+   Reading and executing stay allowed everywhere: torch, compilers and headers must be readable,
+   and nvcc, g++ and ninja must run for inline-extension builds. Opening a file for writing is a
+   Landlock write even for a character device, so write access is granted, file by file, to the
+   character devices under /dev that everyone may write (null, zero, full, random, urandom, tty,
+   ptmx) and to GPU devices (/dev/nvidia*, /dev/dri/*, /dev/kfd) - CUDA opens /dev/nvidia* with
+   O_RDWR. Writes beneath /proc are allowed too: CUDA writes under /proc/self/task (probably
+   thread names; seen on the H200: without it cuInit fails with error 304 "OS call failed"). After
+   the privilege drop, file modes limit that to the candidate's own processes; a process that
+   stays root gets only its own /proc/<pid> (a rule Landlock can lose if the kernel evicts that
+   procfs inode). ioctl on device files is left unrestricted (CUDA's driver is ioctl-based). /dev/shm is
+   not writable (a candidate could leave data there for a later one); pass it in `writable` if a
+   candidate must use POSIX shared memory or `multiprocessing` locks. Where Landlock scoping
+   exists (ABI >= 6) the process also cannot signal processes outside its sandbox (the evaluator,
+   other candidates) nor connect to abstract unix sockets outside it. Landlock also forbids
+   mount(2) and ptrace of processes outside the sandbox.
+4. Unprivileged user: when running as root, after `no_new_privs`, switch to an unprivileged uid
+   and gid with no supplementary groups. By default the uid is unique per child (UID_BASE + pid
+   modulo UID_SPAN) so that RLIMIT_NPROC counts only this candidate's processes and threads (it
+   counts all tasks of a real uid, and the kernel ignores it for root) and concurrent candidates
+   cannot signal each other. The gid is shared (nogroup, 65534) and the umask is 0o002, so build
+   products one candidate leaves in a shared `writable` dir stay writable for the next one. The
+   `writable` dirs are created if missing and made world-writable (mode | 0o777) when the
+   unprivileged user could not write them; the parent creates `scratch` with mode 0o777.
+   With `keep_read_access` (default) the process keeps exactly one capability,
+   CAP_DAC_READ_SEARCH, also across exec (ambient), so it can still read every file root could:
+   Python's standard library or the venv may sit in a directory only root can enter (here
+   /root is 0700). GPU device files must be usable by that user (usually mode 0666; if yours
+   are 0660 with a group such as `video`, pass that gid in `groups`).
+
+What it does NOT protect against (be honest about these when trusting a reward):
+
+- No syscall filter (seccomp): every syscall the kernel lets an unprivileged process make is
+  allowed, including CUDA driver ioctls; a kernel bug is a way out.
+- Reads of the whole filesystem remain possible (with `keep_read_access`, even of root-only
+  files such as keys under /root): secrets on the machine are readable by candidates. With the
+  network cut they can only leak through the result and logs the evaluator returns.
+- Unix sockets bound to a path are not covered by the network namespace nor (ABI <= 7) by
+  Landlock: a candidate can connect to any socket file its user may write. In particular a
+  candidate running as the *same* user as the evaluator can reach the multiprocessing fork
+  server's socket and start an unconfined process: run the evaluator as root (so the drop
+  happens) or as a user other than the one candidates run as.
+- As root without the privilege drop (`drop_privileges=False`, or the drop refused), the
+  candidate can raise its own resource limits and RLIMIT_NPROC is not enforced.
+- GPU memory is not limited here, and host memory only by the parent's resident-memory watch
+  (which samples; a fast allocation can overshoot before the kill).
+- Disk use is bounded per file (RLIMIT_FSIZE), not in total: many files can still fill the
+  scratch or cache filesystem.
+- A candidate can waste its own CPU and wall time within its limits, and can slow concurrent
+  evaluations on the same machine (shared cores, caches, memory bandwidth, GPU).
+- The writable dirs are shared with later candidates that get the same dirs (the build cache):
+  what one candidate leaves there, another one reads.
+- Processes a candidate detaches (double fork plus setsid) survive the worker's kill of its
+  process group. They stay confined and count against RLIMIT_NPROC; the parent can find them by
+  their uid (`default_uid`). Per-child uids repeat after UID_SPAN pids.
+- RLIMIT_NPROC counts threads too (torch starts one intra-op thread per core), and RLIMIT_CPU is
+  per process: every child process gets its own CPU budget.
+- Threads that already exist when `apply_sandbox` runs are not confined by Landlock or
+  `no_new_privs` (both are per thread); the report says so. The worker calls it in a freshly
+  forked, single-threaded child.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import math
+import os
+import resource
+import stat
+import sys
+from pathlib import Path
+from typing import Any
+
+NOBODY_GID = 65534
+UID_BASE = 20000
+UID_SPAN = 40000
+"""Per-child uids are UID_BASE + pid % UID_SPAN: inside 0..65535, so they exist in user
+namespaces that map only the first 65536 ids (rootless containers)."""
+
+# Linux constants (uapi headers). Landlock syscall numbers are the same on every architecture.
+_SYS_LANDLOCK_CREATE_RULESET = 444
+_SYS_LANDLOCK_ADD_RULE = 445
+_SYS_LANDLOCK_RESTRICT_SELF = 446
+_LANDLOCK_CREATE_RULESET_VERSION = 1 << 0
+_LANDLOCK_RULE_PATH_BENEATH = 1
+_LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET = 1 << 0
+_LANDLOCK_SCOPE_SIGNAL = 1 << 1
+_NET_BIND_TCP = 1 << 0
+_NET_CONNECT_TCP = 1 << 1
+
+_FS_WRITE_FILE = 1 << 1
+_FS_REMOVE_DIR = 1 << 4
+_FS_REMOVE_FILE = 1 << 5
+_FS_MAKE_CHAR = 1 << 6
+_FS_MAKE_DIR = 1 << 7
+_FS_MAKE_REG = 1 << 8
+_FS_MAKE_SOCK = 1 << 9
+_FS_MAKE_FIFO = 1 << 10
+_FS_MAKE_BLOCK = 1 << 11
+_FS_MAKE_SYM = 1 << 12
+_FS_REFER = 1 << 13  # ABI 2
+_FS_TRUNCATE = 1 << 14  # ABI 3
+# Not handled on purpose: EXECUTE, READ_FILE, READ_DIR (allowed everywhere), IOCTL_DEV (ABI 5; CUDA).
+
+_CLONE_NEWNET = 0x40000000
+_CLONE_NEWUSER = 0x10000000
+_PR_SET_DUMPABLE = 4
+_PR_SET_KEEPCAPS = 8
+_PR_SET_NO_NEW_PRIVS = 38
+_PR_CAP_AMBIENT = 47
+_PR_CAP_AMBIENT_RAISE = 2
+_CAP_DAC_READ_SEARCH = 2
+_CAP_VERSION_3 = 0x20080522
+_O_PATH = getattr(os, "O_PATH", 0o10000000)
+
+
+@dataclasses.dataclass
+class SandboxPolicy:
+    """What to confine. Seconds, MiB.
+
+    `enabled=False` applies only the resource limits (for debugging a candidate by hand).
+    """
+
+    enabled: bool = True
+    cpu_time_s: float | None = None
+    """RLIMIT_CPU in seconds of CPU time (rounded up); all threads count. None: unlimited."""
+    memory_mib: int | None = None
+    """Not enforced here: the parent kills the tree above this resident memory (named in the report)."""
+    max_processes: int | None = 64
+    """RLIMIT_NPROC: processes *and threads* of the (unprivileged) user, this one included."""
+    address_space_mib: int | None = None
+    """RLIMIT_AS; leave None for CUDA (its driver reserves far more virtual memory than it uses)."""
+    file_size_mib: int = 4096
+    """RLIMIT_FSIZE: largest file the process may write (a write past it fails with EFBIG)."""
+    block_network: bool = True
+    confine_writes: bool = True
+    drop_privileges: bool = True
+    """When root: switch to `uid`/`gid` after the other measures."""
+    uid: int | None = None
+    """None: UID_BASE + pid % UID_SPAN, unique among concurrent children."""
+    gid: int = NOBODY_GID
+    groups: tuple[int, ...] = ()
+    """Supplementary groups after the drop (e.g. the group of GPU device files that are not 0666)."""
+    keep_read_access: bool = True
+    """Keep CAP_DAC_READ_SEARCH after the drop, so every file stays readable (see module doc)."""
+
+
+@dataclasses.dataclass
+class Measure:
+    """One isolation measure: whether it was asked for, whether it is in force, and why (not)."""
+
+    requested: bool
+    active: bool
+    detail: str = ""
+
+
+@dataclasses.dataclass
+class SandboxReport:
+    """Per measure (names: rlimit_cpu, rlimit_core, rlimit_fsize, rlimit_nproc, rlimit_as,
+    network, no_new_privs, landlock_fs, landlock_net, landlock_scope, drop_privileges), whether
+    it is in force; plus the identity the process ended with."""
+
+    enabled: bool
+    measures: dict[str, Measure] = dataclasses.field(default_factory=dict)
+    uid: int = -1
+    gid: int = -1
+    landlock_abi: int = 0
+    threads: int = 1
+    """Threads the process had when the sandbox was applied (1 is what Landlock needs)."""
+
+    def active(self, name: str) -> bool:
+        """True when measure `name` is in force (False for unknown names)."""
+        m = self.measures.get(name)
+        return bool(m and m.active)
+
+    def inactive_requested(self) -> list[str]:
+        """Names of measures that were asked for but are not in force."""
+        return [n for n, m in self.measures.items() if m.requested and not m.active]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form: {"enabled", "uid", "gid", "landlock_abi", "threads", "measures":
+        {name: {"requested", "active", "detail"}}}."""
+        return dataclasses.asdict(self)
+
+    def _set(self, name: str, requested: bool, active: bool, detail: str = "") -> None:
+        self.measures[name] = Measure(requested, active, detail)
+
+
+def apply_sandbox(policy: SandboxPolicy, scratch: Path, writable: list[Path] | None = None) -> SandboxReport:
+    """Apply `policy` to the calling process, irreversibly; never raises for a refused measure.
+
+    scratch: the candidate's own directory (must exist; the parent makes it mode 0o777).
+    writable: further directories the candidate may write (e.g. the build cache); created if
+    missing and made world-writable when a privilege drop needs it.
+    Returns what is in force. Call it while the process has a single thread.
+    """
+    writable = [Path(p) for p in (writable or [])]
+    report = SandboxReport(enabled=policy.enabled, threads=_thread_count())
+    _apply_rlimits(policy, report)
+    if not policy.enabled:
+        for name in ("network", "no_new_privs", "landlock_fs", "landlock_net", "landlock_scope", "drop_privileges"):
+            report._set(name, False, False, "sandbox disabled")
+        _finish(report)
+        return report
+    if not sys.platform.startswith("linux"):
+        for name in ("network", "no_new_privs", "landlock_fs", "landlock_net", "landlock_scope", "drop_privileges"):
+            report._set(name, True, False, f"not available on {sys.platform}")
+        _finish(report)
+        return report
+
+    root = os.geteuid() == 0
+    will_drop = policy.drop_privileges and root
+    uid = policy.uid if policy.uid is not None else default_uid(os.getpid())
+    _guarded(report, ["network"], _isolate_network, policy, report, not will_drop)
+    prepared = _prepare_writable(writable) if will_drop else []
+    _guarded(report, ["no_new_privs"], _no_new_privs, report)
+    # CUDA writes under /proc/self/task and fails to initialise without it. An unprivileged
+    # process may only write its own processes' entries there; root keeps to its own.
+    proc = Path("/proc") if will_drop or not root else Path(f"/proc/{os.getpid()}")
+    _guarded(report, ["landlock_fs", "landlock_net", "landlock_scope"], _landlock, policy, report, [Path(scratch), *writable], proc)
+    if will_drop:
+        _guarded(report, ["drop_privileges"], _drop_privileges, policy, report, uid, policy.uid is None, prepared)
+    else:
+        why = "drop_privileges=False" if root else "not root: nothing to drop"
+        report._set("drop_privileges", policy.drop_privileges and root, False, why)
+    _finish(report)
+    return report
+
+
+def _guarded(report: SandboxReport, names: list[str], fn: Any, *args: Any) -> None:
+    """Run one measure; an error nobody foresaw marks its measures as not in force."""
+    try:
+        fn(*args)
+    except Exception as e:  # noqa: BLE001 - apply_sandbox must not raise for a refused measure
+        for name in names:
+            if name not in report.measures:
+                report._set(name, True, False, f"unexpected error: {type(e).__name__}: {e}")
+
+
+def default_uid(pid: int) -> int:
+    """The uid a root child with this pid switches to under the default policy (`uid=None`).
+
+    The parent can use it to find processes a candidate left behind outside its process group
+    (e.g. `psutil` processes whose real uid is this one) and kill them.
+    """
+    return UID_BASE + pid % UID_SPAN
+
+
+# -- resource limits ---------------------------------------------------------------------------
+
+
+def _setrlimit(report: SandboxReport, name: str, which: int, soft: int, hard: int, note: str = "") -> None:
+    """Lower one limit; never raise it above the current hard limit (that needs privileges)."""
+    try:
+        _, cur_hard = resource.getrlimit(which)
+        if cur_hard != resource.RLIM_INFINITY:
+            hard = min(hard, cur_hard) if hard != resource.RLIM_INFINITY else cur_hard
+            soft = min(soft, hard)
+        resource.setrlimit(which, (soft, hard))
+        report._set(name, True, True, note or f"soft={soft} hard={hard}")
+    except (OSError, ValueError) as e:
+        report._set(name, True, False, f"setrlimit refused: {e}")
+
+
+def _apply_rlimits(policy: SandboxPolicy, report: SandboxReport) -> None:
+    if policy.cpu_time_s is not None:
+        soft = max(1, math.ceil(policy.cpu_time_s))
+        _setrlimit(report, "rlimit_cpu", resource.RLIMIT_CPU, soft, soft + 1, f"{soft} s CPU (SIGXCPU), SIGKILL at {soft + 1} s")
+    else:
+        report._set("rlimit_cpu", False, False, "cpu_time_s=None")
+    _setrlimit(report, "rlimit_core", resource.RLIMIT_CORE, 0, 0, "no core files")
+    fsize = policy.file_size_mib * 2**20
+    _setrlimit(report, "rlimit_fsize", resource.RLIMIT_FSIZE, fsize, fsize, f"{policy.file_size_mib} MiB per file")
+    if policy.max_processes is not None:
+        n = policy.max_processes
+        _setrlimit(report, "rlimit_nproc", resource.RLIMIT_NPROC, n, n, f"{n} processes+threads of the user")
+    else:
+        report._set("rlimit_nproc", False, False, "max_processes=None")
+    if policy.address_space_mib is not None:
+        size = policy.address_space_mib * 2**20
+        _setrlimit(report, "rlimit_as", resource.RLIMIT_AS, size, size, f"{policy.address_space_mib} MiB address space")
+    else:
+        watch = f"{policy.memory_mib} MiB" if policy.memory_mib is not None else "its limit"
+        report._set("rlimit_as", False, False, f"address_space_mib=None; memory is the parent's resident-memory watch ({watch})")
+
+
+def _finish(report: SandboxReport) -> None:
+    """Record the final identity; RLIMIT_NPROC is not enforced for root."""
+    report.uid, report.gid = os.geteuid(), os.getegid()
+    m = report.measures.get("rlimit_nproc")
+    if m and m.active and report.uid == 0:
+        m.active = False
+        m.detail += "; set but not enforced: the process is root"
+
+
+# -- syscalls through ctypes ---------------------------------------------------------------------
+
+_libc: Any = None
+
+
+def _lib() -> Any:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(None, use_errno=True)
+        _libc.syscall.restype = ctypes.c_long
+    return _libc
+
+
+def _check(ret: int, what: str) -> int:
+    if ret < 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"{what}: {os.strerror(err)}")
+    return ret
+
+
+def _prctl(option: int, arg2: int = 0, arg3: int = 0, what: str = "prctl") -> None:
+    ul = ctypes.c_ulong
+    _check(_lib().prctl(ctypes.c_int(option), ul(arg2), ul(arg3), ul(0), ul(0)), what)
+
+
+def _thread_count() -> int:
+    try:
+        return len(os.listdir("/proc/self/task"))
+    except OSError:
+        return 1
+
+
+# -- network -------------------------------------------------------------------------------------
+
+
+def _isolate_network(policy: SandboxPolicy, report: SandboxReport, allow_userns: bool) -> None:
+    if not policy.block_network:
+        report._set("network", False, False, "block_network=False")
+        return
+    libc = _lib()
+    try:
+        _check(libc.unshare(ctypes.c_int(_CLONE_NEWNET)), "unshare(CLONE_NEWNET)")
+        report._set("network", True, True, "new network namespace (loopback down)")
+        return
+    except (OSError, AttributeError) as e:
+        first = str(e)
+    if not allow_userns:
+        report._set("network", True, False, f"{first}; no user-namespace fallback when dropping privileges")
+        return
+    uid, gid = os.geteuid(), os.getegid()
+    try:
+        _check(libc.unshare(ctypes.c_int(_CLONE_NEWUSER | _CLONE_NEWNET)), "unshare(CLONE_NEWUSER|CLONE_NEWNET)")
+    except (OSError, AttributeError) as e:
+        report._set("network", True, False, f"{first}; {e}")
+        return
+    # Map our own ids so the process keeps its identity inside the new user namespace. A process
+    # that changed its uid earlier is not dumpable, and then /proc/self/*_map belong to root.
+    try:
+        _prctl(_PR_SET_DUMPABLE, 1, what="prctl(PR_SET_DUMPABLE)")
+        Path("/proc/self/setgroups").write_text("deny")
+        Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+        Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+        mapped = "ids mapped"
+    except OSError as e:
+        mapped = f"id map not written ({e})"
+    report._set("network", True, True, f"new user+network namespace (loopback down; {mapped})")
+
+
+# -- no_new_privs and Landlock -------------------------------------------------------------------
+
+
+def _no_new_privs(report: SandboxReport) -> None:
+    try:
+        _prctl(_PR_SET_NO_NEW_PRIVS, 1, what="prctl(PR_SET_NO_NEW_PRIVS)")
+        ok = report.threads == 1
+        report._set("no_new_privs", True, ok, "set" if ok else f"set for this thread only: {report.threads} threads existed")
+    except (OSError, AttributeError) as e:
+        report._set("no_new_privs", True, False, str(e))
+
+
+class _RulesetAttr(ctypes.Structure):
+    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+
+
+class _PathBeneathAttr(ctypes.Structure):
+    _pack_ = 1
+    _fields_ = [("allowed_access", ctypes.c_uint64), ("parent_fd", ctypes.c_int32)]
+
+
+def landlock_abi() -> int:
+    """Landlock ABI version of the running kernel; 0 when unavailable (not Linux, disabled, ENOSYS)."""
+    if not sys.platform.startswith("linux"):
+        return 0
+    try:
+        libc = _lib()
+        v = libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), None, ctypes.c_size_t(0), ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION))
+        return max(0, int(v))
+    except (OSError, AttributeError):
+        return 0
+
+
+def _write_rights(abi: int) -> int:
+    rights = (
+        _FS_WRITE_FILE | _FS_REMOVE_DIR | _FS_REMOVE_FILE | _FS_MAKE_CHAR | _FS_MAKE_DIR | _FS_MAKE_REG
+        | _FS_MAKE_SOCK | _FS_MAKE_FIFO | _FS_MAKE_BLOCK | _FS_MAKE_SYM
+    )
+    if abi >= 2:
+        rights |= _FS_REFER
+    if abi >= 3:
+        rights |= _FS_TRUNCATE
+    return rights
+
+
+def _writable_devices() -> list[Path]:
+    """Character devices under /dev that everyone may write, and GPU devices (any mode)."""
+    found: list[Path] = []
+
+    def walk(d: str) -> None:
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            return
+        for e in entries:
+            try:
+                if e.is_symlink():
+                    continue
+                if e.is_dir(follow_symlinks=False):
+                    if e.name not in ("shm", "mqueue", "hugepages"):
+                        walk(e.path)
+                    continue
+                st = e.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if not stat.S_ISCHR(st.st_mode):
+                continue
+            gpu = e.name.startswith("nvidia") or e.name == "kfd" or "/dev/dri/" in e.path or "/nvidia-caps/" in e.path
+            if gpu or st.st_mode & 0o002:
+                found.append(Path(e.path))
+
+    walk("/dev")
+    return found
+
+
+def _landlock(policy: SandboxPolicy, report: SandboxReport, allowed: list[Path], proc: Path) -> None:
+    abi = landlock_abi()
+    report.landlock_abi = abi
+    want_fs, want_net = policy.confine_writes, policy.block_network
+    if abi < 1:
+        report._set("landlock_fs", want_fs, False, "Landlock not available (kernel too old, disabled, or syscall blocked)")
+        report._set("landlock_net", want_net, False, "Landlock not available")
+        report._set("landlock_scope", True, False, "Landlock not available")
+        return
+    libc = _lib()
+    attr = _RulesetAttr()
+    fs_rights = _write_rights(abi) if want_fs else 0
+    attr.handled_access_fs = fs_rights
+    if want_net and abi >= 4:
+        attr.handled_access_net = _NET_BIND_TCP | _NET_CONNECT_TCP  # no rule grants any port
+    if abi >= 6:
+        attr.scoped = _LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET | _LANDLOCK_SCOPE_SIGNAL
+    size = 24 if abi >= 6 else 16 if abi >= 4 else 8
+    notes: list[str] = []
+    try:
+        if not (attr.handled_access_fs or attr.handled_access_net or attr.scoped):
+            raise OSError(0, "nothing to restrict")
+        rs = _check(
+            libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)),
+            "landlock_create_ruleset",
+        )
+        try:
+            if fs_rights:
+                dir_rights = fs_rights & ~(_FS_MAKE_CHAR | _FS_MAKE_BLOCK)
+                dev_rights = fs_rights & (_FS_WRITE_FILE | _FS_TRUNCATE)
+                for d in allowed:
+                    if not _add_path_rule(libc, rs, d, dir_rights):
+                        notes.append(f"cannot allow {d}")
+                for dev in _writable_devices():
+                    _add_path_rule(libc, rs, dev, dev_rights)
+                if not _add_path_rule(libc, rs, proc, dev_rights):
+                    notes.append(f"cannot allow writes beneath {proc} (CUDA needs them)")
+            _check(libc.syscall(ctypes.c_long(_SYS_LANDLOCK_RESTRICT_SELF), ctypes.c_int(rs), ctypes.c_uint32(0)), "landlock_restrict_self")
+        finally:
+            os.close(rs)
+    except (OSError, AttributeError) as e:
+        report._set("landlock_fs", want_fs, False, str(e))
+        report._set("landlock_net", want_net, False, str(e))
+        report._set("landlock_scope", True, False, str(e))
+        return
+    threads = "" if report.threads == 1 else f"; only this thread is confined ({report.threads} threads existed)"
+    single = report.threads == 1
+    if want_fs:
+        dirs = ", ".join(str(d) for d in allowed)
+        report._set("landlock_fs", True, single, f"ABI {abi}: writes only beneath {dirs}, to device files and beneath {proc}" + "".join(f"; {n}" for n in notes) + threads)
+    else:
+        report._set("landlock_fs", False, False, "confine_writes=False")
+    if want_net:
+        ok = abi >= 4
+        report._set("landlock_net", True, ok and single, "TCP bind/connect denied" + threads if ok else f"ABI {abi} < 4: no network rules")
+    else:
+        report._set("landlock_net", False, False, "block_network=False")
+    ok = abi >= 6
+    report._set("landlock_scope", True, ok and single, "no signals or abstract unix sockets outside the sandbox" + threads if ok else f"ABI {abi} < 6: no scoping")
+
+
+def _add_path_rule(libc: Any, ruleset_fd: int, path: Path, rights: int) -> bool:
+    try:
+        fd = os.open(path, _O_PATH | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        rule = _PathBeneathAttr(allowed_access=rights, parent_fd=fd)
+        ret = libc.syscall(ctypes.c_long(_SYS_LANDLOCK_ADD_RULE), ctypes.c_int(ruleset_fd), ctypes.c_int(_LANDLOCK_RULE_PATH_BENEATH), ctypes.byref(rule), ctypes.c_uint32(0))
+        return ret == 0
+    finally:
+        os.close(fd)
+
+
+# -- privilege drop ------------------------------------------------------------------------------
+
+
+_NEVER_CHMOD = ("/proc", "/sys", "/dev", "/etc", "/usr", "/bin", "/lib", "/boot")
+
+
+def _prepare_writable(writable: list[Path]) -> list[str]:
+    """Create the writable dirs and make them world-writable (mode | 0o777), so the dropped user
+    can write them; never touches "/", a top-level dir, or system trees. Returns notes."""
+    notes = []
+    for d in writable:
+        try:
+            d = d.resolve()
+            d.mkdir(parents=True, exist_ok=True)
+            mode = d.stat().st_mode
+            if mode & 0o777 == 0o777:
+                continue
+            if len(d.parts) <= 2 or str(d).startswith(_NEVER_CHMOD):
+                notes.append(f"{d} left at mode {oct(stat.S_IMODE(mode))} (system dir)")
+                continue
+            os.chmod(d, stat.S_IMODE(mode) | 0o777)
+        except (OSError, RuntimeError) as e:
+            notes.append(f"{d}: {e}")
+    return notes
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def _keep_only_read_search() -> None:
+    """Reduce capabilities to CAP_DAC_READ_SEARCH (effective, permitted, inheritable, ambient)."""
+    libc = _lib()
+    header = _CapHeader(_CAP_VERSION_3, 0)
+    data = (_CapData * 2)()
+    bit = 1 << _CAP_DAC_READ_SEARCH
+    data[0].effective = data[0].permitted = data[0].inheritable = bit
+    _check(libc.capset(ctypes.byref(header), data), "capset")
+    _prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_RAISE, _CAP_DAC_READ_SEARCH, what="prctl(PR_CAP_AMBIENT_RAISE)")
+
+
+def _drop_privileges(policy: SandboxPolicy, report: SandboxReport, uid: int, unique_uid: bool, notes: list[str]) -> None:
+    gid = policy.gid
+    try:
+        if policy.keep_read_access:
+            _prctl(_PR_SET_KEEPCAPS, 1, what="prctl(PR_SET_KEEPCAPS)")
+        os.setgroups(list(policy.groups))
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+    except (OSError, AttributeError) as e:
+        report._set("drop_privileges", True, False, f"could not switch to uid {uid}: {e}; still root, and Landlock allows writes beneath /proc")
+        return
+    if policy.keep_read_access:
+        try:
+            _keep_only_read_search()
+            notes.append("keeps CAP_DAC_READ_SEARCH (reads everywhere)")
+        except (OSError, AttributeError) as e:
+            notes.append(f"could not keep CAP_DAC_READ_SEARCH ({e}): files only root may read are unreadable")
+        try:
+            _prctl(_PR_SET_KEEPCAPS, 0, what="prctl(PR_SET_KEEPCAPS)")
+        except OSError:
+            pass
+    if unique_uid:
+        # The uid change made the process non-dumpable, so /proc/self/* became root-owned and
+        # unreadable to it; with a uid of its own, no other process can ptrace it.
+        try:
+            _prctl(_PR_SET_DUMPABLE, 1, what="prctl(PR_SET_DUMPABLE)")
+        except OSError:
+            pass
+    os.umask(0o002)  # the shared gid keeps build products writable for the next candidate
+    name = f"cudal1-{uid}"
+    os.environ["USER"] = os.environ["LOGNAME"] = name  # getpass.getuser() has no passwd entry to read
+    report._set("drop_privileges", True, True, f"uid {uid}, gid {gid}, groups {list(policy.groups)}; " + "; ".join(notes))

@@ -1,0 +1,192 @@
+"""Small misbehaving programs for `cudal1.bench.worker.run_isolated` tests: reusable targets.
+
+Each target takes one `payload` dict and returns a JSON-safe dict (so the worker adds the
+sandbox report under "sandbox"); a refused action is reported as {"ok": False, "error":
+"ExceptionType: message", "errno": name} instead of raising, so a test can tell "the sandbox said
+no" from "the target crashed". Targets that must end the child (crash, busy_loop, hang) do so.
+
+Naming: `tests/bench/conftest.py` puts this folder on sys.path before the worker's fork server
+starts (the fork server copies sys.path once, at its start), so a target is addressed as
+f"{isolated_targets.__name__}:write_file" after `import isolated_targets` in a test.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _refused(e: BaseException) -> dict[str, Any]:
+    code = getattr(e, "errno", None)
+    return {"ok": False, "error": f"{type(e).__name__}: {e}", "errno": errno.errorcode.get(code, "") if code else ""}
+
+
+def identity(payload: dict[str, Any]) -> dict[str, Any]:
+    """Who and where the child is: uid/gid/groups, cwd, HOME/TMPDIR, network namespace
+    (readlink of /proc/self/ns/net), effective capabilities (hex of CapEff), resource limits
+    (soft, hard) for CPU (s), NPROC, FSIZE (bytes), AS (bytes), and its thread count."""
+    caps = ""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("CapEff:"):
+            caps = line.split()[1]
+    limits = {
+        name: list(resource.getrlimit(getattr(resource, f"RLIMIT_{name}")))
+        for name in ("CPU", "NPROC", "FSIZE", "AS", "CORE")
+    }
+    return {
+        "ok": True,
+        "uid": os.getuid(),
+        "euid": os.geteuid(),
+        "gid": os.getgid(),
+        "groups": os.getgroups(),
+        "cwd": os.getcwd(),
+        "home": os.environ.get("HOME", ""),
+        "tmpdir": os.environ.get("TMPDIR", ""),
+        "netns": os.readlink("/proc/self/ns/net"),
+        "cap_eff": caps,
+        "rlimits": limits,
+        "threads": len(os.listdir("/proc/self/task")),
+        "echo": payload.get("echo"),
+    }
+
+
+def write_file(payload: dict[str, Any]) -> dict[str, Any]:
+    """Write payload["text"] (default "x") to payload["path"] (relative: inside the scratch cwd)."""
+    try:
+        Path(payload["path"]).write_text(payload.get("text", "x"))
+        return {"ok": True}
+    except OSError as e:
+        return _refused(e)
+
+
+def read_file(payload: dict[str, Any]) -> dict[str, Any]:
+    """Read payload["path"]; returns its length in bytes."""
+    try:
+        return {"ok": True, "bytes": len(Path(payload["path"]).read_bytes())}
+    except OSError as e:
+        return _refused(e)
+
+
+def connect_tcp(payload: dict[str, Any]) -> dict[str, Any]:
+    """TCP connect to (payload["host"] (default 127.0.0.1), payload["port"]) within
+    payload["timeout_s"] (default 2 s)."""
+    try:
+        with socket.create_connection((payload.get("host", "127.0.0.1"), payload["port"]), timeout=payload.get("timeout_s", 2.0)):
+            return {"ok": True}
+    except OSError as e:
+        return _refused(e)
+
+
+def connect_unix(payload: dict[str, Any]) -> dict[str, Any]:
+    """Connect to the unix socket file payload["path"] (e.g. the worker's fork server)."""
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(payload.get("timeout_s", 2.0))
+            s.connect(payload["path"])
+            return {"ok": True}
+    except OSError as e:
+        return _refused(e)
+
+
+def fork_children(payload: dict[str, Any]) -> dict[str, Any]:
+    """Fork up to payload["n"] children that sleep payload["hold_s"] (default 60) s; stops at the
+    first refusal. Returns {"forked": count, "ok": all forked, "error"/"errno" of the refusal}.
+    The children are left running on purpose (the worker must kill them) unless payload["reap"]."""
+    pids: list[int] = []
+    out: dict[str, Any] = {"ok": True}
+    for _ in range(payload["n"]):
+        try:
+            pid = os.fork()
+        except OSError as e:
+            out = _refused(e)
+            break
+        if pid == 0:
+            time.sleep(payload.get("hold_s", 60))
+            os._exit(0)
+        pids.append(pid)
+    if payload.get("reap"):
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    out["forked"] = len(pids)
+    out["pids"] = pids
+    return out
+
+
+def run_command(payload: dict[str, Any]) -> dict[str, Any]:
+    """Run payload["argv"] (exec must work: compilers run in the sandbox); returncode and output."""
+    try:
+        p = subprocess.run(payload["argv"], capture_output=True, text=True, timeout=payload.get("timeout_s", 30))
+        return {"ok": p.returncode == 0, "returncode": p.returncode, "stdout": p.stdout, "stderr": p.stderr}
+    except (OSError, subprocess.SubprocessError) as e:
+        return _refused(e)
+
+
+def send_signal(payload: dict[str, Any]) -> dict[str, Any]:
+    """os.kill(payload["pid"], payload.get("sig", 0)): signal 0 only asks whether it is allowed."""
+    try:
+        os.kill(payload["pid"], payload.get("sig", 0))
+        return {"ok": True}
+    except OSError as e:
+        return _refused(e)
+
+
+def print_output(payload: dict[str, Any]) -> dict[str, Any]:
+    """Write payload["text"] through print (stdout), sys.stderr, and fd 1 and 2 directly (as C
+    code would): all four must reach the worker's log."""
+    text = payload.get("text", "hello")
+    print(f"print:{text}", flush=True)
+    print(f"stderr:{text}", file=sys.stderr, flush=True)
+    os.write(1, f"fd1:{text}\n".encode())
+    os.write(2, f"fd2:{text}\n".encode())
+    return {"ok": True}
+
+
+def allocate(payload: dict[str, Any]) -> dict[str, Any]:
+    """Allocate and touch payload["mib"] MiB, hold it payload["hold_s"] (default 0) s."""
+    block = bytearray(payload["mib"] * 2**20)
+    for i in range(0, len(block), 4096):
+        block[i] = 1
+    time.sleep(payload.get("hold_s", 0))
+    return {"ok": True, "mib": payload["mib"]}
+
+
+def busy_loop(payload: dict[str, Any]) -> dict[str, Any]:
+    """Spin on the CPU for payload["seconds"] s of wall time (None: forever)."""
+    end = None if payload.get("seconds") is None else time.monotonic() + payload["seconds"]
+    n = 0
+    while end is None or time.monotonic() < end:
+        n += 1
+    return {"ok": True, "iterations": n}
+
+
+def hang(payload: dict[str, Any]) -> dict[str, Any]:
+    """Sleep forever (the worker's wall limit must end it)."""
+    while True:
+        time.sleep(3600)
+
+
+def crash(payload: dict[str, Any]) -> dict[str, Any]:
+    """End the child badly; payload["how"]: "segfault" (read address 0), "abort", "exit" (os._exit
+    with payload["code"], default 3), "kill" (SIGKILL itself), "raise" (RuntimeError)."""
+    how = payload.get("how", "segfault")
+    if how == "segfault":
+        ctypes.string_at(0)
+    elif how == "abort":
+        os.abort()
+    elif how == "exit":
+        os._exit(payload.get("code", 3))
+    elif how == "kill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif how == "raise":
+        raise RuntimeError("candidate raised on purpose")
+    raise ValueError(f"unknown crash kind {how!r}")
