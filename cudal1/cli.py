@@ -1,0 +1,360 @@
+"""The `cudal1` command: evaluate one candidate, a directory of candidates, or list the tasks.
+
+    cudal1 eval --task level1/1 --solution my_kernel.py [--backend cpu|cuda] [--json]
+    cudal1 eval-suite [--solutions DIR] [--tasks builtin|PATH] [--out results.jsonl] [--resume]
+    cudal1 tasks [--tasks builtin|PATH] [--probe]
+
+Exit codes: 0 when every evaluated candidate is ok, 1 when one is not (or nothing was
+evaluated), 2 on a usage error (unknown task, missing file, unloadable task suite), 130 on Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from cudal1.bench.result import EvalResult, Status
+from cudal1.bench.settings import EvalSettings
+from cudal1.bench.summary import DEFAULT_PS, format_summary, summarize
+
+LOG_TAIL_LINES = 30
+"""Lines of the worker log shown by `cudal1 eval` when the status is not ok."""
+
+
+class UsageError(Exception):
+    """A problem with the command line or its files (exit code 2), not with a candidate."""
+
+
+def _error_text(exc: BaseException) -> str:
+    # str(KeyError("x")) is "'x'": show the message itself.
+    return str(exc.args[0]) if len(exc.args) == 1 else str(exc)
+
+
+def _settings(args: argparse.Namespace) -> EvalSettings:
+    overrides = {k: getattr(args, k) for k in ("seed", "rounds") if getattr(args, k, None) is not None}
+    return EvalSettings.for_backend(args.backend, **overrides)
+
+
+def _load_suite(spec: str, backend: str, probe: bool = False) -> Any:
+    """The `SuiteReport` of "builtin" or a KernelBench path, at the backend's size profile;
+    loader errors become usage errors."""
+    from cudal1.tasks import load_builtin, load_suite
+
+    try:
+        if spec == "builtin":
+            return load_builtin(probe=probe, profile=backend)
+        return load_suite(spec, probe=probe, profile=backend)
+    except (OSError, ValueError, LookupError) as exc:
+        raise UsageError(f"cannot load tasks {spec!r}: {_error_text(exc)}") from exc
+
+
+def _check_device(backend: str, device: str | None) -> None:
+    """Fail early, as a usage error, when the backend's device cannot be used (e.g. no GPU)."""
+    from cudal1.bench.evaluator import default_device, device_info
+
+    try:
+        device_info(device or default_device(backend))
+    except (RuntimeError, ValueError) as exc:
+        # The message may embed the probe's traceback: keep its head and the exception line.
+        lines = [ln for ln in str(exc).splitlines() if ln.strip()] or [type(exc).__name__]
+        head = lines[0].split("Traceback")[0].strip()
+        last = lines[-1].strip() if len(lines) > 1 else ""
+        raise UsageError(f"backend {backend}: {head} {last}".strip()) from exc
+
+
+def _find_task(tasks: list[Any], ref: str) -> Any:
+    from cudal1.tasks import find_task
+
+    try:
+        return find_task(tasks, ref)
+    except LookupError as exc:
+        raise UsageError(_error_text(exc)) from exc
+
+
+# ---------------------------------------------------------------------------------------------
+# cudal1 eval
+
+
+def _fmt_ms(ms: float) -> str:
+    return f"{ms:.4g} ms"
+
+
+def format_result(result: EvalResult, task: Any = None, solution: Path | None = None) -> str:
+    """One screen of text for one `EvalResult`: status, hack kind, labels, times (ms), speedup (×),
+    spreads (%), message, and the log tail when the status is not ok."""
+    rows: list[tuple[str, str]] = []
+    name = f"  {task.name}" if task is not None else ""
+    rows.append(("task", f"{result.task_id}{name}"))
+    if solution is not None:
+        rows.append(("solution", str(solution)))
+    rows.append(("backend", f"{result.backend}  {result.device} {result.arch}".rstrip()))
+    rows.append(("status", result.status.value))
+    if result.hack_kind is not None:
+        rows.append(("hack kind", result.hack_kind.value))
+    rows.append(("labels", ", ".join(result.labels) or "-"))
+    for key, timing in (("reference", result.reference), ("candidate", result.candidate)):
+        if timing is not None:
+            rows.append((key, f"{_fmt_ms(timing.median_ms)} median  (spread {timing.spread:.1%}, {timing.calls} calls)"))
+    if result.speedup is not None:
+        extra = f"  (spread {result.speedup_spread:.1%})" if result.speedup_spread is not None else ""
+        if result.remeasured:
+            extra += "  re-measured"
+        rows.append(("speedup", f"{result.speedup:.3f}×{extra}"))
+    if result.correctness_trials:
+        err = f", max abs error {result.max_abs_error:.3g}" if result.max_abs_error is not None else ""
+        rows.append(("correctness", f"{result.correctness_trials} trials{err}"))
+    if result.build_seconds is not None:
+        rows.append(("build", f"{result.build_seconds:.1f} s"))
+    if result.eval_seconds is not None:
+        rows.append(("evaluation", f"{result.eval_seconds:.1f} s"))
+    rows.append(("message", result.message or "-"))
+    width = max(len(k) for k, _ in rows)
+    text = "\n".join(f"{k:<{width}}  {v}" for k, v in rows)
+    if not result.correct and result.log.strip():
+        tail = "\n".join(result.log.rstrip().splitlines()[-LOG_TAIL_LINES:])
+        text += f"\n--- log (last {LOG_TAIL_LINES} lines) ---\n{tail}"
+    return text
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    suite = _load_suite(args.tasks, args.backend)
+    task = _find_task(suite.tasks, args.task)
+    try:
+        source = Path(args.solution).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"cannot read solution {str(args.solution)!r}: {exc.strerror or exc}") from exc
+    from cudal1.bench.evaluator import evaluate  # imports torch: after the cheap checks
+
+    _check_device(args.backend, args.device)
+    result = evaluate(task, source, backend=args.backend, device=args.device, settings=_settings(args))
+    if args.json:
+        print(json.dumps({**result.to_dict(), "solution": str(args.solution)}, indent=2, sort_keys=True))
+    else:
+        print(format_result(result, task, Path(args.solution)))
+    return 0 if result.correct else 1
+
+
+# ---------------------------------------------------------------------------------------------
+# cudal1 eval-suite
+
+
+def summary_path(out: Path) -> Path:
+    """Where eval-suite writes its summary: results.jsonl -> results.summary.json."""
+    return out.with_suffix(".summary.json")
+
+
+def _solutions_for(args: argparse.Namespace, suite: Any) -> tuple[dict[str, Path], list[tuple[Path, str]], str]:
+    """(task id -> solution file, unmatched files with reasons, description of the source)."""
+    from cudal1.bench.suite import match_solutions
+
+    if args.solutions is None:
+        if args.tasks != "builtin":
+            raise UsageError("--solutions is required unless --tasks builtin (which has seed solutions)")
+        from cudal1.tasks import seed_solutions
+
+        seeds = seed_solutions(kind=args.backend)
+        known = {t.task_id for t in suite.tasks}
+        return {k: Path(v) for k, v in seeds.items() if k in known}, [], f"builtin seed solutions ({args.backend})"
+    try:
+        match = match_solutions(Path(args.solutions), [t.task_id for t in suite.tasks])
+    except NotADirectoryError as exc:
+        raise UsageError(_error_text(exc)) from exc
+    return match.matched, match.unmatched, str(args.solutions)
+
+
+def cmd_eval_suite(args: argparse.Namespace) -> int:
+    from tqdm import tqdm
+
+    from cudal1.bench.suite import ResultWriter, SuiteJob, read_results, run_suite
+
+    suite = _load_suite(args.tasks, args.backend)
+    matched, unmatched, source_desc = _solutions_for(args, suite)
+    out = Path(args.out) if args.out else Path("runs") / f"eval_suite_{args.backend}_{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+    if out.exists() and out.stat().st_size > 0 and not (args.resume or args.overwrite):
+        raise UsageError(f"{out} exists: pass --resume to continue it or --overwrite to start over")
+    if args.overwrite and out.exists():
+        out.unlink()
+    done, bad_lines = read_results(out) if args.resume else ({}, 0)
+
+    err = sys.stderr
+    print(f"tasks: {args.tasks} ({len(suite.tasks)} loaded, {len(suite.failures)} failed to load)", file=err)
+    print(f"solutions: {source_desc}: {len(matched)} matched", file=err)
+    for path, reason in unmatched:
+        print(f"  unmatched: {path}: {reason}", file=err)
+    without = sorted({t.task_id for t in suite.tasks} - set(matched))
+    if without:
+        print(f"  {len(without)} tasks have no solution and are not evaluated", file=err)
+    if bad_lines:
+        print(f"  {bad_lines} unreadable line(s) in {out} ignored (their tasks are evaluated again)", file=err)
+
+    from cudal1.bench.evaluator import source_hash
+
+    by_id = {t.task_id: t for t in suite.tasks}
+    order = sorted(matched, key=lambda tid: (by_id[tid].level, by_id[tid].problem_id))
+    sources = {tid: matched[tid].read_text(encoding="utf-8") for tid in order}
+    # A result is reused only for the same candidate source: an edited solution is evaluated again.
+    stale = [tid for tid in order if tid in done and done[tid].get("candidate_hash") not in (None, "", source_hash(sources[tid]))]
+    skipped = [tid for tid in order if tid in done and tid not in stale]
+    if skipped:
+        print(f"resume: {len(skipped)} task(s) already in {out} are skipped", file=err)
+    if stale:
+        print(f"resume: {len(stale)} task(s) in {out} have a changed solution and are evaluated again", file=err)
+    jobs = [SuiteJob(by_id[tid], sources[tid], matched[tid]) for tid in order if tid not in skipped]
+    settings = _settings(args)
+    for device in args.device or [None]:
+        _check_device(args.backend, device)
+    writer = ResultWriter(out)
+    counts = {"ok": 0, "not ok": 0}
+    bar = tqdm(total=len(jobs), unit="task", desc=f"eval-suite {args.backend}", file=err, disable=None)
+
+    def on_result(job: SuiteJob, result: EvalResult) -> None:
+        writer.write(result, solution=str(job.solution))
+        counts["ok" if result.correct else "not ok"] += 1
+        bar.set_postfix(counts, refresh=False)
+        bar.update(1)
+        if bar.disable:  # no terminal: one line per result instead of a bar
+            print(f"{result.task_id}: {result.status.value}" + (f" {result.speedup:.3f}×" if result.speedup else ""), file=err)
+
+    try:
+        run_suite(
+            jobs,
+            args.backend,
+            settings,
+            on_result,
+            devices=args.device or [None],
+            build_jobs=args.build_jobs,
+            overlap=args.overlap,
+        )
+    except KeyboardInterrupt:
+        bar.close()
+        print(f"\ninterrupted: results so far are in {out}; continue with --resume", file=err)
+        return 130
+    bar.close()
+
+    records, _ = read_results(out)
+    results = [EvalResult.from_dict(records[tid]) for tid in order if tid in records]
+    summary = summarize(results, ps=args.p)
+    text = format_summary(summary)
+    print(text)
+    spath = summary_path(out)
+    spath.write_text(
+        json.dumps(
+            {
+                "summary": summary,
+                "results_file": str(out),
+                "backend": args.backend,
+                "tasks": args.tasks,
+                "solutions": source_desc,
+                "unmatched": [{"file": str(p), "reason": r} for p, r in unmatched],
+                "tasks_without_solution": without,
+                "task_load_failures": len(suite.failures),
+                "settings": settings.to_dict(),
+            },
+            indent=2,
+            sort_keys=True,
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    print(f"results: {out}\nsummary: {spath}", file=err)
+    if not results:
+        return 1
+    return 0 if summary["status_counts"][Status.OK.value] == summary["n"] else 1
+
+
+# ---------------------------------------------------------------------------------------------
+# cudal1 tasks
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    report = _load_suite(args.tasks, args.backend, probe=args.probe)
+    rows = []
+    for t in sorted(report.tasks, key=lambda t: (t.level, t.problem_id)):
+        note = f"DEGENERATE: {t.degenerate}" if t.degenerate else ""
+        rows.append((t.task_id, t.name, ",".join(t.size_profiles) or "-", note))
+    if rows:
+        widths = [max(len(r[i]) for r in rows) for i in range(3)]
+        for r in rows:
+            print(f"{r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}".rstrip())
+    for failure in report.failures:
+        print(f"FAILED {failure.path}: {failure.reason}")
+    print(report.summary(), file=sys.stderr)
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
+# argument parsing
+
+
+def _add_common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tasks", default="builtin", help="task suite: 'builtin' or a KernelBench checkout path (default builtin)")
+    p.add_argument("--backend", choices=("cpu", "cuda"), default="cpu", help="where to run and time (default cpu)")
+    p.add_argument("--seed", type=int, default=None, help="base seed of the correctness and timing inputs")
+    p.add_argument("--rounds", type=int, default=None, help="timing rounds (default: the backend's EvalSettings)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cudal1", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("eval", help="evaluate one candidate solution against one task")
+    p.add_argument("--task", required=True, help="task id (level1/12), task name, or task file path")
+    p.add_argument("--solution", required=True, help="Python file defining ModelNew")
+    p.add_argument("--device", default=None, help="device for the cuda backend, e.g. cuda:1")
+    p.add_argument("--json", action="store_true", help="print the JSON record instead of text")
+    _add_common(p)
+    p.set_defaults(func=cmd_eval)
+
+    p = sub.add_parser("eval-suite", help="evaluate a directory of solutions (default: the builtin seed solutions)")
+    p.add_argument("--solutions", default=None, help="directory with level<L>/<id>_<Name>.py solution files")
+    p.add_argument("--out", default=None, help="results JSONL (default runs/eval_suite_<backend>_<time>.jsonl)")
+    p.add_argument("--resume", action="store_true", help="skip task ids already in --out and append to it")
+    p.add_argument("--overwrite", action="store_true", help="delete an existing --out first")
+    p.add_argument("--build-jobs", type=int, default=os.cpu_count(), help="parallel builds (default: all cores)")
+    p.add_argument(
+        "--device", action="append", default=None, help="cuda device to time on; repeat for one timing stream per device"
+    )
+    p.add_argument(
+        "--overlap",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="time while builds still run (default: on for cuda, off for cpu where builds share the timed cores)",
+    )
+    p.add_argument("--p", type=float, nargs="+", default=list(DEFAULT_PS), help="fast_p thresholds (default 1.0 1.5 2.0)")
+    _add_common(p)
+    p.set_defaults(func=cmd_eval_suite)
+
+    p = sub.add_parser("tasks", help="list the tasks of a suite and the files that failed to load")
+    p.add_argument("--tasks", default="builtin", help="task suite: 'builtin' or a KernelBench checkout path")
+    p.add_argument("--backend", choices=("cpu", "cuda"), default="cpu", help="size profile to load (and probe) at")
+    p.add_argument("--probe", action="store_true", help="also run each reference in a worker (import, degenerate-task check)")
+    p.set_defaults(func=cmd_tasks)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the `cudal1` console script. Returns the exit code (see module docstring)."""
+    args = build_parser().parse_args(argv)
+    if getattr(args, "build_jobs", 1) is not None and getattr(args, "build_jobs", 1) < 1:
+        print("cudal1: --build-jobs must be at least 1", file=sys.stderr)
+        return 2
+    if getattr(args, "rounds", None) is not None and args.rounds < 1:
+        print("cudal1: --rounds must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        return args.func(args)
+    except UsageError as exc:
+        print(f"cudal1: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("cudal1: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

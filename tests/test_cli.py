@@ -1,0 +1,182 @@
+"""The real `cudal1` CLI (subprocess) on builtin tasks with seed solutions, on the CPU backend."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+ROUNDS = "2"  # enough for the output fields; timing quality is tested elsewhere
+
+pytestmark = pytest.mark.timeout(900)
+
+
+# Cheap level-1 tasks first (each evaluation here costs tens of seconds on 2 shared cores).
+PREFERRED = ("HardSigmoid", "Swish", "ELU", "GELU_tanh")
+
+
+def _seeds() -> dict[str, Path]:
+    """Two level-1 builtin tasks with CPU seed solutions: {task id: seed file}."""
+    from cudal1.tasks import load_builtin, seed_solutions
+
+    seeds = seed_solutions(kind="cpu")
+    names = {t.task_id: t.name for t in load_builtin().tasks}
+    level1 = [tid for tid in seeds if tid.startswith("level1/") and tid in names]
+    rank = {name: i for i, name in enumerate(PREFERRED)}
+    level1.sort(key=lambda tid: (rank.get(names[tid], len(rank)), int(tid.split("/")[1])))
+    assert len(level1) >= 2, "need two level-1 builtin tasks with CPU seed solutions"
+    return {tid: Path(seeds[tid]) for tid in level1[:2]}
+
+
+@pytest.fixture(scope="module")
+def seeds() -> dict[str, Path]:
+    return _seeds()
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory) -> dict[str, str]:
+    e = dict(os.environ)
+    e["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), e.get("PYTHONPATH")]))
+    e["CUDAL1_CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    return e
+
+
+def cli(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "cudal1.cli", *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=800
+    )
+
+
+def wrong_solution(seed: Path) -> str:
+    """The seed solution with every output shifted by 1: runs fine, must be judged incorrect."""
+    return seed.read_text() + (
+        "\n\n_Seed = ModelNew\n\n\nclass ModelNew(_Seed):\n"
+        "    def forward(self, *args):\n"
+        "        return super().forward(*args) + 1.0\n"
+    )
+
+
+def test_eval_seed_solution_json(seeds, env, tmp_path):
+    task_id, seed = next(iter(seeds.items()))
+    proc = cli(["eval", "--task", task_id, "--solution", str(seed), "--backend", "cpu", "--json", "--rounds", ROUNDS], env, tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    record = json.loads(proc.stdout)
+    assert record["task_id"] == task_id
+    assert record["status"] == "ok"
+    assert record["hack_kind"] is None
+    assert record["backend"] == "cpu"
+    assert record["solution"] == str(seed)
+    assert isinstance(record["labels"], list)
+    assert record["reference"]["median_ms"] > 0 and record["candidate"]["median_ms"] > 0
+    assert record["speedup"] == pytest.approx(record["reference"]["median_ms"] / record["candidate"]["median_ms"], rel=0.5)
+    assert record["correctness_trials"] >= 5
+
+
+def test_eval_wrong_solution_text(seeds, env, tmp_path):
+    task_id, seed = next(iter(seeds.items()))
+    wrong = tmp_path / "wrong.py"
+    wrong.write_text(wrong_solution(seed))
+    proc = cli(["eval", "--task", task_id, "--solution", str(wrong), "--rounds", ROUNDS], env, tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = {ln.split()[0]: ln for ln in proc.stdout.splitlines() if ln.strip()}
+    assert lines["status"].split()[1] == "incorrect"
+    assert task_id in lines["task"]
+
+
+def test_eval_usage_errors(seeds, tmp_path, capsys):
+    from cudal1.cli import main
+
+    task_id, seed = next(iter(seeds.items()))
+    assert main(["eval", "--task", "level9/999", "--solution", str(seed)]) == 2
+    err = capsys.readouterr().err
+    assert "no task level9/999" in err and "Traceback" not in err
+    assert main(["eval", "--task", "NoSuchOperatorAnywhere", "--solution", str(seed)]) == 2
+    assert "no task named 'NoSuchOperatorAnywhere'" in capsys.readouterr().err
+    assert main(["eval", "--task", task_id, "--solution", str(tmp_path / "missing.py")]) == 2
+    assert "missing.py" in capsys.readouterr().err
+    assert main(["eval-suite", "--solutions", str(tmp_path / "nodir")]) == 2
+    assert "nodir" in capsys.readouterr().err
+    assert main(["eval", "--task", task_id, "--solution", str(seed), "--tasks", str(tmp_path)]) == 2
+    assert "cannot load tasks" in capsys.readouterr().err
+    import torch
+
+    if not torch.cuda.is_available():  # a backend without a device is a usage error, not a traceback
+        assert main(["eval", "--task", task_id, "--solution", str(seed), "--backend", "cuda"]) == 2
+        assert "backend cuda" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:  # argparse: --solution is required
+        main(["eval", "--task", task_id])
+    assert exc.value.code == 2
+
+
+def _jsonl(path: Path) -> list[dict]:
+    return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
+
+
+def test_eval_suite_results_resume_and_summary(seeds, env, tmp_path):
+    (good_id, good_seed), (bad_id, bad_seed) = list(seeds.items())
+    sol = tmp_path / "solutions"
+    (sol / "level1").mkdir(parents=True)
+    good_file = sol / "level1" / good_seed.name
+    good_file.write_text(good_seed.read_text())
+    (sol / "level1" / bad_seed.name).write_text(wrong_solution(bad_seed))
+    (sol / "notes.py").write_text("# not a solution\n")
+    out = tmp_path / "res" / "results.jsonl"
+    args = ["eval-suite", "--solutions", str(sol), "--backend", "cpu", "--out", str(out), "--rounds", ROUNDS, "--build-jobs", "2"]
+
+    proc = cli(args, env, tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr  # one candidate is wrong
+    assert "notes.py" in proc.stderr  # unmatched file reported
+    records = {r["task_id"]: r for r in _jsonl(out)}
+    assert set(records) == {good_id, bad_id}
+    assert records[good_id]["status"] == "ok" and records[good_id]["speedup"] > 0
+    assert records[bad_id]["status"] == "incorrect"
+    assert records[good_id]["solution"] == str(good_file)
+
+    summary_file = out.with_suffix(".summary.json")
+    s = json.loads(summary_file.read_text())
+    assert s["summary"]["n"] == 2
+    assert s["summary"]["n_correct"] == 1
+    assert s["summary"]["status_counts"]["ok"] == 1 and s["summary"]["status_counts"]["incorrect"] == 1
+    assert s["summary"]["pass_rate"] == pytest.approx(0.5)
+    fast_1 = 0.5 if records[good_id]["speedup"] > 1.0 else 0.0
+    assert s["summary"]["fast_p"]["fast_1"] == pytest.approx(fast_1)
+    assert set(s["summary"]["fast_p"]) == {"fast_1", "fast_1.5", "fast_2"}
+    assert [u["file"] for u in s["unmatched"]] == [str(sol / "notes.py")]
+    assert "tasks evaluated" in proc.stdout and "fast_1.5" in proc.stdout
+
+    # an existing results file is never silently overwritten
+    assert cli(args, env, tmp_path).returncode == 2
+
+    # Resume after a run killed mid-write, with one solution edited since: the unchanged task is
+    # skipped, the edited one is evaluated again, the torn line is ignored.
+    bad_file = sol / "level1" / bad_seed.name
+    bad_file.write_text(bad_file.read_text() + "\n# edited\n")
+    with open(out, "a") as f:
+        f.write('{"task_id": "' + good_id + '", "sta')
+    proc = cli([*args, "--resume"], env, tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "1 task(s) already in" in proc.stderr
+    assert "1 task(s) in" in proc.stderr and "changed solution" in proc.stderr
+    assert "1 unreadable line(s)" in proc.stderr
+    records = _jsonl_lenient(out)
+    assert sorted(r["task_id"] for r in records) == sorted([good_id, bad_id, bad_id])
+    assert records[-1]["task_id"] == bad_id and records[-1]["status"] == "incorrect"
+    first_bad = next(r for r in records[:-1] if r["task_id"] == bad_id)
+    assert records[-1]["candidate_hash"] != first_bad["candidate_hash"]
+    s = json.loads(summary_file.read_text())
+    assert s["summary"]["n"] == 2 and s["summary"]["n_correct"] == 1
+
+
+def _jsonl_lenient(path: Path) -> list[dict]:
+    out = []
+    for ln in path.read_text().splitlines():
+        try:
+            out.append(json.loads(ln))
+        except json.JSONDecodeError:
+            pass
+    return out
