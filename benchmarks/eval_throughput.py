@@ -2,15 +2,15 @@
 
 Prints figures and writes them as JSON; the figures in docs/benchmarks.md come from this script.
 
-    python benchmarks/eval_throughput.py --backend cuda --copies 2 --out throughput.json
+    python benchmarks/eval_throughput.py --backend cuda --levels 1 2 --copies 1 --out throughput.json
 
 Throughput: every seed solution of the chosen levels, each in `--copies` variants made distinct
 by a salt comment (so each is its own build), goes through the suite pipeline (parallel builds,
 one timing at a time per device). "cold" starts from an empty build cache; "warm" evaluates the
 same sources again. Candidates per hour = candidates / wall seconds × 3600.
 
-Repeatability: one candidate evaluated `--repeats` times; the spread of its speedup is
-(max − min) / median over the repeats.
+Repeatability: each `--repeat-task` seed evaluated `--repeats` times; the spread of its speedup
+is (max − min) / median over the repeats.
 """
 
 from __future__ import annotations
@@ -27,16 +27,27 @@ from pathlib import Path
 
 from cudal1.bench.result import Status
 from cudal1.bench.settings import EvalSettings
-from cudal1.bench.suite import SuiteJob, run_suite
-from cudal1.tasks import find_task, load_tasks
-from cudal1.tasks.builtin import seed_solutions
+from cudal1.bench.summary import format_summary, summarize
+from cudal1.bench.suite import ResultWriter, SuiteJob, run_suite
+from cudal1.tasks import find_task, load_tasks, seed_solutions
 
 
-def run_jobs(jobs: list[SuiteJob], backend: str, settings: EvalSettings, build_jobs: int) -> dict:
+def run_jobs(jobs: list[SuiteJob], backend: str, settings: EvalSettings, build_jobs: int, jsonl: Path | None) -> dict:
     results = []
+    writer = ResultWriter(jsonl) if jsonl else None
+
+    def on_result(job: SuiteJob, r) -> None:
+        results.append(r)
+        if writer:
+            writer.write(r, solution=str(job.solution))
+
     t0 = time.perf_counter()
-    run_suite(jobs, backend, settings, lambda job, r: results.append(r), build_jobs=build_jobs)
+    run_suite(jobs, backend, settings, on_result, build_jobs=build_jobs)
     wall = time.perf_counter() - t0
+    print(format_summary(summarize(results)))
+    for r in sorted(results, key=lambda r: r.task_id):
+        speed = f"{r.speedup:.2f}x" if r.speedup else "-"
+        print(f"  {r.task_id:11s} {r.status.value:14s} {speed:>8s}  build {r.build_seconds or 0:6.1f}s  {','.join(r.labels)}  {r.message[:120]}")
     ok = [r for r in results if r.status is Status.OK]
     builds = [r.build_seconds for r in results if r.build_seconds]
     return {
@@ -57,13 +68,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--copies", type=int, default=2)
     ap.add_argument("--build-jobs", type=int, default=os.cpu_count())
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--repeat-task", default=None, help="task for the repeatability run (default: first seed)")
-    ap.add_argument("--out", default=None)
+    ap.add_argument("--repeat-task", nargs="+", default=None, help="tasks for the repeatability runs (default: the first seed)")
+    ap.add_argument("--out", default=None, help="JSON file for the figures")
+    ap.add_argument("--results-dir", default=None, help="write every result to cold.jsonl / warm.jsonl here")
     args = ap.parse_args(argv)
 
     cache = tempfile.mkdtemp(prefix="cudal1-bench-cache-")
     settings = EvalSettings.for_backend(args.backend, cache_dir=cache)
-    tasks = load_tasks("builtin").tasks
+    tasks = load_tasks("builtin")
     seeds = {tid: p for tid, p in seed_solutions(args.backend).items() if int(tid.split("/")[0][5:]) in args.levels}
     if not seeds:
         print(f"no {args.backend} seed solutions for levels {args.levels}", file=sys.stderr)
@@ -76,27 +88,31 @@ def main(argv: list[str] | None = None) -> int:
     report: dict = {"backend": args.backend, "levels": args.levels, "build_jobs": args.build_jobs,
                     "cpu_count": os.cpu_count(), "date": time.strftime("%Y-%m-%d")}
     print(f"{len(jobs)} candidates ({len(seeds)} seeds × {args.copies} variants), build jobs {args.build_jobs}")
-    report["cold"] = run_jobs(jobs, args.backend, settings, args.build_jobs)
+    results_dir = Path(args.results_dir) if args.results_dir else None
+    if results_dir:
+        results_dir.mkdir(parents=True, exist_ok=True)
+    report["cold"] = run_jobs(jobs, args.backend, settings, args.build_jobs, results_dir / "cold.jsonl" if results_dir else None)
     print("cold cache:", json.dumps(report["cold"]))
-    report["warm"] = run_jobs(jobs, args.backend, settings, args.build_jobs)
+    report["warm"] = run_jobs(jobs, args.backend, settings, args.build_jobs, results_dir / "warm.jsonl" if results_dir else None)
     print("warm cache:", json.dumps(report["warm"]))
 
     from cudal1.bench.evaluator import evaluate
 
-    tid = args.repeat_task or sorted(seeds)[0]
-    task, source = find_task(tasks, tid), seeds[tid].read_text()
-    speedups = []
-    for _ in range(args.repeats):
-        r = evaluate(task, source, args.backend, settings=settings)
-        speedups.append(r.speedup if r.status is Status.OK else float("nan"))
-    med = statistics.median(speedups)
-    report["repeatability"] = {
-        "task": tid,
-        "speedups": [round(s, 4) for s in speedups],
-        "median": round(med, 4),
-        "spread": round((max(speedups) - min(speedups)) / med, 4),
-    }
-    print("repeatability:", json.dumps(report["repeatability"]))
+    report["repeatability"] = []
+    for tid in args.repeat_task or [sorted(seeds)[0]]:
+        task, source = find_task(tasks, tid), seeds[tid].read_text()
+        runs = [evaluate(task, source, args.backend, settings=settings) for _ in range(args.repeats)]
+        speedups = [r.speedup if r.status is Status.OK else float("nan") for r in runs]
+        med = statistics.median(speedups)
+        entry = {
+            "task": tid,
+            "candidate_ms": round(statistics.median([r.candidate.median_ms for r in runs if r.candidate]), 4),
+            "speedups": [round(x, 4) for x in speedups],
+            "median": round(med, 4),
+            "spread": round((max(speedups) - min(speedups)) / med, 4),
+        }
+        report["repeatability"].append(entry)
+        print("repeatability:", json.dumps(entry))
     shutil.rmtree(cache, ignore_errors=True)
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=2))

@@ -20,6 +20,7 @@ nothing here runs in the driver, an actor, or a server. Order matters and is the
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import random
@@ -311,18 +312,22 @@ class Runner:
         def cand_fn(*a: Any) -> Any:
             return self._call(self.cand_model, list(a), "candidate")
 
+        fastest_ms = float("inf")
         with torch.no_grad():
             for w in range(s.warmup_calls):
                 x = self._inputs(seed_base - 1 - w)
                 self._apply_flags(self.pristine, "reference")
-                self.ref_model(*x)
+                ref_warm, _ = clock.time_call(ref_fn, x)
                 self._apply_flags(self.cand_flags, "candidate")
-                self._call(self.cand_model, inputs_mod.clone_tree(x), "candidate")
-                self._sync()
+                cand_warm, _ = clock.time_call(cand_fn, inputs_mod.clone_tree(x))
+                fastest_ms = min(fastest_ms, ref_warm, cand_warm)
+            calls = s.calls_per_round
+            if s.min_round_ms > 0 and fastest_ms > 0:
+                calls = max(calls, min(s.max_calls_per_round, math.ceil(s.min_round_ms / fastest_ms)))
             for r in range(s.rounds):
                 ref_ms: list[float] = []
                 cand_ms: list[float] = []
-                for c in range(s.calls_per_round):
+                for c in range(calls):
                     seed = seed_base + 1000 * r + c
                     x_ref = self._inputs(seed)
                     x_cand = inputs_mod.clone_tree(x_ref)

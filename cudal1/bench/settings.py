@@ -37,6 +37,10 @@ class EvalSettings:
     warmup_calls: int = 2
     rounds: int = 5
     calls_per_round: int = 5
+    min_round_ms: float = 0.0
+    """Raise calls per round until the faster program's calls add up to this much time per round
+    (estimated from the warm-up): short kernels need more samples for a stable median."""
+    max_calls_per_round: int = 200
     check_timed_outputs: bool = True
     """Compare every timed candidate output to the reference output on the same inputs."""
     flush_l2: bool = True
@@ -65,7 +69,7 @@ class EvalSettings:
         if backend == "cpu":
             base.update(rounds=5, calls_per_round=3, warmup_calls=1, flush_l2=False)
         elif backend == "cuda":
-            base.update(rounds=5, calls_per_round=20, warmup_calls=3)
+            base.update(rounds=5, calls_per_round=20, warmup_calls=3, min_round_ms=10.0)
         else:
             raise ValueError(f"unknown backend {backend!r}: expected 'cpu' or 'cuda'")
         base.update(overrides)

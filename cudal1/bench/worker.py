@@ -35,6 +35,7 @@ from typing import Any
 import psutil
 
 from .result import truncate_log
+from .sandbox import default_uid
 
 # The server imports what every child needs, once; none of it runs candidate code or touches CUDA.
 _PRELOAD = ["torch", "cudal1.bench.runner"]
@@ -170,29 +171,37 @@ def _child_main(conn: Any, target: str, payload: Any, limits: WorkerLimits, scra
         os._exit(code)
 
 
-def _tree_rss_mib(proc: psutil.Process) -> float:
-    total = 0
+def _tree_memory_mib(proc: psutil.Process) -> float:
+    """Resident memory of the child plus the private (USS) memory of everything it forked.
+
+    Forked children share their parent's pages copy-on-write; counting their RSS would charge
+    those pages once per child and kill a candidate that merely forks.
+    """
     try:
-        procs = [proc, *proc.children(recursive=True)]
+        total = proc.memory_info().rss
+        children = proc.children(recursive=True)
     except psutil.Error:
         return 0.0
-    for p in procs:
+    for p in children:
         try:
-            total += p.memory_info().rss
+            total += p.memory_full_info().uss
         except psutil.Error:
             pass
     return total / 2**20
 
 
-def _kill_tree(pid: int) -> None:
-    """SIGKILL the child, everything it forked (found while still linked), and its session group."""
+def _kill_tree(pid: int, sandbox_uid: int | None) -> None:
+    """SIGKILL the child, everything it forked (found while still linked), its session group, and
+    every process of its sandbox uid (which catches double-forked, re-parented leftovers)."""
     try:
-        children = psutil.Process(pid).children(recursive=True)
+        doomed = psutil.Process(pid).children(recursive=True)
     except psutil.Error:
-        children = []
-    for sig_target in [*children]:
+        doomed = []
+    if sandbox_uid is not None and sandbox_uid not in (0, os.getuid()):
+        doomed += [p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == sandbox_uid]
+    for proc in doomed:
         try:
-            sig_target.kill()
+            proc.kill()
         except psutil.Error:
             pass
     for kill in (lambda: os.killpg(pid, signal.SIGKILL), lambda: os.kill(pid, signal.SIGKILL)):
@@ -243,7 +252,7 @@ def run_isolated(
                     else WorkerOutcome("raised", error=value)
                 )
                 break
-            peak = max(peak, _tree_rss_mib(ps))
+            peak = max(peak, _tree_memory_mib(ps))
             if peak > limits.memory_mib:
                 outcome = WorkerOutcome("memory", error=f"resident memory {peak:.0f} MiB > limit {limits.memory_mib} MiB")
             elif time.monotonic() > deadline:
@@ -252,7 +261,7 @@ def run_isolated(
                 proc.join(0.5)
                 outcome = WorkerOutcome("crashed", exitcode=proc.exitcode)
     finally:
-        _kill_tree(proc.pid)
+        _kill_tree(proc.pid, default_uid(proc.pid) if limits.sandbox and os.geteuid() == 0 else None)
         proc.join(5.0)
         recv.close()
     if outcome.exitcode is None and outcome.kind == "crashed":
