@@ -1,0 +1,348 @@
+"""Load a directory of KernelBench-format problems: `load_suite` -> `SuiteReport`.
+
+Without probing nothing is executed: each file is parsed with `ast` and checked for the three
+module-level definitions the format requires (`Model`, `get_inputs`, `get_init_inputs`) and for a
+well-formed `SIZE_PROFILES`. With `probe=True` every parsed task is also imported and run (inputs,
+constructor, forward on several seeds) in its own sandboxed worker (`cudal1.bench.worker`), which
+catches files that fail at import (level4 files fetch models from a hub), hang, or are degenerate
+(`cudal1.tasks.degenerate`). The parent process never imports task code.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import re
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from .task import Task
+
+FILE_RE = re.compile(r"^(\d+)_(\w.*)\.py$")
+"""`<id>_<Name>.py`; the id is a positive integer."""
+LEVEL_RE = re.compile(r"^level(\d+)$")
+REQUIRED = ("Model", "get_inputs", "get_init_inputs")
+STAGE_PREFIX = "cudal1-probe-stage: "
+"""Prefix of the progress lines a probe worker prints (`cudal1.tasks.degenerate.probe_task`)."""
+
+
+class LoadFailure(NamedTuple):
+    """A file that did not load: its path and one line saying why."""
+
+    path: str
+    reason: str
+
+
+@dataclasses.dataclass
+class SuiteReport:
+    """What `load_suite` found.
+
+    `tasks` are sorted by (level, id). `failures` lists files that did not parse or (with probing)
+    did not import or run. `levels` maps each level scanned to its directory. `probe_notes` maps a
+    task id to facts the probe found that are not failures (e.g. a task whose output equals its
+    input on its own distribution and only differs on shifted inputs). `probe_seconds` is the
+    wall time of probing, 0 without it.
+    """
+
+    root: str
+    tasks: list[Task] = dataclasses.field(default_factory=list)
+    failures: list[LoadFailure] = dataclasses.field(default_factory=list)
+    levels: dict[int, str] = dataclasses.field(default_factory=dict)
+    probed: bool = False
+    probe_notes: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    probe_seconds: float = 0.0
+    probe_times: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Wall seconds of each file's probe worker, by "level<L>/<file stem>"."""
+
+    @property
+    def degenerate(self) -> list[Task]:
+        """Loaded tasks the probe flagged as degenerate (empty without probing)."""
+        return [t for t in self.tasks if t.degenerate]
+
+    def summary(self, max_listed: int = 30) -> str:
+        """Human-readable lines: per level "levelL: N loaded[, D degenerate][, F failed]", then
+        the failures and degenerate tasks with their reasons (at most `max_listed` of each)."""
+        lines = []
+        for level, directory in sorted(self.levels.items()):
+            loaded = sum(t.level == level for t in self.tasks)
+            failed = sum(Path(f.path).parent == Path(directory) for f in self.failures)
+            parts = [f"level{level}: {loaded} loaded"]
+            if self.probed:
+                parts.append(f"{sum(t.level == level and bool(t.degenerate) for t in self.tasks)} degenerate")
+            if failed:
+                parts.append(f"{failed} failed")
+            lines.append(", ".join(parts))
+        if self.probed:
+            lines.append(f"probed in {self.probe_seconds:.0f} s")
+        for title, rows in (
+            ("failed", [(_short(f.path), f.reason) for f in self.failures]),
+            ("degenerate", [(t.task_id + " " + t.name, t.degenerate or "") for t in self.degenerate]),
+        ):
+            if rows:
+                lines.append(f"{title}:")
+                lines += [f"  {where}: {why}" for where, why in rows[:max_listed]]
+                if len(rows) > max_listed:
+                    lines.append(f"  ... and {len(rows) - max_listed} more")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-safe form (tasks without their source, to keep it small; `Task.to_dict` has it)."""
+        tasks = []
+        for t in self.tasks:
+            d = t.to_dict()
+            d.pop("source")
+            d["source_hash"] = t.source_hash
+            tasks.append(d)
+        return {
+            "root": self.root,
+            "levels": {str(k): v for k, v in sorted(self.levels.items())},
+            "tasks": tasks,
+            "failures": [f._asdict() for f in self.failures],
+            "probed": self.probed,
+            "probe_notes": self.probe_notes,
+            "probe_seconds": self.probe_seconds,
+            "probe_times": self.probe_times,
+        }
+
+
+def _short(path: str) -> str:
+    p = Path(path)
+    return f"{p.parent.name}/{p.name}"
+
+
+def find_levels_dir(root: str | Path) -> Path:
+    """The directory that holds `level1/`, `level2/`, ...: `root` itself or `root/KernelBench`.
+
+    Raises FileNotFoundError when neither holds a `level<N>` directory.
+    """
+    root = Path(root).expanduser()
+    for candidate in (root, root / "KernelBench"):
+        if candidate.is_dir() and any(LEVEL_RE.match(p.name) and p.is_dir() for p in candidate.iterdir()):
+            return candidate.resolve()
+    raise FileNotFoundError(f"{root}: no level<N>/ directories here or under {root / 'KernelBench'}")
+
+
+def load_suite(
+    root: str | Path,
+    levels: Iterable[int] | None = None,
+    ids: Iterable[int] | None = None,
+    probe: bool = False,
+    profile: str | None = None,
+    *,
+    name: str | None = None,
+    probe_timeout_s: float = 60.0,
+    probe_memory_mib: int = 4096,
+    probe_seeds: tuple[int, ...] = (0, 1, 2),
+) -> SuiteReport:
+    """Load the KernelBench-format tasks under `root`.
+
+    `root` is a KernelBench checkout (the repo root, holding `KernelBench/level1`...) or the
+    directory holding `level1/`... directly. `levels` (e.g. [1, 2]) and `ids` (problem ids,
+    applied to every chosen level) restrict what is read; by default every `level<N>` directory.
+    `profile` is the size profile ("cpu", "cuda") a file's SIZE_PROFILES must define, and the one
+    probes run at (files without SIZE_PROFILES run at their own sizes). `name` is the suite name
+    stored in each Task (default: the levels directory's path).
+
+    With `probe=True` each parsed task runs in a sandboxed worker (`probe_timeout_s` seconds,
+    `probe_memory_mib` MiB resident) that imports it, builds inputs and the model and runs forward
+    on `probe_seeds` plus shifted inputs; tasks that fail move to `failures`, the others get
+    `Task.degenerate` set. Probes run one after another (they are CPU-heavy).
+
+    Raises FileNotFoundError if `root` has no level directories or a requested level is missing.
+    """
+    levels_dir = find_levels_dir(root)
+    present = {int(m.group(1)): p for p in levels_dir.iterdir() if p.is_dir() and (m := LEVEL_RE.match(p.name))}
+    wanted = sorted(present) if levels is None else sorted({int(x) for x in levels})
+    missing = [lv for lv in wanted if lv not in present]
+    if missing:
+        raise FileNotFoundError(f"{levels_dir}: no level{missing[0]}/ (has {sorted(present)})")
+    id_filter = None if ids is None else {int(i) for i in ids}
+    report = SuiteReport(root=str(levels_dir), levels={lv: str(present[lv]) for lv in wanted})
+    suite = name or str(levels_dir)
+    for level in wanted:
+        seen: dict[int, str] = {}
+        for path in sorted(present[level].iterdir(), key=_file_order):
+            if not path.is_file() or path.suffix != ".py" or path.name == "__init__.py":
+                continue
+            m = FILE_RE.match(path.name)
+            if not m or int(m.group(1)) < 1:
+                if id_filter is None:
+                    report.failures.append(LoadFailure(str(path), "bad file name: expected <id>_<Name>.py, id >= 1"))
+                continue
+            problem_id = int(m.group(1))
+            if id_filter is not None and problem_id not in id_filter:
+                continue
+            if problem_id in seen:
+                report.failures.append(LoadFailure(str(path), f"duplicate id {problem_id} (also {seen[problem_id]})"))
+                continue
+            seen[problem_id] = path.name
+            task_or_reason = parse_task_file(path, level, problem_id, m.group(2), suite, profile)
+            if isinstance(task_or_reason, str):
+                report.failures.append(LoadFailure(str(path), task_or_reason))
+            else:
+                report.tasks.append(task_or_reason)
+    report.tasks.sort(key=lambda t: (t.level, t.problem_id))
+    if probe:
+        probe_suite(report, profile, timeout_s=probe_timeout_s, memory_mib=probe_memory_mib, seeds=probe_seeds)
+    return report
+
+
+def _file_order(path: Path) -> tuple[int, str]:
+    m = FILE_RE.match(path.name)
+    return (int(m.group(1)) if m else 1 << 30, path.name)
+
+
+def parse_task_file(
+    path: Path, level: int, problem_id: int, name: str, suite: str, profile: str | None = None
+) -> Task | str:
+    """Parse one problem file without executing it: the Task, or the reason it is unusable."""
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        return f"unreadable: {type(e).__name__}: {e}"
+    try:
+        tree = ast.parse(source, filename=str(path))
+    except SyntaxError as e:
+        return f"syntax error: {e.msg} (line {e.lineno})"
+    bound = _module_level_names(tree.body)
+    absent = [n for n in REQUIRED if n not in bound]
+    if absent:
+        return "missing module-level " + ", ".join(absent)
+    profiles = _size_profiles(tree.body, bound)
+    if isinstance(profiles, str):
+        return profiles
+    if profile and profiles and profile not in profiles:
+        return f"SIZE_PROFILES has no {profile!r} profile (has {sorted(profiles)})"
+    return Task(
+        level=level,
+        problem_id=problem_id,
+        name=name,
+        source=source,
+        suite=suite,
+        path=str(path.resolve()),
+        size_profiles=tuple(profiles),
+    )
+
+
+def _module_level_names(body: list[ast.stmt]) -> set[str]:
+    """Names bound by module-level statements, looking into if/try/with blocks but not into
+    functions or classes."""
+    names: set[str] = set()
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                names |= {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        elif isinstance(node, (ast.If, ast.Try, ast.With, ast.For, ast.While)):
+            for block in ("body", "orelse", "finalbody"):
+                names |= _module_level_names(getattr(node, block, []))
+            for handler in getattr(node, "handlers", []):
+                names |= _module_level_names(handler.body)
+    return names
+
+
+def _size_profiles(body: list[ast.stmt], bound: set[str]) -> dict[str, list[str]] | str:
+    """SIZE_PROFILES as {profile: [constant names]} when it is a dict with string keys, {} when
+    absent or not a literal dict, or the reason it is malformed (a profile that sets a constant
+    the module does not define would raise KeyError at load time)."""
+    value = None
+    for node in body:
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        if any(isinstance(t, ast.Name) and t.id == "SIZE_PROFILES" for t in targets):
+            value = node.value
+    if not isinstance(value, ast.Dict):
+        return {}
+    profiles: dict[str, list[str]] = {}
+    for key, inner in zip(value.keys, value.values):
+        if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+            return {}
+        constants: list[str] = []
+        if isinstance(inner, ast.Dict):
+            for ck in inner.keys:
+                if isinstance(ck, ast.Constant) and isinstance(ck.value, str):
+                    if ck.value not in bound:
+                        return f"SIZE_PROFILES[{key.value!r}] sets {ck.value!r}, which the module does not define"
+                    constants.append(ck.value)
+        profiles[key.value] = constants
+    return profiles
+
+
+def probe_suite(
+    report: SuiteReport,
+    profile: str | None,
+    *,
+    timeout_s: float = 60.0,
+    memory_mib: int = 4096,
+    seeds: tuple[int, ...] = (0, 1, 2),
+) -> None:
+    """Run `cudal1.tasks.degenerate.probe_task` for every task of `report` in a fresh sandboxed
+    worker; move tasks that fail to `report.failures` and set `degenerate` on the others (in place)."""
+    from cudal1.bench.worker import WorkerLimits, run_isolated
+
+    limits = WorkerLimits(wall_timeout_s=timeout_s, memory_mib=memory_mib, max_processes=16)
+    start = time.monotonic()
+    # The first worker also waits for the fork server to import torch (tens of seconds on a busy
+    # machine): start it here, so that this wait is not charged to the first task's time limit.
+    run_isolated("cudal1.tasks.kernelbench:worker_ready", None, WorkerLimits(wall_timeout_s=600, memory_mib=memory_mib))
+    kept: list[Task] = []
+    for task in report.tasks:
+        payload = {"task": task.to_dict(), "profile": profile, "seeds": list(seeds)}
+        outcome = run_isolated("cudal1.tasks.degenerate:probe_task", payload, limits)
+        report.probe_times[_short(task.path).removesuffix(".py")] = outcome.wall_s
+        reason = probe_failure_reason(outcome, timeout_s, memory_mib)
+        if reason:
+            report.failures.append(LoadFailure(task.path, reason))
+            continue
+        value = outcome.value
+        if value.get("notes"):
+            report.probe_notes[task.task_id] = list(value["notes"])
+        kept.append(dataclasses.replace(task, degenerate=value.get("degenerate")))
+    report.tasks = kept
+    report.failures.sort(key=lambda f: (str(Path(f.path).parent), _file_order(Path(f.path))))
+    report.probed = True
+    report.probe_seconds = round(time.monotonic() - start, 1)
+
+
+def worker_ready(payload: Any) -> str:
+    """A run_isolated target that does nothing (starts the fork server before timed probes)."""
+    return "ready"
+
+
+def probe_failure_reason(outcome: Any, timeout_s: float, memory_mib: int) -> str | None:
+    """One line saying why a probe worker did not give a usable result, or None when it did."""
+    stage = _last_stage(outcome.log)
+    if outcome.kind == "returned":
+        value = outcome.value
+        if isinstance(value, dict) and value.get("ok"):
+            return None
+        if isinstance(value, dict):
+            return f"{value.get('stage', 'probe')} failed: {value.get('error', 'no error given')}"
+        return f"probe returned {type(value).__name__}, not a dict"
+    if outcome.kind == "timeout":
+        return f"timed out after {timeout_s:.0f} s during {stage or 'start-up'}"
+    if outcome.kind == "memory":
+        return f"exceeded {memory_mib} MiB during {stage or 'start-up'}"
+    if outcome.kind == "raised":
+        return f"probe raised: {last_error_line(outcome.error)}"
+    where = f" during {stage}" if stage else ""
+    return f"worker crashed{where} ({outcome.signal_name or f'exit code {outcome.exitcode}'})"
+
+
+def _last_stage(log: str) -> str:
+    stages = re.findall("^" + re.escape(STAGE_PREFIX) + "(.+)$", log or "", flags=re.MULTILINE)
+    return stages[-1] if stages else ""
+
+
+def last_error_line(text: str, limit: int = 300) -> str:
+    """The last non-empty line of a traceback (the exception), cut to `limit` characters."""
+    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
+    line = lines[-1] if lines else "(no message)"
+    return line if len(line) <= limit else line[: limit - 3] + "..."
