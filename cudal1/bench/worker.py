@@ -39,7 +39,8 @@ from .sandbox import default_uid
 
 # The server imports what every child needs, once; none of it runs candidate code or touches CUDA.
 _PRELOAD = ["torch", "cudal1.bench.runner"]
-_ctx_lock = threading.Lock()
+_ctx_lock = threading.Lock()  # guards the swap of multiprocessing's preparation data
+_init_lock = threading.Lock()  # guards the one-time creation of the fork server
 _ctx: Any = None
 
 
@@ -69,15 +70,31 @@ def _start_without_main(proc: Any) -> None:
             multiprocessing.spawn.get_preparation_data = _stdlib_preparation_data
 
 
+def _ready() -> None:
+    """Target of the warm-up child: returning at once shows the fork server is serving."""
+
+
 def _context() -> Any:
-    """The fork-server context (created once per process, preloading torch in the server)."""
+    """The fork-server context, created once per process.
+
+    The server imports torch and the evaluator before it forks its first child (tens of seconds
+    on a busy machine); one warm-up child is started and joined here, untimed, so that this
+    start-up is never charged to the first candidate's time limit.
+    """
     global _ctx
-    with _ctx_lock:
+    with _init_lock:
         if _ctx is None:
-            ctx = multiprocessing.get_context("forkserver")
-            ctx.set_forkserver_preload(_PRELOAD)
-            _ctx = ctx
-        return _ctx
+            _ctx = _start_server()
+    return _ctx
+
+
+def _start_server() -> Any:
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(_PRELOAD)
+    warm = ctx.Process(target=_ready, daemon=True)
+    _start_without_main(warm)
+    warm.join()
+    return ctx
 
 
 @dataclasses.dataclass
@@ -123,6 +140,21 @@ class WorkerOutcome:
         return ""
 
 
+def _die_with_parent() -> None:
+    """Ask the kernel to SIGKILL this child when the fork server exits (which it does when the
+    evaluating process dies), so a killed driver leaves no candidate running. Set after the
+    privilege drop, which clears it."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the server is already gone
+        os._exit(4)
+
+
 def _child_main(conn: Any, target: str, payload: Any, limits: WorkerLimits, scratch: str) -> None:
     """Entry point of the child. Never returns normally: ends with os._exit."""
     code = 0
@@ -149,6 +181,7 @@ def _child_main(conn: Any, target: str, payload: Any, limits: WorkerLimits, scra
             scratch=Path(scratch),
             writable=[Path(p) for p in limits.writable_dirs],
         )
+        _die_with_parent()
         module_name, fn_name = target.split(":")
         fn = getattr(importlib.import_module(module_name), fn_name)
         value = fn(payload)

@@ -289,9 +289,6 @@ def probe_suite(
 
     limits = WorkerLimits(wall_timeout_s=timeout_s, memory_mib=memory_mib, max_processes=16)
     start = time.monotonic()
-    # The first worker also waits for the fork server to import torch (tens of seconds on a busy
-    # machine): start it here, so that this wait is not charged to the first task's time limit.
-    run_isolated("cudal1.tasks.kernelbench:worker_ready", None, WorkerLimits(wall_timeout_s=600, memory_mib=memory_mib))
     kept: list[Task] = []
     for task in report.tasks:
         payload = {"task": task.to_dict(), "profile": profile, "seeds": list(seeds)}
@@ -309,11 +306,6 @@ def probe_suite(
     report.failures.sort(key=lambda f: (str(Path(f.path).parent), _file_order(Path(f.path))))
     report.probed = True
     report.probe_seconds = round(time.monotonic() - start, 1)
-
-
-def worker_ready(payload: Any) -> str:
-    """A run_isolated target that does nothing (starts the fork server before timed probes)."""
-    return "ready"
 
 
 def probe_failure_reason(outcome: Any, timeout_s: float, memory_mib: int) -> str | None:
