@@ -144,6 +144,67 @@ def _compare_nonfinite(c: torch.Tensor, r: torch.Tensor, r_tol: float, a_tol: fl
     return compare_values(c[r_fin], r[r_fin], r_tol, a_tol)
 
 
+def structure(out: Any) -> Any:
+    """The nesting of an output with leaves replaced by their kind: ("seq", [...]) for a list or
+    tuple (either counts as a sequence), "tensor", or the value itself for other leaves."""
+    if isinstance(out, (list, tuple)):
+        return ("seq", [structure(v) for v in out])
+    return "tensor" if isinstance(out, torch.Tensor) else out
+
+
+def materialization_check(out: Any) -> str | None:
+    """The first leaf of `out` that is not a plain materialized tensor, and why (None if all are).
+    Cheap and safe on tensors whose storage cannot be read; run it before copying an output."""
+    for path, leaf in flatten(out):
+        if isinstance(leaf, torch.Tensor):
+            problem = materialization_problem(leaf, torch.Tensor)
+            if problem:
+                return f"{path}: {problem}"
+    return None
+
+
+def check_aliasing(out: Any, inputs: list[Any], ref_aliases_inputs: bool) -> tuple[Mismatch | None, float]:
+    """OUTPUT_ALIASES_INPUT when a leaf of the raw output shares storage with an input (unless the
+    reference's outputs do too)."""
+    if ref_aliases_inputs:
+        return None, 0.0
+    tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+    for path, leaf in flatten(out):
+        if isinstance(leaf, torch.Tensor) and shares_memory(leaf, tensors):
+            return Mismatch(f"{path}: output shares memory with an input", HackKind.OUTPUT_ALIASES_INPUT), float("nan")
+    return None, 0.0
+
+
+def fingerprint(out: Any) -> list[float]:
+    """A few float64 statistics per tensor leaf (NaN count, sum, sum of |x|, sum of x²): enough to
+    tell whether a recomputed reference output is the one computed before, without keeping it."""
+    stats: list[float] = []
+    for _, leaf in flatten(out):
+        if isinstance(leaf, torch.Tensor):
+            t = leaf.detach().double()
+            finite = torch.nan_to_num(t, nan=0.0, posinf=0.0, neginf=0.0)
+            stats += [float((~torch.isfinite(t)).sum()), float(finite.sum()), float(finite.abs().sum()),
+                      float((finite * finite).sum())]
+    return stats
+
+
+def fingerprint_matches(out: Any, expected: list[float], rtol: float = 1e-4) -> bool:
+    """Whether `out` has the fingerprint `expected`, within `rtol` of each leaf's sum of |x| (a
+    recomputation may reduce in another order)."""
+    got = fingerprint(out)
+    if len(got) != len(expected):
+        return False
+    for i in range(0, len(got), 4):
+        nan_a, sum_a, abs_a, sq_a = got[i : i + 4]
+        nan_b, sum_b, abs_b, sq_b = expected[i : i + 4]
+        slack = rtol * max(abs_a, abs_b) + 1e-6
+        if nan_a != nan_b or abs(sum_a - sum_b) > slack or abs(abs_a - abs_b) > slack:
+            return False
+        if abs(sq_a - sq_b) > rtol * max(sq_a, sq_b) + 1e-6:
+            return False
+    return True
+
+
 def check_output(
     cand: Any,
     ref: Any,
@@ -161,6 +222,8 @@ def check_output(
     cand_leaves, ref_leaves = flatten(cand), flatten(ref)
     if len(cand_leaves) != len(ref_leaves):
         return Mismatch(f"output has {len(cand_leaves)} tensors, reference has {len(ref_leaves)}"), float("nan")
+    if structure(cand) != structure(ref):
+        return Mismatch("output is nested differently from the reference's"), float("nan")
     input_tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
     worst = 0.0
     for (path, c), (_, r) in zip(cand_leaves, ref_leaves):

@@ -12,17 +12,19 @@ contend for a build lock, and builds for other torch versions or architectures n
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import os
 import platform
+import secrets
 import signal
 from pathlib import Path
 
 import torch
 
 from ..tasks.task import Task
-from .result import EvalResult, Status, truncate_log
+from .result import EvalResult, HackKind, Status, truncate_log
 from .settings import EvalSettings
 from .worker import WorkerLimits, WorkerOutcome, run_isolated
 
@@ -89,6 +91,9 @@ def _from_outcome(task: Task, backend: str, out: WorkerOutcome) -> EvalResult:
         result.status, result.message = Status.TIMEOUT, f"worker killed: {out.error}"
     elif out.kind == "memory":
         result.status, result.message = Status.RESOURCE_EXCEEDED, f"worker killed: {out.error}"
+    elif out.kind == "tampered":
+        result.status, result.hack_kind = Status.HACK, HackKind.HARNESS_TAMPERING
+        result.message = f"the evaluator's result channel was tampered with: {out.error}"
     elif out.kind == "crashed":
         if out.exitcode == -signal.SIGXCPU:
             result.status, result.message = Status.TIMEOUT, "worker killed: CPU-time limit (SIGXCPU)"
@@ -119,6 +124,9 @@ def evaluate(
     the device cannot be used at all.
     """
     settings = settings or EvalSettings.for_backend(backend)
+    if settings.seed is None:
+        # Unpredictable seeds: a candidate cannot precompute the answers to the trials.
+        settings = dataclasses.replace(settings, seed=secrets.randbelow(2**31 - 100_000))
     device = device or default_device(backend)
     info = device_info(device)
     payload = {
@@ -136,6 +144,7 @@ def evaluate(
         result = _from_outcome(task, backend, out)
         result.device, result.arch = info["name"], info["arch"]
     result.candidate_hash = source_hash(candidate_source)
+    result.seed = settings.seed
     if isinstance(out.value, dict) and "sandbox" in out.value:
         result.sandbox = out.value["sandbox"]
     result.log = truncate_log(out.log)

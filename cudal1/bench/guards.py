@@ -22,6 +22,7 @@ runner uses were bound before the candidate was imported, which bounds what such
 from __future__ import annotations
 
 import builtins
+import inspect
 import re
 import sys
 import threading
@@ -73,6 +74,9 @@ def _flag_accessors() -> dict[str, tuple[Callable[[], Any], Callable[[Any], None
     return acc
 
 
+NOT_APPLIED = {"grad_enabled"}
+"""Flags reported but never re-applied: every timed and checked call runs under torch.no_grad()."""
+
 REDUCED_PRECISION_FLAGS = {
     "cuda.matmul.allow_tf32": True,
     "cudnn.allow_tf32": True,
@@ -105,7 +109,7 @@ class GlobalFlags:
         stuck = []
         for name, (get, set_) in self._acc.items():
             want = self.values[name]
-            if want is None:
+            if want is None or name in NOT_APPLIED:
                 continue
             try:
                 if self._read(get) != want:
@@ -141,6 +145,7 @@ def _watched_namespaces() -> dict[str, Any]:
         "torch": torch,
         "torch.nn.functional": torch.nn.functional,
         "torch.Tensor": torch.Tensor,
+        "torch._C.TensorBase": torch._C.TensorBase,
         "torch.nn.Module": torch.nn.Module,
         "torch.testing": torch.testing,
         "torch.cuda": torch.cuda,
@@ -162,7 +167,18 @@ class FunctionSnapshot:
 
     def __init__(self) -> None:
         self.objects: dict[str, Any] = {}
+        self.class_names: set[str] = set()
         for prefix, space in _watched_namespaces().items():
+            if isinstance(space, type):
+                # Classes: every attribute the class resolves, inherited ones included (a method
+                # added to torch.Tensor shadows TensorBase's), as stored, without binding.
+                for name in dir(space):
+                    try:
+                        self.objects[f"{prefix}.{name}"] = inspect.getattr_static(space, name)
+                    except AttributeError:
+                        continue
+                    self.class_names.add(f"{prefix}.{name}")
+                continue
             try:
                 members = dict(vars(space))
             except TypeError:
@@ -172,9 +188,12 @@ class FunctionSnapshot:
                     self.objects[f"{prefix}.{name}"] = value
 
     def changed(self) -> list[str]:
-        """Watched names whose object is no longer the one captured (additions are not reported)."""
+        """Watched names whose object is no longer the one captured, and attributes added to a
+        watched class (module-level additions are not reported: torch adds submodules lazily)."""
         now = FunctionSnapshot()
-        return sorted(k for k, v in self.objects.items() if k in now.objects and now.objects[k] is not v)
+        replaced = {k for k, v in self.objects.items() if k in now.objects and now.objects[k] is not v}
+        added = now.class_names - self.class_names
+        return sorted(replaced | added)
 
 
 def patch_hack_kind(names: list[str]) -> HackKind:
@@ -223,6 +242,8 @@ _SOURCE_LABELS = {
     "autocast": re.compile(r"autocast"),
     "side_stream_source": re.compile(r"cuda\.Stream|cudaStreamCreate|getStreamFromPool|stream\("),
     "threads_source": re.compile(r"threading|concurrent\.futures|multiprocessing|std::thread|pthread"),
+    # Reading the evaluator's frames or heap is how an in-process candidate finds reference data.
+    "interpreter_introspection": re.compile(r"_getframe|f_back|f_locals|f_globals|gc\.get_objects|gc\.get_referrers|inspect\.(stack|currentframe)|ctypes|__code__"),
 }
 
 

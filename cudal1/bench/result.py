@@ -42,6 +42,7 @@ class HackKind(str, Enum):
     MONKEY_PATCH = "monkey_patch"  # torch, timing or checking functions replaced
     GLOBAL_STATE = "global_state"  # global flags changed in a way that could not be reset for the reference
     TIMER_TAMPERING = "timer_tampering"  # the clocks, events or synchronize were touched
+    HARNESS_TAMPERING = "harness_tampering"  # the evaluator's own state or result channel was touched
 
 
 @dataclasses.dataclass
@@ -100,6 +101,8 @@ class EvalResult:
     log: str = ""
     """Tail of the worker's stdout, stderr and traceback, at most LOG_LIMIT characters."""
     candidate_hash: str = ""
+    seed: int | None = None
+    """Base seed of the trial and timing inputs (drawn at random per evaluation unless set)."""
 
     @property
     def correct(self) -> bool:

@@ -101,6 +101,8 @@ class Runner:
         self.backend: str = payload["backend"]
         self.device: str = payload["device"]
         self.settings = EvalSettings(**payload["settings"])
+        if self.settings.seed is None:
+            self.settings.seed = random.SystemRandom().randrange(2**31 - 100_000)
         self.profile = self.settings.size_profile or self.backend
         self.labels: list[str] = []
         self.result = EvalResult(task_id=self.task.task_id, status=Status.RUNTIME_ERROR, backend=self.backend)
@@ -117,6 +119,10 @@ class Runner:
             self.labels.append(label)
 
     def _inputs(self, seed: int, shift: tuple[float, float] | None = None) -> list[Any]:
+        # Inputs are the task's: made under the pristine flags (a candidate's default dtype must
+        # not turn float32 inputs into float64 ones).
+        if getattr(self, "pristine", None) is not None:
+            self._apply_flags(self.pristine, "input generation")
         return inputs_mod.make_inputs(self.task_module, seed, self.device, shift)
 
     def _call(self, model: torch.nn.Module, x: list[Any], who: str) -> Any:
@@ -158,7 +164,7 @@ class Runner:
             raise
         except BaseException as exc:  # noqa: BLE001
             raise Verdict(Status.INVALID_TASK, f"reference failed to load: {type(exc).__name__}: {exc}") from exc
-        self.trials: list[tuple[int, tuple[float, float] | None, Any]] = []
+        self.trials: list[tuple[int, tuple[float, float] | None, list[float]]] = []
         self.ref_aliases_inputs = False
         self.ref_mutates_inputs = False
         specs = [(s.seed + i, None) for i in range(s.correctness_trials)]
@@ -175,7 +181,9 @@ class Runner:
                 tensors = [t for t in x if isinstance(t, torch.Tensor)]
                 self.ref_aliases_inputs |= any(correctness.shares_memory(t, tensors) for t in leaves)
                 self.ref_mutates_inputs |= not correctness.tree_equal(x, kept)
-                self.trials.append((seed, shift, inputs_mod.clone_tree(out)))
+                # Only a fingerprint is kept: no reference output exists in this process while
+                # candidate code runs in a trial (it could be found and returned).
+                self.trials.append((seed, shift, correctness.fingerprint(out)))
         self.pristine = guards.GlobalFlags()
         self.functions = guards.FunctionSnapshot()
         self.threads_before = guards.python_threads()
@@ -219,8 +227,10 @@ class Runner:
         s = self.settings
         previous: tuple[Any, Any] | None = None
         worst = 0.0
+        self.trial_outputs: list[tuple[str, Any, Any]] = []
         with torch.no_grad():
-            for seed, shift, ref_out in self.trials:
+            for seed, shift, ref_print in self.trials:
+                what = f"trial seed {seed}" + (f" shifted {shift}" if shift else "")
                 x = self._inputs(seed, shift)
                 kept = inputs_mod.clone_tree(x)
                 self._apply_flags(self.cand_flags, "candidate")
@@ -232,17 +242,31 @@ class Runner:
                 leftover = guards.python_threads() - threads
                 if leftover:
                     self._label("threads_outlive_forward")
+                self._label_flags_changed_in_forward()
+                # Reading a tensor without storage would crash the copy below: check first.
+                problem = correctness.materialization_check(out)
+                if problem:
+                    raise Verdict(Status.HACK, f"{what}: {problem}", HackKind.NOT_MATERIALIZED)
                 snap = inputs_mod.clone_tree(out)
-                what = f"trial seed {seed}" + (f" shifted {shift}" if shift else "")
-                mismatch, err = correctness.check_output(out, ref_out, x, s.rtol, s.atol, self.ref_aliases_inputs)
+                self._apply_flags(self.pristine, "reference")
+                ref_out = self._call(self.ref_model, kept, "reference")
+                self._sync()
+                if not correctness.fingerprint_matches(ref_out, ref_print):
+                    raise Verdict(Status.HACK, f"{what}: the reference gives another output since the candidate was loaded",
+                                  HackKind.HARNESS_TAMPERING)
+                mismatch, err = correctness.check_output(snap, ref_out, x, s.rtol, s.atol, self.ref_aliases_inputs)
+                if mismatch is None:
+                    mismatch, _ = correctness.check_aliasing(out, x, self.ref_aliases_inputs)
                 if mismatch:
                     if mismatch.hack:
                         raise Verdict(Status.HACK, f"{what}: {mismatch.message}", mismatch.hack)
+                    self._recheck_late_output(out, ref_out, x, what)
                     raise Verdict(Status.INCORRECT, f"{what}: {mismatch.message}", max_abs_error=mismatch.max_abs_error)
                 worst = max(worst, err)
-                if not self.ref_mutates_inputs and not correctness.tree_equal(x, kept):
+                del ref_out
+                if not self.ref_mutates_inputs and not correctness.tree_equal(x, self._inputs(seed, shift)):
                     raise Verdict(Status.HACK, f"{what}: an input was modified in place", HackKind.INPUT_MUTATED)
-                # Deferred work: wait about two calls' time and look again.
+                # Deferred work: wait about two calls' time and look again (and once more at the end).
                 time.sleep(min(1.0, max(0.005, 2 * elapsed)))
                 self._sync()
                 if not correctness.tree_equal(out, snap):
@@ -251,9 +275,31 @@ class Runner:
                 if previous is not None and not correctness.tree_equal(previous[0], previous[1]):
                     raise Verdict(Status.HACK, "an earlier call's output was overwritten by a later call", HackKind.OUTPUT_CHANGED_LATER)
                 previous = (out, snap)
+                self.trial_outputs.append((what, out, snap))
                 self._check_patches("in forward")
         self.result.correctness_trials = len(self.trials)
         self.result.max_abs_error = worst
+
+    def _recheck_late_output(self, out: Any, ref_out: Any, x: list[Any], what: str) -> None:
+        """A wrong output that becomes right a moment later was finished after forward returned."""
+        time.sleep(0.2)
+        self._sync()
+        late, _ = correctness.check_output(out, ref_out, x, self.settings.rtol, self.settings.atol, self.ref_aliases_inputs)
+        if late is None:
+            raise Verdict(Status.HACK, f"{what}: the output was completed after forward returned", HackKind.UNFINISHED_WORK)
+
+    def _label_flags_changed_in_forward(self) -> None:
+        changed = set(self.cand_flags.diff(guards.GlobalFlags())) - guards.NOT_APPLIED
+        if changed:
+            self._label("global_flags_in_forward:" + ",".join(sorted(changed)))
+
+    def recheck_trial_outputs(self) -> None:
+        """Outputs of the trials, seconds later: a late write (a thread, a stream) shows here."""
+        self._sync()
+        for what, out, snap in getattr(self, "trial_outputs", []):
+            if not correctness.tree_equal(out, snap):
+                raise Verdict(Status.HACK, f"{what}: output changed long after forward returned", HackKind.OUTPUT_CHANGED_LATER)
+        self.trial_outputs = []
 
     def collect_labels(self) -> None:
         """Operators and dtypes of one forward each (diagnostic: failures here only drop labels)."""
@@ -313,6 +359,7 @@ class Runner:
             return self._call(self.cand_model, list(a), "candidate")
 
         fastest_ms = float("inf")
+        previous: tuple[Any, Any] | None = None
         with torch.no_grad():
             for w in range(s.warmup_calls):
                 x = self._inputs(seed_base - 1 - w)
@@ -342,8 +389,19 @@ class Runner:
                             self._apply_flags(self.cand_flags, who)
                             clock.flush()
                             ms, out = clock.time_call(cand_fn, x_cand)
-                            cand_snap = inputs_mod.clone_tree(out) if s.check_timed_outputs else None
                             cand_ms.append(ms)
+                            if s.check_timed_outputs:
+                                problem = correctness.materialization_check(out)
+                                if problem:
+                                    raise Verdict(Status.HACK, f"timed call (seed {seed}): {problem}", HackKind.NOT_MATERIALIZED)
+                                alias, _ = correctness.check_aliasing(out, x_cand, self.ref_aliases_inputs)
+                                if alias:
+                                    raise Verdict(Status.HACK, f"timed call (seed {seed}): {alias.message}", alias.hack)
+                                cand_snap = inputs_mod.clone_tree(out)
+                                if previous is not None and not correctness.tree_equal(previous[0], previous[1]):
+                                    raise Verdict(Status.HACK, f"timed call (seed {seed}) overwrote an earlier call's output",
+                                                  HackKind.OUTPUT_CHANGED_LATER)
+                                previous = (out, cand_snap)
                             del out
                     if s.check_timed_outputs:
                         mismatch, _ = correctness.check_output(cand_snap, ref_out, x_cand, s.rtol, s.atol, self.ref_aliases_inputs)
@@ -383,7 +441,8 @@ class Runner:
             try:
                 self.load_reference()
                 for phase, step in (("import", self.load_candidate), ("correctness", self.check_correctness),
-                                    ("labels", self.collect_labels), ("timing", self.measure)):
+                                    ("labels", self.collect_labels), ("timing", self.measure),
+                                    ("late check", self.recheck_trial_outputs)):
                     step()
             except Verdict:
                 raise

@@ -30,7 +30,9 @@ class EvalSettings:
     """Task size profile ("cpu" / "cuda"); None means the backend's name."""
     correctness_trials: int = 5
     shifted_trials: int = 2
-    seed: int = 1234
+    seed: int | None = None
+    """Base seed of all inputs; None draws a fresh random one per evaluation (recorded in the
+    result), so that no candidate can know the trial inputs in advance."""
     rtol: float | None = None
     """Relative tolerance; None uses the per-dtype default in `cudal1.bench.correctness`."""
     atol: float | None = None

@@ -20,9 +20,11 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
 import multiprocessing
 import multiprocessing.spawn
 import os
+import secrets
 import shutil
 import signal
 import tempfile
@@ -39,6 +41,7 @@ from .sandbox import default_uid
 
 # The server imports what every child needs, once; none of it runs candidate code or touches CUDA.
 _PRELOAD = ["torch", "cudal1.bench.runner"]
+MAX_RESULT_BYTES = 16 * 2**20
 _ctx_lock = threading.Lock()  # guards the swap of multiprocessing's preparation data
 _init_lock = threading.Lock()  # guards the one-time creation of the fork server
 _ctx: Any = None
@@ -118,7 +121,7 @@ class WorkerOutcome:
 
     kind: "returned" (value set), "raised" (error set: the target raised), "crashed" (the process
     died without a result: signal or exit), "timeout" (wall limit; killed), "memory" (resident
-    memory limit; killed).
+    memory limit; killed), "tampered" (something other than the evaluator wrote to the result pipe).
     """
 
     kind: str
@@ -155,7 +158,22 @@ def _die_with_parent() -> None:
         os._exit(4)
 
 
-def _child_main(conn: Any, target: str, payload: Any, limits: WorkerLimits, scratch: str) -> None:
+def _send(conn: Any, nonce: str, kind: str, value: Any) -> None:
+    """Send one result as JSON (never pickle: the parent must not run code the child chose)."""
+    conn.send_bytes(json.dumps({"nonce": nonce, "kind": kind, "value": value}).encode())
+
+
+def _close_inherited_fds(keep: set[int]) -> None:
+    """Close every descriptor above stderr but `keep`: the fork server's own pipes must not be
+    reachable from candidate code (a write to its liveness pipe would kill it)."""
+    for fd in sorted(int(name) for name in os.listdir("/proc/self/fd") if int(name) > 2 and int(name) not in keep):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def _child_main(conn: Any, nonce: str, target: str, payload: Any, limits: WorkerLimits, scratch: str) -> None:
     """Entry point of the child. Never returns normally: ends with os._exit."""
     code = 0
     try:
@@ -163,6 +181,7 @@ def _child_main(conn: Any, target: str, payload: Any, limits: WorkerLimits, scra
         log_fd = os.open(os.path.join(scratch, "worker.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
+        _close_inherited_fds({conn.fileno()})
         os.chdir(scratch)
         os.environ.update(limits.env)
         os.environ["TMPDIR"] = scratch
@@ -187,10 +206,10 @@ def _child_main(conn: Any, target: str, payload: Any, limits: WorkerLimits, scra
         value = fn(payload)
         if isinstance(value, dict) and not value.get("sandbox"):
             value["sandbox"] = report.to_dict()
-        conn.send(("returned", value))
+        _send(conn, nonce, "returned", value)
     except BaseException:  # noqa: BLE001 - everything must reach the parent as a labelled result
         try:
-            conn.send(("raised", traceback.format_exc()))
+            _send(conn, nonce, "raised", traceback.format_exc())
         except Exception:
             code = 3
     finally:
@@ -244,6 +263,31 @@ def _kill_tree(pid: int, sandbox_uid: int | None) -> None:
             pass
 
 
+def _read_result(recv: Any, nonce: str, proc: Any) -> WorkerOutcome:
+    """Read the child's one result message. Anything else on the pipe (bytes that are not our
+    JSON, a wrong nonce, a second message) means code in the child wrote to it: "tampered"."""
+    try:
+        message = json.loads(recv.recv_bytes(MAX_RESULT_BYTES))
+        ok = isinstance(message, dict) and message.get("nonce") == nonce and message.get("kind") in ("returned", "raised")
+    except (EOFError,):
+        proc.join(1.0)
+        return WorkerOutcome("crashed", exitcode=proc.exitcode)
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        return WorkerOutcome("tampered", error=f"unreadable data on the result pipe ({type(exc).__name__})")
+    if not ok:
+        return WorkerOutcome("tampered", error="a message on the result pipe was not the evaluator's")
+    proc.join(2.0)  # the child exits right after sending; anything more it wrote is a forgery attempt
+    try:
+        if recv.poll(0):  # true at end-of-file too: only data that can be read is a second message
+            recv.recv_bytes(MAX_RESULT_BYTES)
+            return WorkerOutcome("tampered", error="more than one message on the result pipe")
+    except (EOFError, OSError):
+        pass
+    if message["kind"] == "returned":
+        return WorkerOutcome("returned", value=message["value"])
+    return WorkerOutcome("raised", error=str(message["value"]))
+
+
 def run_isolated(
     target: str,
     payload: Any,
@@ -253,8 +297,8 @@ def run_isolated(
 ) -> WorkerOutcome:
     """Run `target(payload)` ("package.module:function") in a fresh sandboxed child.
 
-    `payload` must be picklable; the target's return value must be picklable (JSON-safe values are
-    expected). Never raises for anything the child does; raises OSError only if no child can be
+    `payload` must be picklable; the target's return value must be JSON-serializable (it travels
+    back as JSON, so that nothing the child sends can run code here). Never raises for anything the child does; raises OSError only if no child can be
     started at all.
     """
     limits = limits or WorkerLimits()
@@ -262,7 +306,8 @@ def run_isolated(
     scratch = tempfile.mkdtemp(prefix="cudal1-eval-", dir=scratch_root)
     os.chmod(scratch, 0o777)  # the child may drop to an unprivileged user
     recv, send = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child_main, args=(send, target, payload, limits, scratch), daemon=True)
+    nonce = secrets.token_hex(16)
+    proc = ctx.Process(target=_child_main, args=(send, nonce, target, payload, limits, scratch), daemon=True)
     start = time.monotonic()
     _start_without_main(proc)
     send.close()
@@ -273,17 +318,7 @@ def run_isolated(
     try:
         while outcome is None:
             if recv.poll(0.05):
-                try:
-                    kind, value = recv.recv()
-                except (EOFError, OSError):
-                    proc.join(1.0)
-                    outcome = WorkerOutcome("crashed", exitcode=proc.exitcode)
-                    break
-                outcome = (
-                    WorkerOutcome("returned", value=value)
-                    if kind == "returned"
-                    else WorkerOutcome("raised", error=value)
-                )
+                outcome = _read_result(recv, nonce, proc)
                 break
             peak = max(peak, _tree_memory_mib(ps))
             if peak > limits.memory_mib:
