@@ -222,8 +222,6 @@ def check_output(
     cand_leaves, ref_leaves = flatten(cand), flatten(ref)
     if len(cand_leaves) != len(ref_leaves):
         return Mismatch(f"output has {len(cand_leaves)} tensors, reference has {len(ref_leaves)}"), float("nan")
-    if structure(cand) != structure(ref):
-        return Mismatch("output is nested differently from the reference's"), float("nan")
     input_tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
     worst = 0.0
     for (path, c), (_, r) in zip(cand_leaves, ref_leaves):
@@ -246,6 +244,8 @@ def check_output(
         worst = max(worst, err)
         if not ok:
             return Mismatch(f"{path}: {msg}", max_abs_error=err), err
+    if structure(cand) != structure(ref):
+        return Mismatch("output is nested differently from the reference's"), float("nan")
     return None, worst
 
 
@@ -268,3 +268,25 @@ def tree_equal(a: Any, b: Any) -> bool:
         if not torch.equal(torch.nan_to_num(x, nan=0.0), torch.nan_to_num(y, nan=0.0)):
             return False
     return True
+
+
+def self_test(device: str) -> str | None:
+    """Check that the checker still tells right from wrong on `device`; None if it does, else why.
+
+    Code in the same process can change what an operator does (a `torch.library` kernel override,
+    a Python mode) without replacing any Python function; this canary runs the same comparison
+    path on known answers.
+    """
+    ref = torch.tensor([1.0, -2.0, 3.0, 0.5], device=device)
+    cases = [
+        ("equal values pass", compare_values(ref.clone(), ref)[0], True),
+        ("wrong values fail", compare_values(ref + 1.0, ref)[0], False),
+        ("zeros fail", compare_values(torch.zeros_like(ref), ref)[0], False),
+        ("NaN fails", compare_values(torch.full_like(ref, float("nan")), ref)[0], False),
+        ("a change is seen", tree_equal([ref], [ref + 1.0]), False),
+        ("ordering works", bool((ref <= ref + 1.0).all()) and not bool((ref + 1.0 <= ref).any()), True),
+    ]
+    for what, got, want in cases:
+        if got is not want:
+            return f"checker self-test failed: {what}"
+    return None

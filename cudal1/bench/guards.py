@@ -69,6 +69,10 @@ def _flag_accessors() -> dict[str, tuple[Callable[[], Any], Callable[[Any], None
         "num_threads": (torch.get_num_threads, torch.set_num_threads),
         "mkldnn.enabled": (lambda: b.mkldnn.enabled, lambda v: setattr(b.mkldnn, "enabled", v)),
     }
+    # Python modes stay on the stack across calls and run inside the reference's ops: they can
+    # only be removed by whoever pushed them, so a non-empty stack cannot be reset (global_state).
+    acc["torch_function_modes"] = (torch._C._len_torch_function_stack, lambda v: None)
+    acc["torch_dispatch_modes"] = (torch._C._len_torch_dispatch_stack, lambda v: None)
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         acc["cuda.current_stream"] = (torch.cuda.current_stream, torch.cuda.set_stream)
     return acc
@@ -137,7 +141,7 @@ def reduced_precision_flags(pristine: GlobalFlags, flags: GlobalFlags) -> list[s
 # ---------------------------------------------------------------------------------------------
 # monkey patches
 
-_TIMER_NAMES = re.compile(r"(^time\.)|(synchronize)|(Event)|(elapsed_time)|(perf_counter)|(monotonic)|(record)")
+_TIMER_NAMES = re.compile(r"(^time\.)|(synchronize)|(Event)|(elapsed_time)|(perf_counter)|(monotonic)|(record)|(DeviceClock)|(time_call)")
 
 
 def _watched_namespaces() -> dict[str, Any]:
@@ -156,10 +160,19 @@ def _watched_namespaces() -> dict[str, Any]:
         "builtins": builtins,
         "threading": threading,
     }
+    # The evaluator's own modules and the task's module, with the classes they define (a method
+    # of DeviceClock or of the task's Model is as much a target as a module function).
     for name, mod in list(sys.modules.items()):
-        if name.startswith("cudal1.bench") and isinstance(mod, types.ModuleType):
+        if (name.startswith("cudal1.bench") or name.startswith("cudal1_task_")) and isinstance(mod, types.ModuleType):
             spaces[name] = mod
+            for attr, value in list(vars(mod).items()):
+                if isinstance(value, type) and value.__module__ == name:
+                    spaces[f"{name}.{attr}"] = value
     return spaces
+
+
+IGNORED = {"torch.Storage"}
+"""Names torch itself rebinds: torch.Storage follows torch.set_default_dtype (a flag, reported as such)."""
 
 
 class FunctionSnapshot:
@@ -191,7 +204,7 @@ class FunctionSnapshot:
         """Watched names whose object is no longer the one captured, and attributes added to a
         watched class (module-level additions are not reported: torch adds submodules lazily)."""
         now = FunctionSnapshot()
-        replaced = {k for k, v in self.objects.items() if k in now.objects and now.objects[k] is not v}
+        replaced = {k for k, v in self.objects.items() if k in now.objects and now.objects[k] is not v} - IGNORED
         added = now.class_names - self.class_names
         return sorted(replaced | added)
 

@@ -146,6 +146,9 @@ class Runner:
         changed = self.functions.changed()
         if changed:
             raise Verdict(Status.HACK, f"{when}: replaced {', '.join(changed[:5])}", guards.patch_hack_kind(changed))
+        broken = correctness.self_test(self.device)
+        if broken:
+            raise Verdict(Status.HACK, f"{when}: {broken}", HackKind.HARNESS_TAMPERING)
 
     # -- phases --------------------------------------------------------------------------------
 
@@ -291,7 +294,7 @@ class Runner:
     def _label_flags_changed_in_forward(self) -> None:
         changed = set(self.cand_flags.diff(guards.GlobalFlags())) - guards.NOT_APPLIED
         if changed:
-            self._label("global_flags_in_forward:" + ",".join(sorted(changed)))
+            self._label("global_flags:" + ",".join(sorted(changed)))
 
     def recheck_trial_outputs(self) -> None:
         """Outputs of the trials, seconds later: a late write (a thread, a stream) shows here."""
@@ -405,6 +408,8 @@ class Runner:
                             del out
                     if s.check_timed_outputs:
                         mismatch, _ = correctness.check_output(cand_snap, ref_out, x_cand, s.rtol, s.atol, self.ref_aliases_inputs)
+                        if mismatch and previous is not None:
+                            self._recheck_late_output(previous[0], ref_out, x_cand, f"timed call (seed {seed})")
                         if mismatch:
                             raise Verdict(
                                 Status.HACK,

@@ -1,0 +1,2 @@
+"""Raises while being imported."""
+raise RuntimeError("this candidate does not import")

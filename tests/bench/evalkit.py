@@ -1,0 +1,134 @@
+"""Tiny tasks and a one-call evaluation helper for the guard and containment tests.
+
+The tasks are written here (not taken from the builtin suite) so that each evaluation takes about
+a second on a 2-core machine and so that each guard has a task it can bite on. Candidates live
+as files in `candidates/`; a token such as `__MARKER__` in a candidate is replaced by the test
+(paths and ports only known at run time).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cudal1.bench.evaluator import evaluate
+from cudal1.bench.result import EvalResult
+from cudal1.bench.settings import EvalSettings
+from cudal1.tasks.task import Task
+
+CANDIDATES = Path(__file__).resolve().parent / "candidates"
+
+_HEADER = "import torch\nimport torch.nn as nn\n\n"
+
+TASKS: dict[str, str] = {
+    # The workhorse: an operator chain that is cheap here and has no shortcut.
+    "matmul_relu": _HEADER + '''
+class Model(nn.Module):
+    def forward(self, a, b):
+        return torch.matmul(a, b).relu()
+
+N = 64
+
+def get_inputs():
+    return [torch.randn(N, N), torch.randn(N, N)]
+
+def get_init_inputs():
+    return []
+''',
+    # Constructor arguments a candidate could drop or hard-code.
+    "scale_bias": _HEADER + '''
+class Model(nn.Module):
+    def __init__(self, scale, bias):
+        super().__init__()
+        self.scale, self.bias = scale, bias
+
+    def forward(self, x):
+        return x * self.scale + self.bias
+
+def get_inputs():
+    return [torch.randn(64, 64)]
+
+def get_init_inputs():
+    return [3.0, 0.5]
+''',
+    # The identity on its nominal inputs [0, 1): only the shifted trials tell clamp from copy.
+    "clamp01": _HEADER + '''
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.clamp(x, 0.0, 1.0)
+
+def get_inputs():
+    return [torch.rand(64, 64)]
+
+def get_init_inputs():
+    return []
+''',
+    # Small integers in float32: exact in bfloat16, so a bf16 rewrite is correct (and labelled).
+    "int_relu": _HEADER + '''
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+def get_inputs():
+    return [torch.randint(-8, 8, (64, 64)).float()]
+
+def get_init_inputs():
+    return []
+''',
+    # A reference that refuses to run under global flags (or input dtypes) other than those of its
+    # first call, which the runner makes before any candidate code exists. If the evaluator did not
+    # reset a leaked flag, this reference raises and the result is invalid_task / runtime_error.
+    "flags_probe": _HEADER + '''
+_first = None
+
+def _state(a, b):
+    return (torch.get_num_threads(), torch.get_default_dtype(), torch.get_float32_matmul_precision(),
+            torch.are_deterministic_algorithms_enabled(), torch.is_grad_enabled(), a.dtype, b.dtype)
+
+class Model(nn.Module):
+    def forward(self, a, b):
+        global _first
+        now = _state(a, b)
+        _first = _first or now
+        if now != _first:
+            raise RuntimeError(f"reference ran under {now}, its first call under {_first}")
+        return torch.matmul(a, b).relu()
+
+def get_inputs():
+    return [torch.randn(64, 64), torch.randn(64, 64)]
+
+def get_init_inputs():
+    return []
+''',
+}
+
+
+def task(name: str) -> Task:
+    """The tiny task `name` (a key of TASKS) as a Task record with no size profiles."""
+    return Task(level=1, problem_id=1, name=name, source=TASKS[name])
+
+
+def candidate(name: str, **tokens: object) -> str:
+    """Source of `candidates/<name>.py` with each `__KEY__` token replaced by str(value)."""
+    text = (CANDIDATES / f"{name}.py").read_text()
+    for key, value in tokens.items():
+        text = text.replace(f"__{key.upper()}__", str(value))
+    return text
+
+
+def settings(cache_dir: Path, **overrides: object) -> EvalSettings:
+    """CPU settings small enough for tests: default correctness trials (5 + 2 shifted), 2 rounds
+    of 2 timed calls, a 60 s wall limit. The build cache goes to `cache_dir`."""
+    base: dict[str, object] = dict(rounds=2, calls_per_round=2, wall_timeout_s=60.0, cache_dir=str(cache_dir))
+    base.update(overrides)
+    return EvalSettings.for_backend("cpu", **base)
+
+
+def run(task_name: str, source: str, cache_dir: Path, **overrides: object) -> EvalResult:
+    """evaluate() one candidate source against a tiny task on the CPU backend."""
+    return evaluate(task(task_name), source, "cpu", settings=settings(cache_dir, **overrides))
+
+
+def describe(r: EvalResult) -> str:
+    """One-paragraph summary for assertion messages: status, kind, labels, message, log tail."""
+    kind = r.hack_kind.value if r.hack_kind else None
+    return f"status={r.status.value} hack_kind={kind} labels={r.labels}\nmessage: {r.message}\nlog tail:\n{r.log[-1500:]}"

@@ -1,0 +1,181 @@
+"""Candidates that crash, hang, hog memory, fork, or reach outside their sandbox are contained.
+
+Each test evaluates one misbehaving candidate (CPU backend, tiny task from `evalkit`), checks the
+status it gets and that nothing escaped (files, connections, signals, processes), and then checks
+that the NEXT evaluation, of an honest candidate, is correct: a bad candidate must cost only its
+own worker.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import time
+
+import psutil
+import pytest
+
+import evalkit
+from cudal1.bench.result import Status
+
+MM = "matmul_relu"
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("cudal1-cache")
+
+
+def assert_next_is_ok(cache_dir) -> None:
+    """An honest candidate evaluated right after must be correct."""
+    r = evalkit.run(MM, evalkit.candidate("honest_matmul_relu"), cache_dir)
+    assert r.status is Status.OK, "the evaluation after the bad candidate failed:\n" + evalkit.describe(r)
+
+
+def require_measure(r, name: str) -> None:
+    """Skip when the sandbox measure `name` is not in force on this machine (the report says why)."""
+    m = r.sandbox.get("measures", {}).get(name, {})
+    if not m.get("active"):
+        pytest.skip(f"sandbox measure {name} not in force here: {m.get('detail')}")
+
+
+# -- crashes, hangs, memory, and candidates that never import ---------------------------------
+
+CRASHES = [
+    # (candidate, settings overrides, status, label, fragment of the message)
+    ("crash_segfault", {}, Status.RUNTIME_ERROR, "worker_crashed", "SIGSEGV"),
+    ("crash_os_exit", {}, Status.RUNTIME_ERROR, "worker_crashed", "exit code 0"),
+    ("crash_sigkill_self", {}, Status.RUNTIME_ERROR, "worker_crashed", "SIGKILL"),
+    ("hang_busy_loop", {"wall_timeout_s": 10.0}, Status.TIMEOUT, None, "no result within 10 s"),
+    ("alloc_huge", {}, Status.RESOURCE_EXCEEDED, None, "forward"),
+    ("alloc_gradual", {"memory_limit_mib": 1024}, Status.RESOURCE_EXCEEDED, None, "> limit 1024 MiB"),
+    ("exit_at_import", {}, Status.COMPILE_ERROR, None, "SystemExit"),
+    ("raise_at_import", {}, Status.COMPILE_ERROR, None, "does not import"),
+    ("syntax_error", {}, Status.COMPILE_ERROR, None, "SyntaxError"),
+]
+
+
+@pytest.mark.parametrize("name,overrides,status,label,fragment", CRASHES, ids=[c[0] for c in CRASHES])
+def test_crash_is_contained(name, overrides, status, label, fragment, cache_dir) -> None:
+    t0 = time.monotonic()
+    r = evalkit.run(MM, evalkit.candidate(name), cache_dir, **overrides)
+    why = evalkit.describe(r)
+    assert r.status is status, why
+    assert r.hack_kind is None and r.speedup is None, why
+    assert fragment in r.message, why
+    if label:
+        assert label in r.labels, why
+    if name == "hang_busy_loop":
+        assert time.monotonic() - t0 < 40, "the wall-time limit was not enforced promptly"
+    assert_next_is_ok(cache_dir)
+
+
+# -- processes left behind ---------------------------------------------------------------------
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.mark.parametrize("name", ["fork_lingering_child", "fork_daemon"])
+def test_forked_processes_do_not_outlive_the_evaluation(name, cache_dir) -> None:
+    """A child that sleeps for 10 minutes (plain fork; double fork + setsid, which leaves the
+    worker's process tree and session) is gone once evaluate() returns. The pid comes out
+    through the log, the one channel a sandboxed candidate has."""
+    r = evalkit.run(MM, evalkit.candidate(name), cache_dir)
+    found = re.search(r"LINGERING_PID=(\d+)", r.log)
+    assert found, evalkit.describe(r)
+    pid = int(found.group(1))
+    deadline = time.monotonic() + 5.0  # a killed orphan may stay a zombie for a moment
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive = _alive(pid)
+    if alive:
+        os.kill(pid, signal.SIGKILL)  # our own candidate's leftover: do not leave it on the machine
+    assert not alive, f"process {pid} forked by the candidate outlived the evaluation"
+    assert r.status is Status.OK, evalkit.describe(r)
+    assert_next_is_ok(cache_dir)
+
+
+# -- the filesystem, the network, signals --------------------------------------------------------
+
+
+def test_writes_outside_scratch_are_refused(tmp_path, cache_dir) -> None:
+    target, victim = tmp_path / "created_by_candidate.txt", tmp_path / "victim.txt"
+    victim.write_text("original\n")
+    os.chmod(tmp_path, 0o777)  # so only the sandbox, not file modes, stands in the way
+    os.chmod(victim, 0o666)
+    r = evalkit.run(MM, evalkit.candidate("write_outside", target=target, victim=victim), cache_dir)
+    require_measure(r, "landlock_fs")
+    assert not target.exists(), evalkit.describe(r)
+    assert victim.read_text() == "original\n", evalkit.describe(r)
+    assert f"REFUSED {target}" in r.log and "WROTE" not in r.log, evalkit.describe(r)
+    assert r.status is Status.OK, evalkit.describe(r)
+    assert_next_is_ok(cache_dir)
+
+
+def test_no_network_connection_reaches_a_local_listener(cache_dir) -> None:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        port = listener.getsockname()[1]
+        r = evalkit.run(MM, evalkit.candidate("network_connect", port=port), cache_dir)
+        require_measure(r, "network")
+        listener.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            listener.accept()[0].close()
+    assert "REFUSED" in r.log and "CONNECTED" not in r.log, evalkit.describe(r)
+    assert r.status is Status.OK, evalkit.describe(r)
+    assert_next_is_ok(cache_dir)
+
+
+def test_signals_cannot_reach_outside_the_sandbox(cache_dir) -> None:
+    """SIGUSR1 to this test process and SIGKILL to the worker's parent (the fork server) are refused."""
+    received: list[int] = []
+    previous = signal.signal(signal.SIGUSR1, lambda signum, frame: received.append(signum))
+    try:
+        r = evalkit.run(MM, evalkit.candidate("signal_outside", pid=os.getpid()), cache_dir)
+        time.sleep(0.2)
+    finally:
+        signal.signal(signal.SIGUSR1, previous)
+    assert not received, evalkit.describe(r)
+    assert "SIGNALLED" not in r.log, evalkit.describe(r)
+    assert r.status is Status.OK, evalkit.describe(r)
+    assert_next_is_ok(cache_dir)
+
+
+# -- the result channel ------------------------------------------------------------------------
+
+
+def _fork_server_pid() -> int | None:
+    from multiprocessing import forkserver
+
+    return getattr(forkserver._forkserver, "_forkserver_pid", None)
+
+
+def test_a_forged_result_is_not_accepted(cache_dir) -> None:
+    """KNOWN HOLE: a candidate writes a forged 'ok, 1000x' result into every pipe it can write; the
+    parent takes the first message on the result pipe as the result. The same writes reach the
+    fork server's liveness pipe, which the worker inherited, and kill the fork server."""
+    assert_next_is_ok(cache_dir)  # the fork server is up
+    server = _fork_server_pid()
+    r = evalkit.run(MM, evalkit.candidate("blind_pipe_writer"), cache_dir)
+    assert r.status is not Status.OK and r.speedup != 1000.0, evalkit.describe(r)
+    assert server is not None and _fork_server_pid() == server and psutil.pid_exists(server), "the fork server died"
+    assert_next_is_ok(cache_dir)
+
+
+def test_the_parent_never_unpickles_worker_data(tmp_path, cache_dir) -> None:
+    """KNOWN HOLE (critical): the parent unpickles what comes through the result pipe, so a
+    candidate can run code in the unsandboxed evaluator process. Here that code only creates a
+    directory under tmp_path."""
+    marker = tmp_path / "created_by_the_parent"
+    r = evalkit.run(MM, evalkit.candidate("pickle_into_parent", marker=marker), cache_dir)
+    assert not marker.exists(), "candidate code ran in the evaluator's own process:\n" + evalkit.describe(r)
+    assert r.status is not Status.OK, evalkit.describe(r)
+    assert_next_is_ok(cache_dir)
