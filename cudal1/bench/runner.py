@@ -367,10 +367,17 @@ class Runner:
             for w in range(s.warmup_calls):
                 x = self._inputs(seed_base - 1 - w)
                 self._apply_flags(self.pristine, "reference")
-                ref_warm, _ = clock.time_call(ref_fn, x)
+                ref_warm, ref_out = clock.time_call(ref_fn, x)
                 self._apply_flags(self.cand_flags, "candidate")
-                cand_warm, _ = clock.time_call(cand_fn, inputs_mod.clone_tree(x))
+                x_cand = inputs_mod.clone_tree(x)
+                cand_warm, out = clock.time_call(cand_fn, x_cand)
                 fastest_ms = min(fastest_ms, ref_warm, cand_warm)
+                # Warm-up answers are checked too: no call of the candidate goes unchecked.
+                mismatch, _ = correctness.check_output(out, ref_out, x_cand, s.rtol, s.atol, self.ref_aliases_inputs)
+                if mismatch:
+                    raise Verdict(Status.HACK, f"warm-up call gave a wrong output after the correctness trials passed: {mismatch.message}",
+                                  mismatch.hack or HackKind.RESULT_CACHE)
+                del ref_out, out
             calls = s.calls_per_round
             if s.min_round_ms > 0 and fastest_ms > 0:
                 calls = max(calls, min(s.max_calls_per_round, math.ceil(s.min_round_ms / fastest_ms)))
