@@ -159,9 +159,9 @@ def _fork_server_pid() -> int | None:
 
 
 def test_a_forged_result_is_not_accepted(cache_dir) -> None:
-    """KNOWN HOLE: a candidate writes a forged 'ok, 1000x' result into every pipe it can write; the
-    parent takes the first message on the result pipe as the result. The same writes reach the
-    fork server's liveness pipe, which the worker inherited, and kill the fork server."""
+    """A candidate writes a forged 'ok, 1000x' result (pickle- and JSON-framed) into every pipe it
+    can write: the parent must not take it for the result, and the same writes must not reach the
+    fork server's pipes (inherited by the worker) and kill it."""
     assert_next_is_ok(cache_dir)  # the fork server is up
     server = _fork_server_pid()
     r = evalkit.run(MM, evalkit.candidate("blind_pipe_writer"), cache_dir)
@@ -171,9 +171,8 @@ def test_a_forged_result_is_not_accepted(cache_dir) -> None:
 
 
 def test_the_parent_never_unpickles_worker_data(tmp_path, cache_dir) -> None:
-    """KNOWN HOLE (critical): the parent unpickles what comes through the result pipe, so a
-    candidate can run code in the unsandboxed evaluator process. Here that code only creates a
-    directory under tmp_path."""
+    """If the parent unpickled what comes through the result pipe, a candidate could run code in the
+    unsandboxed evaluator process. Here that code would only create a directory under tmp_path."""
     marker = tmp_path / "created_by_the_parent"
     r = evalkit.run(MM, evalkit.candidate("pickle_into_parent", marker=marker), cache_dir)
     assert not marker.exists(), "candidate code ran in the evaluator's own process:\n" + evalkit.describe(r)

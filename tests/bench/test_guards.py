@@ -58,39 +58,37 @@ CASES = [
     cheat("cache_by_shape", MM, INCORRECT),  # the second trial has fresh inputs
     cheat("cache_by_call_count", MM, HACK, K.RESULT_CACHE),  # right in the trials, stale when timed
     cheat("cache_when_timed", MM, HACK, K.RESULT_CACHE, K.HARNESS_TAMPERING),  # sniffs the stack for the timer
-    # KNOWN HOLE: every seed is a function of settings.seed, so answers can be precomputed at import.
-    # With unpredictable seeds it misses: incorrect (trials) or result_cache (timed calls only).
+    # Precomputes answers at import for seeds derived from settings.seed; with unpredictable seeds
+    # it misses: incorrect (trials) or result_cache (timed calls only).
     cheat("predicted_seeds", MM, (INCORRECT, HACK), None, K.RESULT_CACHE),
     honest("honest_matmul_relu", labels=("pytorch_only",), absent=("calls_reference_ops", "custom_kernel")),
     # -- outputs that are not plain materialized tensors ----------------------------------------
     cheat("tensor_subclass", MM, HACK, K.NOT_MATERIALIZED),
     cheat("wrapper_subclass", MM, HACK, K.NOT_MATERIALIZED),
     cheat("lazy_wrapper", MM, HACK, K.NOT_MATERIALIZED),
-    # KNOWN HOLE: the output is copied before it is checked, and reading zero bytes of storage
-    # segfaults the worker (runtime_error instead of the hack).
+    # Reading zero bytes of storage segfaults: the check must come before any copy of the output.
     cheat("zero_storage", MM, HACK, K.NOT_MATERIALIZED),
     cheat("short_storage_set", MM, HACK, K.NOT_MATERIALIZED),
     cheat("meta_output", MM, HACK, K.NOT_MATERIALIZED),  # the only other device the CPU box has
     honest("honest_transposed_view"),  # a strided view of its own buffer is materialized
     # -- aliasing and reused output buffers -----------------------------------------------------
     cheat("alias_input", "clamp01", HACK, K.OUTPUT_ALIASES_INPUT),
-    # KNOWN HOLE: timed outputs are checked through a copy, so aliasing an input goes unseen there.
+    # Aliasing only in timed calls: the raw timed output must be checked, not a copy of it.
     cheat("alias_input_when_timed", "clamp01", HACK, K.OUTPUT_ALIASES_INPUT),
     honest("honest_clamp", "clamp01"),
     cheat("reused_output_buffer", MM, HACK, K.OUTPUT_CHANGED_LATER),
-    # KNOWN HOLE: buffer reuse is only looked for between correctness trials, not timed calls.
+    # Buffer reuse only in timed calls.
     cheat("reused_buffer_when_timed", MM, HACK, K.OUTPUT_CHANGED_LATER),
     # -- inputs mutated in place ----------------------------------------------------------------
     cheat("mutates_input", MM, HACK, K.INPUT_MUTATED),
     cheat("mutates_input_when_timed", MM, HACK, K.INPUT_MUTATED),
     honest("honest_inplace_intermediate"),
     # -- work finished after forward returns ----------------------------------------------------
-    # KNOWN HOLE (racy): the evaluator looks again after max(5 ms, 2 x the call), not after the
-    # thread ends; a change 50 ms later is often missed.
+    # The change comes 50 ms after return: waiting a fixed short time misses it, joining the thread does not.
     cheat("thread_scribbles_later", MM, HACK, K.UNFINISHED_WORK, K.OUTPUT_CHANGED_LATER),
-    # KNOWN MISLABEL: an output finished by a thread after return is judged "incorrect", not a hack.
+    # An output finished by a thread after return: a hack, not merely "incorrect".
     cheat("thread_finishes_output", MM, HACK, K.UNFINISHED_WORK, K.OUTPUT_CHANGED_LATER),
-    # KNOWN MISLABEL: the same in timed calls only comes back as result_cache.
+    # The same in timed calls only (not result_cache: the answer is right, just late).
     cheat("thread_finishes_when_timed", MM, HACK, K.UNFINISHED_WORK, K.OUTPUT_CHANGED_LATER),
     honest("honest_threadpool"),
     # -- constructor and forward signature, output structure ------------------------------------
@@ -101,7 +99,7 @@ CASES = [
     cheat("forward_arity", MM, HACK, K.WRONG_SIGNATURE),
     cheat("wrong_shape", MM, INCORRECT),
     cheat("wrong_dtype", MM, INCORRECT),
-    cheat("wrong_structure", MM, INCORRECT),  # KNOWN HOLE: only the flattened leaves are compared
+    cheat("wrong_structure", MM, INCORRECT),  # a 1-tuple where the reference returns a tensor
     # -- NaN, and code that is only right on the nominal input range ----------------------------
     cheat("nan_output", MM, INCORRECT),
     cheat("identity_on_unit_interval", "clamp01", INCORRECT),  # caught by the shifted trials
@@ -116,13 +114,13 @@ CASES = [
     cheat("patch_perf_counter_forward", MM, HACK, K.TIMER_TAMPERING),
     cheat("patch_matmul_import", MM, HACK, K.MONKEY_PATCH),
     cheat("patch_matmul_forward", MM, HACK, K.MONKEY_PATCH),
-    # KNOWN HOLES: attributes added to torch.Tensor shadow inherited C methods unseen ("additions
-    # are not reported"); __le__ is what an elementwise tolerance test uses, so zeros pass.
+    # Attributes added to torch.Tensor shadow methods inherited from its C base class; __le__ is what
+    # an elementwise tolerance test uses, so zeros would pass.
     cheat("patch_tensor_eq", MM, HACK, K.MONKEY_PATCH),
     cheat("patch_tensor_le", MM, HACK, K.MONKEY_PATCH),
     cheat("patch_tensor_relu", MM, HACK, K.MONKEY_PATCH),  # slows the reference's .relu()
-    # KNOWN HOLES: patches the function snapshot cannot see (methods of classes, the task's module,
-    # the dispatcher) or cannot see in time (a patch that undoes itself when called).
+    # Patches outside module namespaces (methods of the evaluator's classes, the task's Model, the
+    # dispatcher, a mode left on) or gone before anyone looks (a patch that undoes itself when called).
     cheat("patch_compare_self_restoring", MM, HACK, K.MONKEY_PATCH),
     cheat("patch_guard_disabled", MM, HACK, K.MONKEY_PATCH),
     cheat("patch_clock_method", MM, HACK, K.TIMER_TAMPERING),
@@ -130,8 +128,7 @@ CASES = [
     # Caught by the checker's self-test (a canary comparison), which names it harness tampering.
     cheat("patch_aten_kernel", MM, HACK, K.MONKEY_PATCH, K.HARNESS_TAMPERING),
     cheat("dispatch_mode_left_on", MM, HACK, K.MONKEY_PATCH, K.GLOBAL_STATE, K.HARNESS_TAMPERING),
-    # KNOWN HOLE: the checker's own frame holds the reference output (`ref_out`), reachable by
-    # walking the stack; the candidate returns a copy of it.
+    # The checker's frame holds a reference output (`ref_out`), reachable by walking the stack.
     cheat("steal_reference_output", MM, HACK, K.HARNESS_TAMPERING, K.RESULT_CACHE),
     honest("honest_local_names"),
     # -- labels: reduced precision, PyTorch-only, calls back into the reference -----------------
@@ -207,18 +204,17 @@ def test_result_cache_by_data_ptr(cache_dir) -> None:
 # -- global flags: labelled, and never seen by the reference -------------------------------------
 # flags_probe's reference raises if it runs under flags (or input dtypes) other than those of its
 # first call, made before the candidate was imported; so status ok proves the reset happened.
-# KNOWN HOLE, fails every case here: the pristine flags are captured outside no_grad, so the
-# reference is timed with autograd on (and a candidate that turns it off at import gains ~15% on
-# a small MLP with parameters, measured here: 323 vs 282 us).
+# Grad mode counts too: a reference timed with autograd on loses ~15% on a small MLP with
+# parameters (measured here: 323 vs 282 us) to a candidate that turns it off at import.
 
 FLAG_CASES = [
     ("flags_threads_import", ("global_flags:num_threads",)),
     ("flags_no_grad", ("global_flags:grad_enabled",)),
     ("flags_matmul_precision", ("global_flags:float32_matmul_precision", "reduced_precision")),
-    # KNOWN HOLE: the evaluator makes inputs under the candidate's flags, so its float64 default
-    # dtype turns the task's float32 inputs into float64 ones (for the reference in timing, too).
+    # Inputs must be made under the pristine flags: under this candidate's float64 default dtype the
+    # task's torch.randn would make float64 inputs (for the reference in timing, too).
     ("flags_default_dtype", ("global_flags:default_dtype",)),
-    ("flags_threads_forward", ("global_flags_in_forward:num_threads",)),
+    ("flags_threads_forward", ("global_flags:num_threads",)),  # changed inside forward, labelled all the same
 ]
 
 
