@@ -3,19 +3,22 @@
 The parent (`cudal1.bench.evaluator`) calls `evaluate_payload` through `worker.run_isolated`, so
 nothing here runs in the driver, an actor, or a server. Order matters and is the protocol:
 
-1. Load the task and build the reference; compute the reference outputs of every correctness
-   trial *before* any candidate code exists in the process, and capture the pristine global
+1. Load the task and build the reference; run it on every correctness trial's inputs *before*
+   any candidate code exists in the process, keeping only a fingerprint of each output (a
+   recomputation after the candidate's call must match it), and capture the pristine global
    flags and function identities.
 2. Import the candidate (this builds its inline extensions, timed as `build_seconds`). Any
    replaced torch/timing/checking function is a hack; changed flags become labels and are
    reset for every reference call.
-3. Correctness trials with fresh, differently seeded inputs (and shifted ones): structure,
-   materialization, aliasing, values, input mutation, outputs that change after return, threads
-   left running.
+3. Correctness trials with fresh, differently seeded inputs (and shifted ones): the candidate
+   runs first, the reference after it on a copy of the same inputs, so no reference output is
+   alive while candidate code runs. Checked: structure, materialization, aliasing, values, input
+   mutation, outputs that change after return, threads left running, a checker self-test.
 4. Labels from one recorded forward of each (operators, dtypes) and, on CUDA, a side-stream probe.
 5. Timing: warm-up, then rounds of (reference, candidate) pairs in random order, each call with
-   fresh inputs after an L2 flush, every candidate output checked against the reference output of
-   the same inputs. A speedup above the re-measure bar is measured again; the lower one is kept.
+   fresh inputs after an L2 flush, every candidate output (warm-up included) checked against the
+   reference output of the same inputs. A speedup above the re-measure bar is measured again; the
+   lower one is kept. Last, the trial outputs are looked at once more (late writes).
 """
 
 from __future__ import annotations
@@ -375,6 +378,7 @@ class Runner:
                 # Warm-up answers are checked too: no call of the candidate goes unchecked.
                 mismatch, _ = correctness.check_output(out, ref_out, x_cand, s.rtol, s.atol, self.ref_aliases_inputs)
                 if mismatch:
+                    self._recheck_late_output(out, ref_out, x_cand, "warm-up call")
                     raise Verdict(Status.HACK, f"warm-up call gave a wrong output after the correctness trials passed: {mismatch.message}",
                                   mismatch.hack or HackKind.RESULT_CACHE)
                 del ref_out, out
