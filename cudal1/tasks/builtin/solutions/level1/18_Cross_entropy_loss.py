@@ -37,7 +37,8 @@ static inline float exp_nonpos(float x) {
 torch::Tensor cross_entropy_mean(torch::Tensor logits, torch::Tensor targets) {
     TORCH_CHECK(logits.dim() == 2 && logits.scalar_type() == torch::kFloat32 && logits.device().is_cpu(),
                 "(B, C) float32 CPU logits expected");
-    TORCH_CHECK(targets.dim() == 1 && targets.scalar_type() == torch::kInt64 && targets.size(0) == logits.size(0),
+    TORCH_CHECK(targets.dim() == 1 && targets.scalar_type() == torch::kInt64 &&
+                targets.size(0) == logits.size(0),
                 "(B,) int64 targets expected");
     logits = logits.contiguous();
     targets = targets.contiguous();

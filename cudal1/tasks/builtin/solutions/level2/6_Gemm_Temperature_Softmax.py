@@ -34,7 +34,8 @@ static inline float exp_nonpos(float x) {
 
 // Row-wise softmax of a contiguous (B, C) float32 tensor, in place.
 void softmax_rows_(torch::Tensor y) {
-    TORCH_CHECK(y.dim() == 2 && y.scalar_type() == torch::kFloat32 && y.device().is_cpu() && y.is_contiguous(),
+    TORCH_CHECK(y.dim() == 2 && y.scalar_type() == torch::kFloat32 && y.device().is_cpu() &&
+                y.is_contiguous(),
                 "contiguous (B, C) float32 CPU tensor expected");
     const int64_t B = y.size(0), C = y.size(1);
     float* py = y.data_ptr<float>();
