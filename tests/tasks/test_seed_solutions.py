@@ -1,0 +1,41 @@
+"""The builtin CPU seed solutions pass the evaluator (correctness; speed is measured by the main job).
+
+The PyTorch-level seeds run here; the seeds that build a C++ extension take one to three minutes
+each on two cores, so they run only with CUDAL1_SLOW_TESTS=1 (the main job, `cudal1 eval-suite`,
+evaluates all of them, speed included: docs/benchmarks.md).
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from cudal1.bench.evaluator import evaluate
+from cudal1.bench.result import Status
+from cudal1.bench.settings import EvalSettings
+from cudal1.tasks import find_task, load_builtin, seed_solutions
+
+SEEDS = seed_solutions("cpu")
+TASKS = load_builtin().tasks
+SLOW = os.environ.get("CUDAL1_SLOW_TESTS") == "1"
+
+
+def _params():
+    for task_id, path in sorted(SEEDS.items()):
+        builds = "load_inline" in path.read_text()
+        marks = [] if (SLOW or not builds) else [pytest.mark.skip(reason="builds a C++ extension: set CUDAL1_SLOW_TESTS=1")]
+        yield pytest.param(task_id, path, id=task_id, marks=marks)
+
+
+def test_every_builtin_task_has_a_cpu_seed():
+    assert {t.task_id for t in TASKS} == set(SEEDS)
+
+
+@pytest.mark.parametrize("task_id,path", list(_params()))
+def test_seed_solution_is_correct(task_id, path, tmp_path_factory):
+    settings = EvalSettings.for_backend("cpu", rounds=1, calls_per_round=1, warmup_calls=1,
+                                        cache_dir=str(tmp_path_factory.getbasetemp() / "cache"))
+    r = evaluate(find_task(TASKS, task_id), path.read_text(), "cpu", settings=settings)
+    assert r.status is Status.OK, f"{task_id}: {r.status.value} {r.message}\n{r.log[-1500:]}"
+    assert r.hack_kind is None and r.correctness_trials >= 5
