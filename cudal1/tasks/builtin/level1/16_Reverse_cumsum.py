@@ -19,7 +19,7 @@ DIM = 1
 
 # cuda: 268M floats; flip, scan and flip move ~6.4 GB at ~3 TB/s -> ~2 ms (the scan is slower).
 SIZE_PROFILES = {
-    "cpu": {"BATCH": 1024, "LENGTH": 4096},
+    "cpu": {"BATCH": 2048, "LENGTH": 4096},
     "cuda": {"BATCH": 8192, "LENGTH": 32768},
 }
 

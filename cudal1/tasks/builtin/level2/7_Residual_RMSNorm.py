@@ -23,7 +23,7 @@ DIM = 2048
 # cuda: 134M floats per tensor; add, square, mean, divide and scale move ~5.4 GB at ~3 TB/s
 # -> ~1.8 ms.
 SIZE_PROFILES = {
-    "cpu": {"BATCH": 8, "SEQ": 512, "DIM": 1024},
+    "cpu": {"BATCH": 16, "SEQ": 512, "DIM": 1024},
     "cuda": {"BATCH": 32, "SEQ": 2048, "DIM": 2048},
 }
 
