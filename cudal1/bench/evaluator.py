@@ -64,7 +64,7 @@ def extensions_dir(settings: EvalSettings, arch: str, source: str) -> Path:
     return Path(settings.cache_dir) / "ext" / tag / arch / source_hash(source)
 
 
-def _limits(settings: EvalSettings, backend: str, arch: str, source: str, wall_s: float) -> WorkerLimits:
+def _limits(settings: EvalSettings, arch: str, source: str, wall_s: float) -> WorkerLimits:
     ext = extensions_dir(settings, arch, source)
     ext.mkdir(parents=True, exist_ok=True)
     os.chmod(ext, 0o777)  # the sandboxed child may run as an unprivileged user
@@ -136,7 +136,7 @@ def evaluate(
         "device": device,
         "settings": settings.to_dict(),
     }
-    limits = _limits(settings, backend, info["arch"], candidate_source, settings.wall_timeout_s)
+    limits = _limits(settings, info["arch"], candidate_source, settings.wall_timeout_s)
     out = run_isolated("cudal1.bench.runner:evaluate_payload", payload, limits)
     if out.kind == "returned":
         result = EvalResult.from_dict(out.value)
@@ -168,7 +168,7 @@ def prebuild(
     """
     settings = settings or EvalSettings.for_backend(backend)
     info = device_info(device or default_device(backend))
-    limits = _limits(settings, backend, info["arch"], candidate_source, settings.build_timeout_s)
+    limits = _limits(settings, info["arch"], candidate_source, settings.build_timeout_s)
     limits.env["CUDA_VISIBLE_DEVICES"] = ""  # compile only: no context, no GPU memory
     out = run_isolated("cudal1.bench.runner:build_payload", {"source": candidate_source}, limits)
     if out.kind == "returned":
