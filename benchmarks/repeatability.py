@@ -1,0 +1,82 @@
+"""Repeatability of the evaluator: one candidate evaluated N times under several timing settings.
+
+Prints, per task and settings variant, each evaluation's reference ms, candidate ms and speedup,
+and the spread ((max − min) / median) of each over the N evaluations. Seeing which of the two
+times moves between evaluations says where the variance comes from.
+
+    python benchmarks/repeatability.py --backend cuda --tasks level1/7 level2/5 --repeats 5 --out rep.json
+
+Variants: `default` (the backend's EvalSettings), `long` (3× the rounds and 5× the time per
+round), `fixed_seed` (the same inputs in every evaluation).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from cudal1.bench.evaluator import evaluate
+from cudal1.bench.result import Status
+from cudal1.bench.settings import EvalSettings
+from cudal1.tasks import find_task, load_tasks, seed_solutions
+
+
+def spread(xs: list[float]) -> float:
+    return (max(xs) - min(xs)) / statistics.median(xs) if xs else float("nan")
+
+
+def variants(backend: str, cache: str) -> dict[str, EvalSettings]:
+    base = EvalSettings.for_backend(backend, cache_dir=cache)
+    return {
+        "default": base,
+        "long": EvalSettings.for_backend(backend, cache_dir=cache, rounds=base.rounds * 3,
+                                         min_round_ms=max(base.min_round_ms, 1.0) * 5),
+        "fixed_seed": EvalSettings.for_backend(backend, cache_dir=cache, seed=1234),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", default="cuda", choices=["cpu", "cuda"])
+    ap.add_argument("--tasks", nargs="+", required=True)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--variants", nargs="+", default=["default", "long", "fixed_seed"])
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+
+    cache = tempfile.mkdtemp(prefix="cudal1-rep-cache-")
+    tasks, seeds = load_tasks("builtin"), seed_solutions(args.backend)
+    all_variants = variants(args.backend, cache)
+    report = []
+    for tid in args.tasks:
+        task, source = find_task(tasks, tid), seeds[tid].read_text()
+        for name in args.variants:
+            runs = [evaluate(task, source, args.backend, settings=all_variants[name]) for _ in range(args.repeats)]
+            ok = [r for r in runs if r.status is Status.OK]
+            ref = [r.reference.median_ms for r in ok]
+            cand = [r.candidate.median_ms for r in ok]
+            sp = [r.speedup for r in ok]
+            entry = {
+                "task": tid, "variant": name, "ok": len(ok), "of": len(runs),
+                "reference_ms": [round(x, 5) for x in ref], "candidate_ms": [round(x, 5) for x in cand],
+                "speedups": [round(x, 4) for x in sp],
+                "within_eval_spread": [round(r.speedup_spread or 0, 4) for r in ok],
+                "spread_reference": round(spread(ref), 4) if ref else None,
+                "spread_candidate": round(spread(cand), 4) if cand else None,
+                "spread_speedup": round(spread(sp), 4) if sp else None,
+                "eval_seconds": round(statistics.median([r.eval_seconds or 0 for r in runs]), 1),
+                "statuses": sorted({r.status.value for r in runs}),
+            }
+            report.append(entry)
+            print(json.dumps(entry), flush=True)
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
