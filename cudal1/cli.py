@@ -3,6 +3,7 @@
     cudal1 eval --task level1/1 --solution my_kernel.py [--backend cpu|cuda] [--json]
     cudal1 eval-suite [--solutions DIR] [--tasks builtin|PATH] [--out results.jsonl] [--resume]
     cudal1 tasks [--tasks builtin|PATH] [--probe]
+    cudal1 model init-small DIR [--seed N] [--layers N] [--hidden N] [--vocab N] [--overwrite]
 
 Exit codes: 0 when every evaluated candidate is ok, 1 when one is not (or nothing was
 evaluated), 2 on a usage error (unknown task, missing file, unloadable task suite), 130 on Ctrl-C.
@@ -288,6 +289,34 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
 
 # ---------------------------------------------------------------------------------------------
+# cudal1 model init-small
+
+
+def cmd_model_init_small(args: argparse.Namespace) -> int:
+    from cudal1.policy.small import init_small
+
+    start = time.perf_counter()
+    try:
+        out = init_small(
+            args.dir,
+            vocab_size=args.vocab,
+            hidden_size=args.hidden,
+            num_layers=args.layers,
+            max_position_embeddings=args.max_len,
+            seed=args.seed,
+            overwrite=args.overwrite,
+        )
+    except (FileExistsError, ValueError) as exc:
+        raise UsageError(_error_text(exc)) from exc
+    info = json.loads((out / "cudal1_small.json").read_text(encoding="utf-8"))
+    print(
+        f"small policy in {out}: {info['parameters']:,} parameters, vocabulary {info['vocab_size']}, "
+        f"seed {info['seed']} ({time.perf_counter() - start:.1f} s)"
+    )
+    return 0
+
+
+# ---------------------------------------------------------------------------------------------
 # argument parsing
 
 
@@ -334,6 +363,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=("cpu", "cuda"), default="cpu", help="size profile to load (and probe) at")
     p.add_argument("--probe", action="store_true", help="also run each reference in a worker (import, degenerate-task check)")
     p.set_defaults(func=cmd_tasks)
+
+    p = sub.add_parser("model", help="policy checkpoints")
+    model_sub = p.add_subparsers(dest="model_command", required=True, metavar="ACTION")
+    q = model_sub.add_parser("init-small", help="build the embedded small Qwen2-architecture policy (no download)")
+    q.add_argument("dir", help="checkpoint directory to write")
+    q.add_argument("--seed", type=int, default=0, help="weight initialisation seed (default 0)")
+    q.add_argument("--layers", type=int, default=2, help="transformer layers (default 2)")
+    q.add_argument("--hidden", type=int, default=128, help="hidden size, a multiple of 4 heads of 32-128 (default 128)")
+    q.add_argument("--vocab", type=int, default=4096, help="BPE vocabulary size (default 4096)")
+    q.add_argument("--max-len", type=int, default=8192, help="max_position_embeddings in tokens (default 8192)")
+    q.add_argument("--overwrite", action="store_true", help="replace an existing checkpoint in DIR")
+    q.set_defaults(func=cmd_model_init_small)
     return parser
 
 

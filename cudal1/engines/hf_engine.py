@@ -1,0 +1,163 @@
+"""The transformers fallback engine: same interface as `vllm_engine.VLLMEngine`, no vLLM needed.
+
+Used where vLLM is not installed (the lent GPU machine's image, minimal CPU installs). It is
+slower (no paged KV cache, no continuous batching) but its logprobs are exact: the weights it
+samples with are the tensors it was given.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+
+from cudal1.engines import EngineSample
+from cudal1.policy.model import load_policy
+
+log = logging.getLogger(__name__)
+
+
+class HFEngine:
+    """A transformers causal LM that samples, scores and takes new weights in place.
+
+    Args:
+        model_path: local Hugging Face checkpoint directory.
+        max_model_len: longest prompt + response, in tokens (responses are cut to fit).
+        dtype: parameter dtype name ("float32", "bfloat16", ...); "auto" means float32.
+        seed: base seed; call k of `generate` samples with seed + k.
+        device: "cpu" or "cuda:N" (default: cuda:0 when available).
+        batch_size: most sequences (prompts × n) run in one `generate` call.
+
+    Raises:
+        cudal1.policy.model.CheckpointError: missing or unloadable checkpoint.
+    """
+
+    name = "hf"
+
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        max_model_len: int = 8192,
+        dtype: str = "float32",
+        seed: int = 0,
+        device: str | None = None,
+        batch_size: int = 64,
+        **unused: Any,
+    ) -> None:
+        if unused:
+            log.info("hf engine ignores vLLM options %s", sorted(unused))
+        device = device or ("cuda:0" if torch.cuda.is_available() else "cpu")
+        dtype = "float32" if dtype == "auto" else dtype
+        self.model, self.tokenizer = load_policy(model_path, dtype=dtype, device=device)
+        self.device = torch.device(device)
+        self.max_model_len = max_model_len
+        self.seed = seed
+        self.batch_size = batch_size
+        self._calls = 0
+        gen = self.model.generation_config
+        eos = gen.eos_token_id if gen.eos_token_id is not None else self.tokenizer.eos_token_id
+        self.eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
+        pad = gen.pad_token_id if gen.pad_token_id is not None else self.tokenizer.pad_token_id
+        self.pad_id = pad if pad is not None else next(iter(self.eos_ids), 0)
+
+    def _left_pad(self, seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        width = max(len(s) for s in seqs)
+        ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(seqs), width), dtype=torch.long)
+        for i, s in enumerate(seqs):
+            ids[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
+            mask[i, width - len(s):] = 1
+        return ids.to(self.device), mask.to(self.device)
+
+    @torch.no_grad()
+    def generate(
+        self, prompts: list[list[int]], n: int, max_tokens: int, temperature: float, top_p: float
+    ) -> list[list[EngineSample]]:
+        """`n` samples per prompt; one list of `EngineSample` per prompt, in order. Logprobs come
+        from the raw logits (before temperature / top-p), like vLLM's default."""
+        seqs = [list(p) for p in prompts for _ in range(n)]
+        samples: list[EngineSample] = []
+        devices = [self.device] if self.device.type == "cuda" else []
+        with torch.random.fork_rng(devices=devices):
+            torch.manual_seed(self.seed + self._calls)
+            self._calls += 1
+            for start in range(0, len(seqs), self.batch_size):
+                samples.extend(self._generate_batch(seqs[start:start + self.batch_size], max_tokens, temperature, top_p))
+        return [samples[i * n:(i + 1) * n] for i in range(len(prompts))]
+
+    def _generate_batch(self, seqs: list[list[int]], max_tokens: int, temperature: float, top_p: float) -> list[EngineSample]:
+        ids, mask = self._left_pad(seqs)
+        budget = max(0, min(max_tokens, self.max_model_len - ids.shape[1]))
+        if budget == 0:
+            return [EngineSample([], [], "", "length") for _ in seqs]
+        greedy = temperature <= 0
+        out = self.model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            max_new_tokens=budget,
+            do_sample=not greedy,
+            temperature=None if greedy else temperature,
+            top_p=None if greedy else top_p,
+            top_k=0,  # no top-k: only temperature / top-p, as in vLLM
+            eos_token_id=sorted(self.eos_ids),
+            pad_token_id=self.pad_id,
+            output_logits=True,
+            return_dict_in_generate=True,
+        )
+        new = out.sequences[:, ids.shape[1]:]
+        logp = torch.stack(out.logits, dim=1).float().log_softmax(-1)  # [B, T, V], raw logits
+        tok_lp = logp.gather(-1, new.unsqueeze(-1)).squeeze(-1)
+        result = []
+        for row, lps in zip(new.tolist(), tok_lp.tolist()):
+            end = next((i + 1 for i, t in enumerate(row) if t in self.eos_ids), None)
+            reason = "stop" if end is not None else "length"
+            row, lps = row[:end], lps[:end]
+            text = self.tokenizer.decode(row, skip_special_tokens=True)
+            result.append(EngineSample(row, [float(x) for x in lps], text, reason))
+        return result
+
+    @torch.no_grad()
+    def score(self, pairs: list[tuple[list[int], list[int]]]) -> list[list[float]]:
+        """Natural-log probability of each response token given prompt + preceding response."""
+        result = []
+        for prompt, response in pairs:
+            ids = torch.tensor([list(prompt) + list(response)], dtype=torch.long, device=self.device)
+            logits = self.model(input_ids=ids).logits[0, len(prompt) - 1:-1].float()
+            lp = logits.log_softmax(-1).gather(-1, ids[0, len(prompt):].unsqueeze(-1)).squeeze(-1)
+            result.append([float(x) for x in lp.tolist()])
+        return result
+
+    @torch.no_grad()
+    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Copy HF-named tensors into the model's parameters and buffers in place.
+
+        Raises:
+            KeyError: a name the model does not have.
+            RuntimeError: a shape mismatch.
+        """
+        own = dict(self.model.named_parameters())
+        own.update(dict(self.model.named_buffers()))
+        unknown = []
+        for name, tensor in named_tensors:
+            target = own.get(name)
+            if target is None:
+                unknown.append(name)
+                continue
+            target.copy_(tensor.detach().to(device=target.device, dtype=target.dtype))
+        if unknown:
+            raise KeyError(f"weight sync: the model has no tensors named {unknown[:5]}{'...' if len(unknown) > 5 else ''}")
+
+    def init_weight_group(self, *args: Any, **kwargs: Any) -> None:
+        """Hook for a NCCL weight group; not built yet (issue 4).
+
+        Raises:
+            NotImplementedError: always.
+        """
+        raise NotImplementedError("NCCL weight sync is not implemented yet (issue 4); use load_weights")
+
+    def close(self) -> None:
+        """Release the model."""
+        self.model = None

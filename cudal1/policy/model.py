@@ -1,0 +1,107 @@
+"""Loading the policy: any causal LM checkpoint in a local Hugging Face directory, with its chat template.
+
+Works for the embedded default (`cudal1.policy.small.init_small`) and for a user's Qwen or
+DeepSeek checkpoint alike; nothing is downloaded (`local_files_only`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+class CheckpointError(ValueError):
+    """A model directory that is missing, incomplete or not loadable as a causal LM."""
+
+
+def check_checkpoint_dir(path: str | Path) -> Path:
+    """The resolved checkpoint directory.
+
+    Raises:
+        CheckpointError: the path does not exist, is not a directory, or has no config.json.
+    """
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise CheckpointError(f"model directory {str(path)!r} does not exist (build the default with `cudal1 model init-small DIR`)")
+    if not p.is_dir():
+        raise CheckpointError(f"model path {str(path)!r} is not a directory")
+    if not (p / "config.json").is_file():
+        raise CheckpointError(f"{str(path)!r} has no config.json: not a Hugging Face checkpoint directory")
+    return p.resolve()
+
+
+def load_tokenizer(path: str | Path) -> Any:
+    """The checkpoint's tokenizer (`transformers.AutoTokenizer`, local files only).
+
+    Raises:
+        CheckpointError: missing directory or no loadable tokenizer in it.
+    """
+    from transformers import AutoTokenizer
+
+    p = check_checkpoint_dir(path)
+    try:
+        return AutoTokenizer.from_pretrained(p, local_files_only=True)
+    except (OSError, ValueError, TypeError) as exc:
+        raise CheckpointError(f"cannot load a tokenizer from {p}: {exc}") from exc
+
+
+def resolve_dtype(dtype: Any) -> Any:
+    """A `torch.dtype` from a dtype or its name ("float32", "bf16", "fp16", ...).
+
+    Raises:
+        ValueError: an unknown name.
+    """
+    import torch
+
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    names = {
+        "float32": torch.float32, "fp32": torch.float32,
+        "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
+        "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
+    }
+    try:
+        return names[str(dtype).removeprefix("torch.")]
+    except KeyError:
+        raise ValueError(f"unknown dtype {dtype!r}; use one of {sorted(names)}") from None
+
+
+def load_policy(path: str | Path, dtype: Any = "float32", device: str = "cpu") -> tuple[Any, Any]:
+    """(model, tokenizer) from a local checkpoint directory.
+
+    Args:
+        path: Hugging Face checkpoint directory (config.json, weights, tokenizer files).
+        dtype: parameter dtype, a `torch.dtype` or a name ("float32", "bfloat16", ...).
+        device: where the model is placed ("cpu", "cuda:0").
+
+    Returns:
+        The `AutoModelForCausalLM` in eval mode and its tokenizer.
+
+    Raises:
+        CheckpointError: missing directory, or its files do not load as a causal LM.
+    """
+    from transformers import AutoModelForCausalLM
+
+    p = check_checkpoint_dir(path)
+    tokenizer = load_tokenizer(p)
+    try:
+        model = AutoModelForCausalLM.from_pretrained(p, dtype=resolve_dtype(dtype), local_files_only=True)
+    except (OSError, ValueError, KeyError) as exc:
+        raise CheckpointError(f"cannot load a causal LM from {p}: {exc}") from exc
+    return model.to(device).eval(), tokenizer
+
+
+def chat_prompt_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]:
+    """Token ids of `messages` ([{"role": ..., "content": ...}]) under the checkpoint's chat
+    template, ending with the assistant generation prompt.
+
+    Raises:
+        ValueError: the tokenizer has no chat template.
+    """
+    if not getattr(tokenizer, "chat_template", None):
+        name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
+        raise ValueError(f"tokenizer {name!r} has no chat template: use an instruct/chat checkpoint or set tokenizer.chat_template")
+    # Render to text, then encode without extra special tokens: the template already holds them,
+    # and this returns a plain list on every transformers version.
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return list(tokenizer.encode(text, add_special_tokens=False))
