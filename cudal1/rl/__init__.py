@@ -1,0 +1,23 @@
+"""The RL math and state: rewards, advantages, exemplar sampling and the exemplar buffer.
+
+Everything here is plain Python (no Ray, no torch at import), tested without a cluster.
+"""
+
+from .advantages import ADVANTAGE_ESTIMATORS, advantage_estimator, group_advantages
+from .buffer import ExemplarBuffer
+from .exemplars import Bucket, bucket_probabilities, bucketize, sample_exemplars
+from .rewards import RewardConfig, normalize_rewards, reward_from_result
+
+__all__ = [
+    "ADVANTAGE_ESTIMATORS",
+    "Bucket",
+    "ExemplarBuffer",
+    "RewardConfig",
+    "advantage_estimator",
+    "bucket_probabilities",
+    "bucketize",
+    "group_advantages",
+    "normalize_rewards",
+    "reward_from_result",
+    "sample_exemplars",
+]

@@ -1,0 +1,192 @@
+"""Exemplar sampling for the contrastive prompt (CUDA-L1, arXiv 2507.14111, contrastive-RL section,
+exemplar selection).
+
+CUDA-L1 shows the policy a few earlier correct solutions with their measured speedups and asks it
+to explain why the faster one is faster. Which solutions it sees matters: they should be good,
+but differ enough in speed to be worth comparing. The paper's recipe, implemented here:
+
+1. bucket the successful codes of a task by score (here: the speedup, ×);
+2. draw k distinct buckets (k = 2) without replacement, bucket b with probability
+   p(b) ∝ exp((mean_b − mean_all) / τ), where mean_b is the mean score of the bucket's codes and
+   mean_all the mean over all codes (a softmax over bucket means; the global mean only shifts
+   the logits and keeps them in a numerically calm range). Small τ favours the best buckets,
+   large τ approaches uniform;
+3. pick one code uniformly from each drawn bucket.
+
+"Without replacement" means successive draws: after a bucket is drawn the others are
+renormalized. Degenerate cases: with fewer non-empty buckets than k, one code comes from each
+bucket and the rest are drawn uniformly from the remaining codes (so two codes of one bucket can
+still be contrasted); with fewer codes than k, all codes are returned.
+
+Pure functions; randomness only through the `random.Random` passed in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from collections.abc import Sequence
+
+from cudal1.records import Exemplar
+
+
+@dataclasses.dataclass
+class Bucket:
+    """Codes whose speedup falls in [lo, hi) (the last bucket also holds hi).
+
+    `mean` is the mean speedup (×) of `members`; buckets are never empty.
+    """
+
+    lo: float
+    hi: float
+    members: list[Exemplar]
+
+    @property
+    def mean(self) -> float:
+        return math.fsum(e.speedup for e in self.members) / len(self.members)
+
+
+def is_sampleable(e: Exemplar) -> bool:
+    """True for a correct exemplar (status "ok") with a finite positive speedup."""
+    return e.status == "ok" and isinstance(e.speedup, (int, float)) and math.isfinite(e.speedup) and e.speedup > 0
+
+
+def bucketize(
+    exemplars: Sequence[Exemplar], n_buckets: int | None = 4, *, width: float | None = None
+) -> list[Bucket]:
+    """Group exemplars into equal-width speedup buckets, dropping empty ones.
+
+    Args:
+        exemplars: the codes to bucket (their `speedup`, ×, is the score). Not filtered here.
+        n_buckets: split [min speedup, max speedup] into this many equal bins. Ignored when
+            `width` is given.
+        width: fixed bin width in × (bins [j*width, (j+1)*width)), so bucket edges do not move
+            as the buffer grows.
+
+    Returns:
+        Non-empty buckets, lowest speedup first; members keep their input order. All-equal
+        speedups give one bucket; no exemplars give [].
+
+    Raises:
+        ValueError: n_buckets < 1 (without width), width <= 0, or a non-finite speedup.
+    """
+    if width is not None:
+        if not width > 0:
+            raise ValueError(f"width must be > 0, got {width}")
+    elif n_buckets is None or n_buckets < 1:
+        raise ValueError(f"n_buckets must be >= 1, got {n_buckets}")
+    if not exemplars:
+        return []
+    scores = [float(e.speedup) for e in exemplars]
+    if any(not math.isfinite(s) for s in scores):
+        raise ValueError("speedups must be finite")
+    if width is not None:
+        keys = [math.floor(s / width) for s in scores]
+        edges = {k: (k * width, (k + 1) * width) for k in keys}
+    else:
+        lo, hi = min(scores), max(scores)
+        step = (hi - lo) / n_buckets
+        if step <= 0:
+            keys = [0] * len(scores)
+        else:  # the maximum lands in the last bin, not in an extra one
+            keys = [min(int((s - lo) / step), n_buckets - 1) for s in scores]
+        edges = {k: (lo + k * step, lo + (k + 1) * step if step > 0 else hi) for k in keys}
+    groups: dict[int, list[Exemplar]] = {}
+    for k, e in zip(keys, exemplars):
+        groups.setdefault(k, []).append(e)
+    return [Bucket(edges[k][0], edges[k][1], groups[k]) for k in sorted(groups)]
+
+
+def bucket_probabilities(buckets: Sequence[Bucket], tau: float, global_mean: float | None = None) -> list[float]:
+    """p(b) ∝ exp((mean_b − global_mean) / τ) over `buckets` (softmax, computed stably).
+
+    `global_mean` defaults to the mean speedup over all members of all buckets. Returns one
+    probability per bucket, summing to 1 ([] for no buckets). Raises ValueError if tau <= 0.
+    """
+    if not tau > 0:
+        raise ValueError(f"tau must be > 0, got {tau}")
+    if not buckets:
+        return []
+    if global_mean is None:
+        everyone = [e.speedup for b in buckets for e in b.members]
+        global_mean = math.fsum(everyone) / len(everyone)
+    logits = [(b.mean - global_mean) / tau for b in buckets]
+    top = max(logits)  # subtracting the max changes nothing but keeps exp() from overflowing
+    weights = [math.exp(x - top) for x in logits]
+    total = math.fsum(weights)
+    return [w / total for w in weights]
+
+
+def sample_buckets(probabilities: Sequence[float], k: int, rng: random.Random) -> list[int]:
+    """Draw min(k, len) distinct bucket indices, successively, each ∝ its probability among the
+    ones not yet drawn. Returns indices in draw order."""
+    left = list(range(len(probabilities)))
+    drawn: list[int] = []
+    while left and len(drawn) < k:
+        weights = [probabilities[i] for i in left]
+        total = math.fsum(weights)
+        if total <= 0:  # all remaining underflowed to 0: fall back to uniform
+            pick = rng.randrange(len(left))
+        else:
+            x = rng.random() * total
+            pick, acc = len(left) - 1, 0.0
+            for j, w in enumerate(weights):
+                acc += w
+                if x < acc:
+                    pick = j
+                    break
+        drawn.append(left.pop(pick))
+    return drawn
+
+
+def sample_exemplars(
+    exemplars: Sequence[Exemplar],
+    k: int = 2,
+    tau: float = 1.0,
+    rng: random.Random | None = None,
+    *,
+    n_buckets: int | None = 4,
+    width: float | None = None,
+) -> list[Exemplar]:
+    """CUDA-L1 exemplar sampling for one task.
+
+    Args:
+        exemplars: the task's stored solutions; only correct ones with a finite positive speedup
+            (`is_sampleable`) are considered.
+        k: how many exemplars to return (2 in CUDA-L1).
+        tau: softmax temperature over bucket means, in × (same unit as the speedups).
+        rng: source of randomness (a fresh unseeded `random.Random` when None).
+        n_buckets, width: bucketing, see `bucketize`.
+
+    Returns:
+        min(k, number of eligible codes) distinct exemplars, sorted by speedup ascending (slowest
+        first, so a prompt reads from worse to better).
+
+    Raises:
+        ValueError: k < 0, tau <= 0, or bad bucketing arguments.
+    """
+    if k < 0:
+        raise ValueError(f"k must be >= 0, got {k}")
+    if not tau > 0:
+        raise ValueError(f"tau must be > 0, got {tau}")
+    rng = rng or random.Random()
+    pool = [e for e in exemplars if is_sampleable(e)]
+    if k == 0 or not pool:
+        return []
+    if len(pool) <= k:
+        return sorted(pool, key=lambda e: e.speedup)
+    buckets = bucketize(pool, n_buckets, width=width)
+    probs = bucket_probabilities(buckets, tau)
+    chosen_ids: set[int] = set()
+    chosen: list[Exemplar] = []
+    for b in sample_buckets(probs, k, rng):
+        members = buckets[b].members
+        e = members[rng.randrange(len(members))]
+        chosen.append(e)
+        chosen_ids.add(id(e))
+    # Fewer buckets than k: fill uniformly from the codes not yet chosen.
+    rest = [e for e in pool if id(e) not in chosen_ids]
+    while len(chosen) < k and rest:
+        chosen.append(rest.pop(rng.randrange(len(rest))))
+    return sorted(chosen, key=lambda e: e.speedup)

@@ -1,0 +1,95 @@
+from cudal1.policy.parsing import parse_response
+from cudal1.policy.prompts import (
+    SECTIONS,
+    SYSTEM_PROMPT,
+    contrastive_prompt,
+    fence,
+    plain_prompt,
+    sft_response,
+    solution_notes,
+)
+from cudal1.records import Exemplar
+from cudal1.tasks import load_builtin, seed_solutions
+
+REFERENCE = """import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+def get_inputs():
+    return [torch.randn(4, 4)]
+
+def get_init_inputs():
+    return []
+"""
+
+SLOW = "class ModelNew(nn.Module):\n    def forward(self, x):\n        return x.clamp(min=0)\n"
+FAST = "class ModelNew(nn.Module):\n    def forward(self, x):\n        return torch.relu_(x.clone())\n"
+
+
+def ex(code, speedup):
+    return Exemplar(task_id="level1/1", code=code, speedup=speedup)
+
+
+def test_contrastive_prompt_shows_reference_exemplars_speedups_and_sections():
+    messages = contrastive_prompt(REFERENCE, [ex(SLOW, 1.08), ex(FAST, 2.5)])
+    assert [m["role"] for m in messages] == ["system", "user"]
+    assert messages[0]["content"] == SYSTEM_PROMPT
+    user = messages[1]["content"]
+    assert REFERENCE.strip() in user and SLOW.strip() in user and FAST.strip() in user
+    assert "1.08x" in user and "2.50x" in user
+    assert user.index("1.08x") < user.index(SLOW.strip()) < user.index("2.50x") < user.index(FAST.strip())
+    headers = [f"## {SECTIONS[k]}" for k in ("analysis", "design", "code")]
+    positions = [user.index(h) for h in headers]
+    assert positions == sorted(positions)  # required in this order
+    assert "faster one faster" in user and "ModelNew" in user and "load_inline" in messages[0]["content"]
+
+
+def test_without_exemplars_the_prompt_is_plain():
+    assert contrastive_prompt(REFERENCE, []) == plain_prompt(REFERENCE)
+    user = plain_prompt(REFERENCE)[1]["content"]
+    assert REFERENCE.strip() in user and "Solution A" not in user and "## Code" in user
+
+
+def test_prompts_stay_short():
+    # The instructions (everything but the programs) must leave the small model's context to the code.
+    overhead = len(SYSTEM_PROMPT) + len(contrastive_prompt("", [ex("", 1.0), ex("", 2.0)])[1]["content"])
+    assert overhead < 1400
+
+
+def test_fence_survives_backticks_in_code():
+    code = 'doc = """```python\\nexample\\n```"""\nclass ModelNew: pass\n'
+    block = fence(code)
+    assert block.startswith("````python\n") and block.endswith("\n````")
+
+
+def test_sft_response_round_trips_through_the_parser():
+    text = sft_response(FAST, analysis="relu_ on a copy avoids an extra allocation.", design="One in-place op.")
+    parsed = parse_response(text)
+    assert parsed.error is None
+    assert parsed.code == FAST
+    assert parsed.sections["analysis"] == "relu_ on a copy avoids an extra allocation."
+    assert parsed.sections["design"] == "One in-place op."
+
+
+def test_sft_response_takes_notes_from_the_solution_docstring():
+    code = '"""Fused: one pass instead of three."""\nclass ModelNew:\n    pass\n'
+    assert solution_notes(code) == "Fused: one pass instead of three."
+    assert "one pass instead of three" in parse_response(sft_response(code)).sections["analysis"]
+    assert solution_notes("class ModelNew:\n    '''Doc.'''\n") == "Doc."
+    assert solution_notes("def (") == ""
+    assert parse_response(sft_response("class ModelNew:\n    pass\n")).sections["analysis"]
+
+
+def test_every_builtin_seed_solution_makes_a_parseable_sft_example():
+    tasks = {t.task_id: t for t in load_builtin().tasks}
+    for kind in ("cpu", "cuda"):
+        for task_id, path in seed_solutions(kind).items():
+            code = path.read_text()
+            parsed = parse_response(sft_response(code))
+            assert parsed.error is None, (kind, task_id, parsed.error)
+            assert parsed.code.strip() == code.strip()
+            assert task_id in tasks
+            assert tasks[task_id].source.strip() in plain_prompt(tasks[task_id].source)[1]["content"]

@@ -1,0 +1,131 @@
+import math
+import random
+from collections import Counter
+from itertools import combinations
+
+import pytest
+
+from cudal1.records import Exemplar
+from cudal1.rl.exemplars import bucket_probabilities, bucketize, sample_buckets, sample_exemplars
+
+# Chi-square critical values at p = 0.001 (a correct sampler fails a test 1 time in 1000 per
+# seed; the seeds are fixed, so the tests are deterministic).
+CHI2_999 = {1: 10.83, 2: 13.82, 5: 20.52}
+
+
+def ex(speedup, code=None, status="ok"):
+    return Exemplar(task_id="level1/1", code=code or f"# {speedup}", speedup=speedup, status=status)
+
+
+def chi_square(observed: Counter, expected: dict) -> float:
+    n = sum(observed.values())
+    assert set(observed) <= set(expected)
+    return sum((observed.get(key, 0) - n * p) ** 2 / (n * p) for key, p in expected.items())
+
+
+def pair_probabilities(p):
+    """P({i, j}) for two successive draws without replacement, each ∝ p among the rest."""
+    return {
+        (i, j): p[i] * p[j] / (1 - p[i]) + p[j] * p[i] / (1 - p[j]) for i, j in combinations(range(len(p)), 2)
+    }
+
+
+def test_bucketize_equal_width_and_edges():
+    es = [ex(s) for s in (1.0, 1.2, 2.0, 2.9, 3.0, 5.0)]
+    buckets = bucketize(es, 4)  # bins of 1.0 over [1, 5]: [1,2) [2,3) [3,4) [4,5]
+    assert [[e.speedup for e in b.members] for b in buckets] == [[1.0, 1.2], [2.0, 2.9], [3.0], [5.0]]
+    assert buckets[-1].hi == pytest.approx(5.0)  # the maximum lands in the last bin
+    assert buckets[0].mean == pytest.approx(1.1)
+    assert [len(b.members) for b in bucketize(es, 2)] == [4, 2]  # [1, 3) and [3, 5]
+
+
+def test_bucketize_degenerate_and_fixed_width():
+    assert bucketize([], 4) == []
+    same = bucketize([ex(2.0, "a"), ex(2.0, "b")], 4)
+    assert len(same) == 1 and len(same[0].members) == 2
+    fixed = bucketize([ex(0.4), ex(0.6), ex(1.7)], width=0.5)
+    assert [(b.lo, b.hi) for b in fixed] == [(0.0, 0.5), (0.5, 1.0), (1.5, 2.0)]
+    with pytest.raises(ValueError):
+        bucketize([ex(1.0)], 0)
+    with pytest.raises(ValueError):
+        bucketize([ex(1.0)], width=0)
+    with pytest.raises(ValueError):
+        bucketize([ex(float("inf"))], 2)
+
+
+def test_bucket_probabilities_is_the_softmax_over_bucket_means():
+    buckets = bucketize([ex(1.0), ex(1.0, "b"), ex(2.0), ex(4.0)], 3)  # means 1, 2, 4; global mean 2
+    probs = bucket_probabilities(buckets, tau=0.5)
+    logits = [(m - 2.0) / 0.5 for m in (1.0, 2.0, 4.0)]
+    z = sum(math.exp(x) for x in logits)
+    assert probs == pytest.approx([math.exp(x) / z for x in logits])
+    # Small tau: nearly always the best bucket; large tau: nearly uniform; never overflows.
+    assert bucket_probabilities(buckets, tau=1e-3)[-1] == pytest.approx(1.0)
+    assert bucket_probabilities(buckets, tau=1e6) == pytest.approx([1 / 3] * 3, rel=1e-4)
+    with pytest.raises(ValueError):
+        bucket_probabilities(buckets, tau=0.0)
+
+
+def test_bucket_draws_follow_successive_sampling_probabilities():
+    p = [0.5, 0.3, 0.2]
+    rng = random.Random(1234)
+    n = 20000
+    observed = Counter(tuple(sorted(sample_buckets(p, 2, rng))) for _ in range(n))
+    assert chi_square(observed, pair_probabilities(p)) < CHI2_999[2]
+    first = Counter(sample_buckets(p, 1, rng)[0] for _ in range(n))
+    assert chi_square(first, dict(enumerate(p))) < CHI2_999[2]
+
+
+def test_sample_exemplars_end_to_end_distribution():
+    low = [ex(1.0, "l1"), ex(1.1, "l2")]
+    mid = [ex(2.0, "m1")]
+    high = [ex(3.0, "h1"), ex(3.1, "h2"), ex(2.95, "h3")]
+    pool = low + mid + high
+    buckets = bucketize(pool, 3)
+    assert [len(b.members) for b in buckets] == [2, 1, 3]
+    which = {id(e): i for i, b in enumerate(buckets) for e in b.members}
+    p = bucket_probabilities(buckets, tau=1.0)
+
+    rng = random.Random(7)
+    pairs, high_picks = Counter(), Counter()
+    for _ in range(6000):
+        got = sample_exemplars(pool, k=2, tau=1.0, rng=rng, n_buckets=3)
+        assert len(got) == 2 and got[0].speedup <= got[1].speedup
+        b = tuple(sorted(which[id(e)] for e in got))
+        assert b[0] != b[1]  # two distinct buckets whenever there are two
+        pairs[b] += 1
+        high_picks.update(e.code for e in got if which[id(e)] == 2)
+    assert chi_square(pairs, pair_probabilities(p)) < CHI2_999[2]
+    # Within a bucket the pick is uniform.
+    assert chi_square(high_picks, {"h1": 1 / 3, "h2": 1 / 3, "h3": 1 / 3}) < CHI2_999[2]
+
+
+def test_sample_exemplars_edge_cases():
+    rng = random.Random(0)
+    assert sample_exemplars([], 2, 1.0, rng) == []
+    one = ex(1.5)
+    assert sample_exemplars([one], 2, 1.0, rng) == [one]
+    a, b = ex(2.0, "a"), ex(1.2, "b")
+    assert sample_exemplars([a, b], 2, 1.0, rng) == [b, a]  # all of them, slowest first
+    assert sample_exemplars([a, b], 0, 1.0, rng) == []
+    # One bucket with several codes: still two distinct codes to contrast.
+    flat = [ex(1.0, c) for c in "wxyz"]
+    for _ in range(20):
+        got = sample_exemplars(flat, 2, 1.0, rng)
+        assert len(got) == 2 and got[0] is not got[1]
+    # Only correct solutions with a usable speedup are ever sampled.
+    dirty = [ex(9.0, "bad", status="incorrect"), ex(float("nan"), "nan"), ex(0.0, "zero"), one]
+    assert sample_exemplars(dirty, 2, 1.0, rng) == [one]
+    with pytest.raises(ValueError):
+        sample_exemplars(flat, 2, 0.0, rng)
+    with pytest.raises(ValueError):
+        sample_exemplars(flat, -1, 1.0, rng)
+
+
+def test_sampling_is_reproducible_from_the_seed():
+    pool = [ex(1.0 + i / 7, f"c{i}") for i in range(12)]
+    draws = [
+        [[e.code for e in sample_exemplars(pool, 2, 0.5, rng)] for _ in range(30)]
+        for rng in (random.Random(3), random.Random(3))
+    ]
+    assert draws[0] == draws[1]
