@@ -1,0 +1,232 @@
+"""The GRPO policy loss: per-token log-probabilities, PPO ratio clipping, k3 KL, and loss aggregation.
+
+Shapes: every per-token tensor is [B, T] (B sequences, T response positions), float32, aligned so
+that column t is the t-th response token; `mask` is [B, T] (bool or 0/1), true on real response
+tokens and false on padding. Log-probabilities are natural logs.
+
+The objective, per token (Shao et al. 2024, "DeepSeekMath", eq. 3, with the PPO clipped surrogate of
+Schulman et al. 2017):
+
+    ratio  = exp(logp - old_logp)
+    surr   = min(ratio * A, clip(ratio, 1 - eps_low, 1 + eps_high) * A)
+    loss_t = -surr + beta * k3(logp, ref_logp)
+
+then `aggregate` reduces loss_t over tokens and sequences. `eps_high > eps_low` is DAPO's
+"clip-higher" (Yu et al. 2025, "DAPO", section 3.1): low-probability tokens with positive advantage
+may grow further before clipping, which keeps entropy from collapsing.
+
+Pure torch: no I/O, no DeepSpeed; `cudal1.rl`'s package init does not import this module (it
+keeps torch out of the plain-Python RL code), so import `cudal1.rl.losses` directly.
+"""
+
+from __future__ import annotations
+
+import torch
+
+AGGREGATIONS = ("grpo", "dr_grpo", "dapo")
+
+
+def token_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """log p(target | prefix) for each position.
+
+    Args:
+        logits: [B, T, V] (any float dtype), logits[b, t] is the distribution of targets[b, t].
+        targets: [B, T] int64 token ids.
+
+    Returns:
+        [B, T] float32 log-probabilities (computed in float32 whatever the logits' dtype, since
+        bf16 log-softmax loses the small differences the ratio depends on).
+    """
+    logits = logits.float()
+    picked = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    return picked - torch.logsumexp(logits, dim=-1)
+
+
+def token_entropy(logits: torch.Tensor) -> torch.Tensor:
+    """Entropy (nats) of the next-token distribution at each position.
+
+    Args:
+        logits: [B, T, V].
+
+    Returns:
+        [B, T] float32, H = logsumexp(z) - sum softmax(z) * z.
+    """
+    logits = logits.float()
+    return torch.logsumexp(logits, dim=-1) - (logits.softmax(-1) * logits).sum(-1)
+
+
+def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor, clamp: float = 20.0) -> torch.Tensor:
+    """Per-token k3 estimate of KL(policy || reference).
+
+    Schulman 2020, "Approximating KL Divergence" (the estimator GRPO uses, DeepSeekMath eq. 4):
+    with r = ref_logp - logp on tokens sampled from the policy, k3 = exp(r) - r - 1. It is
+    unbiased, and never negative (exp(x) >= 1 + x), and zero where the two agree.
+
+    Args:
+        logp, ref_logp: [B, T] log-probabilities of the same tokens under policy and reference.
+        clamp: r is clamped to [-clamp, clamp] first so one wildly improbable token cannot
+            overflow exp() (e^20 ≈ 5e8 is already far outside any useful range).
+
+    Returns:
+        [B, T], >= 0. Gradients flow into `logp` (and `ref_logp` if it requires grad).
+    """
+    r = (ref_logp - logp).clamp(-clamp, clamp)
+    return torch.exp(r) - r - 1.0
+
+
+def ppo_clip_objective(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    eps_low: float,
+    eps_high: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """PPO's clipped surrogate objective per token (to maximize).
+
+    Args:
+        logp: [B, T] current policy log-probs (requires grad in training).
+        old_logp: [B, T] behaviour-policy log-probs (no grad needed; detached here).
+        advantages: [B] (one per sequence, broadcast to its tokens) or [B, T].
+        eps_low: lower clip range: the ratio is clipped below at 1 - eps_low.
+        eps_high: upper clip range (1 + eps_high); None means eps_low (symmetric PPO). DAPO uses
+            eps_low = 0.2, eps_high = 0.28.
+
+    Returns:
+        (objective, ratio, clipped): each [B, T]. `objective` = min(r A, clip(r) A);
+        `ratio` = exp(logp - old_logp); `clipped` is a bool tensor, true where the clipped branch
+        is strictly smaller, i.e. where the token's gradient is zeroed by clipping.
+    """
+    eps_high = eps_low if eps_high is None else eps_high
+    if advantages.dim() == 1:
+        advantages = advantages.unsqueeze(-1)
+    advantages = advantages.to(logp.dtype)
+    ratio = torch.exp(logp - old_logp.detach())
+    unclipped = ratio * advantages
+    clipped_obj = ratio.clamp(1.0 - eps_low, 1.0 + eps_high) * advantages
+    objective = torch.minimum(unclipped, clipped_obj)
+    return objective, ratio, clipped_obj < unclipped
+
+
+def aggregate(
+    per_token: torch.Tensor,
+    mask: torch.Tensor,
+    mode: str,
+    *,
+    max_len: int | None = None,
+    num_sequences: int | None = None,
+    num_tokens: int | None = None,
+) -> torch.Tensor:
+    """Reduce a [B, T] per-token loss to a scalar.
+
+    Modes:
+        "grpo": mean over each sequence's tokens, then mean over sequences (Shao et al. 2024,
+            DeepSeekMath eq. 3). Each sequence weighs the same, so a long response's tokens
+            weigh less each; Liu et al. show this favours long wrong answers.
+        "dr_grpo": sum over each sequence's tokens divided by one constant `max_len`, then mean
+            over sequences (Liu et al. 2025, "Understanding R1-Zero-Like Training", Dr. GRPO):
+            every token weighs the same whatever its sequence's length.
+        "dapo": sum over all tokens of the batch divided by the batch's token count (Yu et al.
+            2025, DAPO, "token-level policy gradient loss").
+
+    Gradient accumulation: when a batch is split into micro-batches, pass the whole batch's
+    `num_sequences` (grpo, dr_grpo) and `num_tokens` (dapo); each micro-batch's result is then
+    its share, and the sum over micro-batches equals the whole batch's value.
+
+    Args:
+        per_token: [B, T] float.
+        mask: [B, T] bool or 0/1; padded positions contribute nothing.
+        mode: one of AGGREGATIONS.
+        max_len: dr_grpo's constant (the generation budget, in tokens); default T.
+        num_sequences: denominator over sequences; default B. A sequence with no tokens counts
+            as a sequence contributing 0.
+        num_tokens: dapo's denominator; default mask.sum() (at least 1).
+
+    Returns:
+        0-dim tensor.
+
+    Raises:
+        ValueError: unknown mode.
+    """
+    m = mask.to(per_token.dtype)
+    # where(), not a product: a NaN or inf on a padded position must not leak (0 * inf is NaN).
+    masked = torch.where(mask.bool(), per_token, torch.zeros_like(per_token))
+    seqs = per_token.shape[0] if num_sequences is None else num_sequences
+    if mode == "grpo":
+        per_seq = masked.sum(-1) / m.sum(-1).clamp(min=1.0)
+        return per_seq.sum() / max(seqs, 1)
+    if mode == "dr_grpo":
+        length = per_token.shape[-1] if max_len is None else max_len
+        return masked.sum() / (max(length, 1) * max(seqs, 1))
+    if mode == "dapo":
+        tokens = m.sum().clamp(min=1.0) if num_tokens is None else max(num_tokens, 1)
+        return masked.sum() / tokens
+    raise ValueError(f"unknown loss aggregation {mode!r}; expected one of {AGGREGATIONS}")
+
+
+def masked_mean(x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of x over the true entries of mask ([B, T] both); 0 when the mask is empty."""
+    m = mask.to(x.dtype)
+    return torch.where(mask.bool(), x, torch.zeros_like(x)).sum() / m.sum().clamp(min=1.0)
+
+
+def grpo_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    ref_logp: torch.Tensor | None,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    *,
+    clip_eps: float = 0.2,
+    clip_eps_high: float | None = None,
+    kl_beta: float = 0.0,
+    agg: str = "grpo",
+    logits: torch.Tensor | None = None,
+    max_len: int | None = None,
+    num_sequences: int | None = None,
+    num_tokens: int | None = None,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The GRPO loss of a (micro-)batch and its diagnostics.
+
+    loss = aggregate(-min(r A, clip(r) A) + kl_beta * k3(logp, ref_logp), mask, agg)
+
+    Args:
+        logp: [B, T] policy log-probs (with grad).
+        old_logp: [B, T] behaviour-policy log-probs.
+        ref_logp: [B, T] reference-model log-probs, or None (required when kl_beta > 0).
+        advantages: [B] or [B, T].
+        mask: [B, T] response-token mask.
+        clip_eps, clip_eps_high: PPO clip range (see `ppo_clip_objective`).
+        kl_beta: weight of the k3 KL penalty (0 disables it).
+        agg: aggregation mode (see `aggregate`); max_len, num_sequences, num_tokens pass through.
+        logits: [B, T, V], optional; only used for the entropy diagnostic.
+
+    Returns:
+        (loss, metrics): loss is a 0-dim tensor to backpropagate. metrics are floats, token means
+        over this batch's mask: "kl" (k3; 0.0 without a reference), "clip_frac" (fraction of
+        tokens whose gradient clipping zeroed), "ratio_mean", and "entropy" (nats) when logits
+        are given.
+
+    Raises:
+        ValueError: kl_beta > 0 without ref_logp, or an unknown `agg`.
+    """
+    if kl_beta > 0 and ref_logp is None:
+        raise ValueError("kl_beta > 0 needs ref_logp")
+    objective, ratio, clipped = ppo_clip_objective(logp, old_logp, advantages, clip_eps, clip_eps_high)
+    per_token = -objective
+    kl = None
+    if ref_logp is not None:
+        kl = kl_k3(logp, ref_logp.detach())
+        if kl_beta > 0:
+            per_token = per_token + kl_beta * kl
+    loss = aggregate(
+        per_token, mask, agg, max_len=max_len, num_sequences=num_sequences, num_tokens=num_tokens
+    )
+    with torch.no_grad():
+        metrics = {
+            "kl": float(masked_mean(kl, mask)) if kl is not None else 0.0,
+            "clip_frac": float(masked_mean(clipped.float(), mask)),
+            "ratio_mean": float(masked_mean(ratio, mask)),
+        }
+        if logits is not None:
+            metrics["entropy"] = float(masked_mean(token_entropy(logits), mask))
+    return loss, metrics
