@@ -1,0 +1,112 @@
+"""Start or join a Ray cluster: `ClusterConfig`, `init_ray`, `shutdown_ray`.
+
+Where the cluster comes from, first match wins:
+1. `ClusterConfig.address` (from the Hydra config): "local" starts a fresh local cluster,
+   "auto" joins the one `ray start` runs on this machine, "ray://host:10001" or "host:6379" joins
+   a remote one.
+2. The RAY_ADDRESS environment variable, which `ray job submit` sets for the driver it runs.
+3. Otherwise a local cluster in this process, sized by `num_cpus` / `num_gpus` / `resources`.
+
+Node sizes (`num_cpus`, `resources`, `object_store_mb`) only apply to a cluster started here:
+when joining an existing one the nodes already have their resources, so they are left out
+(Ray refuses them there).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+from typing import Any
+
+import ray
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass
+class ClusterConfig:
+    """How the driver reaches Ray."""
+
+    address: str | None = None
+    """None: RAY_ADDRESS if set, else a local cluster; "local", "auto", "host:port", "ray://host:port"."""
+    num_cpus: int | None = None
+    """Logical CPUs of a local cluster (None: Ray counts the machine's cores)."""
+    num_gpus: int | None = None
+    resources: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Custom resources of a local cluster's node, e.g. {"bench_test": 2} in tests."""
+    object_store_mb: int | None = None
+    """Object store size of a local cluster in MiB (None: Ray's default, 30% of RAM)."""
+    namespace: str | None = None
+    runtime_env: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Ray runtime_env for every worker of this job (env_vars, working_dir, py_modules)."""
+    include_dashboard: bool = False
+    log_to_driver: bool = True
+
+
+def resolved_address(config: ClusterConfig) -> str | None:
+    """The address `init_ray` will use: the config's, else $RAY_ADDRESS, else None (local)."""
+    address = config.address or os.environ.get("RAY_ADDRESS") or None
+    return None if address == "local" else address
+
+
+def init_ray(config: ClusterConfig | None = None, **overrides: Any) -> dict[str, Any]:
+    """Connect this process to Ray (once; later calls return the running connection's facts).
+
+    `overrides` replace fields of `config` (e.g. `init_ray(address="local", num_cpus=2)`).
+    Returns {"address", "started_local", "resources"}: the GCS address, whether a new local cluster
+    was started, and the cluster's total resources. Raises ConnectionError when an address is
+    given and nothing answers there.
+    """
+    config = dataclasses.replace(config or ClusterConfig(), **overrides)
+    if ray.is_initialized():
+        return _facts(started_local=False)
+    address = resolved_address(config)
+    kwargs: dict[str, Any] = {
+        "namespace": config.namespace,
+        "runtime_env": config.runtime_env or None,
+        "include_dashboard": config.include_dashboard,
+        "log_to_driver": config.log_to_driver,
+    }
+    if address is None:
+        # A fresh local cluster; "local" also stops ray.init from reading RAY_ADDRESS itself.
+        kwargs.update(
+            address="local",
+            num_cpus=config.num_cpus,
+            num_gpus=config.num_gpus,
+            resources=dict(config.resources) or None,
+            object_store_memory=config.object_store_mb * 2**20 if config.object_store_mb else None,
+        )
+    else:
+        ignored = [k for k in ("num_cpus", "num_gpus", "object_store_mb") if getattr(config, k) is not None]
+        if config.resources:
+            ignored.append("resources")
+        if ignored:
+            log.warning("joining the Ray cluster at %s: node sizes %s apply only to a local cluster; ignored", address, ignored)
+        kwargs["address"] = address
+    ray.init(**kwargs)
+    return _facts(started_local=address is None)
+
+
+def _facts(started_local: bool) -> dict[str, Any]:
+    ctx = ray.get_runtime_context()
+    return {
+        "address": ctx.gcs_address,
+        "started_local": started_local,
+        "resources": ray.cluster_resources(),
+    }
+
+
+def shutdown_ray() -> None:
+    """Disconnect from Ray (and stop the local cluster if this process started it). Idempotent."""
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+def alive_nodes() -> list[dict[str, Any]]:
+    """Each alive node as {"node_id", "address", "resources"} (total resources of the node)."""
+    return [
+        {"node_id": n["NodeID"], "address": n.get("NodeManagerAddress", ""), "resources": dict(n.get("Resources", {}))}
+        for n in ray.nodes()
+        if n.get("Alive")
+    ]

@@ -1,0 +1,155 @@
+"""One generic thin actor shell for the plain classes: `remote_class`, `ActorShell`, `ShellHandle`.
+
+The rollout generator, the exemplar buffer and the learner are plain Python classes, tested
+without Ray. `remote_class("package.module:Class", **actor_options)` makes any of them an actor:
+the class is imported and constructed *inside* the actor (so the driver never imports vLLM or
+DeepSpeed, and this module imports without them), and method calls are forwarded by name:
+
+    Buffer = remote_class("cudal1.rl.buffer:ExemplarBuffer", num_cpus=0)
+    buffer = Buffer.remote(root="runs/x/buffer")      # a ShellHandle
+    ref = buffer.add.remote(exemplar)                  # ObjectRef, like any actor method
+    n = buffer.size()                                  # blocking: ray.get of .remote()
+
+An exception raised by the plain method reaches the driver as a `ray.exceptions.RayTaskError` that
+is also an instance of the original exception type (`except ValueError` still catches it). Shells
+default to `max_restarts=0`: their objects hold state, and a restarted actor would rerun the
+constructor with the same arguments (which is right for a class that restores itself from disk,
+such as the buffer: pass `max_restarts=-1` there). A call in flight or submitted while the
+actor restarts fails with `ray.exceptions.ActorUnavailableError` unless `max_task_retries` > 0,
+which reruns it: only for methods that are safe to run twice.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import ray
+
+
+def resolve(target: str | type) -> type:
+    """The class `target` names: a class, "package.module:Class" or "package.module.Class".
+
+    Raises ImportError (module missing) or AttributeError (no such class in it).
+    """
+    if isinstance(target, type):
+        return target
+    module_name, sep, attr = target.partition(":")
+    if not sep:
+        module_name, _, attr = target.rpartition(".")
+    return getattr(importlib.import_module(module_name), attr)
+
+
+class ActorShell:
+    """The body of every shell actor: builds `target(*args, **kwargs)` here and forwards calls."""
+
+    def __init__(self, target: str | type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self.obj = resolve(target)(*args, **kwargs)
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """`obj.method(*args, **kwargs)`. Raises AttributeError for a missing or private method."""
+        if method.startswith("_"):
+            raise AttributeError(f"{type(self.obj).__name__}.{method} is private: not callable through a shell")
+        return getattr(self.obj, method)(*args, **kwargs)
+
+    def get(self, attribute: str) -> Any:
+        """The value of a public attribute of the object."""
+        if attribute.startswith("_"):
+            raise AttributeError(f"{type(self.obj).__name__}.{attribute} is private")
+        return getattr(self.obj, attribute)
+
+    def ready(self) -> str:
+        """The wrapped class's name, once the constructor has run (use to wait for start-up)."""
+        return type(self.obj).__name__
+
+
+_ActorShell = ray.remote(ActorShell)
+
+
+class _Method:
+    """`handle.name`: `.remote(...)` gives an ObjectRef; calling it blocks for the value."""
+
+    def __init__(self, actor: Any, name: str) -> None:
+        self._actor, self._name = actor, name
+
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        return self._actor.call.remote(self._name, *args, **kwargs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return ray.get(self.remote(*args, **kwargs))
+
+
+class ShellHandle:
+    """Driver-side handle on one shell actor. Picklable: pass it to other actors and tasks.
+
+    `handle.m.remote(...)` → ObjectRef of `obj.m(...)`; `handle.m(...)` → its value (blocking);
+    `handle.attribute("a")` → an attribute's value; `handle.actor` is the raw Ray actor handle.
+    A plain method whose name this class uses itself (ready, kill, method, attribute) is reached
+    with `handle.method("ready")`.
+    """
+
+    def __init__(self, actor: Any, class_name: str) -> None:
+        self.actor, self.class_name = actor, class_name
+
+    def __getattr__(self, name: str) -> _Method:
+        if name.startswith("_"):  # keeps pickling and copy from probing the remote object
+            raise AttributeError(name)
+        return _Method(self.actor, name)
+
+    def method(self, name: str) -> _Method:
+        """The remote method `name` (for names this class uses itself)."""
+        return _Method(self.actor, name)
+
+    def attribute(self, name: str) -> Any:
+        """The value of the object's public attribute `name` (blocking)."""
+        return ray.get(self.actor.get.remote(name))
+
+    def ready(self, timeout_s: float | None = None) -> str:
+        """Wait until the constructor has run; re-raises its error. Raises GetTimeoutError on timeout."""
+        return ray.get(self.actor.ready.remote(), timeout=timeout_s)
+
+    def kill(self, no_restart: bool = True) -> None:
+        ray.kill(self.actor, no_restart=no_restart)
+
+    def __repr__(self) -> str:
+        return f"ShellHandle({self.class_name}, {self.actor})"
+
+
+class RemoteClass:
+    """A plain class made remote: `.remote(*args, **kwargs)` starts an actor → `ShellHandle`."""
+
+    def __init__(self, target: str | type, actor_options: dict[str, Any]) -> None:
+        self.target, self.actor_options = target, dict(actor_options)
+
+    @property
+    def class_name(self) -> str:
+        return self.target.__name__ if isinstance(self.target, type) else self.target.replace(":", ".").rpartition(".")[2]
+
+    def options(self, **actor_options: Any) -> "RemoteClass":
+        """A copy with more Ray actor options (num_gpus, resources, max_restarts, name, ...)."""
+        return RemoteClass(self.target, {**self.actor_options, **actor_options})
+
+    def remote(self, *args: Any, **kwargs: Any) -> ShellHandle:
+        """Start the actor (asynchronously; call `.ready()` to wait for the constructor)."""
+        actor = _ActorShell.options(**self.actor_options).remote(self.target, args, kwargs)
+        return ShellHandle(actor, self.class_name)
+
+
+def remote_class(target: str | type, **actor_options: Any) -> RemoteClass:
+    """Make the plain class `target` (a class or "package.module:Class") constructible as an actor.
+
+    `actor_options` are Ray's actor options (num_cpus, num_gpus, resources, accelerator_type,
+    max_restarts, max_concurrency, runtime_env, name, lifetime). Defaults: num_cpus=1,
+    max_concurrency=1 (calls run one at a time, in submission order), max_restarts=0.
+    Nothing is imported until an actor starts.
+    """
+    return RemoteClass(target, {"num_cpus": 1, "max_concurrency": 1, "max_restarts": 0, **actor_options})
+
+
+RolloutActor = remote_class("cudal1.rollout.generator:RolloutGenerator")
+"""The rollout generator (vLLM or transformers engine); give it GPUs with `.options(num_gpus=1)`."""
+BufferActor = remote_class("cudal1.rl.buffer:ExemplarBuffer", num_cpus=0, max_restarts=-1, max_task_retries=3)
+"""The exemplar buffer. A restart rebuilds it from its log (it persists before `add` returns), and
+a call caught by the restart is rerun (safe: `add` dedupes by code, the rest only read)."""
+LearnerActor = remote_class("cudal1.training.learner:GRPOLearner")
+"""The GRPO learner (DeepSpeed); give it GPUs with `.options(num_gpus=...)`."""

@@ -1,0 +1,160 @@
+"""Benchmark pools on the local test cluster, with the real evaluator on the CPU backend.
+
+The task is builtin level1/5 (max over a dimension): its CPU seed solution evaluates in a few
+seconds with the short test settings below. Each actor starts its own fork server on its first
+candidate (~10 s here), so the pools are created once per module where they can be.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import psutil
+import pytest
+import ray
+
+from cudal1.actors.bench_pool import BenchmarkPool, BenchmarkPools, BenchWorker, PoolSpec
+from cudal1.bench.result import Status
+from cudal1.records import Candidate
+from cudal1.tasks import seed_solutions
+
+TASK = "level1/5"
+SEED = seed_solutions("cpu")[TASK].read_text()
+BROKEN = ("import torch\n\nclass ModelNew(torch.nn.Module):\n    def __init__(self, *args):\n        super().__init__()\n\n"
+          "    def forward(self, x):\n        return x.no_such_method()\n")
+NOT_PYTHON = "this is not python ("
+
+
+def settings(tmp_path_factory) -> dict:
+    """Short timing (one round of one call) and a throwaway build cache."""
+    return {"rounds": 1, "calls_per_round": 1, "warmup_calls": 1, "wall_timeout_s": 120.0,
+            "cache_dir": str(tmp_path_factory.getbasetemp() / "bench-cache")}
+
+
+@pytest.fixture(scope="module")
+def pool(ray_cluster, tmp_path_factory):
+    spec = PoolSpec(name="test", num_actors=2, num_cpus=1, resources={"bench_test": 1},
+                    settings=settings(tmp_path_factory), start_timeout_s=180)
+    p = BenchmarkPool(spec)
+    yield p
+    p.shutdown()
+
+
+def test_bench_worker_without_ray(tmp_path_factory):
+    worker = BenchWorker("plain", "cpu", settings(tmp_path_factory))
+    unknown = worker.evaluate(Candidate("level9/99", SEED))
+    assert unknown["status"] == Status.INVALID_TASK.value and unknown["labels"] == ["unknown_task"]
+
+
+def test_results_in_input_order_with_correct_statuses(pool):
+    candidates = [Candidate(TASK, SEED, origin="seed"), Candidate(TASK, NOT_PYTHON, origin="syntax"),
+                  Candidate(TASK, BROKEN, origin="broken"), Candidate(TASK, SEED, origin="seed-again")]
+    results = pool.evaluate_many(candidates, progress=False)
+    statuses = [r["status"] for r in results]
+    assert statuses[0] == "ok" and statuses[3] == "ok", [r["message"] for r in results]
+    assert statuses[1] == "compile_error"
+    assert statuses[2] == "runtime_error", results[2]["message"]
+    assert all(r["task_id"] == TASK for r in results)
+    assert results[0]["speedup"] > 0 and results[0]["correctness_trials"] >= 5
+
+
+def test_actors_hold_the_custom_resource(pool):
+    assert len(pool.workers) == 2
+    for info in pool.workers:
+        assert info["assigned"].get("bench_test") == 1.0
+        assert info["device"]["arch"].startswith("cpu-")
+    assert len({info["pid"] for info in pool.workers}) == 2
+
+
+def test_missing_resource_fails_fast(ray_cluster):
+    start = time.monotonic()
+    with pytest.raises(ValueError, match="no_such_gpu_farm"):
+        BenchmarkPool(PoolSpec(name="nowhere", resources={"no_such_gpu_farm": 1}))
+    with pytest.raises(ValueError, match="accelerator_type:H100"):
+        BenchmarkPool(PoolSpec(name="h100", backend="cuda", num_gpus=1, accelerator_type="H100"))
+    with pytest.raises(ValueError, match="bench_test"):  # exists, but no node has 5 of it
+        BenchmarkPool(PoolSpec(name="too-big", resources={"bench_test": 5}))
+    assert time.monotonic() - start < 5
+
+
+def test_resource_held_by_others_times_out(pool):
+    # The node has bench_test: 2, all held by `pool`: a third actor can only wait, so it gives up.
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match="not running after 2 s"):
+        BenchmarkPool(PoolSpec(name="waiting", resources={"bench_test": 1}, start_timeout_s=2))
+    assert time.monotonic() - start < 30
+
+
+def test_pools_by_name(ray_cluster, tmp_path_factory):
+    with pytest.raises(ValueError, match="duplicate"):
+        BenchmarkPools([PoolSpec(name="a"), PoolSpec(name="a")])
+    with pytest.raises(ValueError, match="cuda pool needs num_gpus"):
+        PoolSpec(name="gpu", backend="cuda")
+
+
+def test_killed_actor_loses_no_result(pool):
+    """ray.kill one actor while it evaluates: every candidate still gets a result."""
+    candidates = [Candidate(TASK, SEED, origin=f"seed{i}") for i in range(4)]
+    out: dict = {}
+    runner = threading.Thread(target=lambda: out.setdefault("results", pool.evaluate_many(candidates, progress=False)))
+    runner.start()
+    deadline = time.monotonic() + 60
+    while not pool.busy and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(1.0)  # inside the evaluation (each takes seconds)
+    victim = next(iter(pool.busy))
+    tree = psutil.Process(pool.workers[victim]["pid"]).children(recursive=True)  # fork server, candidate
+    assert tree
+    ray.kill(pool.actors[victim], no_restart=False)
+    runner.join(timeout=400)
+    assert not runner.is_alive()
+    results = out["results"]
+    assert len(results) == 4 and all(r is not None for r in results)
+    for r in results:
+        assert r["status"] == "ok" or (r["status"] == "runtime_error" and r["message"].startswith("benchmark actor died")), r
+    print("after kill:", [(r["status"], r["message"][:80]) for r in results])
+    gone, alive = psutil.wait_procs(tree, timeout=30)  # the killed actor's evaluator dies with it
+    assert not alive
+    # The pool goes on: the restarted actor evaluates again.
+    again = pool.evaluate_many([Candidate(TASK, SEED), Candidate(TASK, SEED)], progress=False)
+    assert [r["status"] for r in again] == ["ok", "ok"]
+
+
+def test_kill_without_retries_gives_a_labelled_result(ray_cluster, tmp_path_factory):
+    """With max_task_retries=0 the killed call is not rerun: its candidate is labelled, not lost."""
+    spec = PoolSpec(name="no-retry", num_actors=1, num_cpus=1, max_task_retries=0,
+                    settings=settings(tmp_path_factory), start_timeout_s=180)
+    pool = BenchmarkPool(spec)
+    try:
+        candidates = [Candidate(TASK, SEED, origin="killed"), Candidate(TASK, SEED, origin="after")]
+        out: dict = {}
+        runner = threading.Thread(target=lambda: out.setdefault("results", pool.evaluate_many(candidates, progress=False)))
+        runner.start()
+        while not pool.busy:
+            time.sleep(0.05)
+        time.sleep(1.0)
+        ray.kill(pool.actors[0], no_restart=False)
+        runner.join(timeout=400)
+        first, second = out["results"]
+        print("killed, no retry:", first["message"])
+        assert first["status"] == "runtime_error" and first["labels"] == ["actor_died"]
+        assert first["message"].startswith("benchmark actor died"), first["message"]
+        assert second["status"] == "ok", second["message"]  # the restarted actor took the next one
+    finally:
+        pool.shutdown()
+
+
+def test_call_past_its_timeout_is_labelled(ray_cluster, tmp_path_factory):
+    """A call with no answer within call_timeout_s is given up: labelled timeout, actor restarted."""
+    spec = PoolSpec(name="impatient", num_actors=1, num_cpus=1, call_timeout_s=1.0,
+                    settings=settings(tmp_path_factory), start_timeout_s=180)
+    pool = BenchmarkPool(spec)
+    try:
+        start = time.monotonic()
+        [result] = pool.evaluate_many([Candidate(TASK, SEED)], progress=False)
+        assert result["status"] == "timeout" and result["labels"] == ["actor_timeout"], result
+        assert time.monotonic() - start < 30
+        assert pool.busy == {}
+    finally:
+        pool.shutdown()
