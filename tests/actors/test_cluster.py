@@ -18,6 +18,6 @@ def test_address_order(monkeypatch):
 def test_second_init_returns_the_running_cluster(ray_cluster):
     again = init_ray(address="local", num_cpus=64)  # already connected: nothing new is started
     assert again["started_local"] is False and again["address"] == ray_cluster["address"]
-    assert again["resources"]["CPU"] == 3 and again["resources"]["bench_test"] == 2
+    assert again["resources"]["CPU"] == 4 and again["resources"]["bench_test"] == 2
     [node] = alive_nodes()
     assert node["resources"]["bench_test"] == 2
