@@ -1,0 +1,85 @@
+"""Per-step statistics of a batch of rollouts, as flat MLflow metric names → floats.
+
+Pure (no I/O, no torch): the driver calls `rollout_metrics` on each step's rollouts and hands the
+dict to `cudal1.tracking.Tracker.log_metrics`. Speedup statistics and fast_p come from
+`cudal1.bench.summary.summarize`, so a training step and `cudal1 bench` report the same numbers.
+
+Denominators: rates (pass rate, fast_p, parse-failure rate) are over *all* rollouts of the step,
+so a response that failed to parse, or was never evaluated, counts as a failure and a rate never
+rises by dropping failures (as fast_p does in KernelBench). Speedup mean / median / geomean are
+over the correct (status ok) rollouts only, and left out when there is none.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Sequence
+
+from cudal1.bench.result import EvalResult
+from cudal1.bench.summary import DEFAULT_PS, summarize
+from cudal1.records import Rollout
+from cudal1.tracking import metric_key  # mlflow itself is imported only when a Tracker is enabled
+
+
+def rollout_metrics(rollouts: Sequence[Rollout], ps: Sequence[float] = DEFAULT_PS) -> dict[str, float]:
+    """Statistics of one step's rollouts, keyed by MLflow-safe metric names.
+
+    Args:
+        rollouts: the step's rollouts; `result` is an `EvalResult.to_dict()` or None (not evaluated,
+            e.g. after a parse failure).
+        ps: fast_p thresholds (× speedup, strict >).
+
+    Returns:
+        Always present (an empty batch gives `rollouts` = 0 and nothing else):
+          - "rollouts", "evaluated": counts.
+          - "reward/mean", "reward/std" (population std; 0 for one rollout), "reward/max".
+          - "pass_rate": share with result status "ok".
+          - "parse_failure_rate": share with a `parse_error`.
+          - "truncated_rate": share whose generation hit max_tokens (finish_reason "length").
+          - "fast_1", "fast_1.5", "fast_2" (one per p, names from `fast_p_key`): share correct AND
+            speedup > p.
+          - "status/<status>" for every `Status` (zeros included): counts over evaluated rollouts.
+          - "hack/<kind>" for every `HackKind` (zeros included): counts.
+          - "response_tokens/mean": mean response length in tokens.
+        Present when defined:
+          - "speedup/mean", "speedup/median", "speedup/geomean" (×) over correct rollouts.
+          - "parse/<label>": count of each parse-error label seen.
+
+    Raises:
+        KeyError, ValueError: a `result` that is not an `EvalResult.to_dict()`.
+    """
+    n = len(rollouts)
+    if n == 0:
+        return {"rollouts": 0.0}
+    results = [EvalResult.from_dict(r.result) for r in rollouts if r.result is not None]
+    summary = summarize(results, ps)
+    n_eval = summary["n"]
+    rewards = [float(r.reward) for r in rollouts]
+
+    out: dict[str, float] = {
+        "rollouts": float(n),
+        "evaluated": float(n_eval),
+        "reward/mean": statistics.fmean(rewards),
+        "reward/std": statistics.pstdev(rewards),
+        "reward/max": max(rewards),
+        "pass_rate": summary["n_correct"] / n,
+        "parse_failure_rate": sum(r.parse_error is not None for r in rollouts) / n,
+        "truncated_rate": sum(r.generation.finish_reason == "length" for r in rollouts) / n,
+        "response_tokens/mean": statistics.fmean(len(r.generation.response_ids) for r in rollouts),
+    }
+    # summarize's fast_p is a share of the evaluated results; re-base it on all rollouts.
+    # share * n_eval is an exact hit count up to rounding error, hence round().
+    for key, share in summary["fast_p"].items():
+        out[metric_key(key)] = round(share * n_eval) / n
+    for name in ("mean", "median", "geomean"):
+        value = summary[f"speedup_{name}"]
+        if value is not None:
+            out[f"speedup/{name}"] = float(value)
+    for status, count in summary["status_counts"].items():
+        out[metric_key(f"status/{status}")] = float(count)
+    for kind, count in summary["hack_counts"].items():
+        out[metric_key(f"hack/{kind}")] = float(count)
+    for label, count in Counter(r.parse_error for r in rollouts if r.parse_error is not None).items():
+        out[metric_key(f"parse/{label}")] = float(count)
+    return out

@@ -1,0 +1,93 @@
+"""rollout_metrics on hand-built rollouts with hand-computed expectations."""
+
+import math
+
+import pytest
+
+from cudal1.bench.result import EvalResult, HackKind, Status
+from cudal1.pipeline.metrics import rollout_metrics
+from cudal1.tracking import metric_key
+from cudal1.records import Generation, Rollout
+
+
+def _rollout(sample, reward, result=None, parse_error=None, tokens=4, finish="stop"):
+    gen = Generation(prompt_ids=[1, 2], response_ids=list(range(tokens)), logprobs=[-0.1] * tokens,
+                     text="x", finish_reason=finish)
+    return Rollout(task_id="level1/1", step=3, group=0, sample=sample, prompt="p", generation=gen,
+                   parse_error=parse_error, result=result.to_dict() if result else None, reward=reward)
+
+
+def _ok(speedup):
+    return EvalResult(task_id="level1/1", status=Status.OK, speedup=speedup)
+
+
+@pytest.fixture
+def rollouts():
+    return [
+        _rollout(0, 1.0, _ok(2.0)),
+        _rollout(1, 0.5, _ok(0.5)),
+        _rollout(2, 1.2, _ok(4.0), tokens=8),
+        _rollout(3, 0.0, EvalResult(task_id="level1/1", status=Status.INCORRECT)),
+        # A hack with a recorded speedup must not count as fast.
+        _rollout(4, 0.0, EvalResult(task_id="level1/1", status=Status.HACK,
+                                    hack_kind=HackKind.RESULT_CACHE, speedup=10.0)),
+        _rollout(5, 0.0, parse_error="no_code_block", tokens=0, finish="length"),
+        _rollout(6, 0.0, parse_error="no_code_block"),
+        _rollout(7, 0.0, parse_error="syntax_error"),
+    ]
+
+
+def test_rates_are_over_all_rollouts(rollouts):
+    m = rollout_metrics(rollouts)
+    assert m["rollouts"] == 8
+    assert m["evaluated"] == 5
+    assert m["pass_rate"] == pytest.approx(3 / 8)
+    assert m["parse_failure_rate"] == pytest.approx(3 / 8)
+    assert m["truncated_rate"] == pytest.approx(1 / 8)
+    assert m["fast_1"] == pytest.approx(2 / 8)  # 2.0 and 4.0; the hack's 10.0 does not count
+    assert m["fast_1.5"] == pytest.approx(2 / 8)
+    assert m["fast_2"] == pytest.approx(1 / 8)  # strict >: 2.0 is not > 2
+
+
+def test_reward_and_speedup_statistics(rollouts):
+    m = rollout_metrics(rollouts)
+    rewards = [1.0, 0.5, 1.2, 0, 0, 0, 0, 0]
+    mean = sum(rewards) / 8
+    assert m["reward/mean"] == pytest.approx(mean)
+    assert m["reward/std"] == pytest.approx(math.sqrt(sum((r - mean) ** 2 for r in rewards) / 8))
+    assert m["reward/max"] == 1.2
+    assert m["speedup/mean"] == pytest.approx((2.0 + 0.5 + 4.0) / 3)
+    assert m["speedup/median"] == pytest.approx(2.0)
+    assert m["speedup/geomean"] == pytest.approx((2.0 * 0.5 * 4.0) ** (1 / 3))
+    assert m["response_tokens/mean"] == pytest.approx((4 * 6 + 8 + 0) / 8)
+
+
+def test_counts_by_status_hack_and_parse_label(rollouts):
+    m = rollout_metrics(rollouts)
+    assert m["status/ok"] == 3
+    assert m["status/incorrect"] == 1
+    assert m["status/hack"] == 1
+    assert m["status/timeout"] == 0  # every status present, zeros included
+    assert {f"status/{s.value}" for s in Status} <= set(m)
+    assert m["hack/result_cache"] == 1
+    assert sum(v for k, v in m.items() if k.startswith("hack/")) == 1
+    assert m["parse/no_code_block"] == 2
+    assert m["parse/syntax_error"] == 1
+
+
+def test_no_correct_rollout_leaves_speedups_out():
+    m = rollout_metrics([_rollout(0, 0.0, parse_error="empty_response")])
+    assert "speedup/mean" not in m and "speedup/geomean" not in m
+    assert m["pass_rate"] == 0.0 and m["fast_1"] == 0.0 and m["reward/std"] == 0.0
+
+
+def test_empty_batch():
+    assert rollout_metrics([]) == {"rollouts": 0.0}
+
+
+def test_keys_are_mlflow_safe(rollouts):
+    rollouts[5].parse_error = "weird label (é)!"
+    m = rollout_metrics(rollouts)
+    assert "parse/weird label ____" in m
+    assert all(metric_key(k) == k for k in m)
+    assert all(isinstance(v, float) for v in m.values())

@@ -1,0 +1,207 @@
+"""Tracker against a real local MLflow store (SQLite + local artifacts), read back with MlflowClient.
+
+One store per module: creating the SQLite schema takes seconds, a run in it milliseconds.
+"""
+
+import json
+import logging
+from pathlib import Path
+from urllib.parse import urlparse
+from urllib.request import url2pathname
+
+import pytest
+
+from cudal1.tracking import Tracker, TrackingError, default_tracking_uri, flatten_config
+
+mlflow = pytest.importorskip("mlflow")
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory):
+    """A runs/ folder whose default store (runs/mlflow.db) exists; the env cannot redirect it."""
+    runs = tmp_path_factory.mktemp("runs")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+        Tracker(None, "cudal1-test", runs / "init").close()
+    return runs
+
+
+@pytest.fixture
+def tracker(root, request, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    t = Tracker(None, "cudal1-test", root / request.node.name)
+    yield t
+    t.close()
+
+
+@pytest.fixture
+def client(tracker):
+    return mlflow.MlflowClient(tracker.uri)
+
+
+def _local(uri: str) -> Path:
+    return Path(url2pathname(urlparse(uri).path))
+
+
+def test_default_store_is_sqlite_beside_the_run_dirs(root, tracker, client):
+    assert tracker.uri == default_tracking_uri(root / "x") == f"sqlite:///{root.resolve()}/mlflow.db"
+    assert (root / "mlflow.db").is_file()
+    run = client.get_run(tracker.run_id)
+    assert _local(run.info.artifact_uri).is_relative_to(root.resolve() / "mlartifacts")
+    assert run.info.run_name == "test_default_store_is_sqlite_beside_the_run_dirs"
+    assert run.info.status == "RUNNING"
+
+
+def test_config_becomes_dotted_params(tracker, client):
+    cfg = {"model": {"name": "small", "dtype": "float32"}, "rollout": {"n": 4, "stop": ["```"]},
+           "tracking": {"uri": None}, "notes": "x" * 7000,
+           "many": {f"k{i}": i for i in range(150)}}  # more than one params batch (100)
+    tracker.log_config(cfg)
+    params = client.get_run(tracker.run_id).data.params
+    assert params["model.name"] == "small"
+    assert params["rollout.n"] == "4"
+    assert json.loads(params["rollout.stop"]) == ["```"]
+    assert params["tracking.uri"] == "None"
+    assert len(params["notes"]) == 6000 and params["notes"].endswith("[truncated]")
+    assert params["many.k149"] == "149"
+    assert len(params) == len(flatten_config(cfg)) == 156
+    full = json.loads(_local(client.download_artifacts(tracker.run_id, "config.json")).read_text())
+    assert full["notes"] == "x" * 7000  # the artifact keeps what the params truncate
+
+
+def test_metrics_over_steps(tracker, client):
+    for step in range(3):
+        tracker.log_metrics({"reward/mean": 0.5 * step, "speedup/mean": None, "kl": float("nan"),
+                             "fast_1.5": 0.25, "parse/bad (label)": 1}, step=step)
+    history = client.get_metric_history(tracker.run_id, "reward/mean")
+    assert [(m.step, m.value) for m in history] == [(0, 0.0), (1, 0.5), (2, 1.0)]
+    metrics = client.get_run(tracker.run_id).data.metrics
+    assert "speedup/mean" not in metrics and "kl" not in metrics  # skipped, no error
+    assert metrics["fast_1.5"] == 0.25
+    assert metrics["parse/bad _label_"] == 1  # unsafe characters replaced, batch not lost
+    assert tracker.errors == 0
+
+
+def test_artifacts_text_dict_files_tables(tracker, client, tmp_path):
+    tracker.log_text("## prompt\n...", "samples/step_0.md")
+    tracker.log_dict({"level1/1": {"speedup": 1.5, "path": Path("/x")}}, "best/solutions.json")
+    (tmp_path / "best.py").write_text("class ModelNew: ...\n")
+    tracker.log_artifact(tmp_path / "best.py", "best")
+    (tmp_path / "buffer").mkdir()
+    (tmp_path / "buffer" / "level1_1.jsonl").write_text("{}\n")
+    tracker.log_artifact(tmp_path / "buffer")
+    rows = [{"task": "level1/1", "status": "ok", "speedup": 1.5, "labels": ["custom_kernel"]},
+            {"task": "level1/2", "status": "incorrect"}]
+    tracker.log_table(rows, "results.json")
+    tracker.log_table(rows, "tables/results.csv")
+
+    def listing(path=None):
+        return sorted(a.path for a in client.list_artifacts(tracker.run_id, path))
+
+    assert listing() == ["best", "buffer", "results.json", "samples", "tables"]
+    assert listing("best") == ["best/best.py", "best/solutions.json"]
+    assert listing("buffer") == ["buffer/level1_1.jsonl"]
+    table = json.loads(_local(client.download_artifacts(tracker.run_id, "results.json")).read_text())
+    assert table["columns"] == ["task", "status", "speedup", "labels"]
+    assert table["data"][0][:3] == ["level1/1", "ok", 1.5]
+    csv_text = _local(client.download_artifacts(tracker.run_id, "tables/results.csv")).read_text()
+    assert csv_text.splitlines()[0] == "task,status,speedup,labels"
+    assert csv_text.splitlines()[2] == "level1/2,incorrect,,"
+    assert tracker.errors == 0
+
+
+def test_curves_are_a_png(tracker, client):
+    history = [{"step": s, "reward/mean": s / 10, "speedup/mean": 1 + s / 20 if s % 2 else None}
+               for s in range(10)]
+    tracker.log_curves(history, ["reward/mean", "speedup/mean", "fast_1"], "plots/reward.png", "stage 3")
+    png = _local(client.download_artifacts(tracker.run_id, "plots/reward.png")).read_bytes()
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 5000
+
+
+def test_checkpoint_registered_as_model_version(tracker, client, tmp_path):
+    ckpt = tmp_path / "step_40"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text(json.dumps({"model_type": "qwen2"}))
+    (ckpt / "model.safetensors").write_bytes(b"\0" * 64)
+    assert tracker.register_checkpoint(ckpt, "policy-reg-test", {"stage": "sft", "step": 40}) == "1"
+    assert tracker.register_checkpoint(ckpt, "policy-reg-test", {"stage": "rl"}) == "2"
+    mv = client.get_model_version("policy-reg-test", "1")
+    assert mv.run_id == tracker.run_id
+    assert mv.tags == {"stage": "sft", "step": "40"}
+    assert json.loads((_local(mv.source) / "config.json").read_text()) == {"model_type": "qwen2"}
+    assert (_local(mv.source) / "model.safetensors").stat().st_size == 64
+
+
+def test_resume_continues_the_same_run(root, client, tracker):
+    tracker.log_config({"lr": 1e-5})
+    tracker.log_metrics({"loss": 2.0}, step=0)
+    tracker.log_metrics({"loss": 1.5}, step=1)
+    tracker.close("KILLED")
+    assert client.get_run(tracker.run_id).info.status == "KILLED"
+
+    resumed = Tracker(None, "cudal1-test", root / "resumed", resume_run_id=tracker.run_id)
+    assert resumed.run_id == tracker.run_id
+    assert client.get_run(tracker.run_id).info.status == "RUNNING"
+    resumed.log_config({"lr": 2e-5, "resume": True})  # params are immutable: lr keeps 1e-05
+    resumed.log_metrics({"loss": 1.0}, step=2)
+    resumed.close()
+    run = client.get_run(tracker.run_id)
+    assert [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "loss")] == \
+        [(0, 2.0), (1, 1.5), (2, 1.0)]
+    assert run.data.params == {"lr": "1e-05", "resume": "True"}
+    assert run.info.status == "FINISHED"
+    assert resumed.errors == 0
+
+
+def test_disabled_tracker_is_a_noop(tmp_path):
+    t = Tracker(None, "x", tmp_path / "run", enabled=False)
+    (tmp_path / "ckpt").mkdir()
+    assert t.run_id is None
+    assert t.log_config({"a": 1}) is None
+    assert t.log_metrics({"a": 1.0}, step=0) is None
+    assert t.log_text("t", "a.txt") is None and t.log_dict({}, "a.json") is None
+    assert t.log_artifact(tmp_path / "missing") is None
+    assert t.log_table([{"a": 1}], "t.json") is None
+    assert t.log_curves([{"a": 1}], ["a"], "c.png") is None
+    assert t.register_checkpoint(tmp_path / "ckpt", "m") is None
+    assert t.close() is None
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]  # no store, no artifacts
+
+
+def test_bad_store_or_run_fails_clearly(root):
+    with pytest.raises(TrackingError, match="bogus://nowhere"):
+        Tracker("bogus://nowhere", "x", root / "bad")
+    with pytest.raises(TrackingError, match="no-such-run"):
+        Tracker(f"sqlite:///{root / 'mlflow.db'}", "x", root / "bad", resume_run_id="no-such-run")
+
+
+def test_mlflow_error_is_a_warning_once_and_logging_goes_on(tracker, client, caplog):
+    too_long = "k" * 300  # over MLflow's 250-character key limit: the store refuses it
+    with caplog.at_level(logging.DEBUG, logger="cudal1.tracking"):
+        assert tracker.log_metrics({too_long: 1.0}, step=0) is None
+        assert tracker.log_metrics({too_long: 2.0}, step=1) is None
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "log_metrics" in warnings[0].getMessage()
+    assert tracker.errors == 2
+    tracker.log_metrics({"reward/mean": 1.0}, step=2)
+    assert client.get_run(tracker.run_id).data.metrics == {"reward/mean": 1.0}
+
+
+def test_caller_mistakes_still_raise(tracker, tmp_path):
+    with pytest.raises(FileNotFoundError):
+        tracker.log_artifact(tmp_path / "missing.txt")
+    with pytest.raises(ValueError):
+        tracker.log_table([{"a": 1}], "t.parquet")
+    with pytest.raises(ValueError):
+        tracker.log_curves([{"a": 1}], ["a"], "c.svg")
+    with pytest.raises(NotADirectoryError):
+        tracker.register_checkpoint(tmp_path / "missing", "m")
+    with pytest.raises(ValueError):
+        tracker.close("DONE")
+
+
+def test_context_manager_marks_a_crash_failed(root, client):
+    with pytest.raises(RuntimeError):
+        with Tracker(None, "cudal1-test", root / "crash") as t:
+            raise RuntimeError("boom")
+    assert client.get_run(t.run_id).info.status == "FAILED"
