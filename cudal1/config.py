@@ -1,0 +1,333 @@
+"""Typed configuration of the training job (Hydra structured configs) and its validation.
+
+`conf/` holds the YAML groups (model, rollout, bench, learner, tasks, stage, tracking, ray); this
+module is their schema. `load_config(cfg)` merges a composed Hydra config onto the schema, so a
+wrong type or an unknown key fails with the key's full name (OmegaConf's ValidationError /
+ConfigKeyError), then `validate(cfg)` checks what types cannot say (ranges, choices, cross
+references) and raises `ConfigError` naming the bad key. Both run in the driver before any actor
+or Ray cluster starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import field
+from pathlib import Path
+from typing import Any, Optional
+
+from omegaconf import DictConfig, OmegaConf
+
+
+class ConfigError(ValueError):
+    """A configuration value is out of range, not one of its choices, or refers to nothing."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(f"config error at {key}: {message}")
+        self.key = key
+
+
+@dataclasses.dataclass
+class SmallModelConfig:
+    """The embedded default model built by `cudal1 model init-small` (no download)."""
+
+    vocab_size: int = 4096
+    hidden_size: int = 128
+    intermediate_size: int = 384
+    num_layers: int = 2
+    num_heads: int = 4
+    num_kv_heads: int = 2
+    max_position_embeddings: int = 8192
+    seed: int = 0
+
+
+@dataclasses.dataclass
+class ModelConfig:
+    """The policy: a local Hugging Face causal-LM directory, or the embedded small model."""
+
+    path: Optional[str] = None
+    """A local checkpoint directory (Qwen, DeepSeek, ...). None: build the embedded small model
+    under `<run_dir>/base_model` (or reuse it there)."""
+    dtype: str = "float32"
+    """Weights dtype for rollout and learner: float32 | bfloat16 | float16."""
+    small: SmallModelConfig = field(default_factory=SmallModelConfig)
+
+
+@dataclasses.dataclass
+class RolloutConfig:
+    """Rollout generators (vLLM engines, or transformers when vLLM is missing)."""
+
+    backend: str = "auto"
+    """vllm | hf | auto (vllm when importable)."""
+    max_model_len: int = 8192
+    max_tokens: int = 512
+    """Tokens sampled per response."""
+    temperature: float = 1.0
+    top_p: float = 1.0
+    kv_cache_gib: float = 0.5
+    """vLLM KV-cache size (on CPU: host memory reserved)."""
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+    engine_kwargs: dict[str, Any] = field(default_factory=dict)
+    """Extra options passed to the engine (vllm.LLM keyword arguments)."""
+
+
+@dataclasses.dataclass
+class PoolConfig:
+    """One benchmark pool (mirrors `cudal1.actors.bench_pool.PoolSpec`)."""
+
+    backend: str = "cpu"
+    num_actors: int = 2
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+    accelerator_type: Optional[str] = None
+    """Ray accelerator type of the pool's nodes: H100, A100, L40S, ... (GPU pools)."""
+    resources: dict[str, float] = field(default_factory=dict)
+    settings: dict[str, Any] = field(default_factory=dict)
+    """Overrides of `EvalSettings.for_backend(backend)`."""
+    max_task_retries: int = 1
+    start_timeout_s: float = 600.0
+
+
+@dataclasses.dataclass
+class BenchConfig:
+    """Benchmark pools by name (one per architecture); rewards come from `primary`."""
+
+    pools: dict[str, PoolConfig] = field(default_factory=dict)
+    """Set by a `bench` group file (conf/bench/*.yaml); empty here so that a group's pools replace,
+    not extend, a default."""
+    primary: str = "cpu"
+
+
+@dataclasses.dataclass
+class LearnerConfig:
+    """The GRPO learner on DeepSpeed."""
+
+    zero_stage: int = 2
+    precision: str = "fp32"
+    """fp32 | bf16 | fp16."""
+    lr: float = 1e-4
+    weight_decay: float = 0.0
+    grad_clip: float = 1.0
+    micro_batch: int = 4
+    grad_accum: int = 1
+    kl_beta: float = 0.0
+    """Weight of the k3 KL to the frozen reference model (0 = no reference model kept)."""
+    clip_eps: float = 0.2
+    clip_eps_high: Optional[float] = None
+    """Upper PPO clip (DAPO's clip-higher); None = clip_eps."""
+    loss_agg: str = "grpo"
+    """grpo | dr_grpo | dapo."""
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+
+
+@dataclasses.dataclass
+class TasksConfig:
+    """Which tasks to train on."""
+
+    source: str = "builtin"
+    """"builtin" or the path of a KernelBench checkout."""
+    levels: list[int] = field(default_factory=lambda: [1, 2, 3])
+    ids: list[str] = field(default_factory=list)
+    """Task references ("level1/12" or names); empty = every task of `levels`."""
+    limit: Optional[int] = None
+    """At most this many tasks (after `levels` and `ids`)."""
+
+
+@dataclasses.dataclass
+class SFTConfig:
+    """Stage 1: supervised fine-tuning on the validated seed solutions."""
+
+    epochs: int = 8
+    batch_size: int = 4
+    validate_seeds: bool = True
+    """Evaluate every seed first and train only on the correct ones (they also seed the buffer)."""
+
+
+@dataclasses.dataclass
+class SelfTrainConfig:
+    """Stage 2: sample, evaluate, keep successes, fine-tune, repeat."""
+
+    rounds: int = 1
+    tasks_per_round: int = 3
+    samples_per_task: int = 4
+    min_speedup: float = 1.0
+    """A success is a correct candidate at least this fast (×)."""
+    epochs: int = 2
+    batch_size: int = 4
+
+
+@dataclasses.dataclass
+class RLConfig:
+    """Stage 3: contrastive RL with GRPO."""
+
+    steps: int = 3
+    tasks_per_step: int = 2
+    group_size: int = 4
+    """Responses per prompt (the GRPO group)."""
+    exemplars: int = 2
+    tau: float = 1.0
+    """Temperature of the exemplar bucket draw."""
+    n_buckets: int = 4
+    reward_transform: str = "speedup"
+    """speedup | log_speedup."""
+    reward_clip: float = 1.5
+    """Normalized rewards are clipped to ±reward_clip."""
+    advantage_scale: str = "std"
+    """std (GRPO) | none (Dr. GRPO)."""
+    checkpoint_every: int = 1
+
+
+@dataclasses.dataclass
+class StageConfig:
+    """Which stages to run, and each one's settings."""
+
+    name: str = "all"
+    """sft | self_train | contrastive_rl | all (in that order)."""
+    sft: SFTConfig = field(default_factory=SFTConfig)
+    self_train: SelfTrainConfig = field(default_factory=SelfTrainConfig)
+    contrastive_rl: RLConfig = field(default_factory=RLConfig)
+
+
+@dataclasses.dataclass
+class TrackingConfig:
+    """MLflow."""
+
+    enabled: bool = True
+    uri: Optional[str] = None
+    """Tracking URI; None = a local store beside the run directories."""
+    experiment: str = "cudal1"
+    log_samples: int = 4
+    """Prompts and responses logged per step as text artifacts."""
+
+
+@dataclasses.dataclass
+class RayConfig:
+    """How the driver reaches Ray (see `cudal1.actors.cluster.ClusterConfig`)."""
+
+    address: Optional[str] = None
+    """None: RAY_ADDRESS (set by `ray job submit`) or a new local cluster."""
+    num_cpus: Optional[int] = None
+    """Logical CPUs of a local cluster (scheduling tokens, not cores)."""
+    num_gpus: Optional[int] = None
+    object_store_mb: Optional[int] = None
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """The whole training job."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    bench: BenchConfig = field(default_factory=BenchConfig)
+    learner: LearnerConfig = field(default_factory=LearnerConfig)
+    tasks: TasksConfig = field(default_factory=TasksConfig)
+    stage: StageConfig = field(default_factory=StageConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    ray: RayConfig = field(default_factory=RayConfig)
+    run_dir: str = "runs/default"
+    """Everything of the run: checkpoints, exemplar buffer, rollouts, state. Resumable from here."""
+    resume: bool = False
+    """Continue the run in `run_dir` from its last checkpoint (stage and step)."""
+    seed: int = 0
+
+
+STAGES = ("sft", "self_train", "contrastive_rl")
+CHOICES = {
+    "model.dtype": ("float32", "bfloat16", "float16"),
+    "rollout.backend": ("auto", "vllm", "hf"),
+    "learner.precision": ("fp32", "bf16", "fp16"),
+    "learner.loss_agg": ("grpo", "dr_grpo", "dapo"),
+    "stage.name": (*STAGES, "all"),
+    "stage.contrastive_rl.reward_transform": ("speedup", "log_speedup"),
+    "stage.contrastive_rl.advantage_scale": ("std", "none"),
+}
+
+
+def register_schema() -> None:
+    """Register `TrainConfig` with Hydra's ConfigStore as `train_schema` (used by conf/config.yaml)."""
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(name="train_schema", node=TrainConfig)
+
+
+def load_config(cfg: Any = None) -> DictConfig:
+    """Merge `cfg` (a DictConfig, dict, or None) onto the typed schema and validate it.
+
+    Returns a typed DictConfig (struct mode: unknown keys are errors). Raises
+    omegaconf.errors.ValidationError / ConfigKeyError (wrong type, unknown key; the message names
+    `full_key`) or ConfigError.
+    """
+    merged = OmegaConf.merge(OmegaConf.structured(TrainConfig), cfg if cfg is not None else {})
+    validate(merged)
+    return merged
+
+
+def to_object(cfg: DictConfig) -> TrainConfig:
+    """The validated config as dataclasses."""
+    return OmegaConf.to_object(cfg)  # type: ignore[return-value]
+
+
+def _positive(cfg: DictConfig, key: str, allow_zero: bool = False) -> None:
+    value = OmegaConf.select(cfg, key)
+    if value is None or (value < 0 if allow_zero else value <= 0) or (isinstance(value, float) and math.isnan(value)):
+        raise ConfigError(key, f"must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
+
+
+def validate(cfg: DictConfig) -> None:
+    """Check ranges, choices and cross references. Raises ConfigError naming the first bad key."""
+    for key, choices in CHOICES.items():
+        value = OmegaConf.select(cfg, key)
+        if value not in choices:
+            raise ConfigError(key, f"must be one of {', '.join(choices)}; got {value!r}")
+    if cfg.learner.zero_stage not in (0, 1, 2, 3):
+        raise ConfigError("learner.zero_stage", f"must be 0, 1, 2 or 3; got {cfg.learner.zero_stage}")
+    for key in ("rollout.max_model_len", "rollout.max_tokens", "learner.lr", "learner.micro_batch",
+                "learner.grad_accum", "learner.clip_eps", "stage.sft.epochs", "stage.sft.batch_size",
+                "stage.self_train.tasks_per_round", "stage.self_train.samples_per_task",
+                "stage.self_train.batch_size", "stage.contrastive_rl.tasks_per_step",
+                "stage.contrastive_rl.tau", "stage.contrastive_rl.n_buckets", "stage.contrastive_rl.reward_clip",
+                "stage.contrastive_rl.checkpoint_every", "rollout.kv_cache_gib"):
+        _positive(cfg, key)
+    for key in ("rollout.temperature", "learner.kl_beta", "learner.weight_decay", "stage.self_train.rounds",
+                "stage.self_train.epochs", "stage.contrastive_rl.steps", "stage.contrastive_rl.exemplars"):
+        _positive(cfg, key, allow_zero=True)
+    if not 0 < cfg.rollout.top_p <= 1:
+        raise ConfigError("rollout.top_p", f"must be in (0, 1]; got {cfg.rollout.top_p}")
+    if cfg.stage.contrastive_rl.group_size < 2:
+        raise ConfigError("stage.contrastive_rl.group_size",
+                          f"a GRPO group needs at least 2 responses; got {cfg.stage.contrastive_rl.group_size}")
+    if cfg.rollout.max_tokens >= cfg.rollout.max_model_len:
+        raise ConfigError("rollout.max_tokens", f"{cfg.rollout.max_tokens} leaves no room for the prompt in "
+                                                f"rollout.max_model_len={cfg.rollout.max_model_len}")
+    if not cfg.bench.pools:
+        raise ConfigError("bench.pools", "at least one benchmark pool is needed")
+    if cfg.bench.primary not in cfg.bench.pools:
+        raise ConfigError("bench.primary", f"{cfg.bench.primary!r} is not a pool; pools: {', '.join(cfg.bench.pools)}")
+    for name, pool in cfg.bench.pools.items():
+        key = f"bench.pools.{name}"
+        if pool.backend not in ("cpu", "cuda"):
+            raise ConfigError(f"{key}.backend", f"must be cpu or cuda; got {pool.backend!r}")
+        if pool.num_actors < 1:
+            raise ConfigError(f"{key}.num_actors", f"must be >= 1; got {pool.num_actors}")
+        if pool.backend == "cuda" and pool.num_gpus <= 0:
+            raise ConfigError(f"{key}.num_gpus", "a cuda pool needs num_gpus > 0 per actor")
+        from cudal1.bench.settings import EvalSettings
+
+        known = {f.name for f in dataclasses.fields(EvalSettings)}
+        for setting in pool.settings:
+            if setting not in known:
+                raise ConfigError(f"{key}.settings.{setting}", f"not an EvalSettings field; known: {', '.join(sorted(known))}")
+    if cfg.model.path is not None:
+        path = Path(os.path.expanduser(cfg.model.path))
+        if not (path / "config.json").is_file():
+            raise ConfigError("model.path", f"{path} is not a Hugging Face checkpoint directory (no config.json)")
+    if cfg.tasks.source != "builtin" and not Path(os.path.expanduser(cfg.tasks.source)).is_dir():
+        raise ConfigError("tasks.source", f"{cfg.tasks.source!r} is neither 'builtin' nor a directory")
+    for level in cfg.tasks.levels:
+        if level not in (1, 2, 3, 4):
+            raise ConfigError("tasks.levels", f"levels are 1-4; got {level}")
+    if cfg.tasks.limit is not None and cfg.tasks.limit < 1:
+        raise ConfigError("tasks.limit", f"must be >= 1 or null; got {cfg.tasks.limit}")

@@ -1,0 +1,164 @@
+"""Everything one training run holds: config, tasks, tokenizer, actor handles, tracker, state.
+
+`RunContext.start(cfg)` starts the actors in the order that fails fastest on a bad cluster
+(benchmark pools first: a pool asking for a GPU type nobody has fails in seconds), and
+`close()` stops them. The driver owns the loop and the step counter; actors own the resources.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from cudal1.pipeline.state import RunState
+from cudal1.tasks import Task, find_task, load_tasks
+
+log = logging.getLogger(__name__)
+
+
+def select_tasks(cfg: DictConfig) -> list[Task]:
+    """The tasks of `cfg.tasks`: the suite's tasks of the given levels, then `ids` (in their order)
+    if any, then the first `limit`. Raises LookupError for an id that names no task, ValueError
+    when nothing is left."""
+    suite = load_tasks(cfg.tasks.source)
+    tasks = [t for t in suite if t.level in set(cfg.tasks.levels)]
+    if cfg.tasks.ids:
+        tasks = [find_task(suite, ref) for ref in cfg.tasks.ids]
+    tasks = [t for t in tasks if not t.degenerate]
+    if cfg.tasks.limit:
+        tasks = tasks[: cfg.tasks.limit]
+    if not tasks:
+        raise ValueError(f"no tasks selected by tasks={OmegaConf.to_container(cfg.tasks)}")
+    return tasks
+
+
+def ensure_model(cfg: DictConfig, run_dir: Path) -> Path:
+    """The policy checkpoint directory: `model.path`, or the embedded small model built (once)
+    under `<run_dir>/base_model`."""
+    if cfg.model.path:
+        return Path(os.path.expanduser(cfg.model.path))
+    path = run_dir / "base_model"
+    if not (path / "config.json").exists():
+        from cudal1.policy.small import init_small
+
+        small = cfg.model.small
+        log.info("building the embedded small model in %s", path)
+        init_small(path, vocab_size=small.vocab_size, hidden_size=small.hidden_size,
+                   intermediate_size=small.intermediate_size, num_layers=small.num_layers,
+                   num_heads=small.num_heads, num_kv_heads=small.num_kv_heads,
+                   max_position_embeddings=small.max_position_embeddings, seed=small.seed)
+    return path
+
+
+@dataclasses.dataclass
+class RunContext:
+    """Handles of one run. `generator`, `learner` and `buffer` are `cudal1.actors.shells.ShellHandle`s;
+    `pools` is a `cudal1.actors.bench_pool.BenchmarkPools`; `tracker` a `cudal1.tracking.Tracker`."""
+
+    cfg: DictConfig
+    run_dir: Path
+    model_path: Path
+    tasks: list[Task]
+    tokenizer: Any
+    state: RunState
+    tracker: Any
+    rng: random.Random
+    pools: Any = None
+    generator: Any = None
+    learner: Any = None
+    buffer: Any = None
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        return self.run_dir / "checkpoints"
+
+    @classmethod
+    def start(cls, cfg: DictConfig) -> "RunContext":
+        """Create the run directory, the tracker and all actors (Ray started or joined here)."""
+        from cudal1.actors.bench_pool import BenchmarkPools, PoolSpec
+        from cudal1.actors.cluster import ClusterConfig, init_ray
+        from cudal1.actors.shells import BufferActor, LearnerActor, RolloutActor
+        from cudal1.policy.model import load_tokenizer
+        from cudal1.tracking import Tracker
+
+        run_dir = Path(cfg.run_dir).resolve()
+        state_exists = (run_dir / "state.json").exists()
+        if state_exists and not cfg.resume:
+            raise FileExistsError(f"{run_dir} already holds a run: pass resume=true to continue it, or another run_dir")
+        if cfg.resume and not state_exists:
+            log.warning("resume=true but %s holds no run: starting a new one", run_dir)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        state = RunState.load(run_dir)
+        tasks = select_tasks(cfg)
+        model_path = ensure_model(cfg, run_dir)
+        tokenizer = load_tokenizer(model_path)
+        (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
+
+        tracker = Tracker(cfg.tracking.uri, cfg.tracking.experiment, run_dir, run_name=run_dir.name,
+                          enabled=cfg.tracking.enabled, resume_run_id=state.mlflow_run_id)
+        state.mlflow_run_id = tracker.run_id
+        if not state_exists:
+            tracker.log_config(OmegaConf.to_container(cfg, resolve=True))
+        ctx = cls(cfg, run_dir, model_path, tasks, tokenizer, state, tracker, random.Random(cfg.seed + state.step))
+        try:
+            # Workers must import cudal1 from the same tree as the driver (a local cluster does not
+            # upload a working dir; `ray job submit --working-dir .` does).
+            root = str(Path(__file__).resolve().parents[2])
+            env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}}
+            init_ray(ClusterConfig(address=cfg.ray.address, num_cpus=cfg.ray.num_cpus, num_gpus=cfg.ray.num_gpus,
+                                   object_store_mb=cfg.ray.object_store_mb, runtime_env=env))
+            specs = [
+                PoolSpec(name=name, backend=p.backend, num_actors=p.num_actors, num_cpus=p.num_cpus,
+                         num_gpus=p.num_gpus, accelerator_type=p.accelerator_type, resources=dict(p.resources),
+                         settings=OmegaConf.to_container(p.settings), tasks=cfg.tasks.source,
+                         max_task_retries=p.max_task_retries, start_timeout_s=p.start_timeout_s)
+                for name, p in cfg.bench.pools.items()
+            ]
+            # Actors start concurrently: the pools block until theirs are ready, meanwhile the
+            # engine and the learner load.
+            rl = cfg.stage.contrastive_rl
+            ctx.buffer = BufferActor.remote(str(run_dir / "buffer"), tau=rl.tau, n_buckets=rl.n_buckets,
+                                            k=max(rl.exemplars, 1), seed=cfg.seed)
+            ctx.generator = RolloutActor.options(num_cpus=cfg.rollout.num_cpus, num_gpus=cfg.rollout.num_gpus).remote(
+                str(model_path), cfg.rollout.backend, max_model_len=cfg.rollout.max_model_len, dtype=cfg.model.dtype,
+                seed=cfg.seed, **_engine_kwargs(cfg))
+            lc = cfg.learner
+            ctx.learner = LearnerActor.options(num_cpus=lc.num_cpus, num_gpus=lc.num_gpus).remote(
+                str(model_path), zero_stage=lc.zero_stage, precision=lc.precision, lr=lc.lr,
+                weight_decay=lc.weight_decay, grad_clip=lc.grad_clip, kl_beta=lc.kl_beta, clip_eps=lc.clip_eps,
+                clip_eps_high=lc.clip_eps_high, loss_agg=lc.loss_agg, max_response_len=cfg.rollout.max_tokens,
+                grad_accum=lc.grad_accum, micro_batch=lc.micro_batch,
+                device="cuda" if lc.num_gpus > 0 else "cpu", seed=cfg.seed)
+            ctx.pools = BenchmarkPools(specs, primary=cfg.bench.primary)
+            for name, handle in (("buffer", ctx.buffer), ("rollout generator", ctx.generator), ("learner", ctx.learner)):
+                log.info("waiting for the %s", name)
+                handle.ready()
+        except BaseException:
+            ctx.close(status="FAILED")
+            raise
+        return ctx
+
+    def close(self, status: str = "FINISHED") -> None:
+        """Stop the actors (the buffer is already on disk) and close the MLflow run."""
+        if self.pools is not None:
+            self.pools.shutdown()
+        for handle in (self.generator, self.learner, self.buffer):
+            if handle is not None:
+                try:
+                    handle.kill()
+                except Exception as e:  # already dead: nothing to stop
+                    log.debug("stopping %s: %s", handle, e)
+        self.tracker.close(status)
+
+
+def _engine_kwargs(cfg: DictConfig) -> dict[str, Any]:
+    extra = dict(OmegaConf.to_container(cfg.rollout.engine_kwargs))
+    if cfg.rollout.backend in ("vllm", "auto"):
+        extra.setdefault("kv_cache_gib", cfg.rollout.kv_cache_gib)
+    return extra

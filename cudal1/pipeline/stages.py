@@ -1,0 +1,207 @@
+"""The three training stages. Each runs its remaining units (SFT epochs, self-training rounds, RL
+steps) from `ctx.state.unit` on, and after every unit syncs the generator, checkpoints the
+learner and saves the run state, so an interrupted run resumes at the next unit.
+
+Stage 1, `sft`: supervised fine-tuning on the seed solutions, validated by the benchmark first.
+Stage 2, `self_train`: sample with plain prompts, evaluate, keep successes, fine-tune on them.
+Stage 3, `contrastive_rl`: prompts with exemplars and their measured speedups (CUDA-L1), GRPO.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable
+
+from cudal1.pipeline.metrics import rollout_metrics
+from cudal1.pipeline.rollouts import assign_advantages, sample_rollouts, successes, trainable
+from cudal1.policy.model import chat_prompt_ids
+from cudal1.policy.prompts import plain_prompt, sft_response
+from cudal1.records import Candidate, Exemplar, PolicyExample, Rollout
+from cudal1.tasks import seed_solutions
+
+log = logging.getLogger(__name__)
+
+
+# ----- shared steps
+
+
+def sync_weights(ctx: Any) -> float:
+    """Learner → generator weight sync through the object store (no files). Returns seconds."""
+    t0 = time.perf_counter()
+    version = int(ctx.learner.attribute("version"))
+    ctx.generator.update_weights(ctx.learner.named_weights.remote(), version)
+    return time.perf_counter() - t0
+
+
+def finish_unit(ctx: Any, metrics: dict[str, float], summary: dict[str, Any] | None = None,
+                checkpoint: bool = True) -> None:
+    """After one unit: sync the generator, log, and (when `checkpoint`) save the learner and then
+    the run state, in that order, so the state on disk never points past its checkpoint. A run
+    resumed after a unit without a checkpoint repeats the units since the last one."""
+    metrics["time/weight_sync_s"] = sync_weights(ctx)
+    ctx.state.unit += 1
+    ctx.tracker.log_metrics(metrics, step=ctx.state.step)
+    if summary is not None:
+        ctx.state.history.append({"step": ctx.state.step, "stage": ctx.state.stage, **summary})
+    if checkpoint:
+        ctx.learner.save(str(ctx.checkpoint_dir))
+        ctx.state.checkpoint = str(ctx.checkpoint_dir)
+        ctx.state.save(ctx.run_dir)
+
+
+def response_ids(tokenizer: Any, text: str) -> list[int]:
+    """Token ids of an assistant response, ending with the end-of-turn token."""
+    return tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id]
+
+
+def train_supervised(ctx: Any, examples: list[PolicyExample], epochs: int, batch_size: int, prefix: str) -> dict[str, float]:
+    """`epochs` passes of learner.sft_step over shuffled batches; logs each step. Returns the last metrics."""
+    last: dict[str, float] = {}
+    for _ in range(epochs):
+        order = list(examples)
+        ctx.rng.shuffle(order)
+        for i in range(0, len(order), batch_size):
+            m = ctx.learner.sft_step(order[i : i + batch_size])
+            ctx.state.step += 1
+            last = {f"{prefix}/{k}": v for k, v in m.items()}
+            ctx.tracker.log_metrics(last, step=ctx.state.step)
+    return last
+
+
+def log_samples(ctx: Any, rollouts: list[Rollout], name: str) -> None:
+    for r in rollouts[: ctx.cfg.tracking.log_samples]:
+        res = r.result or {}
+        head = (f"task {r.task_id}  reward {r.reward:.3f}  advantage {r.advantage:+.3f}  "
+                f"status {res.get('status', r.parse_error)}  speedup {res.get('speedup')}")
+        ctx.tracker.log_text(f"{head}\n\n=== prompt ===\n{r.prompt}\n\n=== response ===\n{r.generation.text}\n",
+                             f"samples/{name}/g{r.group}_s{r.sample}.txt")
+
+
+def save_rollouts(ctx: Any, rollouts: list[Rollout], name: str) -> None:
+    """Every rollout of a unit, as JSONL under <run_dir>/rollouts (the raw record of the run)."""
+    import dataclasses
+    import json
+
+    out = ctx.run_dir / "rollouts"
+    out.mkdir(exist_ok=True)
+    with open(out / f"{name}.jsonl", "w") as f:
+        for r in rollouts:
+            f.write(json.dumps(dataclasses.asdict(r)) + "\n")
+
+
+def rollout_summary(rollouts: list[Rollout]) -> dict[str, float]:
+    m = rollout_metrics(rollouts)
+    return {k: m[k] for k in ("reward/mean", "pass_rate", "speedup/mean", "fast_1") if k in m}
+
+
+# ----- stage 1
+
+
+def run_sft(ctx: Any) -> None:
+    """Stage 1: validate the seed solutions of the selected tasks on the primary pool, store the
+    correct ones in the exemplar buffer with their speedups, then fine-tune on them."""
+    cfg = ctx.cfg.stage.sft
+    backend = ctx.pools.primary.spec.backend
+    seeds = seed_solutions(backend)
+    pairs = [(t, seeds[t.task_id].read_text()) for t in ctx.tasks if t.task_id in seeds]
+    if not pairs:
+        log.warning("sft: no %s seed solutions for the selected tasks; stage skipped", backend)
+        return
+    if cfg.validate_seeds:
+        results = ctx.pools.primary.evaluate_many([Candidate(t.task_id, src, origin="seed") for t, src in pairs])
+        good = [(t, src, res) for (t, src), res in zip(pairs, results) if res.get("status") == "ok"]
+        for (t, _), res in zip(pairs, results):
+            if res.get("status") != "ok":
+                log.warning("sft: seed for %s is %s (%s): not trained on", t.task_id, res.get("status"), res.get("message", "")[:200])
+        ctx.buffer.add([Exemplar(t.task_id, src, float(res["speedup"]), origin="seed") for t, src, res in good])
+        ctx.tracker.log_metrics({"sft/seeds_ok": len(good), "sft/seeds": len(pairs)}, step=ctx.state.step)
+        pairs = [(t, src) for t, src, _ in good]
+    examples = [
+        PolicyExample(chat_prompt_ids(ctx.tokenizer, plain_prompt(t.source)), response_ids(ctx.tokenizer, sft_response(src)))
+        for t, src in pairs
+    ]
+    while ctx.state.unit < cfg.epochs:
+        last = train_supervised(ctx, examples, 1, cfg.batch_size, "sft")
+        finish_unit(ctx, {"sft/epoch": ctx.state.unit + 1}, {"sft_loss": last.get("sft/loss")})
+
+
+# ----- stage 2
+
+
+def run_self_train(ctx: Any) -> None:
+    """Stage 2: per round, sample `samples_per_task` responses to plain prompts for
+    `tasks_per_round` tasks, keep the correct candidates at least `min_speedup` fast (into the
+    buffer), and fine-tune on those responses for `epochs`."""
+    cfg = ctx.cfg.stage.self_train
+    while ctx.state.unit < cfg.rounds:
+        tasks = ctx.rng.sample(ctx.tasks, min(cfg.tasks_per_round, len(ctx.tasks)))
+        timings: dict[str, float] = {}
+        rollouts = sample_rollouts(ctx, tasks, [plain_prompt(t.source) for t in tasks], cfg.samples_per_task,
+                                   ctx.state.step, timings)
+        keep = successes(rollouts, cfg.min_speedup)
+        if keep:
+            ctx.buffer.add(keep)
+        good = {(e.origin) for e in keep}
+        examples = [r.to_example() for r in rollouts if f"step{r.step}/g{r.group}/s{r.sample}" in good]
+        metrics = _rollout_log(ctx, rollouts, timings, "self_train")
+        metrics["self_train/successes"] = float(len(examples))
+        if examples:
+            metrics.update(train_supervised(ctx, examples, cfg.epochs, cfg.batch_size, "self_train"))
+        else:
+            ctx.state.step += 1
+        name = f"self_train_round{ctx.state.unit}"
+        save_rollouts(ctx, rollouts, name)
+        log_samples(ctx, rollouts, name)
+        finish_unit(ctx, metrics, rollout_summary(rollouts))
+
+
+# ----- stage 3
+
+
+def run_contrastive_rl(ctx: Any) -> None:
+    """Stage 3: per step, `tasks_per_step` contrastive prompts (reference + exemplars with their
+    measured speedups, from the buffer), `group_size` responses each, rewards from the primary
+    pool, group-normalized advantages, one GRPO update, weight sync, successes into the buffer."""
+    cfg = ctx.cfg.stage.contrastive_rl
+    while ctx.state.unit < cfg.steps:
+        tasks = ctx.rng.sample(ctx.tasks, min(cfg.tasks_per_step, len(ctx.tasks)))
+        prompts = [ctx.buffer.build_prompt(t, cfg.exemplars) for t in tasks]
+        timings: dict[str, float] = {}
+        rollouts = sample_rollouts(ctx, tasks, prompts, cfg.group_size, ctx.state.step, timings)
+        assign_advantages(rollouts, cfg.reward_clip, cfg.advantage_scale)
+        metrics = _rollout_log(ctx, rollouts, timings, "rl")
+        examples = [r.to_example() for r in rollouts if trainable(r) and r.advantage != 0.0]
+        if examples:
+            metrics.update({f"learner/{k}": v for k, v in ctx.learner.grpo_step(examples).items()})
+        metrics["learner/skipped"] = float(not examples)  # every advantage 0: no gradient signal
+        ctx.state.step += 1
+        keep = successes(rollouts)
+        if keep:
+            ctx.buffer.add(keep)
+        name = f"rl_step{ctx.state.unit}"
+        save_rollouts(ctx, rollouts, name)
+        log_samples(ctx, rollouts, name)
+        last = ctx.state.unit + 1 == cfg.steps
+        finish_unit(ctx, metrics, rollout_summary(rollouts), checkpoint=last or (ctx.state.unit + 1) % cfg.checkpoint_every == 0)
+
+
+def _rollout_log(ctx: Any, rollouts: list[Rollout], timings: dict[str, float], prefix: str) -> dict[str, float]:
+    metrics = {f"{prefix}/{k}": v for k, v in rollout_metrics(rollouts).items()}
+    gen_s, eval_s = timings.get("generate_s", 0.0), timings.get("evaluate_s", 0.0)
+    metrics.update({
+        "time/generate_s": gen_s,
+        "time/evaluate_s": eval_s,
+        "rollout/tokens_per_s": timings.get("tokens", 0.0) / gen_s if gen_s else 0.0,
+        "bench/evaluations_per_s": timings.get("evaluations", 0.0) / eval_s if eval_s else 0.0,
+    })
+    log.info("%s: %d rollouts, reward mean %.3f, pass rate %.2f", prefix, len(rollouts),
+             metrics.get(f"{prefix}/reward/mean", 0.0), metrics.get(f"{prefix}/pass_rate", 0.0))
+    return metrics
+
+
+STAGE_RUNNERS: dict[str, Callable[[Any], None]] = {
+    "sft": run_sft,
+    "self_train": run_self_train,
+    "contrastive_rl": run_contrastive_rl,
+}

@@ -1,0 +1,56 @@
+"""The run's progress on disk (`<run_dir>/state.json`), written atomically after each checkpoint.
+
+A resumed run reads it to know which stages are finished, where the unfinished one stopped, the
+global step counter, and the MLflow run to continue.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+
+@dataclasses.dataclass
+class RunState:
+    """Progress of one training run.
+
+    Attributes:
+        completed: stages finished, in order ("sft", "self_train", "contrastive_rl").
+        stage: the stage in progress (None before the first and after the last).
+        unit: units of `stage` finished (SFT epochs, self-training rounds, RL steps).
+        step: global step counter (learner updates logged to MLflow).
+        checkpoint: directory of the last learner checkpoint, or None.
+        mlflow_run_id: the MLflow run this training logs to.
+        history: per-unit summary rows (reward, speedup, ...) for the curves.
+    """
+
+    completed: list[str] = dataclasses.field(default_factory=list)
+    stage: str | None = None
+    unit: int = 0
+    step: int = 0
+    checkpoint: str | None = None
+    mlflow_run_id: str | None = None
+    history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+    @classmethod
+    def load(cls, run_dir: Path) -> "RunState":
+        """The saved state, or a fresh one when the run directory has none."""
+        path = Path(run_dir) / "state.json"
+        if not path.exists():
+            return cls()
+        data = json.loads(path.read_text())
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def save(self, run_dir: Path) -> None:
+        """Write state.json atomically (a crash leaves the old or the new file, never half of one)."""
+        path = Path(run_dir) / "state.json"
+        tmp = path.with_suffix(".json.tmp")
+        with open(tmp, "w") as f:
+            json.dump(dataclasses.asdict(self), f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)

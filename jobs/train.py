@@ -1,0 +1,34 @@
+"""Train cudal1: supervised fine-tuning, self-training, contrastive RL (all three by default).
+
+    python jobs/train.py                                   # the embedded default (local, CPU)
+    python jobs/train.py stage=contrastive_rl run_dir=runs/a resume=true
+    ray job submit --working-dir . -- python jobs/train.py bench=h100 model=local model.path=/models/qwen
+
+Configuration: conf/ (Hydra); schema and validation: cudal1/config.py.
+"""
+
+import logging
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+import hydra  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from cudal1.config import load_config, register_schema  # noqa: E402
+
+register_schema()
+
+
+@hydra.main(config_path="../conf", config_name="config", version_base=None)
+def main(cfg: DictConfig) -> None:
+    cfg = load_config(cfg)  # typed, validated: fails here, before any actor starts
+    from cudal1.pipeline.driver import train
+
+    state = train(cfg)
+    logging.getLogger("cudal1").info("done: stages %s, %d steps; run in %s", state.completed, state.step, cfg.run_dir)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,61 @@
+"""The Hydra configs compose, and bad values fail before any actor starts, naming the key."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf.errors import ConfigKeyError, ValidationError
+
+from cudal1.config import ConfigError, load_config, register_schema, to_object
+
+CONF = str(Path(__file__).resolve().parents[1] / "conf")
+register_schema()
+
+
+def composed(name: str = "config", overrides: list[str] = ()):
+    with initialize_config_dir(config_dir=CONF, version_base=None):
+        return compose(name, overrides=list(overrides))
+
+
+def test_default_and_smoke_configs_validate():
+    cfg = load_config(composed(overrides=["run_dir=/tmp/x"]))
+    assert cfg.stage.name == "all" and list(cfg.bench.pools) == ["cpu"] and cfg.bench.primary == "cpu"
+    assert cfg.model.path is None  # the embedded small model
+    smoke = load_config(composed("smoke", ["run_dir=/tmp/x"]))
+    assert smoke.rollout.backend == "hf" and smoke.stage.contrastive_rl.steps == 1
+    assert smoke.bench.pools.cpu.num_actors == 1
+    assert to_object(smoke).stage.contrastive_rl.group_size == 2
+
+
+def test_a_bench_group_replaces_the_pools():
+    cfg = load_config(composed(overrides=["bench=a100_h100_l40"]))
+    assert sorted(cfg.bench.pools) == ["a100", "h100", "l40"] and cfg.bench.pools.h100.accelerator_type == "H100"
+
+
+@pytest.mark.parametrize("override, key", [
+    ("learner.zero_stage=5", "learner.zero_stage"),
+    ("learner.loss_agg=ppo", "learner.loss_agg"),
+    ("bench.primary=a100", "bench.primary"),
+    ("stage.contrastive_rl.group_size=1", "stage.contrastive_rl.group_size"),
+    ("rollout.max_tokens=9000", "rollout.max_tokens"),
+    ("rollout.top_p=1.5", "rollout.top_p"),
+    ("model.path=/nonexistent/model", "model.path"),
+    ("tasks.source=/nonexistent/kb", "tasks.source"),
+    ("+bench.pools.cpu.settings.roundz=3", "bench.pools.cpu.settings.roundz"),
+])
+def test_bad_values_name_their_key(override, key):
+    with pytest.raises(ConfigError) as err:
+        load_config(composed(overrides=[override]))
+    assert err.value.key == key and key in str(err.value)
+
+
+def test_wrong_types_and_unknown_keys_fail_with_the_full_key():
+    cfg = composed()  # conf/config.yaml starts from the schema: composed configs are typed already
+    with pytest.raises(ValidationError, match="learner.zero_stage"):
+        cfg.learner.zero_stage = "two"
+    with pytest.raises(ValidationError, match="learner.zero_stage"):
+        load_config({"learner": {"zero_stage": "two"}})
+    with pytest.raises(ConfigKeyError, match="learner.foo"):
+        load_config({"learner": {"foo": 1}})
