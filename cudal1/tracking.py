@@ -1,4 +1,4 @@
-"""The MLflow adapter: the one module of cudal1 that imports mlflow.
+"""The MLflow adapter: the one module of cudal1 that writes to MLflow (`cudal1.review` only reads).
 
 `Tracker` wraps one MLflow run: the resolved config as params, per-step metrics, text / JSON /
 table / plot artifacts, and checkpoints registered as model versions. It talks to MLflow through

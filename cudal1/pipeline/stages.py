@@ -35,15 +35,19 @@ def sync_weights(ctx: Any) -> float:
 
 
 def finish_unit(ctx: Any, metrics: dict[str, float], summary: dict[str, Any] | None = None,
-                checkpoint: bool = True) -> None:
+                checkpoint: bool = True, log_step: int | None = None) -> None:
     """After one unit: sync the generator, log, and (when `checkpoint`) save the learner and then
     the run state, in that order, so the state on disk never points past its checkpoint. A run
-    resumed after a unit without a checkpoint repeats the units since the last one."""
+    resumed after a unit without a checkpoint repeats the units since the last one.
+
+    `log_step` is the step the unit's metrics are logged at (default: the current step); units
+    that sampled rollouts log at the step recorded in those rollouts."""
     metrics["time/weight_sync_s"] = sync_weights(ctx)
     ctx.state.unit += 1
-    ctx.tracker.log_metrics(metrics, step=ctx.state.step)
+    step = ctx.state.step if log_step is None else log_step
+    ctx.tracker.log_metrics(metrics, step=step)
     if summary is not None:
-        ctx.state.history.append({"step": ctx.state.step, "stage": ctx.state.stage, **summary})
+        ctx.state.history.append({"step": step, "stage": ctx.state.stage, **summary})
     if checkpoint:
         ctx.learner.save(str(ctx.checkpoint_dir))
         ctx.state.checkpoint = str(ctx.checkpoint_dir)
@@ -137,8 +141,9 @@ def run_self_train(ctx: Any) -> None:
     while ctx.state.unit < cfg.rounds:
         tasks = ctx.rng.sample(ctx.tasks, min(cfg.tasks_per_round, len(ctx.tasks)))
         timings: dict[str, float] = {}
+        sampled_at = ctx.state.step
         rollouts = sample_rollouts(ctx, tasks, [plain_prompt(t.source) for t in tasks], cfg.samples_per_task,
-                                   ctx.state.step, timings)
+                                   sampled_at, timings)
         keep = successes(rollouts, cfg.min_speedup)
         if keep:
             ctx.buffer.add(keep)
@@ -153,7 +158,7 @@ def run_self_train(ctx: Any) -> None:
         name = f"self_train_round{ctx.state.unit}"
         save_rollouts(ctx, rollouts, name)
         log_samples(ctx, rollouts, name)
-        finish_unit(ctx, metrics, rollout_summary(rollouts))
+        finish_unit(ctx, metrics, rollout_summary(rollouts), log_step=sampled_at)
 
 
 # ----- stage 3
@@ -168,7 +173,8 @@ def run_contrastive_rl(ctx: Any) -> None:
         tasks = ctx.rng.sample(ctx.tasks, min(cfg.tasks_per_step, len(ctx.tasks)))
         prompts = [ctx.buffer.build_prompt(t, cfg.exemplars) for t in tasks]
         timings: dict[str, float] = {}
-        rollouts = sample_rollouts(ctx, tasks, prompts, cfg.group_size, ctx.state.step, timings)
+        sampled_at = ctx.state.step
+        rollouts = sample_rollouts(ctx, tasks, prompts, cfg.group_size, sampled_at, timings)
         assign_advantages(rollouts, cfg.reward_clip, cfg.advantage_scale)
         metrics = _rollout_log(ctx, rollouts, timings, "rl")
         examples = [r.to_example() for r in rollouts if trainable(r) and r.advantage != 0.0]
@@ -183,7 +189,8 @@ def run_contrastive_rl(ctx: Any) -> None:
         save_rollouts(ctx, rollouts, name)
         log_samples(ctx, rollouts, name)
         last = ctx.state.unit + 1 == cfg.steps
-        finish_unit(ctx, metrics, rollout_summary(rollouts), checkpoint=last or (ctx.state.unit + 1) % cfg.checkpoint_every == 0)
+        finish_unit(ctx, metrics, rollout_summary(rollouts), log_step=sampled_at,
+                    checkpoint=last or (ctx.state.unit + 1) % cfg.checkpoint_every == 0)
 
 
 def _rollout_log(ctx: Any, rollouts: list[Rollout], timings: dict[str, float], prefix: str) -> dict[str, float]:

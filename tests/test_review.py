@@ -1,0 +1,243 @@
+"""cudal1.review on a small hand-written run directory, and notebooks/review.ipynb executed on it.
+
+The run directory is written with the real records (Rollout, EvalResult, Exemplar, RunState), in
+the file layout of cudal1.pipeline.stages, so no training is needed.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+import math
+import os
+from pathlib import Path
+
+import pytest
+
+from cudal1 import review
+from cudal1.bench.result import EvalResult, HackKind, Status, Timing
+from cudal1.pipeline.metrics import rollout_metrics
+from cudal1.pipeline.state import RunState
+from cudal1.records import Exemplar, Generation, Rollout
+
+NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "review.ipynb"
+
+
+def _timing(ms: float) -> Timing:
+    return Timing(median_ms=ms, mean_ms=ms, min_ms=ms, max_ms=ms, round_medians_ms=[ms], spread=0.0, calls=10)
+
+
+def _rollout(task: str, step: int, group: int, sample: int, *, status: Status | None = None,
+             speedup: float | None = None, hack: HackKind | None = None, parse_error: str | None = None,
+             reward: float = 0.0) -> Rollout:
+    result = None
+    if status is not None:
+        timed = status is Status.OK
+        result = EvalResult(task, status, hack_kind=hack, speedup=speedup,
+                            reference=_timing(2.0) if timed else None,
+                            candidate=_timing(2.0 / speedup) if timed else None).to_dict()
+    gen = Generation([1, 2], [3, 4, 5], [-0.1, -0.2, -0.3], "text", model_version=step)
+    sections = {} if parse_error else {"analysis": "a", "code": "class ModelNew: ..."}
+    return Rollout(task, step, group, sample, "prompt", gen, sections, parse_error, result, reward, 0.0)
+
+
+ROLLOUTS = {
+    "self_train_round0": [
+        _rollout("level1/1", 1, 0, 0, status=Status.OK, speedup=1.5, reward=1.5),
+        _rollout("level1/1", 1, 0, 1, parse_error="no_code_block"),
+    ],
+    "rl_step0": [
+        _rollout("level1/1", 2, 0, 0, status=Status.OK, speedup=0.8, reward=0.8),
+        _rollout("level1/1", 2, 0, 1, status=Status.HACK, hack=HackKind.OUTPUT_ALIASES_INPUT),
+        _rollout("level1/2", 2, 1, 0, status=Status.OK, speedup=2.0, reward=2.0),
+        _rollout("level1/2", 2, 1, 1, status=Status.INCORRECT),
+    ],
+    "rl_step1": [
+        _rollout("level1/2", 3, 0, 0, parse_error="no_code_block"),
+        _rollout("level1/2", 3, 0, 1, parse_error="truncated"),
+        _rollout("level1/1", 3, 1, 0, status=Status.COMPILE_ERROR),
+    ],
+}
+EXEMPLARS = [
+    Exemplar("level1/1", "seed a", 1.0, origin="seed"),
+    Exemplar("level1/2", "seed b", 1.1, origin="seed"),
+    Exemplar("level1/1", "fast a", 1.5, step=1, model_version=1, origin="step1/g0/s0"),
+    Exemplar("level1/1", "slow a", 0.8, step=2, model_version=2, origin="step2/g0/s0"),
+    Exemplar("level1/2", "fast b", 2.0, step=2, model_version=2, origin="step2/g1/s0"),
+]
+
+
+def write_run(run_dir: Path) -> Path:
+    """A three-stage run: state.json, rollouts/*.jsonl, buffer/exemplars.jsonl (with a torn last
+    line, as a crash leaves it), exports/sft/."""
+    run_dir.mkdir(parents=True)
+    history = [{"step": 1, "stage": "sft", "sft_loss": 2.5}]
+    for name, rollouts in ROLLOUTS.items():
+        (run_dir / "rollouts").mkdir(exist_ok=True)
+        with open(run_dir / "rollouts" / f"{name}.jsonl", "w") as f:
+            for r in rollouts:
+                f.write(json.dumps(dataclasses.asdict(r)) + "\n")
+        history.append({"step": rollouts[0].step, "stage": "x", "pass_rate": 0.0})
+    RunState(completed=["sft", "self_train", "contrastive_rl"], step=4, history=history).save(run_dir)
+    (run_dir / "buffer").mkdir()
+    with open(run_dir / "buffer" / "exemplars.jsonl", "w") as f:
+        f.writelines(json.dumps(e.to_dict(), sort_keys=True) + "\n" for e in EXEMPLARS)
+        f.write('{"task_id": "level1/3", "code": "to')
+    (run_dir / "exports" / "sft").mkdir(parents=True)
+    return run_dir
+
+
+@pytest.fixture
+def run_dir(tmp_path):
+    return write_run(tmp_path / "runs" / "smoke")
+
+
+def test_load_run_reads_every_file(run_dir):
+    run = review.load_run(run_dir)
+    assert run.state["completed"] == ["sft", "self_train", "contrastive_rl"]
+    assert list(run.history["step"]) == [1, 1, 2, 3]
+    assert len(run.rollouts) == 9 and list(run.rollouts.columns) == review.ROLLOUT_COLUMNS
+    assert list(run.rollouts["step"]) == sorted(run.rollouts["step"])
+    assert run.rollouts.groupby("stage", sort=False).size().to_dict() == {"self_train": 2, "contrastive_rl": 7}
+    assert sorted(run.rollouts["unit"].unique()) == [0, 1]
+    first = run.rollouts.iloc[0]
+    assert (first["status"], first["speedup"], first["reference_ms"]) == ("ok", 1.5, 2.0)
+    assert first["candidate_ms"] == pytest.approx(2.0 / 1.5)
+    assert first["response_tokens"] == 3 and first["finish_reason"] == "stop"
+    unparsed = run.rollouts[run.rollouts["parse_error"].notna()]
+    assert set(unparsed["status"]) == {review.UNPARSED} and unparsed["speedup"].isna().all()
+    assert len(run.exemplars) == 5  # the torn last line is skipped
+    assert run.exports == ["sft"]
+
+
+def test_load_run_of_an_empty_or_missing_directory(tmp_path):
+    run = review.load_run(tmp_path)
+    assert run.state == {} and run.exports == []
+    assert run.rollouts.empty and list(run.rollouts.columns) == review.ROLLOUT_COLUMNS
+    assert review.per_step_table(run).empty
+    assert review.status_counts(run).empty and review.best_per_task(run).empty
+    with pytest.raises(FileNotFoundError):
+        review.load_run(tmp_path / "nope")
+
+
+def test_per_step_table_matches_the_logged_metrics(run_dir):
+    """Same numbers as cudal1.pipeline.metrics computes for MLflow during training."""
+    table = review.per_step_table(review.load_run(run_dir))
+    assert list(table.index) == [1, 2, 3]
+    assert list(table["stage"]) == ["self_train", "contrastive_rl", "contrastive_rl"]
+    for rollouts in ROLLOUTS.values():
+        row, m = table.loc[rollouts[0].step], rollout_metrics(rollouts)
+        assert row["rollouts"] == m["rollouts"]
+        assert row["reward_mean"] == pytest.approx(m["reward/mean"])
+        assert row["pass_rate"] == pytest.approx(m["pass_rate"])
+        assert row["fast_1"] == pytest.approx(m["fast_1"])
+        assert row["parse_failure_rate"] == pytest.approx(m["parse_failure_rate"])
+        if "speedup/mean" in m:
+            assert row["speedup_mean"] == pytest.approx(m["speedup/mean"])
+        else:  # no correct rollout at that step
+            assert math.isnan(row["speedup_mean"])
+    assert table.loc[2, "speedup_mean"] == pytest.approx(1.4) and table.loc[2, "fast_1"] == 0.25
+
+
+def test_status_hack_and_parse_counts_per_stage(run_dir):
+    run = review.load_run(run_dir)
+    status = review.status_counts(run)
+    assert list(status.index) == ["self_train", "contrastive_rl"]
+    assert status.loc["self_train"].to_dict() == {
+        "compile_error": 0, "hack": 0, "incorrect": 0, "ok": 1, "unparsed": 1}
+    assert status.loc["contrastive_rl"].to_dict() == {
+        "compile_error": 1, "hack": 1, "incorrect": 1, "ok": 2, "unparsed": 2}
+    hacks = review.status_counts(run, "hack_kind")
+    assert hacks.to_dict() == {"output_aliases_input": {"contrastive_rl": 1}}
+    parse = review.status_counts(run, "parse_error")
+    assert parse.loc["contrastive_rl"].to_dict() == {"no_code_block": 1, "truncated": 1}
+    assert parse.loc["self_train"].to_dict() == {"no_code_block": 1, "truncated": 0}
+    with pytest.raises(KeyError):
+        review.status_counts(run, "colour")
+
+
+def test_best_per_task_is_the_fastest_correct_exemplar(run_dir):
+    best = review.best_per_task(review.load_run(run_dir))
+    assert list(best.index) == ["level1/1", "level1/2"]
+    assert best.loc["level1/1", ["speedup", "origin", "code", "exemplars"]].tolist() == [
+        1.5, "step1/g0/s0", "fast a", 3]
+    assert best.loc["level1/2", ["speedup", "origin", "step"]].tolist() == [2.0, "step2/g1/s0", 2]
+
+
+def test_default_run_dir_prefers_the_env_then_the_newest_run(tmp_path, monkeypatch):
+    monkeypatch.delenv("CUDAL1_RUN_DIR", raising=False)
+    assert review.default_run_dir(tmp_path) is None
+    old, new = tmp_path / "runs" / "a", tmp_path / "runs" / "b"
+    old.mkdir(parents=True)
+    new.mkdir()
+    os.utime(old, (1, 1))
+    assert review.default_run_dir(tmp_path) == new
+    (tmp_path / "notebooks").mkdir()
+    assert review.default_run_dir(tmp_path / "notebooks") == new  # the notebook's working directory
+    monkeypatch.setenv("CUDAL1_RUN_DIR", str(old))
+    assert review.default_run_dir(tmp_path) == old
+
+
+@pytest.fixture(scope="module")
+def tracked_run(tmp_path_factory):
+    """A run directory beside a real MLflow store (runs/mlflow.db) holding its run's metrics."""
+    pytest.importorskip("mlflow")
+    from cudal1.tracking import Tracker
+
+    run_dir = write_run(tmp_path_factory.mktemp("tracked") / "runs" / "smoke")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+        with Tracker(None, "cudal1", run_dir) as tracker:
+            tracker.log_metrics({"rl/reward/mean": 0.5, "rl/pass_rate": 0.25}, step=2)
+            tracker.log_metrics({"rl/reward/mean": 0.75}, step=3)
+    return run_dir
+
+
+def test_mlflow_metrics_finds_the_run_by_name(tracked_run, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    metrics = review.mlflow_metrics(review.load_run(tracked_run))
+    assert metrics["value"].to_dict() == {"rl/pass_rate": 0.25, "rl/reward/mean": 0.75}
+
+
+def test_mlflow_metrics_is_none_without_a_store(run_dir, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert review.mlflow_metrics(review.load_run(run_dir)) is None
+    assert not (run_dir.parent / "mlflow.db").exists()  # reading never creates a store
+
+
+def run_notebook(path: Path) -> list[object]:
+    """Execute every code cell of a notebook in order in one namespace, as a kernel would, and
+    return the value of each cell's last expression (None for cells that end in a statement)."""
+    cells = json.loads(path.read_text())["cells"]
+    namespace: dict[str, object] = {"__name__": "__main__"}
+    values = []
+    for i, cell in enumerate(c for c in cells if c["cell_type"] == "code"):
+        tree = ast.parse("".join(cell["source"]), filename=f"{path.name}[{i}]")
+        last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
+        exec(compile(tree, f"{path.name}[{i}]", "exec"), namespace)
+        values.append(eval(compile(ast.Expression(last.value), f"{path.name}[{i}]", "eval"), namespace)
+                      if last is not None else None)
+    return values
+
+
+def test_notebook_runs_top_to_bottom(tracked_run, monkeypatch, capsys):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    monkeypatch.setenv("CUDAL1_RUN_DIR", str(tracked_run))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    nb = json.loads(NOTEBOOK.read_text())
+    assert all(not c.get("outputs") and c.get("execution_count") is None
+               for c in nb["cells"] if c["cell_type"] == "code"), "commit the notebook without outputs"
+    try:
+        values = run_notebook(NOTEBOOK)
+    finally:
+        plt.close("all")
+    tables = [v for v in values if isinstance(v, pd.DataFrame)]
+    assert len(tables) >= 5  # per step, statuses, hacks, parse labels, best per task, MLflow
+    assert any("rl/reward/mean" in t.index for t in tables)
+    assert str(tracked_run) in capsys.readouterr().out
