@@ -140,8 +140,11 @@ class TasksConfig:
 class SFTConfig:
     """Stage 1: supervised fine-tuning on the validated seed solutions."""
 
-    epochs: int = 8
+    epochs: int = 60
+    """The embedded default needs ~50 epochs before its samples reproduce valid solutions."""
     batch_size: int = 4
+    lr: Optional[float] = None
+    """Learning rate for this stage (None: learner.lr)."""
     validate_seeds: bool = True
     """Evaluate every seed first and train only on the correct ones (they also seed the buffer)."""
 
@@ -157,6 +160,8 @@ class SelfTrainConfig:
     """A success is a correct candidate at least this fast (×)."""
     epochs: int = 2
     batch_size: int = 4
+    lr: Optional[float] = None
+    """Learning rate for this stage (None: learner.lr)."""
 
 
 @dataclasses.dataclass
@@ -177,6 +182,8 @@ class RLConfig:
     """Normalized rewards are clipped to ±reward_clip."""
     advantage_scale: str = "std"
     """std (GRPO) | none (Dr. GRPO)."""
+    lr: Optional[float] = None
+    """Learning rate for this stage (None: learner.lr)."""
     checkpoint_every: int = 1
 
 
@@ -294,6 +301,10 @@ def validate(cfg: DictConfig) -> None:
     for key in ("rollout.temperature", "learner.kl_beta", "learner.weight_decay", "stage.self_train.rounds",
                 "stage.self_train.epochs", "stage.contrastive_rl.steps", "stage.contrastive_rl.exemplars"):
         _positive(cfg, key, allow_zero=True)
+    for stage in STAGES:
+        lr = cfg.stage[stage].lr
+        if lr is not None and not lr > 0:
+            raise ConfigError(f"stage.{stage}.lr", f"must be > 0 or null; got {lr}")
     if not 0 < cfg.rollout.top_p <= 1:
         raise ConfigError("rollout.top_p", f"must be in (0, 1]; got {cfg.rollout.top_p}")
     if cfg.stage.contrastive_rl.group_size < 2:

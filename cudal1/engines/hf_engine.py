@@ -150,13 +150,18 @@ class HFEngine:
         if unknown:
             raise KeyError(f"weight sync: the model has no tensors named {unknown[:5]}{'...' if len(unknown) > 5 else ''}")
 
-    def init_weight_group(self, *args: Any, **kwargs: Any) -> None:
-        """Hook for a NCCL weight group; not built yet (issue 4).
+    def init_weight_group(self, host: str, port: int, rank: int, world_size: int, backend: str = "nccl",
+                          timeout_s: float = 600.0) -> None:
+        """Join the learner's weight-broadcast group as `rank` (`cudal1.engines.weight_sync`).
+        Blocks until every member has joined."""
+        from cudal1.engines.weight_sync import WeightChannel
 
-        Raises:
-            NotImplementedError: always.
-        """
-        raise NotImplementedError("NCCL weight sync is not implemented yet (issue 4); use load_weights")
+        device = str(self.device) if backend == "nccl" else "cpu"
+        self.channel = WeightChannel(host, port, rank, world_size, backend, device, timeout_s)
+
+    def receive_weights(self, specs: list[Any], bucket_mb: float) -> None:
+        """Receive one broadcast of the learner's weights and load it in place."""
+        self.load_weights(self.channel.receive(specs, bucket_mb))
 
     def close(self) -> None:
         """Release the model."""

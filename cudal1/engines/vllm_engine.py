@@ -10,7 +10,8 @@ model's own `load_weights` (which fuses q/k/v and gate/up), then re-runs the pos
 copies stale). The prefix cache is reset afterwards: cached KV blocks belong to the old weights.
 
 The bytes travel over vLLM's ZMQ/msgpack RPC: one copy of the weights per sync, in one message
-(fine on one host; multi-GPU clusters use a NCCL group instead — see `init_weight_group`).
+(fine on one host). Across GPUs the workers instead join the learner's broadcast group
+(`init_weight_group`, `receive_weights`; `cudal1.engines.weight_sync`): NCCL on GPUs, gloo on CPUs.
 
 The engine starts worker processes by spawn: code that builds a `VLLMEngine` must be importable
 (guard scripts with `if __name__ == "__main__":`), and cudal1 must be importable in the workers
@@ -68,17 +69,38 @@ class WeightSyncExtension:
 
     def cudal1_load_weights(self, packed: list[Any]) -> int:
         """Load HF-named checkpoint tensors in place; returns how many tensors were given."""
+        weights = unpack_tensors(packed)
+        self._cudal1_reload(iter(weights))
+        return len(weights)
+
+    def cudal1_init_group(self, host: str, port: int, first_rank: int, world_size: int, backend: str,
+                          timeout_s: float) -> int:
+        """Join the learner's weight-broadcast group as rank first_rank + this worker's rank."""
+        from cudal1.engines.weight_sync import WeightChannel
+
+        rank = first_rank + int(getattr(self, "rank", 0))
+        device = str(getattr(self, "device", "cpu")) if backend == "nccl" else "cpu"
+        self._cudal1_channel = WeightChannel(host, port, rank, world_size, backend, device, timeout_s)
+        return rank
+
+    def cudal1_receive_weights(self, specs: list[Any], bucket_mb: float) -> int:
+        """Receive one broadcast of the weights (see `cudal1.engines.weight_sync`) and load it."""
+        from cudal1.engines.weight_sync import TensorSpec
+
+        specs = [TensorSpec(s[0], tuple(s[1]), s[2]) for s in specs]
+        self._cudal1_reload(self._cudal1_channel.receive(specs, bucket_mb))
+        return len(specs)
+
+    def _cudal1_reload(self, weights: Any) -> None:
         from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead
 
-        weights = unpack_tensors(packed)
-        self.reload_weights(weights_iterator=iter(weights), is_checkpoint_format=True)  # type: ignore[attr-defined]
+        self.reload_weights(weights_iterator=weights, is_checkpoint_format=True)  # type: ignore[attr-defined]
         # A tied LM head (tie_word_embeddings: Qwen2.5 small sizes, the embedded default) gets no
         # weights of its own, so the reload skips its post-load step; on CPU that step packs the
         # weight for oneDNN, and the head would keep computing logits with the old embedding.
         for module in self.get_model().modules():  # type: ignore[attr-defined]
             if isinstance(module, ParallelLMHead) and getattr(module, "quant_method", None) is not None:
                 module.quant_method.process_weights_after_loading(module)
-        return len(weights)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -182,17 +204,20 @@ class VLLMEngine:
             raise RuntimeError(f"weight sync: workers loaded {counts} of {len(packed)} tensors")
         self.llm.reset_prefix_cache()
 
-    def init_weight_group(self, *args: Any, **kwargs: Any) -> None:
-        """Hook for the multi-GPU path: join a NCCL group with the learner and receive weights by
-        broadcast (vLLM's weight-transfer engines). Not built yet (issue 4).
+    def init_weight_group(self, host: str, port: int, rank: int, world_size: int, backend: str = "nccl",
+                          timeout_s: float = 600.0) -> None:
+        """Join the learner's weight-broadcast group (`cudal1.engines.weight_sync`): each vLLM
+        worker becomes rank `rank + its worker rank`. Blocks until every member has joined."""
+        self.llm.collective_rpc("cudal1_init_group", args=(host, port, rank, world_size, backend, timeout_s))
 
-        Raises:
-            NotImplementedError: always.
-        """
-        raise NotImplementedError(
-            "NCCL weight sync between learner and vLLM workers is not implemented yet (issue 4); "
-            "on one host use load_weights (worker RPC)"
-        )
+    def receive_weights(self, specs: list[Any], bucket_mb: float) -> None:
+        """Receive one broadcast of the learner's weights in every worker and load it; then drop
+        the prefix cache."""
+        plain = [(s.name, list(s.shape), s.dtype) for s in specs]
+        counts = self.llm.collective_rpc("cudal1_receive_weights", args=(plain, bucket_mb))
+        if not counts or counts[0] != len(plain):
+            raise RuntimeError(f"weight broadcast: workers loaded {counts} of {len(plain)} tensors")
+        self.llm.reset_prefix_cache()
 
     def close(self) -> None:
         """Stop the engine's worker processes."""

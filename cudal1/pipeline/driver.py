@@ -38,8 +38,8 @@ def train(cfg: DictConfig) -> RunState:
     status = "FINISHED"
     try:
         if ctx.state.checkpoint:
-            log.info("resuming: loading the learner checkpoint %s", ctx.state.checkpoint)
-            ctx.learner.load(ctx.state.checkpoint)
+            log.info("resuming: loading the learner checkpoint %s (%s)", ctx.state.checkpoint, ctx.state.checkpoint_tag)
+            ctx.learner.load(ctx.state.checkpoint, ctx.state.checkpoint_tag)
             sync_weights(ctx)
         for stage in stages_to_run(cfg.stage.name):
             if stage in ctx.state.completed:
@@ -49,6 +49,7 @@ def train(cfg: DictConfig) -> RunState:
                 ctx.state.stage, ctx.state.unit = stage, 0
             log.info("stage %s from unit %d", stage, ctx.state.unit)
             ctx.learner.reset_reference()
+            ctx.learner.set_lr(cfg.stage[stage].lr or cfg.learner.lr)
             STAGE_RUNNERS[stage](ctx)
             finish_stage(ctx, stage)
         finish_run(ctx)
@@ -73,7 +74,7 @@ def finish_stage(ctx: RunContext, stage: str) -> None:
     ctx.tracker.register_checkpoint(export, "cudal1-policy", {"stage": stage, "step": str(ctx.state.step)})
     ctx.state.completed.append(stage)
     ctx.state.stage, ctx.state.unit = None, 0
-    ctx.learner.save(str(ctx.checkpoint_dir))
+    ctx.state.checkpoint_tag = ctx.learner.save(str(ctx.checkpoint_dir))
     ctx.state.checkpoint = str(ctx.checkpoint_dir)
     ctx.state.save(ctx.run_dir)
 

@@ -49,7 +49,7 @@ def finish_unit(ctx: Any, metrics: dict[str, float], summary: dict[str, Any] | N
     if summary is not None:
         ctx.state.history.append({"step": step, "stage": ctx.state.stage, **summary})
     if checkpoint:
-        ctx.learner.save(str(ctx.checkpoint_dir))
+        ctx.state.checkpoint_tag = ctx.learner.save(str(ctx.checkpoint_dir))
         ctx.state.checkpoint = str(ctx.checkpoint_dir)
         ctx.state.save(ctx.run_dir)
 

@@ -23,6 +23,8 @@ class RunState:
         unit: units of `stage` finished (SFT epochs, self-training rounds, RL steps).
         step: global step counter (learner updates logged to MLflow).
         checkpoint: directory of the last learner checkpoint, or None.
+        checkpoint_tag: the tag of that checkpoint in the directory (the one this state belongs to;
+            a later save that the state never recorded is not loaded).
         mlflow_run_id: the MLflow run this training logs to.
         history: per-unit summary rows (reward, speedup, ...) for the curves.
     """
@@ -32,6 +34,7 @@ class RunState:
     unit: int = 0
     step: int = 0
     checkpoint: str | None = None
+    checkpoint_tag: str | None = None
     mlflow_run_id: str | None = None
     history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 

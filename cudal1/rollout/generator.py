@@ -150,13 +150,23 @@ class RolloutGenerator:
         log.info("weights synced to version %d in %.2f s", self._version, self.last_sync_seconds)
         return self.last_sync_seconds
 
-    def init_weight_group(self, *args: Any, **kwargs: Any) -> None:
-        """Hook for weight sync through a NCCL group between learner GPUs and engine GPUs (issue 4).
+    def init_weight_group(self, host: str, port: int, rank: int, world_size: int, backend: str = "nccl",
+                          timeout_s: float = 600.0) -> None:
+        """Join the learner's weight-broadcast group (`cudal1.engines.weight_sync`) as `rank`
+        (vLLM: one rank per engine worker, from `rank` up). NCCL between GPUs, gloo on CPUs.
+        Blocks until every member, the learner included, has joined."""
+        self.engine.init_weight_group(host, port, rank, world_size, backend, timeout_s)
 
-        Raises:
-            NotImplementedError: not built yet.
-        """
-        self.engine.init_weight_group(*args, **kwargs)
+    def receive_weights(self, specs: list[Any], version: int, bucket_mb: float = 256) -> float:
+        """Receive one broadcast of the learner's weights (`specs`: the learner's
+        `weight_manifest()`), load it in place, and set `model_version`. Call it while the
+        learner runs `broadcast_weights`. Returns the seconds it took."""
+        start = time.perf_counter()
+        self.engine.receive_weights(specs, bucket_mb)
+        self._version = int(version)
+        self.last_sync_seconds = time.perf_counter() - start
+        log.info("weights received by broadcast, version %d, in %.2f s", self._version, self.last_sync_seconds)
+        return self.last_sync_seconds
 
     def close(self) -> None:
         """Stop the engine (and its worker processes)."""

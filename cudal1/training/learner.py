@@ -335,6 +335,37 @@ class GRPOLearner:
         """
         return list(dse.gathered_state(self.engine))
 
+    def weight_manifest(self) -> list:
+        """(name, shape, dtype) of every weight `named_weights` returns, in order: what a
+        broadcast carries (`cudal1.engines.weight_sync.TensorSpec` list)."""
+        from cudal1.engines.weight_sync import manifest
+
+        return manifest(dse.gathered_state(self.engine))
+
+    def init_weight_group(self, host: str, port: int, world_size: int, backend: str | None = None,
+                          timeout_s: float = 600.0) -> None:
+        """Open the weight-broadcast group as its rank 0 (the sender; engines join as 1..world_size-1).
+        Backend: nccl on CUDA, gloo on CPU. Blocks until every member has joined. Only the
+        learner's own rank 0 joins; its other ranks (ZeRO across GPUs) only help gather."""
+        from cudal1.engines.weight_sync import WeightChannel
+
+        backend = backend or ("nccl" if self.device.type == "cuda" else "gloo")
+        self.channel = WeightChannel(host, port, 0, world_size, backend, str(self.device), timeout_s) if _is_rank0() else None
+
+    def broadcast_weights(self, bucket_mb: float = 256) -> dict[str, float]:
+        """Send the current full weights through the group opened by `init_weight_group`.
+        Every learner rank must call it (gathering ZeRO-3 partitions is collective).
+        Returns {"bytes", "seconds", "bytes_per_s", "buckets"} on rank 0, {} elsewhere."""
+        named = dse.gathered_state(self.engine)
+        if getattr(self, "channel", None) is None:
+            for _ in named:  # take part in the gathers
+                pass
+            return {}
+        from cudal1.engines.weight_sync import manifest
+
+        tensors = list(named)
+        return self.channel.send(tensors, manifest(tensors), bucket_mb)
+
     def reset_reference(self) -> None:
         """Make the current weights the KL reference (at each stage's start). No-op without KL."""
         if self.reference is None:
@@ -346,27 +377,47 @@ class GRPOLearner:
 
     # ----- persistence
 
-    def save(self, directory: str | os.PathLike) -> None:
-        """Resumable checkpoint: DeepSpeed model + optimizer state, `version`, RNG states, and the
-        KL reference weights (which differ from the policy after `reset_reference`)."""
-        directory = Path(directory)
-        client = {"version": self.version, "rng": _rng_state()}
-        dse.save_checkpoint(self.engine, directory, tag=f"step{self.version}", client_state=client)
-        if self.reference is not None and _is_rank0():
-            torch.save(self.reference.state_dict(), directory / "reference.pt")
+    def set_lr(self, lr: float) -> None:
+        """Set the optimizer's learning rate (e.g. per training stage)."""
+        for group in self.engine.optimizer.param_groups:
+            group["lr"] = lr
 
-    def load(self, directory: str | os.PathLike) -> None:
-        """Restore what `save` wrote (the latest checkpoint in directory).
+    def save(self, directory: str | os.PathLike, keep: int = 2) -> str:
+        """Resumable checkpoint under a new tag: DeepSpeed model + optimizer state, `version`, RNG
+        states, and the KL reference weights (which differ from the policy after
+        `reset_reference`). Keeps the newest `keep` tags and deletes older ones. Returns the tag:
+        record it and pass it to `load`, so a resumed run loads the checkpoint its own state
+        belongs to, not a later one it never recorded."""
+        directory = Path(directory)
+        self._saves = getattr(self, "_saves", 0) + 1
+        tag = f"step{self.version}-save{self._saves}"
+        client = {"version": self.version, "saves": self._saves, "rng": _rng_state()}
+        dse.save_checkpoint(self.engine, directory, tag=tag, client_state=client)
+        if _is_rank0():
+            if self.reference is not None:
+                tmp = directory / tag / "reference.pt.tmp"
+                torch.save(self.reference.state_dict(), tmp)
+                os.replace(tmp, directory / tag / "reference.pt")
+            tags = sorted((p for p in directory.iterdir() if p.is_dir() and p.name.startswith("step")),
+                          key=lambda p: int(p.name.rpartition("save")[2] or 0))
+            for old in tags[:-keep]:
+                shutil.rmtree(old, ignore_errors=True)
+        return tag
+
+    def load(self, directory: str | os.PathLike, tag: str | None = None) -> None:
+        """Restore what `save` wrote: the checkpoint `tag`, or the latest one in directory.
 
         Raises:
-            FileNotFoundError: no checkpoint in directory.
+            FileNotFoundError: no such checkpoint in directory.
         """
         directory = Path(directory)
-        client = dse.load_checkpoint(self.engine, directory)
+        client = dse.load_checkpoint(self.engine, directory, tag)
         self.version = int(client.get("version", 0))
+        self._saves = int(client.get("saves", 0))
         if "rng" in client:
             _set_rng_state(client["rng"])
-        ref_file = directory / "reference.pt"
+        tag = tag or (directory / "latest").read_text().strip()
+        ref_file = directory / tag / "reference.pt"
         if self.reference is not None and ref_file.exists():
             self.reference.load_state_dict(torch.load(ref_file, map_location=self.device))
 

@@ -121,11 +121,6 @@ def test_vllm_update_weights_matches_learner_logprobs(vllm_generator, learner, p
     check_weight_sync(vllm_generator, learner, prompts)
 
 
-def test_vllm_nccl_hook_is_not_faked(vllm_generator):
-    with pytest.raises(NotImplementedError, match="NCCL"):
-        vllm_generator.init_weight_group()
-
-
 # ---------------------------------------------------------------------------------------------
 # transformers fallback
 

@@ -1,0 +1,166 @@
+"""The whole training topology on the session's local Ray cluster (issue 3, §6).
+
+1. `train(cfg)` in-process with the smoke config: every stage, on the cluster that is already
+   running (no second one is started).
+2. The driver process killed after a stage and resumed: the finished stage is not rerun, the
+   killed driver's actors free their CPUs, and the resumed run finishes.
+
+A benchmark actor killed in the middle of a batch (no result lost) is tested on the pool itself:
+tests/actors/test_bench_pool.py::test_killed_actor_loses_no_result and
+::test_kill_without_retries_gives_a_labelled_result.
+
+Slow (tens of seconds each: they start the generator, learner and benchmark actors for real).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ray = pytest.importorskip("ray")
+pytestmark = pytest.mark.slow  # each test starts the generator, learner and benchmark actors: 1-3 min
+
+ROOT = Path(__file__).resolve().parents[2]
+STAGES = ["sft", "self_train", "contrastive_rl"]
+
+
+def compose_smoke(run_dir: Path, *overrides: str):
+    """The validated smoke config (conf/smoke.yaml) with `run_dir` and `overrides` applied."""
+    from hydra import compose, initialize_config_dir
+
+    from cudal1.config import load_config, register_schema
+
+    register_schema()
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = compose(config_name="smoke", overrides=[f"run_dir={run_dir}", "tracking=none", *overrides])
+    return load_config(cfg)
+
+
+def wait_for_cpus(total: float, timeout_s: float) -> float:
+    """Seconds until the cluster has `total` CPUs available again. Fails the test after `timeout_s`."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout_s:
+        if ray.available_resources().get("CPU", 0.0) >= total:
+            return time.monotonic() - t0
+        time.sleep(0.5)
+    pytest.fail(f"CPUs still held after {timeout_s:.0f} s: available {ray.available_resources()}")
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def test_train_all_stages_on_the_running_cluster(ray_cluster, tmp_path):
+    from cudal1.actors.cluster import alive_nodes
+    from cudal1.pipeline.driver import train
+
+    run_dir = tmp_path / "run"
+    cfg = compose_smoke(run_dir)
+    assert cfg.ray.num_cpus == 6  # the config asks for a 6-CPU local cluster: it must be ignored here
+    state = train(cfg)
+
+    # The session's cluster was joined, not replaced or doubled.
+    assert ray.get_runtime_context().gcs_address == ray_cluster["address"]
+    assert len(alive_nodes()) == 1 and ray.cluster_resources()["CPU"] == 4
+
+    assert state.completed == STAGES and state.stage is None
+    assert json.loads((run_dir / "state.json").read_text())["completed"] == STAGES
+    assert [h["stage"] for h in state.history] == STAGES  # one unit each in the smoke config
+    assert (run_dir / "checkpoints" / "latest").is_file()
+    for stage in STAGES:
+        assert (run_dir / "exports" / stage / "config.json").is_file()
+
+    # Seeds validated by the benchmark, with measured speedups, went into the buffer.
+    exemplars = read_jsonl(run_dir / "buffer" / "exemplars.jsonl")
+    seeds = [e for e in exemplars if e["origin"] == "seed"]
+    assert sorted(e["task_id"] for e in seeds) == sorted(cfg.tasks.ids)
+    assert all(e["status"] == "ok" and e["speedup"] > 0 for e in seeds)
+
+    # One record per response: tasks × samples, each (group, sample) once; evaluable ones evaluated.
+    for name, n_tasks, n in (("self_train_round0", cfg.stage.self_train.tasks_per_round, cfg.stage.self_train.samples_per_task),
+                             ("rl_step0", cfg.stage.contrastive_rl.tasks_per_step, cfg.stage.contrastive_rl.group_size)):
+        rollouts = read_jsonl(run_dir / "rollouts" / f"{name}.jsonl")
+        assert len(rollouts) == n_tasks * n
+        assert len({(r["group"], r["sample"]) for r in rollouts}) == len(rollouts)
+        for r in rollouts:
+            if r["parse_error"] is None:
+                assert r["result"] is not None and r["result"]["status"], r
+            else:
+                assert r["result"] is None and r["reward"] == 0.0
+
+    # close() stopped every actor: the CPUs come back (the next tests need them).
+    wait_for_cpus(4, timeout_s=60)
+
+
+def _start_train(run_dir: Path, address: str, log: Path, *overrides: str) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("RAY_ADDRESS", None)  # the address override is what joins the session's cluster
+    cmd = [sys.executable, str(ROOT / "jobs" / "train.py"), "--config-name", "smoke", f"run_dir={run_dir}",
+           "tracking=none", f"ray.address='{address}'", *overrides]
+    with open(log, "ab") as out:
+        return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _state(run_dir: Path) -> dict:
+    try:
+        return json.loads((run_dir / "state.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return {}
+
+
+def test_driver_killed_after_sft_and_resumed(ray_cluster, small_model_dir, tmp_path):
+    run_dir, log = tmp_path / "run", tmp_path / "train.log"
+    # The session's model instead of building one, and no seed validation (the first test covers
+    # it): ~30 s less per run on a busy machine.
+    quick = (f"model.path={small_model_dir}", "stage.sft.validate_seeds=false")
+    wait_for_cpus(4, timeout_s=60)
+    proc = _start_train(run_dir, ray_cluster["address"], log, *quick)
+    try:
+        deadline = time.monotonic() + 240
+        while "sft" not in _state(run_dir).get("completed", []):
+            assert proc.poll() is None, f"train.py exited ({proc.returncode}) before sft finished:\n{log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"sft not finished after 240 s:\n{log.read_text()[-3000:]}"
+            time.sleep(0.05)  # self-training takes a second or two here: poll faster than that
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    at_kill = _state(run_dir)
+    assert proc.returncode == -signal.SIGKILL
+    # Killed mid-run (on a very busy machine the kill may land after self-training, never after all).
+    assert at_kill["completed"] in (["sft"], ["sft", "self_train"]), at_kill
+
+    # Non-detached actors die with their driver: the killed run's CPUs come back.
+    freed_s = wait_for_cpus(4, timeout_s=60)
+
+    first_log = log.read_text()
+    resumed = _start_train(run_dir, ray_cluster["address"], log, *quick, "resume=true")
+    try:
+        rc = resumed.wait(timeout=300)
+    finally:
+        if resumed.poll() is None:
+            os.killpg(resumed.pid, signal.SIGKILL)
+            resumed.wait()
+    second_log = log.read_text()[len(first_log):]
+    assert rc == 0, second_log[-3000:]
+
+    state = _state(run_dir)
+    assert state["completed"] == STAGES
+    assert "stage sft already completed: skipped" in second_log
+    assert "resuming: loading the learner checkpoint" in second_log
+    # sft ran once: one history row for it, unchanged, and the step counter went on from the kill.
+    assert [h["stage"] for h in state["history"]].count("sft") == 1
+    assert state["history"][0] == at_kill["history"][0]
+    assert state["step"] == at_kill["step"] + 3 - len(at_kill["completed"])  # one step per later unit here
+    assert second_log.count("stage sft from unit") == 0
+    wait_for_cpus(4, timeout_s=60)
+    print(f"killed run's CPUs freed after {freed_s:.1f} s")
