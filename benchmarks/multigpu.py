@@ -216,15 +216,19 @@ def cmd_zero3(args) -> int:
     per_rank = total // world
     learner = GRPOLearner(model_dir, zero_stage=3, precision="bf16" if on_gpu else "fp32", lr=1e-4,
                           micro_batch=per_rank, grad_accum=1, loss_agg="grpo", device="cuda" if on_gpu else "cpu", seed=0)
-    losses = []
+    # The GRPO loss at the start of a step is -mean(advantage) whatever the weights (the ratio is
+    # 1), so it cannot tell two runs apart: compare the NLL of a fixed probe batch after each step
+    # (it depends on every update so far) and the gradient norms.
+    probe = examples[:4]
+    losses, norms = [], []
     for step in range(args.steps):
         batch = examples[step * total:(step + 1) * total][rank * per_rank:(rank + 1) * per_rank]
         m = learner.grpo_step(batch)
-        loss = torch.tensor([m["loss"]], device=learner.device)
-        torch.distributed.all_reduce(loss)
-        losses.append(loss.item() / world)
+        norms.append(m["grad_norm"])
+        nll = -statistics.fmean(x for row in learner.score(probe) for x in row)  # same on every rank
+        losses.append(nll)
     if rank == 0:
-        out = {"world_size": world, "losses": losses, "precision": "bf16" if on_gpu else "fp32",
+        out = {"world_size": world, "losses": losses, "grad_norms": norms, "precision": "bf16" if on_gpu else "fp32",
                "zero_stage": 3, "device": torch.cuda.get_device_name(0) if on_gpu else "cpu"}
         Path(args.out).write_text(json.dumps(out))
         print(json.dumps(out))
@@ -234,8 +238,11 @@ def cmd_zero3(args) -> int:
 def cmd_compare(args) -> int:
     a, b = (json.loads(Path(p).read_text()) for p in (args.one, args.many))
     diffs = [abs(x - y) / max(abs(x), 1e-6) for x, y in zip(a["losses"], b["losses"])]
+    norm_diffs = [abs(x - y) / max(abs(x), 1e-6) for x, y in zip(a["grad_norms"], b["grad_norms"])]
     tol = 2e-2 if a.get("precision") == "bf16" else 1e-4
-    print(json.dumps({"one": a["losses"], "many": b["losses"], "relative_diffs": diffs, "tolerance": tol}))
+    print(json.dumps({"probe_nll_one": a["losses"], "probe_nll_many": b["losses"], "relative_diffs": diffs,
+                      "grad_norm_one": a["grad_norms"], "grad_norm_many": b["grad_norms"],
+                      "grad_norm_relative_diffs": norm_diffs, "tolerance": tol}))
     return 0 if max(diffs) <= tol else 1
 
 

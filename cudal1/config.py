@@ -67,6 +67,10 @@ class RolloutConfig:
     top_p: float = 1.0
     kv_cache_gib: float = 0.5
     """vLLM KV-cache size (on CPU: host memory reserved)."""
+    weight_sync: str = "object_store"
+    """How learner weights reach the generator after each update: object_store (one host: a copy
+    through Ray's object store) | broadcast (a dedicated process group, NCCL when both sides are
+    on GPUs, gloo otherwise; see cudal1/engines/weight_sync.py)."""
     num_cpus: float = 1.0
     num_gpus: float = 0.0
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
@@ -140,8 +144,9 @@ class TasksConfig:
 class SFTConfig:
     """Stage 1: supervised fine-tuning on the validated seed solutions."""
 
-    epochs: int = 60
-    """The embedded default needs ~50 epochs before its samples reproduce valid solutions."""
+    epochs: int = 100
+    """The embedded default needs ~80-100 epochs (per-token loss below ~0.01) before its samples
+    at temperature 1 reproduce valid solutions often enough for the later stages to see rewards."""
     batch_size: int = 4
     lr: Optional[float] = None
     """Learning rate for this stage (None: learner.lr)."""
@@ -154,7 +159,7 @@ class SelfTrainConfig:
     """Stage 2: sample, evaluate, keep successes, fine-tune, repeat."""
 
     rounds: int = 1
-    tasks_per_round: int = 3
+    tasks_per_round: int = 4
     samples_per_task: int = 4
     min_speedup: float = 1.0
     """A success is a correct candidate at least this fast (×)."""
@@ -245,6 +250,7 @@ STAGES = ("sft", "self_train", "contrastive_rl")
 CHOICES = {
     "model.dtype": ("float32", "bfloat16", "float16"),
     "rollout.backend": ("auto", "vllm", "hf"),
+    "rollout.weight_sync": ("object_store", "broadcast"),
     "learner.precision": ("fp32", "bf16", "fp16"),
     "learner.loss_agg": ("grpo", "dr_grpo", "dapo"),
     "stage.name": (*STAGES, "all"),

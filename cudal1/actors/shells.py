@@ -62,6 +62,16 @@ class ActorShell:
         """The wrapped class's name, once the constructor has run (use to wait for start-up)."""
         return type(self.obj).__name__
 
+    def endpoint(self) -> tuple[str, int]:
+        """(IP address of this actor's node, a TCP port free there): where a process group that this
+        actor serves (e.g. the learner's weight-broadcast group) can listen."""
+        import socket
+
+        with socket.socket() as s:
+            s.bind(("", 0))
+            port = s.getsockname()[1]
+        return ray.util.get_node_ip_address(), port
+
 
 _ActorShell = ray.remote(ActorShell)
 
@@ -111,6 +121,10 @@ class ShellHandle:
     def kill(self, no_restart: bool = True) -> None:
         ray.kill(self.actor, no_restart=no_restart)
 
+    def endpoint(self) -> tuple[str, int]:
+        """(node IP, free port) on this actor's node (see `ActorShell.endpoint`)."""
+        return ray.get(self.actor.endpoint.remote())
+
     def __repr__(self) -> str:
         return f"ShellHandle({self.class_name}, {self.actor})"
 
@@ -133,6 +147,12 @@ class RemoteClass:
         """Start the actor (asynchronously; call `.ready()` to wait for the constructor)."""
         actor = _ActorShell.options(**self.actor_options).remote(self.target, args, kwargs)
         return ShellHandle(actor, self.class_name)
+
+
+def wait_all(refs: list[Any], timeout_s: float | None = None) -> list[Any]:
+    """The values of several calls started together (e.g. both sides of a collective); re-raises
+    the first error. Raises GetTimeoutError after `timeout_s`."""
+    return ray.get(list(refs), timeout=timeout_s)
 
 
 def remote_class(target: str | type, **actor_options: Any) -> RemoteClass:

@@ -73,6 +73,8 @@ class RunContext:
     generator: Any = None
     learner: Any = None
     buffer: Any = None
+    weight_specs: Any = None
+    """The learner's weight manifest once a broadcast group is open (rollout.weight_sync=broadcast)."""
 
     @property
     def checkpoint_dir(self) -> Path:

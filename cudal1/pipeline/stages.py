@@ -27,11 +27,35 @@ log = logging.getLogger(__name__)
 
 
 def sync_weights(ctx: Any) -> float:
-    """Learner → generator weight sync through the object store (no files). Returns seconds."""
+    """Learner → generator weight sync, never through files: a copy through Ray's object store
+    (`rollout.weight_sync=object_store`), or a broadcast over a process group the learner and the
+    generator share (`broadcast`: NCCL between GPUs, gloo otherwise). Returns seconds."""
+    from cudal1.actors.shells import wait_all
+
     t0 = time.perf_counter()
     version = int(ctx.learner.attribute("version"))
-    ctx.generator.update_weights(ctx.learner.named_weights.remote(), version)
+    if ctx.cfg.rollout.weight_sync == "broadcast":
+        if ctx.weight_specs is None:
+            open_weight_group(ctx)
+        wait_all([ctx.learner.broadcast_weights.remote(),
+                  ctx.generator.receive_weights.remote(ctx.weight_specs, version)])
+    else:
+        ctx.generator.update_weights(ctx.learner.named_weights.remote(), version)
     return time.perf_counter() - t0
+
+
+def open_weight_group(ctx: Any) -> None:
+    """Open the broadcast group: the learner serves it on its node (rank 0), the generator's
+    engine joins (rank 1); both calls run together, since each waits for the other."""
+    from cudal1.actors.shells import wait_all
+
+    host, port = ctx.learner.endpoint()
+    on_gpus = ctx.cfg.learner.num_gpus > 0 and ctx.cfg.rollout.num_gpus > 0
+    backend = "nccl" if on_gpus else "gloo"
+    wait_all([ctx.learner.init_weight_group.remote(host, port, 2, backend),
+              ctx.generator.init_weight_group.remote(host, port, 1, 2, backend)], timeout_s=900)
+    ctx.weight_specs = ctx.learner.weight_manifest()
+    log.info("weight broadcast group open on %s:%d (%s, %d tensors)", host, port, backend, len(ctx.weight_specs))
 
 
 def finish_unit(ctx: Any, metrics: dict[str, float], summary: dict[str, Any] | None = None,

@@ -62,7 +62,9 @@ def test_train_all_stages_on_the_running_cluster(ray_cluster, tmp_path):
     from cudal1.pipeline.driver import train
 
     run_dir = tmp_path / "run"
-    cfg = compose_smoke(run_dir)
+    # Weights by broadcast over a gloo group here (NCCL between GPUs); the resume test below
+    # covers the default object-store sync.
+    cfg = compose_smoke(run_dir, "rollout.weight_sync=broadcast")
     assert cfg.ray.num_cpus == 6  # the config asks for a 6-CPU local cluster: it must be ignored here
     state = train(cfg)
 
@@ -71,6 +73,8 @@ def test_train_all_stages_on_the_running_cluster(ray_cluster, tmp_path):
     assert len(alive_nodes()) == 1 and ray.cluster_resources()["CPU"] == 4
 
     assert state.completed == STAGES and state.stage is None
+    # The RL rollouts were sampled with broadcast weights (version 0 would be the checkpoint's).
+    assert all(r["generation"]["model_version"] >= 1 for r in read_jsonl(run_dir / "rollouts" / "rl_step0.jsonl"))
     assert json.loads((run_dir / "state.json").read_text())["completed"] == STAGES
     assert [h["stage"] for h in state.history] == STAGES  # one unit each in the smoke config
     assert (run_dir / "checkpoints" / "latest").is_file()
