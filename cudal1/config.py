@@ -152,6 +152,9 @@ class SFTConfig:
     """Learning rate for this stage (None: learner.lr)."""
     validate_seeds: bool = True
     """Evaluate every seed first and train only on the correct ones (they also seed the buffer)."""
+    contrastive_prompts: bool = True
+    """Also train each seed as the answer to its task's contrastive prompt (the stage-3 format,
+    with the buffer's exemplars), not only to the plain prompt."""
 
 
 @dataclasses.dataclass

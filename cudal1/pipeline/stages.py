@@ -128,7 +128,9 @@ def rollout_summary(rollouts: list[Rollout]) -> dict[str, float]:
 
 def run_sft(ctx: Any) -> None:
     """Stage 1: validate the seed solutions of the selected tasks on the primary pool, store the
-    correct ones in the exemplar buffer with their speedups, then fine-tune on them."""
+    correct ones in the exemplar buffer with their speedups, then fine-tune on them: each as the
+    answer to the plain prompt and (with `contrastive_prompts`) to the contrastive prompt the
+    buffer builds for its task."""
     cfg = ctx.cfg.stage.sft
     backend = ctx.pools.primary.spec.backend
     seeds = seed_solutions(backend)
@@ -145,10 +147,19 @@ def run_sft(ctx: Any) -> None:
         ctx.buffer.add([Exemplar(t.task_id, src, float(res["speedup"]), origin="seed") for t, src, res in good])
         ctx.tracker.log_metrics({"sft/seeds_ok": len(good), "sft/seeds": len(pairs)}, step=ctx.state.step)
         pairs = [(t, src) for t, src, _ in good]
-    examples = [
-        PolicyExample(chat_prompt_ids(ctx.tokenizer, plain_prompt(t.source)), response_ids(ctx.tokenizer, sft_response(src)))
-        for t, src in pairs
-    ]
+    examples = []
+    max_prompt = ctx.cfg.rollout.max_model_len - ctx.cfg.rollout.max_tokens
+    for t, src in pairs:
+        target = response_ids(ctx.tokenizer, sft_response(src))
+        prompts = [plain_prompt(t.source)]
+        if cfg.contrastive_prompts and cfg.validate_seeds:
+            # The stage-3 prompt format too (exemplars with speedups), so that a small model has
+            # seen it before contrastive RL asks it to answer one.
+            prompts.append(ctx.buffer.build_prompt(t, ctx.cfg.stage.contrastive_rl.exemplars))
+        for messages in prompts:
+            ids = chat_prompt_ids(ctx.tokenizer, messages)
+            if len(ids) <= max_prompt:
+                examples.append(PolicyExample(ids, target))
     while ctx.state.unit < cfg.epochs:
         last = train_supervised(ctx, examples, 1, cfg.batch_size, "sft")
         finish_unit(ctx, {"sft/epoch": ctx.state.unit + 1}, {"sft_loss": last.get("sft/loss")})
