@@ -13,6 +13,8 @@ import logging
 import time
 from typing import Any, Callable
 
+from tqdm import tqdm
+
 from cudal1.pipeline.metrics import rollout_metrics
 from cudal1.pipeline.rollouts import assign_advantages, sample_rollouts, successes, trainable
 from cudal1.policy.model import chat_prompt_ids
@@ -97,6 +99,11 @@ def train_supervised(ctx: Any, examples: list[PolicyExample], epochs: int, batch
     return last
 
 
+def progress(ctx: Any, total: int, stage: str, unit: str) -> tqdm:
+    """A progress bar over a stage's units, starting at the units already done (resume)."""
+    return tqdm(total=total, initial=min(ctx.state.unit, total), desc=stage, unit=unit, dynamic_ncols=True)
+
+
 def log_samples(ctx: Any, rollouts: list[Rollout], name: str) -> None:
     for r in rollouts[: ctx.cfg.tracking.log_samples]:
         res = r.result or {}
@@ -160,9 +167,12 @@ def run_sft(ctx: Any) -> None:
             ids = chat_prompt_ids(ctx.tokenizer, messages)
             if len(ids) <= max_prompt:
                 examples.append(PolicyExample(ids, target))
-    while ctx.state.unit < cfg.epochs:
-        last = train_supervised(ctx, examples, 1, cfg.batch_size, "sft")
-        finish_unit(ctx, {"sft/epoch": ctx.state.unit + 1}, {"sft_loss": last.get("sft/loss")})
+    with progress(ctx, cfg.epochs, "sft", "epoch") as bar:
+        while ctx.state.unit < cfg.epochs:
+            last = train_supervised(ctx, examples, 1, cfg.batch_size, "sft")
+            finish_unit(ctx, {"sft/epoch": ctx.state.unit + 1}, {"sft_loss": last.get("sft/loss")})
+            bar.set_postfix(loss=f"{last.get('sft/loss', float('nan')):.3f}")
+            bar.update()
 
 
 # ----- stage 2
@@ -173,6 +183,7 @@ def run_self_train(ctx: Any) -> None:
     `tasks_per_round` tasks, keep the correct candidates at least `min_speedup` fast (into the
     buffer), and fine-tune on those responses for `epochs`."""
     cfg = ctx.cfg.stage.self_train
+    bar = progress(ctx, cfg.rounds, "self_train", "round")
     while ctx.state.unit < cfg.rounds:
         tasks = ctx.rng.sample(ctx.tasks, min(cfg.tasks_per_round, len(ctx.tasks)))
         timings: dict[str, float] = {}
@@ -194,6 +205,9 @@ def run_self_train(ctx: Any) -> None:
         save_rollouts(ctx, rollouts, name)
         log_samples(ctx, rollouts, name)
         finish_unit(ctx, metrics, rollout_summary(rollouts), log_step=sampled_at)
+        bar.set_postfix(successes=len(examples))
+        bar.update()
+    bar.close()
 
 
 # ----- stage 3
@@ -204,6 +218,7 @@ def run_contrastive_rl(ctx: Any) -> None:
     measured speedups, from the buffer), `group_size` responses each, rewards from the primary
     pool, group-normalized advantages, one GRPO update, weight sync, successes into the buffer."""
     cfg = ctx.cfg.stage.contrastive_rl
+    bar = progress(ctx, cfg.steps, "contrastive_rl", "step")
     while ctx.state.unit < cfg.steps:
         tasks = ctx.rng.sample(ctx.tasks, min(cfg.tasks_per_step, len(ctx.tasks)))
         prompts = [ctx.buffer.build_prompt(t, cfg.exemplars) for t in tasks]
@@ -226,6 +241,9 @@ def run_contrastive_rl(ctx: Any) -> None:
         last = ctx.state.unit + 1 == cfg.steps
         finish_unit(ctx, metrics, rollout_summary(rollouts), log_step=sampled_at,
                     checkpoint=last or (ctx.state.unit + 1) % cfg.checkpoint_every == 0)
+        bar.set_postfix(reward=f"{metrics.get('rl/reward/mean', 0.0):.2f}", pass_rate=f"{metrics.get('rl/pass_rate', 0.0):.2f}")
+        bar.update()
+    bar.close()
 
 
 def _rollout_log(ctx: Any, rollouts: list[Rollout], timings: dict[str, float], prefix: str) -> dict[str, float]:
