@@ -138,8 +138,12 @@ def test_kill_without_retries_gives_a_labelled_result(ray_cluster, tmp_path_fact
         runner.join(timeout=400)
         first, second = out["results"]
         print("killed, no retry:", first["message"])
-        assert first["status"] == "runtime_error" and first["labels"] == ["actor_died"]
-        assert first["message"].startswith("benchmark actor died"), first["message"]
+        # Which error the driver sees depends on timing: the actor's death itself (actor_died), or
+        # the evaluator inside it failing first as its fork server is killed under it (harness_error,
+        # e.g. an EOFError on the server's socket). Either way the candidate is labelled as a harness
+        # failure, not lost, and not blamed on the candidate.
+        assert first["status"] == "runtime_error" and first["labels"] in (["actor_died"], ["harness_error"]), first
+        assert first["message"].startswith(("benchmark actor died", "benchmark actor failed")), first["message"]
         assert second["status"] == "ok", second["message"]  # the restarted actor took the next one
     finally:
         pool.shutdown()
