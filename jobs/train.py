@@ -26,7 +26,10 @@ def main(cfg: DictConfig) -> None:
     cfg = load_config(cfg)  # typed, validated: fails here, before any actor starts
     from cudal1.pipeline.driver import train
 
-    state = train(cfg)
+    try:
+        state = train(cfg)
+    except KeyboardInterrupt:  # Ctrl-C / SIGTERM: the driver has closed the actors and said how to resume
+        sys.exit(130)
     logging.getLogger("cudal1").info("done: stages %s, %d steps; run in %s", state.completed, state.step, cfg.run_dir)
 
 

@@ -33,8 +33,9 @@ def train(cfg: DictConfig) -> RunState:
     Raises whatever a stage raises after closing the actors and marking the MLflow run FAILED;
     KeyboardInterrupt (also raised on SIGTERM) marks it KILLED.
     """
-    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     ctx = RunContext.start(cfg)
+    # After Ray's start-up, which installs a SIGTERM handler of its own in the driver.
+    previous = signal.signal(signal.SIGTERM, _raise_interrupt)
     status = "FINISHED"
     try:
         if ctx.state.checkpoint:

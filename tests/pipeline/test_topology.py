@@ -2,8 +2,9 @@
 
 1. `train(cfg)` in-process with the smoke config: every stage, on the cluster that is already
    running (no second one is started).
-2. The driver process killed after a stage and resumed: the finished stage is not rerun, the
-   killed driver's actors free their CPUs, and the resumed run finishes.
+2. The driver process killed (SIGKILL) after a stage and resumed: the finished stage is not
+   rerun and the killed driver's actors free their CPUs; the resumed run stopped with Ctrl-C in
+   the middle of RL exits cleanly (130); resumed again, it continues at that RL step and finishes.
 
 A benchmark actor killed in the middle of a batch (no result lost) is tested on the pool itself:
 tests/actors/test_bench_pool.py::test_killed_actor_loses_no_result and
@@ -29,6 +30,7 @@ pytestmark = pytest.mark.slow  # each test starts the generator, learner and ben
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGES = ["sft", "self_train", "contrastive_rl"]
+RL_STEPS = 6  # in the resume test: enough RL steps to interrupt one in the middle
 
 
 def compose_smoke(run_dir: Path, *overrides: str):
@@ -109,7 +111,10 @@ def _start_train(run_dir: Path, address: str, log: Path, *overrides: str) -> sub
     cmd = [sys.executable, str(ROOT / "jobs" / "train.py"), "--config-name", "smoke", f"run_dir={run_dir}",
            "tracking=none", f"ray.address='{address}'", *overrides]
     with open(log, "ab") as out:
-        return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        # SIGINT back to its default in the child: a test runner started in the background may
+        # ignore it, and the child would inherit that (the Ctrl-C check below needs it).
+        return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def _state(run_dir: Path) -> dict:
@@ -119,11 +124,11 @@ def _state(run_dir: Path) -> dict:
         return {}
 
 
-def test_driver_killed_after_sft_and_resumed(ray_cluster, small_model_dir, tmp_path):
+def test_driver_killed_after_sft_then_interrupted_then_resumed(ray_cluster, small_model_dir, tmp_path):
     run_dir, log = tmp_path / "run", tmp_path / "train.log"
     # The session's model instead of building one, and no seed validation (the first test covers
     # it): ~30 s less per run on a busy machine.
-    quick = (f"model.path={small_model_dir}", "stage.sft.validate_seeds=false")
+    quick = (f"model.path={small_model_dir}", "stage.sft.validate_seeds=false", f"stage.contrastive_rl.steps={RL_STEPS}")
     wait_for_cpus(4, timeout_s=60)
     proc = _start_train(run_dir, ray_cluster["address"], log, *quick)
     try:
@@ -147,24 +152,48 @@ def test_driver_killed_after_sft_and_resumed(ray_cluster, small_model_dir, tmp_p
     freed_s = wait_for_cpus(4, timeout_s=60)
 
     first_log = log.read_text()
+    # Resumed, then Ctrl-C in the middle of contrastive RL: a clean stop (exit 130, actors closed).
     resumed = _start_train(run_dir, ray_cluster["address"], log, *quick, "resume=true")
     try:
-        rc = resumed.wait(timeout=300)
+        deadline = time.monotonic() + 300
+        while not (_state(run_dir).get("stage") == "contrastive_rl" and _state(run_dir).get("unit", 0) >= 2):
+            assert resumed.poll() is None, f"resumed run exited ({resumed.returncode}) early:\n{log.read_text()[-3000:]}"
+            assert time.monotonic() < deadline, f"no RL progress after 300 s:\n{log.read_text()[-3000:]}"
+            time.sleep(0.05)
+        os.killpg(resumed.pid, signal.SIGINT)
+        rc = resumed.wait(timeout=120)
     finally:
         if resumed.poll() is None:
             os.killpg(resumed.pid, signal.SIGKILL)
             resumed.wait()
     second_log = log.read_text()[len(first_log):]
-    assert rc == 0, second_log[-3000:]
+    at_interrupt = _state(run_dir)
+    assert rc == 130, second_log[-3000:]
+    assert "interrupted: the buffer and the last checkpoint are kept" in second_log
+    assert "stage sft already completed: skipped" in second_log
+    assert "resuming: loading the learner checkpoint" in second_log
+    assert second_log.count("stage sft from unit") == 0
+    assert at_interrupt["stage"] == "contrastive_rl" and at_interrupt["unit"] < RL_STEPS
+    wait_for_cpus(4, timeout_s=60)
+
+    # Resumed again: it continues at the RL step the interrupted run had checkpointed, and finishes.
+    finished = _start_train(run_dir, ray_cluster["address"], log, *quick, "resume=true")
+    try:
+        rc = finished.wait(timeout=300)
+    finally:
+        if finished.poll() is None:
+            os.killpg(finished.pid, signal.SIGKILL)
+            finished.wait()
+    third_log = log.read_text()[len(first_log) + len(second_log):]
+    assert rc == 0, third_log[-3000:]
+    assert f"stage contrastive_rl from unit {at_interrupt['unit']}" in third_log
 
     state = _state(run_dir)
     assert state["completed"] == STAGES
-    assert "stage sft already completed: skipped" in second_log
-    assert "resuming: loading the learner checkpoint" in second_log
-    # sft ran once: one history row for it, unchanged, and the step counter went on from the kill.
+    # sft ran once: one history row for it, unchanged, and the step counter went on from the kill:
+    # one step for self-training (if the kill came before it) and one per RL step.
     assert [h["stage"] for h in state["history"]].count("sft") == 1
     assert state["history"][0] == at_kill["history"][0]
-    assert state["step"] == at_kill["step"] + 3 - len(at_kill["completed"])  # one step per later unit here
-    assert second_log.count("stage sft from unit") == 0
+    assert state["step"] == at_kill["step"] + ("self_train" not in at_kill["completed"]) + RL_STEPS
     wait_for_cpus(4, timeout_s=60)
     print(f"killed run's CPUs freed after {freed_s:.1f} s")
