@@ -326,6 +326,9 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError("bench.pools", "at least one benchmark pool is needed")
     if cfg.bench.primary not in cfg.bench.pools:
         raise ConfigError("bench.primary", f"{cfg.bench.primary!r} is not a pool; pools: {', '.join(cfg.bench.pools)}")
+    from cudal1.bench.settings import EvalSettings
+
+    known = {f.name for f in dataclasses.fields(EvalSettings)}
     for name, pool in cfg.bench.pools.items():
         key = f"bench.pools.{name}"
         if pool.backend not in ("cpu", "cuda"):
@@ -334,9 +337,6 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"{key}.num_actors", f"must be >= 1; got {pool.num_actors}")
         if pool.backend == "cuda" and pool.num_gpus <= 0:
             raise ConfigError(f"{key}.num_gpus", "a cuda pool needs num_gpus > 0 per actor")
-        from cudal1.bench.settings import EvalSettings
-
-        known = {f.name for f in dataclasses.fields(EvalSettings)}
         for setting in pool.settings:
             if setting not in known:
                 raise ConfigError(f"{key}.settings.{setting}", f"not an EvalSettings field; known: {', '.join(sorted(known))}")

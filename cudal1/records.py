@@ -87,6 +87,12 @@ class Rollout:
     reward: float = 0.0
     advantage: float = 0.0
 
+    @property
+    def origin(self) -> str:
+        """Where its candidate came from: "step<k>/g<group>/s<sample>" (the `Candidate.origin` and
+        `Exemplar.origin` of its code)."""
+        return f"step{self.step}/g{self.group}/s{self.sample}"
+
     def to_example(self) -> PolicyExample:
         """The learner's view: token ids and the advantage."""
         g = self.generation

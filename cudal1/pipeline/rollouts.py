@@ -72,8 +72,8 @@ def sample_rollouts(ctx: Any, tasks: Sequence[Task], prompts: Sequence[list[dict
             if parsed.code is not None and parsed.error is None:
                 rollouts[-1].sections["code"] = parsed.code
     evaluable = [r for r in rollouts if r.parse_error is None]
-    candidates = [Candidate(r.task_id, r.sections["code"], origin=f"step{step}/g{r.group}/s{r.sample}",
-                            model_version=r.generation.model_version) for r in evaluable]
+    candidates = [Candidate(r.task_id, r.sections["code"], origin=r.origin, model_version=r.generation.model_version)
+                  for r in evaluable]
     results = ctx.pools.primary.evaluate_many(candidates, progress=True) if candidates else []
     t2 = time.perf_counter()
     for r, res in zip(evaluable, results):
@@ -101,14 +101,15 @@ def assign_advantages(rollouts: list[Rollout], clip: float, scale: str) -> None:
         r.advantage = a
 
 
+def is_success(r: Rollout, min_speedup: float = 0.0) -> bool:
+    """A correct candidate at least `min_speedup` (×) fast."""
+    res = r.result or {}
+    speedup = res.get("speedup")
+    return bool(res.get("status") == "ok" and speedup and speedup >= min_speedup)
+
+
 def successes(rollouts: Sequence[Rollout], min_speedup: float = 0.0) -> list[Exemplar]:
-    """Correct candidates at least `min_speedup` (×) fast, as exemplars for the buffer."""
-    out = []
-    for r in rollouts:
-        res = r.result or {}
-        speedup = res.get("speedup")
-        if res.get("status") == "ok" and speedup and speedup >= min_speedup:
-            out.append(Exemplar(r.task_id, r.sections["code"], float(speedup), analysis=r.sections.get("analysis", ""),
-                                step=r.step, model_version=r.generation.model_version,
-                                origin=f"step{r.step}/g{r.group}/s{r.sample}"))
-    return out
+    """The successful rollouts (`is_success`) as exemplars for the buffer."""
+    return [Exemplar(r.task_id, r.sections["code"], float(r.result["speedup"]), analysis=r.sections.get("analysis", ""),
+                     step=r.step, model_version=r.generation.model_version, origin=r.origin)
+            for r in rollouts if is_success(r, min_speedup)]

@@ -16,7 +16,7 @@ from typing import Any, Callable
 from tqdm import tqdm
 
 from cudal1.pipeline.metrics import rollout_metrics
-from cudal1.pipeline.rollouts import assign_advantages, sample_rollouts, successes, trainable
+from cudal1.pipeline.rollouts import assign_advantages, is_success, sample_rollouts, successes, trainable
 from cudal1.policy.model import chat_prompt_ids
 from cudal1.policy.prompts import plain_prompt, sft_response
 from cudal1.records import Candidate, Exemplar, PolicyExample, Rollout
@@ -125,9 +125,10 @@ def save_rollouts(ctx: Any, rollouts: list[Rollout], name: str) -> None:
             f.write(json.dumps(dataclasses.asdict(r)) + "\n")
 
 
-def rollout_summary(rollouts: list[Rollout]) -> dict[str, float]:
-    m = rollout_metrics(rollouts)
-    return {k: m[k] for k in ("reward/mean", "pass_rate", "speedup/mean", "fast_1") if k in m}
+def rollout_summary(metrics: dict[str, float], prefix: str) -> dict[str, float]:
+    """The history row of a unit: a few of the rollout metrics `_rollout_log` computed under `prefix`."""
+    keys = ("reward/mean", "pass_rate", "speedup/mean", "fast_1")
+    return {k: metrics[f"{prefix}/{k}"] for k in keys if f"{prefix}/{k}" in metrics}
 
 
 # ----- stage 1
@@ -193,9 +194,9 @@ def run_self_train(ctx: Any) -> None:
         keep = successes(rollouts, cfg.min_speedup)
         if keep:
             ctx.buffer.add(keep)
-        good = {(e.origin) for e in keep}
-        examples = [r.to_example() for r in rollouts if f"step{r.step}/g{r.group}/s{r.sample}" in good]
+        examples = [r.to_example() for r in rollouts if is_success(r, cfg.min_speedup)]
         metrics = _rollout_log(ctx, rollouts, timings, "self_train")
+        summary = rollout_summary(metrics, "self_train")
         metrics["self_train/successes"] = float(len(examples))
         if examples:
             metrics.update(train_supervised(ctx, examples, cfg.epochs, cfg.batch_size, "self_train"))
@@ -204,7 +205,7 @@ def run_self_train(ctx: Any) -> None:
         name = f"self_train_round{ctx.state.unit}"
         save_rollouts(ctx, rollouts, name)
         log_samples(ctx, rollouts, name)
-        finish_unit(ctx, metrics, rollout_summary(rollouts), log_step=sampled_at)
+        finish_unit(ctx, metrics, summary, log_step=sampled_at)
         bar.set_postfix(successes=len(examples))
         bar.update()
     bar.close()
@@ -241,7 +242,7 @@ def run_contrastive_rl(ctx: Any) -> None:
         save_rollouts(ctx, rollouts, name)
         log_samples(ctx, rollouts, name)
         last = ctx.state.unit + 1 == cfg.steps
-        finish_unit(ctx, metrics, rollout_summary(rollouts), log_step=sampled_at,
+        finish_unit(ctx, metrics, rollout_summary(metrics, "rl"), log_step=sampled_at,
                     checkpoint=last or (ctx.state.unit + 1) % cfg.checkpoint_every == 0)
         bar.set_postfix(reward=f"{metrics.get('rl/reward/mean', 0.0):.2f}", pass_rate=f"{metrics.get('rl/pass_rate', 0.0):.2f}")
         bar.update()
