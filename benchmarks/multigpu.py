@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import sys
 import time
@@ -37,12 +36,6 @@ SHAPES = {
     "14b": (5120, 48, 13824, 40, 8, 152064),
     "32b": (5120, 64, 27648, 40, 8, 152064),
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def devices() -> tuple[str, str, str]:
@@ -152,6 +145,7 @@ class _Queues:
 def cmd_sync(args) -> int:
     import torch.multiprocessing as mp
 
+    from cudal1.engines.weight_sync import free_port
     from cudal1.policy.small import init_small
 
     model_dir = str(init_small(Path(args.workdir) / "small", overwrite=True))

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import importlib
 import os
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from cudal1.engines.weight_sync import free_port
 
 PRECISIONS = ("fp32", "bf16", "fp16")
 _ds = None  # the deepspeed module, once imported
@@ -51,12 +52,6 @@ def accelerator_name() -> str:
     return _deepspeed().get_accelerator().device_name()
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def init_distributed_if_needed(backend: str | None = None, device: str | None = None) -> None:
     """Join (or create) the process group DeepSpeed needs; a no-op when one exists.
 
@@ -74,7 +69,7 @@ def init_distributed_if_needed(backend: str | None = None, device: str | None = 
             ds.init_distributed(dist_backend=torch.distributed.get_backend(), auto_mpi_discovery=False)
         return
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", str(_free_port()))
+    os.environ.setdefault("MASTER_PORT", str(free_port()))
     os.environ.setdefault("RANK", "0")
     os.environ.setdefault("LOCAL_RANK", "0")
     os.environ.setdefault("WORLD_SIZE", "1")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import socket
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import timedelta
@@ -26,6 +27,14 @@ import torch
 import torch.distributed as dist
 
 DEFAULT_BUCKET_MB = 256
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on `host` right now (for a process group's store; another process may take
+    it before it is bound again, which the group's start-up then reports)."""
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -5,23 +5,15 @@ the learner's. On GPUs the same code runs on NCCL (docs/benchmarks.md)."""
 
 from __future__ import annotations
 
-import socket
 import threading
 
 import pytest
-import torch
 
-from cudal1.engines.weight_sync import TensorSpec, manifest, plan_buckets
+from cudal1.engines.weight_sync import TensorSpec, free_port, plan_buckets
 from cudal1.policy.model import load_policy
 from cudal1.records import PolicyExample
 
 TOL = 1e-4
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_plan_buckets_groups_by_dtype_and_size():
