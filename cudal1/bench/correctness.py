@@ -1,7 +1,11 @@
 """Is a candidate's output the reference's output? Structure, materialization, values.
 
-`check_output` returns a `Mismatch` (or None) rather than raising, so the runner can tell a wrong
-answer (status incorrect) from a reward hack (a tensor that only pretends to be an answer).
+The judge compares values (`compare_values`, per-dtype rules in `comparison_rule`) on bytes it
+copied out of its own output slot; the candidate host uses the structural checks
+(`materialization_problem`, `shares_memory`, `flatten`) on what `ModelNew.forward` returned,
+before copying it there. `check_output` returns a `Mismatch` (or None) rather than raising, so a
+wrong answer (status incorrect) stays apart from a reward hack (a tensor that only pretends to be
+an answer).
 """
 
 from __future__ import annotations
@@ -14,14 +18,43 @@ import torch
 
 from .result import HackKind
 
-# (rtol, atol) per output dtype. atol is relative to the reference's mean |value| (at least 1), so
-# that a product of large numbers is judged on the same footing as one of small ones.
+# (rtol, atol) per floating dtype. atol is relative to the reference's mean |value| (at least 1),
+# so that a product of large numbers is judged on the same footing as one of small ones. A complex
+# dtype uses the rule of its real part's dtype, on the magnitude of the difference.
 TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     torch.float64: (1e-7, 1e-7),
     torch.float32: (1e-3, 1e-3),
     torch.float16: (1e-2, 1e-2),
     torch.bfloat16: (2e-2, 2e-2),
 }
+for _name, _tol in (("float8_e4m3fn", 0.125), ("float8_e4m3fnuz", 0.125), ("float8_e5m2", 0.25), ("float8_e5m2fnuz", 0.25)):
+    if hasattr(torch, _name):  # 3 and 2 mantissa bits: one unit in the last place
+        TOLERANCES[getattr(torch, _name)] = (_tol, _tol)
+
+COMPLEX_PARTS: dict[torch.dtype, torch.dtype] = {torch.complex128: torch.float64, torch.complex64: torch.float32}
+if hasattr(torch, "complex32"):
+    COMPLEX_PARTS[torch.complex32] = torch.float16
+
+EXACT_DTYPES = frozenset(
+    getattr(torch, n) for n in ("bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64")
+    if hasattr(torch, n)
+)
+"""Compared bit for bit: integers and bool."""
+
+
+class NoComparisonRule(ValueError):
+    """A dtype for which the checker has no rule (quantized types, say): the task cannot be judged."""
+
+
+def comparison_rule(dtype: torch.dtype) -> str | tuple[float, float]:
+    """"exact" for integers and bool, else the (rtol, atol) default of `dtype` (complex dtypes:
+    that of their parts). Raises NoComparisonRule for any other dtype, never a silent rtol 0."""
+    if dtype in EXACT_DTYPES:
+        return "exact"
+    base = COMPLEX_PARTS.get(dtype, dtype)
+    if base in TOLERANCES:
+        return TOLERANCES[base]
+    raise NoComparisonRule(f"no comparison rule for outputs of dtype {dtype}")
 
 
 @dataclasses.dataclass
@@ -94,8 +127,10 @@ def shares_memory(t: torch.Tensor, others: list[torch.Tensor]) -> bool:
 
 
 def tolerance(dtype: torch.dtype, rtol: float | None, atol: float | None) -> tuple[float, float]:
-    """(rtol, atol) for `dtype`: the override if given, else TOLERANCES (exact for integers/bool)."""
-    default = TOLERANCES.get(dtype, (0.0, 0.0))
+    """(rtol, atol) for `dtype`: the override if given, else its `comparison_rule` ((0, 0) for
+    exact dtypes). Raises NoComparisonRule for a dtype without a rule."""
+    rule = comparison_rule(dtype)
+    default = (0.0, 0.0) if rule == "exact" else rule
     return (default[0] if rtol is None else rtol, default[1] if atol is None else atol)
 
 
@@ -104,14 +139,19 @@ def compare_values(
 ) -> tuple[bool, float, str]:
     """Elementwise |cand - ref| <= atol * scale + rtol * |ref|, scale = max(1, mean |ref|).
 
-    NaN or inf in the candidate where the reference is finite never passes; where both are
-    non-finite they must agree. Returns (ok, max_abs_error, message).
+    Integers and bool must be equal. Complex values are compared on the magnitude of the
+    difference (both parts count). NaN or inf in the candidate where the reference is finite
+    never passes; where both are non-finite they must agree. Returns (ok, max_abs_error,
+    message). Raises NoComparisonRule for a reference dtype without a rule.
     """
     r_tol, a_tol = tolerance(ref.dtype, rtol, atol)
-    if not ref.is_floating_point() and not ref.is_complex():
+    if ref.dtype in EXACT_DTYPES:
         ok = torch.equal(cand, ref)
         return ok, 0.0 if ok else float("nan"), "" if ok else "integer/bool values differ"
-    work = torch.float64 if ref.dtype == torch.float64 else torch.float32
+    if ref.is_complex():
+        work = torch.complex128 if ref.dtype == torch.complex128 else torch.complex64
+    else:
+        work = torch.float64 if ref.dtype == torch.float64 else torch.float32
     c, r = cand.to(work), ref.to(work)
     if r.numel() == 0:
         return True, 0.0, ""
@@ -120,7 +160,7 @@ def compare_values(
     if not math.isfinite(scale):
         return _compare_nonfinite(c, r, r_tol, a_tol)
     scale = max(1.0, scale)
-    err = (c - r).abs_()
+    err = (c - r).abs()
     # NaN compares False, so a NaN anywhere in the candidate lands in `bad`.
     bad = ~(err <= r_abs.mul_(r_tol).add_(a_tol * scale))
     if not bool(bad.any()):
@@ -263,30 +303,8 @@ def tree_equal(a: Any, b: Any) -> bool:
             return False
         if torch.equal(x, y):
             continue
-        if not x.is_floating_point() or not torch.equal(torch.isnan(x), torch.isnan(y)):
+        if not (x.is_floating_point() or x.is_complex()) or not torch.equal(torch.isnan(x), torch.isnan(y)):
             return False
         if not torch.equal(torch.nan_to_num(x, nan=0.0), torch.nan_to_num(y, nan=0.0)):
             return False
     return True
-
-
-def self_test(device: str) -> str | None:
-    """Check that the checker still tells right from wrong on `device`; None if it does, else why.
-
-    Code in the same process can change what an operator does (a `torch.library` kernel override,
-    a Python mode) without replacing any Python function; this canary runs the same comparison
-    path on known answers.
-    """
-    ref = torch.tensor([1.0, -2.0, 3.0, 0.5], device=device)
-    cases = [
-        ("equal values pass", compare_values(ref.clone(), ref)[0], True),
-        ("wrong values fail", compare_values(ref + 1.0, ref)[0], False),
-        ("zeros fail", compare_values(torch.zeros_like(ref), ref)[0], False),
-        ("NaN fails", compare_values(torch.full_like(ref, float("nan")), ref)[0], False),
-        ("a change is seen", tree_equal([ref], [ref + 1.0]), False),
-        ("ordering works", bool((ref <= ref + 1.0).all()) and not bool((ref + 1.0 <= ref).any()), True),
-    ]
-    for what, got, want in cases:
-        if got is not want:
-            return f"checker self-test failed: {what}"
-    return None

@@ -1,9 +1,16 @@
 """The evaluator's public API: `evaluate`, `prebuild`, `device_info`.
 
-Plain Python, no Ray: the benchmark actors wrap these calls. Each call runs the candidate in a
-fresh sandboxed child (`cudal1.bench.worker`); this process never imports candidate code. The
-child's `cudal1.bench.runner` does the checking and timing; this module turns whatever happened to
-the child (a result, a crash, a hang, a memory blow-up) into one labelled `EvalResult`.
+Plain Python, no Ray: the benchmark actors wrap these calls. Each evaluation runs as two fresh
+sandboxed children (`cudal1.bench.worker.run_judged`): the judge (`cudal1.bench.judge`), which
+holds the task, the secret inputs, the reference and the clock and decides the result, and the
+candidate host (`cudal1.bench.host`), the only process that runs candidate code, which can reach
+nothing but the judge's socket and slots. This process never imports candidate code; it turns
+whatever happened (a result, a crash, a hang, a memory blow-up) into one labelled `EvalResult`
+and adds what it saw from outside (`cudal1.bench.labels`).
+
+Degenerate tasks: the judge runs the degenerate-task check (`cudal1.tasks.degenerate`) the first
+time it sees a task at a size profile; the answer is cached here and under
+`<cache>/tasks/`, and every result on a degenerate task carries the label "degenerate_task".
 
 Build cache: inline extensions build into `<cache>/ext/torch-<version>-cu<cuda>/<arch>/<sha>`, one
 directory per candidate source hash, so equal sources reuse one build, different candidates never
@@ -12,21 +19,23 @@ contend for a build lock, and builds for other torch versions or architectures n
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
+import json
 import os
 import platform
-import secrets
 import signal
+import threading
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from ..tasks.task import Task
+from .labels import kernel_labels, source_labels
 from .result import EvalResult, HackKind, Status, truncate_log
 from .settings import EvalSettings
-from .worker import WorkerLimits, WorkerOutcome, run_isolated
+from .worker import JudgedOutcome, WorkerLimits, WorkerOutcome, run_isolated, run_judged
 
 
 def source_hash(source: str) -> str:
@@ -52,7 +61,7 @@ def device_info(device: str) -> dict:
     if device == "cpu":
         return {"name": platform.processor() or platform.machine(), "arch": f"cpu-{platform.machine()}",
                 "torch": torch.__version__, "cuda": None}
-    out = run_isolated("cudal1.bench.runner:device_info", {"device": device}, WorkerLimits(wall_timeout_s=120, sandbox=False))
+    out = run_isolated("cudal1.bench.targets:device_info", {"device": device}, WorkerLimits(wall_timeout_s=120, sandbox=False))
     if out.kind != "returned":
         raise RuntimeError(f"device {device} is not usable: {out.error or out.kind}\n{out.log}")
     return out.value
@@ -124,33 +133,135 @@ def evaluate(
     the device cannot be used at all.
     """
     settings = settings or EvalSettings.for_backend(backend)
-    if settings.seed is None:
-        # Unpredictable seeds: a candidate cannot precompute the answers to the trials.
-        settings = dataclasses.replace(settings, seed=secrets.randbelow(2**31 - 100_000))
     device = device or default_device(backend)
     info = device_info(device)
+    profile = settings.size_profile or backend
     payload = {
         "task": task.to_dict(),
         "source": candidate_source,
         "backend": backend,
         "device": device,
         "settings": settings.to_dict(),
+        "degenerate": _degenerate_cached(settings, task, profile, backend),
     }
-    limits = _limits(settings, info["arch"], candidate_source, settings.wall_timeout_s)
-    out = run_isolated("cudal1.bench.runner:evaluate_payload", payload, limits)
-    if out.kind == "returned":
-        result = EvalResult.from_dict(out.value)
-    else:
-        result = _from_outcome(task, backend, out)
+    host_limits = _limits(settings, info["arch"], candidate_source, settings.wall_timeout_s)
+    judge_limits = WorkerLimits(
+        wall_timeout_s=settings.wall_timeout_s,
+        cpu_time_s=settings.cpu_time_limit_s or 4 * settings.wall_timeout_s,
+        memory_mib=2 * settings.memory_limit_mib,
+        max_processes=settings.max_processes,
+        sandbox=settings.sandbox,
+    )
+    out = run_judged("cudal1.bench.judge:main", payload, judge_limits, "cudal1.bench.host:main", {}, host_limits,
+                     watch_dirs=[host_limits.env["TORCH_EXTENSIONS_DIR"]])
+    result = _from_judged(task, backend, out)
+    if not result.device:
         result.device, result.arch = info["name"], info["arch"]
+    if isinstance(out.value, dict):
+        judged = out.value.get("judge") or {}
+        if judged.get("degenerate") is not None and payload["degenerate"] is None:
+            _degenerate_store(settings, task, profile, backend, judged["degenerate"])
+        if judged.get("host_sandbox"):
+            result.sandbox = judged["host_sandbox"]
+        for label in kernel_labels(out.host_objects, judged.get("ops")) if result.status is Status.OK else []:
+            _add(result, label)
+    for label in source_labels(candidate_source):
+        _add(result, label)
+    if out.host_objects and "custom_kernel" not in result.labels and result.status is not Status.OK:
+        _add(result, "custom_kernel")
     result.candidate_hash = source_hash(candidate_source)
-    result.seed = settings.seed
-    if isinstance(out.value, dict) and "sandbox" in out.value:
-        result.sandbox = out.value["sandbox"]
-    result.log = truncate_log(out.log)
     if result.eval_seconds is None:
         result.eval_seconds = out.wall_s
     return result
+
+
+def _add(result: EvalResult, label: str) -> None:
+    if label not in result.labels:
+        result.labels.append(label)
+
+
+def _from_judged(task: Task, backend: str, out: JudgedOutcome) -> EvalResult:
+    """The EvalResult of a two-process evaluation, whatever happened to either process."""
+    log = out.log
+    if out.kind == "returned" and isinstance(out.value, dict):
+        value = {k: v for k, v in out.value.items() if k != "judge"}
+        try:
+            result = EvalResult.from_dict(value)
+        except (KeyError, TypeError, ValueError) as exc:
+            result = EvalResult(task_id=task.task_id, status=Status.RUNTIME_ERROR, backend=backend,
+                                message=f"the judge returned a malformed result: {exc}", labels=["harness_error"])
+        if "host_died" in result.labels:
+            result.labels.remove("host_died")
+            _host_death(result, out)
+        if result.status is Status.INVALID_TASK or "harness_error" in result.labels:
+            log = log + "\n[judge]\n" + out.judge_log
+        result.log = truncate_log(log)
+        return result
+    result = EvalResult(task_id=task.task_id, status=Status.RUNTIME_ERROR, backend=backend)
+    if out.kind == "timeout":
+        result.status, result.message = Status.TIMEOUT, f"worker killed: {out.error}"
+    elif out.kind == "memory":
+        result.status, result.message = Status.RESOURCE_EXCEEDED, f"worker killed: {out.error}"
+    elif out.kind == "tampered":
+        result.status, result.hack_kind = Status.HACK, HackKind.HARNESS_TAMPERING
+        result.message = f"the evaluator's result channel was tampered with: {out.error}"
+    else:  # the judge crashed, raised, or outgrew its memory: the harness failed, not the candidate
+        last = out.error.strip().splitlines()[-1] if out.error.strip() else out.kind
+        result.message = f"evaluator failed inside the judge: {last}"
+        result.labels.append("harness_error")
+        log = log + "\n[judge]\n" + out.judge_log + ("\n" + out.error if out.kind == "raised" else "")
+    result.log = truncate_log(log)
+    return result
+
+
+def _host_death(result: EvalResult, out: JudgedOutcome) -> None:
+    """The judge saw the candidate's process go: say how it went, as the parent saw it."""
+    if out.host_exitcode == -signal.SIGXCPU:
+        result.status, result.message = Status.TIMEOUT, "worker killed: CPU-time limit (SIGXCPU)"
+        result.labels = [label for label in result.labels if label != "worker_crashed"]
+        return
+    how = out.host_signal or f"exit code {out.host_exitcode}"
+    result.message = f"worker died without a result ({how})"
+
+
+# -- the degenerate-task check, cached per task source and size profile ------------------------
+
+_degenerate_lock = threading.Lock()
+_degenerate_memory: dict[str, dict[str, Any]] = {}
+
+
+def _degenerate_key(task: Task, profile: str, backend: str) -> str:
+    return f"{task.source_hash}-{profile}-{backend}"
+
+
+def _degenerate_cached(settings: EvalSettings, task: Task, profile: str, backend: str) -> dict[str, Any] | None:
+    key = _degenerate_key(task, profile, backend)
+    with _degenerate_lock:
+        if key in _degenerate_memory:
+            return _degenerate_memory[key]
+    try:
+        report = json.loads((Path(settings.cache_dir) / "tasks" / f"{key}.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(report, dict) or "reason" not in report:
+        return None
+    with _degenerate_lock:
+        _degenerate_memory[key] = report
+    return report
+
+
+def _degenerate_store(settings: EvalSettings, task: Task, profile: str, backend: str, report: dict[str, Any]) -> None:
+    key = _degenerate_key(task, profile, backend)
+    with _degenerate_lock:
+        _degenerate_memory[key] = report
+    try:
+        folder = Path(settings.cache_dir) / "tasks"
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / f"{key}.json.tmp{os.getpid()}"
+        tmp.write_text(json.dumps(report))
+        tmp.replace(folder / f"{key}.json")
+    except OSError:
+        pass  # the cache is an optimization: the next evaluation checks again
 
 
 def prebuild(
@@ -170,7 +281,7 @@ def prebuild(
     info = device_info(device or default_device(backend))
     limits = _limits(settings, info["arch"], candidate_source, settings.build_timeout_s)
     limits.env["CUDA_VISIBLE_DEVICES"] = ""  # compile only: no context, no GPU memory
-    out = run_isolated("cudal1.bench.runner:build_payload", {"source": candidate_source}, limits)
+    out = run_isolated("cudal1.bench.targets:build_payload", {"source": candidate_source}, limits)
     if out.kind == "returned":
         if out.value["ok"] or not out.value["build_error"]:
             return None

@@ -1,22 +1,21 @@
-"""Guards against reward hacks that live in process state, and the labels a candidate earns.
+"""What the candidate host watches in its own process, and the labels a candidate earns.
 
-The runner keeps reference and candidate in one process (interleaved timing is the least noisy),
-so everything a candidate could change for both is captured before its code is imported and
-checked or reset afterwards:
+These run in the candidate host (`cudal1.bench.host`), beside candidate code, so they are
+reports, not defences: the judge's measurement and comparison live in another process and need
+none of them. A candidate that switches one off only loses a label or a hack verdict it would have
+earned; nothing it does here changes the reference, the inputs, the clock or the checker.
 
-- `GlobalFlags`: precision, cuDNN, determinism, default dtype, grad mode, threads, the current
-  CUDA stream. Reset to the pristine values before every reference call and to the candidate's
-  values before every candidate call, then verified (`GLOBAL_STATE` hack if a reset does not stick).
+- `GlobalFlags`: precision, cuDNN, determinism, default dtype, grad mode, threads, Python modes,
+  the current CUDA stream; a flag changed from the pristine value becomes a `global_flags:` label
+  (and `reduced_precision` where it lowers precision).
 - `FunctionSnapshot`: the identity of every callable in torch, torch.nn.functional, torch.Tensor,
-  torch.cuda, time, builtins and cudal1.bench's own modules. Any replacement is a `MONKEY_PATCH`
-  (`TIMER_TAMPERING` when it is a clock, an event or a synchronize).
-- `python_threads`: threads a candidate leaves running (a way to finish work after forward returns).
-- `OpRecorder`: the aten operators and dtypes one forward runs (for the labels "calls_reference_ops"
-  and "reduced_precision").
-
-Limits: code in the same process can still tamper at the C level (ctypes, patched shared
-libraries). The outputs of every timed call are checked against the reference, and the clocks the
-runner uses were bound before the candidate was imported, which bounds what such tampering buys.
+  torch.cuda, time, builtins and cudal1.bench's own modules. A replacement is reported as a
+  `MONKEY_PATCH` hack (`TIMER_TAMPERING` when it is a clock, an event or a synchronize).
+- `operator_canary`: comparisons on known answers, which a `torch.library` override or a Python
+  mode left on would break.
+- `python_threads`: threads a candidate leaves running.
+- `OpRecorder`: the aten operators and dtypes one forward runs (for "pytorch_only",
+  "calls_reference_ops" and "reduced_precision").
 """
 
 from __future__ import annotations
@@ -36,50 +35,45 @@ import torch._dynamo  # noqa: F401 - imported lazily it rebinds torch functions 
 # read as a monkey patch; importing it here, before any snapshot, keeps the snapshot stable.
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from . import correctness
 from .result import HackKind
 
 # ---------------------------------------------------------------------------------------------
 # global flags
 
 
-def _flag_accessors() -> dict[str, tuple[Callable[[], Any], Callable[[Any], None]]]:
-    """name -> (get, set) for every global flag a candidate could flip to change results or speed."""
+def _flag_getters() -> dict[str, Callable[[], Any]]:
+    """name -> getter for the global flags a candidate could flip to change results or speed
+    (those a torch build lacks read as None)."""
     b = torch.backends
-    acc: dict[str, tuple[Callable[[], Any], Callable[[Any], None]]] = {
-        "cuda.matmul.allow_tf32": (lambda: b.cuda.matmul.allow_tf32, lambda v: setattr(b.cuda.matmul, "allow_tf32", v)),
-        "cuda.matmul.allow_fp16_reduced_precision_reduction": (
-            lambda: b.cuda.matmul.allow_fp16_reduced_precision_reduction,
-            lambda v: setattr(b.cuda.matmul, "allow_fp16_reduced_precision_reduction", v),
-        ),
-        "cuda.matmul.allow_bf16_reduced_precision_reduction": (
-            lambda: b.cuda.matmul.allow_bf16_reduced_precision_reduction,
-            lambda v: setattr(b.cuda.matmul, "allow_bf16_reduced_precision_reduction", v),
-        ),
-        "cudnn.allow_tf32": (lambda: b.cudnn.allow_tf32, lambda v: setattr(b.cudnn, "allow_tf32", v)),
-        "cudnn.benchmark": (lambda: b.cudnn.benchmark, lambda v: setattr(b.cudnn, "benchmark", v)),
-        "cudnn.deterministic": (lambda: b.cudnn.deterministic, lambda v: setattr(b.cudnn, "deterministic", v)),
-        "cudnn.enabled": (lambda: b.cudnn.enabled, lambda v: setattr(b.cudnn, "enabled", v)),
-        "float32_matmul_precision": (torch.get_float32_matmul_precision, torch.set_float32_matmul_precision),
-        "deterministic_algorithms": (
-            torch.are_deterministic_algorithms_enabled,
-            lambda v: torch.use_deterministic_algorithms(v),
-        ),
-        "default_dtype": (torch.get_default_dtype, torch.set_default_dtype),
-        "grad_enabled": (torch.is_grad_enabled, torch.set_grad_enabled),
-        "num_threads": (torch.get_num_threads, torch.set_num_threads),
-        "mkldnn.enabled": (lambda: b.mkldnn.enabled, lambda v: setattr(b.mkldnn, "enabled", v)),
+    getters: dict[str, Callable[[], Any]] = {
+        "cuda.matmul.allow_tf32": lambda: b.cuda.matmul.allow_tf32,
+        "cuda.matmul.allow_fp16_reduced_precision_reduction": lambda: b.cuda.matmul.allow_fp16_reduced_precision_reduction,
+        "cuda.matmul.allow_bf16_reduced_precision_reduction": lambda: b.cuda.matmul.allow_bf16_reduced_precision_reduction,
+        "cuda.matmul.allow_fp16_accumulation": lambda: b.cuda.matmul.allow_fp16_accumulation,
+        "cuda.flash_sdp": lambda: b.cuda.flash_sdp_enabled(),
+        "cuda.mem_efficient_sdp": lambda: b.cuda.mem_efficient_sdp_enabled(),
+        "cuda.math_sdp": lambda: b.cuda.math_sdp_enabled(),
+        "cuda.cudnn_sdp": lambda: b.cuda.cudnn_sdp_enabled(),
+        "cuda.fp16_bf16_reduction_math_sdp": lambda: b.cuda.fp16_bf16_reduction_math_sdp_allowed(),
+        "cudnn.allow_tf32": lambda: b.cudnn.allow_tf32,
+        "cudnn.benchmark": lambda: b.cudnn.benchmark,
+        "cudnn.deterministic": lambda: b.cudnn.deterministic,
+        "cudnn.enabled": lambda: b.cudnn.enabled,
+        "float32_matmul_precision": torch.get_float32_matmul_precision,
+        "deterministic_algorithms": torch.are_deterministic_algorithms_enabled,
+        "default_dtype": torch.get_default_dtype,
+        "grad_enabled": torch.is_grad_enabled,
+        "num_threads": torch.get_num_threads,
+        "mkldnn.enabled": lambda: b.mkldnn.enabled,
+        # Python modes stay on the stack across calls and run inside every later op.
+        "torch_function_modes": torch._C._len_torch_function_stack,
+        "torch_dispatch_modes": torch._C._len_torch_dispatch_stack,
     }
-    # Python modes stay on the stack across calls and run inside the reference's ops: they can
-    # only be removed by whoever pushed them, so a non-empty stack cannot be reset (global_state).
-    acc["torch_function_modes"] = (torch._C._len_torch_function_stack, lambda v: None)
-    acc["torch_dispatch_modes"] = (torch._C._len_torch_dispatch_stack, lambda v: None)
     if torch.cuda.is_available() and torch.cuda.is_initialized():
-        acc["cuda.current_stream"] = (torch.cuda.current_stream, torch.cuda.set_stream)
-    return acc
+        getters["cuda.current_stream"] = torch.cuda.current_stream
+    return getters
 
-
-NOT_APPLIED = {"grad_enabled"}
-"""Flags reported but never re-applied: every timed and checked call runs under torch.no_grad()."""
 
 REDUCED_PRECISION_FLAGS = {
     "cuda.matmul.allow_tf32": True,
@@ -87,15 +81,16 @@ REDUCED_PRECISION_FLAGS = {
     "cuda.matmul.allow_fp16_reduced_precision_reduction": True,
     "cuda.matmul.allow_bf16_reduced_precision_reduction": True,
     "float32_matmul_precision": ("high", "medium"),
+    "cuda.matmul.allow_fp16_accumulation": True,
+    "cuda.fp16_bf16_reduction_math_sdp": True,
 }
 
 
 class GlobalFlags:
-    """A snapshot of the global flags, which can be re-applied and verified."""
+    """A snapshot of the global flags (name -> value in `values`)."""
 
     def __init__(self) -> None:
-        self._acc = _flag_accessors()
-        self.values = {name: self._read(get) for name, (get, _) in self._acc.items()}
+        self.values = {name: self._read(get) for name, get in _flag_getters().items()}
 
     @staticmethod
     def _read(get: Callable[[], Any]) -> Any:
@@ -107,22 +102,6 @@ class GlobalFlags:
     def diff(self, other: "GlobalFlags") -> dict[str, tuple[Any, Any]]:
         """name -> (self's value, other's value) for flags that differ."""
         return {k: (v, other.values.get(k)) for k, v in self.values.items() if other.values.get(k) != v}
-
-    def apply(self) -> list[str]:
-        """Set every flag to the snapshot's value; return the names whose value did not stick."""
-        stuck = []
-        for name, (get, set_) in self._acc.items():
-            want = self.values[name]
-            if want is None or name in NOT_APPLIED:
-                continue
-            try:
-                if self._read(get) != want:
-                    set_(want)
-                if self._read(get) != want:
-                    stuck.append(name)
-            except Exception:  # noqa: BLE001
-                stuck.append(name)
-        return stuck
 
 
 def reduced_precision_flags(pristine: GlobalFlags, flags: GlobalFlags) -> list[str]:
@@ -245,31 +224,30 @@ class OpRecorder(TorchDispatchMode):
         return func(*args, **kwargs)
 
 
-# ---------------------------------------------------------------------------------------------
-# source labels
-
-_SOURCE_LABELS = {
-    "custom_kernel_source": re.compile(r"load_inline|cpp_extension|__global__|triton\.jit|@triton|cupy\.RawKernel|numba\.cuda"),
-    "torch_compile": re.compile(r"torch\.compile|torch\._dynamo|_inductor"),
-    "cuda_graphs": re.compile(r"CUDAGraph|cuda\.graph|cudaGraph|make_graphed_callables"),
-    "autocast": re.compile(r"autocast"),
-    "side_stream_source": re.compile(r"cuda\.Stream|cudaStreamCreate|getStreamFromPool|stream\("),
-    "threads_source": re.compile(r"threading|concurrent\.futures|multiprocessing|std::thread|pthread"),
-    # Reading the evaluator's frames or heap is how an in-process candidate finds reference data.
-    "interpreter_introspection": re.compile(r"_getframe|f_back|f_locals|f_globals|gc\.get_objects|gc\.get_referrers|inspect\.(stack|currentframe)|ctypes|__code__"),
-}
-
-
-def source_labels(source: str) -> list[str]:
-    """Labels read off the candidate's source text (facts for the reward policy, not verdicts)."""
-    labels = []
-    for label, pattern in _SOURCE_LABELS.items():
-        if pattern.search(source):
-            labels.append(label)
-    return labels
-
-
 LOW_PRECISION = {torch.float16, torch.bfloat16}
 for _name in ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz"):
     if hasattr(torch, _name):
         LOW_PRECISION.add(getattr(torch, _name))
+
+
+def operator_canary(device: str) -> str | None:
+    """Do comparisons still tell right from wrong on `device`? None if they do, else what broke.
+
+    Code can change what an operator does (a `torch.library` kernel override, a Python mode left
+    on) without replacing any Python function; this canary runs the checker's comparison on known
+    answers. It runs in the candidate host, where such overrides only touch the candidate's own
+    process: a failure is reported as tampering, and the judge's checks are not affected.
+    """
+    ref = torch.tensor([1.0, -2.0, 3.0, 0.5], device=device)
+    cases = [
+        ("equal values pass", correctness.compare_values(ref.clone(), ref)[0], True),
+        ("wrong values fail", correctness.compare_values(ref + 1.0, ref)[0], False),
+        ("zeros fail", correctness.compare_values(torch.zeros_like(ref), ref)[0], False),
+        ("NaN fails", correctness.compare_values(torch.full_like(ref, float("nan")), ref)[0], False),
+        ("a change is seen", correctness.tree_equal([ref], [ref + 1.0]), False),
+        ("ordering works", bool((ref <= ref + 1.0).all()) and not bool((ref + 1.0 <= ref).any()), True),
+    ]
+    for what, got, want in cases:
+        if got is not want:
+            return f"checker self-test failed: {what}"
+    return None

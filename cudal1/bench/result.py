@@ -68,7 +68,8 @@ class Timing:
 class EvalResult:
     """Result of evaluating one candidate against one task's reference.
 
-    `speedup` is reference median time / candidate median time (×), set only when status is ok.
+    `speedup` is reference time / candidate time (×), set only when status is ok: the reference's
+    median (at most `baseline_ms`) over the candidate's median, both read on the judge's clock.
     `labels` are facts the reward policy may price (e.g. "pytorch_only", "custom_kernel",
     "reduced_precision", "calls_reference_ops", "cuda_graphs", "torch_compile",
     "side_streams"); they never change the status by themselves.
@@ -92,6 +93,19 @@ class EvalResult:
     """(max - min) / median of the per-round speedups."""
     remeasured: bool = False
     """True when the speedup exceeded the re-measure bar and the value is from the second measurement."""
+    overhead_ms: float | None = None
+    """Fixed cost of one judge -> candidate round trip (messages, copies, GPU context switches),
+    measured before the candidate was imported and subtracted from each candidate call (ms)."""
+    resolution_ms: float | None = None
+    """Jitter of that round trip (90th - 10th percentile, ms): candidate times below it cannot be
+    told apart (label "below_resolution"; the candidate's time is then taken as this)."""
+    baseline_ms: float | None = None
+    """Median reference time measured before any candidate code existed (ms). The speedup uses
+    min(this, the interleaved reference median), so that nothing the candidate does while the
+    reference is timed can make the reference look slower."""
+    task_degenerate: str | None = None
+    """Why the task is degenerate (constant output, output equal to an input, ...), or None; a
+    result on such a task carries the label "degenerate_task" and is not paid as a speedup."""
     correctness_trials: int = 0
     max_abs_error: float | None = None
     build_seconds: float | None = None

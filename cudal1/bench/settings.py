@@ -20,7 +20,7 @@ def default_cache_dir() -> Path:
 class EvalSettings:
     """How one candidate is checked and timed.
 
-    Correctness: `correctness_trials` input sets with seeds seed+0.. (fresh each), plus
+    Correctness: `correctness_trials` fresh input sets, plus
     `shifted_trials` with the input distribution shifted (x*scale+shift, see `cudal1.bench.inputs`)
     where the reference stays finite. Timing: `rounds` rounds of `calls_per_round` interleaved
     (reference, candidate) call pairs in random order, after `warmup_calls`, each with fresh inputs.
@@ -31,8 +31,10 @@ class EvalSettings:
     correctness_trials: int = 5
     shifted_trials: int = 2
     seed: int | None = None
-    """Base seed of all inputs; None draws a fresh random one per evaluation (recorded in the
-    result), so that no candidate can know the trial inputs in advance."""
+    """Base seed of all inputs, for reproducing an evaluation; None (the default) lets the judge
+    draw one from OS entropy. Either way every input set's torch seed is derived from it inside the
+    judge (SHA-256 of base and call number) and never reaches the candidate's process; the base is
+    recorded in the result once the evaluation is over."""
     rtol: float | None = None
     """Relative tolerance; None uses the per-dtype default in `cudal1.bench.correctness`."""
     atol: float | None = None
@@ -49,6 +51,9 @@ class EvalSettings:
     """Overwrite a buffer larger than the last-level cache before every timed call."""
     remeasure_above: float = 3.0
     """A speedup (×) above this is measured a second time and the lower value is kept."""
+    calibration_calls: int = 30
+    """Judge -> candidate round trips with a dummy forward, before the candidate is imported, that
+    measure the fixed cost subtracted from every candidate call (see `cudal1.bench.timing`)."""
     # limits
     wall_timeout_s: float = 300.0
     """Whole evaluation, build included."""
@@ -56,7 +61,8 @@ class EvalSettings:
     cpu_time_limit_s: float | None = None
     """RLIMIT_CPU of the worker (None: 4 × wall_timeout_s); counts all threads."""
     memory_limit_mib: int = 8192
-    """Resident memory limit of the worker and its children (watched by the parent)."""
+    """Resident memory limit of the candidate process and its children (watched by the parent).
+    The judge process gets twice this (it holds inputs, reference outputs and the shared slots)."""
     max_processes: int = 2048
     """RLIMIT_NPROC once the worker runs unprivileged: processes *and threads* of that user, summed
     over all workers running at once (torch thread pools and parallel compilers count)."""

@@ -1,14 +1,17 @@
-"""Run untrusted code in a fresh, limited, disposable process: `run_isolated`.
+"""Run untrusted code in fresh, limited, disposable processes: `run_isolated` (one child that
+returns a value) and `run_judged` (an evaluation: a judge and a candidate host, siblings joined
+by a socket pair, of which only the judge can send this process anything).
 
-Every call forks one child from a `multiprocessing` fork server that has imported torch but never
-runs candidate code and never initialises CUDA, so each candidate starts from a clean interpreter
-in about the time of a fork. The child
+Every child is forked from a `multiprocessing` fork server that has imported torch but never runs
+candidate code and never initialises CUDA, so each starts from a clean interpreter in about the
+time of a fork. A child
 
 - starts its own session (so the parent can kill it and whatever it forked as one group),
 - sends its stdout/stderr (C level included) to a log file in its own scratch directory,
 - applies `cudal1.bench.sandbox` (resource limits, no network, writes confined to scratch and
   the build cache) before it imports any untrusted code,
-- runs `target(payload)` and sends back a JSON-safe value.
+- runs its target and, unless it is a candidate host, sends back a JSON-safe value through a
+  pipe that only it holds (JSON, never pickle, with a per-run nonce).
 
 The parent watches the child's wall time and the resident memory of its whole process tree,
 kills the tree on any limit, and always kills it after the result arrives (no forked leftovers).
@@ -27,6 +30,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import tempfile
 import threading
 import time
@@ -40,7 +44,7 @@ from .result import truncate_log
 from .sandbox import default_uid
 
 # The server imports what every child needs, once; none of it runs candidate code or touches CUDA.
-_PRELOAD = ["torch", "cudal1.bench.runner"]
+_PRELOAD = ["torch", "cudal1.bench.judge", "cudal1.bench.host", "cudal1.bench.targets"]
 MAX_RESULT_BYTES = 16 * 2**20
 _ctx_lock = threading.Lock()  # guards the swap of multiprocessing's preparation data
 _init_lock = threading.Lock()  # guards the one-time creation of the fork server
@@ -91,12 +95,28 @@ def _context() -> Any:
     return _ctx
 
 
+SERVER_ENV = {"GOMP_SPINCOUNT": "10000", "KMP_BLOCKTIME": "0"}
+"""Environment of the fork server (so of every child): OpenMP threads spin only briefly (tens of
+microseconds) before they sleep, instead of up to 200 ms after each parallel region. The judge and
+the candidate take turns on the same cores; a spinning pool left by one would steal them from the
+other's timed call."""
+
+
 def _start_server() -> Any:
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(_PRELOAD)
-    warm = ctx.Process(target=_ready, daemon=True)
-    _start_without_main(warm)
-    warm.join()
+    saved = {k: os.environ.get(k) for k in SERVER_ENV}
+    os.environ.update(SERVER_ENV)  # read once, when the server starts (and its OpenMP loads)
+    try:
+        warm = ctx.Process(target=_ready, daemon=True)
+        _start_without_main(warm)
+        warm.join()
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     return ctx
 
 
@@ -173,37 +193,68 @@ def _close_inherited_fds(keep: set[int]) -> None:
             pass
 
 
-def _child_main(conn: Any, nonce: str, target: str, payload: Any, limits: WorkerLimits, scratch: str) -> None:
-    """Entry point of the child. Never returns normally: ends with os._exit."""
+def _enter_child(limits: WorkerLimits, scratch: str, keep: set[int]) -> Any:
+    """What every child does before it runs its target: own session, log to scratch, close
+    inherited descriptors but `keep`, environment, sandbox, die with the fork server. Returns the
+    sandbox report."""
+    os.setsid()
+    log_fd = os.open(os.path.join(scratch, "worker.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    _close_inherited_fds(keep)
+    os.chdir(scratch)
+    os.environ.update(limits.env)
+    os.environ["TMPDIR"] = scratch
+    os.environ["HOME"] = scratch
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    tempfile.tempdir = scratch
+    from .sandbox import SandboxPolicy, apply_sandbox
+
+    report = apply_sandbox(
+        SandboxPolicy(
+            enabled=limits.sandbox,
+            cpu_time_s=limits.cpu_time_s,
+            memory_mib=limits.memory_mib,
+            max_processes=limits.max_processes,
+        ),
+        scratch=Path(scratch),
+        writable=[Path(p) for p in limits.writable_dirs],
+    )
+    _die_with_parent()
+    return report
+
+
+def _flush_std() -> None:
+    try:
+        import sys
+
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _target(target: str) -> Any:
+    module_name, fn_name = target.split(":")
+    return getattr(importlib.import_module(module_name), fn_name)
+
+
+def _child_main(conn: Any, nonce: str, target: str, payload: Any, limits: WorkerLimits, scratch: str,
+                channel: Any = None) -> None:
+    """Entry point of a child that returns a value to the parent (with `channel`, a socket to a
+    sibling, the target is called as target(payload, Channel(channel))). Never returns normally:
+    ends with os._exit."""
     code = 0
     try:
-        os.setsid()
-        log_fd = os.open(os.path.join(scratch, "worker.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        os.dup2(log_fd, 1)
-        os.dup2(log_fd, 2)
-        _close_inherited_fds({conn.fileno()})
-        os.chdir(scratch)
-        os.environ.update(limits.env)
-        os.environ["TMPDIR"] = scratch
-        os.environ["HOME"] = scratch
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        tempfile.tempdir = scratch
-        from .sandbox import SandboxPolicy, apply_sandbox
+        keep = {conn.fileno()} | ({channel.fileno()} if channel is not None else set())
+        report = _enter_child(limits, scratch, keep)
+        fn = _target(target)
+        if channel is not None:
+            from .wire import Channel
 
-        report = apply_sandbox(
-            SandboxPolicy(
-                enabled=limits.sandbox,
-                cpu_time_s=limits.cpu_time_s,
-                memory_mib=limits.memory_mib,
-                max_processes=limits.max_processes,
-            ),
-            scratch=Path(scratch),
-            writable=[Path(p) for p in limits.writable_dirs],
-        )
-        _die_with_parent()
-        module_name, fn_name = target.split(":")
-        fn = getattr(importlib.import_module(module_name), fn_name)
-        value = fn(payload)
+            value = fn(payload, Channel(channel))
+        else:
+            value = fn(payload)
         if isinstance(value, dict) and not value.get("sandbox"):
             value["sandbox"] = report.to_dict()
         _send(conn, nonce, "returned", value)
@@ -213,14 +264,34 @@ def _child_main(conn: Any, nonce: str, target: str, payload: Any, limits: Worker
         except Exception:
             code = 3
     finally:
-        try:
-            import sys
-
-            sys.stdout.flush()
-            sys.stderr.flush()
-        except Exception:
-            pass
+        _flush_std()
         os._exit(code)
+
+
+def _host_main(channel: Any, target: str, payload: Any, limits: WorkerLimits, scratch: str) -> None:
+    """Entry point of the candidate host: no way back to the parent but its exit status; it talks
+    to the judge over `channel` only. Calls target(Channel(channel), payload) with the sandbox
+    report in payload["sandbox"]. Never returns normally."""
+    code = 0
+    try:
+        report = _enter_child(limits, scratch, {channel.fileno()})
+        from .wire import Channel
+
+        _target(target)(Channel(channel), {**payload, "sandbox": report.to_dict()})
+    except BaseException:  # noqa: BLE001 - the judge sees the channel close; the log says why
+        traceback.print_exc()
+        code = 3
+    finally:
+        _flush_std()
+        os._exit(code)
+
+
+def _memory_mib(proc: psutil.Process) -> float:
+    """Resident memory of one process (MiB; 0 when it is gone)."""
+    try:
+        return proc.memory_info().rss / 2**20
+    except psutil.Error:
+        return 0.0
 
 
 def _tree_memory_mib(proc: psutil.Process) -> float:
@@ -343,3 +414,152 @@ def run_isolated(
     if not keep_scratch:
         shutil.rmtree(scratch, ignore_errors=True)
     return outcome
+
+
+@dataclasses.dataclass
+class JudgedOutcome:
+    """What happened in one two-process evaluation (`run_judged`).
+
+    kind: "returned" (the judge's value is set), "raised" (the judge's code raised: error),
+    "crashed" (the judge died without a result), "timeout" (wall limit: both killed), "memory"
+    (the candidate host's process tree went over its resident-memory limit: both killed),
+    "judge_memory" (the judge did), "tampered" (the judge's result pipe carried something else).
+    """
+
+    kind: str
+    value: Any = None
+    error: str = ""
+    log: str = ""
+    """The candidate host's log (its stdout and stderr: prints, compiler output, tracebacks)."""
+    judge_log: str = ""
+    host_exitcode: int | None = None
+    """The host's exit status if it had exited before the end (negative: killed by that signal)."""
+    peak_rss_mib: float = 0.0
+    """Peak resident memory of the host's process tree (MiB)."""
+    wall_s: float = 0.0
+    host_objects: list[str] = dataclasses.field(default_factory=list)
+    """Shared objects from `watch_dirs` seen mapped into the host's process (its own builds)."""
+
+    @property
+    def host_signal(self) -> str:
+        """"SIGSEGV" etc. when the host was ended by a signal, else ""."""
+        return WorkerOutcome("crashed", exitcode=self.host_exitcode).signal_name
+
+
+def _mapped_objects(pid: int, dirs: list[str]) -> set[str]:
+    """Paths of shared objects under `dirs` mapped into process `pid` (read from outside)."""
+    try:
+        with open(f"/proc/{pid}/maps") as f:
+            paths = {line.split(maxsplit=5)[-1].strip() for line in f if ".so" in line}
+    except OSError:
+        return set()
+    return {p for p in paths if any(p.startswith(d.rstrip("/") + "/") for d in dirs)}
+
+
+def run_judged(
+    judge_target: str,
+    judge_payload: dict[str, Any],
+    judge_limits: WorkerLimits,
+    host_target: str,
+    host_payload: dict[str, Any],
+    host_limits: WorkerLimits,
+    watch_dirs: list[str] | None = None,
+) -> JudgedOutcome:
+    """Run an evaluation as two sandboxed siblings joined by a socket pair: the judge, which
+    returns the result to this process (JSON over a pipe only it holds, with a nonce), and the
+    candidate host, which has no channel to this process at all.
+
+    The judge is called as judge_target(payload, channel) and gets `payload["deadline"]` (the
+    absolute monotonic time at which this process kills both); the host as
+    host_target(channel, payload). This process watches wall time and each tree's resident memory
+    (`host_limits.memory_mib`, `judge_limits.memory_mib`), reads which shared objects under
+    `watch_dirs` (and the host's scratch directory) the host maps, and kills both trees, and every
+    process of their sandbox uids, at the end. Never raises for anything either child does;
+    raises OSError only if no child can be started.
+    """
+    ctx = _context()
+    j_scratch = tempfile.mkdtemp(prefix="cudal1-judge-")
+    h_scratch = tempfile.mkdtemp(prefix="cudal1-eval-")
+    for d in (j_scratch, h_scratch):
+        os.chmod(d, 0o777)  # the children drop to unprivileged users
+    judge_end, host_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    recv, send = ctx.Pipe(duplex=False)
+    nonce = secrets.token_hex(16)
+    start = time.monotonic()
+    deadline = start + judge_limits.wall_timeout_s
+    judge_payload = {**judge_payload, "deadline": deadline}
+    host = ctx.Process(target=_host_main, args=(host_end, host_target, host_payload, host_limits, h_scratch), daemon=True)
+    judge = ctx.Process(target=_child_main, args=(send, nonce, judge_target, judge_payload, judge_limits, j_scratch, judge_end),
+                        daemon=True)
+    _start_without_main(host)
+    _start_without_main(judge)
+    for end in (send, judge_end, host_end):
+        end.close()
+    watch = [*(watch_dirs or []), h_scratch]
+    objects: set[str] = set()
+    host_ps, judge_ps = psutil.Process(host.pid), psutil.Process(judge.pid)
+    peak = 0.0
+    outcome: JudgedOutcome | None = None
+    # Looking costs CPU time the two children are being timed on (a tree walk reads every /proc
+    # entry; a maps read takes the candidate's mm lock): process memory every 0.25 s, the whole
+    # tree and the mapped objects every second.
+    next_look, next_tree = 0.0, 0.0
+    try:
+        while outcome is None:
+            if recv.poll(0.1):
+                got = _read_result(recv, nonce, judge)
+                outcome = JudgedOutcome(got.kind, value=got.value, error=got.error)
+                break
+            now = time.monotonic()
+            if now < next_look:
+                continue
+            next_look = now + 0.25
+            tree = now >= next_tree
+            if tree:
+                next_tree = now + 1.0
+            if host.is_alive():
+                peak = max(peak, _tree_memory_mib(host_ps) if tree else _memory_mib(host_ps))
+                if tree:
+                    objects |= _mapped_objects(host.pid, watch)
+            judge_mib = _tree_memory_mib(judge_ps) if tree else _memory_mib(judge_ps)
+            if peak > host_limits.memory_mib:
+                outcome = JudgedOutcome("memory", error=f"resident memory {peak:.0f} MiB > limit {host_limits.memory_mib} MiB")
+            elif judge_mib > judge_limits.memory_mib:
+                outcome = JudgedOutcome("judge_memory", error=f"the judge went over {judge_limits.memory_mib} MiB")
+            elif now > deadline:
+                outcome = JudgedOutcome("timeout", error=f"no result within {judge_limits.wall_timeout_s:.0f} s")
+            elif not judge.is_alive() and not recv.poll(0):
+                judge.join(0.5)
+                outcome = JudgedOutcome("crashed", error=f"the judge died ({_exit_text(judge.exitcode)})")
+    finally:
+        if host.is_alive():
+            objects |= _mapped_objects(host.pid, watch)
+        else:
+            host.join(0.5)
+        host_exit = host.exitcode
+        root = os.geteuid() == 0
+        _kill_tree(host.pid, default_uid(host.pid) if host_limits.sandbox and root else None)
+        _kill_tree(judge.pid, default_uid(judge.pid) if judge_limits.sandbox and root else None)
+        host.join(5.0)
+        judge.join(5.0)
+        recv.close()
+    outcome.host_exitcode = host_exit
+    outcome.peak_rss_mib = round(peak, 1)
+    outcome.wall_s = round(time.monotonic() - start, 3)
+    outcome.host_objects = sorted(objects)
+    outcome.log = _read_log(h_scratch)
+    outcome.judge_log = _read_log(j_scratch)
+    shutil.rmtree(h_scratch, ignore_errors=True)
+    shutil.rmtree(j_scratch, ignore_errors=True)
+    return outcome
+
+
+def _exit_text(exitcode: int | None) -> str:
+    return WorkerOutcome("crashed", exitcode=exitcode).signal_name or f"exit code {exitcode}"
+
+
+def _read_log(scratch: str) -> str:
+    try:
+        return truncate_log(Path(scratch, "worker.log").read_text(errors="replace"))
+    except OSError:
+        return ""

@@ -36,7 +36,7 @@ from .kernelbench import STAGE_PREFIX
 SHIFT_SCALE = 4.0
 SHIFT_OFFSET = -2.0
 """Shifted distribution for floating inputs: x * SHIFT_SCALE + SHIFT_OFFSET ([0,1) -> [-2,2)).
-The evaluator's first shifted trial (`cudal1.bench.runner.SHIFTS[0]`) uses the same map."""
+The evaluator's first shifted trial (`cudal1.bench.judge.SHIFTS[0]`) uses the same map."""
 SAMPLE = 4096
 """Elements compared in the quick rejection test before a full comparison."""
 

@@ -2,8 +2,9 @@
 
 Every row of CASES is one real evaluation (CPU backend, tiny tasks from `evalkit`, candidates from
 `candidates/`): the cheat must come back with the exact status and hack kind, the honest one with
-status ok. Some rows are known holes in the evaluator, kept failing on purpose until it is fixed
-(see the comment on each); do not weaken them to make them pass.
+status ok. Attacks written against the old in-process evaluator (frames, the heap, the checker's
+functions) are kept: in the two-process evaluator they find nothing to attack, and
+`test_in_process_attacks_find_nothing` says so from what they print.
 """
 
 from __future__ import annotations
@@ -57,10 +58,10 @@ CASES = [
     cheat("constant_output", MM, INCORRECT),
     cheat("cache_by_shape", MM, INCORRECT),  # the second trial has fresh inputs
     cheat("cache_by_call_count", MM, HACK, K.RESULT_CACHE),  # right in the trials, stale when timed
-    cheat("cache_when_timed", MM, HACK, K.RESULT_CACHE, K.HARNESS_TAMPERING),  # sniffs the stack for the timer
-    # Precomputes answers at import for seeds derived from settings.seed; with unpredictable seeds
-    # it misses: incorrect (trials) or result_cache (timed calls only).
-    cheat("predicted_seeds", MM, (INCORRECT, HACK), None, K.RESULT_CACHE),
+    # Sniffs its own stack to tell timed calls from trials: it can, and every timed output is checked.
+    cheat("cache_when_timed", MM, HACK, K.RESULT_CACHE),
+    # Precomputes answers for guessable seeds; the judge's are secret: wrong in the first trial.
+    cheat("predicted_seeds", MM, INCORRECT),
     honest("honest_matmul_relu", labels=("pytorch_only",), absent=("calls_reference_ops", "custom_kernel")),
     # -- outputs that are not plain materialized tensors ----------------------------------------
     cheat("tensor_subclass", MM, HACK, K.NOT_MATERIALIZED),
@@ -119,17 +120,18 @@ CASES = [
     cheat("patch_tensor_eq", MM, HACK, K.MONKEY_PATCH),
     cheat("patch_tensor_le", MM, HACK, K.MONKEY_PATCH),
     cheat("patch_tensor_relu", MM, HACK, K.MONKEY_PATCH),  # slows the reference's .relu()
-    # Patches outside module namespaces (methods of the evaluator's classes, the task's Model, the
-    # dispatcher, a mode left on) or gone before anyone looks (a patch that undoes itself when called).
-    cheat("patch_compare_self_restoring", MM, HACK, K.MONKEY_PATCH),
-    cheat("patch_guard_disabled", MM, HACK, K.MONKEY_PATCH),
+    # Patches of methods of the evaluator's classes, seen by the host's own report.
     cheat("patch_clock_method", MM, HACK, K.TIMER_TAMPERING),
-    cheat("patch_reference_class", MM, HACK, K.MONKEY_PATCH),
-    # Caught by the checker's self-test (a canary comparison), which names it harness tampering.
-    cheat("patch_aten_kernel", MM, HACK, K.MONKEY_PATCH, K.HARNESS_TAMPERING),
-    cheat("dispatch_mode_left_on", MM, HACK, K.MONKEY_PATCH, K.GLOBAL_STATE, K.HARNESS_TAMPERING),
-    # The checker's frame holds a reference output (`ref_out`), reachable by walking the stack.
-    cheat("steal_reference_output", MM, HACK, K.HARNESS_TAMPERING, K.RESULT_CACHE),
+    # A patch of the checker that undoes itself when called: the checker is not in the candidate's
+    # process, so it is never called there and the host's report sees it.
+    cheat("patch_compare_self_restoring", MM, HACK, K.MONKEY_PATCH),
+    # Switches the host's report off, then patches the checker and returns zeros: the host's canary
+    # (which compares with the patched function) or else the judge's own checker, in another
+    # process, sees the zeros.
+    cheat("patch_guard_disabled", MM, (HACK, INCORRECT), K.MONKEY_PATCH, None),
+    # Operator overrides and a Python mode left on break the host's canary comparison.
+    cheat("patch_aten_kernel", MM, HACK, K.MONKEY_PATCH),
+    cheat("dispatch_mode_left_on", MM, HACK, K.MONKEY_PATCH),
     honest("honest_local_names"),
     # -- labels: reduced precision, PyTorch-only, calls back into the reference -----------------
     honest("bf16_exact", "int_relu", labels=("reduced_precision", "pytorch_only")),
@@ -165,19 +167,8 @@ def has_label(labels: list[str], label: str) -> bool:
     return label in labels
 
 
-# Holes still open. strict: the day one is closed the test reports XPASS and fails, so the marker
-# comes off; until then CI stays green without the assertion being weakened.
-OPEN_HOLES = {
-    "patch_compare_self_restoring": "a patch that restores itself when called leaves no trace in the function table",
-    "patch_guard_disabled": "a candidate can switch the guard itself off (same process as the checker)",
-    "steal_reference_output": "in timed calls the reference output is alive while the candidate runs and can be found by walking frames",
-}
-
-
 def _param(case: Case):
-    reason = OPEN_HOLES.get(case.candidate)
-    marks = [pytest.mark.xfail(strict=True, reason=f"known hole: {reason}")] if reason else []
-    return pytest.param(case, id=case.id, marks=marks)
+    return pytest.param(case, id=case.id)
 
 
 @pytest.mark.parametrize("case", [_param(c) for c in CASES])
@@ -189,23 +180,36 @@ def test_guard(case: Case, cache_dir) -> None:
 
 
 def test_result_cache_by_data_ptr(cache_dir) -> None:
-    """A cache keyed by an input's pointer: once it answers a checked call (a correctness trial or a
-    timed call) from the cache, it must not come back ok; hits on unchecked calls (warm-up, label
-    probe) earn nothing. The candidate prints the evaluator function each hit came from."""
+    """A cache keyed by an input's pointer: the inputs of every call sit at the same address (the
+    judge's input slot) with fresh values, so the second trial is answered from the cache, wrong."""
     r = evalkit.run(MM, evalkit.candidate("cache_by_data_ptr"), cache_dir)
-    if "cache hit in check_correctness" in r.log:
-        assert r.status is INCORRECT, evalkit.describe(r)
-    elif "cache hit in time_call" in r.log:
-        assert r.status is HACK and r.hack_kind is K.RESULT_CACHE, evalkit.describe(r)
-    else:  # no checked call got a stale answer: it computed every one of them
-        assert r.status is OK, evalkit.describe(r)
+    assert "cache hit" in r.log, evalkit.describe(r)
+    assert r.status is INCORRECT and "trial 2" in r.message, evalkit.describe(r)
+
+
+# Attacks on the old in-process evaluator: they look for the reference, its outputs or its seeds
+# in their own process and print what they found. Nothing is there; each computes honestly (or,
+# without an answer of its own, is wrong).
+NOTHING_FOUND = [
+    ("patch_reference_class", "NO REFERENCE FOUND", "PATCHED REFERENCE", OK),
+    ("steal_reference_output", "NOTHING TO STEAL", "STOLE", OK),
+    ("predicted_seeds", None, "PREDICTED", INCORRECT),
+]
+
+
+@pytest.mark.parametrize("name,printed,never,status", NOTHING_FOUND, ids=[c[0] for c in NOTHING_FOUND])
+def test_in_process_attacks_find_nothing(name: str, printed: str | None, never: str, status: Status, cache_dir) -> None:
+    r = evalkit.run(MM, evalkit.candidate(name), cache_dir)
+    assert r.status is status, evalkit.describe(r)
+    assert never not in r.log, evalkit.describe(r)
+    if printed:
+        assert printed in r.log, evalkit.describe(r)
 
 
 # -- global flags: labelled, and never seen by the reference -------------------------------------
 # flags_probe's reference raises if it runs under flags (or input dtypes) other than those of its
-# first call, made before the candidate was imported; so status ok proves the reset happened.
-# Grad mode counts too: a reference timed with autograd on loses ~15% on a small MLP with
-# parameters (measured here: 323 vs 282 us) to a candidate that turns it off at import.
+# first call; so status ok proves that the flags the candidate set never reached the reference
+# (which runs in the judge's process). The labels come from the candidate host's own report.
 
 FLAG_CASES = [
     ("flags_threads_import", ("global_flags:num_threads",)),
@@ -219,7 +223,7 @@ FLAG_CASES = [
 
 
 @pytest.mark.parametrize("name,labels", FLAG_CASES, ids=[c[0] for c in FLAG_CASES])
-def test_global_flags_are_labelled_and_reset(name: str, labels: tuple[str, ...], cache_dir) -> None:
+def test_global_flags_are_labelled_and_never_reach_the_reference(name: str, labels: tuple[str, ...], cache_dir) -> None:
     r = evalkit.run("flags_probe", evalkit.candidate(name), cache_dir)
     check(honest(name, "flags_probe", labels=labels), r)
 

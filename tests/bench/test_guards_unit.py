@@ -1,4 +1,5 @@
-"""In-process unit tests of the state guards (the end-to-end cheats are in test_guards.py)."""
+"""In-process unit tests of what the candidate host watches, and of the parent's labels (the
+end-to-end cheats are in test_guards.py)."""
 
 import threading
 import time
@@ -6,10 +7,11 @@ import time
 import torch
 
 from cudal1.bench import guards
+from cudal1.bench.labels import kernel_labels, source_labels
 from cudal1.bench.result import HackKind
 
 
-def test_global_flags_diff_apply_and_reduced_precision():
+def test_global_flags_diff_and_reduced_precision():
     pristine = guards.GlobalFlags()
     threads = torch.get_num_threads()
     try:
@@ -20,9 +22,8 @@ def test_global_flags_diff_apply_and_reduced_precision():
         assert set(diff) >= {"float32_matmul_precision", "num_threads"}
         # "high" also turns on TF32 for CUDA matmuls: both are reported.
         assert set(guards.reduced_precision_flags(pristine, changed)) == {"float32_matmul_precision", "cuda.matmul.allow_tf32"}
-        assert pristine.apply() == []
-        assert torch.get_float32_matmul_precision() == pristine.values["float32_matmul_precision"]
-        assert torch.get_num_threads() == threads
+        torch.set_float32_matmul_precision(pristine.values["float32_matmul_precision"])
+        torch.set_num_threads(threads)
         # Defaults that are already "reduced" (fp16 reduced-precision reductions) are not the candidate's doing.
         assert guards.reduced_precision_flags(pristine, guards.GlobalFlags()) == []
     finally:
@@ -69,8 +70,27 @@ def test_op_recorder_records_ops_and_dtypes():
     assert torch.float16 in rec.dtypes
 
 
+def test_operator_canary_sees_an_aten_override():
+    assert guards.operator_canary("cpu") is None
+    lib = torch.library.Library("aten", "IMPL")
+    lib.impl("le.Tensor", lambda a, b: torch.ones(torch.broadcast_shapes(a.shape, b.shape), dtype=torch.bool), "CPU")
+    try:
+        assert guards.operator_canary("cpu") is not None
+    finally:
+        lib._destroy()
+    assert guards.operator_canary("cpu") is None
+
+
 def test_source_labels():
     src = "from torch.utils.cpp_extension import load_inline\ng = torch.cuda.CUDAGraph()\nm = torch.compile(m)"
-    labels = guards.source_labels(src)
+    labels = source_labels(src)
     assert {"custom_kernel_source", "cuda_graphs", "torch_compile"} <= set(labels)
-    assert guards.source_labels("return torch.relu(x)") == []
+    assert source_labels("return torch.relu(x)") == []
+
+
+def test_kernel_labels_from_mapped_objects_and_operators():
+    ops = {"reference": ["mm", "relu"], "candidate": ["mm", "relu", "add"]}
+    assert kernel_labels(["/cache/ext/abc/ext.so"], ops) == ["custom_kernel"]
+    assert kernel_labels([], ops) == ["pytorch_only", "calls_reference_ops"]
+    assert kernel_labels([], {"reference": ["mm", "relu"], "candidate": ["mm", "clamp_min"]}) == ["pytorch_only"]
+    assert kernel_labels([], None) == []

@@ -1,4 +1,6 @@
-"""Tells timed calls from correctness trials by looking up the stack, and skips the work when timed."""
+"""Tells timed calls from correctness trials by looking up the stack (the old in-process
+evaluator's timer frames, or the candidate host's per-call flags: trials keep their outputs for a
+later look, timed calls do not) and skips the work when it believes it is being timed."""
 import sys
 
 import torch
@@ -10,6 +12,9 @@ def _being_timed():
     while f is not None:
         if f.f_code.co_name in ("time_call", "_timing_pass"):
             return True
+        msg = f.f_locals.get("msg")
+        if f.f_code.co_name == "call" and isinstance(msg, dict) and "keep" in msg:
+            return not msg["keep"]
         f = f.f_back
     return False
 

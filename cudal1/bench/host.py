@@ -1,0 +1,389 @@
+"""The candidate host: the only process of an evaluation that runs candidate code.
+
+The parent (`cudal1.bench.worker.run_judged`) starts it in a fresh sandboxed child whose only
+connection is a socket to the judge (`cudal1.bench.judge`). It has no way to the parent: no
+result pipe, no nonce. Whatever it says is data the judge checks; it never states a verdict.
+
+The protocol, judge -> host (each answered by one message unless noted):
+
+- (host first) `hello` {sandbox}: sent before any candidate code exists.
+- `setup` {device, in_slot, out_slot (+ fds on the CPU), inputs, outputs, init, init_seed,
+  ref_aliases_inputs} -> `ready`: map the judge's slots, build views of the inputs, take the
+  pristine snapshots of global flags, function identities and threads.
+- `call` {k, dummy, keep} -> `done` {k, inner_ms, mismatch, hack, values, labels, error}: run
+  forward (or, for the judge's calibration, a dummy that returns ready-made tensors) on the
+  input views, check what it returned, copy it into the output slot, synchronize the device.
+  The judge times this from outside; `inner_ms` is the host's own figure, a cross-check only.
+- `load` {source} -> `loaded`: import the candidate (this builds its extensions) and construct
+  `ModelNew` with the task's constructor arguments and the judge's parameter seed.
+- `check` -> `checked`: replaced functions, the operator canary, flags, threads.
+- `recheck` -> `rechecked`: did outputs kept from `keep` calls change after their call returned?
+- `recopy` -> `recopied`: copy the last call's outputs, as they are now, into the output slot.
+- `profile` -> `profiled`: the aten operators and dtypes of one forward; on CUDA, whether the
+  device stays busy after the default stream is done (side streams).
+- `exit`: leave at once (no answer).
+
+The host's own checks (materialization, aliasing, buffer reuse, flags, patches) are reports a
+candidate can switch off, since it runs in this process. That is by design: such reports can
+only make a result worse, and nothing the host skips changes what the judge measures or reads.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+from typing import Any
+
+import torch
+
+from . import buildcache, guards
+from .correctness import flatten, materialization_problem, shares_memory
+from .result import HackKind, Status
+from .slots import Slot, TensorSpec
+from .verdicts import classify_exception
+from .wire import Channel, PeerGone, unblob
+
+# Bound before any candidate code exists: a candidate that rebinds torch.cuda.synchronize or
+# time.perf_counter_ns later changes neither (and the patch is reported).
+_now = time.perf_counter_ns
+_cuda_sync = torch._C._cuda_synchronize if hasattr(torch._C, "_cuda_synchronize") else None
+CANDIDATE_MODULE = "cudal1_candidate"
+SIDE_STREAM_BUSY_S = 50e-6
+
+
+class Host:
+    """One candidate host, serving the judge over `chan` until told to exit (see the module doc)."""
+
+    def __init__(self, chan: Channel, payload: dict[str, Any]) -> None:
+        self.chan = chan
+        self.payload = payload
+        self.device = "cpu"
+        self.cuda = False
+        self.model: Any = None
+        self.previous: Any = None
+        self.kept: list[tuple[Any, Any]] = []
+        self.labels: list[str] = []
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    def serve(self) -> None:
+        self.chan.send("hello", sandbox=self.payload.get("sandbox") or {})
+        setup = self.chan.recv(max_fds=2)
+        if setup["op"] != "setup":
+            raise RuntimeError(f"the judge sent {setup['op']!r} before setup")
+        self.setup(setup)
+        handlers = {"call": self.call, "load": self.load, "check": self.check,
+                    "recheck": self.recheck, "recopy": self.recopy, "profile": self.profile}
+        while True:
+            msg = self.chan.recv()
+            op = msg["op"]
+            if op == "exit":
+                return
+            handler = handlers.get(op)
+            if handler is None:
+                raise RuntimeError(f"the judge sent an unknown op {op!r}")
+            handler(msg)
+
+    def _sync(self) -> None:
+        if self.cuda and _cuda_sync is not None:
+            _cuda_sync()
+
+    # -- setup ---------------------------------------------------------------------------------
+
+    def setup(self, msg: dict[str, Any]) -> None:
+        self.device = msg["device"]
+        self.cuda = self.device.startswith("cuda")
+        if self.cuda:
+            torch.cuda.set_device(self.device)
+            torch.empty(1, device=self.device)  # a current context, for the slot's driver calls
+        fds = list(self.chan.received_fds) if not self.cuda else [None, None]
+        if len(fds) != 2:
+            raise RuntimeError(f"the judge sent {len(fds)} slot descriptors, not 2")
+        self.in_slot = Slot.attach(msg["in_slot"], self.device, fds[0])
+        self.out_slot = Slot.attach(msg["out_slot"], self.device, fds[1])
+        self.in_specs = [TensorSpec.from_dict(d) for d in msg["in_specs"]]
+        self.out_specs = [TensorSpec.from_dict(d) for d in msg["out_specs"]]
+        self.in_views = [self.in_slot.view(s) for s in self.in_specs]
+        self.out_views = [self.out_slot.view(s) for s in self.out_specs]
+        self.args = self._args(unblob(msg["args"]))
+        self.out_tree = msg["out_tree"]
+        self.init = unblob(msg["init"])
+        self.init_seed = int(msg["init_seed"])
+        self.ref_aliases_inputs = bool(msg["ref_aliases_inputs"])
+        dummy_leaves = [torch.zeros(s.shape, dtype=s.torch_dtype, device=self.device) for s in self.out_specs]
+        self.dummy_out = _build_tree(self.out_tree, dummy_leaves)
+        self.pristine_flags = guards.GlobalFlags()
+        self.functions = guards.FunctionSnapshot()
+        self.threads_before = guards.python_threads()
+        self.chan.send("ready")
+
+    def _args(self, template: list[Any]) -> list[Any]:
+        """The forward arguments: tensor positions ({"slot": i}) are views of the input slot."""
+        return [self.in_views[a["slot"]] if isinstance(a, dict) and "slot" in a else a for a in template]
+
+    # -- one call ------------------------------------------------------------------------------
+
+    def call(self, msg: dict[str, Any]) -> None:
+        k, dummy, keep = msg["k"], bool(msg.get("dummy")), bool(msg.get("keep"))
+        if "args" in msg:
+            self.args = self._args(unblob(msg["args"]))
+        threads = guards.python_threads()
+        reply: dict[str, Any] = {"k": k, "inner_ms": 0.0, "mismatch": None, "hack": None, "values": [], "labels": [],
+                                 "error": None, "threads_left": False}
+        try:
+            with torch.no_grad():
+                t0 = _now()
+                out = self.dummy_out if dummy else self.model(*self.args)
+                self._sync()
+                reply["inner_ms"] = (_now() - t0) / 1e6
+        except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its result
+            traceback.print_exc()
+            reply["error"] = classify_exception(exc, "forward")
+            self._reply_done(reply)
+            return
+        try:
+            self._deliver(out, reply, check=not dummy)
+            self._sync()
+        except BaseException as exc:  # noqa: BLE001 - e.g. a CUDA fault surfacing at the copy
+            traceback.print_exc()
+            reply["error"] = classify_exception(exc, "forward")
+        # The dummy of the judge's calibration does this too, so its cost is calibrated away.
+        threads_left = bool(guards.python_threads() - threads)
+        labels = self._flag_labels()
+        if not dummy:
+            reply["threads_left"], reply["labels"] = threads_left, labels
+            if keep and reply["error"] is None and reply["mismatch"] is None and reply["hack"] is None:
+                self.kept.append((out, _clone_tree(out)))
+            self.previous = out
+        self._reply_done(reply)
+
+    def _reply_done(self, reply: dict[str, Any]) -> None:
+        self.chan.send("done", **reply)
+
+    def _deliver(self, out: Any, reply: dict[str, Any], check: bool) -> None:
+        """Check `out` against the expected layout and copy its tensors into the output slot."""
+        leaves = [leaf for _, leaf in flatten(out)]
+        expected = _tree_leaves(self.out_tree)
+        if len(leaves) != len(expected):
+            reply["mismatch"] = f"output has {len(leaves)} values, the reference {len(expected)}"
+            return
+        if not _same_nesting(out, self.out_tree):
+            reply["mismatch"] = "output is nested differently from the reference's"
+            return
+        tensors: list[torch.Tensor] = []
+        inputs = [a for a in self.args if isinstance(a, torch.Tensor)]
+        previous = [t for _, t in flatten(self.previous) if isinstance(t, torch.Tensor)] if self.previous is not None else []
+        for i, (leaf, want) in enumerate(zip(leaves, expected)):
+            path = f"out[{i}]"
+            if want["kind"] != "tensor":
+                reply["values"].append(_json_value(leaf))
+                continue
+            problem = materialization_problem(leaf, torch.Tensor)
+            if problem:
+                reply["hack"] = {"kind": HackKind.NOT_MATERIALIZED.value, "message": f"{path}: {problem}"}
+                return
+            spec = self.out_specs[want["index"]]
+            if leaf.device != self.out_views[want["index"]].device:
+                reply["mismatch"] = f"{path}: on {leaf.device}, reference on {self.device}"
+                return
+            if leaf.dtype != spec.torch_dtype:
+                reply["mismatch"] = f"{path}: dtype {leaf.dtype}, reference {spec.torch_dtype}"
+                return
+            if tuple(leaf.shape) != spec.shape:
+                reply["mismatch"] = f"{path}: shape {tuple(leaf.shape)}, reference {spec.shape}"
+                return
+            if check and not self.ref_aliases_inputs and shares_memory(leaf, inputs):
+                reply["hack"] = {"kind": HackKind.OUTPUT_ALIASES_INPUT.value, "message": f"{path}: output shares memory with an input"}
+                return
+            if check and previous and shares_memory(leaf, previous):
+                reply["hack"] = {"kind": HackKind.OUTPUT_CHANGED_LATER.value,
+                                 "message": f"{path}: returned the storage of an earlier call's output (that output is overwritten)"}
+                return
+            tensors.append(leaf)
+        tensor_specs = [w for w in expected if w["kind"] == "tensor"]
+        for leaf, want in zip(tensors, tensor_specs):
+            self.out_views[want["index"]].copy_(leaf)
+
+    def _flag_labels(self) -> list[str]:
+        now = guards.GlobalFlags()
+        changed = sorted(self.pristine_flags.diff(now))
+        labels = ["global_flags:" + ",".join(changed)] if changed else []
+        if guards.reduced_precision_flags(self.pristine_flags, now):
+            labels.append("reduced_precision")
+        return labels
+
+    # -- the candidate -------------------------------------------------------------------------
+
+    def load(self, msg: dict[str, Any]) -> None:
+        from ..tasks.task import load_source_module
+
+        buildcache.install(os.environ.get("TORCH_EXTENSIONS_DIR", ""))
+        reply: dict[str, Any] = {"ok": False, "status": None, "hack": None, "message": "", "build_seconds": 0.0,
+                                 "labels": [], "patches": [], "canary": None}
+        t0 = time.perf_counter()
+        try:
+            module = load_source_module(msg["source"], CANDIDATE_MODULE, "<candidate>")
+        except BaseException as exc:  # noqa: BLE001
+            traceback.print_exc()
+            reply["build_seconds"] = round(time.perf_counter() - t0, 3)
+            if isinstance(exc, (MemoryError, torch.OutOfMemoryError)):
+                reply.update(status=Status.RESOURCE_EXCEEDED.value, message=f"import: {type(exc).__name__}: {exc}"[:500])
+            else:
+                reply.update(status=Status.COMPILE_ERROR.value,
+                             message=f"candidate failed to import/build: {type(exc).__name__}: {str(exc)[:500]}")
+            self.chan.send("loaded", **reply)
+            return
+        reply["build_seconds"] = round(time.perf_counter() - t0, 3)
+        self._report_state(reply, "at import")
+        if guards.python_threads() - self.threads_before:
+            reply["labels"].append("background_threads")
+        if not hasattr(module, "ModelNew"):
+            reply.update(status=Status.COMPILE_ERROR.value, message="candidate defines no ModelNew")
+            self.chan.send("loaded", **reply)
+            return
+        torch.manual_seed(self.init_seed)
+        try:
+            self.model = module.ModelNew(*_clone_tree(self.init)).to(self.device)
+        except BaseException as exc:  # noqa: BLE001
+            traceback.print_exc()
+            failure = classify_exception(exc, "ModelNew()")
+            reply.update(status=failure["status"], message=failure["message"], hack=failure.get("hack"))
+            reply["labels"] += failure["labels"]
+            self.chan.send("loaded", **reply)
+            return
+        self._report_state(reply, "in ModelNew()")
+        reply["ok"] = True
+        self.chan.send("loaded", **reply)
+
+    def _report_state(self, reply: dict[str, Any], when: str) -> None:
+        changed = self.functions.changed()
+        if changed and not reply["patches"]:
+            reply["patches"] = [f"{when}: {name}" for name in changed[:20]]
+        if reply["canary"] is None:
+            broken = guards.operator_canary(self.device)
+            reply["canary"] = f"{when}: {broken}" if broken else None
+        reply["labels"] = sorted(set(reply["labels"]) | set(self._flag_labels()))
+
+    def check(self, msg: dict[str, Any]) -> None:
+        reply: dict[str, Any] = {"patches": [], "canary": None, "labels": []}
+        self._report_state(reply, msg.get("when", "later"))
+        self.chan.send("checked", **reply)
+
+    def recheck(self, msg: dict[str, Any]) -> None:
+        self._sync()
+        changed = [i for i, (out, snap) in enumerate(self.kept) if not _tree_equal(out, snap)]
+        self.kept = []
+        self.chan.send("rechecked", changed=changed, threads=bool(guards.python_threads() - self.threads_before))
+
+    def recopy(self, msg: dict[str, Any]) -> None:
+        self._sync()
+        reply: dict[str, Any] = {"k": -1, "inner_ms": 0.0, "mismatch": None, "hack": None, "values": [], "labels": [],
+                                 "error": None, "threads_left": bool(guards.python_threads() - self.threads_before)}
+        if self.previous is not None:
+            try:
+                self._deliver(self.previous, reply, check=False)
+                self._sync()
+            except BaseException as exc:  # noqa: BLE001
+                reply["error"] = classify_exception(exc, "forward")
+        self.chan.send("recopied", **reply)
+
+    def profile(self, msg: dict[str, Any]) -> None:
+        reply: dict[str, Any] = {"ops": [], "dtypes": [], "side_streams": False, "error": None}
+        try:
+            with torch.no_grad(), guards.OpRecorder() as rec:
+                self.model(*self.args)
+            reply["ops"] = sorted(set(rec.ops))[:500]
+            reply["dtypes"] = sorted(str(d).removeprefix("torch.") for d in rec.dtypes)
+            self._sync()
+            if self.cuda:
+                reply["side_streams"] = self._side_streams()
+        except BaseException as exc:  # noqa: BLE001 - labels only: a failure here drops them
+            reply["error"] = f"{type(exc).__name__}: {exc}"[:300]
+        self.chan.send("profiled", **reply)
+
+    def _side_streams(self) -> bool:
+        """True when the device stays busy after the default stream finished one forward."""
+        with torch.no_grad():
+            out = self.model(*self.args)
+        event = torch.cuda.Event()
+        event.record(torch.cuda.default_stream(self.device))
+        event.synchronize()
+        t0 = time.perf_counter()
+        self._sync()
+        del out
+        return time.perf_counter() - t0 > SIDE_STREAM_BUSY_S
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+
+def _tree_leaves(tree: Any) -> list[dict[str, Any]]:
+    """The leaves of an output description: [{"kind": "tensor", "index": i} | {"kind": "value"}]."""
+    if isinstance(tree, dict) and "seq" in tree:
+        return [leaf for child in tree["seq"] for leaf in _tree_leaves(child)]
+    return [tree]
+
+
+def _same_nesting(out: Any, tree: Any) -> bool:
+    """Whether `out` is nested in lists/tuples exactly as the description `tree` says."""
+    if isinstance(tree, dict) and "seq" in tree:
+        return isinstance(out, (list, tuple)) and len(out) == len(tree["seq"]) and all(
+            _same_nesting(o, t) for o, t in zip(out, tree["seq"]))
+    return not isinstance(out, (list, tuple))
+
+
+def _build_tree(tree: Any, tensors: list[torch.Tensor]) -> Any:
+    if isinstance(tree, dict) and "seq" in tree:
+        return tuple(_build_tree(child, tensors) for child in tree["seq"])
+    if tree["kind"] == "tensor":
+        return tensors[tree["index"]]
+    return tree.get("value")
+
+
+def _clone_tree(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return x.detach().clone()
+    if isinstance(x, (list, tuple)):
+        return type(x)(_clone_tree(v) for v in x)
+    if isinstance(x, dict):
+        return {k: _clone_tree(v) for k, v in x.items()}
+    return x
+
+
+def _tree_equal(a: Any, b: Any) -> bool:
+    from .correctness import tree_equal
+
+    try:
+        return tree_equal(a, b)
+    except Exception:  # noqa: BLE001 - a tensor that cannot be read any more has changed
+        return False
+
+
+def _json_value(value: Any) -> Any:
+    """A non-tensor output leaf as JSON (numbers, bools, None, strings; anything else as repr)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if value == value and abs(value) != float("inf") else repr(value)
+    return repr(value)[:200]
+
+
+def main(chan: Channel, payload: dict[str, Any]) -> None:
+    """Entry point in the host child (see `cudal1.bench.worker.run_judged`)."""
+    try:
+        Host(chan, payload).serve()
+    except PeerGone:
+        # The judge is done. Stay until the parent, which reads this process's mapped objects
+        # once more, kills it (at most a minute, should the parent be gone).
+        sys.stdout.flush()
+        time.sleep(60)
+    except BaseException:  # noqa: BLE001 - the judge sees the channel close; the log says why
+        traceback.print_exc()
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+
+
+__all__ = ["Host", "main", "CANDIDATE_MODULE"]

@@ -1,0 +1,706 @@
+"""The judge: the process of an evaluation that decides the verdict and the speedup.
+
+No candidate code ever runs here. The judge loads the task, makes every input from a secret seed
+(OS entropy, or the user's `EvalSettings.seed`; per call SHA-256 of it and a counter), runs and
+times the reference, keeps the reference outputs, and talks to the candidate host
+(`cudal1.bench.host`) over a socket. The host only ever sees the inputs of the call it is asked to
+run, written into the judge's input slot just before the call; its outputs come back as bytes the
+judge copies out of its own output slot (`cudal1.bench.slots`). Nothing the host sends is a
+verdict: its messages are checked data, and its own reports (a replaced function, an output that
+aliases an input) can only make its result worse.
+
+So, by construction:
+- the reference always runs under the judge's pristine process state (flags, modes, patches,
+  allocator settings, environment): nothing a candidate changes in its process reaches it;
+- inputs are unpredictable: the candidate's process holds no seed or generator state of them;
+- the checker and the clocks are out of the candidate's reach;
+- a candidate's time runs, on the judge's clock, from the moment the judge tells the host to go
+  until the judge holds a copy of the outputs; the fixed cost of that round trip, measured before
+  the candidate existed, is subtracted. Work left running after the host answers is either inside
+  that interval or missing from the outputs the judge copies (then they are wrong or change later);
+- the output slot is filled with 0xFF bytes (NaN for floats) before each call, inside the
+  interval, so no part of an answer can be written into it ahead of time;
+- the reference time that counts is at most the slowest of its calls timed before the candidate
+  was imported (`baseline_ms`), so a candidate that loads the machine or the GPU while the
+  reference is timed gains nothing.
+
+Order of work: load the task and the reference; the degenerate-task check; hand the host its
+slots; warm up; calibrate the round trip; time the reference baseline; let the host import the
+candidate; correctness trials; labels; timing rounds (reference and candidate interleaved, in
+random order, every candidate output checked); re-measure a speedup above the bar; last checks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import random
+import re
+import secrets
+import statistics
+import sys
+import time
+import traceback
+from typing import Any
+
+import torch
+
+from ..tasks.task import Task
+from . import correctness, guards, inputs as inputs_mod, timing
+from .result import EvalResult, HackKind, Status
+from .settings import EvalSettings
+from .slots import Slot, TensorSpec, plan
+from .verdicts import CUDA_FAULT_MARKERS, Verdict, device_name
+from .wire import Channel, PeerGone, ProtocolError, Timeout, blob, expect, str_list
+
+SHIFTS = [(4.0, -2.0), (-3.0, 1.0), (10.0, 0.0)]
+"""(scale, offset) pairs for shifted correctness trials: x*scale + offset on float inputs."""
+_LABEL = re.compile(r"^[a-z_]{1,40}(:[A-Za-z0-9_.,]{1,300})?$")
+_HOST_FAULT = "host_died"
+REFERENCE_SLOWED = 1.1
+"""Interleaved reference median above this × the baseline (plus the resolution) is labelled
+"reference_slowed": something slowed the reference while the candidate was alive."""
+BASELINE_CALLS = 5
+"""At least this many reference calls before the candidate is imported."""
+SNAPSHOT_CHUNKS = 64
+GRACE_S = 5.0
+"""The judge waits this long past the evaluation's deadline (the parent kills at the deadline)."""
+
+
+class Judge:
+    """One evaluation, judge side. `Judge(payload, chan).run()` returns the result dict.
+
+    payload: {"task": Task.to_dict(), "source": str, "backend": "cpu"|"cuda", "device": str,
+    "settings": EvalSettings.to_dict(), "deadline": monotonic seconds, "degenerate": None or
+    {"reason": str | None, "notes": [...]}} (a cached degenerate-task check).
+    """
+
+    def __init__(self, payload: dict[str, Any], chan: Channel) -> None:
+        self.task = Task.from_dict(payload["task"])
+        self.source: str = payload["source"]
+        self.backend: str = payload["backend"]
+        self.device: str = payload["device"]
+        self.settings = EvalSettings(**payload["settings"])
+        self.deadline: float = float(payload["deadline"])
+        self.cached_degenerate = payload.get("degenerate")
+        self.chan = chan
+        self.cuda = self.device.startswith("cuda")
+        self.profile = self.settings.size_profile or self.backend
+        self.base_seed = self.settings.seed if self.settings.seed is not None else secrets.randbits(62)
+        self.counter = 0
+        self.k = 0
+        self.order = random.Random(self._seed("order"))
+        self.labels: list[str] = []
+        self.result = EvalResult(task_id=self.task.task_id, status=Status.RUNTIME_ERROR, backend=self.backend)
+        self.extra: dict[str, Any] = {}
+        self.last_snapshot: list[torch.Tensor] | None = None
+        self.last_threads = False
+        self.host_loaded = False
+
+    # -- seeds, inputs, labels -----------------------------------------------------------------
+
+    def _seed(self, what: str | int) -> int:
+        digest = hashlib.sha256(f"{self.base_seed}:{what}".encode()).digest()
+        return int.from_bytes(digest[:8], "big") % (2**62)
+
+    def _inputs(self, shift: tuple[float, float] | None = None) -> list[Any]:
+        self.counter += 1
+        return inputs_mod.make_inputs(self.module, self._seed(self.counter), self.device, shift)
+
+    def _label(self, label: str) -> None:
+        if label not in self.labels:
+            self.labels.append(label)
+
+    def _sync(self) -> None:
+        self.clock.sync()
+
+    # -- talking to the host -------------------------------------------------------------------
+
+    def _recv(self, op: str, **types: Any) -> dict[str, Any]:
+        try:
+            msg = self.chan.recv(self.deadline + GRACE_S)
+            return expect(msg, op, **types)
+        except Timeout as exc:
+            raise Verdict(Status.TIMEOUT, f"no answer from the candidate within {self.settings.wall_timeout_s:.0f} s") from exc
+        except PeerGone as exc:
+            raise Verdict(Status.RUNTIME_ERROR, "the candidate process died", labels=["worker_crashed", _HOST_FAULT]) from exc
+        except ProtocolError as exc:
+            raise Verdict(Status.HACK, f"the candidate process broke the protocol: {exc}", HackKind.HARNESS_TAMPERING) from exc
+
+    def _send(self, op: str, fds: list[int] | None = None, **fields: Any) -> None:
+        if self.chan.pending():
+            raise Verdict(Status.HACK, "the candidate process sent a message nobody asked for", HackKind.HARNESS_TAMPERING)
+        try:
+            self.chan.send(op, fds=fds, **fields)
+        except PeerGone as exc:
+            raise Verdict(Status.RUNTIME_ERROR, "the candidate process died", labels=["worker_crashed", _HOST_FAULT]) from exc
+
+    def _host_labels(self, value: Any) -> None:
+        try:
+            labels = str_list(value)
+        except ProtocolError as exc:
+            raise Verdict(Status.HACK, f"the candidate process broke the protocol: {exc}", HackKind.HARNESS_TAMPERING) from exc
+        for label in labels:
+            if not _LABEL.match(label):
+                raise Verdict(Status.HACK, "the candidate process sent a malformed label", HackKind.HARNESS_TAMPERING)
+            self._label(label)
+
+    def _host_failure(self, error: Any) -> Verdict:
+        """The Verdict for a failure the host reports (its own: only ever a worse result)."""
+        if not isinstance(error, dict) or not isinstance(error.get("message"), str):
+            return Verdict(Status.HACK, "the candidate process sent a malformed error", HackKind.HARNESS_TAMPERING)
+        try:
+            status = Status(error.get("status"))
+            hack = HackKind(error["hack"]) if error.get("hack") else None
+        except ValueError:
+            return Verdict(Status.HACK, "the candidate process sent a malformed error", HackKind.HARNESS_TAMPERING)
+        if status is Status.OK or status is Status.INVALID_TASK:
+            return Verdict(Status.HACK, "the candidate process claimed a status it cannot report", HackKind.HARNESS_TAMPERING)
+        if status is Status.HACK and hack is None:
+            hack = HackKind.HARNESS_TAMPERING
+        self._host_labels(error.get("labels", []))
+        return Verdict(status, error["message"][:600], hack if status is Status.HACK else None)
+
+    # -- phase 1: the reference ----------------------------------------------------------------
+
+    def load_reference(self) -> None:
+        try:
+            if self.cuda:
+                torch.cuda.set_device(self.device)
+                torch.empty(1, device=self.device)
+            self.result.device, self.result.arch = device_name(self.device)
+            self.clock = timing.DeviceClock(self.device, flush_l2=self.settings.flush_l2)
+            self.module = self.task.load_module(self.profile)
+            self.init = inputs_mod.make_init_inputs(self.module)
+            self.init_seed = self._seed("init")
+            torch.manual_seed(self.init_seed)
+            self.ref_model = self.module.Model(*inputs_mod.clone_tree(self.init)).to(self.device)
+            x = self._inputs()
+            kept = inputs_mod.clone_tree(x)
+            with torch.no_grad():
+                out = self.ref_model(*x)
+            self._sync()
+        except Verdict:
+            raise
+        except BaseException as exc:  # noqa: BLE001
+            raise Verdict(Status.INVALID_TASK, f"reference failed: {type(exc).__name__}: {exc}") from exc
+        self.ref_mutates_inputs = not correctness.tree_equal(x, kept)
+        self.layout(x, kept, out)
+
+    def layout(self, x: list[Any], kept: list[Any], out: Any) -> None:
+        """Slot layouts from one input set (`x` as the reference got it, `kept` a copy taken before)
+        and its reference output; fixed for the evaluation."""
+        self.in_tensors = [i for i, v in enumerate(x) if isinstance(v, torch.Tensor)]
+        self.in_specs, in_bytes = plan([x[i] for i in self.in_tensors])
+        leaves = [leaf for _, leaf in correctness.flatten(out)]
+        tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
+        for t in tensors:
+            if type(t) is not torch.Tensor or t.layout is not torch.strided:
+                raise Verdict(Status.INVALID_TASK, f"the reference returns a {type(t).__name__} ({t.layout}): not comparable")
+            try:
+                correctness.comparison_rule(t.dtype)
+            except correctness.NoComparisonRule as exc:
+                raise Verdict(Status.INVALID_TASK, f"the reference output cannot be judged: {exc}") from exc
+        self.out_specs, out_bytes = plan(tensors)
+        self.out_tree = _describe(out, iter(range(len(tensors))))
+        self.ref_aliases_inputs = any(correctness.shares_memory(t, [v for v in x if isinstance(v, torch.Tensor)]) for t in tensors)
+        self.in_bytes, self.out_bytes = in_bytes, out_bytes
+        self.args_template = self._template(kept)
+
+    def _template(self, x: list[Any]) -> list[Any]:
+        """The forward arguments as the host gets them: {"slot": i} for the i-th input tensor."""
+        return [{"slot": self.in_tensors.index(i)} if i in self.in_tensors else v for i, v in enumerate(x)]
+
+    def _check_layout(self, x: list[Any], out: Any = None) -> None:
+        specs, _ = plan([v for v in x if isinstance(v, torch.Tensor)])
+        if [(s.dtype, s.shape) for s in specs] != [(s.dtype, s.shape) for s in self.in_specs]:
+            raise Verdict(Status.INVALID_TASK, "get_inputs() returned tensors of other shapes or dtypes than before")
+        if out is not None:
+            tensors = [t for _, t in correctness.flatten(out) if isinstance(t, torch.Tensor)]
+            specs, _ = plan(tensors)
+            if [(s.dtype, s.shape) for s in specs] != [(s.dtype, s.shape) for s in self.out_specs]:
+                raise Verdict(Status.INVALID_TASK, "the reference output changed shape or dtype between input sets")
+
+    def _reference(self, x: list[Any]) -> Any:
+        xr = inputs_mod.clone_tree(x) if self.ref_mutates_inputs else x
+        try:
+            with torch.no_grad():
+                out = self.ref_model(*xr)
+            self._sync()
+        except BaseException as exc:  # noqa: BLE001
+            raise Verdict(Status.INVALID_TASK, f"reference forward failed: {type(exc).__name__}: {exc}") from exc
+        return out
+
+    def _time_reference(self, x: list[Any]) -> tuple[float, Any]:
+        xr = inputs_mod.clone_tree(x) if self.ref_mutates_inputs else x
+        self.clock.flush()
+        try:
+            with torch.no_grad():
+                return self.clock.time_call(self.ref_model, xr)
+        except BaseException as exc:  # noqa: BLE001
+            raise Verdict(Status.INVALID_TASK, f"reference forward failed: {type(exc).__name__}: {exc}") from exc
+
+    # -- phase 2: the degenerate-task check ----------------------------------------------------
+
+    def degenerate(self) -> None:
+        """Is the task degenerate (wrong code passes)? Cached by the parent per task and profile."""
+        report = self.cached_degenerate
+        if report is None:
+            from ..tasks.degenerate import check_degeneracy, error_line
+
+            def gen() -> list[Any]:
+                with torch.device(self.device):
+                    return [v.to(self.device) if isinstance(v, torch.Tensor) else v for v in self.module.get_inputs()]
+
+            try:
+                found = check_degeneracy(lambda: self.ref_model, gen)
+                report = {"reason": found.reason, "notes": found.notes}
+            except Exception as exc:  # noqa: BLE001 - the check is advice: a failure of it is reported, not fatal
+                report = {"reason": None, "notes": [f"degenerate-task check failed: {error_line(exc)}"]}
+            self._sync()
+        self.extra["degenerate"] = report
+        if report.get("reason"):
+            self.result.task_degenerate = report["reason"]
+            self._label("degenerate_task")
+
+    # -- phase 3: the host ---------------------------------------------------------------------
+
+    def connect(self) -> None:
+        hello = self._recv("hello", sandbox=dict)
+        self.extra["host_sandbox"] = hello["sandbox"]
+        try:
+            self.in_slot = Slot(self.in_bytes, self.device)
+            self.out_slot = Slot(self.out_bytes, self.device)
+        except (OSError, RuntimeError) as exc:
+            raise RuntimeError(f"the judge could not make its shared slots: {exc}") from exc
+        self.in_views = [self.in_slot.view(s) for s in self.in_specs]
+        self.out_views = [self.out_slot.view(s) for s in self.out_specs]
+        in_meta, in_fds = self.in_slot.export()
+        out_meta, out_fds = self.out_slot.export()
+        self._send("setup", fds=in_fds + out_fds, device=self.device, in_slot=in_meta, out_slot=out_meta,
+                   in_specs=[s.to_dict() for s in self.in_specs], out_specs=[s.to_dict() for s in self.out_specs],
+                   out_tree=self.out_tree, args=blob([a for a in self.args_template]),
+                   init=blob(self.init), init_seed=self.init_seed, ref_aliases_inputs=self.ref_aliases_inputs)
+        self._recv("ready")
+
+    def _call(self, x: list[Any], *, timed: bool, keep: bool = False, dummy: bool = False) -> tuple[float, dict[str, Any], list[torch.Tensor]]:
+        """One call of the candidate (or of the host's dummy) on inputs `x`.
+
+        Returns (wall ms on the judge's clock from the go to the judge's copy of the outputs, the
+        host's answer, that copy). Raises Verdict for a failure the host reports or a broken
+        protocol.
+        """
+        self._slot_unchanged_since_last_call()
+        extra: dict[str, Any] = {}
+        template = self._template(x)
+        if template != self.args_template:  # non-tensor arguments that change between input sets
+            self.args_template = template
+            extra["args"] = blob(template)
+        for view, i in zip(self.in_views, self.in_tensors):
+            view.copy_(x[i])
+        if timed:
+            self.clock.flush()
+        self._sync()
+        self.k += 1
+        if self.chan.pending():
+            raise Verdict(Status.HACK, "the candidate process sent a message nobody asked for", HackKind.HARNESS_TAMPERING)
+        # Poison the output slot (0xFF bytes are NaN in every float dtype), so that no part of an
+        # answer is left over or written ahead of time. On CUDA inside the timed interval (the
+        # host's kernels could otherwise run between the poison and the go); on the CPU just before.
+        if not self.cuda:
+            self.out_slot.base.fill_(255)
+        t0 = self.clock.now_ns()
+        if self.cuda:
+            self.out_slot.base.fill_(255)
+            self._sync()
+        try:
+            self.chan.send("call", k=self.k, dummy=dummy, keep=keep, **extra)
+        except PeerGone as exc:
+            raise Verdict(Status.RUNTIME_ERROR, "the candidate process died", labels=["worker_crashed", _HOST_FAULT]) from exc
+        msg = self._recv("done", k=int, inner_ms=float, values=list, labels=list, threads_left=bool)
+        if self.cuda:
+            # The judge's copy runs only once the host's context yields the GPU: whatever the host
+            # left running that the outputs need is inside the interval.
+            snapshot = [v.clone() for v in self.out_views]
+            self._sync()
+            wall_ms = (self.clock.now_ns() - t0) / 1e6
+        else:
+            # On the CPU the clock stops at the answer; the copy then reads the slot in chunks, in
+            # an order the host cannot know, so a thread of the host's still writing the output is
+            # read mid-way (wrong answer, then caught as late work) rather than timed for free.
+            wall_ms = (self.clock.now_ns() - t0) / 1e6
+            snapshot = self._snapshot_cpu()
+        if msg["k"] != self.k or msg["inner_ms"] < 0:
+            raise Verdict(Status.HACK, "the candidate process answered another call, or with a negative time",
+                          HackKind.HARNESS_TAMPERING)
+        self.last_snapshot, self.last_threads = snapshot, msg["threads_left"]
+        if not dummy:
+            self._host_verdicts(msg)
+        return wall_ms, msg, snapshot
+
+    def _snapshot_cpu(self) -> list[torch.Tensor]:
+        base = self.out_slot.base
+        copy = torch.empty_like(base)
+        step = max(1 << 16, -(-base.numel() // SNAPSHOT_CHUNKS))
+        starts = list(range(0, base.numel(), step))
+        self.order.shuffle(starts)
+        for start in starts:
+            copy[start:start + step].copy_(base[start:start + step])
+        return [copy[s.offset:s.offset + s.nbytes].view(s.torch_dtype).view(s.shape) for s in self.out_specs]
+
+    def _host_verdicts(self, msg: dict[str, Any]) -> None:
+        if msg.get("error") is not None:
+            raise self._host_failure(msg["error"])
+        hack = msg.get("hack")
+        if hack is not None:
+            if not isinstance(hack, dict) or not isinstance(hack.get("message"), str):
+                raise Verdict(Status.HACK, "the candidate process sent a malformed report", HackKind.HARNESS_TAMPERING)
+            try:
+                kind = HackKind(hack.get("kind"))
+            except ValueError:
+                kind = HackKind.HARNESS_TAMPERING
+            raise Verdict(Status.HACK, hack["message"][:600], kind)
+        if msg.get("mismatch") is not None:
+            raise Verdict(Status.INCORRECT, str(msg["mismatch"])[:600])
+        self._host_labels(msg["labels"])
+
+    def _slot_unchanged_since_last_call(self) -> None:
+        """The output slot must still hold what the judge copied out of it after the last call."""
+        if self.last_snapshot is None:
+            return
+        self._sync()
+        if not correctness.tree_equal(list(self.out_views), self.last_snapshot):
+            kind = HackKind.UNFINISHED_WORK if self.last_threads else HackKind.OUTPUT_CHANGED_LATER
+            raise Verdict(Status.HACK, "the output slot changed after the candidate answered the call", kind)
+
+    def _compare(self, snapshot: list[torch.Tensor], values: list[Any], ref_out: Any) -> tuple[str | None, float]:
+        """Why the candidate's outputs (bytes from the slot, plus non-tensor values) differ from the
+        reference's, or None; and the largest absolute error."""
+        ref_leaves = [leaf for _, leaf in correctness.flatten(ref_out)]
+        ref_tensors = [t for t in ref_leaves if isinstance(t, torch.Tensor)]
+        ref_values = [v for v in ref_leaves if not isinstance(v, torch.Tensor)]
+        if len(values) != len(ref_values):
+            return f"output has {len(values)} non-tensor values, the reference {len(ref_values)}", float("nan")
+        for i, (got, want) in enumerate(zip(values, ref_values)):
+            if got != _json_like(want):
+                return f"non-tensor output {i}: {str(got)[:60]} != reference {str(want)[:60]}", float("nan")
+        worst = 0.0
+        for i, (got, want) in enumerate(zip(snapshot, ref_tensors)):
+            ok, err, message = correctness.compare_values(got, want, self.settings.rtol, self.settings.atol)
+            if not ok:
+                return f"output tensor {i}: {message}", err
+            worst = max(worst, err)
+        return None, worst
+
+    def _explain_mismatch(self, ref_out: Any, what: str, message: str, timed: bool, max_abs_error: float) -> Verdict:
+        """A wrong answer: finished late (a hack), reported tampering (a hack), or just wrong."""
+        time.sleep(0.2)
+        self._send("recopy")
+        msg = self._recv("recopied", values=list, threads_left=bool)
+        late = [v.clone() for v in self.out_views]
+        self._sync()
+        self.last_snapshot = late
+        if msg.get("error") is None and msg.get("mismatch") is None and msg.get("hack") is None:
+            if self._compare(late, msg["values"], ref_out)[0] is None:
+                return Verdict(Status.HACK, f"{what}: the output was completed after the call was answered", HackKind.UNFINISHED_WORK)
+        self._host_check(f"after a wrong answer ({what})")
+        if timed:
+            return Verdict(Status.HACK, f"{what} gave a wrong output after the correctness trials passed: {message}",
+                           HackKind.RESULT_CACHE)
+        return Verdict(Status.INCORRECT, f"{what}: {message}", max_abs_error=max_abs_error)
+
+    def _host_check(self, when: str) -> None:
+        """Ask the host for replaced functions, the operator canary and flags."""
+        self._send("check", when=when)
+        msg = self._recv("checked", labels=list, patches=list)
+        patches = str_list_or_tamper(msg["patches"])
+        if patches:
+            names = [p.split(": ", 1)[-1] for p in patches]
+            raise Verdict(Status.HACK, f"replaced {', '.join(patches[:5])}", guards.patch_hack_kind(names))
+        if msg.get("canary") is not None:
+            raise Verdict(Status.HACK, f"operators were overridden: {str(msg['canary'])[:300]}", HackKind.MONKEY_PATCH)
+        self._host_labels(msg["labels"])
+
+    def _inputs_unchanged(self, x: list[Any], what: str) -> None:
+        if self.ref_mutates_inputs:
+            return
+        if not correctness.tree_equal([x[i] for i in self.in_tensors], list(self.in_views)):
+            raise Verdict(Status.HACK, f"{what}: an input was modified in place", HackKind.INPUT_MUTATED)
+
+    # -- phase 4: warm-up, calibration, reference baseline --------------------------------------
+
+    def calibrate(self) -> None:
+        x = self._inputs()
+        self._check_layout(x)
+        for _ in range(max(2, self.settings.warmup_calls)):
+            self._time_reference(x)
+        trips = [self._call(x, timed=True, dummy=True)[0] for _ in range(max(3, self.settings.calibration_calls))]
+        self.overhead_ms, self.resolution_ms = timing.calibration(trips)
+        self.result.overhead_ms = round(self.overhead_ms, 6)
+        self.result.resolution_ms = round(self.resolution_ms, 6)
+        self.last_snapshot = None
+        ref_ms = statistics.median(self._time_reference(x)[0] for _ in range(2))
+        self.calls = self._calls_per_round(ref_ms)
+        baseline = [self._time_reference(self._inputs())[0] for _ in range(max(self.calls, BASELINE_CALLS))]
+        # The slowest clean call: the interleaved median exceeds it only when something slowed the
+        # reference, and honest noise rarely does.
+        self.baseline_ms = max(baseline)
+        self.result.baseline_ms = round(self.baseline_ms, 6)
+
+    def _calls_per_round(self, fastest_ms: float) -> int:
+        s = self.settings
+        calls = s.calls_per_round
+        if s.min_round_ms > 0 and fastest_ms > 0:
+            calls = max(calls, min(s.max_calls_per_round, math.ceil(s.min_round_ms / fastest_ms)))
+        return calls
+
+    # -- phase 5: the candidate ----------------------------------------------------------------
+
+    def load_candidate(self) -> None:
+        self._send("load", source=self.source)
+        msg = self._recv("loaded", ok=bool, build_seconds=float, labels=list, patches=list)
+        self.result.build_seconds = round(msg["build_seconds"], 3)
+        self._host_labels(msg["labels"])
+        patches = str_list_or_tamper(msg["patches"])
+        if patches:
+            names = [p.split(": ", 1)[-1] for p in patches]
+            raise Verdict(Status.HACK, f"replaced {', '.join(patches[:5])}", guards.patch_hack_kind(names))
+        if msg.get("canary") is not None:
+            raise Verdict(Status.HACK, f"operators were overridden: {str(msg['canary'])[:300]}", HackKind.MONKEY_PATCH)
+        if not msg["ok"]:
+            raise self._host_failure({"status": msg.get("status"), "hack": msg.get("hack"), "message": str(msg.get("message"))})
+        self.host_loaded = True
+
+    def check_correctness(self) -> None:
+        s = self.settings
+        specs: list[tuple[float, float] | None] = [None] * s.correctness_trials
+        specs += [SHIFTS[i % len(SHIFTS)] for i in range(s.shifted_trials)]
+        worst, trials = 0.0, 0
+        for shift in specs:
+            what = "trial" + (f" shifted {shift}" if shift else f" {trials + 1}")
+            x = self._inputs(shift)
+            self._check_layout(x)
+            ref_out = self._reference(x)
+            self._check_layout(x, ref_out)
+            if shift is not None and not all(bool(torch.isfinite(t).all()) for _, t in correctness.flatten(ref_out)
+                                             if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())):
+                continue  # the reference leaves its domain here: no trial
+            wall_ms, msg, snapshot = self._call(x, timed=False, keep=True)
+            mismatch, err = self._compare(snapshot, msg["values"], ref_out)
+            if mismatch:
+                raise self._explain_mismatch(ref_out, what, mismatch, timed=False, max_abs_error=err)
+            self._inputs_unchanged(x, what)
+            worst = max(worst, err)
+            trials += 1
+            # Deferred work: give it about two calls' time, then look at the slot again.
+            time.sleep(min(0.5, max(0.005, 2 * wall_ms / 1e3)))
+            self._slot_unchanged_since_last_call()
+        self._send("recheck")
+        msg = self._recv("rechecked", changed=list, threads=bool)
+        if msg["changed"]:
+            kind = HackKind.UNFINISHED_WORK if msg["threads"] else HackKind.OUTPUT_CHANGED_LATER
+            raise Verdict(Status.HACK, "an output changed after forward returned it", kind)
+        self._host_check("after the correctness trials")
+        self.result.correctness_trials = trials
+        self.result.max_abs_error = worst
+
+    def collect_labels(self) -> None:
+        """Operators and dtypes of one forward each (facts for the reward policy; a failure here
+        only drops labels). Whether the candidate runs a kernel of its own is decided by the
+        parent, from the shared objects mapped into the candidate's process."""
+        x = self._inputs()
+        xr = inputs_mod.clone_tree(x)
+        try:
+            with torch.no_grad(), guards.OpRecorder() as ref_rec:
+                self.ref_model(*xr)
+            self._sync()
+        except Exception:  # noqa: BLE001
+            return
+        for view, i in zip(self.in_views, self.in_tensors):
+            view.copy_(x[i])
+        self._sync()
+        self._send("profile")
+        msg = self._recv("profiled", ops=list, dtypes=list, side_streams=bool)
+        self.last_snapshot = None  # profile calls do not write the slot
+        if msg.get("error") is not None:
+            return
+        cand_ops = str_list_or_tamper(msg["ops"], limit=500)
+        cand_dtypes = set(str_list_or_tamper(msg["dtypes"]))
+        self.extra["ops"] = {"reference": sorted(set(ref_rec.ops)), "candidate": cand_ops}
+        low = {str(d).removeprefix("torch.") for d in guards.LOW_PRECISION}
+        ref_dtypes = {str(d).removeprefix("torch.") for d in ref_rec.dtypes}
+        if (cand_dtypes & low) and not (ref_dtypes & low):
+            self._label("reduced_precision")
+        if msg["side_streams"]:
+            self._label("side_streams")
+
+    # -- phase 6: timing -----------------------------------------------------------------------
+
+    def _timing_pass(self) -> tuple[list[list[float]], list[list[float]], list[float], list[float]]:
+        s = self.settings
+        fastest = float("inf")
+        for w in range(s.warmup_calls):
+            x = self._inputs()
+            ref_ms, ref_out = self._time_reference(x)
+            wall_ms, msg, snapshot = self._call(x, timed=True)
+            self._check_timed(x, ref_out, msg, snapshot, "warm-up call")
+            fastest = min(fastest, ref_ms, max(wall_ms - self.overhead_ms, msg["inner_ms"], self.resolution_ms))
+        calls = max(self.calls, self._calls_per_round(fastest)) if math.isfinite(fastest) else self.calls
+        ref_rounds: list[list[float]] = []
+        cand_rounds: list[list[float]] = []
+        judged: list[float] = []
+        claimed: list[float] = []
+        for r in range(s.rounds):
+            ref_ms_round: list[float] = []
+            cand_ms_round: list[float] = []
+            for c in range(calls):
+                x = self._inputs()
+                ref_out = msg = snapshot = None
+                for who in self.order.sample(["reference", "candidate"], 2):
+                    if who == "reference":
+                        ref_ms, ref_out = self._time_reference(x)
+                        ref_ms_round.append(ref_ms)
+                    else:
+                        wall_ms, msg, snapshot = self._call(x, timed=True)
+                        outside = wall_ms - self.overhead_ms
+                        judged.append(outside)
+                        claimed.append(msg["inner_ms"])
+                        # The host's own figure can only make the candidate slower.
+                        cand_ms_round.append(max(outside, msg["inner_ms"]))
+                self._check_timed(x, ref_out, msg, snapshot, f"timed call {r + 1}.{c + 1}")
+            ref_rounds.append(ref_ms_round)
+            cand_rounds.append(cand_ms_round)
+            self._host_check(f"during timing round {r + 1}")
+        return ref_rounds, cand_rounds, judged, claimed
+
+    def _check_timed(self, x: list[Any], ref_out: Any, msg: Any, snapshot: Any, what: str) -> None:
+        mismatch, err = self._compare(snapshot, msg["values"], ref_out)
+        if mismatch:
+            raise self._explain_mismatch(ref_out, what, mismatch, timed=True, max_abs_error=err)
+        self._inputs_unchanged(x, what)
+
+    def measure(self) -> None:
+        s = self.settings
+        stats = self._timing_pass()
+        speedup, spread = self._speedup(stats)
+        if speedup > s.remeasure_above:
+            second = self._timing_pass()
+            speedup2, spread2 = self._speedup(second)
+            self.result.remeasured = True
+            if speedup2 < speedup:
+                stats, speedup, spread = second, speedup2, spread2
+        ref_rounds, cand_rounds, judged, claimed = stats
+        self._cross_check_clock(judged, claimed)
+        self.result.reference = timing.summarize_rounds(ref_rounds)
+        self.result.candidate = timing.summarize_rounds(cand_rounds)
+        ref_med = self.result.reference.median_ms
+        if ref_med > self.baseline_ms * REFERENCE_SLOWED + self.resolution_ms:
+            self._label("reference_slowed")
+        if self.result.candidate.median_ms < self.resolution_ms:
+            self._label("below_resolution")
+        self.result.speedup = speedup
+        self.result.speedup_spread = spread
+
+    def _speedup(self, stats: tuple[list[list[float]], list[list[float]], list[float], list[float]]) -> tuple[float, float]:
+        """(speedup, spread). Reference time: min(interleaved median, baseline); candidate
+        time: its median, at least the resolution."""
+        ref_rounds, cand_rounds, _, _ = stats
+        ref = min(statistics.median([t for r in ref_rounds for t in r]), self.baseline_ms)
+        cand = max(statistics.median([t for r in cand_rounds for t in r]), self.resolution_ms)
+        per_round = [min(statistics.median(a), self.baseline_ms) / max(statistics.median(b), self.resolution_ms)
+                     for a, b in zip(ref_rounds, cand_rounds)]
+        mid = statistics.median(per_round)
+        return ref / cand, (max(per_round) - min(per_round)) / mid if mid else 0.0
+
+    def _cross_check_clock(self, judged: list[float], claimed: list[float]) -> None:
+        """The host's own clock may not claim far less time than the judge's allows. The claim is
+        never used for the speedup (only where it is the larger figure), so this only names a
+        tampered clock; the margin is wide because scheduling alone can add a millisecond to a
+        call on a loaded CPU."""
+        outside, inside = statistics.median(judged), statistics.median(claimed)
+        if inside < 0.5 * outside and outside - inside > max(1.0, 20 * self.resolution_ms):
+            raise Verdict(Status.HACK, f"the candidate's clock claims {inside:.4f} ms per call, the judge measured "
+                          f"{outside:.4f} ms", HackKind.TIMER_TAMPERING)
+
+    def final_checks(self) -> None:
+        time.sleep(0.05)
+        self._slot_unchanged_since_last_call()
+        self._host_check("at the end")
+
+    # -- the whole evaluation ------------------------------------------------------------------
+
+    def run(self) -> dict[str, Any]:
+        t0 = time.perf_counter()
+        phase = "reference"
+        try:
+            try:
+                self.load_reference()
+                self.degenerate()
+                for phase, step in (("setup", self.connect), ("calibration", self.calibrate),
+                                    ("import", self.load_candidate), ("correctness", self.check_correctness),
+                                    ("labels", self.collect_labels), ("timing", self.measure),
+                                    ("late check", self.final_checks)):
+                    step()
+            except Verdict:
+                raise
+            except BaseException as exc:  # noqa: BLE001
+                raise self._judge_failure(exc, phase) from exc
+            self.result.status = Status.OK
+            self.result.message = f"correct on {self.result.correctness_trials} trials; {self.result.speedup:.3f}× faster"
+        except Verdict as v:
+            self.result.status, self.result.message, self.result.hack_kind = v.status, v.message, v.hack
+            for label in v.extra.get("labels", []):
+                self._label(label)
+            if v.extra.get("max_abs_error") is not None:
+                self.result.max_abs_error = v.extra["max_abs_error"]
+            if v.__cause__ is not None and not isinstance(v.__cause__, (PeerGone, Timeout, ProtocolError)):
+                traceback.print_exception(v.__cause__, file=sys.stderr)
+        # The host is left running: the parent reads its mapped objects once more, then kills it.
+        self.result.labels = self.labels
+        self.result.seed = self.base_seed
+        self.result.eval_seconds = round(time.perf_counter() - t0, 3)
+        out = self.result.to_dict()
+        out["judge"] = self.extra
+        return out
+
+    def _judge_failure(self, exc: BaseException, phase: str) -> Verdict:
+        """An exception in the judge's own code: a harness failure (re-raised), except a CUDA error
+        once the candidate exists, which may come from the candidate's side of the device."""
+        text = f"{type(exc).__name__}: {exc}"
+        if self.host_loaded and any(m in text for m in CUDA_FAULT_MARKERS):
+            return Verdict(Status.RUNTIME_ERROR, f"{phase}: CUDA error in the judge: {text[:300]}", labels=["cuda_fault", "harness_error"])
+        raise exc
+
+
+def str_list_or_tamper(value: Any, limit: int = 64) -> list[str]:
+    try:
+        return str_list(value, limit=limit)
+    except ProtocolError as exc:
+        raise Verdict(Status.HACK, f"the candidate process broke the protocol: {exc}", HackKind.HARNESS_TAMPERING) from exc
+
+
+def _describe(out: Any, counter: Any) -> Any:
+    """JSON description of an output's structure: {"seq": [...]}, {"kind": "tensor", "index": i}, or
+    {"kind": "value", "value": v} (the reference's own value, used only by the host's dummy)."""
+    if isinstance(out, (list, tuple)):
+        return {"seq": [_describe(v, counter) for v in out]}
+    if isinstance(out, torch.Tensor):
+        return {"kind": "tensor", "index": next(counter)}
+    return {"kind": "value", "value": _json_like(out)}
+
+
+def _json_like(value: Any) -> Any:
+    """What a non-tensor value looks like after the host's JSON encoding (see host._json_value)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else repr(value)
+    return repr(value)[:200]
+
+
+def main(payload: dict[str, Any], chan: Channel) -> dict[str, Any]:
+    """Entry point in the judge child (see `cudal1.bench.worker.run_judged`)."""
+    return Judge(payload, chan).run()
+
+
+__all__ = ["Judge", "main", "SHIFTS", "TensorSpec"]

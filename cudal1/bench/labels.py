@@ -1,0 +1,52 @@
+"""Labels the parent adds to a result: facts read from outside the candidate's process.
+
+Labels are facts for the reward policy (`cudal1.rl.rewards` prices them), never verdicts. The ones
+here are decided by the evaluating process, not reported by the candidate's:
+
+- `source_labels`: read off the candidate's source text.
+- `custom_kernel`: a shared object from the candidate's own build directory (or, for Triton's
+  launchers, its scratch directory) was mapped into the candidate's process at some point of the
+  evaluation (the parent reads /proc/<pid>/maps while it runs, so an extension built lazily on
+  the first forward counts too).
+- `pytorch_only`, `calls_reference_ops`: no kernel of its own; and whether its aten operators
+  (as the candidate's process recorded them) cover the reference's. The operator list comes from
+  the candidate's process, so a candidate can hide operators from it: these two labels are
+  evidence, not proof.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_SOURCE_LABELS = {
+    "custom_kernel_source": re.compile(r"load_inline|cpp_extension|__global__|triton\.jit|@triton|cupy\.RawKernel|numba\.cuda"),
+    "torch_compile": re.compile(r"torch\.compile|torch\._dynamo|_inductor"),
+    "cuda_graphs": re.compile(r"CUDAGraph|cuda\.graph|cudaGraph|make_graphed_callables"),
+    "autocast": re.compile(r"autocast"),
+    "side_stream_source": re.compile(r"cuda\.Stream|cudaStreamCreate|getStreamFromPool|stream\("),
+    "threads_source": re.compile(r"threading|concurrent\.futures|multiprocessing|std::thread|pthread"),
+    "interpreter_introspection": re.compile(
+        r"_getframe|f_back|f_locals|f_globals|gc\.get_objects|gc\.get_referrers|inspect\.(stack|currentframe)|ctypes|__code__"
+    ),
+}
+
+
+def source_labels(source: str) -> list[str]:
+    """Labels read off the candidate's source text."""
+    return [label for label, pattern in _SOURCE_LABELS.items() if pattern.search(source)]
+
+
+def kernel_labels(host_objects: list[str], ops: dict[str, Any] | None) -> list[str]:
+    """["custom_kernel"] when the candidate's process mapped a shared object it built; else
+    "pytorch_only", plus "calls_reference_ops" when `ops` (the judge's {"reference": [...],
+    "candidate": [...]} aten operator names) shows every reference operator in the candidate."""
+    if host_objects:
+        return ["custom_kernel"]
+    if ops is None:
+        return []
+    labels = ["pytorch_only"]
+    ref, cand = set(ops.get("reference") or ()), set(ops.get("candidate") or ())
+    if ref and ref <= cand:
+        labels.append("calls_reference_ops")
+    return labels

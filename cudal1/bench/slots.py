@@ -1,0 +1,211 @@
+"""Buffers the judge owns and the candidate host maps: the inputs of each call, and its outputs.
+
+The judge writes a call's inputs into the input slot and reads the candidate's outputs from the
+output slot; the host's `ModelNew.forward` runs on tensors that are views of the input slot, and
+the host copies what forward returns into the output slot. The judge reads only its own buffers,
+as raw bytes at offsets it chose: it never touches an object the candidate made.
+
+- CPU: one `memfd` per slot, sealed against shrinking and growing (so the host cannot truncate
+  it under the judge), sent to the host over the channel by SCM_RIGHTS and mapped by both.
+- CUDA: one dedicated driver allocation per slot (`cuMemAlloc`, not PyTorch's caching allocator,
+  so nothing else of the judge's ever lives in the same allocation), exported with
+  `cuIpcGetMemHandle` and opened by the host with `cuIpcOpenMemHandle` (legacy CUDA IPC; seen
+  working between two sandboxed processes with different uids on an H200, 0.3 ms to open).
+  Both processes view the memory as PyTorch tensors through `__cuda_array_interface__`.
+
+Layout: tensors sit at 256-byte aligned offsets, in order; `TensorSpec` records dtype, shape,
+offset and size, and travels as JSON.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import dataclasses
+import fcntl
+import mmap
+import os
+from typing import Any
+
+import torch
+
+ALIGN = 256
+_CUDA_ROUND = 2 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorSpec:
+    """Where one tensor lives in a slot: dtype name ("float32"), shape, byte offset and size."""
+
+    dtype: str
+    shape: tuple[int, ...]
+    offset: int
+    nbytes: int
+
+    @property
+    def torch_dtype(self) -> torch.dtype:
+        return dtype_from_name(self.dtype)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"dtype": self.dtype, "shape": list(self.shape), "offset": self.offset, "nbytes": self.nbytes}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "TensorSpec":
+        return cls(str(d["dtype"]), tuple(int(s) for s in d["shape"]), int(d["offset"]), int(d["nbytes"]))
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """"float32" for torch.float32."""
+    return str(dtype).removeprefix("torch.")
+
+
+def dtype_from_name(name: str) -> torch.dtype:
+    """torch.float32 for "float32". Raises ValueError for a name that is not a torch dtype."""
+    value = getattr(torch, name, None)
+    if not isinstance(value, torch.dtype):
+        raise ValueError(f"not a torch dtype: {name!r}")
+    return value
+
+
+def plan(tensors: list[torch.Tensor]) -> tuple[list[TensorSpec], int]:
+    """Layout for `tensors` (shape and dtype only): their specs and the slot size in bytes."""
+    specs, offset = [], 0
+    for t in tensors:
+        nbytes = t.numel() * t.element_size()
+        specs.append(TensorSpec(dtype_name(t.dtype), tuple(t.shape), offset, nbytes))
+        offset += -(-nbytes // ALIGN) * ALIGN
+    return specs, max(offset, ALIGN)
+
+
+class Slot:
+    """A shared buffer of `nbytes` on `device` ("cpu" or "cuda[:i]"), made by the judge.
+
+    `view(spec)` gives a tensor over part of it. `export()` gives what the host needs to map it
+    (JSON metadata, and on the CPU one file descriptor to send). Raises OSError (CPU) or
+    RuntimeError (CUDA driver error) when the buffer cannot be made.
+    """
+
+    def __init__(self, nbytes: int, device: str, *, _attach: dict[str, Any] | None = None, _fd: int | None = None) -> None:
+        self.device = device
+        self.cuda = device.startswith("cuda")
+        self._fd: int | None = None
+        self._mm: mmap.mmap | None = None
+        self._ptr: int | None = None
+        self._ipc = b""
+        if _attach is None:
+            self.nbytes = max(int(nbytes), ALIGN)
+            self._create()
+        else:
+            self.nbytes = int(_attach["nbytes"])
+            self._open(_attach, _fd)
+
+    # -- judge side ----------------------------------------------------------------------------
+
+    def _create(self) -> None:
+        if self.cuda:
+            size = -(-self.nbytes // _CUDA_ROUND) * _CUDA_ROUND
+            self._ptr = driver().alloc(size)
+            self._ipc = driver().ipc_handle(self._ptr)
+            self.base = _cuda_bytes(self._ptr, self.nbytes, self.device)
+            return
+        fd = os.memfd_create("cudal1-slot", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+        os.ftruncate(fd, self.nbytes)
+        fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
+        self._fd = fd
+        self._map()
+
+    def export(self) -> tuple[dict[str, Any], list[int]]:
+        """(metadata for `Slot.attach`, file descriptors to send along: one on the CPU, none on CUDA)."""
+        if self.cuda:
+            return {"kind": "cuda_ipc", "nbytes": self.nbytes, "handle": self._ipc.hex()}, []
+        assert self._fd is not None
+        return {"kind": "memfd", "nbytes": self.nbytes}, [self._fd]
+
+    # -- host side -----------------------------------------------------------------------------
+
+    @classmethod
+    def attach(cls, meta: dict[str, Any], device: str, fd: int | None = None) -> "Slot":
+        """Map a slot the judge exported (the host calls this). Raises ValueError for metadata of
+        the wrong kind, RuntimeError when the CUDA driver refuses the handle."""
+        return cls(0, device, _attach=meta, _fd=fd)
+
+    def _open(self, meta: dict[str, Any], fd: int | None) -> None:
+        if meta.get("kind") == "cuda_ipc" and self.cuda:
+            self._ptr = driver().ipc_open(bytes.fromhex(meta["handle"]))
+            self.base = _cuda_bytes(self._ptr, self.nbytes, self.device)
+        elif meta.get("kind") == "memfd" and not self.cuda and fd is not None:
+            self._fd = fd
+            self._map()
+        else:
+            raise ValueError(f"cannot attach a {meta.get('kind')!r} slot on {self.device}")
+
+    def _map(self) -> None:
+        assert self._fd is not None
+        self._mm = mmap.mmap(self._fd, self.nbytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        self.base = torch.frombuffer(self._mm, dtype=torch.uint8, count=self.nbytes)
+
+    # -- both ------------------------------------------------------------------------------------
+
+    def view(self, spec: TensorSpec) -> torch.Tensor:
+        """The tensor `spec` describes, as a view of this slot (no copy)."""
+        raw = self.base[spec.offset:spec.offset + spec.nbytes]
+        return raw.view(spec.torch_dtype).view(spec.shape)
+
+
+def _cuda_bytes(ptr: int, nbytes: int, device: str) -> torch.Tensor:
+    class _Array:
+        __cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 3}
+
+    return torch.as_tensor(_Array(), device=device)
+
+
+# -- the CUDA driver API, through ctypes -----------------------------------------------------------
+
+
+class _IpcHandle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_char * 64)]
+
+
+class _Driver:
+    """The few CUDA driver calls the slots need (libcuda.so.1 ships with every NVIDIA driver).
+
+    Every call needs a current context: the caller has run CUDA work through PyTorch on the device
+    first. Raises RuntimeError with the CUresult on failure.
+    """
+
+    def __init__(self) -> None:
+        self.lib = ctypes.CDLL("libcuda.so.1")
+        self._open = getattr(self.lib, "cuIpcOpenMemHandle_v2", None) or self.lib.cuIpcOpenMemHandle
+
+    @staticmethod
+    def _check(result: int, what: str) -> None:
+        if result != 0:
+            raise RuntimeError(f"{what} failed (CUresult {result})")
+
+    def alloc(self, nbytes: int) -> int:
+        ptr = ctypes.c_uint64()
+        self._check(self.lib.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(nbytes)), "cuMemAlloc")
+        return ptr.value
+
+    def ipc_handle(self, ptr: int) -> bytes:
+        handle = _IpcHandle()
+        self._check(self.lib.cuIpcGetMemHandle(ctypes.byref(handle), ctypes.c_uint64(ptr)), "cuIpcGetMemHandle")
+        return ctypes.string_at(ctypes.byref(handle), 64)
+
+    def ipc_open(self, raw: bytes) -> int:
+        if len(raw) != 64:
+            raise ValueError("a CUDA IPC handle has 64 bytes")
+        handle = _IpcHandle.from_buffer_copy(raw)
+        ptr = ctypes.c_uint64()
+        self._check(self._open(ctypes.byref(ptr), handle, ctypes.c_uint(1)), "cuIpcOpenMemHandle")
+        return ptr.value
+
+
+_driver: _Driver | None = None
+
+
+def driver() -> _Driver:
+    """The process's `_Driver` (loaded on first use)."""
+    global _driver
+    if _driver is None:
+        _driver = _Driver()
+    return _driver
