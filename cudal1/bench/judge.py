@@ -602,15 +602,8 @@ class Judge:
         self.result.speedup_spread = spread
 
     def _speedup(self, stats: tuple[list[list[float]], list[list[float]], list[float], list[float]]) -> tuple[float, float]:
-        """(speedup, spread). Reference time: min(interleaved median, baseline); candidate
-        time: its median, at least the resolution."""
         ref_rounds, cand_rounds, _, _ = stats
-        ref = min(statistics.median([t for r in ref_rounds for t in r]), self.baseline_ms)
-        cand = max(statistics.median([t for r in cand_rounds for t in r]), self.resolution_ms)
-        per_round = [min(statistics.median(a), self.baseline_ms) / max(statistics.median(b), self.resolution_ms)
-                     for a, b in zip(ref_rounds, cand_rounds)]
-        mid = statistics.median(per_round)
-        return ref / cand, (max(per_round) - min(per_round)) / mid if mid else 0.0
+        return timing.speedup_stats(ref_rounds, cand_rounds, ref_cap_ms=self.baseline_ms, cand_floor_ms=self.resolution_ms)
 
     def _cross_check_clock(self, judged: list[float], claimed: list[float]) -> None:
         """The host's own clock may not claim far less time than the judge's allows. The claim is

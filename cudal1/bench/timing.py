@@ -92,12 +92,23 @@ def summarize_rounds(rounds_ms: list[list[float]]) -> Timing:
     )
 
 
-def speedup_stats(ref_rounds: list[list[float]], cand_rounds: list[list[float]]) -> tuple[float, float]:
-    """(speedup, spread): speedup = median(all reference calls) / median(all candidate calls) (×);
-    spread = (max - min) / median of the per-round speedups (ratios of round medians)."""
-    ref = statistics.median([t for r in ref_rounds for t in r])
-    cand = statistics.median([t for r in cand_rounds for t in r])
-    per_round = [statistics.median(a) / statistics.median(b) for a, b in zip(ref_rounds, cand_rounds)]
+def speedup_stats(
+    ref_rounds: list[list[float]],
+    cand_rounds: list[list[float]],
+    ref_cap_ms: float = float("inf"),
+    cand_floor_ms: float = 0.0,
+) -> tuple[float, float]:
+    """(speedup, spread) from rounds of per-call times (ms).
+
+    speedup = min(median of all reference calls, ref_cap_ms) / max(median of all candidate calls,
+    cand_floor_ms) (×); spread = (max - min) / median of the per-round speedups (round medians,
+    capped and floored the same way). The judge caps the reference at its slowest call timed
+    before the candidate existed and floors the candidate at the measurement's resolution.
+    """
+    ref = min(statistics.median([t for r in ref_rounds for t in r]), ref_cap_ms)
+    cand = max(statistics.median([t for r in cand_rounds for t in r]), cand_floor_ms)
+    per_round = [min(statistics.median(a), ref_cap_ms) / max(statistics.median(b), cand_floor_ms)
+                 for a, b in zip(ref_rounds, cand_rounds)]
     mid = statistics.median(per_round)
     return ref / cand, (max(per_round) - min(per_round)) / mid if mid else 0.0
 

@@ -47,6 +47,29 @@ def test_integer_outputs_must_be_exact():
     assert not C.compare_values(ref + 1, ref)[0]
 
 
+def test_complex_outputs_are_compared_on_both_parts():
+    ref = torch.randn(256, dtype=torch.complex64) * 40
+    assert C.compare_values(ref.clone(), ref)[0]
+    # A rounding-sized difference in either part passes ...
+    assert C.compare_values(ref + 4e-5, ref)[0] and C.compare_values(ref + 4e-5j, ref)[0]
+    # ... a dropped imaginary part does not (it used to: the cast to float discarded it).
+    ok, err, msg = C.compare_values(torch.complex(ref.real, torch.zeros_like(ref.real)), ref)
+    assert not ok and err > 1.0 and "values differ" in msg
+    assert C.comparison_rule(torch.complex64) == C.comparison_rule(torch.float32)
+    assert C.comparison_rule(torch.complex128) == C.comparison_rule(torch.float64)
+
+
+def test_every_dtype_has_a_rule_or_a_clear_error():
+    assert C.comparison_rule(torch.bool) == "exact" and C.comparison_rule(torch.int8) == "exact"
+    assert C.compare_values(torch.tensor([True, False]), torch.tensor([True, False]))[0]
+    assert not C.compare_values(torch.tensor([True, True]), torch.tensor([True, False]))[0]
+    assert C.comparison_rule(torch.float16) == (1e-2, 1e-2)
+    with pytest.raises(C.NoComparisonRule, match="quint8"):
+        C.comparison_rule(torch.quint8)
+    with pytest.raises(C.NoComparisonRule):
+        C.tolerance(torch.qint32, None, None)
+
+
 def test_per_dtype_tolerances_are_looser_for_half():
     assert C.tolerance(torch.bfloat16, None, None) > C.tolerance(torch.float32, None, None)
     assert C.tolerance(torch.int64, None, None) == (0.0, 0.0)

@@ -249,3 +249,23 @@ def test_cpp_extension_is_a_custom_kernel(cache_dir) -> None:
     again = evalkit.run(MM, source, cache_dir)
     check(honest("cpp_extension", labels=("custom_kernel",), absent=("pytorch_only",)), again)
     assert again.build_seconds < first.build_seconds / 3, (first.build_seconds, again.build_seconds)
+
+
+def test_a_shared_object_loaded_in_the_first_forward_is_a_custom_kernel(cache_dir) -> None:
+    """custom_kernel is read by the parent from the candidate process's memory map during the whole
+    evaluation, not decided at import: a library loaded lazily in forward counts."""
+    r = evalkit.run(MM, evalkit.candidate("lazy_shared_object"), cache_dir)
+    check(honest("lazy_shared_object", labels=("custom_kernel",), absent=("pytorch_only",)), r)
+
+
+@pytest.mark.slow  # one failing C++ compile against the torch headers: 20-60 s on 2 cores
+def test_a_failed_build_is_not_compiled_again(cache_dir) -> None:
+    """A candidate that catches its build error and falls back to PyTorch is correct; the second
+    evaluation of the same source finds the recorded failure instead of compiling again."""
+    source = evalkit.candidate("cpp_build_fails_falls_back")
+    first = evalkit.run(MM, source, cache_dir, wall_timeout_s=540.0)
+    check(honest("cpp_build_fails_falls_back"), first)
+    assert "BUILD FAILED, FALLING BACK" in first.log and first.build_seconds > 2.0, evalkit.describe(first)
+    again = evalkit.run(MM, source, cache_dir)
+    check(honest("cpp_build_fails_falls_back"), again)
+    assert "BUILD FAILED, FALLING BACK" in again.log and again.build_seconds < 1.0, (first.build_seconds, again.build_seconds)

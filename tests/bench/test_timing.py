@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from cudal1.bench.timing import DeviceClock, speedup_stats, summarize_rounds
+from cudal1.bench.timing import DeviceClock, calibration, percentile, speedup_stats, summarize_rounds
 
 
 def test_summarize_rounds_statistics():
@@ -25,6 +25,37 @@ def test_speedup_is_ratio_of_medians_and_spread_of_round_ratios():
     per_round = [2.0, 2.4, 2.0]
     assert spread == pytest.approx((2.4 - 2.0) / 2.0)
     assert max(per_round) == 2.4
+
+
+def test_speedup_caps_the_reference_and_floors_the_candidate():
+    ref = [[10.0, 10.0], [20.0, 20.0], [30.0, 30.0]]  # slowed while the candidate was alive
+    cand = [[5.0, 5.0], [5.0, 5.0], [5.0, 5.0]]
+    assert speedup_stats(ref, cand)[0] == pytest.approx(4.0)
+    speedup, spread = speedup_stats(ref, cand, ref_cap_ms=12.0)
+    assert speedup == pytest.approx(12.0 / 5.0)
+    assert spread == pytest.approx((12.0 / 5 - 10.0 / 5) / (12.0 / 5))
+    # A candidate below the resolution of the measurement is taken at the resolution.
+    assert speedup_stats(ref, [[0.001], [0.002], [0.001]], cand_floor_ms=0.5)[0] == pytest.approx(20.0 / 0.5)
+
+
+def test_percentile_interpolates():
+    assert percentile([3.0, 1.0, 2.0, 4.0], 0.0) == 1.0
+    assert percentile([3.0, 1.0, 2.0, 4.0], 1.0) == 4.0
+    assert percentile([1.0, 2.0, 3.0, 4.0, 5.0], 0.5) == 3.0
+    assert percentile([0.0, 10.0], 0.1) == pytest.approx(1.0)
+    with pytest.raises(ValueError):
+        percentile([], 0.5)
+
+
+def test_calibration_drops_the_warm_up_and_takes_a_low_quantile():
+    kept = [1.0 + 0.1 * i for i in range(6)]
+    trips = [50.0, 40.0, 30.0] + kept  # the first third: slow warm-up trips
+    overhead, resolution = calibration(trips)
+    assert overhead == pytest.approx(percentile(kept, 0.1))
+    assert resolution == pytest.approx(percentile(kept, 0.9) - percentile(kept, 0.1))
+    assert overhead < 1.2 and resolution < 1.0
+    with pytest.raises(ValueError):
+        calibration([1.0, 2.0])
 
 
 def test_cpu_clock_measures_a_sleep():

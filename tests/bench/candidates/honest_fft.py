@@ -1,0 +1,8 @@
+"""Honest: the reference's FFT."""
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.fft.fft(x)

@@ -1,0 +1,182 @@
+"""The two-process evaluation against the kinds of exploit that broke the in-process one.
+
+Each test is one or two real evaluations on the CPU backend. Kinds (see issue 8 in the project's
+tracker): 1, a forged verdict; 2, process-global state that reaches the reference; 3, outputs
+compared wrongly (complex values); then work done outside the timed interval, the output slot
+written at the wrong time, the reference slowed from outside, flags set in the constructor, and
+degenerate tasks.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import evalkit
+from cudal1.bench.evaluator import evaluate
+from cudal1.bench.result import HackKind, Status
+from cudal1.tasks.task import Task
+
+_HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
+
+SDPA_TASK = Task(level=1, problem_id=801, name="sdpa", source=_HEADER + '''
+class Model(nn.Module):
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v)
+
+def get_inputs():
+    return [torch.randn(4, 8, 512, 64) for _ in range(3)]
+
+def get_init_inputs():
+    return []
+''')
+
+FFT_TASK = Task(level=1, problem_id=802, name="fft", source=_HEADER + '''
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.fft.fft(x)
+
+def get_inputs():
+    return [torch.randn(64, 1024)]
+
+def get_init_inputs():
+    return []
+''')
+
+# A max over a dimension minus the same max: zero whatever the inputs (the constant-output
+# shortcut of CUDA-L1's released kernels).
+CONSTANT_TASK = Task(level=1, problem_id=803, name="max_minus_max", source=_HEADER + '''
+class Model(nn.Module):
+    def forward(self, x):
+        m = x.max(dim=1, keepdim=True).values
+        return m - m
+
+def get_inputs():
+    return [torch.randn(256, 512)]
+
+def get_init_inputs():
+    return []
+''')
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("cudal1-cache")
+
+
+def run_task(task: Task, name: str, cache_dir, **overrides):
+    return evaluate(task, evalkit.candidate(name), "cpu", settings=evalkit.settings(cache_dir, **overrides))
+
+
+# -- kind 1: the verdict cannot be written by the candidate ------------------------------------
+
+
+def test_kind1_a_verdict_forged_through_the_process_arguments_is_a_hack(cache_dir) -> None:
+    r = evalkit.run("matmul_relu", evalkit.candidate("forge_via_process_args"), cache_dir)
+    assert r.status is Status.HACK and r.hack_kind is HackKind.HARNESS_TAMPERING, evalkit.describe(r)
+    assert r.speedup is None
+
+
+# -- kind 2: nothing the candidate sets reaches the reference ----------------------------------
+
+
+def test_kind2_sdpa_backends_switched_off_do_not_slow_the_reference(cache_dir) -> None:
+    """Switching the fused attention backends off at import made the in-process reference 3.4×
+    slower here (17 -> 59 ms) and paid 2.85×; the reference now runs in the judge, untouched."""
+    honest = run_task(SDPA_TASK, "honest_sdpa", cache_dir, rounds=3, calls_per_round=2)
+    cheat = run_task(SDPA_TASK, "sdpa_flags_toggle", cache_dir, rounds=3, calls_per_round=2)
+    assert honest.status is Status.OK and cheat.status is Status.OK, evalkit.describe(cheat)
+    assert any(label.startswith("global_flags:") and "cuda.flash_sdp" in label for label in cheat.labels), cheat.labels
+    # The reference the cheat is compared with ran on the fast path: about as fast as for the
+    # honest candidate, nowhere near 3.4× slower.
+    assert cheat.reference.median_ms < 1.8 * honest.reference.median_ms, (cheat.reference, honest.reference)
+    assert cheat.speedup < 1.8, evalkit.describe(cheat)
+
+
+# -- kind 3: complex outputs are compared as complex numbers -----------------------------------
+
+
+def test_kind3_a_zeroed_imaginary_part_is_incorrect(cache_dir) -> None:
+    r = run_task(FFT_TASK, "fft_real_part_only", cache_dir)
+    assert r.status is Status.INCORRECT, evalkit.describe(r)
+
+
+def test_kind3_a_butterfly_fft_that_differs_only_by_rounding_is_correct(cache_dir) -> None:
+    r = run_task(FFT_TASK, "fft_butterfly", cache_dir)
+    assert r.status is Status.OK, evalkit.describe(r)
+    assert 0 < r.max_abs_error < 1e-2, evalkit.describe(r)
+
+
+def test_kind3_the_reference_fft_itself_is_correct_with_zero_error(cache_dir) -> None:
+    r = run_task(FFT_TASK, "honest_fft", cache_dir)
+    assert r.status is Status.OK and r.max_abs_error == 0.0, evalkit.describe(r)
+
+
+# -- work outside the timed interval, and the output slot written at the wrong time -------------
+
+
+def test_answering_before_the_work_is_done_is_caught(cache_dir) -> None:
+    """The host answers at once and a thread writes the output into the slot later: the judge's
+    copy, taken in an order the host cannot know, is wrong; a moment later it is right."""
+    r = evalkit.run("matmul_relu", evalkit.candidate("answer_before_work"), cache_dir)
+    assert "TOOK OVER THE CALL HANDLER" in r.log, evalkit.describe(r)
+    assert r.status is Status.HACK and r.hack_kind in (HackKind.UNFINISHED_WORK, HackKind.OUTPUT_CHANGED_LATER), evalkit.describe(r)
+
+
+def test_writing_the_output_slot_after_the_answer_is_caught(cache_dir) -> None:
+    r = evalkit.run("matmul_relu", evalkit.candidate("scribble_output_slot"), cache_dir)
+    assert r.status is Status.HACK and r.hack_kind in (HackKind.UNFINISHED_WORK, HackKind.OUTPUT_CHANGED_LATER), evalkit.describe(r)
+
+
+def test_an_answer_left_in_the_slot_from_an_earlier_call_is_never_reused(cache_dir) -> None:
+    """The slot is poisoned with NaN before every call: a host that stops copying answers NaN."""
+    r = evalkit.run("matmul_relu", evalkit.candidate("skip_output_copy"), cache_dir)
+    assert "SKIPPING THE COPY" in r.log, evalkit.describe(r)
+    assert r.status is Status.INCORRECT and "non-finite" in r.message, evalkit.describe(r)
+
+
+# -- the reference slowed from outside ----------------------------------------------------------
+
+
+def test_loading_the_machine_while_the_reference_runs_earns_nothing(cache_dir) -> None:
+    """Background threads burn both cores except during the candidate's own calls. The reference
+    time that counts is capped by the calls timed before the candidate existed."""
+    honest = evalkit.run("matmul_relu", evalkit.candidate("honest_matmul_relu"), cache_dir, rounds=3, calls_per_round=3)
+    cheat = evalkit.run("matmul_relu", evalkit.candidate("slows_reference"), cache_dir, rounds=3, calls_per_round=3)
+    assert honest.status is Status.OK and cheat.status is Status.OK, evalkit.describe(cheat)
+    assert cheat.reference.median_ms > cheat.baseline_ms, "the burner did not slow the reference at all: no test"
+    reference_used = cheat.speedup * max(cheat.candidate.median_ms, cheat.resolution_ms)
+    assert reference_used <= cheat.baseline_ms * (1 + 1e-9), evalkit.describe(cheat)
+    if cheat.reference.median_ms > 1.1 * cheat.baseline_ms + cheat.resolution_ms:
+        assert "reference_slowed" in cheat.labels, evalkit.describe(cheat)
+
+
+# -- labels that need the candidate's constructor, and degenerate tasks -------------------------
+
+
+def test_flags_set_in_the_constructor_are_labelled(cache_dir) -> None:
+    r = evalkit.run("matmul_relu", evalkit.candidate("flags_in_init"), cache_dir)
+    assert r.status is Status.OK, evalkit.describe(r)
+    assert any(label.startswith("global_flags:") and "cudnn.benchmark" in label for label in r.labels), r.labels
+
+
+def test_a_result_on_a_degenerate_task_is_labelled_and_the_check_is_cached(cache_dir) -> None:
+    r = run_task(CONSTANT_TASK, "constant_answer", cache_dir)
+    assert r.status is Status.OK, evalkit.describe(r)
+    assert "degenerate_task" in r.labels and "all zero" in (r.task_degenerate or ""), evalkit.describe(r)
+    cached = list((cache_dir / "tasks").glob(f"{CONSTANT_TASK.source_hash}-*.json"))
+    assert len(cached) == 1 and json.loads(cached[0].read_text())["reason"] == r.task_degenerate
+    # The next evaluation takes the cached answer (here: edited, to see that it is read).
+    cached[0].write_text(json.dumps({"reason": "cached verdict", "notes": []}))
+    from cudal1.bench import evaluator
+
+    evaluator._degenerate_memory.clear()
+    again = run_task(CONSTANT_TASK, "constant_answer", cache_dir)
+    assert again.task_degenerate == "cached verdict", evalkit.describe(again)
+
+
+def test_an_ordinary_task_is_not_degenerate(cache_dir) -> None:
+    r = evalkit.run("matmul_relu", evalkit.candidate("honest_matmul_relu"), cache_dir)
+    assert r.status is Status.OK and r.task_degenerate is None and "degenerate_task" not in r.labels, evalkit.describe(r)
+    assert r.overhead_ms is not None and r.overhead_ms > 0 and r.resolution_ms > 0 and r.baseline_ms > 0

@@ -1,0 +1,129 @@
+"""Unit tests of the judge <-> host channel and the shared slots (in one process, socket pairs)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import socket
+import struct
+import time
+
+import pytest
+import torch
+
+from cudal1.bench.slots import Slot, TensorSpec, plan
+from cudal1.bench.wire import MAX_FRAME, Channel, PeerGone, ProtocolError, Timeout, blob, expect, str_list, unblob
+
+
+@pytest.fixture
+def pair():
+    a, b = socket.socketpair()
+    yield Channel(a), Channel(b)
+    a.close()
+    b.close()
+
+
+def test_messages_round_trip_in_order(pair):
+    judge, host = pair
+    judge.send("call", k=1, keep=True)
+    judge.send("call", k=2, keep=False)
+    assert host.recv(time.monotonic() + 5) == {"op": "call", "k": 1, "keep": True}
+    assert host.recv(time.monotonic() + 5)["k"] == 2
+    assert not host.pending()
+
+
+def test_a_frame_that_is_not_json_or_has_no_op_is_a_protocol_error(pair):
+    judge, host = pair
+    raw = b"\x80\x04forged pickle"
+    host.sock.sendall(struct.pack("!I", len(raw)) + raw)
+    with pytest.raises(ProtocolError, match="not JSON"):
+        judge.recv(time.monotonic() + 5)
+    body = json.dumps({"nonce": "x", "kind": "returned", "value": {"status": "ok"}}).encode()
+    host.sock.sendall(struct.pack("!I", len(body)) + body)
+    with pytest.raises(ProtocolError, match="without an op"):
+        judge.recv(time.monotonic() + 5)
+
+
+def test_an_oversized_frame_is_refused_before_it_is_read(pair):
+    judge, host = pair
+    host.sock.sendall(struct.pack("!I", MAX_FRAME + 1))
+    with pytest.raises(ProtocolError, match="limit"):
+        judge.recv(time.monotonic() + 5)
+
+
+def test_non_finite_numbers_are_refused(pair):
+    judge, host = pair
+    body = b'{"op": "done", "inner_ms": NaN}'
+    host.sock.sendall(struct.pack("!I", len(body)) + body)
+    with pytest.raises(ProtocolError):
+        judge.recv(time.monotonic() + 5)
+
+
+def test_timeout_and_a_closed_peer(pair):
+    judge, host = pair
+    with pytest.raises(Timeout):
+        judge.recv(time.monotonic() + 0.05)
+    host.close()
+    with pytest.raises(PeerGone):
+        judge.recv(time.monotonic() + 5)
+
+
+def test_expect_checks_the_op_and_field_types():
+    msg = {"op": "done", "k": 3, "inner_ms": 2, "labels": []}
+    assert expect(msg, "done", k=int, inner_ms=float, labels=list) is msg
+    with pytest.raises(ProtocolError, match="expected loaded"):
+        expect(msg, "loaded")
+    with pytest.raises(ProtocolError, match="wrong type"):
+        expect({"op": "done", "k": "3"}, "done", k=int)
+    with pytest.raises(ProtocolError, match="wrong type"):
+        expect({"op": "done", "k": True}, "done", k=int)  # a bool is not a count
+    with pytest.raises(ProtocolError):
+        str_list(["a"] * 100)
+    assert str_list(["x" * 500]) == ["x" * 300]
+
+
+def test_blobs_carry_tensors_judge_to_host():
+    value = unblob(blob([torch.arange(3), 2.5, {"slot": 0}]))
+    assert torch.equal(value[0], torch.arange(3)) and value[1:] == [2.5, {"slot": 0}]
+
+
+def test_file_descriptors_travel_with_a_message(pair, tmp_path):
+    judge, host = pair
+    path = tmp_path / "f"
+    path.write_text("slot")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        judge.send("setup", fds=[fd], device="cpu")
+        msg = host.recv(time.monotonic() + 5, max_fds=2)
+        assert msg == {"op": "setup", "device": "cpu"} and len(host.received_fds) == 1
+        assert os.read(host.received_fds[0], 4) == b"slot"
+    finally:
+        os.close(fd)
+        for got in host.received_fds:
+            os.close(got)
+
+
+def test_a_cpu_slot_is_shared_and_cannot_be_resized_by_the_host(pair):
+    x = torch.randn(3, 5)
+    y = torch.arange(7, dtype=torch.int64)
+    z = torch.randn(4, dtype=torch.complex64)
+    specs, nbytes = plan([x, y, z])
+    assert [s.offset % 256 for s in specs] == [0, 0, 0] and nbytes >= x.nbytes + y.nbytes + z.nbytes
+    slot = Slot(nbytes, "cpu")
+    meta, fds = slot.export()
+    judge, host = pair
+    judge.send("setup", fds=fds, slot=meta)
+    msg = host.recv(time.monotonic() + 5, max_fds=1)
+    mapped = Slot.attach(msg["slot"], "cpu", host.received_fds[0])
+    for spec, t in zip(specs, (x, y, z)):
+        slot.view(TensorSpec.from_dict(spec.to_dict())).copy_(t)
+    assert all(torch.equal(mapped.view(s), t) for s, t in zip(specs, (x, y, z)))
+    mapped.view(specs[1]).fill_(-1)  # the host's writes are the judge's to see
+    assert torch.equal(slot.view(specs[1]), torch.full((7,), -1))
+    for resize in (0, nbytes * 2):  # sealed: the host cannot shrink it under the judge (SIGBUS) or grow it
+        with pytest.raises(OSError) as info:
+            os.ftruncate(host.received_fds[0], resize)
+        assert info.value.errno == errno.EPERM
+    with pytest.raises(ValueError):
+        Slot.attach({"kind": "cuda_ipc", "nbytes": 16, "handle": "00"}, "cpu")
