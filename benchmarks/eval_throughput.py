@@ -58,7 +58,16 @@ def run_jobs(jobs: list[SuiteJob], backend: str, settings: EvalSettings, build_j
         "per_hour": round(len(jobs) / wall * 3600, 1),
         "median_eval_s": round(statistics.median([r.eval_seconds or 0 for r in results]), 2) if results else None,
         "median_build_s_in_eval": round(statistics.median(builds), 2) if builds else None,
+        # The two-process evaluator's fixed cost per candidate call and its jitter (None before it).
+        "median_overhead_ms": _median_of(results, "overhead_ms"),
+        "median_resolution_ms": _median_of(results, "resolution_ms"),
     }
+
+
+def _median_of(results: list, field: str) -> float | None:
+    values = [getattr(r, field, None) for r in results]
+    values = [v for v in values if v is not None]
+    return round(statistics.median(values), 4) if values else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -107,6 +116,9 @@ def main(argv: list[str] | None = None) -> int:
         entry = {
             "task": tid,
             "candidate_ms": round(statistics.median([r.candidate.median_ms for r in runs if r.candidate]), 4),
+            "reference_ms": [round(r.reference.median_ms, 4) if r.reference else None for r in runs],
+            "overhead_ms": _median_of(runs, "overhead_ms"),
+            "resolution_ms": _median_of(runs, "resolution_ms"),
             "speedups": [round(x, 4) for x in speedups],
             "median": round(med, 4),
             "spread": round((max(speedups) - min(speedups)) / med, 4),

@@ -49,6 +49,7 @@ from .wire import Channel, PeerGone, unblob
 # time.perf_counter_ns later changes neither (and the patch is reported).
 _now = time.perf_counter_ns
 _cuda_sync = torch._C._cuda_synchronize if hasattr(torch._C, "_cuda_synchronize") else None
+_Event = torch.cuda.Event
 CANDIDATE_MODULE = "cudal1_candidate"
 SIDE_STREAM_BUSY_S = 50e-6
 
@@ -134,10 +135,7 @@ class Host:
                                  "error": None, "threads_left": False}
         try:
             with torch.no_grad():
-                t0 = _now()
-                out = self.dummy_out if dummy else self.model(*self.args)
-                self._sync()
-                reply["inner_ms"] = (_now() - t0) / 1e6
+                reply["inner_ms"], out = self._timed_forward(dummy)
         except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its result
             traceback.print_exc()
             reply["error"] = classify_exception(exc, "forward")
@@ -158,6 +156,22 @@ class Host:
                 self.kept.append((out, _clone_tree(out)))
             self.previous = out
         self._reply_done(reply)
+
+    def _timed_forward(self, dummy: bool) -> tuple[float, Any]:
+        """(ms, output) of one forward, on the host's own clock: CUDA events around the forward and
+        a device-wide synchronize (so the GPU switching to this process is not counted), or the
+        CPU clock."""
+        if self.cuda:
+            start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+            start.record()
+            out = self.dummy_out if dummy else self.model(*self.args)
+            self._sync()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end), out
+        t0 = _now()
+        out = self.dummy_out if dummy else self.model(*self.args)
+        return (_now() - t0) / 1e6, out
 
     def _reply_done(self, reply: dict[str, Any]) -> None:
         self.chan.send("done", **reply)

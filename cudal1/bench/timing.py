@@ -6,11 +6,13 @@
   `time.perf_counter_ns` around the call.
 - The candidate runs in another process. The judge reads its own clock (`now_ns`) right before
   it tells the host to run a call and again after it has copied the call's outputs out of its own
-  output slot and synchronized; what the host does in between (forward, its own synchronize, the
-  copy into the slot) and whatever it leaves running that the outputs depend on is inside.
-  The fixed part of that interval (messages, the host's copy, the judge's copy, GPU context
-  switches: about 0.33 ms on an H200, 0.05 ms on a CPU) is measured before the candidate is
-  imported, with a dummy forward, and subtracted (`calibration`).
+  output slot and synchronized (CUDA), or when the answer arrives (CPU; the copy then reads the
+  slot in a secret order); what the host does in between (forward, its own synchronize, the copy
+  into the slot) and whatever it leaves running that the outputs depend on is inside. The fixed
+  part of that interval (messages, the output copies, the poison of the slot, two GPU context
+  switches: 0.3-2 ms on an H200 depending on the output's size, 0.1-4 ms on the 2-core CPU
+  machines) is measured before the candidate is imported, with a dummy forward, and subtracted
+  (`calibration`).
 
 The clock functions are bound when this module is imported, before any candidate code exists
 anywhere in the evaluation.
@@ -127,14 +129,14 @@ def percentile(values: list[float], q: float) -> float:
 def calibration(round_trips_ms: list[float]) -> tuple[float, float]:
     """(overhead_ms, resolution_ms) from the judge's round trips with a dummy forward.
 
-    The first third is dropped (warm-up). overhead = the 10th percentile of the rest: a low
-    quantile, so that what is subtracted from a candidate's time is rarely more than the fixed
-    cost it really paid (a candidate is, if anything, measured slower). resolution = the 90th
-    minus the 10th percentile: the run-to-run jitter of that fixed cost, below which two times
-    cannot be told apart. Raises ValueError for fewer than 3 round trips.
+    The first third is dropped (warm-up). overhead = the median of the rest: what a call costs
+    besides the forward, subtracted from every candidate call (unbiased where a real call's fixed
+    cost is distributed like the dummy's; the judge also takes the host's own forward time when it
+    is larger, which errs towards a slower candidate). resolution = the 90th minus the 10th
+    percentile: the run-to-run jitter of that fixed cost, below which two times cannot be told
+    apart. Raises ValueError for fewer than 3 round trips.
     """
     if len(round_trips_ms) < 3:
         raise ValueError("calibration needs at least 3 round trips")
     kept = round_trips_ms[len(round_trips_ms) // 3:]
-    low = percentile(kept, 0.1)
-    return low, max(percentile(kept, 0.9) - low, 1e-6)
+    return statistics.median(kept), max(percentile(kept, 0.9) - percentile(kept, 0.1), 1e-6)

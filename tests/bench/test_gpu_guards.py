@@ -1,4 +1,6 @@
-"""Guards that need a CUDA device: side streams (Python and C++), partial writes, CUDA faults.
+"""Guards that need a CUDA device: side streams (Python and C++), partial writes, CUDA faults, a
+candidate host that answers before its GPU work is done, and global flags that slowed the
+reference when it shared the candidate's process (fused attention backends switched off).
 
 Skipped without a GPU. Run on the GPU machine with `python -m pytest -m gpu tests/bench/test_gpu_guards.py`.
 The inline-CUDA candidates here build once each (about a minute on an H200's host) into the build cache.
@@ -161,6 +163,68 @@ class ModelNew(nn.Module):
         return mod.run(x.contiguous())
 '''
 
+# Stops the candidate host from synchronizing (on its own object, so no patched function shows) and
+# computes on a side stream: the host answers while the GPU still works. The judge's copy of the
+# outputs runs only after that work (its clock is still running) or reads it unfinished.
+NO_HOST_SYNC = """
+import gc, torch, torch.nn as nn
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.side = torch.cuda.Stream()
+        host = next(o for o in gc.get_objects() if type(o).__name__ == "Host" and hasattr(o, "out_views"))
+        host._sync = lambda: None
+    def forward(self, A, B):
+        self.side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(self.side):
+            return torch.relu(A @ B)
+"""
+
+SDPA_TASK = Task(
+    level=1,
+    problem_id=903,
+    name="GpuGuardSdpa",
+    source=textwrap.dedent(
+        """
+        import torch
+        import torch.nn as nn
+        import torch.nn.functional as F
+
+        class Model(nn.Module):
+            def forward(self, q, k, v):
+                return F.scaled_dot_product_attention(q, k, v)
+
+        def get_inputs():
+            return [torch.randn(16, 16, 2048, 64, dtype=torch.float16) for _ in range(3)]
+
+        def get_init_inputs():
+            return []
+        """
+    ),
+)
+
+SDPA_HONEST = """
+import torch.nn as nn, torch.nn.functional as F
+class ModelNew(nn.Module):
+    def forward(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v)
+"""
+
+SDPA_FLAGS_TOGGLE = """
+import torch, torch.nn as nn, torch.nn.functional as F
+_b = torch.backends.cuda
+def _fused(on):
+    _b.enable_flash_sdp(on); _b.enable_mem_efficient_sdp(on); _b.enable_cudnn_sdp(on)
+_fused(False)
+class ModelNew(nn.Module):
+    def forward(self, q, k, v):
+        _fused(True)
+        try:
+            return F.scaled_dot_product_attention(q, k, v)
+        finally:
+            _fused(False)
+"""
+
 HONEST_SCALE = """
 import torch, torch.nn as nn
 class ModelNew(nn.Module):
@@ -202,3 +266,24 @@ def test_illegal_address_is_contained_and_next_evaluation_is_clean():
     assert "cuda_fault" in bad.labels or "worker_crashed" in bad.labels, bad.labels
     good = evaluate(SCALE_TASK, HONEST_SCALE, "cuda", settings=_settings())
     assert good.status is Status.OK, good.message
+
+
+def test_an_answer_before_the_gpu_work_is_done_earns_nothing():
+    honest = evaluate(MATMUL_TASK, HONEST_MATMUL, "cuda", settings=_settings())
+    early = evaluate(MATMUL_TASK, NO_HOST_SYNC, "cuda", settings=_settings())
+    assert honest.status is Status.OK, honest.message
+    if early.status is Status.OK:
+        assert early.speedup < 1.3 and early.candidate.median_ms > 0.7 * honest.candidate.median_ms, early
+    else:
+        assert early.status in (Status.INCORRECT, Status.HACK), early.message
+
+
+def test_fused_attention_switched_off_does_not_slow_the_reference():
+    """The in-process evaluator paid this 15.9× on an H200: the reference's attention fell back to
+    the math path. The reference now runs in the judge's process, untouched."""
+    honest = evaluate(SDPA_TASK, SDPA_HONEST, "cuda", settings=_settings())
+    cheat = evaluate(SDPA_TASK, SDPA_FLAGS_TOGGLE, "cuda", settings=_settings())
+    assert honest.status is Status.OK and cheat.status is Status.OK, (honest.message, cheat.message)
+    assert any(label.startswith("global_flags:") and "flash_sdp" in label for label in cheat.labels), cheat.labels
+    assert cheat.reference.median_ms < 1.5 * honest.reference.median_ms, (cheat.reference, honest.reference)
+    assert cheat.speedup < 1.5, cheat.speedup
