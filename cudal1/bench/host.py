@@ -7,15 +7,17 @@ result pipe, no nonce. Whatever it says is data the judge checks; it never state
 The protocol, judge -> host (each answered by one message unless noted):
 
 - (host first) `hello` {sandbox}: sent before any candidate code exists.
-- `setup` {device, in_slot, out_slot (+ fds on the CPU), inputs, outputs, init, init_seed,
-  ref_aliases_inputs} -> `ready`: map the judge's slots, build views of the inputs, take the
-  pristine snapshots of global flags, function identities and threads.
-- `call` {k, dummy, keep} -> `done` {k, inner_ms, mismatch, hack, values, labels, error}: run
-  forward (or, for the judge's calibration, a dummy that returns ready-made tensors) on the
-  input views, check what it returned, copy it into the output slot, synchronize the device.
-  The judge times this from outside; `inner_ms` is the host's own figure, a cross-check only.
-- `load` {source} -> `loaded`: import the candidate (this builds its extensions) and construct
-  `ModelNew` with the task's constructor arguments and the judge's parameter seed.
+- `setup` {device, task, profile, in_slot, out_slot (+ fds on the CPU), inputs, outputs, init,
+  init_seed, ref_aliases_inputs} -> `ready`: map the judge's slots, build views of the inputs,
+  build the task's reference model (for the calibration), take the pristine snapshots of global
+  flags, function identities and threads.
+- `call` {k, reference, keep} -> `done` {k, inner_ms, mismatch, hack, values, labels, error}: run
+  forward (the candidate's, or, for the judge's calibration before the candidate exists, the
+  reference's) on the input views, check what it returned, copy it into the output slot,
+  synchronize the device. The judge times this from outside; `inner_ms` is the host's own figure.
+- `load` {source} -> `loaded`: drop the reference, import the candidate (this builds its
+  extensions) and construct `ModelNew` with the task's constructor arguments and the judge's
+  parameter seed.
 - `check` -> `checked`: replaced functions, the operator canary, flags, threads.
 - `recheck` -> `rechecked`: did outputs kept from `keep` calls change after their call returned?
 - `recopy` -> `recopied`: copy the last call's outputs, as they are now, into the output slot.
@@ -30,6 +32,7 @@ only make a result worse, and nothing the host skips changes what the judge meas
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 import time
@@ -39,6 +42,7 @@ from typing import Any
 import torch
 
 from . import buildcache, guards
+from ..tasks.task import Task
 from .correctness import flatten, materialization_problem, shares_memory
 from .result import HackKind, Status
 from .slots import Slot, TensorSpec
@@ -113,12 +117,20 @@ class Host:
         self.init = unblob(msg["init"])
         self.init_seed = int(msg["init_seed"])
         self.ref_aliases_inputs = bool(msg["ref_aliases_inputs"])
-        dummy_leaves = [torch.zeros(s.shape, dtype=s.torch_dtype, device=self.device) for s in self.out_specs]
-        self.dummy_out = _build_tree(self.out_tree, dummy_leaves)
+        self.reference = self._reference_model(Task.from_dict(msg["task"]), msg["profile"])
         self.pristine_flags = guards.GlobalFlags()
         self.functions = guards.FunctionSnapshot()
         self.threads_before = guards.python_threads()
         self.chan.send("ready")
+
+    def _reference_model(self, task: Task, profile: str | None) -> torch.nn.Module:
+        """The task's reference, built as the judge builds it: the judge times it through this
+        process before any candidate code exists, which calibrates the round trip with a real
+        workload. Its module is taken out of sys.modules at once and the model dropped at `load`."""
+        module = task.load_module(profile)
+        sys.modules.pop(module.__name__, None)
+        torch.manual_seed(self.init_seed)
+        return module.Model(*_clone_tree(self.init)).to(self.device)
 
     def _args(self, template: list[Any]) -> list[Any]:
         """The forward arguments: tensor positions ({"slot": i}) are views of the input slot."""
@@ -127,7 +139,7 @@ class Host:
     # -- one call ------------------------------------------------------------------------------
 
     def call(self, msg: dict[str, Any]) -> None:
-        k, dummy, keep = msg["k"], bool(msg.get("dummy")), bool(msg.get("keep"))
+        k, reference, keep = msg["k"], bool(msg.get("reference")), bool(msg.get("keep"))
         if "args" in msg:
             self.args = self._args(unblob(msg["args"]))
         threads = guards.python_threads()
@@ -135,42 +147,42 @@ class Host:
                                  "error": None, "threads_left": False}
         try:
             with torch.no_grad():
-                reply["inner_ms"], out = self._timed_forward(dummy)
+                reply["inner_ms"], out = self._timed_forward(reference)
         except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its result
             traceback.print_exc()
             reply["error"] = classify_exception(exc, "forward")
             self._reply_done(reply)
             return
         try:
-            self._deliver(out, reply, check=not dummy)
+            self._deliver(out, reply, check=not reference)
             self._sync()
         except BaseException as exc:  # noqa: BLE001 - e.g. a CUDA fault surfacing at the copy
             traceback.print_exc()
             reply["error"] = classify_exception(exc, "forward")
-        # The dummy of the judge's calibration does this too, so its cost is calibrated away.
+        # The calibration's reference calls do this too, so its cost is calibrated away.
         threads_left = bool(guards.python_threads() - threads)
         labels = self._flag_labels()
-        if not dummy:
+        if not reference:
             reply["threads_left"], reply["labels"] = threads_left, labels
             if keep and reply["error"] is None and reply["mismatch"] is None and reply["hack"] is None:
                 self.kept.append((out, _clone_tree(out)))
             self.previous = out
         self._reply_done(reply)
 
-    def _timed_forward(self, dummy: bool) -> tuple[float, Any]:
+    def _timed_forward(self, reference: bool) -> tuple[float, Any]:
         """(ms, output) of one forward, on the host's own clock: CUDA events around the forward and
         a device-wide synchronize (so the GPU switching to this process is not counted), or the
         CPU clock."""
         if self.cuda:
             start, end = _Event(enable_timing=True), _Event(enable_timing=True)
             start.record()
-            out = self.dummy_out if dummy else self.model(*self.args)
+            out = (self.reference if reference else self.model)(*self.args)
             self._sync()
             end.record()
             end.synchronize()
             return start.elapsed_time(end), out
         t0 = _now()
-        out = self.dummy_out if dummy else self.model(*self.args)
+        out = (self.reference if reference else self.model)(*self.args)
         return (_now() - t0) / 1e6, out
 
     def _reply_done(self, reply: dict[str, Any]) -> None:
@@ -233,6 +245,8 @@ class Host:
     def load(self, msg: dict[str, Any]) -> None:
         from ..tasks.task import load_source_module
 
+        self.reference = None  # nothing of the reference stays beside candidate code
+        gc.collect()
         buildcache.install(os.environ.get("TORCH_EXTENSIONS_DIR", ""))
         reply: dict[str, Any] = {"ok": False, "status": None, "hack": None, "message": "", "build_seconds": 0.0,
                                  "labels": [], "patches": [], "canary": None}
@@ -346,14 +360,6 @@ def _same_nesting(out: Any, tree: Any) -> bool:
         return isinstance(out, (list, tuple)) and len(out) == len(tree["seq"]) and all(
             _same_nesting(o, t) for o, t in zip(out, tree["seq"]))
     return not isinstance(out, (list, tuple))
-
-
-def _build_tree(tree: Any, tensors: list[torch.Tensor]) -> Any:
-    if isinstance(tree, dict) and "seq" in tree:
-        return tuple(_build_tree(child, tensors) for child in tree["seq"])
-    if tree["kind"] == "tensor":
-        return tensors[tree["index"]]
-    return tree.get("value")
 
 
 def _clone_tree(x: Any) -> Any:

@@ -16,18 +16,21 @@ So, by construction:
 - the checker and the clocks are out of the candidate's reach;
 - a candidate's time runs, on the judge's clock, from the moment the judge tells the host to go
   until the judge holds a copy of the outputs; the fixed cost of that round trip, measured before
-  the candidate existed, is subtracted. Work left running after the host answers is either inside
+  the candidate existed (the reference run through the same round trip, minus the reference run
+  here), is subtracted. Work left running after the host answers is either inside
   that interval or missing from the outputs the judge copies (then they are wrong or change later);
 - the output slot is filled with 0xFF bytes (NaN for floats) before each call, inside the
   interval, so no part of an answer can be written into it ahead of time;
-- the reference time that counts is at most the slowest of its calls timed before the candidate
-  was imported (`baseline_ms`), so a candidate that loads the machine or the GPU while the
-  reference is timed gains nothing.
+- the reference time that counts is at most a high quantile of its calls timed before the
+  candidate was imported and again after its process (and every process of its uid) was killed
+  (`baseline_ms`: the larger of the two), so a candidate that loads the machine or the GPU while
+  the reference is timed gains nothing.
 
 Order of work: load the task and the reference; the degenerate-task check; hand the host its
-slots; warm up; calibrate the round trip; time the reference baseline; let the host import the
-candidate; correctness trials; labels; timing rounds (reference and candidate interleaved, in
-random order, every candidate output checked); re-measure a speedup above the bar; last checks.
+slots; warm up and calibrate the round trip with the reference itself run through the host (which
+also times the reference baseline); let the host import the candidate; correctness trials; labels; timing rounds (reference and candidate interleaved, in
+random order, every candidate output checked); re-measure a speedup above the bar; last checks;
+end the candidate's process and time the reference once more.
 """
 
 from __future__ import annotations
@@ -68,14 +71,14 @@ GRACE_S = 5.0
 
 
 class Judge:
-    """One evaluation, judge side. `Judge(payload, chan).run()` returns the result dict.
+    """One evaluation, judge side. `Judge(payload, chan, link).run()` returns the result dict.
 
     payload: {"task": Task.to_dict(), "source": str, "backend": "cpu"|"cuda", "device": str,
     "settings": EvalSettings.to_dict(), "deadline": monotonic seconds, "degenerate": None or
     {"reason": str | None, "notes": [...]}} (a cached degenerate-task check).
     """
 
-    def __init__(self, payload: dict[str, Any], chan: Channel) -> None:
+    def __init__(self, payload: dict[str, Any], chan: Channel, link: Any = None) -> None:
         self.task = Task.from_dict(payload["task"])
         self.source: str = payload["source"]
         self.backend: str = payload["backend"]
@@ -84,6 +87,7 @@ class Judge:
         self.deadline: float = float(payload["deadline"])
         self.cached_degenerate = payload.get("degenerate")
         self.chan = chan
+        self.link = link
         self.cuda = self.device.startswith("cuda")
         self.profile = self.settings.size_profile or self.backend
         self.base_seed = self.settings.seed if self.settings.seed is not None else secrets.randbits(62)
@@ -277,14 +281,14 @@ class Judge:
         self.out_views = [self.out_slot.view(s) for s in self.out_specs]
         in_meta, in_fds = self.in_slot.export()
         out_meta, out_fds = self.out_slot.export()
-        self._send("setup", fds=in_fds + out_fds, device=self.device, in_slot=in_meta, out_slot=out_meta,
+        self._send("setup", fds=in_fds + out_fds, device=self.device, task=self.task.to_dict(), profile=self.profile, in_slot=in_meta, out_slot=out_meta,
                    in_specs=[s.to_dict() for s in self.in_specs], out_specs=[s.to_dict() for s in self.out_specs],
                    out_tree=self.out_tree, args=blob([a for a in self.args_template]),
                    init=blob(self.init), init_seed=self.init_seed, ref_aliases_inputs=self.ref_aliases_inputs)
         self._recv("ready")
 
-    def _call(self, x: list[Any], *, timed: bool, keep: bool = False, dummy: bool = False) -> tuple[float, dict[str, Any], list[torch.Tensor]]:
-        """One call of the candidate (or of the host's dummy) on inputs `x`.
+    def _call(self, x: list[Any], *, timed: bool, keep: bool = False, reference: bool = False) -> tuple[float, dict[str, Any], list[torch.Tensor]]:
+        """One call of the candidate (or, to calibrate, of the reference in the host) on inputs `x`.
 
         Returns (wall ms on the judge's clock from the go to the judge's copy of the outputs, the
         host's answer, that copy). Raises Verdict for a failure the host reports or a broken
@@ -314,7 +318,7 @@ class Judge:
             self.out_slot.base.fill_(255)
             self._sync()
         try:
-            self.chan.send("call", k=self.k, dummy=dummy, keep=keep, **extra)
+            self.chan.send("call", k=self.k, reference=reference, keep=keep, **extra)
         except PeerGone as exc:
             raise Verdict(Status.RUNTIME_ERROR, "the candidate process died", labels=["worker_crashed", _HOST_FAULT]) from exc
         msg = self._recv("done", k=int, inner_ms=float, values=list, labels=list, threads_left=bool)
@@ -334,7 +338,7 @@ class Judge:
             raise Verdict(Status.HACK, "the candidate process answered another call, or with a negative time",
                           HackKind.HARNESS_TAMPERING)
         self.last_snapshot, self.last_threads = snapshot, msg["threads_left"]
-        if not dummy:
+        if not reference:
             self._host_verdicts(msg)
         return wall_ms, msg, snapshot
 
@@ -430,21 +434,28 @@ class Judge:
     # -- phase 4: warm-up, calibration, reference baseline --------------------------------------
 
     def calibrate(self) -> None:
+        """Before the candidate exists: time the reference here and, through the host, the same
+        reference with the whole round trip; the difference is the fixed cost subtracted from every
+        candidate call. The reference calls timed here also bound the reference time later."""
         x = self._inputs()
         self._check_layout(x)
         for _ in range(max(2, self.settings.warmup_calls)):
             self._time_reference(x)
-        trips = [self._call(x, timed=True, dummy=True)[0] for _ in range(max(3, self.settings.calibration_calls))]
-        self.overhead_ms, self.resolution_ms = timing.calibration(trips)
+            self._call(x, timed=True, reference=True)
+        walls, refs = [], []
+        for _ in range(max(3, self.settings.calibration_calls)):
+            refs.append(self._time_reference(x)[0])
+            walls.append(self._call(x, timed=True, reference=True)[0])
+        self.overhead_ms, self.resolution_ms = timing.calibration(walls, refs)
         self.result.overhead_ms = round(self.overhead_ms, 6)
         self.result.resolution_ms = round(self.resolution_ms, 6)
         self.last_snapshot = None
-        ref_ms = statistics.median(self._time_reference(x)[0] for _ in range(2))
-        self.calls = self._calls_per_round(ref_ms)
-        baseline = [self._time_reference(self._inputs())[0] for _ in range(max(self.calls, BASELINE_CALLS))]
-        # The slowest clean call: the interleaved median exceeds it only when something slowed the
-        # reference, and honest noise rarely does.
-        self.baseline_ms = max(baseline)
+        self.calls = self._calls_per_round(statistics.median(refs))
+        clean = refs[len(refs) // 3:]
+        clean += [self._time_reference(self._inputs())[0] for _ in range(max(0, BASELINE_CALLS - len(clean)))]
+        # A high quantile of the clean calls: the interleaved median exceeds it only when something
+        # slowed the reference, and honest noise rarely does.
+        self.baseline_ms = timing.percentile(clean, 0.9)
         self.result.baseline_ms = round(self.baseline_ms, 6)
 
     def _calls_per_round(self, fastest_ms: float) -> int:
@@ -582,24 +593,32 @@ class Judge:
     def measure(self) -> None:
         s = self.settings
         stats = self._timing_pass()
-        speedup, spread = self._speedup(stats)
+        speedup, _ = self._speedup(stats)
         if speedup > s.remeasure_above:
             second = self._timing_pass()
-            speedup2, spread2 = self._speedup(second)
             self.result.remeasured = True
-            if speedup2 < speedup:
-                stats, speedup, spread = second, speedup2, spread2
-        ref_rounds, cand_rounds, judged, claimed = stats
-        self._cross_check_clock(judged, claimed)
+            if self._speedup(second)[0] < speedup:
+                stats = second
+        self.stats = stats
+        self._cross_check_clock(stats[2], stats[3])
+
+    def after_the_candidate(self) -> None:
+        """End the candidate's process (the parent kills it and every process of its uid), time
+        the reference once more with nothing of the candidate alive, and settle the speedup. The
+        reference time is capped by the larger of the two clean baselines: a machine that got
+        busier for everyone raises both, a candidate that slowed only the reference neither."""
+        if self.link is not None and self.link.end_host():
+            post = [self._time_reference(self._inputs())[0] for _ in range(max(self.calls, BASELINE_CALLS))]
+            self.baseline_ms = max(self.baseline_ms, timing.percentile(post, 0.9))
+            self.result.baseline_ms = round(self.baseline_ms, 6)
+        ref_rounds, cand_rounds, _, _ = self.stats
         self.result.reference = timing.summarize_rounds(ref_rounds)
         self.result.candidate = timing.summarize_rounds(cand_rounds)
-        ref_med = self.result.reference.median_ms
-        if ref_med > self.baseline_ms * REFERENCE_SLOWED + self.resolution_ms:
+        if self.result.reference.median_ms > self.baseline_ms * REFERENCE_SLOWED + self.resolution_ms:
             self._label("reference_slowed")
         if self.result.candidate.median_ms < self.resolution_ms:
             self._label("below_resolution")
-        self.result.speedup = speedup
-        self.result.speedup_spread = spread
+        self.result.speedup, self.result.speedup_spread = self._speedup(self.stats)
 
     def _speedup(self, stats: tuple[list[list[float]], list[list[float]], list[float], list[float]]) -> tuple[float, float]:
         ref_rounds, cand_rounds, _, _ = stats
@@ -632,7 +651,7 @@ class Judge:
                 for phase, step in (("setup", self.connect), ("calibration", self.calibrate),
                                     ("import", self.load_candidate), ("correctness", self.check_correctness),
                                     ("labels", self.collect_labels), ("timing", self.measure),
-                                    ("late check", self.final_checks)):
+                                    ("late check", self.final_checks), ("baseline", self.after_the_candidate)):
                     step()
             except Verdict:
                 raise
@@ -648,7 +667,7 @@ class Judge:
                 self.result.max_abs_error = v.extra["max_abs_error"]
             if v.__cause__ is not None and not isinstance(v.__cause__, (PeerGone, Timeout, ProtocolError)):
                 traceback.print_exception(v.__cause__, file=sys.stderr)
-        # The host is left running: the parent reads its mapped objects once more, then kills it.
+        # The parent ends the host (if it still runs), after reading its mapped objects once more.
         self.result.labels = self.labels
         self.result.seed = self.base_seed
         self.result.eval_seconds = round(time.perf_counter() - t0, 3)
@@ -673,13 +692,13 @@ def str_list_or_tamper(value: Any, limit: int = 64) -> list[str]:
 
 
 def _describe(out: Any, counter: Any) -> Any:
-    """JSON description of an output's structure: {"seq": [...]}, {"kind": "tensor", "index": i}, or
-    {"kind": "value", "value": v} (the reference's own value, used only by the host's dummy)."""
+    """JSON description of an output's structure: {"seq": [...]}, {"kind": "tensor", "index": i}
+    (the i-th tensor in the output slot), or {"kind": "value"} (a non-tensor leaf)."""
     if isinstance(out, (list, tuple)):
         return {"seq": [_describe(v, counter) for v in out]}
     if isinstance(out, torch.Tensor):
         return {"kind": "tensor", "index": next(counter)}
-    return {"kind": "value", "value": _json_like(out)}
+    return {"kind": "value"}
 
 
 def _json_like(value: Any) -> Any:
@@ -691,9 +710,10 @@ def _json_like(value: Any) -> Any:
     return repr(value)[:200]
 
 
-def main(payload: dict[str, Any], chan: Channel) -> dict[str, Any]:
-    """Entry point in the judge child (see `cudal1.bench.worker.run_judged`)."""
-    return Judge(payload, chan).run()
+def main(payload: dict[str, Any], chan: Channel, link: Any = None) -> dict[str, Any]:
+    """Entry point in the judge child (see `cudal1.bench.worker.run_judged`; `link` is its
+    `ParentLink`)."""
+    return Judge(payload, chan, link).run()
 
 
 __all__ = ["Judge", "main", "SHIFTS", "TensorSpec"]

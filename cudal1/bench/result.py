@@ -69,7 +69,8 @@ class EvalResult:
     """Result of evaluating one candidate against one task's reference.
 
     `speedup` is reference time / candidate time (×), set only when status is ok: the reference's
-    median (at most `baseline_ms`) over the candidate's median, both read on the judge's clock.
+    median (at most `baseline_ms`) over the candidate's median (at least `resolution_ms`), both
+    read on the judge's clock.
     `labels` are facts the reward policy may price (e.g. "pytorch_only", "custom_kernel",
     "reduced_precision", "calls_reference_ops", "cuda_graphs", "torch_compile",
     "side_streams"); they never change the status by themselves.
@@ -100,9 +101,10 @@ class EvalResult:
     """Jitter of that round trip (90th - 10th percentile, ms): candidate times below it cannot be
     told apart (label "below_resolution"; the candidate's time is then taken as this)."""
     baseline_ms: float | None = None
-    """Median reference time measured before any candidate code existed (ms). The speedup uses
-    min(this, the interleaved reference median), so that nothing the candidate does while the
-    reference is timed can make the reference look slower."""
+    """A clean reference time (ms): the 90th percentile of reference calls timed before the
+    candidate was imported, or of those timed after its process was killed, whichever is larger.
+    The speedup uses min(this, the interleaved reference median), so that nothing the candidate
+    does while the reference is timed can make the reference look slower."""
     task_degenerate: str | None = None
     """Why the task is degenerate (constant output, output equal to an input, ...), or None; a
     result on such a task carries the label "degenerate_task" and is not paid as a speedup."""

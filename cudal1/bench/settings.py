@@ -52,8 +52,9 @@ class EvalSettings:
     remeasure_above: float = 3.0
     """A speedup (×) above this is measured a second time and the lower value is kept."""
     calibration_calls: int = 30
-    """Judge -> candidate round trips with a dummy forward, before the candidate is imported, that
-    measure the fixed cost subtracted from every candidate call (see `cudal1.bench.timing`)."""
+    """Round trips of the reference through the candidate's process (each beside one reference call
+    in the judge), before the candidate is imported, that measure the fixed cost subtracted from
+    every candidate call (see `cudal1.bench.timing.calibration`)."""
     # limits
     wall_timeout_s: float = 300.0
     """Whole evaluation, build included."""
@@ -75,7 +76,7 @@ class EvalSettings:
         """Defaults tuned per backend: the CPU backend takes fewer, longer calls."""
         base: dict[str, Any] = {"size_profile": backend}
         if backend == "cpu":
-            base.update(rounds=5, calls_per_round=3, warmup_calls=1, flush_l2=False)
+            base.update(rounds=5, calls_per_round=3, warmup_calls=1, flush_l2=False, calibration_calls=6)
         elif backend == "cuda":
             base.update(rounds=5, calls_per_round=20, warmup_calls=3, min_round_ms=10.0)
         else:

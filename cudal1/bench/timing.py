@@ -11,8 +11,8 @@
   into the slot) and whatever it leaves running that the outputs depend on is inside. The fixed
   part of that interval (messages, the output copies, the poison of the slot, two GPU context
   switches: 0.3-2 ms on an H200 depending on the output's size, 0.1-4 ms on the 2-core CPU
-  machines) is measured before the candidate is imported, with a dummy forward, and subtracted
-  (`calibration`).
+  machines) is measured before the candidate is imported, by running the reference itself through
+  the same round trip, and subtracted (`calibration`).
 
 The clock functions are bound when this module is imported, before any candidate code exists
 anywhere in the evaluation.
@@ -126,17 +126,21 @@ def percentile(values: list[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
-def calibration(round_trips_ms: list[float]) -> tuple[float, float]:
-    """(overhead_ms, resolution_ms) from the judge's round trips with a dummy forward.
+def calibration(round_trips_ms: list[float], reference_ms: list[float]) -> tuple[float, float]:
+    """(overhead_ms, resolution_ms) from the calibration before the candidate is imported.
 
-    The first third is dropped (warm-up). overhead = the median of the rest: what a call costs
-    besides the forward, subtracted from every candidate call (unbiased where a real call's fixed
-    cost is distributed like the dummy's; the judge also takes the host's own forward time when it
-    is larger, which errs towards a slower candidate). resolution = the 90th minus the 10th
-    percentile: the run-to-run jitter of that fixed cost, below which two times cannot be told
-    apart. Raises ValueError for fewer than 3 round trips.
+    round_trips_ms: the judge's times of the reference run in the candidate's process through the
+    whole round trip; reference_ms: the judge's own times of the same reference, interleaved.
+    The first third of each is dropped (warm-up). overhead = median(round trips) - median(own
+    times): what a call through the candidate's process costs besides the forward (messages, the
+    output copies, the poison of the slot, GPU context switches, the host's bookkeeping),
+    subtracted from every candidate call. resolution = the 90th minus the 10th percentile of the
+    round trips: their run-to-run jitter, below which two candidate times cannot be told apart.
+    Raises ValueError for fewer than 3 of either.
     """
-    if len(round_trips_ms) < 3:
-        raise ValueError("calibration needs at least 3 round trips")
-    kept = round_trips_ms[len(round_trips_ms) // 3:]
-    return statistics.median(kept), max(percentile(kept, 0.9) - percentile(kept, 0.1), 1e-6)
+    if len(round_trips_ms) < 3 or len(reference_ms) < 3:
+        raise ValueError("calibration needs at least 3 round trips and 3 reference times")
+    trips = round_trips_ms[len(round_trips_ms) // 3:]
+    own = reference_ms[len(reference_ms) // 3:]
+    overhead = max(statistics.median(trips) - statistics.median(own), 0.0)
+    return overhead, max(percentile(trips, 0.9) - percentile(trips, 0.1), 1e-6)

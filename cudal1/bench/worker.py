@@ -239,20 +239,38 @@ def _target(target: str) -> Any:
     return getattr(importlib.import_module(module_name), fn_name)
 
 
+class ParentLink:
+    """What a judge may ask of the parent mid-run: `end_host()` kills the candidate host's
+    process tree and every process of its uid, and returns once that is done (True), or False
+    when no answer came within `timeout_s`."""
+
+    def __init__(self, conn: Any, nonce: str, ack: Any) -> None:
+        self._conn, self._nonce, self._ack = conn, nonce, ack
+
+    def end_host(self, timeout_s: float = 30.0) -> bool:
+        _send(self._conn, self._nonce, "end_host", None)
+        if not self._ack.poll(timeout_s):
+            return False
+        try:
+            return self._ack.recv_bytes(16) == b"ended"
+        except (EOFError, OSError):
+            return False
+
+
 def _child_main(conn: Any, nonce: str, target: str, payload: Any, limits: WorkerLimits, scratch: str,
-                channel: Any = None) -> None:
-    """Entry point of a child that returns a value to the parent (with `channel`, a socket to a
-    sibling, the target is called as target(payload, Channel(channel))). Never returns normally:
-    ends with os._exit."""
+                channel: Any = None, ack: Any = None) -> None:
+    """Entry point of a child that returns a value to the parent. With `channel` (a socket to a
+    sibling) and `ack` (the parent's answers), the target is called as
+    target(payload, Channel(channel), ParentLink(...)). Never returns normally: ends with os._exit."""
     code = 0
     try:
-        keep = {conn.fileno()} | ({channel.fileno()} if channel is not None else set())
+        keep = {conn.fileno()} | ({channel.fileno(), ack.fileno()} if channel is not None else set())
         report = _enter_child(limits, scratch, keep)
         fn = _target(target)
         if channel is not None:
             from .wire import Channel
 
-            value = fn(payload, Channel(channel))
+            value = fn(payload, Channel(channel), ParentLink(conn, nonce, ack))
         else:
             value = fn(payload)
         if isinstance(value, dict) and not value.get("sandbox"):
@@ -334,12 +352,15 @@ def _kill_tree(pid: int, sandbox_uid: int | None) -> None:
             pass
 
 
-def _read_result(recv: Any, nonce: str, proc: Any) -> WorkerOutcome:
-    """Read the child's one result message. Anything else on the pipe (bytes that are not our
-    JSON, a wrong nonce, a second message) means code in the child wrote to it: "tampered"."""
+def _read_result(recv: Any, nonce: str, proc: Any, requests: tuple[str, ...] = ()) -> WorkerOutcome:
+    """Read the child's result message. Anything else on the pipe (bytes that are not our JSON, a
+    wrong nonce, a second message) means code in the child wrote to it: "tampered". A message of
+    a kind in `requests` comes back as WorkerOutcome(kind) for the caller to act on and read on."""
     try:
         message = json.loads(recv.recv_bytes(MAX_RESULT_BYTES))
-        ok = isinstance(message, dict) and message.get("nonce") == nonce and message.get("kind") in ("returned", "raised")
+        ok = isinstance(message, dict) and message.get("nonce") == nonce and message.get("kind") in ("returned", "raised", *requests)
+        if ok and message["kind"] in requests:
+            return WorkerOutcome(message["kind"])
     except (EOFError,):
         proc.join(1.0)
         return WorkerOutcome("crashed", exitcode=proc.exitcode)
@@ -469,8 +490,9 @@ def run_judged(
     returns the result to this process (JSON over a pipe only it holds, with a nonce), and the
     candidate host, which has no channel to this process at all.
 
-    The judge is called as judge_target(payload, channel) and gets `payload["deadline"]` (the
-    absolute monotonic time at which this process kills both); the host as
+    The judge is called as judge_target(payload, channel, link) and gets `payload["deadline"]` (the
+    absolute monotonic time at which this process kills both); `link.end_host()` asks this process
+    to end the host (and every process of its uid) before the judge goes on. The host is called as
     host_target(channel, payload). This process watches wall time and each tree's resident memory
     (`host_limits.memory_mib`, `judge_limits.memory_mib`), reads which shared objects under
     `watch_dirs` (and the host's scratch directory) the host maps, and kills both trees, and every
@@ -484,16 +506,17 @@ def run_judged(
         os.chmod(d, 0o777)  # the children drop to unprivileged users
     judge_end, host_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     recv, send = ctx.Pipe(duplex=False)
+    ack_recv, ack_send = ctx.Pipe(duplex=False)
     nonce = secrets.token_hex(16)
     start = time.monotonic()
     deadline = start + judge_limits.wall_timeout_s
     judge_payload = {**judge_payload, "deadline": deadline}
     host = ctx.Process(target=_host_main, args=(host_end, host_target, host_payload, host_limits, h_scratch), daemon=True)
-    judge = ctx.Process(target=_child_main, args=(send, nonce, judge_target, judge_payload, judge_limits, j_scratch, judge_end),
-                        daemon=True)
+    judge = ctx.Process(target=_child_main, args=(send, nonce, judge_target, judge_payload, judge_limits, j_scratch, judge_end,
+                                                  ack_recv), daemon=True)
     _start_without_main(host)
     _start_without_main(judge)
-    for end in (send, judge_end, host_end):
+    for end in (send, judge_end, host_end, ack_recv):
         end.close()
     watch = [*(watch_dirs or []), h_scratch]
     objects: set[str] = set()
@@ -504,10 +527,18 @@ def run_judged(
     # entry; a maps read takes the candidate's mm lock): process memory every 0.25 s, the whole
     # tree and the mapped objects every second.
     next_look, next_tree = 0.0, 0.0
+    host_exit: int | None = None
+    host_ended = False
     try:
         while outcome is None:
             if recv.poll(0.1):
-                got = _read_result(recv, nonce, judge)
+                got = _read_result(recv, nonce, judge, requests=("end_host",))
+                if got.kind == "end_host":  # the judge is done with the candidate: end it now
+                    if host.is_alive():
+                        objects |= _mapped_objects(host.pid, watch)
+                    host_exit, host_ended = _end_host(host, host_limits), True
+                    ack_send.send_bytes(b"ended")
+                    continue
                 outcome = JudgedOutcome(got.kind, value=got.value, error=got.error)
                 break
             now = time.monotonic()
@@ -534,15 +565,13 @@ def run_judged(
     finally:
         if host.is_alive():
             objects |= _mapped_objects(host.pid, watch)
-        else:
-            host.join(0.5)
-        host_exit = host.exitcode
+        if not host_ended:
+            host_exit = _end_host(host, host_limits)
         root = os.geteuid() == 0
-        _kill_tree(host.pid, default_uid(host.pid) if host_limits.sandbox and root else None)
         _kill_tree(judge.pid, default_uid(judge.pid) if judge_limits.sandbox and root else None)
-        host.join(5.0)
         judge.join(5.0)
         recv.close()
+        ack_send.close()
     outcome.host_exitcode = host_exit
     outcome.peak_rss_mib = round(peak, 1)
     outcome.wall_s = round(time.monotonic() - start, 3)
@@ -552,6 +581,15 @@ def run_judged(
     shutil.rmtree(h_scratch, ignore_errors=True)
     shutil.rmtree(j_scratch, ignore_errors=True)
     return outcome
+
+
+def _end_host(host: Any, limits: WorkerLimits) -> int | None:
+    """Kill the candidate host's tree and every process of its sandbox uid; return its exit
+    status as it was before the kill (None if it was still running)."""
+    before = None if host.is_alive() else host.exitcode
+    _kill_tree(host.pid, default_uid(host.pid) if limits.sandbox and os.geteuid() == 0 else None)
+    host.join(5.0)
+    return before
 
 
 def _exit_text(exitcode: int | None) -> str:

@@ -147,7 +147,7 @@ def test_loading_the_machine_while_the_reference_runs_earns_nothing(cache_dir) -
     assert honest.status is Status.OK and cheat.status is Status.OK, evalkit.describe(cheat)
     assert cheat.reference.median_ms > cheat.baseline_ms, "the burner did not slow the reference at all: no test"
     reference_used = cheat.speedup * max(cheat.candidate.median_ms, cheat.resolution_ms)
-    assert reference_used <= cheat.baseline_ms * (1 + 1e-9), evalkit.describe(cheat)
+    assert reference_used <= cheat.baseline_ms * (1 + 1e-5), evalkit.describe(cheat)  # (rounded to 6 digits)
     if cheat.reference.median_ms > 1.1 * cheat.baseline_ms + cheat.resolution_ms:
         assert "reference_slowed" in cheat.labels, evalkit.describe(cheat)
 

@@ -48,15 +48,17 @@ def test_percentile_interpolates():
         percentile([], 0.5)
 
 
-def test_calibration_drops_the_warm_up_and_takes_the_median():
-    kept = [1.0 + 0.1 * i for i in range(6)]
-    trips = [50.0, 40.0, 30.0] + kept  # the first third: slow warm-up trips
-    overhead, resolution = calibration(trips)
-    assert overhead == pytest.approx(statistics.median(kept))
+def test_calibration_is_the_round_trip_minus_the_reference_itself():
+    trips = [50.0, 40.0, 30.0, 5.0, 5.2, 5.1, 5.4, 5.0, 5.3]  # the first third: warm-up
+    own = [9.0, 9.0, 9.0, 3.0, 3.1, 2.9, 3.0, 3.0, 3.0]
+    overhead, resolution = calibration(trips, own)
+    kept = trips[3:]
+    assert overhead == pytest.approx(statistics.median(kept) - 3.0)
     assert resolution == pytest.approx(percentile(kept, 0.9) - percentile(kept, 0.1))
-    assert overhead < 1.3 and resolution < 1.0  # the slow warm-up trips are not in either
+    # Never negative: a round trip cannot cost less than the forward it contains.
+    assert calibration([1.0] * 3, [2.0] * 3)[0] == 0.0
     with pytest.raises(ValueError):
-        calibration([1.0, 2.0])
+        calibration([1.0, 2.0], [1.0, 2.0, 3.0])
 
 
 def test_cpu_clock_measures_a_sleep():
