@@ -108,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     from cudal1.bench.evaluator import evaluate
 
     report["repeatability"] = []
-    for tid in args.repeat_task or [sorted(seeds)[0]]:
+    for tid in (args.repeat_task or [sorted(seeds)[0]]) if args.repeats > 0 else []:
         task, source = find_task(tasks, tid), seeds[tid].read_text()
         runs = [evaluate(task, source, args.backend, settings=settings) for _ in range(args.repeats)]
         speedups = [r.speedup if r.status is Status.OK else float("nan") for r in runs]

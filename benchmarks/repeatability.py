@@ -46,9 +46,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--variants", nargs="+", default=["default", "long", "fixed_seed"])
     ap.add_argument("--out", default=None)
+    ap.add_argument("--cache", default=None, help="build cache to use (default: a new temporary one)")
     args = ap.parse_args(argv)
 
-    cache = tempfile.mkdtemp(prefix="cudal1-rep-cache-")
+    cache = args.cache or tempfile.mkdtemp(prefix="cudal1-rep-cache-")
     tasks, seeds = load_tasks("builtin"), seed_solutions(args.backend)
     all_variants = variants(args.backend, cache)
     report = []
@@ -69,6 +70,8 @@ def main(argv: list[str] | None = None) -> int:
                 "spread_candidate": round(spread(cand), 4) if cand else None,
                 "spread_speedup": round(spread(sp), 4) if sp else None,
                 "eval_seconds": round(statistics.median([r.eval_seconds or 0 for r in runs]), 1),
+                "overhead_ms": [getattr(r, "overhead_ms", None) for r in ok],
+                "resolution_ms": [getattr(r, "resolution_ms", None) for r in ok],
                 "statuses": sorted({r.status.value for r in runs}),
             }
             report.append(entry)
