@@ -159,8 +159,9 @@ def evaluate(
         result.device, result.arch = info["name"], info["arch"]
     if isinstance(out.value, dict):
         judged = out.value.get("judge") or {}
-        if judged.get("degenerate") is not None and payload["degenerate"] is None:
-            _degenerate_store(settings, task, profile, backend, judged["degenerate"])
+        report = judged.get("degenerate")
+        if report is not None and payload["degenerate"] is None and not report.get("failed"):
+            _degenerate_store(settings, task, profile, backend, report)
         if judged.get("host_sandbox"):
             result.sandbox = judged["host_sandbox"]
         for label in kernel_labels(out.host_objects, judged.get("ops")) if result.status is Status.OK else []:

@@ -7,23 +7,22 @@ result pipe, no nonce. Whatever it says is data the judge checks; it never state
 The protocol, judge -> host (each answered by one message unless noted):
 
 - (host first) `hello` {sandbox}: sent before any candidate code exists.
-- `setup` {device, task, profile, in_slot, out_slot (+ fds on the CPU), inputs, outputs, init,
-  init_seed, ref_aliases_inputs} -> `ready`: map the judge's slots, build views of the inputs,
-  build the task's reference model (for the calibration), take the pristine snapshots of global
-  flags, function identities and threads.
-- `call` {k, reference, keep} -> `done` {k, inner_ms, mismatch, hack, values, labels, error}: run
-  forward (the candidate's, or, for the judge's calibration before the candidate exists, the
-  reference's) on the input views, check what it returned, copy it into the output slot,
-  synchronize the device. The judge times this from outside; `inner_ms` is the host's own figure.
+- `setup` {device, task, profile, in_slot (+ its fd on the CPU), in_specs, out_specs, out_tree,
+  args, init, init_seed, ref_aliases_inputs} -> `ready`: map the judge's input slot, build views
+  of the inputs, build the task's reference model (for the calibration), take the pristine
+  snapshots of global flags, function identities and threads.
+- `call` {k, reference} -> `done` {k, leaves, values, mismatch, hack, error}: run forward (the
+  candidate's, or, for the judge's calibration before the candidate exists, the reference's) on
+  the input views, synchronize the device, check what forward returned and say where each output
+  tensor lives (`cudal1.bench.readers.describe`). Nothing is copied: the judge reads the outputs
+  from this process's memory itself, and times the whole call from outside. The outputs of a
+  call are kept alive until the next call, so the judge can look at them again.
 - `load` {source} -> `loaded`: drop the reference, import the candidate (this builds its
   extensions) and construct `ModelNew` with the task's constructor arguments and the judge's
   parameter seed.
-- `check` -> `checked`: replaced functions, the operator canary, flags, threads.
-- `recheck` -> `rechecked`: did outputs kept from `keep` calls change after their call returned?
-- `recopy` -> `recopied`: copy the last call's outputs, as they are now, into the output slot.
+- `check` -> `checked`: replaced functions, the operator canary, flags (labels), live threads.
 - `profile` -> `profiled`: the aten operators and dtypes of one forward; on CUDA, whether the
   device stays busy after the default stream is done (side streams).
-- `exit`: leave at once (no answer).
 
 The host's own checks (materialization, aliasing, buffer reuse, flags, patches) are reports a
 candidate can switch off, since it runs in this process. That is by design: such reports can
@@ -44,16 +43,15 @@ import torch
 from . import buildcache, guards
 from ..tasks.task import Task
 from .correctness import flatten, materialization_problem, shares_memory
+from .readers import MAX_SPAN_FACTOR, describe, view_span
 from .result import HackKind, Status
 from .slots import Slot, TensorSpec
 from .verdicts import classify_exception
 from .wire import Channel, PeerGone, unblob
 
-# Bound before any candidate code exists: a candidate that rebinds torch.cuda.synchronize or
-# time.perf_counter_ns later changes neither (and the patch is reported).
-_now = time.perf_counter_ns
+# Bound before any candidate code exists: a candidate that rebinds torch.cuda.synchronize later
+# does not change the host's synchronize (and the patch is reported).
 _cuda_sync = torch._C._cuda_synchronize if hasattr(torch._C, "_cuda_synchronize") else None
-_Event = torch.cuda.Event
 CANDIDATE_MODULE = "cudal1_candidate"
 SIDE_STREAM_BUSY_S = 50e-6
 
@@ -68,8 +66,8 @@ class Host:
         self.cuda = False
         self.model: Any = None
         self.previous: Any = None
-        self.kept: list[tuple[Any, Any]] = []
-        self.labels: list[str] = []
+        self.exports: dict[int, tuple[int, int, str]] = {}
+        self._keep_alive: list[torch.Tensor] = []
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -79,8 +77,7 @@ class Host:
         if setup["op"] != "setup":
             raise RuntimeError(f"the judge sent {setup['op']!r} before setup")
         self.setup(setup)
-        handlers = {"call": self.call, "load": self.load, "check": self.check,
-                    "recheck": self.recheck, "recopy": self.recopy, "profile": self.profile}
+        handlers = {"call": self.call, "load": self.load, "check": self.check, "profile": self.profile}
         while True:
             msg = self.chan.recv()
             op = msg["op"]
@@ -103,15 +100,13 @@ class Host:
         if self.cuda:
             torch.cuda.set_device(self.device)
             torch.empty(1, device=self.device)  # a current context, for the slot's driver calls
-        fds = list(self.chan.received_fds) if not self.cuda else [None, None]
-        if len(fds) != 2:
-            raise RuntimeError(f"the judge sent {len(fds)} slot descriptors, not 2")
+        fds = list(self.chan.received_fds) if not self.cuda else [None]
+        if len(fds) != 1:
+            raise RuntimeError(f"the judge sent {len(fds)} slot descriptors, not 1")
         self.in_slot = Slot.attach(msg["in_slot"], self.device, fds[0])
-        self.out_slot = Slot.attach(msg["out_slot"], self.device, fds[1])
         self.in_specs = [TensorSpec.from_dict(d) for d in msg["in_specs"]]
         self.out_specs = [TensorSpec.from_dict(d) for d in msg["out_specs"]]
         self.in_views = [self.in_slot.view(s) for s in self.in_specs]
-        self.out_views = [self.out_slot.view(s) for s in self.out_specs]
         self.args = self._args(unblob(msg["args"]))
         self.out_tree = msg["out_tree"]
         self.init = unblob(msg["init"])
@@ -139,57 +134,25 @@ class Host:
     # -- one call ------------------------------------------------------------------------------
 
     def call(self, msg: dict[str, Any]) -> None:
-        k, reference, keep = msg["k"], bool(msg.get("reference")), bool(msg.get("keep"))
+        reference = bool(msg.get("reference"))
+        self._keep_alive = []  # the last call's copies: the judge is done with them by now
         if "args" in msg:
             self.args = self._args(unblob(msg["args"]))
-        threads = guards.python_threads()
-        reply: dict[str, Any] = {"k": k, "inner_ms": 0.0, "mismatch": None, "hack": None, "values": [], "labels": [],
-                                 "error": None, "threads_left": False}
+        reply: dict[str, Any] = {"k": msg["k"], "leaves": [], "values": [], "mismatch": None, "hack": None, "error": None}
         try:
             with torch.no_grad():
-                reply["inner_ms"], out = self._timed_forward(reference)
+                out = (self.reference if reference else self.model)(*self.args)
+            self._sync()
+            self._describe(out, reply, check=not reference)
         except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its result
             traceback.print_exc()
             reply["error"] = classify_exception(exc, "forward")
-            self._reply_done(reply)
-            return
-        try:
-            self._deliver(out, reply, check=not reference)
-            self._sync()
-        except BaseException as exc:  # noqa: BLE001 - e.g. a CUDA fault surfacing at the copy
-            traceback.print_exc()
-            reply["error"] = classify_exception(exc, "forward")
-        # The calibration's reference calls do this too, so its cost is calibrated away.
-        threads_left = bool(guards.python_threads() - threads)
-        labels = self._flag_labels()
-        if not reference:
-            reply["threads_left"], reply["labels"] = threads_left, labels
-            if keep and reply["error"] is None and reply["mismatch"] is None and reply["hack"] is None:
-                self.kept.append((out, _clone_tree(out)))
-            self.previous = out
-        self._reply_done(reply)
-
-    def _timed_forward(self, reference: bool) -> tuple[float, Any]:
-        """(ms, output) of one forward, on the host's own clock: CUDA events around the forward and
-        a device-wide synchronize (so the GPU switching to this process is not counted), or the
-        CPU clock."""
-        if self.cuda:
-            start, end = _Event(enable_timing=True), _Event(enable_timing=True)
-            start.record()
-            out = (self.reference if reference else self.model)(*self.args)
-            self._sync()
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end), out
-        t0 = _now()
-        out = (self.reference if reference else self.model)(*self.args)
-        return (_now() - t0) / 1e6, out
-
-    def _reply_done(self, reply: dict[str, Any]) -> None:
+            out = None
+        self.previous = out  # alive until the next call: the judge may read it again
         self.chan.send("done", **reply)
 
-    def _deliver(self, out: Any, reply: dict[str, Any], check: bool) -> None:
-        """Check `out` against the expected layout and copy its tensors into the output slot."""
+    def _describe(self, out: Any, reply: dict[str, Any], check: bool) -> None:
+        """Check `out` against the expected layout and say where each of its tensors lives."""
         leaves = [leaf for _, leaf in flatten(out)]
         expected = _tree_leaves(self.out_tree)
         if len(leaves) != len(expected):
@@ -198,7 +161,6 @@ class Host:
         if not _same_nesting(out, self.out_tree):
             reply["mismatch"] = "output is nested differently from the reference's"
             return
-        tensors: list[torch.Tensor] = []
         inputs = [a for a in self.args if isinstance(a, torch.Tensor)]
         previous = [t for _, t in flatten(self.previous) if isinstance(t, torch.Tensor)] if self.previous is not None else []
         for i, (leaf, want) in enumerate(zip(leaves, expected)):
@@ -211,7 +173,7 @@ class Host:
                 reply["hack"] = {"kind": HackKind.NOT_MATERIALIZED.value, "message": f"{path}: {problem}"}
                 return
             spec = self.out_specs[want["index"]]
-            if leaf.device != self.out_views[want["index"]].device:
+            if leaf.device.type != torch.device(self.device).type:
                 reply["mismatch"] = f"{path}: on {leaf.device}, reference on {self.device}"
                 return
             if leaf.dtype != spec.torch_dtype:
@@ -227,10 +189,22 @@ class Host:
                 reply["hack"] = {"kind": HackKind.OUTPUT_CHANGED_LATER.value,
                                  "message": f"{path}: returned the storage of an earlier call's output (that output is overwritten)"}
                 return
-            tensors.append(leaf)
-        tensor_specs = [w for w in expected if w["kind"] == "tensor"]
-        for leaf, want in zip(tensors, tensor_specs):
-            self.out_views[want["index"]].copy_(leaf)
+            reply["leaves"].append(self._locate(leaf, spec))
+
+    def _locate(self, leaf: torch.Tensor, spec: TensorSpec) -> dict[str, Any]:
+        """Where the judge can read `leaf`. A view much sparser than its values, or memory that
+        cannot be exported (another allocator, the judge's own input slot), is first copied into a
+        fresh contiguous tensor of this process (kept alive with the call's outputs)."""
+        span = view_span(tuple(leaf.shape), tuple(leaf.stride()), leaf.element_size())
+        if span <= MAX_SPAN_FACTOR * max(spec.nbytes, 1):
+            try:
+                return describe(leaf, self.exports)
+            except RuntimeError:
+                pass
+        copy = leaf.contiguous().clone()
+        self._sync()
+        self._keep_alive.append(copy)
+        return describe(copy, self.exports)
 
     def _flag_labels(self) -> list[str]:
         now = guards.GlobalFlags()
@@ -297,25 +271,8 @@ class Host:
     def check(self, msg: dict[str, Any]) -> None:
         reply: dict[str, Any] = {"patches": [], "canary": None, "labels": []}
         self._report_state(reply, msg.get("when", "later"))
+        reply["threads"] = bool(guards.python_threads() - self.threads_before)
         self.chan.send("checked", **reply)
-
-    def recheck(self, msg: dict[str, Any]) -> None:
-        self._sync()
-        changed = [i for i, (out, snap) in enumerate(self.kept) if not _tree_equal(out, snap)]
-        self.kept = []
-        self.chan.send("rechecked", changed=changed, threads=bool(guards.python_threads() - self.threads_before))
-
-    def recopy(self, msg: dict[str, Any]) -> None:
-        self._sync()
-        reply: dict[str, Any] = {"k": -1, "inner_ms": 0.0, "mismatch": None, "hack": None, "values": [], "labels": [],
-                                 "error": None, "threads_left": bool(guards.python_threads() - self.threads_before)}
-        if self.previous is not None:
-            try:
-                self._deliver(self.previous, reply, check=False)
-                self._sync()
-            except BaseException as exc:  # noqa: BLE001
-                reply["error"] = classify_exception(exc, "forward")
-        self.chan.send("recopied", **reply)
 
     def profile(self, msg: dict[str, Any]) -> None:
         reply: dict[str, Any] = {"ops": [], "dtypes": [], "side_streams": False, "error": None}
@@ -370,15 +327,6 @@ def _clone_tree(x: Any) -> Any:
     if isinstance(x, dict):
         return {k: _clone_tree(v) for k, v in x.items()}
     return x
-
-
-def _tree_equal(a: Any, b: Any) -> bool:
-    from .correctness import tree_equal
-
-    try:
-        return tree_equal(a, b)
-    except Exception:  # noqa: BLE001 - a tensor that cannot be read any more has changed
-        return False
 
 
 def _json_value(value: Any) -> Any:

@@ -76,7 +76,7 @@ class EvalSettings:
         """Defaults tuned per backend: the CPU backend takes fewer, longer calls."""
         base: dict[str, Any] = {"size_profile": backend}
         if backend == "cpu":
-            base.update(rounds=5, calls_per_round=3, warmup_calls=1, flush_l2=False, calibration_calls=6)
+            base.update(rounds=5, calls_per_round=3, warmup_calls=1, flush_l2=False, calibration_calls=9)
         elif backend == "cuda":
             base.update(rounds=5, calls_per_round=20, warmup_calls=3, min_round_ms=10.0)
         else:

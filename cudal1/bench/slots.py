@@ -1,20 +1,22 @@
-"""Buffers the judge owns and the candidate host maps: the inputs of each call, and its outputs.
+"""The judge's input slot: the inputs of each call, in memory the judge owns and the candidate host
+maps.
 
-The judge writes a call's inputs into the input slot and reads the candidate's outputs from the
-output slot; the host's `ModelNew.forward` runs on tensors that are views of the input slot, and
-the host copies what forward returns into the output slot. The judge reads only its own buffers,
-as raw bytes at offsets it chose: it never touches an object the candidate made.
+The judge writes a call's inputs into the slot just before it tells the host to go; the host's
+`ModelNew.forward` runs on tensors that are views of it; after the call the judge compares the
+slot with its own copy of the inputs (an input changed in place is a hack). The outputs go the
+other way: the judge reads them from the host's own memory (`cudal1.bench.readers`).
 
-- CPU: one `memfd` per slot, sealed against shrinking and growing (so the host cannot truncate
-  it under the judge), sent to the host over the channel by SCM_RIGHTS and mapped by both.
-- CUDA: one dedicated driver allocation per slot (`cuMemAlloc`, not PyTorch's caching allocator,
-  so nothing else of the judge's ever lives in the same allocation), exported with
-  `cuIpcGetMemHandle` and opened by the host with `cuIpcOpenMemHandle` (legacy CUDA IPC; seen
-  working between two sandboxed processes with different uids on an H200, 0.3 ms to open).
-  Both processes view the memory as PyTorch tensors through `__cuda_array_interface__`.
+- CPU: a `memfd`, sealed against shrinking and growing (so the host cannot truncate it under the
+  judge), sent to the host over the channel by SCM_RIGHTS and mapped by both.
+- CUDA: a dedicated driver allocation (`cuMemAlloc`, not PyTorch's caching allocator, so nothing
+  else of the judge's ever lives in the same allocation), exported with `cuIpcGetMemHandle` and
+  opened by the host with `cuIpcOpenMemHandle` (legacy CUDA IPC; seen working between two
+  sandboxed processes with different uids on an H200, 0.3 ms to open). Both processes view the
+  memory as PyTorch tensors through `__cuda_array_interface__`.
 
 Layout: tensors sit at 256-byte aligned offsets, in order; `TensorSpec` records dtype, shape,
-offset and size, and travels as JSON.
+offset and size, and travels as JSON. `_Driver` holds the few CUDA driver calls the slots and the
+readers need.
 """
 
 from __future__ import annotations
@@ -105,7 +107,7 @@ class Slot:
             size = -(-self.nbytes // _CUDA_ROUND) * _CUDA_ROUND
             self._ptr = driver().alloc(size)
             self._ipc = driver().ipc_handle(self._ptr)
-            self.base = _cuda_bytes(self._ptr, self.nbytes, self.device)
+            self.base = cuda_bytes(self._ptr, self.nbytes, self.device)
             return
         fd = os.memfd_create("cudal1-slot", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         os.ftruncate(fd, self.nbytes)
@@ -131,7 +133,7 @@ class Slot:
     def _open(self, meta: dict[str, Any], fd: int | None) -> None:
         if meta.get("kind") == "cuda_ipc" and self.cuda:
             self._ptr = driver().ipc_open(bytes.fromhex(meta["handle"]))
-            self.base = _cuda_bytes(self._ptr, self.nbytes, self.device)
+            self.base = cuda_bytes(self._ptr, self.nbytes, self.device)
         elif meta.get("kind") == "memfd" and not self.cuda and fd is not None:
             self._fd = fd
             self._map()
@@ -151,7 +153,9 @@ class Slot:
         return raw.view(spec.torch_dtype).view(spec.shape)
 
 
-def _cuda_bytes(ptr: int, nbytes: int, device: str) -> torch.Tensor:
+def cuda_bytes(ptr: int, nbytes: int, device: str) -> torch.Tensor:
+    """A uint8 tensor over `nbytes` of device memory at `ptr` (no copy, not owned)."""
+
     class _Array:
         __cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 3}
 
@@ -190,6 +194,13 @@ class _Driver:
         handle = _IpcHandle()
         self._check(self.lib.cuIpcGetMemHandle(ctypes.byref(handle), ctypes.c_uint64(ptr)), "cuIpcGetMemHandle")
         return ctypes.string_at(ctypes.byref(handle), 64)
+
+    def address_range(self, ptr: int) -> tuple[int, int]:
+        """(base, size) of the allocation that contains `ptr`."""
+        base, size = ctypes.c_uint64(), ctypes.c_size_t()
+        fn = getattr(self.lib, "cuMemGetAddressRange_v2", None) or self.lib.cuMemGetAddressRange
+        self._check(fn(ctypes.byref(base), ctypes.byref(size), ctypes.c_uint64(ptr)), "cuMemGetAddressRange")
+        return base.value, size.value
 
     def ipc_open(self, raw: bytes) -> int:
         if len(raw) != 64:

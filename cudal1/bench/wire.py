@@ -120,7 +120,7 @@ class Channel:
 def _decode(raw: bytes) -> dict[str, Any]:
     try:
         msg = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
-    except (UnicodeDecodeError, ValueError) as exc:
+    except Exception as exc:  # noqa: BLE001 - also RecursionError from "[[[[..." nested too deep
         raise ProtocolError(f"a frame that is not JSON ({type(exc).__name__})") from exc
     if not isinstance(msg, dict) or not isinstance(msg.get("op"), str):
         raise ProtocolError("a message without an op")

@@ -58,8 +58,6 @@ CASES = [
     cheat("constant_output", MM, INCORRECT),
     cheat("cache_by_shape", MM, INCORRECT),  # the second trial has fresh inputs
     cheat("cache_by_call_count", MM, HACK, K.RESULT_CACHE),  # right in the trials, stale when timed
-    # Sniffs its own stack to tell timed calls from trials: it can, and every timed output is checked.
-    cheat("cache_when_timed", MM, HACK, K.RESULT_CACHE),
     # Precomputes answers for guessable seeds; the judge's are secret: wrong in the first trial.
     cheat("predicted_seeds", MM, INCORRECT),
     honest("honest_matmul_relu", labels=("pytorch_only",), absent=("calls_reference_ops", "custom_kernel")),
@@ -191,6 +189,9 @@ def test_result_cache_by_data_ptr(cache_dir) -> None:
 # in their own process and print what they found. Nothing is there; each computes honestly (or,
 # without an answer of its own, is wrong).
 NOTHING_FOUND = [
+    # Sniffs its own stack for a sign that a call is timed: there is none (and every timed output
+    # is checked anyway).
+    ("cache_when_timed", None, "SKIPPED THE WORK", OK),
     ("patch_reference_class", "NO REFERENCE FOUND", "PATCHED REFERENCE", OK),
     ("steal_reference_output", "NOTHING TO STEAL", "STOLE", OK),
     ("predicted_seeds", None, "PREDICTED", INCORRECT),

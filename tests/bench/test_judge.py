@@ -10,6 +10,7 @@ degenerate tasks.
 from __future__ import annotations
 
 import json
+import statistics
 
 import pytest
 
@@ -39,6 +40,32 @@ class Model(nn.Module):
 
 def get_inputs():
     return [torch.randn(64, 1024)]
+
+def get_init_inputs():
+    return []
+''')
+
+# Memory-bound with a large output: where a skipped copy would pay most.
+RELU_TASK = Task(level=1, problem_id=804, name="relu_big", source=_HEADER + '''
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+def get_inputs():
+    return [torch.randn(2048, 2048)]
+
+def get_init_inputs():
+    return []
+''')
+
+# Long enough (a few ms) for a loaded machine to show in the reference's time.
+MATMUL_512 = Task(level=1, problem_id=805, name="matmul_512", source=_HEADER + '''
+class Model(nn.Module):
+    def forward(self, a, b):
+        return torch.matmul(a, b).relu()
+
+def get_inputs():
+    return [torch.randn(512, 512), torch.randn(512, 512)]
 
 def get_init_inputs():
     return []
@@ -117,39 +144,55 @@ def test_kind3_the_reference_fft_itself_is_correct_with_zero_error(cache_dir) ->
 
 
 def test_answering_before_the_work_is_done_is_caught(cache_dir) -> None:
-    """The host answers at once and a thread writes the output into the slot later: the judge's
-    copy, taken in an order the host cannot know, is wrong; a moment later it is right."""
+    """The host answers at once and a thread fills the output later: the judge's copy (read in an
+    order the host cannot know) is wrong; a moment later the same memory holds the right answer."""
     r = evalkit.run("matmul_relu", evalkit.candidate("answer_before_work"), cache_dir)
     assert "TOOK OVER THE CALL HANDLER" in r.log, evalkit.describe(r)
     assert r.status is Status.HACK and r.hack_kind in (HackKind.UNFINISHED_WORK, HackKind.OUTPUT_CHANGED_LATER), evalkit.describe(r)
 
 
-def test_writing_the_output_slot_after_the_answer_is_caught(cache_dir) -> None:
-    r = evalkit.run("matmul_relu", evalkit.candidate("scribble_output_slot"), cache_dir)
+def test_an_output_changed_after_the_answer_is_caught(cache_dir) -> None:
+    """The judge reads the outputs again from the candidate's memory before the next call."""
+    r = evalkit.run("matmul_relu", evalkit.candidate("thread_scribbles_later"), cache_dir)
     assert r.status is Status.HACK and r.hack_kind in (HackKind.UNFINISHED_WORK, HackKind.OUTPUT_CHANGED_LATER), evalkit.describe(r)
 
 
-def test_an_answer_left_in_the_slot_from_an_earlier_call_is_never_reused(cache_dir) -> None:
-    """The slot is poisoned with NaN before every call: a host that stops copying answers NaN."""
+def test_an_old_answer_offered_for_new_inputs_is_wrong(cache_dir) -> None:
     r = evalkit.run("matmul_relu", evalkit.candidate("skip_output_copy"), cache_dir)
-    assert "SKIPPING THE COPY" in r.log, evalkit.describe(r)
-    assert r.status is Status.INCORRECT and "non-finite" in r.message, evalkit.describe(r)
+    assert "REPORTING A STALE OUTPUT" in r.log, evalkit.describe(r)
+    assert r.status is Status.INCORRECT, evalkit.describe(r)
+
+
+def test_skipping_the_hosts_bookkeeping_buys_next_to_nothing(cache_dir) -> None:
+    """Nothing the judge subtracts is work the candidate's process could skip: a leaner call
+    handler saves only the host's own bookkeeping (the red team's 2.3× came from skipping a copy
+    the judge subtracted; there is no such copy now). The task's calls take about 10 ms here."""
+    settings = dict(rounds=4, calls_per_round=4)
+    honest = [run_task(RELU_TASK, "honest_relu", cache_dir, **settings) for _ in range(3)]
+    lean = [run_task(RELU_TASK, "lean_handler_relu", cache_dir, **settings) for _ in range(3)]
+    assert all("LEAN HANDLER" in r.log for r in lean), evalkit.describe(lean[0])
+    assert all(r.status is Status.OK for r in honest + lean), [evalkit.describe(r) for r in honest + lean]
+    # Medians of three: one evaluation of a 1.4 ms op with a 16 MB output is noisy on 2 cores.
+    honest_x, lean_x = statistics.median(r.speedup for r in honest), statistics.median(r.speedup for r in lean)
+    assert lean_x < 1.5 * honest_x + 0.1, ([r.speedup for r in lean], [r.speedup for r in honest])
 
 
 # -- the reference slowed from outside ----------------------------------------------------------
 
 
 def test_loading_the_machine_while_the_reference_runs_earns_nothing(cache_dir) -> None:
-    """Background threads burn both cores except during the candidate's own calls. The reference
-    time that counts is capped by the calls timed before the candidate existed."""
-    honest = evalkit.run("matmul_relu", evalkit.candidate("honest_matmul_relu"), cache_dir, rounds=3, calls_per_round=3)
-    cheat = evalkit.run("matmul_relu", evalkit.candidate("slows_reference"), cache_dir, rounds=3, calls_per_round=3)
-    assert honest.status is Status.OK and cheat.status is Status.OK, evalkit.describe(cheat)
-    assert cheat.reference.median_ms > cheat.baseline_ms, "the burner did not slow the reference at all: no test"
-    reference_used = cheat.speedup * max(cheat.candidate.median_ms, cheat.resolution_ms)
-    assert reference_used <= cheat.baseline_ms * (1 + 1e-5), evalkit.describe(cheat)  # (rounded to 6 digits)
-    if cheat.reference.median_ms > 1.1 * cheat.baseline_ms + cheat.resolution_ms:
-        assert "reference_slowed" in cheat.labels, evalkit.describe(cheat)
+    """Two forked processes burn both cores except during the candidate's own calls, which slows
+    the reference (timed between them) about twofold here. The reference time that counts is
+    capped by calls timed with no candidate code alive (before its import, after its processes
+    were killed), so the cheat scores about what the same code scores honestly (1×), not 2×."""
+    settings = dict(rounds=3, calls_per_round=3)
+    honest = run_task(MATMUL_512, "honest_matmul_relu", cache_dir, **settings)
+    cheats = [run_task(MATMUL_512, "slows_reference", cache_dir, **settings) for _ in range(2)]
+    assert honest.status is Status.OK and all(c.status is Status.OK for c in cheats), [evalkit.describe(c) for c in cheats]
+    for cheat in cheats:
+        reference_used = cheat.speedup * max(cheat.candidate.median_ms, cheat.resolution_ms)
+        assert reference_used <= cheat.baseline_ms * (1 + 1e-5), evalkit.describe(cheat)  # (rounded to 6 digits)
+    assert min(c.speedup for c in cheats) < 1.5 * max(honest.speedup, 1.0), ([c.speedup for c in cheats], honest.speedup)
 
 
 # -- labels that need the candidate's constructor, and degenerate tasks -------------------------

@@ -1,6 +1,6 @@
 """Takes over the candidate host's call handler without touching any class (it edits the handler
-table in the host's loop frame): answers "done" at once, then computes the output and writes it
-into the judge's output slot from a thread (the side-stream trick, across processes)."""
+table in the host's loop frame): answers "done" at once, describing an output tensor that a thread
+only then starts to fill (the side-stream trick, across processes)."""
 import sys
 import threading
 
@@ -21,17 +21,18 @@ def _take_over():
     original = handlers["call"]
 
     def early(msg):
-        if msg.get("dummy"):
+        if msg.get("reference"):
             return original(msg)
+        a, b = host.args
+        out = torch.empty(a.shape[0], b.shape[1])
 
         def work():
-            out = host.model(*host.args)
-            for view in host.out_views:
-                view.copy_(out)
+            torch.mm(a, b, out=out).clamp_min_(0.0)
 
         threading.Thread(target=work, daemon=True).start()
-        host.chan.send("done", k=msg["k"], inner_ms=0.0, mismatch=None, hack=None, values=[], labels=[], error=None,
-                       threads_left=False)
+        host.previous = out
+        host.chan.send("done", k=msg["k"], leaves=[host._locate(out, host.out_specs[0])], values=[], mismatch=None,
+                       hack=None, error=None)
 
     handlers["call"] = early
     print("TOOK OVER THE CALL HANDLER", flush=True)

@@ -1,19 +1,24 @@
-"""Answers the first call properly, then (on its own host object, not the class, so no patched
-function shows) makes later answers leave the output slot as it is, hoping an earlier answer is
-still there."""
+"""From its third call on, reports where its FIRST call's output lives (kept alive on purpose)
+instead of the new output: an old answer offered for new inputs. Patches only its own host object,
+so no replaced function shows."""
 import gc
 
 import torch
 import torch.nn as nn
 
 _calls = [0]
+_first = {}
 
 
 class ModelNew(nn.Module):
     def forward(self, a, b):
         _calls[0] += 1
+        out = torch.relu(a @ b)
+        if _calls[0] == 1:
+            _first["out"] = out
         if _calls[0] == 2:
-            host = next(o for o in gc.get_objects() if type(o).__name__ == "Host" and hasattr(o, "out_views"))
-            host._deliver = lambda out, reply, check: None
-            print("SKIPPING THE COPY", flush=True)
-        return torch.relu(a @ b)
+            host = next(o for o in gc.get_objects() if type(o).__name__ == "Host" and hasattr(o, "exports"))
+            original = host._locate
+            host._locate = lambda leaf, spec: original(_first["out"], spec)
+            print("REPORTING A STALE OUTPUT", flush=True)
+        return out

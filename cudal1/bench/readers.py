@@ -1,0 +1,262 @@
+"""How the judge reads what the candidate's forward returned: from the candidate's own memory.
+
+The candidate host does not copy its outputs anywhere. For each output tensor it reports where
+the tensor lives in its process (`describe`); the judge copies those bytes out itself:
+
+- CUDA (`IpcReader`): the host exports the allocation that holds the tensor (`cuIpcGetMemHandle`
+  on the allocation's base, found with `cuMemGetAddressRange`) and the judge opens it once per
+  allocation (`cuIpcOpenMemHandle`, about 0.3 ms; PyTorch's caching allocator hands the same few
+  allocations out again, so opens are rare after the first calls) and copies the tensor's bytes
+  on its own stream. That copy runs only once the GPU has switched back to the judge's context,
+  so whatever the host left running that the outputs depend on is inside the judge's interval,
+  or the bytes it reads are unfinished.
+- CPU (`ParentReader`): the judge asks the evaluating parent, which runs as root (or as the
+  candidate's user and its ancestor), to read the host's memory (`process_vm_readv`, about
+  4 GB/s here) into a buffer the judge and the parent share and the host cannot reach; the
+  parent reads in 1 MiB chunks, in an order of its own choosing, so a thread of the host still
+  writing the output is read mid-way. The judge uses the buffer as its copy (two halves: one for
+  the call's outputs, one for looking at them again).
+
+So the copy that puts the answer in the judge's hands is the judge's (or the parent's) work: the
+candidate cannot skip it, and the calibration that subtracts its cost subtracts nothing the
+candidate could have avoided. The host's report is data: an address or handle that does not hold
+what it claims gives a wrong or unreadable answer, never a better one.
+
+`ReadError` means the reported location could not be read: only a tampered host reports one.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import random
+from typing import Any
+
+import torch
+
+from .slots import TensorSpec, cuda_bytes, driver
+from .wire import Channel, PeerGone, ProtocolError, Timeout
+
+MAX_SPAN_FACTOR = 2
+"""A tensor may address at most this many times its own bytes (a strided view of a larger
+buffer); the host copies anything sparser into a fresh contiguous tensor before it reports it."""
+MAX_ALLOCATIONS = 256
+"""Distinct CUDA allocations the judge opens for one evaluation."""
+CHUNK = 1 << 20
+
+
+class ReadError(Exception):
+    """An output could not be read. `why`: "unreadable" (the candidate's report of where it lives
+    does not hold), "gone" (the candidate's process ended), "harness" (the reading failed for a
+    reason of the harness's)."""
+
+    def __init__(self, message: str, why: str = "unreadable") -> None:
+        super().__init__(message)
+        self.why = why
+
+
+def view_span(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> int:
+    """Bytes from a view's first element to the end of its last one (0 for an empty view)."""
+    if any(s == 0 for s in shape):
+        return 0
+    return (sum((n - 1) * st for n, st in zip(shape, strides)) + 1) * itemsize
+
+
+def describe(t: torch.Tensor, cache: dict[int, tuple[int, int, str]] | None = None) -> dict[str, Any]:
+    """Host side: where `t` lives, for the judge to read it. CPU: {"addr", "strides"}; CUDA:
+    {"handle" (hex), "offset" (bytes from the allocation's base), "strides"}. `cache` maps an
+    allocation base to (base, size, handle) so each allocation is exported once. Raises
+    RuntimeError when a CUDA allocation cannot be exported (memory from another allocator)."""
+    strides = list(t.stride())
+    if t.device.type != "cuda":
+        return {"addr": t.data_ptr(), "strides": strides}
+    ptr = t.data_ptr()
+    base, size = driver().address_range(ptr)
+    cache = cache if cache is not None else {}
+    if base not in cache:
+        cache[base] = (base, size, driver().ipc_handle(base).hex())
+    return {"handle": cache[base][2], "offset": ptr - base, "strides": strides}
+
+
+def _strides(desc: dict[str, Any], spec: TensorSpec) -> tuple[int, ...]:
+    strides = desc.get("strides")
+    if (not isinstance(strides, list) or len(strides) != len(spec.shape)
+            or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**48 for s in strides)):
+        raise ReadError("the output's strides are not a list of non-negative integers of its rank")
+    span = view_span(spec.shape, tuple(strides), spec.torch_dtype.itemsize)
+    if span > MAX_SPAN_FACTOR * max(spec.nbytes, 1):
+        raise ReadError(f"the output addresses {span} bytes for {spec.nbytes} bytes of values")
+    return tuple(strides)
+
+
+def _typed(raw: torch.Tensor, spec: TensorSpec, strides: tuple[int, ...], copy: bool = True) -> torch.Tensor:
+    """The view `spec` + `strides` over the bytes `raw`, as a contiguous copy (or as a view)."""
+    if spec.nbytes == 0:
+        return torch.empty(spec.shape, dtype=spec.torch_dtype, device=raw.device)
+    itemsize = spec.torch_dtype.itemsize
+    usable = raw[: (raw.numel() // itemsize) * itemsize]
+    typed = usable.view(spec.torch_dtype)
+    view = typed.as_strided(spec.shape, strides, typed.storage_offset())  # offsets count from the storage
+    return view.clone() if copy else view
+
+
+class IpcReader:
+    """Judge side, CUDA: reads outputs from the host's allocations (opened once each)."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self.opened: dict[str, tuple[int, int]] = {}
+
+    def _open(self, handle: str) -> tuple[int, int]:
+        if handle not in self.opened:
+            if len(self.opened) >= MAX_ALLOCATIONS:
+                raise ReadError(f"outputs spread over more than {MAX_ALLOCATIONS} allocations")
+            try:
+                raw = bytes.fromhex(handle)
+                ptr = driver().ipc_open(raw)
+                base, size = driver().address_range(ptr)
+            except (ValueError, RuntimeError) as exc:
+                raise ReadError(f"an output allocation could not be opened: {exc}") from exc
+            self.opened[handle] = (base, size)
+        return self.opened[handle]
+
+    def read(self, descs: list[dict[str, Any]], specs: list[TensorSpec], again: bool = False) -> list[torch.Tensor]:
+        """Copies (on the judge's current stream) of the described tensors. Raises ReadError."""
+        out = []
+        for desc, spec in zip(descs, specs):
+            strides = _strides(desc, spec)
+            span = view_span(spec.shape, strides, spec.torch_dtype.itemsize)
+            if span == 0:
+                out.append(torch.empty(spec.shape, dtype=spec.torch_dtype, device=self.device))
+                continue
+            handle, offset = desc.get("handle"), desc.get("offset")
+            if not isinstance(handle, str) or not isinstance(offset, int) or isinstance(offset, bool):
+                raise ReadError("an output's location is malformed")
+            base, size = self._open(handle)
+            if offset < 0 or offset + span > size or (offset % spec.torch_dtype.itemsize):
+                raise ReadError("an output lies outside its allocation, or is misaligned")
+            out.append(_typed(cuda_bytes(base + offset, span, self.device), spec, strides))
+        return out
+
+
+class ParentReader:
+    """Judge side, CPU: the parent reads the host's memory into a buffer shared with the judge."""
+
+    def __init__(self, link: Any, capacity: int) -> None:
+        self.link = link
+        self.capacity = -(-max(int(capacity), 1 << 16) // 4096) * 4096
+        fd = os.memfd_create("cudal1-read", os.MFD_CLOEXEC)
+        os.ftruncate(fd, 2 * self.capacity)
+        self.mm = mmap.mmap(fd, 2 * self.capacity, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        self.base = torch.frombuffer(self.mm, dtype=torch.uint8, count=2 * self.capacity)
+        link.share_read_buffer(fd)
+        os.close(fd)
+
+    def read(self, descs: list[dict[str, Any]], specs: list[TensorSpec], again: bool = False) -> list[torch.Tensor]:
+        """The described tensors, read by the parent into the buffer's first half (the second with
+        `again`), as views of it: the judge's copy, which only the parent writes. Raises ReadError."""
+        origin = self.capacity if again else 0
+        ranges, placed, at = [], [], 0
+        for desc, spec in zip(descs, specs):
+            strides = _strides(desc, spec)
+            span = view_span(spec.shape, strides, spec.torch_dtype.itemsize)
+            addr = desc.get("addr")
+            if not isinstance(addr, int) or isinstance(addr, bool) or addr < 0 or (span and addr % spec.torch_dtype.itemsize):
+                raise ReadError("an output's address is malformed or misaligned")
+            at = -(-at // 64) * 64
+            if at + span > self.capacity:
+                raise ReadError("the outputs address more memory than their values need")
+            if span:
+                ranges.append([addr, span, origin + at])
+            placed.append((origin + at, span, strides))
+            at += span
+        if ranges:
+            self.link.read_host(ranges)
+        return [_typed(self.base[a:a + n], spec, st, copy=False) for (a, n, st), spec in zip(placed, specs)]
+
+
+# -- the parent's side of the CPU reads ------------------------------------------------------------
+
+
+class _IoVec(ctypes.Structure):
+    _fields_ = [("iov_base", ctypes.c_void_p), ("iov_len", ctypes.c_size_t)]
+
+
+class HostMemory:
+    """The parent's reader of the host's memory (`process_vm_readv`), into the judge's buffer."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.buffer: mmap.mmap | None = None
+        self._address = 0
+        self._libc = ctypes.CDLL(None, use_errno=True)
+
+    def share(self, fd: int) -> None:
+        size = os.fstat(fd).st_size
+        self.buffer = mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        self._address = ctypes.addressof(ctypes.c_char.from_buffer(self.buffer))
+        os.close(fd)
+
+    def read(self, ranges: list[Any]) -> tuple[str | None, str]:
+        """Copy each [address, nbytes, offset in the buffer] range, in chunks in random order.
+        Returns (None, "") when all was read, else (why not, a `ReadError.why`)."""
+        if self.buffer is None:
+            return "no read buffer was shared", "harness"
+        chunks = []
+        for item in ranges:
+            if (not isinstance(item, list) or len(item) != 3
+                    or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in item)):
+                return "a malformed range", "harness"
+            addr, n, dst = item
+            if dst + n > len(self.buffer):
+                return "a range beyond the read buffer", "harness"
+            chunks += [(addr + o, min(CHUNK, n - o), dst + o) for o in range(0, n, CHUNK)]
+        random.SystemRandom().shuffle(chunks)
+        for addr, n, dst in chunks:
+            local, remote = _IoVec(self._address + dst, n), _IoVec(addr, n)
+            got = self._libc.process_vm_readv(self.pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+            if got != n:
+                err = ctypes.get_errno() if got < 0 else 0
+                if err == 3:  # ESRCH
+                    return "the candidate's process has ended", "gone"
+                if err == 1 and os.geteuid() == 0:  # EPERM for root: not something a candidate can cause
+                    return f"cannot read the candidate's memory ({os.strerror(err)})", "harness"
+                return f"{n} bytes at {addr:#x} cannot be read ({os.strerror(err) if err else 'short read'})", "unreadable"
+        return None, ""
+
+class ParentLink:
+    """What the judge may ask of the parent, over a socket only they share: read the host's
+    memory (CPU), end the host. `Channel` framing; the parent serves it from a thread."""
+
+    def __init__(self, sock: Any) -> None:
+        self.chan = Channel(sock)
+
+    def share_read_buffer(self, fd: int) -> None:
+        self.chan.send("buffer", fds=[fd])
+        _expect(self.chan, "buffer")
+
+    def read_host(self, ranges: list[list[int]]) -> None:
+        self.chan.send("read", ranges=ranges)
+        reply = _expect(self.chan, "read")
+        if reply.get("error"):
+            raise ReadError(str(reply["error"])[:300], str(reply.get("why") or "harness"))
+
+    def end_host(self, timeout_s: float = 30.0) -> bool:
+        """Ask the parent to kill the host's process tree and every process of its uid; True once
+        that is done, False when no answer came within `timeout_s`."""
+        try:
+            self.chan.send("end_host")
+            return _expect(self.chan, "end_host", timeout_s).get("ended") is True
+        except (Timeout, PeerGone, ProtocolError):
+            return False
+
+
+def _expect(chan: Channel, op: str, timeout_s: float = 60.0) -> dict[str, Any]:
+    import time
+
+    msg = chan.recv(time.monotonic() + timeout_s)
+    if msg.get("op") != op:
+        raise ProtocolError(f"the parent answered {msg.get('op')!r} to {op!r}")
+    return msg
+
