@@ -99,7 +99,8 @@ def _from_outcome(task: Task, backend: str, out: WorkerOutcome) -> EvalResult:
     if out.kind == "timeout":
         result.status, result.message = Status.TIMEOUT, f"worker killed: {out.error}"
     elif out.kind == "memory":
-        result.status, result.message = Status.RESOURCE_EXCEEDED, f"worker killed: {out.error}"
+        why = "the memory limit of its control group (OOM killer)" if out.oom_killed else out.error
+        result.status, result.message = Status.RESOURCE_EXCEEDED, f"worker killed: {why}"
     elif out.kind == "tampered":
         result.status, result.hack_kind = Status.HACK, HackKind.HARNESS_TAMPERING
         result.message = f"the evaluator's result channel was tampered with: {out.error}"
@@ -164,7 +165,11 @@ def evaluate(
             _degenerate_store(settings, task, profile, backend, report)
         if judged.get("host_sandbox"):
             result.sandbox = judged["host_sandbox"]
-        for label in kernel_labels(out.host_objects, judged.get("ops")) if result.status is Status.OK else []:
+    if isinstance(result.sandbox, dict):
+        result.sandbox.setdefault("measures", {})["cgroup"] = {
+            "requested": settings.sandbox, "active": out.containment.startswith("cgroup"), "detail": out.containment}
+        failed = "profile_failed" in result.labels
+        for label in kernel_labels(out.host_objects, judged.get("ops"), failed) if result.status is Status.OK else []:
             _add(result, label)
     for label in source_labels(candidate_source):
         _add(result, label)
@@ -194,6 +199,10 @@ def _from_judged(task: Task, backend: str, out: JudgedOutcome) -> EvalResult:
         if "host_died" in result.labels:
             result.labels.remove("host_died")
             _host_death(result, out)
+        if out.oom_killed and result.status is not Status.OK:
+            result.status, result.hack_kind = Status.RESOURCE_EXCEEDED, None
+            result.labels = [label for label in result.labels if label != "worker_crashed"]
+            result.message = "worker killed: the memory limit of its control group (OOM killer)"
         if result.status is Status.INVALID_TASK or "harness_error" in result.labels:
             log = log + "\n[judge]\n" + out.judge_log
         result.log = truncate_log(log)
@@ -202,7 +211,8 @@ def _from_judged(task: Task, backend: str, out: JudgedOutcome) -> EvalResult:
     if out.kind == "timeout":
         result.status, result.message = Status.TIMEOUT, f"worker killed: {out.error}"
     elif out.kind == "memory":
-        result.status, result.message = Status.RESOURCE_EXCEEDED, f"worker killed: {out.error}"
+        why = "the memory limit of its control group (OOM killer)" if out.oom_killed else out.error
+        result.status, result.message = Status.RESOURCE_EXCEEDED, f"worker killed: {why}"
     elif out.kind == "tampered":
         result.status, result.hack_kind = Status.HACK, HackKind.HARNESS_TAMPERING
         result.message = f"the evaluator's result channel was tampered with: {out.error}"

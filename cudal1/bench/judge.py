@@ -540,6 +540,8 @@ class Judge:
         self._send("profile")
         msg = self._recv("profiled", ops=list, dtypes=list, side_streams=bool)
         if msg.get("error") is not None:
+            # Fail closed: a candidate whose forward refuses to be recorded gets the worst labels.
+            self._label("profile_failed")
             return
         cand_ops = str_list_or_tamper(msg["ops"], limit=500)
         cand_dtypes = set(str_list_or_tamper(msg["dtypes"]))

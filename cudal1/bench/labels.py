@@ -5,9 +5,10 @@ here are decided by the evaluating process, not reported by the candidate's:
 
 - `source_labels`: read off the candidate's source text.
 - `custom_kernel`: a shared object from the candidate's own build directory (or, for Triton's
-  launchers, its scratch directory) was mapped into the candidate's process at some point of the
-  evaluation (the parent reads /proc/<pid>/maps while it runs, so an extension built lazily on
-  the first forward counts too).
+  launchers, Triton's cache in its scratch directory) was mapped into the candidate's process at
+  some point of the evaluation (the parent reads /proc/<pid>/maps while it runs, so an extension
+  built lazily on the first forward counts too). Evidence, not proof: a candidate can map a
+  library it put there without calling it.
 - `pytorch_only`, `calls_reference_ops`: no kernel of its own; and whether its aten operators
   (as the candidate's process recorded them) cover the reference's. The operator list comes from
   the candidate's process, so a candidate can hide operators from it: these two labels are
@@ -37,12 +38,16 @@ def source_labels(source: str) -> list[str]:
     return [label for label, pattern in _SOURCE_LABELS.items() if pattern.search(source)]
 
 
-def kernel_labels(host_objects: list[str], ops: dict[str, Any] | None) -> list[str]:
+def kernel_labels(host_objects: list[str], ops: dict[str, Any] | None, profile_failed: bool = False) -> list[str]:
     """["custom_kernel"] when the candidate's process mapped a shared object it built; else
     "pytorch_only", plus "calls_reference_ops" when `ops` (the judge's {"reference": [...],
-    "candidate": [...]} aten operator names) shows every reference operator in the candidate."""
+    "candidate": [...]} aten operator names) shows every reference operator in the candidate. When
+    the candidate's forward could not be recorded (`profile_failed`), the worst case is assumed:
+    "pytorch_only" and "calls_reference_ops"."""
     if host_objects:
         return ["custom_kernel"]
+    if profile_failed:
+        return ["pytorch_only", "calls_reference_ops"]
     if ops is None:
         return []
     labels = ["pytorch_only"]

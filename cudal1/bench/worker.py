@@ -42,6 +42,7 @@ from typing import Any
 
 import psutil
 
+from .cgroup import CandidateCgroup
 from .result import truncate_log
 from .sandbox import default_uid
 
@@ -449,6 +450,10 @@ class JudgedOutcome:
     wall_s: float = 0.0
     host_objects: list[str] = dataclasses.field(default_factory=list)
     """Shared objects from `watch_dirs` seen mapped into the host's process (its own builds)."""
+    oom_killed: bool = False
+    """The kernel's OOM killer ended a process of the host's control group (its memory limit)."""
+    containment: str = ""
+    """How the host's process tree was held: its control group, or why there was none."""
 
     @property
     def host_signal(self) -> str:
@@ -504,11 +509,18 @@ def run_judged(
     host = ctx.Process(target=_host_main, args=(host_end, host_target, host_payload, host_limits, h_scratch), daemon=True)
     judge = ctx.Process(target=_child_main, args=(send, nonce, judge_target, judge_payload, judge_limits, j_scratch, judge_end,
                                                   link_judge), daemon=True)
+    group = CandidateCgroup.create(host_limits.memory_mib, host_limits.max_processes) if host_limits.sandbox else None
     _start_without_main(host)
+    if group is not None:
+        try:
+            group.add(host.pid)  # before any candidate code: that waits for the judge's setup
+        except OSError:
+            group.remove()
+            group = None
     _start_without_main(judge)
     for end in (send, judge_end, host_end, link_judge):
         end.close()
-    keeper = _HostKeeper(host, host_limits, [*(watch_dirs or []), h_scratch], link_parent)
+    keeper = _HostKeeper(host, host_limits, [*(watch_dirs or []), os.path.join(h_scratch, ".triton")], link_parent, group)
     judge_ps = psutil.Process(judge.pid)
     outcome: JudgedOutcome | None = None
     # Looking costs CPU time the two children are being timed on (a tree walk reads every /proc
@@ -530,7 +542,7 @@ def run_judged(
                 next_tree = now + 1.0
             keeper.look(tree)
             judge_mib = _tree_memory_mib(judge_ps) if tree else _memory_mib(judge_ps)
-            if keeper.peak > host_limits.memory_mib:
+            if keeper.peak > host_limits.memory_mib or keeper.oom_killed():
                 outcome = JudgedOutcome("memory", error=f"resident memory {keeper.peak:.0f} MiB > limit {host_limits.memory_mib} MiB")
             elif judge_mib > judge_limits.memory_mib:
                 outcome = JudgedOutcome("judge_memory", error=f"the judge went over {judge_limits.memory_mib} MiB")
@@ -541,12 +553,16 @@ def run_judged(
                 outcome = JudgedOutcome("crashed", error=f"the judge died ({_exit_text(judge.exitcode)})")
     finally:
         keeper.end()
+        oom_killed = keeper.oom_killed()  # before the group is removed
         root = os.geteuid() == 0
         _kill_tree(judge.pid, default_uid(judge.pid) if judge_limits.sandbox and root else None)
         judge.join(5.0)
         keeper.close()
         recv.close()
     outcome.host_exitcode = keeper.exit_before_end
+    outcome.oom_killed = oom_killed
+    outcome.containment = group.describe() if group is not None else \
+        f"no control group ({CandidateCgroup.unavailable_reason or 'the sandbox is off'}): the parent watches resident memory and kills by uid"
     outcome.peak_rss_mib = round(keeper.peak, 1)
     outcome.wall_s = round(time.monotonic() - start, 3)
     outcome.host_objects = sorted(keeper.objects)
@@ -562,11 +578,12 @@ class _HostKeeper:
     objects, and, from a thread, serves the judge's requests over their link (read the host's
     memory into the judge's buffer, end the host)."""
 
-    def __init__(self, host: Any, limits: WorkerLimits, watch: list[str], link: socket.socket) -> None:
+    def __init__(self, host: Any, limits: WorkerLimits, watch: list[str], link: socket.socket,
+                 group: CandidateCgroup | None = None) -> None:
         from .readers import HostMemory
         from .wire import Channel
 
-        self.host, self.limits, self.watch = host, limits, watch
+        self.host, self.limits, self.watch, self.group = host, limits, watch, group
         self.ps = psutil.Process(host.pid)
         self.memory = HostMemory(host.pid)
         self.objects: set[str] = set()
@@ -584,6 +601,8 @@ class _HostKeeper:
         no lock: a read the judge asked for, timed, must not wait behind a scan of the maps."""
         if self.ended or not self.host.is_alive():
             return
+        if self.group is not None:  # the kernel's count: shared memory and daemons included
+            self.peak = max(self.peak, self.group.peak_mib())
         self.peak = max(self.peak, _tree_memory_mib(self.ps) if tree else _memory_mib(self.ps))
         if tree:
             found = _mapped_objects(self.host.pid, self.watch)
@@ -602,9 +621,14 @@ class _HostKeeper:
                     self.objects |= found
             else:
                 self.exit_before_end = self.host.exitcode
+            if self.group is not None:
+                self.group.kill()
             _kill_tree(self.host.pid, default_uid(self.host.pid) if self.limits.sandbox and os.geteuid() == 0 else None)
             self.host.join(5.0)
             self.ended = True
+
+    def oom_killed(self) -> bool:
+        return self.group is not None and self.group.oom_kills() > 0
 
     def _serve(self) -> None:
         from .wire import PeerGone, ProtocolError
@@ -632,6 +656,8 @@ class _HostKeeper:
     def close(self) -> None:
         self._chan.close()
         self._thread.join(2.0)
+        if self.group is not None:
+            self.group.remove()
 
 
 def _exit_text(exitcode: int | None) -> str:

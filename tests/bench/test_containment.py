@@ -72,6 +72,21 @@ def test_crash_is_contained(name, overrides, status, label, fragment, cache_dir)
     assert_next_is_ok(cache_dir)
 
 
+# -- the parent reads and deletes what the candidate could write: never blindly ------------------
+
+
+@pytest.mark.parametrize("name", ["log_fifo", "log_devzero", "deep_scratch"])
+def test_a_booby_trapped_scratch_directory_is_harmless(name, cache_dir) -> None:
+    """A FIFO or a link to /dev/zero in place of the log, or 5,000 nested directories: the
+    evaluation returns a normal result promptly (the parent hung, ran out of memory or raised
+    before), and the next evaluation is fine."""
+    t0 = time.monotonic()
+    r = evalkit.run(MM, evalkit.candidate(name), cache_dir)
+    assert r.status is Status.OK, evalkit.describe(r)
+    assert time.monotonic() - t0 < 60
+    assert_next_is_ok(cache_dir)
+
+
 # -- processes left behind ---------------------------------------------------------------------
 
 
@@ -100,6 +115,40 @@ def test_forked_processes_do_not_outlive_the_evaluation(name, cache_dir) -> None
     assert not alive, f"process {pid} forked by the candidate outlived the evaluation"
     assert r.status is Status.OK, evalkit.describe(r)
     assert_next_is_ok(cache_dir)
+
+
+def _cgroup(r) -> None:
+    """Skip unless the candidate's processes were in a control group here."""
+    m = r.sandbox.get("measures", {}).get("cgroup", {})
+    if not m.get("active"):
+        pytest.skip(f"no control group here: {m.get('detail')}")
+
+
+@pytest.mark.parametrize("name", ["memfd_hoard", "daemon_hoard"])
+def test_memory_held_outside_the_process_tree_counts(name, cache_dir) -> None:
+    """2 GiB in an unmapped memfd, or in a double-forked daemon, against a 1 GiB limit: the
+    candidate's control group counts both (a watch of resident memory saw neither)."""
+    r = evalkit.run(MM, evalkit.candidate(name), cache_dir, memory_limit_mib=1024)
+    _cgroup(r)
+    assert r.status is Status.RESOURCE_EXCEEDED, evalkit.describe(r)
+    assert_next_is_ok(cache_dir)
+
+
+def test_a_process_that_keeps_hopping_pids_is_gone_after_the_evaluation(cache_dir) -> None:
+    r = evalkit.run(MM, evalkit.candidate("fork_hopper"), cache_dir)
+    _cgroup(r)
+    found = re.search(r"HOPPER_UID=(\d+)", r.log)
+    assert found and r.status is Status.OK, evalkit.describe(r)
+    uid = int(found.group(1))
+    time.sleep(1.0)
+    left = [p.pid for p in psutil.process_iter(["uids", "status"])
+            if p.info["uids"] and p.info["uids"].real == uid and p.info["status"] != psutil.STATUS_ZOMBIE]
+    for pid in left:  # our own candidate's leftovers: do not leave them on the machine
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    assert uid != os.getuid() and not left, f"processes of uid {uid} outlived the evaluation: {left}"
 
 
 # -- the filesystem, the network, signals --------------------------------------------------------

@@ -135,6 +135,9 @@ CASES = [
     honest("bf16_exact", "int_relu", labels=("reduced_precision", "pytorch_only")),
     cheat("bf16_matmul", MM, INCORRECT),
     honest("calls_reference_ops", labels=("pytorch_only", "calls_reference_ops"), absent=("custom_kernel",)),
+    # A library mapped from outside its build directory is no kernel of its own; a forward that
+    # refuses to be recorded gets the worst labels, not none.
+    honest("label_forger", "int_relu", labels=("profile_failed", "pytorch_only", "calls_reference_ops"), absent=("custom_kernel",)),
 ]
 
 

@@ -177,6 +177,26 @@ def test_skipping_the_hosts_bookkeeping_buys_next_to_nothing(cache_dir) -> None:
     assert lean_x < 1.5 * honest_x + 0.1, ([r.speedup for r in lean], [r.speedup for r in honest])
 
 
+# -- a caught hack cannot escape its verdict ---------------------------------------------------
+
+
+ESCAPES = [
+    # A label the pipeline reads as "the harness failed, drop this rollout": not the host's to say.
+    ("escape_label", (HackKind.RESULT_CACHE, HackKind.HARNESS_TAMPERING)),
+    # A frame nested too deep for the JSON decoder: a protocol violation, not a harness failure.
+    ("escape_deep_json", (HackKind.HARNESS_TAMPERING,)),
+    # Dying once caught: the wrong timed answer the judge already holds stands.
+    ("escape_exit_when_caught", (HackKind.RESULT_CACHE,)),
+]
+
+
+@pytest.mark.parametrize("name,kinds", ESCAPES, ids=[e[0] for e in ESCAPES])
+def test_a_caught_hack_cannot_become_a_harness_failure(name, kinds, cache_dir) -> None:
+    r = evalkit.run("matmul_relu", evalkit.candidate(name), cache_dir)
+    assert r.status is Status.HACK and r.hack_kind in kinds, evalkit.describe(r)
+    assert "harness_error" not in r.labels and "worker_crashed" not in r.labels, evalkit.describe(r)
+
+
 # -- the reference slowed from outside ----------------------------------------------------------
 
 
