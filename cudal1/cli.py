@@ -41,15 +41,15 @@ def _settings(args: argparse.Namespace) -> EvalSettings:
     return EvalSettings.for_backend(args.backend, **overrides)
 
 
-def _load_suite(spec: str, backend: str, probe: bool = False) -> Any:
+def _load_suite(spec: str, backend: str, probe: bool = False, **probe_options: Any) -> Any:
     """The `SuiteReport` of "builtin" or a KernelBench path, at the backend's size profile;
-    loader errors become usage errors."""
+    loader errors become usage errors. `probe_options` go to `load_suite` (probe_device, ...)."""
     from cudal1.tasks import load_builtin, load_suite
 
     try:
         if spec == "builtin":
-            return load_builtin(probe=probe, profile=backend)
-        return load_suite(spec, probe=probe, profile=backend)
+            return load_builtin(probe=probe, profile=backend, **probe_options)
+        return load_suite(spec, probe=probe, profile=backend, **probe_options)
     except (OSError, ValueError, LookupError) as exc:
         raise UsageError(f"cannot load tasks {spec!r}: {_error_text(exc)}") from exc
 
@@ -273,7 +273,28 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
-    report = _load_suite(args.tasks, args.backend, probe=args.probe)
+    options: dict[str, Any] = {}
+    bar = None
+    if args.probe:
+        from cudal1.bench.evaluator import default_device
+
+        from tqdm import tqdm
+
+        device = args.device or default_device(args.backend)
+        _check_device(args.backend, device)
+        total = len(_load_suite(args.tasks, args.backend).tasks)
+        bar = tqdm(total=total, desc=f"probe[{device}]", unit="task", file=sys.stderr)
+
+        def probed(task: Any, reason: str | None) -> None:
+            bar.write(f"{task.task_id:11s} {task.name[:40]:40s} {'FAILED: ' + reason if reason else 'ok'}", file=sys.stderr)
+            bar.update(1)
+
+        options = {"probe_device": device, "probe_jobs": args.jobs, "on_probed": probed}
+    try:
+        report = _load_suite(args.tasks, args.backend, probe=args.probe, **options)
+    finally:
+        if bar is not None:
+            bar.close()
     rows = []
     for t in sorted(report.tasks, key=lambda t: (t.level, t.problem_id)):
         note = f"DEGENERATE: {t.degenerate}" if t.degenerate else ""
@@ -361,7 +382,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("tasks", help="list the tasks of a suite and the files that failed to load")
     p.add_argument("--tasks", default="builtin", help="task suite: 'builtin' or a KernelBench checkout path")
     p.add_argument("--backend", choices=("cpu", "cuda"), default="cpu", help="size profile to load (and probe) at")
-    p.add_argument("--probe", action="store_true", help="also run each reference in a worker (import, degenerate-task check)")
+    p.add_argument("--probe", action="store_true",
+                   help="also run each reference in a worker (import, degenerate-task check), cached per task")
+    p.add_argument("--device", default=None, help="device the probes run on (default: the backend's first)")
+    p.add_argument("--jobs", type=int, default=None, help="probes at a time (default: half the cores)")
     p.set_defaults(func=cmd_tasks)
 
     p = sub.add_parser("model", help="policy checkpoints")

@@ -151,6 +151,24 @@ class BenchWorker:
             info.update(node_id=ctx.get_node_id(), assigned=ctx.get_assigned_resources())
         return info
 
+    def probe(self, task_ids: list[str]) -> dict[str, dict[str, Any]]:
+        """Run each task's reference on this worker's device (import, degenerate-task check; cached
+        per task under the evaluator's cache): {task_id: {"degenerate": reason | None, "failure":
+        reason | None}}. A task id this worker does not know gets failure "unknown task"."""
+        from ..tasks.kernelbench import SuiteReport, probe_suite
+
+        known = [self._by_id[t] for t in task_ids if t in self._by_id]
+        report = SuiteReport(root=self.pool, tasks=list(known))
+        probe_suite(report, self.settings.size_profile or self.backend, device=self.device,
+                    memory_mib=self.settings.memory_limit_mib, cache_dir=self.settings.cache_dir, jobs=1)
+        by_path = {f.path: f.reason for f in report.failures}
+        out: dict[str, dict[str, Any]] = {t: {"degenerate": None, "failure": "unknown task"} for t in task_ids}
+        for task in known:
+            out[task.task_id] = {"degenerate": None, "failure": by_path.get(task.path)}
+        for task in report.tasks:
+            out[task.task_id] = {"degenerate": task.degenerate, "failure": None}
+        return out
+
     def evaluate(self, candidate: Candidate | dict[str, Any]) -> dict[str, Any]:
         """Evaluate one candidate: `EvalResult.to_dict()`.
 
@@ -338,6 +356,20 @@ class BenchmarkPool:
                 ray.cancel(ref)
             self._busy.clear()
         return results  # type: ignore[return-value]
+
+    def probe_tasks(self, task_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        """Probe the tasks' references on the pool's devices, spread over its actors (see
+        `BenchWorker.probe`). Raises RuntimeError when an actor fails."""
+        ids = list(task_ids)
+        shares = [ids[a::len(self.actors)] for a in range(len(self.actors))]
+        refs = [actor.probe.remote(share) for actor, share in zip(self.actors, shares) if share]
+        out: dict[str, dict[str, Any]] = {}
+        try:
+            for part in ray.get(refs):
+                out.update(part)
+        except (RayActorError, RayTaskError) as e:
+            raise RuntimeError(f"pool {self.name!r}: probing the tasks failed: {_short(e, 2000)}") from e
+        return out
 
     def _probe(self, a: int) -> Any:
         """A `ready` call that waits through restarts (safe to rerun: it only reports)."""

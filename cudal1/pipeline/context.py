@@ -38,6 +38,25 @@ def select_tasks(cfg: DictConfig) -> list[Task]:
     return tasks
 
 
+def usable_tasks(tasks: list[Task], probes: dict[str, dict[str, Any]]) -> list[Task]:
+    """`tasks` without those whose reference failed to run or is degenerate on the primary pool's
+    device (a wrong candidate passes on a degenerate task, so it can teach nothing), each dropped
+    one logged. Raises ValueError when none is left."""
+    kept = []
+    for task in tasks:
+        probe = probes.get(task.task_id) or {}
+        why = probe.get("failure") or (f"degenerate: {probe['degenerate']}" if probe.get("degenerate") else None)
+        if why:
+            log.warning("task %s (%s) left out: %s", task.task_id, task.name, why)
+        else:
+            kept.append(task)
+    if not kept:
+        raise ValueError(f"none of the {len(tasks)} selected tasks can be used (each failed its probe or is degenerate)")
+    if len(kept) < len(tasks):
+        log.info("%d of %d tasks kept after probing their references", len(kept), len(tasks))
+    return kept
+
+
 def ensure_model(cfg: DictConfig, run_dir: Path) -> Path:
     """The policy checkpoint directory: `model.path`, or the embedded small model built (once)
     under `<run_dir>/base_model`."""
@@ -138,6 +157,7 @@ class RunContext:
                 grad_accum=lc.grad_accum, micro_batch=lc.micro_batch,
                 device="cuda" if lc.num_gpus > 0 else "cpu", seed=cfg.seed)
             ctx.pools = BenchmarkPools(specs, primary=cfg.bench.primary)
+            ctx.tasks = usable_tasks(ctx.tasks, ctx.pools.primary.probe_tasks([t.task_id for t in ctx.tasks]))
             for name, handle in (("buffer", ctx.buffer), ("rollout generator", ctx.generator), ("learner", ctx.learner)):
                 log.info("waiting for the %s", name)
                 handle.ready()

@@ -94,7 +94,8 @@ def reward_from_result(
         (reward, reason). reason is "ok" for a paid correct candidate, else a short label:
         "parse_error:<label>", the evaluator status ("compile_error", "runtime_error", "timeout",
         "resource_exceeded", "incorrect", "invalid_task"), "hack:<kind>", "not_evaluated",
-        "bad_speedup" (status ok but the speedup is missing, non-finite or <= 0), or
+        "bad_speedup" (status ok but the speedup is missing, non-finite or <= 0),
+        "degenerate_task" (status ok on a task whose output wrong code reproduces: not paid), or
         "unknown_status:<s>". "invalid_task" means the reference itself failed: the driver
         should drop that group rather than train on it.
     """
@@ -114,6 +115,9 @@ def reward_from_result(
         return cfg.failure_reward, status
     if status != "ok":
         return cfg.failure_reward, f"unknown_status:{status}"
+    if "degenerate_task" in (d.get("labels") or ()):
+        # Wrong code passes on a degenerate task: a "correct" result there says nothing.
+        return cfg.failure_reward, "degenerate_task"
     speedup = d.get("speedup")
     if not isinstance(speedup, (int, float)) or not math.isfinite(speedup) or speedup <= 0:
         return cfg.failure_reward, "bad_speedup"

@@ -328,8 +328,10 @@ def _fingerprint(x: Any) -> Any:
 def probe_task(payload: dict[str, Any]) -> dict[str, Any]:
     """Worker entry point (`run_isolated("cudal1.tasks.degenerate:probe_task", payload)`).
 
-    payload: {"task": Task.to_dict(), "profile": str | None, "seeds": [int, ...]}. Imports the
-    task at the profile, builds the model and inputs, and runs `check_degeneracy`. Returns
+    payload: {"task": Task.to_dict(), "profile": str | None, "seeds": [int, ...], "device": str
+    (default "cpu")}. Imports the task at the profile, builds the model and the inputs on the
+    device (inputs made there directly, as the evaluator makes them), and runs
+    `check_degeneracy`. Returns
     {"ok": True, "degenerate": reason | None, "notes": [...], "shifted": str, "outputs": [...],
     "forward_ms": [...], "seconds": {"import": s, "check": s}} or {"ok": False, "stage": where
     it failed ("import", "model", "forward seed=0", ...), "error": "<Type>: <first line of the
@@ -340,6 +342,7 @@ def probe_task(payload: dict[str, Any]) -> dict[str, Any]:
 
     task = Task.from_dict(payload["task"])
     seeds = list(payload.get("seeds") or (0, 1, 2))
+    device = payload.get("device") or "cpu"
     seconds: dict[str, float] = {}
     stage = ["import"]
 
@@ -355,9 +358,13 @@ def probe_task(payload: dict[str, Any]) -> dict[str, Any]:
         start = time.perf_counter()
 
         def factory() -> torch.nn.Module:
-            return module.Model(*module.get_init_inputs())
+            return module.Model(*module.get_init_inputs()).to(device)
 
-        report = check_degeneracy(factory, module.get_inputs, seeds, on_stage=mark)
+        def inputs() -> list[Any]:
+            with torch.device(device):
+                return [x.to(device) if isinstance(x, torch.Tensor) else x for x in module.get_inputs()]
+
+        report = check_degeneracy(factory, inputs, seeds, on_stage=mark)
         seconds["check"] = round(time.perf_counter() - start, 3)
     except Exception as e:  # noqa: BLE001 - every failure is reported as data
         return {"ok": False, "stage": stage[0], "error": error_line(e)}

@@ -2,10 +2,13 @@
 
 Without probing nothing is executed: each file is parsed with `ast` and checked for the three
 module-level definitions the format requires (`Model`, `get_inputs`, `get_init_inputs`) and for a
-well-formed `SIZE_PROFILES`. With `probe=True` every parsed task is also imported and run (inputs,
-constructor, forward on several seeds) in its own sandboxed worker (`cudal1.bench.worker`), which
-catches files that fail at import (level4 files fetch models from a hub), hang, or are degenerate
-(`cudal1.tasks.degenerate`). The parent process never imports task code.
+well-formed `SIZE_PROFILES`; a file that loads pretrained weights (`from_pretrained`, KernelBench's
+level 4) is refused at once: nothing here can reach a model hub. With `probe=True` every parsed task
+is also imported and run (inputs, constructor, forward on several seeds, on the device the probe is
+for) in its own sandboxed worker (`cudal1.bench.worker`), several at a time, which catches files
+that fail at import, hang, or are degenerate (`cudal1.tasks.degenerate`). A probe's answer is cached
+per task source, size profile and backend (under the evaluator's cache, where evaluations also
+read the degenerate-task verdict). The parent process never imports task code.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ FILE_RE = re.compile(r"^(\d+)_(\w.*)\.py$")
 """`<id>_<Name>.py`; the id is a positive integer."""
 LEVEL_RE = re.compile(r"^level(\d+)$")
 REQUIRED = ("Model", "get_inputs", "get_init_inputs")
+HUB_RE = re.compile(r"\bfrom_pretrained\s*\(")
+"""Loading pretrained weights needs a model hub, which cudal1 never reaches."""
 STAGE_PREFIX = "cudal1-probe-stage: "
 """Prefix of the progress lines a probe worker prints (`cudal1.tasks.degenerate.probe_task`)."""
 
@@ -133,8 +138,12 @@ def load_suite(
     *,
     name: str | None = None,
     probe_timeout_s: float = 60.0,
-    probe_memory_mib: int = 4096,
+    probe_memory_mib: int = 8192,
     probe_seeds: tuple[int, ...] = (0, 1, 2),
+    probe_device: str = "cpu",
+    probe_jobs: int | None = None,
+    probe_cache: str | Path | None = None,
+    on_probed: Any = None,
 ) -> SuiteReport:
     """Load the KernelBench-format tasks under `root`.
 
@@ -146,9 +155,12 @@ def load_suite(
     stored in each Task (default: the levels directory's path).
 
     With `probe=True` each parsed task runs in a sandboxed worker (`probe_timeout_s` seconds,
-    `probe_memory_mib` MiB resident) that imports it, builds inputs and the model and runs forward
-    on `probe_seeds` plus shifted inputs; tasks that fail move to `failures`, the others get
-    `Task.degenerate` set. Probes run one after another (they are CPU-heavy).
+    `probe_memory_mib` MiB resident) that imports it, builds inputs and the model on
+    `probe_device` and runs forward on `probe_seeds` plus shifted inputs; tasks that fail move to
+    `failures`, the others get `Task.degenerate` set. `probe_jobs` workers run at once (default:
+    half the cores; they are CPU-heavy); answers are cached under `probe_cache` (default: the
+    evaluator's cache directory); `on_probed(task, reason)` is called as each task is done (reason:
+    why it failed, or None).
 
     Raises FileNotFoundError if `root` has no level directories or a requested level is missing.
     """
@@ -185,7 +197,8 @@ def load_suite(
                 report.tasks.append(task_or_reason)
     report.tasks.sort(key=lambda t: (t.level, t.problem_id))
     if probe:
-        probe_suite(report, profile, timeout_s=probe_timeout_s, memory_mib=probe_memory_mib, seeds=probe_seeds)
+        probe_suite(report, profile, timeout_s=probe_timeout_s, memory_mib=probe_memory_mib, seeds=probe_seeds,
+                    device=probe_device, jobs=probe_jobs, cache_dir=probe_cache, on_probed=on_probed)
     return report
 
 
@@ -206,6 +219,8 @@ def parse_task_file(
         tree = ast.parse(source, filename=str(path))
     except SyntaxError as e:
         return f"syntax error: {e.msg} (line {e.lineno})"
+    if HUB_RE.search(source):
+        return "loads pretrained weights (from_pretrained): needs a model hub, and cudal1 runs offline"
     bound = _module_level_names(tree.body)
     absent = [n for n in REQUIRED if n not in bound]
     if absent:
@@ -280,32 +295,94 @@ def probe_suite(
     profile: str | None,
     *,
     timeout_s: float = 60.0,
-    memory_mib: int = 4096,
+    memory_mib: int = 8192,
     seeds: tuple[int, ...] = (0, 1, 2),
+    device: str = "cpu",
+    jobs: int | None = None,
+    cache_dir: str | Path | None = None,
+    on_probed: Any = None,
 ) -> None:
-    """Run `cudal1.tasks.degenerate.probe_task` for every task of `report` in a fresh sandboxed
-    worker; move tasks that fail to `report.failures` and set `degenerate` on the others (in place)."""
+    """Run `cudal1.tasks.degenerate.probe_task` for every task of `report`, each in a fresh
+    sandboxed worker, `jobs` at a time; move tasks that fail to `report.failures` and set
+    `degenerate` on the others (in place). Answers come from, and go to, the cache (see the
+    module docstring); a worker that timed out or crashed is not cached."""
+    import os
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cudal1.bench.settings import default_cache_dir
     from cudal1.bench.worker import WorkerLimits, run_isolated
 
-    limits = WorkerLimits(wall_timeout_s=timeout_s, memory_mib=memory_mib, max_processes=16)
+    cache = Path(cache_dir) if cache_dir else default_cache_dir()
+    backend = "cuda" if device.startswith("cuda") else "cpu"
+    limits = WorkerLimits(wall_timeout_s=timeout_s, memory_mib=memory_mib, max_processes=64)
     start = time.monotonic()
-    kept: list[Task] = []
-    for task in report.tasks:
-        payload = {"task": task.to_dict(), "profile": profile, "seeds": list(seeds)}
+
+    def probe(task: Task) -> tuple[Task, str | None, dict[str, Any]]:
+        cached = read_probe_cache(cache, task, profile, backend)
+        if cached is not None:
+            return task, cached.get("failure"), cached
+        payload = {"task": task.to_dict(), "profile": profile, "seeds": list(seeds), "device": device}
+        t0 = time.monotonic()
         outcome = run_isolated("cudal1.tasks.degenerate:probe_task", payload, limits)
-        report.probe_times[_short(task.path).removesuffix(".py")] = outcome.wall_s
+        report.probe_times[_short(task.path).removesuffix(".py")] = round(time.monotonic() - t0, 3)
         reason = probe_failure_reason(outcome, timeout_s, memory_mib)
-        if reason:
-            report.failures.append(LoadFailure(task.path, reason))
-            continue
-        value = outcome.value
-        if value.get("notes"):
-            report.probe_notes[task.task_id] = list(value["notes"])
-        kept.append(dataclasses.replace(task, degenerate=value.get("degenerate")))
+        value = outcome.value if reason is None else {}
+        if outcome.kind == "returned":  # an answer of the task's own: the same next time
+            write_probe_cache(cache, task, profile, backend, {**value, "failure": reason})
+        return task, reason, value
+
+    kept: list[Task] = []
+    workers = max(1, jobs or (os.cpu_count() or 2) // 2)
+    with ThreadPoolExecutor(workers) as pool:
+        for task, reason, value in pool.map(probe, report.tasks):
+            if on_probed is not None:
+                on_probed(task, reason)
+            if reason:
+                report.failures.append(LoadFailure(task.path, reason))
+                continue
+            if value.get("notes"):
+                report.probe_notes[task.task_id] = list(value["notes"])
+            kept.append(dataclasses.replace(task, degenerate=value.get("degenerate")))
     report.tasks = kept
     report.failures.sort(key=lambda f: (str(Path(f.path).parent), _file_order(Path(f.path))))
     report.probed = True
     report.probe_seconds = round(time.monotonic() - start, 1)
+
+
+def probe_cache_path(cache_dir: Path, task: Task, profile: str | None, backend: str) -> Path:
+    """Where a task's probe answer is cached. The evaluator's degenerate-task verdict for the same
+    key sits beside it (`cudal1.bench.evaluator`)."""
+    return Path(cache_dir) / "tasks" / f"probe-{task.source_hash}-{profile or backend}-{backend}.json"
+
+
+def read_probe_cache(cache_dir: Path, task: Task, profile: str | None, backend: str) -> dict[str, Any] | None:
+    import json
+
+    try:
+        value = json.loads(probe_cache_path(cache_dir, task, profile, backend).read_text())
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def write_probe_cache(cache_dir: Path, task: Task, profile: str | None, backend: str, value: dict[str, Any]) -> None:
+    """Write the probe's answer, and for a task that ran, the evaluator's degenerate verdict."""
+    import json
+    import os
+
+    path = probe_cache_path(cache_dir, task, profile, backend)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        entries = [(path, value)]
+        if value.get("ok") and not value.get("failure"):
+            verdict = {"reason": value.get("degenerate"), "notes": list(value.get("notes") or [])}
+            entries.append((path.parent / f"{task.source_hash}-{profile or backend}-{backend}.json", verdict))
+        for target, content in entries:
+            tmp = target.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(json.dumps(content))
+            tmp.replace(target)
+    except OSError:
+        pass  # a cache: the next probe runs again
 
 
 def probe_failure_reason(outcome: Any, timeout_s: float, memory_mib: int) -> str | None:

@@ -162,3 +162,14 @@ def test_call_past_its_timeout_is_labelled(ray_cluster, tmp_path_factory):
         assert pool.busy == {}
     finally:
         pool.shutdown()
+
+
+def test_a_worker_probes_task_references_on_its_device(tmp_path):
+    """Without Ray: the plain worker runs each reference in a sandboxed child (cached per task)."""
+    from cudal1.actors.bench_pool import BenchWorker
+
+    worker = BenchWorker("cpu", "cpu", {"cache_dir": str(tmp_path)}, tasks="builtin", task_options={"levels": [1]})
+    probes = worker.probe(["level1/13", "level9/9"])
+    assert probes["level1/13"] == {"degenerate": None, "failure": None}
+    assert probes["level9/9"]["failure"] == "unknown task"
+    assert list((tmp_path / "tasks").glob("probe-*-cpu-cpu.json"))

@@ -16,6 +16,12 @@ def test_correct_candidate_earns_its_speedup_from_record_or_dict():
     assert reward_from_result(ok(0.5), None) == (0.5, "ok")  # correct but slower still beats a failure
 
 
+def test_a_result_on_a_degenerate_task_is_not_paid_as_a_speedup():
+    cfg = RewardConfig(failure_reward=-0.5)
+    assert reward_from_result(ok(63.8, ["custom_kernel", "degenerate_task"]), None, cfg) == (-0.5, "degenerate_task")
+    assert reward_from_result(ok(63.8, ["custom_kernel"]), None, cfg) == (63.8, "ok")
+
+
 def test_log_speedup_transform():
     r, why = reward_from_result(ok(4.0), None, RewardConfig(transform="log_speedup"))
     assert why == "ok" and r == pytest.approx(math.log(4.0))

@@ -36,6 +36,8 @@ FILES = {
     + INPUTS,
     "level1/8_Relu_of_rand.py": HEADER + model("torch.relu(x)") + INPUTS.replace("randn", "rand"),
     "level1/9_Hangs_at_import.py": HEADER + "import time\nwhile True:\n    time.sleep(0.1)\n" + model("x") + INPUTS,
+    "level1/10_Hub_model.py": HEADER + "from transformers import AutoModel\n"
+    + model("self.m(x)", init="self.m = AutoModel.from_pretrained('gpt2')") + INPUTS,
     "level1/no_id_here.py": HEADER + model("x") + INPUTS,
     "level1/0_Id_zero.py": HEADER + model("x") + INPUTS,
     "level1/notes.txt": "not a task",
@@ -78,14 +80,16 @@ def test_parse_without_running(suite_dir: Path):
         "no_id_here.py",
         "0_Id_zero.py",
         "2_Profile_sets_unknown.py",
+        "10_Hub_model.py",
     }
+    assert why["10_Hub_model.py"].startswith("loads pretrained weights (from_pretrained): needs a model hub")
     assert why["2_Syntax_error.py"].startswith("syntax error") and "line 3" in why["2_Syntax_error.py"]
     assert why["3_No_get_inputs.py"] == "missing module-level get_inputs"
     assert why["no_id_here.py"].startswith("bad file name")
     assert why["0_Id_zero.py"].startswith("bad file name")
     assert "'M'" in why["2_Profile_sets_unknown.py"]
     summary = report.summary()
-    assert summary.splitlines()[:2] == ["level1: 7 loaded, 4 failed", "level2: 1 loaded, 1 failed"]
+    assert summary.splitlines()[:2] == ["level1: 7 loaded, 5 failed", "level2: 1 loaded, 1 failed"]
     assert "level1/2_Syntax_error.py: syntax error" in summary
     json.dumps(report.to_dict())  # JSON-safe
 
@@ -108,8 +112,10 @@ def test_levels_ids_and_profiles(suite_dir: Path):
         load_suite(suite_dir / "nowhere")
 
 
-def test_probe_reports_failures_and_degenerate_tasks(suite_dir: Path):
-    report = load_suite(suite_dir, levels=[1], probe=True, probe_timeout_s=10, probe_memory_mib=2048)
+def test_probe_reports_failures_and_degenerate_tasks(suite_dir: Path, tmp_path: Path):
+    progress = []
+    report = load_suite(suite_dir, levels=[1], probe=True, probe_timeout_s=10, probe_memory_mib=2048, probe_jobs=2,
+                        probe_cache=tmp_path / "cache", on_probed=lambda task, why: progress.append((task.task_id, why)))
     assert report.probed
     degenerate = {t.task_id: t.degenerate for t in report.tasks}
     assert degenerate["level1/1"] is None
@@ -124,19 +130,33 @@ def test_probe_reports_failures_and_degenerate_tasks(suite_dir: Path):
     assert why["9_Hangs_at_import.py"] == "timed out after 10 s during import"
     assert "level1/4" not in degenerate and "level1/9" not in degenerate
     summary = report.summary()
-    assert summary.startswith("level1: 5 loaded, 3 degenerate, 6 failed")
+    assert summary.startswith("level1: 5 loaded, 3 degenerate, 7 failed")
     assert "level1/5 Zeros: output all zero" in summary
     assert report.probe_times["level1/9_Hangs_at_import"] >= 10
     json.dumps(report.to_dict())
+    # One line of progress per probed task, as it finishes.
+    expected = [(t, None) for t in degenerate]
+    expected += [("level1/4", "import failed: RuntimeError: no model hub here"), ("level1/9", "timed out after 10 s during import")]
+    assert sorted(progress, key=str) == sorted(expected, key=str)
+    # Answers are cached (a timed-out worker is not): probing again takes no worker for them.
+    again = load_suite(suite_dir, levels=[1], probe=True, probe_timeout_s=10, probe_memory_mib=2048,
+                       probe_cache=tmp_path / "cache")
+    assert {t.task_id: t.degenerate for t in again.tasks} == degenerate
+    assert set(again.probe_times) == {"level1/9_Hangs_at_import"}
+    # ... and the evaluator finds the degenerate-task verdict of each task that ran beside it.
+    verdicts = list((tmp_path / "cache" / "tasks").glob("[0-9a-f]*-cpu-cpu.json"))
+    assert len(verdicts) == 5
 
 
 @pytest.mark.skipif(not KERNELBENCH.is_dir(), reason=f"no KernelBench checkout at {KERNELBENCH}")
 def test_real_kernelbench_checkout_parses():
     report = load_suite(KERNELBENCH)
     counts = {lv: sum(t.level == lv for t in report.tasks) for lv in report.levels}
-    assert report.failures == []
     assert counts[1] == 100 and counts[2] == 100 and counts[3] == 50
-    assert counts.get(4, 20) == 20  # level4 (hub models) parses; only importing it fails
+    # level4 loads pretrained weights from a hub: refused at once, with the reason, not imported.
+    assert counts.get(4, 0) == 0
+    assert all("needs a model hub" in f.reason and "/level4/" in f.path for f in report.failures), report.failures[:3]
+    assert len(report.failures) == (20 if 4 in report.levels else 0)
     assert len({t.task_id for t in report.tasks}) == len(report.tasks)
     twelve = next(t for t in report.tasks if t.task_id == "level1/12")
     assert twelve.name.startswith("Matmul_with_diagonal")
