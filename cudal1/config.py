@@ -92,6 +92,10 @@ class PoolConfig:
     """Overrides of `EvalSettings.for_backend(backend)`."""
     max_task_retries: int = 1
     start_timeout_s: float = 600.0
+    build_actors: int = 0
+    """CPU actors that compile candidates' extensions ahead of timing (0: the timing actors build).
+    Their builds must reach the timing actors' cache: one machine, or a shared `settings.cache_dir`."""
+    build_cpus: float = 2.0
 
 
 @dataclasses.dataclass
@@ -335,6 +339,8 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"{key}.backend", f"must be cpu or cuda; got {pool.backend!r}")
         if pool.num_actors < 1:
             raise ConfigError(f"{key}.num_actors", f"must be >= 1; got {pool.num_actors}")
+        if pool.build_actors < 0:
+            raise ConfigError(f"{key}.build_actors", f"must be >= 0; got {pool.build_actors}")
         if pool.backend == "cuda" and pool.num_gpus <= 0:
             raise ConfigError(f"{key}.num_gpus", "a cuda pool needs num_gpus > 0 per actor")
         for setting in pool.settings:

@@ -79,6 +79,13 @@ class PoolSpec:
     check_nodes: bool = True
     """Fail at once when no alive node has the resources one actor needs. Turn off on an
     autoscaling cluster, where such nodes may still be added."""
+    build_actors: int = 0
+    """CPU actors that compile candidates' inline extensions ahead of timing, in parallel, one
+    build per distinct source (0: each timing actor builds what it times). They write into the
+    evaluator's build cache, which the timing actors must see: the same machine, or `settings.
+    cache_dir` on storage every node shares."""
+    build_cpus: float = 2.0
+    """Logical CPUs per build actor (each build runs 2 compiler jobs)."""
 
     def __post_init__(self) -> None:
         if self.backend not in ("cpu", "cuda"):
@@ -87,6 +94,8 @@ class PoolSpec:
             raise ValueError(f"pool {self.name!r}: num_actors must be >= 1, not {self.num_actors}")
         if self.backend == "cuda" and self.num_gpus <= 0:
             raise ValueError(f"pool {self.name!r}: a cuda pool needs num_gpus > 0 per actor")
+        if self.build_actors < 0:
+            raise ValueError(f"pool {self.name!r}: build_actors must be >= 0, not {self.build_actors}")
         if self.max_task_retries < 0:
             raise ValueError(f"pool {self.name!r}: max_task_retries must be >= 0 (a finite number: a candidate "
                              "that kills its actor every time must not be retried forever)")
@@ -192,6 +201,32 @@ class BenchWorker:
 
 # max_concurrency=1: one candidate at a time per actor, so timings never overlap on its device.
 BenchActor = ray.remote(max_concurrency=1)(BenchWorker)
+
+
+class BuildWorker:
+    """Compiles candidates' inline extensions into the build cache for a timing pool (plain
+    Python: usable without Ray). `arch` is the timing devices' architecture ("sm_90", "cpu-x86_64")."""
+
+    def __init__(self, backend: str, settings: EvalSettings, arch: str) -> None:
+        self.backend, self.settings, self.arch = backend, settings, arch
+
+    def build(self, candidate: Candidate | dict[str, Any]) -> dict[str, Any] | None:
+        """None when the candidate is ready to be timed, else its result (a compile error, a build
+        that ran out of time or memory): `EvalResult.to_dict()`."""
+        from ..bench.evaluator import prebuild
+        from ..tasks.task import Task
+
+        if isinstance(candidate, dict):
+            candidate = Candidate(**candidate)
+        task = Task(level=0, problem_id=0, name="build", source="")  # only its id is reported
+        result = prebuild(task, candidate.source, self.backend, self.settings, arch=self.arch)
+        if result is None:
+            return None
+        result.task_id = candidate.task_id
+        return result.to_dict()
+
+
+BuildActor = ray.remote(max_concurrency=1)(BuildWorker)
 """The Ray actor class of `BenchWorker` (created by `BenchmarkPool` with the spec's options)."""
 
 
@@ -237,8 +272,13 @@ class BenchmarkPool:
         ]
         self._lock = threading.Lock()
         self._busy: dict[int, int] = {}  # actor index -> candidate index, while a call is in flight
+        self.builders: list[Any] = []
         try:
             self.workers = self._wait_ready()
+            if spec.build_actors:
+                arch = self.workers[0]["device"]["arch"]
+                self.builders = [BuildActor.options(num_cpus=spec.build_cpus, max_restarts=-1, max_task_retries=1).remote(
+                    spec.backend, self.settings, arch) for _ in range(spec.build_actors)]
         except BaseException:
             self.shutdown()
             raise
@@ -284,7 +324,18 @@ class BenchmarkPool:
 
     def _evaluate_many(self, candidates: list[Candidate], progress: bool) -> list[dict[str, Any]]:
         results: list[dict[str, Any] | None] = [None] * len(candidates)
-        pending = collections.deque(range(len(candidates)))
+        # With build actors, a candidate becomes pending once its source is built (one build per
+        # distinct source, all of them at once); a build failure is its result.
+        builds: dict[Any, list[int]] = {}
+        if self.builders:
+            pending: collections.deque[int] = collections.deque()
+            by_source: dict[str, list[int]] = {}
+            for i, c in enumerate(candidates):
+                by_source.setdefault(c.source, []).append(i)
+            for n, indices in enumerate(by_source.values()):
+                builds[self.builders[n % len(self.builders)].build.remote(candidates[indices[0]])] = indices
+        else:
+            pending = collections.deque(range(len(candidates)))
         idle: collections.deque[int] = collections.deque()
         strikes = [0] * len(self.actors)
         inflight: dict[Any, tuple[int, int, float]] = {}  # ref -> (candidate index, actor index, start)
@@ -301,20 +352,28 @@ class BenchmarkPool:
             bar.update(1)
 
         try:
-            while pending or inflight:
+            while pending or inflight or builds:
                 while idle and pending:
                     a, i = idle.popleft(), pending.popleft()
                     ref = self.actors[a].evaluate.remote(candidates[i])
                     inflight[ref] = (i, a, time.monotonic())
                     self._busy[a] = i
-                if not inflight and not probes:  # candidates left, but no actor left to take them
+                if not inflight and not probes and not builds:  # candidates left, but no actor to take them
                     for i in pending:
                         finish(i, harness_failure(candidates[i], self.spec.backend, "benchmark actor died: no live "
                                                   f"benchmark actor left in pool {self.name!r}", "actor_died"))
                     pending.clear()
                     break
-                ready, _ = ray.wait([*inflight, *probes], num_returns=1, timeout=1.0)
+                ready, _ = ray.wait([*inflight, *probes, *builds], num_returns=1, timeout=1.0)
                 for ref in ready:
+                    if ref in builds:
+                        indices = builds.pop(ref)
+                        for i, failed in zip(indices, self._built(ref, [candidates[j] for j in indices])):
+                            if failed is None:
+                                pending.append(i)
+                            else:
+                                finish(i, failed)
+                        continue
                     if ref in probes:
                         a, _ = probes.pop(ref)
                         try:
@@ -352,10 +411,22 @@ class BenchmarkPool:
                                     self.name, a, self.spec.start_timeout_s)
         finally:
             bar.close()
-            for ref in [*inflight, *probes]:  # only left on an exception here (e.g. KeyboardInterrupt)
+            for ref in [*inflight, *probes, *builds]:  # only left on an exception here (e.g. KeyboardInterrupt)
                 ray.cancel(ref)
             self._busy.clear()
         return results  # type: ignore[return-value]
+
+    def _built(self, ref: Any, candidates: list[Candidate]) -> list[dict[str, Any] | None]:
+        """Per candidate of one build: None (to be timed) or its build failure's result. A build
+        actor that failed is no reason to fail the candidate: it is then timed (and built) as usual."""
+        try:
+            failed = ray.get(ref)
+        except (RayActorError, RayTaskError) as e:
+            log.warning("pool %s: a build actor failed (%s); the timing actor builds instead", self.name, _short(e))
+            return [None] * len(candidates)
+        if failed is None:
+            return [None] * len(candidates)
+        return [{**failed, "task_id": c.task_id, "candidate_hash": source_hash(c.source)} for c in candidates]
 
     def probe_tasks(self, task_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """Probe the tasks' references on the pool's devices, spread over its actors (see
@@ -399,12 +470,12 @@ class BenchmarkPool:
 
     def shutdown(self) -> None:
         """Kill the pool's actors (no restart). Idempotent."""
-        for actor in self.actors:
+        for actor in [*self.actors, *self.builders]:
             try:
                 ray.kill(actor, no_restart=True)
             except Exception:  # noqa: BLE001 - already gone
                 pass
-        self.actors = []
+        self.actors, self.builders = [], []
 
 
 def check_fits(spec: PoolSpec) -> None:

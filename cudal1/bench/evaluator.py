@@ -99,7 +99,7 @@ def _from_outcome(task: Task, backend: str, out: WorkerOutcome) -> EvalResult:
     if out.kind == "timeout":
         result.status, result.message = Status.TIMEOUT, f"worker killed: {out.error}"
     elif out.kind == "memory":
-        why = "the memory limit of its control group (OOM killer)" if out.oom_killed else out.error
+        why = f"memory > limit {limit_mib} MiB (the OOM killer of its control group)" if out.oom_killed else out.error
         result.status, result.message = Status.RESOURCE_EXCEEDED, f"worker killed: {why}"
     elif out.kind == "tampered":
         result.status, result.hack_kind = Status.HACK, HackKind.HARNESS_TAMPERING
@@ -111,7 +111,7 @@ def _from_outcome(task: Task, backend: str, out: WorkerOutcome) -> EvalResult:
             how = out.signal_name or f"exit code {out.exitcode}"
             result.message = f"worker died without a result ({how})"
             result.labels.append("worker_crashed")
-    else:  # "raised": the runner itself failed, which a candidate may have caused
+    else:  # "raised": the target itself failed, which a candidate may have caused
         last = out.error.strip().splitlines()[-1] if out.error.strip() else "unknown error"
         result.message = f"evaluator failed inside the worker: {last}"
         result.labels.append("harness_error")
@@ -155,7 +155,7 @@ def evaluate(
     )
     out = run_judged("cudal1.bench.judge:main", payload, judge_limits, "cudal1.bench.host:main", {}, host_limits,
                      watch_dirs=[host_limits.env["TORCH_EXTENSIONS_DIR"]])
-    result = _from_judged(task, backend, out)
+    result = _from_judged(task, backend, out, settings.memory_limit_mib)
     if not result.device:
         result.device, result.arch = info["name"], info["arch"]
     if isinstance(out.value, dict):
@@ -186,8 +186,9 @@ def _add(result: EvalResult, label: str) -> None:
         result.labels.append(label)
 
 
-def _from_judged(task: Task, backend: str, out: JudgedOutcome) -> EvalResult:
-    """The EvalResult of a two-process evaluation, whatever happened to either process."""
+def _from_judged(task: Task, backend: str, out: JudgedOutcome, limit_mib: int) -> EvalResult:
+    """The EvalResult of a two-process evaluation, whatever happened to either process
+    (`limit_mib`: the candidate's memory limit, for the message when it was hit)."""
     log = out.log
     if out.kind == "returned" and isinstance(out.value, dict):
         value = {k: v for k, v in out.value.items() if k != "judge"}
@@ -202,7 +203,7 @@ def _from_judged(task: Task, backend: str, out: JudgedOutcome) -> EvalResult:
         if out.oom_killed and result.status is not Status.OK:
             result.status, result.hack_kind = Status.RESOURCE_EXCEEDED, None
             result.labels = [label for label in result.labels if label != "worker_crashed"]
-            result.message = "worker killed: the memory limit of its control group (OOM killer)"
+            result.message = f"worker killed: memory > limit {limit_mib} MiB (the OOM killer of its control group)"
         if result.status is Status.INVALID_TASK or "harness_error" in result.labels:
             log = log + "\n[judge]\n" + out.judge_log
         result.log = truncate_log(log)
@@ -211,7 +212,7 @@ def _from_judged(task: Task, backend: str, out: JudgedOutcome) -> EvalResult:
     if out.kind == "timeout":
         result.status, result.message = Status.TIMEOUT, f"worker killed: {out.error}"
     elif out.kind == "memory":
-        why = "the memory limit of its control group (OOM killer)" if out.oom_killed else out.error
+        why = f"memory > limit {limit_mib} MiB (the OOM killer of its control group)" if out.oom_killed else out.error
         result.status, result.message = Status.RESOURCE_EXCEEDED, f"worker killed: {why}"
     elif out.kind == "tampered":
         result.status, result.hack_kind = Status.HACK, HackKind.HARNESS_TAMPERING
@@ -281,15 +282,18 @@ def prebuild(
     backend: str = "cpu",
     settings: EvalSettings | None = None,
     device: str | None = None,
+    arch: str | None = None,
 ) -> EvalResult | None:
     """Build the candidate's inline extensions into the cache, without touching the device.
 
     Run many of these in parallel (they only compile); the later `evaluate` then finds the build.
-    Returns None when the build succeeded (or the import failed for a reason only the full
-    evaluation can judge), or a compile_error / timeout / resource result.
+    `arch` ("sm_90") builds for a device this machine need not have (a CPU build node: nvcc is
+    enough); by default the device's own. Returns None when the build succeeded (or the import
+    failed for a reason only the full evaluation can judge), or a compile_error / timeout /
+    resource result.
     """
     settings = settings or EvalSettings.for_backend(backend)
-    info = device_info(device or default_device(backend))
+    info = {"name": "", "arch": arch} if arch else device_info(device or default_device(backend))
     limits = _limits(settings, info["arch"], candidate_source, settings.build_timeout_s)
     limits.env["CUDA_VISIBLE_DEVICES"] = ""  # compile only: no context, no GPU memory
     out = run_isolated("cudal1.bench.targets:build_payload", {"source": candidate_source}, limits)

@@ -20,7 +20,7 @@ The protocol, judge -> host (each answered by one message unless noted):
 - `load` {source} -> `loaded`: drop the reference, import the candidate (this builds its
   extensions) and construct `ModelNew` with the task's constructor arguments and the judge's
   parameter seed.
-- `check` -> `checked`: replaced functions, the operator canary, flags (labels), live threads.
+- `check` -> `checked`: replaced functions, the operator canary, flags (labels).
 - `profile` -> `profiled`: the aten operators and dtypes of one forward; on CUDA, whether the
   device stays busy after the default stream is done (side streams).
 
@@ -57,7 +57,7 @@ SIDE_STREAM_BUSY_S = 50e-6
 
 
 class Host:
-    """One candidate host, serving the judge over `chan` until told to exit (see the module doc)."""
+    """One candidate host, serving the judge over `chan` until the judge is gone (module doc)."""
 
     def __init__(self, chan: Channel, payload: dict[str, Any]) -> None:
         self.chan = chan
@@ -73,7 +73,7 @@ class Host:
 
     def serve(self) -> None:
         self.chan.send("hello", sandbox=self.payload.get("sandbox") or {})
-        setup = self.chan.recv(max_fds=2)
+        setup = self.chan.recv(max_fds=1)
         if setup["op"] != "setup":
             raise RuntimeError(f"the judge sent {setup['op']!r} before setup")
         self.setup(setup)
@@ -81,8 +81,6 @@ class Host:
         while True:
             msg = self.chan.recv()
             op = msg["op"]
-            if op == "exit":
-                return
             handler = handlers.get(op)
             if handler is None:
                 raise RuntimeError(f"the judge sent an unknown op {op!r}")
@@ -97,9 +95,11 @@ class Host:
     def setup(self, msg: dict[str, Any]) -> None:
         self.device = msg["device"]
         self.cuda = self.device.startswith("cuda")
+        self.torch_device = torch.device(self.device)
         if self.cuda:
             torch.cuda.set_device(self.device)
             torch.empty(1, device=self.device)  # a current context, for the slot's driver calls
+            self.torch_device = torch.device("cuda", torch.cuda.current_device())
         fds = list(self.chan.received_fds) if not self.cuda else [None]
         if len(fds) != 1:
             raise RuntimeError(f"the judge sent {len(fds)} slot descriptors, not 1")
@@ -173,7 +173,7 @@ class Host:
                 reply["hack"] = {"kind": HackKind.NOT_MATERIALIZED.value, "message": f"{path}: {problem}"}
                 return
             spec = self.out_specs[want["index"]]
-            if leaf.device.type != torch.device(self.device).type:
+            if leaf.device != self.torch_device:
                 reply["mismatch"] = f"{path}: on {leaf.device}, reference on {self.device}"
                 return
             if leaf.dtype != spec.torch_dtype:
@@ -271,7 +271,6 @@ class Host:
     def check(self, msg: dict[str, Any]) -> None:
         reply: dict[str, Any] = {"patches": [], "canary": None, "labels": []}
         self._report_state(reply, msg.get("when", "later"))
-        reply["threads"] = bool(guards.python_threads() - self.threads_before)
         self.chan.send("checked", **reply)
 
     def profile(self, msg: dict[str, Any]) -> None:

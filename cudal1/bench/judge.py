@@ -425,7 +425,7 @@ class Judge:
     def _host_check(self, when: str) -> None:
         """Ask the host for replaced functions, the operator canary and flags."""
         self._send("check", when=when)
-        msg = self._recv("checked", labels=list, patches=list, threads=bool)
+        msg = self._recv("checked", labels=list, patches=list)
         patches = str_list_or_tamper(msg["patches"])
         if patches:
             names = [p.split(": ", 1)[-1] for p in patches]

@@ -1,7 +1,8 @@
 """Confine the current process before it runs untrusted candidate code: `apply_sandbox`.
 
-Called once, in the worker's child (`cudal1.bench.worker`), after its log and result pipe are
-open and before any candidate code is imported. Every measure is irreversible for the process
+Called once in every child of `cudal1.bench.worker` (the candidate host, the judge, build and
+probe workers), after its log and its channels are open and before any candidate or task code is
+imported. Every measure is irreversible for the process
 and best-effort: when the OS refuses one, the others still apply, and the returned
 `SandboxReport` says per measure whether it is in force and why not. Linux only; elsewhere only
 the resource limits apply.

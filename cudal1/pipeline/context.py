@@ -138,7 +138,8 @@ class RunContext:
                 PoolSpec(name=name, backend=p.backend, num_actors=p.num_actors, num_cpus=p.num_cpus,
                          num_gpus=p.num_gpus, accelerator_type=p.accelerator_type, resources=dict(p.resources),
                          settings=OmegaConf.to_container(p.settings), tasks=cfg.tasks.source,
-                         max_task_retries=p.max_task_retries, start_timeout_s=p.start_timeout_s)
+                         max_task_retries=p.max_task_retries, start_timeout_s=p.start_timeout_s,
+                         build_actors=p.build_actors, build_cpus=p.build_cpus)
                 for name, p in cfg.bench.pools.items()
             ]
             # Actors start concurrently: the pools block until theirs are ready, meanwhile the

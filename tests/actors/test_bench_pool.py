@@ -173,3 +173,21 @@ def test_a_worker_probes_task_references_on_its_device(tmp_path):
     assert probes["level1/13"] == {"degenerate": None, "failure": None}
     assert probes["level9/9"]["failure"] == "unknown task"
     assert list((tmp_path / "tasks").glob("probe-*-cpu-cpu.json"))
+
+
+def test_a_build_pool_builds_each_source_once_ahead_of_timing(ray_cluster, tmp_path_factory):
+    """With build actors, each distinct source is built once on them; a build failure is the
+    candidate's result without a timing actor ever seeing it; built candidates are timed."""
+    spec = PoolSpec(name="built", num_actors=1, num_cpus=1, settings=settings(tmp_path_factory),
+                    start_timeout_s=180, build_actors=2, build_cpus=0.5)
+    p = BenchmarkPool(spec)
+    try:
+        assert len(p.builders) == 2
+        results = p.evaluate_many([Candidate(TASK, SEED), Candidate(TASK, NOT_PYTHON), Candidate(TASK, SEED)],
+                                  progress=False)
+    finally:
+        p.shutdown()
+    assert [r["status"] for r in results] == ["ok", "compile_error", "ok"], [r["message"] for r in results]
+    # The build actor's verdict (the timing actor would say "candidate failed to import/build").
+    assert results[1]["message"].startswith("SyntaxError"), results[1]["message"]
+    assert results[1]["task_id"] == TASK and results[1]["candidate_hash"]

@@ -75,8 +75,8 @@ def get_init_inputs():
     return []
 ''',
     # A reference that refuses to run under global flags (or input dtypes) other than those of its
-    # first call, which the runner makes before any candidate code exists. If the evaluator did not
-    # reset a leaked flag, this reference raises and the result is invalid_task / runtime_error.
+    # first call. The reference runs in the judge, which no candidate code reaches; were a flag the
+    # candidate set to reach it, this reference would raise (invalid_task).
     "flags_probe": _HEADER + '''
 _first = None
 

@@ -1,0 +1,69 @@
+"""How far from 1× the evaluator puts a candidate that IS the reference: its bias and noise.
+
+Each chosen builtin task's reference, renamed ModelNew, is evaluated `--repeats` times as its own
+candidate. A perfect evaluator reports 1.000× every time; the median says which way the
+measurement leans (the judge's subtraction of the round trip's fixed cost, the candidate's
+process being another process), the spread how much one evaluation can be trusted.
+
+    python benchmarks/self_speedup.py --backend cpu --tasks level1/3 level1/13 level2/1 --repeats 3
+
+Prints one JSON line per task and writes them all with --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+from cudal1.bench.evaluator import evaluate
+from cudal1.bench.result import Status
+from cudal1.bench.settings import EvalSettings
+from cudal1.tasks import find_task, load_tasks
+
+
+def as_candidate(reference_source: str) -> str:
+    """The task file itself, its Model renamed ModelNew (its helpers and constants kept)."""
+    return re.sub(r"\bclass Model\b", "class ModelNew", reference_source)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--tasks", nargs="+", required=True)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+
+    settings = EvalSettings.for_backend(args.backend, cache_dir=tempfile.mkdtemp(prefix="cudal1-self-"))
+    tasks = load_tasks("builtin")
+    report = []
+    for tid in args.tasks:
+        task = find_task(tasks, tid)
+        runs = [evaluate(task, as_candidate(task.source), args.backend, settings=settings) for _ in range(args.repeats)]
+        ok = [r for r in runs if r.status is Status.OK]
+        speedups = [r.speedup for r in ok]
+        entry = {
+            "task": tid,
+            "ok": len(ok), "of": len(runs),
+            "speedups": [round(x, 3) for x in speedups],
+            "median": round(statistics.median(speedups), 3) if speedups else None,
+            "reference_ms": [round(r.reference.median_ms, 3) for r in ok],
+            "candidate_ms": [round(r.candidate.median_ms, 3) for r in ok],
+            "overhead_ms": [r.overhead_ms for r in ok],
+            "resolution_ms": [r.resolution_ms for r in ok],
+            "statuses": sorted({r.status.value for r in runs}),
+        }
+        report.append(entry)
+        print(json.dumps(entry), flush=True)
+    if args.out:
+        Path(args.out).write_text(json.dumps(report, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
