@@ -1,10 +1,11 @@
 """The evaluator's public API: `evaluate`, `prebuild`, `device_info`.
 
-Plain Python, no Ray: the benchmark actors wrap these calls. Each evaluation runs as two fresh
+Plain Python, no Ray: the benchmark actors wrap these calls. Each evaluation runs as three fresh
 sandboxed children (`cudal1.bench.worker.run_judged`): the judge (`cudal1.bench.judge`), which
-holds the task, the secret inputs, the reference and the clock and decides the result, and the
-candidate host (`cudal1.bench.host`), the only process that runs candidate code, which can reach
-nothing but the judge's socket and slots. This process never imports candidate code; it turns
+holds the task, the secret inputs and the clock and decides the result; the candidate host
+(`cudal1.bench.host`), the only process that runs candidate code, which can reach nothing but
+the judge's socket and its own input slot; and the reference host, the same program running only
+the task's reference, so that the reference is timed exactly as the candidate is. This process never imports candidate code; it turns
 whatever happened (a result, a crash, a hang, a memory blow-up) into one labelled `EvalResult`
 and adds what it saw from outside (`cudal1.bench.labels`).
 
@@ -153,8 +154,9 @@ def evaluate(
         max_processes=settings.max_processes,
         sandbox=settings.sandbox,
     )
+    # The reference host runs only the task's reference, under the judge's limits.
     out = run_judged("cudal1.bench.judge:main", payload, judge_limits, "cudal1.bench.host:main", {}, host_limits,
-                     watch_dirs=[host_limits.env["TORCH_EXTENSIONS_DIR"]])
+                     watch_dirs=[host_limits.env["TORCH_EXTENSIONS_DIR"]], reference_limits=judge_limits)
     result = _from_judged(task, backend, out, settings.memory_limit_mib)
     if not result.device:
         result.device, result.arch = info["name"], info["arch"]

@@ -1,23 +1,31 @@
-"""The candidate host: the only process of an evaluation that runs candidate code.
+"""A host: the process that runs a forward for the judge. Two per evaluation, the same code:
 
-The parent (`cudal1.bench.worker.run_judged`) starts it in a fresh sandboxed child whose only
-connection is a socket to the judge (`cudal1.bench.judge`). It has no way to the parent: no
-result pipe, no nonce. Whatever it says is data the judge checks; it never states a verdict.
+- the **candidate host**, the only process of an evaluation that runs candidate code;
+- the **reference host**, which runs only the task's reference (`role: reference` in the setup),
+  so that the reference is timed exactly as the candidate is: in a process of its own, on views
+  of the judge's input slot, through the same round trip, its outputs read by the judge from its
+  memory. Its own clock (`inner_ms`, CUDA events or the CPU clock around the forward) is trusted,
+  since it runs no candidate code: it gives the reference's time, and the difference with the
+  judge's clock gives the fixed cost of a round trip, which the judge subtracts from the
+  candidate's calls.
+
+The parent (`cudal1.bench.worker.run_judged`) starts each in a fresh sandboxed child whose only
+connection is a socket to the judge (`cudal1.bench.judge`). Neither has a way to the parent: no
+result pipe, no nonce. Whatever a host says is data the judge checks; it never states a verdict.
 
 The protocol, judge -> host (each answered by one message unless noted):
 
 - (host first) `hello` {sandbox}: sent before any candidate code exists.
-- `setup` {device, task, profile, in_slot (+ its fd on the CPU), in_specs, out_specs, out_tree,
-  args, init, init_seed, ref_aliases_inputs} -> `ready`: map the judge's input slot, build views
-  of the inputs, build the task's reference model (for the calibration), take the pristine
-  snapshots of global flags, function identities and threads.
-- `call` {k, reference} -> `done` {k, leaves, values, mismatch, hack, error}: run forward (the
-  candidate's, or, for the judge's calibration before the candidate exists, the reference's) on
-  the input views, synchronize the device, check what forward returned and say where each output
+- `setup` {role, device, task, profile, in_slot (+ its fd on the CPU), in_specs, out_specs,
+  out_tree, args, init, init_seed, ref_aliases_inputs} -> `ready`: map the judge's input slot,
+  build views of the inputs, take the pristine snapshots of global flags, function identities
+  and threads; the reference host also builds the task's reference model.
+- `call` {k} -> `done` {k, inner_ms, leaves, values, mismatch, hack, error}: run forward on the
+  input views, synchronize the device, check what forward returned and say where each output
   tensor lives (`cudal1.bench.readers.describe`). Nothing is copied: the judge reads the outputs
   from this process's memory itself, and times the whole call from outside. The outputs of a
   call are kept alive until the next call, so the judge can look at them again.
-- `load` {source} -> `loaded`: drop the reference, import the candidate (this builds its
+- `load` {source} -> `loaded` (candidate host): import the candidate (this builds its
   extensions) and construct `ModelNew` with the task's constructor arguments and the judge's
   parameter seed.
 - `check` -> `checked`: replaced functions, the operator canary, flags (labels).
@@ -31,7 +39,6 @@ only make a result worse, and nothing the host skips changes what the judge meas
 
 from __future__ import annotations
 
-import gc
 import os
 import sys
 import time
@@ -49,9 +56,11 @@ from .slots import Slot, TensorSpec
 from .verdicts import classify_exception
 from .wire import Channel, PeerGone, unblob
 
-# Bound before any candidate code exists: a candidate that rebinds torch.cuda.synchronize later
-# does not change the host's synchronize (and the patch is reported).
+# Bound before any candidate code exists: a candidate that rebinds torch.cuda.synchronize or the
+# clocks later does not change the host's (and the patch is reported).
 _cuda_sync = torch._C._cuda_synchronize if hasattr(torch._C, "_cuda_synchronize") else None
+_Event = torch.cuda.Event
+_now = time.perf_counter_ns
 CANDIDATE_MODULE = "cudal1_candidate"
 SIDE_STREAM_BUSY_S = 50e-6
 
@@ -112,18 +121,18 @@ class Host:
         self.init = unblob(msg["init"])
         self.init_seed = int(msg["init_seed"])
         self.ref_aliases_inputs = bool(msg["ref_aliases_inputs"])
-        self.reference = self._reference_model(Task.from_dict(msg["task"]), msg["profile"])
+        self.role = msg.get("role", "candidate")
+        if self.role == "reference":
+            self.model = self._reference_model(Task.from_dict(msg["task"]), msg["profile"])
         self.pristine_flags = guards.GlobalFlags()
         self.functions = guards.FunctionSnapshot()
         self.threads_before = guards.python_threads()
         self.chan.send("ready")
 
     def _reference_model(self, task: Task, profile: str | None) -> torch.nn.Module:
-        """The task's reference, built as the judge builds it: the judge times it through this
-        process before any candidate code exists, which calibrates the round trip with a real
-        workload. Its module is taken out of sys.modules at once and the model dropped at `load`."""
+        """The task's reference, built as the judge builds it (same constructor arguments, same
+        parameter seed)."""
         module = task.load_module(profile)
-        sys.modules.pop(module.__name__, None)
         torch.manual_seed(self.init_seed)
         return module.Model(*_clone_tree(self.init)).to(self.device)
 
@@ -134,15 +143,15 @@ class Host:
     # -- one call ------------------------------------------------------------------------------
 
     def call(self, msg: dict[str, Any]) -> None:
-        reference = bool(msg.get("reference"))
+        reference = self.role == "reference"
         self._keep_alive = []  # the last call's copies: the judge is done with them by now
         if "args" in msg:
             self.args = self._args(unblob(msg["args"]))
-        reply: dict[str, Any] = {"k": msg["k"], "leaves": [], "values": [], "mismatch": None, "hack": None, "error": None}
+        reply: dict[str, Any] = {"k": msg["k"], "inner_ms": 0.0, "leaves": [], "values": [], "mismatch": None,
+                                 "hack": None, "error": None}
         try:
             with torch.no_grad():
-                out = (self.reference if reference else self.model)(*self.args)
-            self._sync()
+                reply["inner_ms"], out = self._timed_forward()
             self._describe(out, reply, check=not reference)
         except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its result
             traceback.print_exc()
@@ -150,6 +159,22 @@ class Host:
             out = None
         self.previous = out  # alive until the next call: the judge may read it again
         self.chan.send("done", **reply)
+
+    def _timed_forward(self) -> tuple[float, Any]:
+        """(ms, output) of one forward on this process's own clock: CUDA events around the
+        forward and a device-wide synchronize (so the GPU switching to this process is not
+        counted), or the CPU clock. The judge trusts it from the reference host only."""
+        if self.cuda:
+            start, end = _Event(enable_timing=True), _Event(enable_timing=True)
+            start.record()
+            out = self.model(*self.args)
+            self._sync()
+            end.record()
+            end.synchronize()
+            return start.elapsed_time(end), out
+        t0 = _now()
+        out = self.model(*self.args)
+        return (_now() - t0) / 1e6, out
 
     def _describe(self, out: Any, reply: dict[str, Any], check: bool) -> None:
         """Check `out` against the expected layout and say where each of its tensors lives."""
@@ -219,8 +244,8 @@ class Host:
     def load(self, msg: dict[str, Any]) -> None:
         from ..tasks.task import load_source_module
 
-        self.reference = None  # nothing of the reference stays beside candidate code
-        gc.collect()
+        if self.role != "candidate":
+            raise RuntimeError("only the candidate host loads a candidate")
         buildcache.install(os.environ.get("TORCH_EXTENSIONS_DIR", ""))
         reply: dict[str, Any] = {"ok": False, "status": None, "hack": None, "message": "", "build_seconds": 0.0,
                                  "labels": [], "patches": [], "canary": None}

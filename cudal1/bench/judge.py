@@ -1,38 +1,40 @@
 """The judge: the process of an evaluation that decides the verdict and the speedup.
 
 No candidate code ever runs here. The judge loads the task, makes every input from a secret seed
-(OS entropy, or the user's `EvalSettings.seed`; per call SHA-256 of it and a counter), runs and
-times the reference, keeps the reference outputs, and talks to the candidate host
-(`cudal1.bench.host`) over a socket. The host only ever sees the inputs of the call it is asked to
-run, written into the judge's input slot (`cudal1.bench.slots`) just before the call. Its outputs
-stay in its own memory; the judge copies them out itself (`cudal1.bench.readers`: CUDA IPC on the
-GPU, the parent's read of /proc/<pid>/mem on the CPU). Nothing the host sends is a verdict: its
-messages are checked data, and its own reports (a replaced function, an output that aliases an
-input) can only make its result worse.
+(OS entropy, or the user's `EvalSettings.seed`; per call SHA-256 of it and a counter), computes
+the reference outputs the candidate's are checked against, and talks to two hosts
+(`cudal1.bench.host`) over sockets: the candidate host, the only process that runs candidate
+code, and the reference host, which runs only the task's reference. Each host has an input slot
+of its own (`cudal1.bench.slots`), written by the judge just before each call, and sees only the
+inputs of that call. Their outputs stay in their own memory; the judge copies them out itself
+(`cudal1.bench.readers`: CUDA IPC on the GPU, the parent's read of the process's memory on the
+CPU). Nothing the candidate host sends is a verdict: its messages are checked data, and its own
+reports (a replaced function, an output that aliases an input) can only make its result worse.
 
 So, by construction:
-- the reference always runs under the judge's pristine process state (flags, modes, patches,
-  allocator settings, environment): nothing a candidate changes in its process reaches it;
+- the reference runs under a pristine process state (flags, modes, patches, allocator settings,
+  environment) in a process the candidate cannot reach, and is timed exactly as the candidate
+  is: another process, the same round trip, the same reads;
 - inputs are unpredictable: the candidate's process holds no seed or generator state of them;
 - the checker and the clocks are out of the candidate's reach;
 - a candidate's time runs, on the judge's clock, from the moment the judge tells the host to go
-  until the judge holds its own copy of the outputs. The fixed cost of that round trip is
-  measured before the candidate exists, by running the reference itself through it (minus the
-  reference run here), and subtracted; all of it is messages, the judge's (or the parent's) copy
-  and GPU context switches, none of it work the candidate's process could skip. Work left running
-  after the host answers is inside that interval, or missing from what the judge copies (then the
-  output is wrong, or changes when the judge looks again);
+  until the judge holds its own copy of the outputs, minus the fixed cost of that round trip.
+  The fixed cost is the reference host's round trip minus its forward on its own clock, measured
+  before the candidate exists and again during timing (the smaller counts); all of it is
+  messages, reads and GPU context switches, none of it work the candidate's process could skip.
+  Work left running after the host answers is inside that interval, or missing from what the
+  judge copies (then the output is wrong, or changes when the judge looks again);
 - the reference time that counts is at most a high quantile of its calls timed before the
   candidate was imported and again after its process (and every process of its uid) was killed
   (`baseline_ms`: the larger of the two), so a candidate that loads the machine or the GPU while
   the reference is timed gains nothing.
 
-Order of work: load the task and the reference; the degenerate-task check; hand the host its input
-slot; warm up and calibrate the round trip with the reference itself run through the host (which
-also times the reference baseline); let the host import the candidate; correctness trials;
-labels; timing rounds (reference and candidate interleaved, in random order, every candidate
-output checked); re-measure a speedup above the bar; last checks; end the candidate's process and
-time the reference once more.
+Order of work: load the task and the reference; the degenerate-task check; hand each host its
+input slot; warm up the reference host and calibrate the round trip (which also times the
+reference baseline); let the candidate host import the candidate; correctness trials; labels;
+timing rounds (reference host and candidate host interleaved, in random order, every candidate
+output checked against the reference host's); re-measure a speedup above the bar; last checks;
+end the candidate's process and time the reference once more.
 """
 
 from __future__ import annotations
@@ -59,6 +61,8 @@ from .slots import Slot, TensorSpec, plan
 from .verdicts import CUDA_FAULT_MARKERS, Verdict, device_name
 from .wire import Channel, PeerGone, ProtocolError, Timeout, blob, expect, str_list
 
+Expected = tuple[list[torch.Tensor], list[Any]]
+"""The reference outputs a candidate's are compared with: (tensors, non-tensor values)."""
 SHIFTS = [(4.0, -2.0), (-3.0, 1.0), (10.0, 0.0)]
 """(scale, offset) pairs for shifted correctness trials: x*scale + offset on float inputs."""
 _FLAG_LABEL = re.compile(r"^global_flags:[A-Za-z0-9_.,]{1,300}$")
@@ -85,7 +89,7 @@ class Judge:
     {"reason": str | None, "notes": [...]}} (a cached degenerate-task check).
     """
 
-    def __init__(self, payload: dict[str, Any], chan: Channel, link: Any = None) -> None:
+    def __init__(self, payload: dict[str, Any], chans: dict[str, Channel], link: Any = None) -> None:
         self.task = Task.from_dict(payload["task"])
         self.source: str = payload["source"]
         self.backend: str = payload["backend"]
@@ -93,7 +97,8 @@ class Judge:
         self.settings = EvalSettings(**payload["settings"])
         self.deadline: float = float(payload["deadline"])
         self.cached_degenerate = payload.get("degenerate")
-        self.chan = chan
+        self.chan = chans["candidate"]
+        self.ref_chan = chans.get("reference")
         self.link = link
         self.cuda = self.device.startswith("cuda")
         self.profile = self.settings.size_profile or self.backend
@@ -108,6 +113,9 @@ class Judge:
         self.last_leaves: list[Any] = []
         self._last_values: list[Any] = []
         self.host_loaded = False
+        self.ref_views: list[torch.Tensor] = []
+        self.ref_template: list[Any] = []
+        self.trips_ms: list[float] = []
 
     # -- seeds, inputs, labels -----------------------------------------------------------------
 
@@ -244,15 +252,6 @@ class Judge:
             raise Verdict(Status.INVALID_TASK, f"reference forward failed: {type(exc).__name__}: {exc}") from exc
         return out
 
-    def _time_reference(self, x: list[Any]) -> tuple[float, Any]:
-        xr = inputs_mod.clone_tree(x) if self.ref_mutates_inputs else x
-        self.clock.flush()
-        try:
-            with torch.no_grad():
-                return self.clock.time_call(self.ref_model, xr)
-        except BaseException as exc:  # noqa: BLE001
-            raise Verdict(Status.INVALID_TASK, f"reference forward failed: {type(exc).__name__}: {exc}") from exc
-
     # -- phase 2: the degenerate-task check ----------------------------------------------------
 
     def degenerate(self) -> None:
@@ -279,75 +278,129 @@ class Judge:
     # -- phase 3: the host ---------------------------------------------------------------------
 
     def connect(self) -> None:
+        """Hand each host (the candidate's, the reference's) an input slot of its own and a reader
+        of its outputs; the reference host builds the task's reference."""
+        if self.ref_chan is None:
+            raise RuntimeError("the judge was started without a reference host")
         hello = self._recv("hello", sandbox=dict)
         self.extra["host_sandbox"] = hello["sandbox"]
+        self._ref_recv("hello", sandbox=dict)
         try:
-            self.in_slot = Slot(self.in_bytes, self.device)
+            self.in_slot, self.ref_slot = Slot(self.in_bytes, self.device), Slot(self.in_bytes, self.device)
             if self.cuda:
                 self.reader: Any = IpcReader(self.device)
+                self.ref_reader: Any = IpcReader(self.device)
             else:
                 if self.link is None:
                     raise RuntimeError("the CPU backend reads outputs through the parent, and there is no parent link")
                 capacity = 2 * self.out_bytes + 256 * (len(self.out_specs) + 1)
-                self.reader = ParentReader(self.link, capacity)
+                self.reader = ParentReader(self.link, capacity, "candidate")
+                self.ref_reader = ParentReader(self.link, capacity, "reference")
         except (OSError, RuntimeError, ProtocolError, Timeout, PeerGone) as exc:
-            raise RuntimeError(f"the judge could not set up its slots and reader: {exc}") from exc
+            raise RuntimeError(f"the judge could not set up its slots and readers: {exc}") from exc
         self.in_views = [self.in_slot.view(s) for s in self.in_specs]
+        self.ref_views = [self.ref_slot.view(s) for s in self.in_specs]
+        self.ref_template = self.args_template
+        common = dict(device=self.device, task=self.task.to_dict(), profile=self.profile,
+                      in_specs=[s.to_dict() for s in self.in_specs], out_specs=[s.to_dict() for s in self.out_specs],
+                      out_tree=self.out_tree, args=blob(list(self.args_template)), init=blob(self.init),
+                      init_seed=self.init_seed, ref_aliases_inputs=self.ref_aliases_inputs)
+        ref_meta, ref_fds = self.ref_slot.export()
+        try:
+            self.ref_chan.send("setup", fds=ref_fds, role="reference", in_slot=ref_meta, **common)
+        except PeerGone as exc:
+            raise RuntimeError("the reference host died before its setup") from exc
         in_meta, in_fds = self.in_slot.export()
-        self._send("setup", fds=in_fds, device=self.device, task=self.task.to_dict(), profile=self.profile,
-                   in_slot=in_meta, in_specs=[s.to_dict() for s in self.in_specs],
-                   out_specs=[s.to_dict() for s in self.out_specs], out_tree=self.out_tree,
-                   args=blob(list(self.args_template)), init=blob(self.init), init_seed=self.init_seed,
-                   ref_aliases_inputs=self.ref_aliases_inputs)
+        self._send("setup", fds=in_fds, role="candidate", in_slot=in_meta, **common)
+        self._ref_recv("ready")
         self._recv("ready")
 
-    def _call(self, x: list[Any], *, timed: bool, reference: bool = False) -> tuple[float, dict[str, Any], list[torch.Tensor]]:
-        """One call of the candidate (or, to calibrate, of the reference in the host) on inputs `x`.
+    def _ref_recv(self, op: str, **types: Any) -> dict[str, Any]:
+        """The reference host's next message: it runs no candidate code, so anything wrong with
+        it is the harness's failure (RuntimeError), never the candidate's result."""
+        try:
+            return expect(self.ref_chan.recv(self.deadline + GRACE_S), op, **types)
+        except (Timeout, PeerGone, ProtocolError) as exc:
+            raise RuntimeError(f"the reference host failed ({type(exc).__name__}: {exc})") from exc
+
+    def _go(self, chan: Channel, views: list[torch.Tensor], x: list[Any], template: list[Any], timed: bool) -> tuple[int, dict[str, Any]]:
+        """Write the tensors of `x` into a host's input slot (`views`), flush and synchronize, and
+        start the clock. Returns (the clock's start in ns, the fields of the call message)."""
+        fields: dict[str, Any] = {}
+        now_template = self._template(x)
+        if now_template != template:  # non-tensor arguments that change between input sets
+            fields["args"] = blob(now_template)
+        for view, i in zip(views, self.in_tensors):
+            view.copy_(x[i])
+        if timed:
+            self.clock.flush()
+        self._sync()
+        self.k += 1
+        fields["k"] = self.k
+        return self.clock.now_ns(), fields
+
+    def _ref_call(self, x: list[Any]) -> tuple[float, float, tuple[list[torch.Tensor], list[Any]]]:
+        """One call of the reference in the reference host, timed exactly as a candidate call is.
+
+        Returns (ms on the judge's clock from the go until the judge holds its copy of the
+        outputs, ms of the forward on the reference host's own clock, the reference outputs:
+        (tensors as read, non-tensor values)). Raises RuntimeError for anything that goes wrong.
+        """
+        t0, fields = self._go(self.ref_chan, self.ref_views, x, self.ref_template, timed=True)
+        self.ref_template = self._template(x)
+        try:
+            self.ref_chan.send("call", **fields)
+        except PeerGone as exc:
+            raise RuntimeError("the reference host died") from exc
+        msg = self._ref_recv("done", k=int, inner_ms=float, leaves=list, values=list)
+        if msg["k"] != self.k or msg.get("error") is not None or msg.get("mismatch") is not None or msg.get("hack") is not None:
+            raise RuntimeError(f"the reference failed in the reference host: {str(msg)[:600]}")
+        if len(msg["leaves"]) != len(self.out_specs):
+            raise RuntimeError("the reference host described its outputs wrongly")
+        try:
+            tensors = self.ref_reader.read(msg["leaves"], self.out_specs)
+        except ReadError as exc:
+            raise RuntimeError(f"the judge could not read the reference's outputs: {exc}") from exc
+        self._sync()
+        wall_ms = (self.clock.now_ns() - t0) / 1e6
+        if msg["inner_ms"] < 0:
+            raise RuntimeError("the reference host reported a negative time")
+        return wall_ms, msg["inner_ms"], (tensors, msg["values"])
+
+    def _call(self, x: list[Any], *, timed: bool) -> tuple[float, dict[str, Any], list[torch.Tensor]]:
+        """One call of the candidate on inputs `x`.
 
         Returns (ms on the judge's clock from the go until the judge holds its copy of the
         outputs, the host's answer, that copy). Raises Verdict for a failure the host reports, an
         output that cannot be read, or a broken protocol.
         """
         self._last_output_unchanged()
-        extra: dict[str, Any] = {}
-        template = self._template(x)
-        if template != self.args_template:  # non-tensor arguments that change between input sets
-            self.args_template = template
-            extra["args"] = blob(template)
-        for view, i in zip(self.in_views, self.in_tensors):
-            view.copy_(x[i])
-        if timed:
-            self.clock.flush()
-        self._sync()
-        self.k += 1
         if self.chan.pending():
             raise Verdict(Status.HACK, "the candidate process sent a message nobody asked for", HackKind.HARNESS_TAMPERING)
-        t0 = self.clock.now_ns()
+        t0, fields = self._go(self.chan, self.in_views, x, self.args_template, timed)
+        self.args_template = self._template(x)
         try:
-            self.chan.send("call", k=self.k, reference=reference, **extra)
+            self.chan.send("call", **fields)
         except PeerGone as exc:
             raise Verdict(Status.RUNTIME_ERROR, "the candidate process died", labels=["worker_crashed", _HOST_FAULT]) from exc
         msg = self._recv("done", k=int, leaves=list, values=list)
         if msg["k"] != self.k:
             raise Verdict(Status.HACK, "the candidate process answered another call", HackKind.HARNESS_TAMPERING)
-        if not reference:
-            self._host_verdicts(msg)
-        elif msg.get("error") is not None or msg.get("mismatch") is not None or msg.get("hack") is not None:
-            raise RuntimeError(f"the reference failed in the candidate's process before the candidate existed: {msg}")
-        snapshot = self._read(msg["leaves"], reference)
+        self._host_verdicts(msg)
+        snapshot = self._read(msg["leaves"])
         self._sync()
         wall_ms = (self.clock.now_ns() - t0) / 1e6
         self.last_leaves, self.last_snapshot = msg["leaves"], snapshot
         return wall_ms, msg, snapshot
 
-    def _read(self, leaves: list[Any], reference: bool, again: bool = False) -> list[torch.Tensor]:
-        """The judge's copy of the outputs the host described (`cudal1.bench.readers`)."""
+    def _read(self, leaves: list[Any], again: bool = False) -> list[torch.Tensor]:
+        """The judge's copy of the outputs the candidate host described (`cudal1.bench.readers`)."""
         if len(leaves) != len(self.out_specs) or not all(isinstance(leaf, dict) for leaf in leaves):
             raise Verdict(Status.HACK, "the candidate process described its outputs wrongly", HackKind.HARNESS_TAMPERING)
         try:
             return self.reader.read(leaves, self.out_specs, again=again)
         except ReadError as exc:
-            if exc.why == "harness" or reference:
+            if exc.why == "harness":
                 raise RuntimeError(f"the judge could not read the outputs: {exc}") from exc
             if exc.why == "gone":
                 raise Verdict(Status.RUNTIME_ERROR, "the candidate process died", labels=["worker_crashed", _HOST_FAULT]) from exc
@@ -374,17 +427,15 @@ class Judge:
         judge copied when the call was answered (the host keeps them alive until the next call)."""
         if self.last_snapshot is None:
             return
-        now = self._read(self.last_leaves, reference=False, again=True)
+        now = self._read(self.last_leaves, again=True)
         self._sync()
         if not correctness.tree_equal(now, self.last_snapshot):
             raise Verdict(Status.HACK, "an output changed after the candidate answered the call", HackKind.OUTPUT_CHANGED_LATER)
 
-    def _compare(self, snapshot: list[torch.Tensor], values: list[Any], ref_out: Any) -> tuple[str | None, float]:
-        """Why the candidate's outputs (bytes from the slot, plus non-tensor values) differ from the
-        reference's, or None; and the largest absolute error."""
-        ref_leaves = [leaf for _, leaf in correctness.flatten(ref_out)]
-        ref_tensors = [t for t in ref_leaves if isinstance(t, torch.Tensor)]
-        ref_values = [v for v in ref_leaves if not isinstance(v, torch.Tensor)]
+    def _compare(self, snapshot: list[torch.Tensor], values: list[Any], expected: Expected) -> tuple[str | None, float]:
+        """Why the candidate's outputs (its tensors as the judge read them, plus non-tensor values)
+        differ from the reference's (`expected`), or None; and the largest absolute error."""
+        ref_tensors, ref_values = expected
         if len(values) != len(ref_values):
             return f"output has {len(values)} non-tensor values, the reference {len(ref_values)}", float("nan")
         for i, (got, want) in enumerate(zip(values, ref_values)):
@@ -398,7 +449,7 @@ class Judge:
             worst = max(worst, err)
         return None, worst
 
-    def _explain_mismatch(self, ref_out: Any, what: str, message: str, timed: bool, max_abs_error: float) -> Verdict:
+    def _explain_mismatch(self, ref_out: Expected, what: str, message: str, timed: bool, max_abs_error: float) -> Verdict:
         """A wrong answer: finished late (a hack), reported tampering (a hack), or just wrong. The
         judge already holds the wrong answer: whatever the candidate's process does while this is
         looked into (dies, stalls, says nothing) cannot make the verdict better than that."""
@@ -412,9 +463,9 @@ class Judge:
         except Verdict as later:
             return later if later.status is Status.HACK else base
 
-    def _late_or_patched(self, ref_out: Any, what: str) -> Verdict | None:
+    def _late_or_patched(self, ref_out: Expected, what: str) -> Verdict | None:
         time.sleep(0.2)
-        late = self._read(self.last_leaves, reference=False, again=True)
+        late = self._read(self.last_leaves, again=True)
         self._sync()
         self.last_snapshot = None  # the verdict is settled here
         if self._compare(late, self._last_values, ref_out)[0] is None:
@@ -443,27 +494,27 @@ class Judge:
     # -- phase 4: warm-up, calibration, reference baseline --------------------------------------
 
     def calibrate(self) -> None:
-        """Before the candidate exists: time the reference here and, through the host, the same
-        reference with the whole round trip; the difference is the fixed cost subtracted from every
-        candidate call. The reference calls timed here also bound the reference time later."""
+        """Before the candidate exists: run the reference in the reference host through the whole
+        round trip. Its own clock gives the reference's time; the judge's clock minus it gives the
+        fixed cost of a round trip (`overhead_ms`), subtracted from every candidate call; the
+        clean calls bound the reference time later (`baseline_ms`)."""
         x = self._inputs()
         self._check_layout(x)
-        # Long enough for both processes' allocators to settle (the first calls of a process
-        # fault in fresh pages for their outputs: on the CPU that alone can double a call).
+        # Long enough for the host's allocator to settle (the first calls of a process fault in
+        # fresh pages for their outputs: on the CPU that alone can double a call).
         for _ in range(max(CALIBRATION_WARMUP, self.settings.warmup_calls)):
-            self._time_reference(x)
-            self._call(x, timed=True, reference=True)
-        walls, refs = [], []
+            self._ref_call(x)
+        walls, inner = [], []
         for _ in range(max(3, self.settings.calibration_calls)):
-            refs.append(self._time_reference(x)[0])
-            walls.append(self._call(x, timed=True, reference=True)[0])
-        self.overhead_ms, self.resolution_ms = timing.calibration(walls, refs)
+            wall_ms, ref_ms, _ = self._ref_call(x)
+            walls.append(wall_ms)
+            inner.append(ref_ms)
+        self.overhead_ms, self.resolution_ms = timing.calibration(walls, inner)
         self.result.overhead_ms = round(self.overhead_ms, 6)
         self.result.resolution_ms = round(self.resolution_ms, 6)
-        self.last_snapshot = None
-        self.calls = self._calls_per_round(statistics.median(refs))
-        clean = refs[len(refs) // 3:]
-        clean += [self._time_reference(self._inputs())[0] for _ in range(max(0, BASELINE_CALLS - len(clean)))]
+        self.calls = self._calls_per_round(statistics.median(inner))
+        clean = inner[len(inner) // 3:]
+        clean += [self._ref_call(self._inputs())[1] for _ in range(max(0, BASELINE_CALLS - len(clean)))]
         # A high quantile of the clean calls: the interleaved median exceeds it only when something
         # slowed the reference, and honest noise rarely does.
         self.baseline_ms = timing.percentile(clean, 0.9)
@@ -509,9 +560,10 @@ class Judge:
                 continue  # the reference leaves its domain here: no trial
             wall_ms, msg, snapshot = self._call(x, timed=False)
             self._last_values = msg["values"]
-            mismatch, err = self._compare(snapshot, msg["values"], ref_out)
+            expected = _expected(ref_out)
+            mismatch, err = self._compare(snapshot, msg["values"], expected)
             if mismatch:
-                raise self._explain_mismatch(ref_out, what, mismatch, timed=False, max_abs_error=err)
+                raise self._explain_mismatch(expected, what, mismatch, timed=False, max_abs_error=err)
             self._inputs_unchanged(x, what)
             worst = max(worst, err)
             trials += 1
@@ -556,37 +608,49 @@ class Judge:
     # -- phase 6: timing -----------------------------------------------------------------------
 
     def _timing_pass(self) -> tuple[list[list[float]], list[list[float]]]:
+        """Warm-up calls, then `rounds` rounds of calls on fresh inputs, each timed once in the
+        reference host and once in the candidate host, in random order; every output checked.
+
+        Returns (reference ms per round: the reference host's own clock; candidate ms per round:
+        the judge's clock minus the round trip's fixed cost, which is the smaller of the
+        calibration's and the median of this pass's reference round trips: a candidate that slows
+        the reference host's round trips cannot make its own calls look cheaper)."""
         s = self.settings
         fastest = float("inf")
         for w in range(s.warmup_calls):
             x = self._inputs()
-            ref_ms, ref_out = self._time_reference(x)
+            _, ref_ms, expected = self._ref_call(x)
             wall_ms, msg, snapshot = self._call(x, timed=True)
-            self._check_timed(x, ref_out, msg, snapshot, "warm-up call")
+            self._check_timed(x, expected, msg, snapshot, "warm-up call")
             fastest = min(fastest, ref_ms, max(wall_ms - self.overhead_ms, self.resolution_ms))
         calls = max(self.calls, self._calls_per_round(fastest)) if math.isfinite(fastest) else self.calls
         ref_rounds: list[list[float]] = []
-        cand_rounds: list[list[float]] = []
+        cand_walls: list[list[float]] = []
+        trips: list[float] = []
         for r in range(s.rounds):
             ref_ms_round: list[float] = []
-            cand_ms_round: list[float] = []
+            wall_round: list[float] = []
             for c in range(calls):
                 x = self._inputs()
-                ref_out = msg = snapshot = None
+                expected = msg = snapshot = None
                 for who in self.order.sample(["reference", "candidate"], 2):
                     if who == "reference":
-                        ref_ms, ref_out = self._time_reference(x)
+                        ref_wall, ref_ms, expected = self._ref_call(x)
                         ref_ms_round.append(ref_ms)
+                        trips.append(ref_wall - ref_ms)
                     else:
                         wall_ms, msg, snapshot = self._call(x, timed=True)
-                        cand_ms_round.append(wall_ms - self.overhead_ms)
-                self._check_timed(x, ref_out, msg, snapshot, f"timed call {r + 1}.{c + 1}")
+                        wall_round.append(wall_ms)
+                self._check_timed(x, expected, msg, snapshot, f"timed call {r + 1}.{c + 1}")
             ref_rounds.append(ref_ms_round)
-            cand_rounds.append(cand_ms_round)
+            cand_walls.append(wall_round)
             self._host_check(f"during timing round {r + 1}")
-        return ref_rounds, cand_rounds
+        overhead = min(self.overhead_ms, statistics.median(trips)) if trips else self.overhead_ms
+        self.trips_ms.append(statistics.median(trips) if trips else float("nan"))
+        self.pass_overhead_ms = overhead
+        return ref_rounds, [[w - overhead for w in rnd] for rnd in cand_walls]
 
-    def _check_timed(self, x: list[Any], ref_out: Any, msg: Any, snapshot: Any, what: str) -> None:
+    def _check_timed(self, x: list[Any], ref_out: Expected, msg: Any, snapshot: Any, what: str) -> None:
         self._last_values = msg["values"]
         mismatch, err = self._compare(snapshot, msg["values"], ref_out)
         if mismatch:
@@ -596,13 +660,16 @@ class Judge:
     def measure(self) -> None:
         s = self.settings
         stats = self._timing_pass()
+        overhead = self.pass_overhead_ms
         speedup, _ = self._speedup(stats)
         if speedup > s.remeasure_above:
             second = self._timing_pass()
             self.result.remeasured = True
             if self._speedup(second)[0] < speedup:
-                stats = second
+                stats, overhead = second, self.pass_overhead_ms
         self.stats = stats
+        self.result.overhead_ms = round(overhead, 6)
+        self.extra["overhead"] = {"calibration_ms": self.overhead_ms, "interleaved_ms": self.trips_ms}
 
     def after_the_candidate(self) -> None:
         """End the candidate's process (the parent kills it and every process of its uid), time
@@ -610,7 +677,7 @@ class Judge:
         reference time is capped by the larger of the two clean baselines: a machine that got
         busier for everyone raises both, a candidate that slowed only the reference neither."""
         if self.link is not None and self.link.end_host():
-            post = [self._time_reference(self._inputs())[0] for _ in range(max(self.calls, BASELINE_CALLS))]
+            post = [self._ref_call(self._inputs())[1] for _ in range(max(self.calls, BASELINE_CALLS))]
             self.baseline_ms = max(self.baseline_ms, timing.percentile(post, 0.9))
             self.result.baseline_ms = round(self.baseline_ms, 6)
         ref_rounds, cand_rounds = self.stats
@@ -683,6 +750,12 @@ def str_list_or_tamper(value: Any, limit: int = 64) -> list[str]:
         raise Verdict(Status.HACK, f"the candidate process broke the protocol: {exc}", HackKind.HARNESS_TAMPERING) from exc
 
 
+def _expected(ref_out: Any) -> Expected:
+    """The reference's output as the candidate's is compared with it: (tensors, non-tensor values)."""
+    leaves = [leaf for _, leaf in correctness.flatten(ref_out)]
+    return [t for t in leaves if isinstance(t, torch.Tensor)], [v for v in leaves if not isinstance(v, torch.Tensor)]
+
+
 def _describe(out: Any, counter: Any) -> Any:
     """JSON description of an output's structure: {"seq": [...]}, {"kind": "tensor", "index": i}
     (the i-th tensor in the output slot), or {"kind": "value"} (a non-tensor leaf)."""
@@ -702,10 +775,10 @@ def _json_like(value: Any) -> Any:
     return repr(value)[:200]
 
 
-def main(payload: dict[str, Any], chan: Channel, link: Any = None) -> dict[str, Any]:
-    """Entry point in the judge child (see `cudal1.bench.worker.run_judged`; `link` is its
-    `ParentLink`)."""
-    return Judge(payload, chan, link).run()
+def main(payload: dict[str, Any], chans: dict[str, Channel], link: Any = None) -> dict[str, Any]:
+    """Entry point in the judge child (see `cudal1.bench.worker.run_judged`): `chans` holds the
+    channels to the "candidate" and "reference" hosts, `link` is its `ParentLink`."""
+    return Judge(payload, chans, link).run()
 
 
 __all__ = ["Judge", "main", "SHIFTS", "TensorSpec"]

@@ -19,7 +19,8 @@ the tensor lives in its process (`describe`); the judge copies those bytes out i
 
 So the copy that puts the answer in the judge's hands is the judge's (or the parent's) work: the
 candidate cannot skip it, and the calibration that subtracts its cost subtracts nothing the
-candidate could have avoided. The host's report is data: an address or handle that does not hold
+candidate could have avoided. The reference host's outputs are read the same way (a reader of
+their own), so both round trips cost the same. The host's report is data: an address or handle that does not hold
 what it claims gives a wrong or unreadable answer, never a better one.
 
 `ReadError` means the reported location could not be read: only a tampered host reports one.
@@ -143,14 +144,14 @@ class IpcReader:
 class ParentReader:
     """Judge side, CPU: the parent reads the host's memory into a buffer shared with the judge."""
 
-    def __init__(self, link: Any, capacity: int) -> None:
-        self.link = link
+    def __init__(self, link: Any, capacity: int, host: str = "candidate") -> None:
+        self.link, self.host = link, host
         self.capacity = -(-max(int(capacity), 1 << 16) // 4096) * 4096
         fd = os.memfd_create("cudal1-read", os.MFD_CLOEXEC)
         os.ftruncate(fd, 2 * self.capacity)
         self.mm = mmap.mmap(fd, 2 * self.capacity, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
         self.base = torch.frombuffer(self.mm, dtype=torch.uint8, count=2 * self.capacity)
-        link.share_read_buffer(fd)
+        link.share_read_buffer(fd, host)
         os.close(fd)
 
     def read(self, descs: list[dict[str, Any]], specs: list[TensorSpec], again: bool = False) -> list[torch.Tensor]:
@@ -172,7 +173,7 @@ class ParentReader:
             placed.append((origin + at, span, strides))
             at += span
         if ranges:
-            self.link.read_host(ranges)
+            self.link.read_host(ranges, self.host)
         return [_typed(self.base[a:a + n], spec, st, copy=False) for (a, n, st), spec in zip(placed, specs)]
 
 
@@ -232,12 +233,15 @@ class ParentLink:
     def __init__(self, sock: Any) -> None:
         self.chan = Channel(sock)
 
-    def share_read_buffer(self, fd: int) -> None:
-        self.chan.send("buffer", fds=[fd])
+    def share_read_buffer(self, fd: int, host: str = "candidate") -> None:
+        """Hand the parent the buffer it reads `host`'s ("candidate" or "reference") memory into."""
+        self.chan.send("buffer", fds=[fd], host=host)
         _expect(self.chan, "buffer")
 
-    def read_host(self, ranges: list[list[int]]) -> None:
-        self.chan.send("read", ranges=ranges)
+    def read_host(self, ranges: list[list[int]], host: str = "candidate") -> None:
+        """Ask the parent to copy [address, nbytes, offset in the buffer] ranges of `host`'s
+        memory into its buffer. Raises ReadError."""
+        self.chan.send("read", ranges=ranges, host=host)
         reply = _expect(self.chan, "read")
         if reply.get("error"):
             raise ReadError(str(reply["error"])[:300], str(reply.get("why") or "harness"))

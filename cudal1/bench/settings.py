@@ -52,9 +52,9 @@ class EvalSettings:
     remeasure_above: float = 3.0
     """A speedup (×) above this is measured a second time and the lower value is kept."""
     calibration_calls: int = 30
-    """Round trips of the reference through the candidate's process (each beside one reference call
-    in the judge), before the candidate is imported, that measure the fixed cost subtracted from
-    every candidate call (see `cudal1.bench.timing.calibration`)."""
+    """Round trips of the reference through the reference host, before the candidate is imported,
+    that measure the fixed cost subtracted from every candidate call and the reference's clean
+    time (see `cudal1.bench.timing.calibration`)."""
     # limits
     wall_timeout_s: float = 300.0
     """Whole evaluation, build included."""

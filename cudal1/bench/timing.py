@@ -1,18 +1,17 @@
-"""Clocks and statistics: every time that decides a reward is read in the judge.
+"""Clocks and statistics: every time that decides a reward is read by the judge, or by the reference
+host, which runs no candidate code.
 
-- The reference runs in the judge. `DeviceClock.time_call`: device-wide synchronize, call,
-  device-wide synchronize (CUDA events recorded on the default stream after each synchronize, so
-  the interval spans every stream's work and the host-side launch cost); on the CPU,
-  `time.perf_counter_ns` around the call.
-- The candidate runs in another process. The judge reads its own clock (`now_ns`) right before
-  it tells the host to run a call and again after it has copied the call's outputs out of its own
-  output slot and synchronized (CUDA), or when the answer arrives (CPU; the copy then reads the
-  slot in a secret order); what the host does in between (forward, its own synchronize, the copy
-  into the slot) and whatever it leaves running that the outputs depend on is inside. The fixed
-  part of that interval (messages, the output copies, the poison of the slot, two GPU context
-  switches: 0.3-2 ms on an H200 depending on the output's size, 0.1-4 ms on the 2-core CPU
-  machines) is measured before the candidate is imported, by running the reference itself through
-  the same round trip, and subtracted (`calibration`).
+- Reference and candidate each run in a host process of their own, through the same round trip.
+  The judge reads its own clock (`DeviceClock.now_ns`) right before it tells a host to run a
+  call and again once it holds its own copy of the call's outputs (read from the host's memory)
+  and has synchronized; what the host does in between (forward, its synchronize, describing the
+  outputs) and whatever it leaves running that the outputs depend on is inside.
+- The reference host also times its forward on its own clock (CUDA events around the forward
+  and a device-wide synchronize; on the CPU `time.perf_counter_ns`): that is the reference's
+  time, and the judge's interval minus it is the fixed cost of a round trip (messages, the reads,
+  GPU context switches), subtracted from each candidate call (`calibration`).
+- `DeviceClock.time_call` (device-wide synchronize, call, device-wide synchronize) times a
+  function in the calling process; the task probe uses it.
 
 The clock functions are bound when this module is imported, before any candidate code exists
 anywhere in the evaluation.
@@ -129,18 +128,20 @@ def percentile(values: list[float], q: float) -> float:
 def calibration(round_trips_ms: list[float], reference_ms: list[float]) -> tuple[float, float]:
     """(overhead_ms, resolution_ms) from the calibration before the candidate is imported.
 
-    round_trips_ms: the judge's times of the reference run in the candidate's process through the
-    whole round trip; reference_ms: the judge's own times of the same reference, interleaved.
-    The first third of each is dropped (warm-up). overhead = median(round trips) - median(own
-    times): what a call through the candidate's process costs besides the forward (messages, the
-    output copies, the poison of the slot, GPU context switches, the host's bookkeeping),
-    subtracted from every candidate call. resolution = the 90th minus the 10th percentile of the
-    round trips: their run-to-run jitter, below which two candidate times cannot be told apart.
-    Raises ValueError for fewer than 3 of either.
+    round_trips_ms[i]: the judge's time of the i-th reference call through the whole round trip to
+    the reference host; reference_ms[i]: the reference host's own time of the forward in that same
+    call. The first third of the calls is dropped (warm-up). overhead = median over the calls of
+    (round trip - forward): what a call through a host costs besides the forward (messages, the
+    reads of the outputs, GPU context switches, the host's bookkeeping), subtracted from every
+    candidate call; never negative. resolution = the 90th minus the 10th percentile of the round
+    trips: their run-to-run jitter, below which two candidate times cannot be told apart.
+    Raises ValueError for fewer than 3 calls, or lists of different lengths.
     """
-    if len(round_trips_ms) < 3 or len(reference_ms) < 3:
-        raise ValueError("calibration needs at least 3 round trips and 3 reference times")
-    trips = round_trips_ms[len(round_trips_ms) // 3:]
-    own = reference_ms[len(reference_ms) // 3:]
-    overhead = max(statistics.median(trips) - statistics.median(own), 0.0)
+    if len(round_trips_ms) != len(reference_ms):
+        raise ValueError("calibration needs one reference time per round trip")
+    if len(round_trips_ms) < 3:
+        raise ValueError("calibration needs at least 3 round trips")
+    skip = len(round_trips_ms) // 3
+    trips = round_trips_ms[skip:]
+    overhead = max(statistics.median(t - r for t, r in zip(trips, reference_ms[skip:])), 0.0)
     return overhead, max(percentile(trips, 0.9) - percentile(trips, 0.1), 1e-6)

@@ -1,6 +1,6 @@
 """Run untrusted code in fresh, limited, disposable processes: `run_isolated` (one child that
-returns a value) and `run_judged` (an evaluation: a judge and a candidate host, siblings joined
-by a socket pair, of which only the judge can send this process anything).
+returns a value) and `run_judged` (an evaluation: a judge, a candidate host and a reference host,
+siblings joined by socket pairs, of which only the judge can send this process anything).
 
 Every child is forked from a `multiprocessing` fork server that has imported torch but never runs
 candidate code and never initialises CUDA, so each starts from a clean interpreter in about the
@@ -252,21 +252,21 @@ def _target(target: str) -> Any:
 
 
 def _child_main(conn: Any, nonce: str, target: str, payload: Any, limits: WorkerLimits, scratch: str,
-                channel: Any = None, link: Any = None) -> None:
-    """Entry point of a child that returns a value to the parent. With `channel` (a socket to a
-    sibling) and `link` (a socket to the parent), the target is called as
-    target(payload, Channel(channel), readers.ParentLink(link)). Never returns normally: ends with
+                channels: dict[str, Any] | None = None, link: Any = None) -> None:
+    """Entry point of a child that returns a value to the parent. With `channels` (role -> a
+    socket to a sibling) and `link` (a socket to the parent), the target is called as
+    target(payload, {role: Channel}, readers.ParentLink(link)). Never returns normally: ends with
     os._exit."""
     code = 0
     try:
-        keep = {conn.fileno()} | ({channel.fileno(), link.fileno()} if channel is not None else set())
+        keep = {conn.fileno()} | ({s.fileno() for s in channels.values()} | {link.fileno()} if channels else set())
         report = _enter_child(limits, scratch, keep)
         fn = _target(target)
-        if channel is not None:
+        if channels:
             from .readers import ParentLink
             from .wire import Channel
 
-            value = fn(payload, Channel(channel), ParentLink(link))
+            value = fn(payload, {role: Channel(s) for role, s in channels.items()}, ParentLink(link))
         else:
             value = fn(payload)
         if isinstance(value, dict) and not value.get("sandbox"):
@@ -283,8 +283,8 @@ def _child_main(conn: Any, nonce: str, target: str, payload: Any, limits: Worker
 
 
 def _host_main(channel: Any, target: str, payload: Any, limits: WorkerLimits, scratch: str) -> None:
-    """Entry point of the candidate host: no way back to the parent but its exit status; it talks
-    to the judge over `channel` only. Calls target(Channel(channel), payload) with the sandbox
+    """Entry point of a host (candidate or reference): no way back to the parent but its exit
+    status; it talks to the judge over `channel` only. Calls target(Channel(channel), payload) with the sandbox
     report in payload["sandbox"]. Never returns normally."""
     code = 0
     try:
@@ -479,35 +479,51 @@ def run_judged(
     host_payload: dict[str, Any],
     host_limits: WorkerLimits,
     watch_dirs: list[str] | None = None,
+    reference_limits: WorkerLimits | None = None,
 ) -> JudgedOutcome:
-    """Run an evaluation as two sandboxed siblings joined by a socket pair: the judge, which
-    returns the result to this process (JSON over a pipe only it holds, with a nonce), and the
-    candidate host, which has no channel to this process at all.
+    """Run an evaluation as sandboxed siblings: the judge, which returns the result to this process
+    (JSON over a pipe only it holds, with a nonce); the candidate host, which has no channel to this
+    process at all; and, with `reference_limits`, a reference host (the same `host_target`, which
+    the judge tells to run only the task's reference). Each host is joined to the judge by a socket
+    pair of its own; the hosts share nothing.
 
-    The judge is called as judge_target(payload, channel, link) and gets `payload["deadline"]` (the
-    absolute monotonic time at which this process kills both); through `link`
-    (`cudal1.bench.readers.ParentLink`) it asks this process to read the host's memory (CPU) or to
-    end the host (and every process of its uid) before it goes on. The host is called as
-    host_target(channel, payload). This process watches wall time and each tree's resident memory
-    (`host_limits.memory_mib`, `judge_limits.memory_mib`), reads which shared objects under
-    `watch_dirs` (and the host's scratch directory) the host maps, and kills both trees, and every
-    process of their sandbox uids, at the end. Never raises for anything either child does;
-    raises OSError only if no child can be started.
+    The judge is called as judge_target(payload, {"candidate": Channel, "reference": Channel},
+    link) and gets `payload["deadline"]` (the absolute monotonic time at which this process kills
+    every child); through `link` (`cudal1.bench.readers.ParentLink`) it asks this process to read a
+    host's memory (CPU) or to end the candidate host (and every process of its uid) before it goes
+    on. A host is called as host_target(channel, payload). This process watches wall time and each
+    tree's resident memory (`host_limits.memory_mib`, `judge_limits.memory_mib`,
+    `reference_limits.memory_mib`), reads which shared objects under `watch_dirs` (and the
+    candidate host's scratch directory) the candidate host maps, and kills every tree, and every
+    process of their sandbox uids, at the end. Never raises for anything a child does; raises
+    OSError only if no child can be started.
     """
     ctx = _context()
     j_scratch = tempfile.mkdtemp(prefix="cudal1-judge-")
     h_scratch = tempfile.mkdtemp(prefix="cudal1-eval-")
-    for d in (j_scratch, h_scratch):
-        os.chmod(d, 0o777)  # the children drop to unprivileged users
+    r_scratch = tempfile.mkdtemp(prefix="cudal1-ref-") if reference_limits is not None else None
+    for d in (j_scratch, h_scratch, r_scratch):
+        if d is not None:
+            os.chmod(d, 0o777)  # the children drop to unprivileged users
     judge_end, host_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     link_judge, link_parent = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    channels = {"candidate": judge_end}
+    closing = [judge_end, host_end, link_judge]
+    ref_host = None
+    if reference_limits is not None:
+        ref_judge_end, ref_host_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        channels["reference"] = ref_judge_end
+        closing += [ref_judge_end, ref_host_end]
+        ref_host = ctx.Process(target=_host_main, args=(ref_host_end, host_target, host_payload, reference_limits, r_scratch),
+                               daemon=True)
     recv, send = ctx.Pipe(duplex=False)
+    closing.append(send)
     nonce = secrets.token_hex(16)
     start = time.monotonic()
     deadline = start + judge_limits.wall_timeout_s
     judge_payload = {**judge_payload, "deadline": deadline}
     host = ctx.Process(target=_host_main, args=(host_end, host_target, host_payload, host_limits, h_scratch), daemon=True)
-    judge = ctx.Process(target=_child_main, args=(send, nonce, judge_target, judge_payload, judge_limits, j_scratch, judge_end,
+    judge = ctx.Process(target=_child_main, args=(send, nonce, judge_target, judge_payload, judge_limits, j_scratch, channels,
                                                   link_judge), daemon=True)
     group = CandidateCgroup.create(host_limits.memory_mib, host_limits.max_processes) if host_limits.sandbox else None
     _start_without_main(host)
@@ -517,13 +533,17 @@ def run_judged(
         except OSError:
             group.remove()
             group = None
+    if ref_host is not None:
+        _start_without_main(ref_host)
     _start_without_main(judge)
-    for end in (send, judge_end, host_end, link_judge):
+    for end in closing:
         end.close()
-    keeper = _HostKeeper(host, host_limits, [*(watch_dirs or []), os.path.join(h_scratch, ".triton")], link_parent, group)
+    keeper = _HostKeeper(host, host_limits, [*(watch_dirs or []), os.path.join(h_scratch, ".triton")], link_parent, group,
+                         reference=ref_host)
     judge_ps = psutil.Process(judge.pid)
+    ref_ps = psutil.Process(ref_host.pid) if ref_host is not None else None
     outcome: JudgedOutcome | None = None
-    # Looking costs CPU time the two children are being timed on (a tree walk reads every /proc
+    # Looking costs CPU time the children are being timed on (a tree walk reads every /proc
     # entry; a maps read takes the candidate's mm lock): process memory every 0.25 s, the whole
     # tree and the mapped objects every second.
     next_look, next_tree = 0.0, 0.0
@@ -542,10 +562,13 @@ def run_judged(
                 next_tree = now + 1.0
             keeper.look(tree)
             judge_mib = _tree_memory_mib(judge_ps) if tree else _memory_mib(judge_ps)
+            ref_mib = (_tree_memory_mib(ref_ps) if tree else _memory_mib(ref_ps)) if ref_ps is not None else 0.0
             if keeper.peak > host_limits.memory_mib or keeper.oom_killed():
                 outcome = JudgedOutcome("memory", error=f"resident memory {keeper.peak:.0f} MiB > limit {host_limits.memory_mib} MiB")
             elif judge_mib > judge_limits.memory_mib:
                 outcome = JudgedOutcome("judge_memory", error=f"the judge went over {judge_limits.memory_mib} MiB")
+            elif reference_limits is not None and ref_mib > reference_limits.memory_mib:
+                outcome = JudgedOutcome("judge_memory", error=f"the reference host went over {reference_limits.memory_mib} MiB")
             elif now > deadline:
                 outcome = JudgedOutcome("timeout", error=f"no result within {judge_limits.wall_timeout_s:.0f} s")
             elif not judge.is_alive() and not recv.poll(0):
@@ -555,8 +578,10 @@ def run_judged(
         keeper.end()
         oom_killed = keeper.oom_killed()  # before the group is removed
         root = os.geteuid() == 0
-        _kill_tree(judge.pid, default_uid(judge.pid) if judge_limits.sandbox and root else None)
-        judge.join(5.0)
+        for child, limits in ((judge, judge_limits), (ref_host, reference_limits)):
+            if child is not None and limits is not None:
+                _kill_tree(child.pid, default_uid(child.pid) if limits.sandbox and root else None)
+                child.join(5.0)
         keeper.close()
         recv.close()
     outcome.host_exitcode = keeper.exit_before_end
@@ -568,6 +593,11 @@ def run_judged(
     outcome.host_objects = sorted(keeper.objects)
     outcome.log = _read_log(h_scratch)
     outcome.judge_log = _read_log(j_scratch)
+    if r_scratch is not None:
+        ref_log = _read_log(r_scratch)
+        if ref_log.strip():
+            outcome.judge_log += "\n[reference host]\n" + ref_log
+        remove_tree(r_scratch)
     remove_tree(h_scratch)
     remove_tree(j_scratch)
     return outcome
@@ -575,17 +605,20 @@ def run_judged(
 
 class _HostKeeper:
     """The parent's side of the candidate host during `run_judged`: watches its memory and mapped
-    objects, and, from a thread, serves the judge's requests over their link (read the host's
-    memory into the judge's buffer, end the host)."""
+    objects, and, from a thread, serves the judge's requests over their link (read a host's
+    memory, the candidate's or the reference's, into the judge's buffer for it; end the candidate
+    host)."""
 
     def __init__(self, host: Any, limits: WorkerLimits, watch: list[str], link: socket.socket,
-                 group: CandidateCgroup | None = None) -> None:
+                 group: CandidateCgroup | None = None, reference: Any = None) -> None:
         from .readers import HostMemory
         from .wire import Channel
 
         self.host, self.limits, self.watch, self.group = host, limits, watch, group
         self.ps = psutil.Process(host.pid)
-        self.memory = HostMemory(host.pid)
+        self.memory = {"candidate": HostMemory(host.pid)}
+        if reference is not None:
+            self.memory["reference"] = HostMemory(reference.pid)
         self.objects: set[str] = set()
         self.peak = 0.0
         self.exit_before_end: int | None = None
@@ -637,13 +670,14 @@ class _HostKeeper:
             while True:
                 msg = self._chan.recv(max_fds=1)
                 op = msg.get("op")
-                if op == "buffer" and self._chan.received_fds:
-                    self.memory.share(self._chan.received_fds.pop())
+                memory = self.memory.get(msg.get("host", "candidate"))
+                if op == "buffer" and self._chan.received_fds and memory is not None:
+                    memory.share(self._chan.received_fds.pop())
                     self._chan.send("buffer")
-                elif op == "read":
+                elif op == "read" and memory is not None:
                     with self._lock:
-                        error, why = ("the candidate's process has ended", "gone") if self.ended else \
-                            self.memory.read(msg.get("ranges") or [])
+                        error, why = ("the candidate's process has ended", "gone") if self.ended and memory is \
+                            self.memory["candidate"] else memory.read(msg.get("ranges") or [])
                     self._chan.send("read", error=error, why=why)
                 elif op == "end_host":
                     self.end()
