@@ -227,7 +227,7 @@ class BuildWorker:
 
 
 BuildActor = ray.remote(max_concurrency=1)(BuildWorker)
-"""The Ray actor class of `BenchWorker` (created by `BenchmarkPool` with the spec's options)."""
+"""The Ray actor class of `BuildWorker` (created by `BenchmarkPool` with the spec's options)."""
 
 
 def harness_failure(candidate: Candidate, backend: str, message: str, label: str,
