@@ -36,6 +36,7 @@ def variants(backend: str, cache: str) -> dict[str, EvalSettings]:
         "long": EvalSettings.for_backend(backend, cache_dir=cache, rounds=base.rounds * 3,
                                          min_round_ms=max(base.min_round_ms, 1.0) * 5),
         "fixed_seed": EvalSettings.for_backend(backend, cache_dir=cache, seed=1234),
+        "overhead_q50": EvalSettings.for_backend(backend, cache_dir=cache, overhead_quantile=0.5),
     }
 
 

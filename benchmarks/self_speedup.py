@@ -36,10 +36,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--tasks", nargs="+", required=True)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--overhead-quantile", type=float, default=None, help="EvalSettings.overhead_quantile")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
 
-    settings = EvalSettings.for_backend(args.backend, cache_dir=tempfile.mkdtemp(prefix="cudal1-self-"))
+    overrides = {} if args.overhead_quantile is None else {"overhead_quantile": args.overhead_quantile}
+    settings = EvalSettings.for_backend(args.backend, cache_dir=tempfile.mkdtemp(prefix="cudal1-self-"), **overrides)
     tasks = load_tasks("builtin")
     report = []
     for tid in args.tasks:

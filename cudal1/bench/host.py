@@ -6,8 +6,9 @@
   of the judge's input slot, through the same round trip, its outputs read by the judge from its
   memory. Its own clock (`inner_ms`, CUDA events or the CPU clock around the forward) is trusted,
   since it runs no candidate code: it gives the reference's time, and the difference with the
-  judge's clock gives the fixed cost of a round trip, which the judge subtracts from the
-  candidate's calls.
+  judge's clock gives the fixed cost of a round trip. The candidate host reports the same figure;
+  the judge counts it only as far as its own clock and that fixed cost allow
+  (`cudal1.bench.timing.candidate_rounds_ms`).
 
 The parent (`cudal1.bench.worker.run_judged`) starts each in a fresh sandboxed child whose only
 connection is a socket to the judge (`cudal1.bench.judge`). Neither has a way to the parent: no
@@ -16,12 +17,14 @@ result pipe, no nonce. Whatever a host says is data the judge checks; it never s
 The protocol, judge -> host (each answered by one message unless noted):
 
 - (host first) `hello` {sandbox}: sent before any candidate code exists.
-- `setup` {role, device, task, profile, in_slot (+ its fd on the CPU), in_specs, out_specs,
-  out_tree, args, init, init_seed, ref_aliases_inputs} -> `ready`: map the judge's input slot,
-  build views of the inputs, take the pristine snapshots of global flags, function identities
-  and threads; the reference host also builds the task's reference model.
-- `call` {k} -> `done` {k, inner_ms, leaves, values, mismatch, hack, error}: run forward on the
-  input views, synchronize the device, check what forward returned and say where each output
+- `setup` {role, device, task, profile, in_slot (CUDA: the host's slot; CPU: none), in_specs,
+  out_specs, out_tree, args, init, init_seed, ref_aliases_inputs} -> `ready`: map the input
+  slot, take the pristine snapshots of global flags, function identities and threads; the
+  reference host also builds the task's reference model.
+- `call` {k, in_slot (CPU: a fresh slot, its descriptor sent along), args (when they changed)}
+  -> `done` {k, inner_ms, leaves, values, mismatch, hack, error}: map the call's slot and build
+  views of the inputs, run forward on them, synchronize the device, check what forward returned
+  and say where each output
   tensor lives (`cudal1.bench.readers.describe`). Nothing is copied: the judge reads the outputs
   from this process's memory itself, and times the whole call from outside. The outputs of a
   call are kept alive until the next call, so the judge can look at them again.
@@ -29,7 +32,7 @@ The protocol, judge -> host (each answered by one message unless noted):
   extensions) and construct `ModelNew` with the task's constructor arguments and the judge's
   parameter seed.
 - `check` -> `checked`: replaced functions, the operator canary, flags (labels).
-- `profile` -> `profiled`: the aten operators and dtypes of one forward; on CUDA, whether the
+- `profile` {in_slot, args, as for `call`} -> `profiled`: the aten operators and dtypes of one forward; on CUDA, whether the
   device stays busy after the default stream is done (side streams).
 
 The host's own checks (materialization, aliasing, buffer reuse, flags, patches) are reports a
@@ -88,7 +91,7 @@ class Host:
         self.setup(setup)
         handlers = {"call": self.call, "load": self.load, "check": self.check, "profile": self.profile}
         while True:
-            msg = self.chan.recv()
+            msg = self.chan.recv(max_fds=1)
             op = msg["op"]
             handler = handlers.get(op)
             if handler is None:
@@ -109,14 +112,12 @@ class Host:
             torch.cuda.set_device(self.device)
             torch.empty(1, device=self.device)  # a current context, for the slot's driver calls
             self.torch_device = torch.device("cuda", torch.cuda.current_device())
-        fds = list(self.chan.received_fds) if not self.cuda else [None]
-        if len(fds) != 1:
-            raise RuntimeError(f"the judge sent {len(fds)} slot descriptors, not 1")
-        self.in_slot = Slot.attach(msg["in_slot"], self.device, fds[0])
         self.in_specs = [TensorSpec.from_dict(d) for d in msg["in_specs"]]
         self.out_specs = [TensorSpec.from_dict(d) for d in msg["out_specs"]]
-        self.in_views = [self.in_slot.view(s) for s in self.in_specs]
-        self.args = self._args(unblob(msg["args"]))
+        self.template = unblob(msg["args"])
+        self.in_views: list[torch.Tensor] = []
+        self.args: list[Any] = []
+        self._map_inputs(msg)
         self.out_tree = msg["out_tree"]
         self.init = unblob(msg["init"])
         self.init_seed = int(msg["init_seed"])
@@ -136,17 +137,33 @@ class Host:
         torch.manual_seed(self.init_seed)
         return module.Model(*_clone_tree(self.init)).to(self.device)
 
+    def _map_inputs(self, msg: dict[str, Any]) -> None:
+        """Map the input slot a message carries (`in_slot`, and on the CPU its descriptor), if
+        any, and rebuild the forward arguments. On the CPU every call brings a fresh slot, so the
+        inputs of a call exist nowhere this process can see before the call arrives; the last
+        call's slot is unmapped once nothing views it."""
+        fds = list(self.chan.received_fds)
+        self.chan.received_fds.clear()
+        if msg.get("in_slot") is not None:
+            if len(fds) != (0 if self.cuda else 1):
+                raise RuntimeError(f"the judge sent {len(fds)} slot descriptors with {msg['op']!r}")
+            self.in_slot = Slot.attach(msg["in_slot"], self.device, fds[0] if fds else None)
+            self.in_views = [self.in_slot.view(s) for s in self.in_specs]
+        if "args" in msg and msg["op"] != "setup":
+            self.template = unblob(msg["args"])
+        self.args = self._args(self.template)
+
     def _args(self, template: list[Any]) -> list[Any]:
         """The forward arguments: tensor positions ({"slot": i}) are views of the input slot."""
-        return [self.in_views[a["slot"]] if isinstance(a, dict) and "slot" in a else a for a in template]
+        return [self.in_views[a["slot"]] if isinstance(a, dict) and "slot" in a and self.in_views else a
+                for a in template]
 
     # -- one call ------------------------------------------------------------------------------
 
     def call(self, msg: dict[str, Any]) -> None:
         reference = self.role == "reference"
         self._keep_alive = []  # the last call's copies: the judge is done with them by now
-        if "args" in msg:
-            self.args = self._args(unblob(msg["args"]))
+        self._map_inputs(msg)
         reply: dict[str, Any] = {"k": msg["k"], "inner_ms": 0.0, "leaves": [], "values": [], "mismatch": None,
                                  "hack": None, "error": None}
         try:
@@ -163,7 +180,8 @@ class Host:
     def _timed_forward(self) -> tuple[float, Any]:
         """(ms, output) of one forward on this process's own clock: CUDA events around the
         forward and a device-wide synchronize (so the GPU switching to this process is not
-        counted), or the CPU clock. The judge trusts it from the reference host only."""
+        counted), or the CPU clock. The judge trusts it from the reference host; from the candidate
+        host it is a claim held to the judge's clock."""
         if self.cuda:
             start, end = _Event(enable_timing=True), _Event(enable_timing=True)
             start.record()
@@ -300,6 +318,7 @@ class Host:
 
     def profile(self, msg: dict[str, Any]) -> None:
         reply: dict[str, Any] = {"ops": [], "dtypes": [], "side_streams": False, "error": None}
+        self._map_inputs(msg)
         try:
             with torch.no_grad(), guards.OpRecorder() as rec:
                 self.model(*self.args)

@@ -17,13 +17,16 @@ So, by construction:
   is: another process, the same round trip, the same reads;
 - inputs are unpredictable: the candidate's process holds no seed or generator state of them;
 - the checker and the clocks are out of the candidate's reach;
-- a candidate's time runs, on the judge's clock, from the moment the judge tells the host to go
-  until the judge holds its own copy of the outputs, minus the fixed cost of that round trip.
-  The fixed cost is the reference host's round trip minus its forward on its own clock, measured
-  before the candidate exists and again during timing (the smaller counts); all of it is
-  messages, reads and GPU context switches, none of it work the candidate's process could skip.
-  Work left running after the host answers is inside that interval, or missing from what the
-  judge copies (then the output is wrong, or changes when the judge looks again);
+- a candidate's time is its host's own clock (the code that times the reference) only as far as
+  the judge's clock allows: the judge times each call from the moment it tells the host to go
+  until it holds its own copy of the outputs, and a call counts as at least that minus a high
+  quantile of the round trip's fixed cost, the pass as a whole as at least that minus its median
+  (`timing.candidate_rounds_ms`). The fixed cost is the reference host's round trip minus its
+  forward on its own clock, measured before the candidate exists and again during timing (the
+  calibration's plus its jitter bounds it); all of it is messages, reads and GPU context
+  switches, none of it work the candidate's process could skip. Work left running after the host
+  answers is inside that interval, or missing from what the judge copies (then the output is
+  wrong, or changes when the judge looks again);
 - the reference time that counts is at most a high quantile of its calls timed before the
   candidate was imported and again after its process (and every process of its uid) was killed
   (`baseline_ms`: the larger of the two), so a candidate that loads the machine or the GPU while
@@ -116,6 +119,7 @@ class Judge:
         self.ref_views: list[torch.Tensor] = []
         self.ref_template: list[Any] = []
         self.trips_ms: list[float] = []
+        self._staged: dict[str, list[Slot]] = {}
 
     # -- seeds, inputs, labels -----------------------------------------------------------------
 
@@ -286,8 +290,10 @@ class Judge:
         self.extra["host_sandbox"] = hello["sandbox"]
         self._ref_recv("hello", sandbox=dict)
         try:
-            self.in_slot, self.ref_slot = Slot(self.in_bytes, self.device), Slot(self.in_bytes, self.device)
-            if self.cuda:
+            if self.cuda:  # one slot per host for the whole evaluation (CPU: a fresh one per call)
+                self.in_slot, self.ref_slot = Slot(self.in_bytes, self.device), Slot(self.in_bytes, self.device)
+                self.in_views = [self.in_slot.view(s) for s in self.in_specs]
+                self.ref_views = [self.ref_slot.view(s) for s in self.in_specs]
                 self.reader: Any = IpcReader(self.device)
                 self.ref_reader: Any = IpcReader(self.device)
             else:
@@ -298,20 +304,17 @@ class Judge:
                 self.ref_reader = ParentReader(self.link, capacity, "reference")
         except (OSError, RuntimeError, ProtocolError, Timeout, PeerGone) as exc:
             raise RuntimeError(f"the judge could not set up its slots and readers: {exc}") from exc
-        self.in_views = [self.in_slot.view(s) for s in self.in_specs]
-        self.ref_views = [self.ref_slot.view(s) for s in self.in_specs]
         self.ref_template = self.args_template
         common = dict(device=self.device, task=self.task.to_dict(), profile=self.profile,
                       in_specs=[s.to_dict() for s in self.in_specs], out_specs=[s.to_dict() for s in self.out_specs],
                       out_tree=self.out_tree, args=blob(list(self.args_template)), init=blob(self.init),
                       init_seed=self.init_seed, ref_aliases_inputs=self.ref_aliases_inputs)
-        ref_meta, ref_fds = self.ref_slot.export()
+        ref_meta = self.ref_slot.export()[0] if self.cuda else None
         try:
-            self.ref_chan.send("setup", fds=ref_fds, role="reference", in_slot=ref_meta, **common)
+            self.ref_chan.send("setup", role="reference", in_slot=ref_meta, **common)
         except PeerGone as exc:
             raise RuntimeError("the reference host died before its setup") from exc
-        in_meta, in_fds = self.in_slot.export()
-        self._send("setup", fds=in_fds, role="candidate", in_slot=in_meta, **common)
+        self._send("setup", role="candidate", in_slot=self.in_slot.export()[0] if self.cuda else None, **common)
         self._ref_recv("ready")
         self._recv("ready")
 
@@ -323,21 +326,48 @@ class Judge:
         except (Timeout, PeerGone, ProtocolError) as exc:
             raise RuntimeError(f"the reference host failed ({type(exc).__name__}: {exc})") from exc
 
-    def _go(self, chan: Channel, views: list[torch.Tensor], x: list[Any], template: list[Any], timed: bool) -> tuple[int, dict[str, Any]]:
-        """Write the tensors of `x` into a host's input slot (`views`), flush and synchronize, and
-        start the clock. Returns (the clock's start in ns, the fields of the call message)."""
+    def _stage(self, who: str, x: list[Any], template: list[Any]) -> tuple[dict[str, Any], list[int]]:
+        """Write the tensors of `x` where `who`'s host ("candidate" or "reference") will read
+        them. On the CPU that is a fresh slot, sent with the message: the call's inputs exist
+        nowhere the host can see until the message arrives (a slot it already maps would let a
+        thread of the candidate watch the judge write them and start early). On CUDA it is the
+        host's own slot (see the README's limits). Returns (message fields, descriptors to send)."""
         fields: dict[str, Any] = {}
         now_template = self._template(x)
         if now_template != template:  # non-tensor arguments that change between input sets
             fields["args"] = blob(now_template)
+        fds: list[int] = []
+        if self.cuda:
+            views = self.in_views if who == "candidate" else self.ref_views
+        else:
+            slot = Slot(self.in_bytes, self.device)
+            views = [slot.view(s) for s in self.in_specs]
+            meta, fds = slot.export()
+            fields["in_slot"] = meta
+            # The judge holds a call's slot until two calls later: the host then only unmaps it,
+            # and the memory is freed here, outside any timed interval.
+            self._staged[who] = [*self._staged.get(who, [])[-1:], slot]
+            if who == "candidate":
+                self.in_views = views
         for view, i in zip(views, self.in_tensors):
             view.copy_(x[i])
+        return fields, fds
+
+    def _go(self, who: str, x: list[Any], template: list[Any], timed: bool) -> tuple[int, dict[str, Any], list[int]]:
+        """Stage `x` for `who`'s host, flush and synchronize, and start the clock. Returns (the
+        clock's start in ns, the fields of the call message, descriptors to send with it)."""
+        fields, fds = self._stage(who, x, template)
         if timed:
             self.clock.flush()
         self._sync()
         self.k += 1
         fields["k"] = self.k
-        return self.clock.now_ns(), fields
+        return self.clock.now_ns(), fields, fds
+
+    def _sent(self, who: str) -> None:
+        """After a message went: the judge's descriptor of the slot it carried is not needed."""
+        for slot in self._staged.get(who, [])[-1:]:
+            slot.close_fd()
 
     def _ref_call(self, x: list[Any]) -> tuple[float, float, tuple[list[torch.Tensor], list[Any]]]:
         """One call of the reference in the reference host, timed exactly as a candidate call is.
@@ -346,12 +376,13 @@ class Judge:
         outputs, ms of the forward on the reference host's own clock, the reference outputs:
         (tensors as read, non-tensor values)). Raises RuntimeError for anything that goes wrong.
         """
-        t0, fields = self._go(self.ref_chan, self.ref_views, x, self.ref_template, timed=True)
+        t0, fields, fds = self._go("reference", x, self.ref_template, timed=True)
         self.ref_template = self._template(x)
         try:
-            self.ref_chan.send("call", **fields)
+            self.ref_chan.send("call", fds=fds, **fields)
         except PeerGone as exc:
             raise RuntimeError("the reference host died") from exc
+        self._sent("reference")
         msg = self._ref_recv("done", k=int, inner_ms=float, leaves=list, values=list)
         if msg["k"] != self.k or msg.get("error") is not None or msg.get("mismatch") is not None or msg.get("hack") is not None:
             raise RuntimeError(f"the reference failed in the reference host: {str(msg)[:600]}")
@@ -377,12 +408,13 @@ class Judge:
         self._last_output_unchanged()
         if self.chan.pending():
             raise Verdict(Status.HACK, "the candidate process sent a message nobody asked for", HackKind.HARNESS_TAMPERING)
-        t0, fields = self._go(self.chan, self.in_views, x, self.args_template, timed)
+        t0, fields, fds = self._go("candidate", x, self.args_template, timed)
         self.args_template = self._template(x)
         try:
-            self.chan.send("call", **fields)
+            self.chan.send("call", fds=fds, **fields)
         except PeerGone as exc:
             raise Verdict(Status.RUNTIME_ERROR, "the candidate process died", labels=["worker_crashed", _HOST_FAULT]) from exc
+        self._sent("candidate")
         msg = self._recv("done", k=int, leaves=list, values=list)
         if msg["k"] != self.k:
             raise Verdict(Status.HACK, "the candidate process answered another call", HackKind.HARNESS_TAMPERING)
@@ -496,7 +528,7 @@ class Judge:
     def calibrate(self) -> None:
         """Before the candidate exists: run the reference in the reference host through the whole
         round trip. Its own clock gives the reference's time; the judge's clock minus it gives the
-        fixed cost of a round trip (`overhead_ms`), subtracted from every candidate call; the
+        fixed cost of a round trip (`overhead_ms`), which bounds what a candidate call may claim; the
         clean calls bound the reference time later (`baseline_ms`)."""
         x = self._inputs()
         self._check_layout(x)
@@ -510,6 +542,8 @@ class Judge:
             walls.append(wall_ms)
             inner.append(ref_ms)
         self.overhead_ms, self.resolution_ms = timing.calibration(walls, inner)
+        skip = len(walls) // 3
+        self.calibration_trips = [w - r for w, r in zip(walls[skip:], inner[skip:])]
         self.result.overhead_ms = round(self.overhead_ms, 6)
         self.result.resolution_ms = round(self.resolution_ms, 6)
         self.calls = self._calls_per_round(statistics.median(inner))
@@ -586,10 +620,11 @@ class Judge:
             self._sync()
         except Exception:  # noqa: BLE001
             return
-        for view, i in zip(self.in_views, self.in_tensors):
-            view.copy_(x[i])
+        fields, fds = self._stage("candidate", x, self.args_template)
+        self.args_template = self._template(x)
         self._sync()
-        self._send("profile")
+        self._send("profile", fds=fds, **fields)
+        self._sent("candidate")
         msg = self._recv("profiled", ops=list, dtypes=list, side_streams=bool)
         if msg.get("error") is not None:
             # Fail closed: a candidate whose forward refuses to be recorded gets the worst labels.
@@ -612,9 +647,8 @@ class Judge:
         reference host and once in the candidate host, in random order; every output checked.
 
         Returns (reference ms per round: the reference host's own clock; candidate ms per round:
-        the judge's clock minus the round trip's fixed cost, which is the smaller of the
-        calibration's and the median of this pass's reference round trips: a candidate that slows
-        the reference host's round trips cannot make its own calls look cheaper)."""
+        the candidate host's own clock (the same code's) where the judge's clock allows it, see
+        `timing.candidate_rounds_ms`)."""
         s = self.settings
         fastest = float("inf")
         for w in range(s.warmup_calls):
@@ -625,11 +659,11 @@ class Judge:
             fastest = min(fastest, ref_ms, max(wall_ms - self.overhead_ms, self.resolution_ms))
         calls = max(self.calls, self._calls_per_round(fastest)) if math.isfinite(fastest) else self.calls
         ref_rounds: list[list[float]] = []
-        cand_walls: list[list[float]] = []
+        cand_walls: list[list[tuple[float, object]]] = []
         trips: list[float] = []
         for r in range(s.rounds):
             ref_ms_round: list[float] = []
-            wall_round: list[float] = []
+            wall_round: list[tuple[float, object]] = []
             for c in range(calls):
                 x = self._inputs()
                 expected = msg = snapshot = None
@@ -640,15 +674,23 @@ class Judge:
                         trips.append(ref_wall - ref_ms)
                     else:
                         wall_ms, msg, snapshot = self._call(x, timed=True)
-                        wall_round.append(wall_ms)
+                        wall_round.append((wall_ms, msg.get("inner_ms")))
                 self._check_timed(x, expected, msg, snapshot, f"timed call {r + 1}.{c + 1}")
             ref_rounds.append(ref_ms_round)
             cand_walls.append(wall_round)
             self._host_check(f"during timing round {r + 1}")
-        overhead = min(self.overhead_ms, statistics.median(trips)) if trips else self.overhead_ms
+        # The fixed cost as this pass's reference round trips show it, but never more than the
+        # clean calibration's plus its jitter: a candidate that slows the reference host's round
+        # trips cannot widen what it may claim.
+        q, slack = s.overhead_quantile, self.resolution_ms
+        high = timing.percentile(self.calibration_trips, q) + slack
+        typical = statistics.median(self.calibration_trips) + slack
+        if trips:
+            high = min(high, timing.percentile(trips, q))
+            typical = min(typical, statistics.median(trips))
         self.trips_ms.append(statistics.median(trips) if trips else float("nan"))
-        self.pass_overhead_ms = overhead
-        return ref_rounds, [[w - overhead for w in rnd] for rnd in cand_walls]
+        self.pass_overhead_ms = typical
+        return ref_rounds, timing.candidate_rounds_ms(cand_walls, high, typical)
 
     def _check_timed(self, x: list[Any], ref_out: Expected, msg: Any, snapshot: Any, what: str) -> None:
         self._last_values = msg["values"]

@@ -18,7 +18,7 @@ the tensor lives in its process (`describe`); the judge copies those bytes out i
   the call's outputs, one for looking at them again).
 
 So the copy that puts the answer in the judge's hands is the judge's (or the parent's) work: the
-candidate cannot skip it, and the calibration that subtracts its cost subtracts nothing the
+candidate cannot skip it, and the fixed cost the judge allows for it covers nothing the
 candidate could have avoided. The reference host's outputs are read the same way (a reader of
 their own), so both round trips cost the same. The host's report is data: an address or handle that does not hold
 what it claims gives a wrong or unreadable answer, never a better one.

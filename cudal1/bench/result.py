@@ -95,8 +95,9 @@ class EvalResult:
     remeasured: bool = False
     """True when the speedup exceeded the re-measure bar and the value is from the second measurement."""
     overhead_ms: float | None = None
-    """Fixed cost of one judge -> candidate round trip (messages, copies, GPU context switches),
-    measured before the candidate was imported and subtracted from each candidate call (ms)."""
+    """Typical fixed cost of one judge -> host round trip (messages, copies, GPU context switches;
+    median on the reference host): the judge's time of a candidate call minus it bounds what the
+    candidate's host may claim for the call (ms)."""
     resolution_ms: float | None = None
     """Jitter of that round trip (90th - 10th percentile, ms): candidate times below it cannot be
     told apart (label "below_resolution"; the candidate's time is then taken as this)."""

@@ -53,8 +53,14 @@ class EvalSettings:
     """A speedup (×) above this is measured a second time and the lower value is kept."""
     calibration_calls: int = 30
     """Round trips of the reference through the reference host, before the candidate is imported,
-    that measure the fixed cost subtracted from every candidate call and the reference's clean
-    time (see `cudal1.bench.timing.calibration`)."""
+    that measure the round trip's fixed cost (which bounds what a candidate call may claim) and
+    the reference's clean time (see `cudal1.bench.timing.calibration`)."""
+    overhead_quantile: float = 0.9
+    """Which quantile of the round trip's fixed cost (round trip minus the reference host's own
+    time of the forward) bounds each candidate call's own clock from below: a call counts as at
+    least the judge's time minus that cost (`cudal1.bench.timing.candidate_rounds_ms`; the pass as
+    a whole is then held to the median cost). Lower: honest calls fall back to the judge's clock
+    more often (the speedup leans low and is noisier)."""
     # limits
     wall_timeout_s: float = 300.0
     """Whole evaluation, build included."""
@@ -70,6 +76,10 @@ class EvalSettings:
     sandbox: bool = True
     """Apply `cudal1.bench.sandbox` (no network, writes only to scratch and cache) where the OS allows."""
     cache_dir: str = dataclasses.field(default_factory=lambda: str(default_cache_dir()))
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.overhead_quantile <= 1.0:
+            raise ValueError(f"overhead_quantile must lie in [0, 1], got {self.overhead_quantile}")
 
     @classmethod
     def for_backend(cls, backend: str, **overrides: Any) -> "EvalSettings":

@@ -1,13 +1,14 @@
-"""The judge's input slot: the inputs of each call, in memory the judge owns and the candidate host
-maps.
+"""The judge's input slots: the inputs of each call, in memory the judge owns and a host maps.
 
-The judge writes a call's inputs into the slot just before it tells the host to go; the host's
-`ModelNew.forward` runs on tensors that are views of it; after the call the judge compares the
-slot with its own copy of the inputs (an input changed in place is a hack). The outputs go the
-other way: the judge reads them from the host's own memory (`cudal1.bench.readers`).
+The judge writes a call's inputs into a slot before it tells the host to go; the host's forward
+runs on tensors that are views of it; after the call the judge compares the slot with its own copy
+of the inputs (an input changed in place is a hack). The outputs go the other way: the judge reads
+them from the host's own memory (`cudal1.bench.readers`).
 
-- CPU: a `memfd`, sealed against shrinking and growing (so the host cannot truncate it under the
-  judge), sent to the host over the channel by SCM_RIGHTS and mapped by both.
+- CPU: a fresh `memfd` per call, sealed against shrinking and growing (so the host cannot
+  truncate it under the judge), sent with the call over the channel by SCM_RIGHTS and mapped by
+  both. Fresh per call, because a slot the host already maps would let a thread of the candidate
+  watch the judge write the next inputs and start on them before the clock starts.
 - CUDA: a dedicated driver allocation (`cuMemAlloc`, not PyTorch's caching allocator, so nothing
   else of the judge's ever lives in the same allocation), exported with `cuIpcGetMemHandle` and
   opened by the host with `cuIpcOpenMemHandle` (legacy CUDA IPC; seen working between two
@@ -122,6 +123,12 @@ class Slot:
         assert self._fd is not None
         return {"kind": "memfd", "nbytes": self.nbytes}, [self._fd]
 
+    def close_fd(self) -> None:
+        """Close the judge's descriptor once it was sent (the mapping stays)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
     # -- host side -----------------------------------------------------------------------------
 
     @classmethod
@@ -136,13 +143,17 @@ class Slot:
             self.base = cuda_bytes(self._ptr, self.nbytes, self.device)
         elif meta.get("kind") == "memfd" and not self.cuda and fd is not None:
             self._fd = fd
-            self._map()
+            # Page tables filled now, at the map, not by the forward's first touches: the same
+            # cost in every host, outside the forward.
+            self._map(getattr(mmap, "MAP_POPULATE", 0))
+            os.close(fd)  # the mapping keeps the memory; one descriptor less per call
+            self._fd = None
         else:
             raise ValueError(f"cannot attach a {meta.get('kind')!r} slot on {self.device}")
 
-    def _map(self) -> None:
+    def _map(self, flags: int = 0) -> None:
         assert self._fd is not None
-        self._mm = mmap.mmap(self._fd, self.nbytes, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        self._mm = mmap.mmap(self._fd, self.nbytes, mmap.MAP_SHARED | flags, mmap.PROT_READ | mmap.PROT_WRITE)
         self.base = torch.frombuffer(self._mm, dtype=torch.uint8, count=self.nbytes)
 
     # -- both ------------------------------------------------------------------------------------

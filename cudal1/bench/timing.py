@@ -9,7 +9,8 @@ host, which runs no candidate code.
 - The reference host also times its forward on its own clock (CUDA events around the forward
   and a device-wide synchronize; on the CPU `time.perf_counter_ns`): that is the reference's
   time, and the judge's interval minus it is the fixed cost of a round trip (messages, the reads,
-  GPU context switches), subtracted from each candidate call (`calibration`).
+  GPU context switches; `calibration`). The candidate host reports the same figure, a claim the
+  judge holds to its own interval minus that fixed cost (`candidate_rounds_ms`).
 - `DeviceClock.time_call` (device-wide synchronize, call, device-wide synchronize) times a
   function in the calling process; the task probe uses it.
 
@@ -19,6 +20,7 @@ anywhere in the evaluation.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from typing import Any, Callable
@@ -123,6 +125,42 @@ def percentile(values: list[float], q: float) -> float:
     lo = int(pos)
     hi = min(lo + 1, len(xs) - 1)
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def clocked_call_ms(claimed_ms: object, wall_ms: float, overhead_ms: float) -> float:
+    """A candidate call's time in ms: its host's own clock where the judge's clock allows it.
+
+    `claimed_ms` is what the candidate's host reports for the forward (the same clock the reference
+    host's figure comes from, so an honest candidate is measured exactly like the reference);
+    `wall_ms` the judge's own time of the whole round trip; `overhead_ms` the round trip's fixed
+    cost measured on the reference host. The claim is held within [wall - overhead, wall]: a host
+    that under-reports gains at most the difference between the fixed cost subtracted and its own
+    (bounded by the round trips' jitter), and one that reports nothing usable (not a number,
+    negative, infinite) is counted at the lower bound. Never negative.
+    """
+    floor = max(wall_ms - overhead_ms, 0.0)
+    if isinstance(claimed_ms, bool) or not isinstance(claimed_ms, (int, float)) or not math.isfinite(claimed_ms):
+        return floor
+    return min(max(float(claimed_ms), floor), max(wall_ms, 0.0))
+
+
+def candidate_rounds_ms(
+    rounds: list[list[tuple[float, object]]], overhead_high_ms: float, overhead_typical_ms: float
+) -> list[list[float]]:
+    """Candidate ms per call, per round, from (judge's round trip ms, the host's own claim) pairs.
+
+    Each call is first held within the judge's clock (`clocked_call_ms` with `overhead_high_ms`, a
+    high quantile of the round trip's fixed cost). Then the pass as a whole: a host whose calls
+    leave more round trip unexplained than the reference host's (median of wall - figure above
+    `overhead_typical_ms`, that fixed cost's median on the reference host) has under-reported, and
+    every figure is raised by the excess. An honest host is measured by its own clock (the one the
+    reference's time comes from); a host that claims less than it took, by any rule, ends near the
+    judge's wall time minus the reference host's typical fixed cost. Never negative.
+    """
+    figures = [[clocked_call_ms(claim, wall, overhead_high_ms) for wall, claim in rnd] for rnd in rounds]
+    unexplained = [wall - f for rnd, frnd in zip(rounds, figures) for (wall, _), f in zip(rnd, frnd)]
+    excess = max(statistics.median(unexplained) - overhead_typical_ms, 0.0) if unexplained else 0.0
+    return [[f + excess for f in frnd] for frnd in figures]
 
 
 def calibration(round_trips_ms: list[float], reference_ms: list[float]) -> tuple[float, float]:

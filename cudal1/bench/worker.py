@@ -102,6 +102,7 @@ SERVER_ENV = {
     "GOMP_SPINCOUNT": "10000",
     "KMP_BLOCKTIME": "0",
     "MALLOC_MMAP_THRESHOLD_": str(32 << 20),
+    "MALLOC_MMAP_MAX_": "0",
     "MALLOC_TRIM_THRESHOLD_": str(1 << 40),
     "MALLOC_TOP_PAD_": str(64 << 20),
 }

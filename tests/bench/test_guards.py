@@ -181,11 +181,12 @@ def test_guard(case: Case, cache_dir) -> None:
 
 
 def test_result_cache_by_data_ptr(cache_dir) -> None:
-    """A cache keyed by an input's pointer: the inputs of every call sit at the same address (the
-    judge's input slot) with fresh values, so the second trial is answered from the cache, wrong."""
+    """A cache keyed by an input's pointer: the inputs of a call sit where an earlier call's did
+    (a fresh slot per call, mapped where the last one was) with fresh values, so a correctness
+    trial is answered from the cache, wrong."""
     r = evalkit.run(MM, evalkit.candidate("cache_by_data_ptr"), cache_dir)
     assert "cache hit" in r.log, evalkit.describe(r)
-    assert r.status is INCORRECT and "trial 2" in r.message, evalkit.describe(r)
+    assert r.status is INCORRECT and r.message.startswith("trial"), evalkit.describe(r)
 
 
 # Attacks on the old in-process evaluator: they look for the reference, its outputs or its seeds

@@ -163,6 +163,28 @@ def test_an_old_answer_offered_for_new_inputs_is_wrong(cache_dir) -> None:
     assert r.status is Status.INCORRECT, evalkit.describe(r)
 
 
+def test_the_judge_never_writes_into_memory_the_candidate_already_sees(cache_dir) -> None:
+    """Each call brings a fresh input slot: a thread that watches every earlier call's inputs
+    never sees them change, so it never sees a next call's inputs before that call starts (the red
+    team's follower computed most of level1/17 this way, before the clock, on a reused slot)."""
+    r = run_task(RELU_TASK, "watch_input_slot", cache_dir, rounds=2, calls_per_round=2)
+    assert r.status is Status.OK, evalkit.describe(r)
+    lines = [line for line in r.log.splitlines() if line.startswith("WATCHED")]
+    assert len(lines) >= 8 and lines[-1].endswith("CHANGED AFTER THEIR CALL: False"), evalkit.describe(r)
+
+
+def test_the_hosts_recycle_freed_memory_so_keeping_buffers_saves_nothing(cache_dir) -> None:
+    """Every evaluation process recycles freed memory without returning it to the system (glibc
+    with mmap off): a block the forward frees serves the next call, in the reference's host as in
+    the candidate's, so a candidate that keeps its output buffers (the red team's ring and
+    pre-faulted pool: up to 2x unearned on level1/13) saves nothing the reference pays. glibc's
+    default maps blocks of 32 MiB and more straight from the system and unmaps them when freed."""
+    r = run_task(RELU_TASK, "report_mmapped_blocks", cache_dir, rounds=1, calls_per_round=2)
+    assert r.status is Status.OK, evalkit.describe(r)
+    mapped = [int(line.split()[-1]) for line in r.log.splitlines() if line.startswith("MMAPPED BYTES")]
+    assert mapped and set(mapped) == {0}, mapped
+
+
 def test_skipping_the_hosts_bookkeeping_buys_next_to_nothing(cache_dir) -> None:
     """Nothing the judge subtracts is work the candidate's process could skip: a leaner call
     handler saves only the host's own bookkeeping (the red team's 2.3× came from skipping a copy
@@ -175,6 +197,20 @@ def test_skipping_the_hosts_bookkeeping_buys_next_to_nothing(cache_dir) -> None:
     # Medians of three: one evaluation of a 1.4 ms op with a 16 MB output is noisy on 2 cores.
     honest_x, lean_x = statistics.median(r.speedup for r in honest), statistics.median(r.speedup for r in lean)
     assert lean_x < 1.5 * honest_x + 0.1, ([r.speedup for r in lean], [r.speedup for r in honest])
+
+
+def test_a_host_that_claims_its_calls_took_no_time_gains_nothing_it_did_not_earn(cache_dir) -> None:
+    """The candidate host's own clock counts only as far as the judge's clock allows: a host that
+    reports a microsecond per call is measured by the judge's time less the typical fixed cost
+    (on this busy CPU that is within the round trip's jitter of the truth, and the judge never
+    counts a call below that jitter)."""
+    settings = dict(rounds=4, calls_per_round=4)
+    honest = [run_task(RELU_TASK, "honest_relu", cache_dir, **settings) for _ in range(3)]
+    liar = [run_task(RELU_TASK, "claims_no_time_relu", cache_dir, **settings) for _ in range(3)]
+    assert all("CLAIMS NO TIME" in r.log for r in liar), evalkit.describe(liar[0])
+    assert all(r.status is Status.OK for r in honest + liar), [evalkit.describe(r) for r in honest + liar]
+    honest_x, liar_x = statistics.median(r.speedup for r in honest), statistics.median(r.speedup for r in liar)
+    assert liar_x < 1.5 * honest_x + 0.1, ([r.speedup for r in liar], [r.speedup for r in honest])
 
 
 # -- a caught hack cannot escape its verdict ---------------------------------------------------

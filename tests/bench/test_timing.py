@@ -5,7 +5,15 @@ import time
 
 import pytest
 
-from cudal1.bench.timing import DeviceClock, calibration, percentile, speedup_stats, summarize_rounds
+from cudal1.bench.timing import (
+    DeviceClock,
+    calibration,
+    candidate_rounds_ms,
+    clocked_call_ms,
+    percentile,
+    speedup_stats,
+    summarize_rounds,
+)
 
 
 def test_summarize_rounds_statistics():
@@ -77,3 +85,41 @@ def test_cpu_clock_is_bound_before_patching(monkeypatch):
     monkeypatch.setattr(time, "perf_counter_ns", lambda: 0)
     ms, _ = clock.time_call(time.sleep, [0.01])
     assert ms >= 9.0
+
+
+def test_a_call_claim_is_held_between_the_judges_time_less_the_fixed_cost_and_the_judges_time():
+    assert clocked_call_ms(0.5, wall_ms=2.0, overhead_ms=1.0) == 1.0  # claims less than the wall allows
+    assert clocked_call_ms(1.2, wall_ms=2.0, overhead_ms=1.0) == 1.2  # within: the host's own clock
+    assert clocked_call_ms(5.0, wall_ms=2.0, overhead_ms=1.0) == 2.0  # more than the judge saw
+    assert clocked_call_ms(0.1, wall_ms=0.5, overhead_ms=1.0) == 0.1  # never negative
+    for junk in (None, "0.1", True, float("nan"), float("-inf"), -3.0):
+        assert clocked_call_ms(junk, wall_ms=2.0, overhead_ms=0.5) == 1.5
+
+
+def _pass(true_ms, overheads, claim):
+    return [[(true_ms + o, claim(true_ms, o)) for o in overheads]]
+
+
+OVERHEADS = [1.0 + 0.02 * ((7 * i) % 11 - 5) for i in range(40)]  # 0.9-1.1 ms, median 1.0
+
+
+def test_an_honest_host_is_measured_by_its_own_clock():
+    rounds = _pass(0.06, OVERHEADS, lambda t, o: t)
+    figures = candidate_rounds_ms(rounds, overhead_high_ms=percentile(OVERHEADS, 0.9), overhead_typical_ms=1.0)
+    assert statistics.median(figures[0]) == pytest.approx(0.06, abs=1e-9)
+
+
+@pytest.mark.parametrize("claim", [lambda t, o: 0.0, lambda t, o: t / 10, lambda t, o: t + o - 1.1,
+                                   lambda t, o: None])
+def test_a_host_that_under_reports_ends_at_the_judges_time_less_the_typical_fixed_cost(claim):
+    true_ms = 0.5
+    rounds = _pass(true_ms, OVERHEADS, claim)
+    figures = candidate_rounds_ms(rounds, overhead_high_ms=percentile(OVERHEADS, 0.9), overhead_typical_ms=1.0)
+    assert statistics.median(figures[0]) >= true_ms - 1e-9
+
+
+def test_a_slower_reference_round_trip_cannot_lower_an_honest_hosts_figure():
+    rounds = _pass(2.0, OVERHEADS, lambda t, o: t)
+    # the typical fixed cost taken as larger than it was: the honest figure stays its own clock
+    figures = candidate_rounds_ms(rounds, overhead_high_ms=3.0, overhead_typical_ms=2.0)
+    assert statistics.median(figures[0]) == pytest.approx(2.0)

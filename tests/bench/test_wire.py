@@ -115,7 +115,9 @@ def test_a_cpu_slot_is_shared_and_cannot_be_resized_by_the_host(pair):
     judge, host = pair
     judge.send("setup", fds=fds, slot=meta)
     msg = host.recv(time.monotonic() + 5, max_fds=1)
-    mapped = Slot.attach(msg["slot"], "cpu", host.received_fds[0])
+    fd = host.received_fds[0]
+    spare = os.dup(fd)  # attach closes the descriptor it maps; the test tries to resize through a copy
+    mapped = Slot.attach(msg["slot"], "cpu", fd)
     for spec, t in zip(specs, (x, y, z)):
         slot.view(TensorSpec.from_dict(spec.to_dict())).copy_(t)
     assert all(torch.equal(mapped.view(s), t) for s, t in zip(specs, (x, y, z)))
@@ -123,7 +125,8 @@ def test_a_cpu_slot_is_shared_and_cannot_be_resized_by_the_host(pair):
     assert torch.equal(slot.view(specs[1]), torch.full((7,), -1))
     for resize in (0, nbytes * 2):  # sealed: the host cannot shrink it under the judge (SIGBUS) or grow it
         with pytest.raises(OSError) as info:
-            os.ftruncate(host.received_fds[0], resize)
+            os.ftruncate(spare, resize)
         assert info.value.errno == errno.EPERM
+    os.close(spare)
     with pytest.raises(ValueError):
         Slot.attach({"kind": "cuda_ipc", "nbytes": 16, "handle": "00"}, "cpu")

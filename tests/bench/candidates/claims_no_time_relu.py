@@ -1,0 +1,29 @@
+"""relu, honestly computed, whose host then reports that every forward took a microsecond: the
+candidate host's own clock is a claim, and the judge's clock bounds it."""
+import sys
+
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def _lie():
+    f = sys._getframe(1)
+    while f is not None and "handlers" not in f.f_locals:
+        f = f.f_back
+    host = f.f_locals["self"]
+    honest = host._timed_forward
+
+    def claimed():
+        _, out = honest()
+        return 0.001, out
+
+    host._timed_forward = claimed
+    print("CLAIMS NO TIME", flush=True)
+
+
+_lie()
