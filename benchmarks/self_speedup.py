@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 import sys
 import tempfile
@@ -24,11 +23,7 @@ from cudal1.bench.evaluator import evaluate
 from cudal1.bench.result import Status
 from cudal1.bench.settings import EvalSettings
 from cudal1.tasks import find_task, load_tasks
-
-
-def as_candidate(reference_source: str) -> str:
-    """The task file itself, its Model renamed ModelNew (its helpers and constants kept)."""
-    return re.sub(r"\bclass Model\b", "class ModelNew", reference_source)
+from cudal1.tasks.task import reference_as_candidate
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     report = []
     for tid in args.tasks:
         task = find_task(tasks, tid)
-        runs = [evaluate(task, as_candidate(task.source), args.backend, settings=settings) for _ in range(args.repeats)]
+        runs = [evaluate(task, reference_as_candidate(task.source), args.backend, settings=settings) for _ in range(args.repeats)]
         ok = [r for r in runs if r.status is Status.OK]
         speedups = [r.speedup for r in ok]
         entry = {

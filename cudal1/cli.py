@@ -1,9 +1,9 @@
-"""The `cudal1` command: evaluate one candidate, a directory of candidates, or list the tasks.
+"""The `cudal1` command: evaluate one candidate or a directory of candidates, list the tasks, or build the small model.
 
     cudal1 eval --task level1/1 --solution my_kernel.py [--backend cpu|cuda] [--json]
     cudal1 eval-suite [--solutions DIR] [--tasks builtin|PATH] [--out results.jsonl] [--resume]
     cudal1 tasks [--tasks builtin|PATH] [--probe]
-    cudal1 model init-small DIR [--seed N] [--layers N] [--hidden N] [--vocab N] [--overwrite]
+    cudal1 model init-small DIR [--seed N] [--layers N] [--hidden N] [--vocab N] [--max-len N] [--overwrite]
 
 Exit codes: 0 when every evaluated candidate is ok, 1 when one is not (or nothing was
 evaluated), 2 on a usage error (unknown task, missing file, unloadable task suite), 130 on Ctrl-C.

@@ -1,6 +1,6 @@
 """Typed configuration of the training job (Hydra structured configs) and its validation.
 
-`conf/` holds the YAML groups (model, rollout, bench, learner, tasks, stage, tracking, ray); this
+`conf/` holds the YAML groups (model, rollout, bench, learner, tasks, stage, reward, tracking, ray); this
 module is their schema. `load_config(cfg)` merges a composed Hydra config onto the schema, so a
 wrong type or an unknown key fails with the key's full name (OmegaConf's ValidationError /
 ConfigKeyError), then `validate(cfg)` checks what types cannot say (ranges, choices, cross
@@ -157,8 +157,11 @@ class SFTConfig:
     validate_seeds: bool = True
     """Evaluate every seed first and train only on the correct ones (they also seed the buffer)."""
     contrastive_prompts: bool = True
-    """Also train each seed as the answer to its task's contrastive prompt (the stage-3 format,
-    with the buffer's exemplars), not only to the plain prompt."""
+    """Also train, for each task with a correct variant strictly slower than its fastest, the
+    fastest as the answer to a contrastive prompt (the stage-3 format) showing the slower ones."""
+    reference_variants: bool = True
+    """Validate each task's reference, renamed ModelNew, as a correct 1.00× variant (stored as an
+    exemplar with origin "reference"): the slower solution a contrastive example can show."""
 
 
 @dataclasses.dataclass
@@ -188,15 +191,49 @@ class RLConfig:
     tau: float = 1.0
     """Temperature of the exemplar bucket draw."""
     n_buckets: int = 4
-    reward_transform: str = "speedup"
-    """speedup | log_speedup."""
-    reward_clip: float = 1.5
-    """Normalized rewards are clipped to ±reward_clip."""
     advantage_scale: str = "std"
     """std (GRPO) | none (Dr. GRPO)."""
     lr: Optional[float] = None
     """Learning rate for this stage (None: learner.lr)."""
     checkpoint_every: int = 1
+
+
+def _default_label_factors() -> dict[str, float]:
+    from cudal1.rl.rewards import DEFAULT_LABEL_FACTORS
+
+    return dict(DEFAULT_LABEL_FACTORS)
+
+
+@dataclasses.dataclass
+class RewardSettings:
+    """How a response is priced (`cudal1.rl.rewards.RewardConfig`, whose docstring gives each
+    rule): the `reward` config group. Speedups are × (reference time / candidate time)."""
+
+    transform: str = "log_speedup"
+    """log_speedup | speedup: a correct candidate's credit, bounded softly (`max_credit`)."""
+    max_credit: float = 10.0
+    """Scale (×) of the softsign that bounds credit (max_credit× earns half the bound): outliers
+    keep their rank but cannot dwarf the rest."""
+    min_gain: float = 1.01
+    """A speedup counts as a gain only above this (×)."""
+    round_step: float = 0.01
+    """Speedups are rounded toward 1.00 to this step (×)."""
+    max_spread: float = 0.5
+    """A result whose rounds disagree by more than this ((max - min) / median) earns no gain."""
+    tie_floor: float = 0.01
+    """Results of one group within this log-speedup of each other are ties..."""
+    tie_factor: float = 1.0
+    """...or within this × the larger of their spreads."""
+    failure_reward: Optional[float] = None
+    """null: the transform's lower bound (a failure is below every correct candidate)."""
+    hack_reward: Optional[float] = None
+    """null: failure_reward."""
+    label_factors: dict[str, float] = field(default_factory=_default_label_factors)
+    """Factor on a gain's log-speedup per evaluator label (`cudal1.rl.rewards.DEFAULT_LABEL_FACTORS`
+    says why each default). Set one to 1.0 to pay that label in full."""
+    required_sections: list[str] = field(default_factory=lambda: ["analysis", "design"])
+    """Sections a response must have (each at least `min_section_chars`) to be paid."""
+    min_section_chars: int = 20
 
 
 @dataclasses.dataclass
@@ -244,6 +281,7 @@ class TrainConfig:
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     tasks: TasksConfig = field(default_factory=TasksConfig)
     stage: StageConfig = field(default_factory=StageConfig)
+    reward: RewardSettings = field(default_factory=RewardSettings)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     ray: RayConfig = field(default_factory=RayConfig)
     run_dir: str = "runs/default"
@@ -261,7 +299,7 @@ CHOICES = {
     "learner.precision": ("fp32", "bf16", "fp16"),
     "learner.loss_agg": ("grpo", "dr_grpo", "dapo"),
     "stage.name": (*STAGES, "all"),
-    "stage.contrastive_rl.reward_transform": ("speedup", "log_speedup"),
+    "reward.transform": ("log_speedup", "speedup"),
     "stage.contrastive_rl.advantage_scale": ("std", "none"),
 }
 
@@ -308,7 +346,7 @@ def validate(cfg: DictConfig) -> None:
                 "learner.grad_accum", "learner.clip_eps", "stage.sft.epochs", "stage.sft.batch_size",
                 "stage.self_train.tasks_per_round", "stage.self_train.samples_per_task",
                 "stage.self_train.batch_size", "stage.contrastive_rl.tasks_per_step",
-                "stage.contrastive_rl.tau", "stage.contrastive_rl.n_buckets", "stage.contrastive_rl.reward_clip",
+                "stage.contrastive_rl.tau", "stage.contrastive_rl.n_buckets",
                 "stage.contrastive_rl.checkpoint_every", "rollout.kv_cache_gib"):
         _positive(cfg, key)
     for key in ("rollout.temperature", "learner.kl_beta", "learner.weight_decay", "stage.self_train.rounds",
@@ -355,5 +393,20 @@ def validate(cfg: DictConfig) -> None:
     for level in cfg.tasks.levels:
         if level not in (1, 2, 3, 4):
             raise ConfigError("tasks.levels", f"levels are 1-4; got {level}")
+    _validate_reward(cfg)
     if cfg.tasks.limit is not None and cfg.tasks.limit < 1:
         raise ConfigError("tasks.limit", f"must be >= 1 or null; got {cfg.tasks.limit}")
+
+
+def _validate_reward(cfg: DictConfig) -> None:
+    from cudal1.policy.prompts import SECTIONS
+    from cudal1.rl.rewards import RewardConfig
+
+    for key in cfg.reward.required_sections:
+        if key not in SECTIONS or key == "code":
+            raise ConfigError("reward.required_sections", f"{key!r} is not a prose section; known: analysis, design")
+    try:
+        RewardConfig.from_settings(cfg.reward)
+    except ValueError as exc:
+        name = str(exc).split(" ", 1)[0].rstrip(":=").split("=")[0]
+        raise ConfigError(name if name.startswith("reward.") else "reward", str(exc)) from exc

@@ -71,8 +71,12 @@ class Rollout:
         sections: parsed response sections ("analysis", "design", "code"); empty if unparsed.
         parse_error: labelled reason when the response could not be parsed (reward 0), else None.
         result: the `EvalResult.to_dict()` of its candidate, or None if not evaluated.
-        reward: scalar reward (speedup-based; 0 for failures).
+        reward: scalar reward (`cudal1.rl.rewards.price`).
         advantage: group-normalized advantage.
+        reward_reason: why it got that reward ("ok", "ok:noisy", "truncated", "incorrect", ...).
+        paid_speedup: the speedup (×) the reward was computed from (rounded, gain rules and label
+            factors applied), for a correct candidate; None otherwise.
+        trainable: False when it stays out of the update (truncated, or the harness failed).
     """
 
     task_id: str
@@ -86,6 +90,9 @@ class Rollout:
     result: dict[str, Any] | None = None
     reward: float = 0.0
     advantage: float = 0.0
+    reward_reason: str = ""
+    paid_speedup: float | None = None
+    trainable: bool = True
 
     @property
     def origin(self) -> str:

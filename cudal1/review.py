@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 ROLLOUT_COLUMNS = [
-    "stage", "unit", "task_id", "step", "group", "sample", "reward", "advantage", "parse_error",
+    "stage", "unit", "task_id", "step", "group", "sample", "reward", "reward_reason", "advantage", "parse_error",
     "status", "hack_kind", "labels", "speedup", "reference_ms", "candidate_ms", "finish_reason",
     "response_tokens", "model_version",
 ]
@@ -109,6 +109,7 @@ def _rollout_row(record: dict[str, Any], stage: str, unit: int | None) -> dict[s
         "group": record.get("group"),
         "sample": record.get("sample"),
         "reward": record.get("reward", 0.0),
+        "reward_reason": record.get("reward_reason", ""),
         "advantage": record.get("advantage", 0.0),
         "parse_error": parse_error,
         "status": res.get("status") or (UNPARSED if parse_error is not None else None),

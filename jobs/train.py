@@ -30,12 +30,18 @@ def main(cfg: DictConfig) -> None:
         cfg.run_dir = str(Path(HydraConfig.get().run.dir).parent)
     cfg = load_config(cfg)  # typed, validated: fails here, before any actor starts
     from cudal1.pipeline.driver import train
+    from cudal1.tracking import default_tracking_uri
 
     try:
         state = train(cfg)
     except KeyboardInterrupt:  # Ctrl-C / SIGTERM: the driver has closed the actors and said how to resume
         sys.exit(130)
-    logging.getLogger("cudal1").info("done: stages %s, %d steps; run in %s", state.completed, state.step, cfg.run_dir)
+    log = logging.getLogger("cudal1")
+    log.info("done: stages %s, %d learner steps (optimizer updates, all stages); run in %s",
+             state.completed, state.step, cfg.run_dir)
+    if cfg.tracking.enabled:
+        log.info("to review it: mlflow ui --backend-store-uri %s, or notebooks/review.ipynb",
+                 cfg.tracking.uri or default_tracking_uri(cfg.run_dir))
 
 
 if __name__ == "__main__":

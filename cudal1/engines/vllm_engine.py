@@ -16,17 +16,23 @@ The bytes travel over vLLM's ZMQ/msgpack RPC: one copy of the weights per sync, 
 The engine starts worker processes by spawn: code that builds a `VLLMEngine` must be importable
 (guard scripts with `if __name__ == "__main__":`), and cudal1 must be importable in the workers
 (they inherit `sys.path`).
+
+vLLM logs at WARNING here unless `VLLM_LOGGING_LEVEL` is set: at INFO it prints two lines per
+weight sync (hundreds in a run), breaking up the job's progress bars.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Iterable
 from typing import Any
 
 import torch
-import vllm
-from vllm import LLM, SamplingParams
+
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # read once, when vllm is imported
+import vllm  # noqa: E402
+from vllm import LLM, SamplingParams  # noqa: E402
 
 from cudal1.engines import EngineSample
 

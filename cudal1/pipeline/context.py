@@ -52,8 +52,8 @@ def usable_tasks(tasks: list[Task], probes: dict[str, dict[str, Any]]) -> list[T
             kept.append(task)
     if not kept:
         raise ValueError(f"none of the {len(tasks)} selected tasks can be used (each failed its probe or is degenerate)")
-    if len(kept) < len(tasks):
-        log.info("%d of %d tasks kept after probing their references", len(kept), len(tasks))
+    log.info("%d of %d tasks kept after probing their references: %s", len(kept), len(tasks),
+             ", ".join(t.task_id for t in kept[:20]) + (", ..." if len(kept) > 20 else ""))
     return kept
 
 

@@ -37,6 +37,9 @@ def rollout_metrics(rollouts: Sequence[Rollout], ps: Sequence[float] = DEFAULT_P
           - "pass_rate": share with result status "ok".
           - "parse_failure_rate": share with a `parse_error`.
           - "truncated_rate": share whose generation hit max_tokens (finish_reason "length").
+          - "format_ok_rate": share that parsed and has every required section (a reward reason
+            that is neither "truncated", "parse_error:*" nor "format:*").
+          - "trainable_rate": share that takes part in the update.
           - "fast_1", "fast_1.5", "fast_2" (one per p, names from `fast_p_key`): share correct AND
             speedup > p.
           - "status/<status>" for every `Status` (zeros included): counts over evaluated rollouts.
@@ -44,7 +47,11 @@ def rollout_metrics(rollouts: Sequence[Rollout], ps: Sequence[float] = DEFAULT_P
           - "response_tokens/mean": mean response length in tokens.
         Present when defined:
           - "speedup/mean", "speedup/median", "speedup/geomean" (×) over correct rollouts.
+          - "below_resolution_rate": share of the correct rollouts whose candidate time was below
+            the measurement's resolution (label "below_resolution": their speedup is a bound).
           - "parse/<label>": count of each parse-error label seen.
+          - "reason/<reason>": count of each reward reason seen ("ok", "ok:noisy", "ok:copy",
+            "format:missing_analysis", ...).
 
     Raises:
         KeyError, ValueError: a `result` that is not an `EvalResult.to_dict()`.
@@ -67,11 +74,17 @@ def rollout_metrics(rollouts: Sequence[Rollout], ps: Sequence[float] = DEFAULT_P
         "parse_failure_rate": sum(r.parse_error is not None for r in rollouts) / n,
         "truncated_rate": sum(r.generation.finish_reason == "length" for r in rollouts) / n,
         "response_tokens/mean": statistics.fmean(len(r.generation.response_ids) for r in rollouts),
+        "format_ok_rate": sum(not r.reward_reason.startswith(("truncated", "parse_error:", "format:"))
+                              and r.parse_error is None for r in rollouts) / n,
+        "trainable_rate": sum(r.trainable for r in rollouts) / n,
     }
     # summarize's fast_p is a share of the evaluated results; re-base it on all rollouts.
     # share * n_eval is an exact hit count up to rounding error, hence round().
     for key, share in summary["fast_p"].items():
         out[metric_key(key)] = round(share * n_eval) / n
+    correct = [r for r in rollouts if (r.result or {}).get("status") == "ok"]
+    if correct:
+        out["below_resolution_rate"] = sum("below_resolution" in (r.result.get("labels") or ()) for r in correct) / len(correct)
     for name in ("mean", "median", "geomean"):
         value = summary[f"speedup_{name}"]
         if value is not None:
@@ -82,4 +95,6 @@ def rollout_metrics(rollouts: Sequence[Rollout], ps: Sequence[float] = DEFAULT_P
         out[metric_key(f"hack/{kind}")] = float(count)
     for label, count in Counter(r.parse_error for r in rollouts if r.parse_error is not None).items():
         out[metric_key(f"parse/{label}")] = float(count)
+    for reason, count in Counter(r.reward_reason for r in rollouts if r.reward_reason).items():
+        out[metric_key(f"reason/{reason}")] = float(count)
     return out

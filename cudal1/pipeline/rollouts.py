@@ -2,7 +2,8 @@
 
 Shared by self-training (plain prompts) and contrastive RL (prompts with exemplars). The result
 is a list of `cudal1.records.Rollout`, one per response, with its parse outcome, evaluation,
-reward and (after `assign_advantages`) its group-normalized advantage.
+reward (`cudal1.rl.rewards.price`) and, after `assign_advantages`, its advantage
+(`cudal1.rl.advantages.rollout_advantages`).
 """
 
 from __future__ import annotations
@@ -14,29 +15,28 @@ from typing import Any, Sequence
 from cudal1.policy.model import chat_prompt_ids
 from cudal1.policy.parsing import parse_response
 from cudal1.records import Candidate, Exemplar, Rollout
-from cudal1.rl.advantages import group_advantages
-from cudal1.rl.rewards import RewardConfig, normalize_rewards, reward_from_result
+from cudal1.rl.advantages import rollout_advantages
+from cudal1.rl.rewards import Priced, RewardConfig, price
 from cudal1.tasks import Task
 
 log = logging.getLogger(__name__)
 
-HARNESS_LABELS = {"actor_died", "harness_error", "actor_timeout"}
-"""Results that say the harness failed, not the candidate: such rollouts carry no training signal."""
-
-
 def trainable(r: Rollout) -> bool:
-    """False for rollouts whose outcome says nothing about the response: a harness failure
-    (benchmark actor died or timed out) or an invalid task (the reference itself failed)."""
-    res = r.result or {}
-    if res.get("status") == "invalid_task":
-        return False
-    return not HARNESS_LABELS.intersection(res.get("labels") or [])
+    """False for rollouts that stay out of the update: truncated responses, and outcomes that say
+    nothing about the response (a harness failure, an invalid task); set by `price`."""
+    return r.trainable
+
+
+def reward_config(cfg: Any) -> RewardConfig:
+    """The run's `RewardConfig`, from its `reward` config group."""
+    return RewardConfig.from_settings(cfg.reward)
 
 
 def sample_rollouts(ctx: Any, tasks: Sequence[Task], prompts: Sequence[list[dict[str, str]]], n: int,
-                    step: int, timings: dict[str, float] | None = None) -> list[Rollout]:
+                    step: int, timings: dict[str, float] | None = None,
+                    shown: Sequence[Sequence[str]] | None = None) -> list[Rollout]:
     """Generate `n` responses per prompt, parse them, evaluate the parsed candidates on the
-    primary benchmark pool, and price them (raw reward; no advantages yet).
+    primary benchmark pool, and price them (`price`; no advantages yet).
 
     Args:
         ctx: the `RunContext` (tokenizer, generator, pools, cfg).
@@ -44,68 +44,83 @@ def sample_rollouts(ctx: Any, tasks: Sequence[Task], prompts: Sequence[list[dict
         n: responses per prompt (the group size).
         step: the global step recorded in each rollout.
         timings: filled with "generate_s", "evaluate_s", "tokens", "evaluations".
+        shown: per prompt, the code of the exemplars it showed (a copy of one earns no gain).
     Returns:
-        len(tasks) × n rollouts, grouped by prompt (group = prompt index).
+        len(tasks) × n rollouts, grouped by prompt (group = prompt index); prompts too long for
+        the model are skipped with a warning.
     """
     cfg = ctx.cfg
     max_prompt = cfg.rollout.max_model_len - cfg.rollout.max_tokens
-    kept: list[tuple[Task, list[dict[str, str]], list[int]]] = []
-    for task, messages in zip(tasks, prompts):
+    kept: list[tuple[Task, list[dict[str, str]], list[int], Sequence[str]]] = []
+    for i, (task, messages) in enumerate(zip(tasks, prompts)):
         ids = chat_prompt_ids(ctx.tokenizer, messages)
         if len(ids) > max_prompt:
             log.warning("%s: prompt of %d tokens exceeds max_model_len - max_tokens = %d; skipped",
                         task.task_id, len(ids), max_prompt)
             continue
-        kept.append((task, messages, ids))
+        kept.append((task, messages, ids, shown[i] if shown is not None else ()))
     if not kept:
         return []
     t0 = time.perf_counter()
-    groups = ctx.generator.generate([ids for _, _, ids in kept], n=n, max_tokens=cfg.rollout.max_tokens,
+    groups = ctx.generator.generate([ids for _, _, ids, _ in kept], n=n, max_tokens=cfg.rollout.max_tokens,
                                     temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p)
     t1 = time.perf_counter()
     rollouts: list[Rollout] = []
-    for g, ((task, messages, _), gens) in enumerate(zip(kept, groups)):
+    for g, ((task, messages, _, _), gens) in enumerate(zip(kept, groups)):
         for s, gen in enumerate(gens):
             parsed = parse_response(gen.text)
             rollouts.append(Rollout(task.task_id, step, g, s, messages[-1]["content"], gen,
                                     sections=dict(parsed.sections), parse_error=parsed.error))
             if parsed.code is not None and parsed.error is None:
                 rollouts[-1].sections["code"] = parsed.code
-    evaluable = [r for r in rollouts if r.parse_error is None]
+    # A truncated response is not evaluated: it earns nothing whatever its code would do.
+    evaluable = [r for r in rollouts if r.parse_error is None and r.generation.finish_reason != "length"]
     candidates = [Candidate(r.task_id, r.sections["code"], origin=r.origin, model_version=r.generation.model_version)
                   for r in evaluable]
     results = ctx.pools.primary.evaluate_many(candidates, progress=True) if candidates else []
     t2 = time.perf_counter()
     for r, res in zip(evaluable, results):
         r.result = res
-    reward_cfg = RewardConfig(transform=cfg.stage.contrastive_rl.reward_transform)
-    for r in rollouts:
-        r.reward, _ = reward_from_result(r.result, r.parse_error, reward_cfg)
+    price_rollouts(rollouts, reward_config(cfg), [shown_codes for _, _, _, shown_codes in kept])
     if timings is not None:
         timings.update(generate_s=t1 - t0, evaluate_s=t2 - t1, evaluations=float(len(candidates)),
                        tokens=float(sum(len(r.generation.response_ids) for r in rollouts)))
     return rollouts
 
 
-def assign_advantages(rollouts: list[Rollout], clip: float, scale: str) -> None:
-    """Set each rollout's advantage in place: raw rewards standardized over the batch and clipped
-    to ±clip (CUDA-L1's reward normalization), then normalized within each prompt's group (GRPO,
-    Shao et al. 2024; scale="none" is Dr. GRPO). Untrainable rollouts get 0 and stay out of both."""
-    use = [r for r in rollouts if trainable(r)]
+def price_rollouts(rollouts: Sequence[Rollout], reward_cfg: RewardConfig, shown: Sequence[Sequence[str]] = ()) -> None:
+    """Set each rollout's reward, reward_reason, paid_speedup and trainable in place (`price`);
+    `shown[g]`: the code of the exemplars group g's prompt showed."""
     for r in rollouts:
-        r.advantage = 0.0
-    if not use:
-        return
-    normed = normalize_rewards([r.reward for r in use], clip)
-    for r, a in zip(use, group_advantages(normed, [r.group for r in use], scale=scale)):
+        priced = price(r.result, r.parse_error, reward_cfg, finish_reason=r.generation.finish_reason,
+                       sections=r.sections, code=r.sections.get("code"),
+                       shown=shown[r.group] if r.group < len(shown) else ())
+        r.reward, r.reward_reason, r.paid_speedup, r.trainable = priced.reward, priced.reason, priced.speedup, priced.trainable
+
+
+def update_examples(rollouts: Sequence[Rollout]) -> list[Any]:
+    """What reaches the learner from a step's rollouts: the `PolicyExample` of each trainable
+    rollout with a non-zero advantage (a zero advantage contributes no policy gradient, and a
+    truncated or harness-failed response must not enter the loss at all)."""
+    return [r.to_example() for r in rollouts if trainable(r) and r.advantage != 0.0]
+
+
+def assign_advantages(rollouts: list[Rollout], reward_cfg: RewardConfig, scale: str) -> None:
+    """Set each rollout's advantage in place (`rollout_advantages`: ties merged within each
+    prompt's group, then GRPO's group normalization; scale="none" is Dr. GRPO). Untrainable
+    rollouts get 0 and stay out of their group's statistics."""
+    priced = [Priced(r.reward, r.reward_reason, r.paid_speedup, float((r.result or {}).get("speedup_spread") or 0.0),
+                     r.trainable) for r in rollouts]
+    for r, a in zip(rollouts, rollout_advantages(priced, [r.group for r in rollouts], reward_cfg, scale)):
         r.advantage = a
 
 
 def is_success(r: Rollout, min_speedup: float = 0.0) -> bool:
-    """A correct candidate at least `min_speedup` (×) fast."""
+    """A correct, finished, paid candidate at least `min_speedup` (×) fast (measured speedup)."""
     res = r.result or {}
     speedup = res.get("speedup")
-    return bool(res.get("status") == "ok" and speedup and speedup >= min_speedup)
+    return bool(r.trainable and r.reward_reason.startswith("ok") and res.get("status") == "ok" and speedup
+                and speedup >= min_speedup)
 
 
 def successes(rollouts: Sequence[Rollout], min_speedup: float = 0.0) -> list[Exemplar]:

@@ -16,11 +16,13 @@ from typing import Any, Callable
 from tqdm import tqdm
 
 from cudal1.pipeline.metrics import rollout_metrics
-from cudal1.pipeline.rollouts import assign_advantages, is_success, sample_rollouts, successes, trainable
+from cudal1.pipeline.rollouts import assign_advantages, is_success, reward_config, sample_rollouts, successes, update_examples
 from cudal1.policy.model import chat_prompt_ids
-from cudal1.policy.prompts import plain_prompt, sft_response
+from cudal1.policy.prompts import contrastive_prompt, plain_prompt, sft_response
 from cudal1.records import Candidate, Exemplar, PolicyExample, Rollout
-from cudal1.tasks import seed_solutions
+from cudal1.rl.exemplars import contrastive_target
+from cudal1.tasks.suite import seeds_for
+from cudal1.tasks.task import reference_as_candidate
 
 log = logging.getLogger(__name__)
 
@@ -135,45 +137,74 @@ def rollout_summary(metrics: dict[str, float], prefix: str) -> dict[str, float]:
 
 
 def run_sft(ctx: Any) -> None:
-    """Stage 1: validate the seed solutions of the selected tasks on the primary pool, store the
-    correct ones in the exemplar buffer with their speedups, then fine-tune on them: each as the
-    answer to the plain prompt and (with `contrastive_prompts`) to the contrastive prompt the
-    buffer builds for its task."""
+    """Stage 1: validate the seed solutions of the selected tasks on the primary pool (and, with
+    `reference_variants`, each task's reference renamed `ModelNew`, a correct 1.00× variant),
+    store the correct ones in the exemplar buffer with their speedups, then fine-tune: each seed
+    as the answer to the plain prompt, and, where a task has a correct variant strictly slower
+    than its fastest one (`contrastive_target`), the fastest as the answer to a contrastive prompt
+    that shows the slower ones. A stage with nothing to train on is skipped with a log line."""
     cfg = ctx.cfg.stage.sft
     backend = ctx.pools.primary.spec.backend
-    seeds = seed_solutions(backend)
-    pairs = [(t, seeds[t.task_id].read_text()) for t in ctx.tasks if t.task_id in seeds]
+    seeds = seeds_for(ctx.tasks, backend)
+    pairs = [(t, seeds[t.task_id]) for t in ctx.tasks if t.task_id in seeds]
     if not pairs:
-        log.warning("sft: no %s seed solutions for the selected tasks; stage skipped", backend)
+        log.warning("sft: no %s seed solutions belong to the selected tasks (seeds are matched by task source); "
+                    "stage skipped", backend)
         return
+    variants: dict[str, list[Exemplar]] = {}
     if cfg.validate_seeds:
-        results = ctx.pools.primary.evaluate_many([Candidate(t.task_id, src, origin="seed") for t, src in pairs])
-        good = [(t, src, res) for (t, src), res in zip(pairs, results) if res.get("status") == "ok"]
-        for (t, _), res in zip(pairs, results):
-            if res.get("status") != "ok":
-                log.warning("sft: seed for %s is %s (%s): not trained on", t.task_id, res.get("status"), res.get("message", "")[:200])
-        ctx.buffer.add([Exemplar(t.task_id, src, float(res["speedup"]), origin="seed") for t, src, res in good])
-        ctx.tracker.log_metrics({"sft/seeds_ok": len(good), "sft/seeds": len(pairs)}, step=ctx.state.step)
-        pairs = [(t, src) for t, src, _ in good]
+        pairs, variants = _validated_variants(ctx, pairs, cfg.reference_variants)
     examples = []
     max_prompt = ctx.cfg.rollout.max_model_len - ctx.cfg.rollout.max_tokens
+    min_gain = ctx.cfg.reward.min_gain
+    k = ctx.cfg.stage.contrastive_rl.exemplars
+    contrastive = 0
     for t, src in pairs:
-        target = response_ids(ctx.tokenizer, sft_response(src))
-        prompts = [plain_prompt(t.source)]
-        if cfg.contrastive_prompts and cfg.validate_seeds:
-            # The stage-3 prompt format too (exemplars with speedups), so that a small model has
-            # seen it before contrastive RL asks it to answer one.
-            prompts.append(ctx.buffer.build_prompt(t, ctx.cfg.stage.contrastive_rl.exemplars))
-        for messages in prompts:
+        prompts = [(plain_prompt(t.source), src)]
+        found = contrastive_target(variants.get(t.task_id, []), k, min_gain) if cfg.contrastive_prompts and k > 0 else None
+        if found is not None:
+            shown, target = found
+            prompts.append((contrastive_prompt(t.source, shown), target.code))
+            contrastive += 1
+        for messages, code in prompts:
             ids = chat_prompt_ids(ctx.tokenizer, messages)
             if len(ids) <= max_prompt:
-                examples.append(PolicyExample(ids, target))
+                examples.append(PolicyExample(ids, response_ids(ctx.tokenizer, sft_response(code))))
+    ctx.tracker.log_metrics({"sft/examples": len(examples), "sft/contrastive_tasks": contrastive}, step=ctx.state.step)
+    if not examples:
+        log.warning("sft: nothing to train on (no seed validated, or every prompt is too long); stage skipped")
+        return
+    log.info("sft: %d examples (%d tasks, %d with a contrastive example)", len(examples), len(pairs), contrastive)
     with progress(ctx, cfg.epochs, "sft", "epoch") as bar:
         while ctx.state.unit < cfg.epochs:
             last = train_supervised(ctx, examples, 1, cfg.batch_size, "sft")
             finish_unit(ctx, {"sft/epoch": ctx.state.unit + 1}, {"sft_loss": last.get("sft/loss")})
             bar.set_postfix(loss=f"{last.get('sft/loss', float('nan')):.3f}")
             bar.update()
+
+
+def _validated_variants(ctx: Any, pairs: list[tuple[Any, str]], references: bool
+                        ) -> tuple[list[tuple[Any, str]], dict[str, list[Exemplar]]]:
+    """Evaluate the seeds (and, with `references`, each task's reference as a candidate) on the
+    primary pool; store the correct ones in the buffer. Returns (the seeds that are correct, the
+    correct variants per task)."""
+    candidates = [Candidate(t.task_id, src, origin="seed") for t, src in pairs]
+    if references:
+        candidates += [Candidate(t.task_id, reference_as_candidate(t.source), origin="reference") for t, _ in pairs]
+    results = ctx.pools.primary.evaluate_many(candidates)
+    variants: dict[str, list[Exemplar]] = {}
+    for c, res in zip(candidates, results):
+        if res.get("status") == "ok" and "degenerate_task" not in (res.get("labels") or ()):
+            variants.setdefault(c.task_id, []).append(Exemplar(c.task_id, c.source, float(res["speedup"]), origin=c.origin))
+        else:
+            log.warning("sft: %s for %s is %s (%s): not trained on", c.origin, c.task_id, res.get("status"),
+                        str(res.get("message", ""))[:200])
+    ctx.buffer.add([e for found in variants.values() for e in found])
+    good = {c.task_id for c, res in zip(candidates, results) if c.origin == "seed" and res.get("status") == "ok"}
+    ctx.tracker.log_metrics({"sft/seeds_ok": len(good), "sft/seeds": len(pairs)}, step=ctx.state.step)
+    log.info("sft: %d of %d seeds correct; %d tasks with their reference as a 1.00x variant", len(good), len(pairs),
+             sum(1 for found in variants.values() if any(e.origin == "reference" for e in found)))
+    return [(t, src) for t, src in pairs if t.task_id in good], variants
 
 
 # ----- stage 2
@@ -222,13 +253,14 @@ def run_contrastive_rl(ctx: Any) -> None:
     bar = progress(ctx, cfg.steps, "contrastive_rl", "step")
     while ctx.state.unit < cfg.steps:
         tasks = ctx.rng.sample(ctx.tasks, min(cfg.tasks_per_step, len(ctx.tasks)))
-        prompts = [ctx.buffer.build_prompt(t, cfg.exemplars) for t in tasks]
+        drawn = [ctx.buffer.draw(t, cfg.exemplars) for t in tasks]
         timings: dict[str, float] = {}
         sampled_at = ctx.state.step
-        rollouts = sample_rollouts(ctx, tasks, prompts, cfg.group_size, sampled_at, timings)
-        assign_advantages(rollouts, cfg.reward_clip, cfg.advantage_scale)
+        rollouts = sample_rollouts(ctx, tasks, [m for m, _ in drawn], cfg.group_size, sampled_at, timings,
+                                   shown=[codes for _, codes in drawn])
+        assign_advantages(rollouts, reward_config(ctx.cfg), cfg.advantage_scale)
         metrics = _rollout_log(ctx, rollouts, timings, "rl")
-        examples = [r.to_example() for r in rollouts if trainable(r) and r.advantage != 0.0]
+        examples = update_examples(rollouts)
         if examples:
             metrics.update({f"learner/{k}": v for k, v in ctx.learner.grpo_step(examples).items()})
         metrics["learner/skipped"] = float(not examples)  # every advantage 0: no gradient signal
@@ -260,6 +292,10 @@ def _rollout_log(ctx: Any, rollouts: list[Rollout], timings: dict[str, float], p
     })
     log.info("%s: %d rollouts, reward mean %.3f, pass rate %.2f", prefix, len(rollouts),
              metrics.get(f"{prefix}/reward/mean", 0.0), metrics.get(f"{prefix}/pass_rate", 0.0))
+    if metrics.get(f"{prefix}/below_resolution_rate", 0.0) > 0.5:
+        log.warning("%s: %.0f%% of the correct candidates ran below the benchmark's resolution: their speedups are "
+                    "bounds, not measurements (a busy machine, or tasks too small for it; see EvalResult.resolution_ms)",
+                    prefix, 100 * metrics[f"{prefix}/below_resolution_rate"])
     return metrics
 
 

@@ -9,7 +9,10 @@ Every response has three sections, in this order, each under a fixed Markdown he
 
 This is the output format of CUDA-L1's contrastive prompt (Li et al., arXiv 2507.14111,
 contrastive-RL section: the prompt shows the reference and earlier solutions with their speedups
-and asks for a performance analysis, then an algorithm design, then code). The same format is used
+and asks for a performance analysis, then an algorithm design, then code). As there, the prompt
+carries guiding questions for the analysis and says that the task's hyperparameters stay
+unchanged; the reward pays only responses whose analysis and design sections are present
+(`cudal1.rl.rewards`). The same format is used
 for SFT targets (`sft_response`) and self-training prompts (`plain_prompt`), so the three stages
 train one habit. `cudal1.policy.parsing` reads it back.
 
@@ -36,7 +39,8 @@ SYSTEM_PROMPT = (
     "You optimize PyTorch programs for speed on the GPU. Given a reference `Model`, write `ModelNew`: "
     "same constructor and forward signature, same outputs, faster. You may use inline CUDA "
     "(torch.utils.cpp_extension.load_inline), Triton, or a better PyTorch formulation. "
-    "Never cache results, skip work, or change the inputs."
+    "Keep every hyperparameter of the task unchanged (sizes, dtypes, constants, get_inputs and "
+    "get_init_inputs). Never cache results, skip work, or change the inputs."
 )
 
 _FORMAT = (
@@ -46,9 +50,14 @@ _FORMAT = (
     "## Code\nOne ```python block holding a complete module that defines `class ModelNew(nn.Module)` "
     "with the same `__init__` and `forward` arguments as `Model`."
 )
-_ANALYSIS_CONTRASTIVE = "Compare the solutions above: why is the faster one faster?"
+_ANALYSIS_CONTRASTIVE = (
+    "Compare the solutions above. Which is fastest, and what does it do differently (memory traffic, "
+    "parallelism, kernel launches, arithmetic)? What still limits the fastest one?"
+)
 _EXEMPLARS_INTRO = "Earlier correct solutions, with speedup over the reference (higher is faster):"
-_ANALYSIS_PLAIN = "What limits the speed of the reference?"
+_ANALYSIS_PLAIN = (
+    "What limits the speed of the reference (memory traffic, parallelism, kernel launches, arithmetic)?"
+)
 
 
 def fence(code: str, lang: str = "python") -> str:

@@ -7,18 +7,24 @@ Training: A Critical Perspective", its "GRPO done right" section) drops the divi
 which otherwise up-weights prompts whose rewards barely differ (too easy or too hard ones).
 `scale` picks between them.
 
-In the CUDA-L1 pipeline the rewards passed here are usually already normalized and clipped
-(`cudal1.rl.rewards.normalize_rewards`); re-centering them within the group is then nearly a
-no-op for "none" and a rescaling for "std".
+`rollout_advantages` is what training uses: the rewards of `cudal1.rl.rewards.price` (already
+bounded, so no batch-wide normalization or clipping is needed), with correct results whose
+speedups lie within each other's measured spread merged into ties (`tie_clusters`) before the
+group statistics, and responses that must stay out of the update (truncated ones, harness
+failures) left out of their group's statistics with advantage 0. A group of four results that
+differ only by noise, [2.01, 1.97, 2.05, 1.99]×, so gets advantage 0 for all four, where plain
+GRPO's division by the group's tiny std would turn the noise into full-size advantages.
 
 Pure functions: no I/O, no torch.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
-from cudal1.rl.rewards import _standardize
+from cudal1.rl.rewards import Priced, RewardConfig
 
 SCALES = ("std", "none")
 
@@ -50,6 +56,86 @@ def group_advantages(
     if scale not in SCALES:
         raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
     return _standardize(rewards, groups, scale=scale == "std", eps=eps)
+
+
+def _standardize(rewards: Sequence[float], groups: Sequence[Any], *, scale: bool, eps: float) -> list[float]:
+    """Per-group (r - mean_g) [/ (std_g + eps)]."""
+    if len(rewards) != len(groups):
+        raise ValueError(f"{len(rewards)} rewards but {len(groups)} group ids")
+    values = [float(r) for r in rewards]
+    if any(not math.isfinite(v) for v in values):
+        raise ValueError("rewards must be finite")
+    members: dict[Any, list[int]] = {}
+    for i, g in enumerate(groups):
+        members.setdefault(g, []).append(i)
+    out = [0.0] * len(values)
+    for idx in members.values():
+        group = [values[i] for i in idx]
+        mean = math.fsum(group) / len(group)
+        centered = [v - mean for v in group]
+        std = math.sqrt(math.fsum(c * c for c in centered) / len(group))
+        if std <= 1e-12 * max(1.0, abs(mean)):
+            continue  # all equal (up to rounding): no signal, advantage 0
+        denom = std + eps if scale else 1.0
+        for i, c in zip(idx, centered):
+            out[i] = c / denom
+    return out
+
+
+def tie_clusters(speedups: Sequence[float], spreads: Sequence[float], floor: float = 0.01, factor: float = 1.0) -> list[int]:
+    """Cluster id of each speedup: results the measurement cannot tell apart share one.
+
+    Speedups (× > 0) are sorted; a cluster starts at its slowest member and takes each next one
+    whose log-speedup exceeds the first member's by at most max(floor, factor × the larger of the
+    two spreads) (`spreads`: the evaluator's (max - min) / median of per-round speedups). Measuring
+    from the first member, not the previous one, keeps a chain of small steps (1.00, 1.02, 1.04,
+    ...) from becoming one tie. Returns ids 0, 1, ... in increasing speed, in input order.
+    Raises ValueError for lengths that differ or a speedup <= 0.
+    """
+    if len(speedups) != len(spreads):
+        raise ValueError(f"{len(speedups)} speedups but {len(spreads)} spreads")
+    if any(not s > 0 for s in speedups):
+        raise ValueError("speedups must be > 0")
+    order = sorted(range(len(speedups)), key=lambda i: speedups[i])
+    ids = [0] * len(speedups)
+    cluster, first = -1, None
+    for i in order:
+        if first is None or math.log(speedups[i] / speedups[first]) > max(floor, factor * max(spreads[i], spreads[first])):
+            cluster, first = cluster + 1, i
+        ids[i] = cluster
+    return ids
+
+
+def rollout_advantages(priced: Sequence[Priced], groups: Sequence[Any], cfg: RewardConfig | None = None,
+                       scale: str = "std") -> list[float]:
+    """The advantage of each response, from its `Priced` reward and its group id (responses to one
+    prompt share one).
+
+    Untrainable responses get 0 and are left out of their group's mean and std. Within a group,
+    correct results in one `tie_clusters` cluster all get the cluster's mean reward, so noise
+    between them is no signal. Then `group_advantages` with `scale` ("std": GRPO, "none": Dr.
+    GRPO). Returns N floats in input order. Raises ValueError for lengths that differ.
+    """
+    cfg = cfg or RewardConfig()
+    if len(priced) != len(groups):
+        raise ValueError(f"{len(priced)} rewards but {len(groups)} group ids")
+    use = [i for i, p in enumerate(priced) if p.trainable]
+    rewards = {i: priced[i].reward for i in use}
+    members: dict[Any, list[int]] = {}
+    for i in use:
+        if priced[i].correct:
+            members.setdefault(groups[i], []).append(i)
+    for idx in members.values():
+        ids = tie_clusters([priced[i].speedup for i in idx], [priced[i].spread for i in idx], cfg.tie_floor, cfg.tie_factor)
+        for cluster in set(ids):
+            tied = [i for i, c in zip(idx, ids) if c == cluster]
+            mean = math.fsum(rewards[i] for i in tied) / len(tied)
+            for i in tied:
+                rewards[i] = mean
+    out = [0.0] * len(priced)
+    for i, a in zip(use, group_advantages([rewards[i] for i in use], [groups[i] for i in use], scale=scale)):
+        out[i] = a
+    return out
 
 
 def grpo_advantages(rewards: Sequence[float], groups: Sequence[int]) -> list[float]:

@@ -239,5 +239,11 @@ class ExemplarBuffer:
         and `source`) with freshly sampled exemplars, as chat messages
         [{"role": ..., "content": ...}]. Without stored solutions for the task this is
         `plain_prompt(task.source)`."""
+        return self.draw(task, k)[0]
+
+    def draw(self, task: Any, k: int | None = None) -> tuple[list[dict[str, str]], list[str]]:
+        """(`build_prompt`'s messages, the code of the exemplars they show): the reward gives a
+        response that copies one of them no gain."""
         shown = self.sample(task.task_id, k)
-        return contrastive_prompt(task.source, shown) if shown else plain_prompt(task.source)
+        messages = contrastive_prompt(task.source, shown) if shown else plain_prompt(task.source)
+        return messages, [e.code for e in shown]

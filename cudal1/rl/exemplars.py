@@ -190,3 +190,26 @@ def sample_exemplars(
     while len(chosen) < k and rest:
         chosen.append(rest.pop(rng.randrange(len(rest))))
     return sorted(chosen, key=lambda e: e.speedup)
+
+
+def contrastive_target(exemplars: Sequence[Exemplar], k: int = 2, min_gain: float = 1.01) -> tuple[list[Exemplar], Exemplar] | None:
+    """A stage-1 contrastive example for one task: (shown, target), or None.
+
+    The target is the task's fastest correct solution; shown are up to `k` correct solutions
+    strictly slower than it (each at least `min_gain` × slower), the fastest of those, slowest
+    first. With no such slower solution there is no contrastive example: training a prompt that
+    shows the target itself would teach the model to copy the exemplar (issue 9, item 1).
+    Raises ValueError for k < 1 or min_gain < 1.
+    """
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    if min_gain < 1:
+        raise ValueError(f"min_gain must be >= 1, got {min_gain}")
+    usable = sorted((e for e in exemplars if is_sampleable(e)), key=lambda e: e.speedup)
+    if not usable:
+        return None
+    target = usable[-1]
+    slower = [e for e in usable if e.speedup * min_gain < target.speedup and e.code != target.code]
+    if not slower:
+        return None
+    return slower[-k:], target

@@ -1,71 +1,249 @@
-"""The reward policy: what one evaluated response is worth, and reward normalization with clipping.
+"""The reward policy: what one response is worth (`price`), as a pure function of the evaluator's
+result, the parser's verdict and how the response ended.
 
-`reward_from_result` turns the evaluator's verdict (an `EvalResult` or its dict) plus the
-response parser's verdict into a scalar raw reward and a short reason label. Only a correct
-candidate (status "ok") earns a speedup-based reward; every failure earns `failure_reward`, a
-caught reward hack earns `hack_reward`. The evaluator's labels ("reduced_precision",
-"calls_reference_ops", ...) never change the status; this module is where a label is priced,
-through `RewardConfig.label_factors`.
+The reward is the product's learning signal, so it is built to rank honestly:
 
-`normalize_rewards` follows CUDA-L1 (Li et al., arXiv 2507.14111; its discussion of reward
-hacking, reward normalization and clipping): raw speedup rewards are standardized and then
-clipped to ±k (k = 1.5 there), because the largest measured gains are more often loopholes than
-skill, and one huge speedup should not swamp everything else. Which population the mean and std
-are taken over is a choice here: the whole batch, or each group when `groups` is given (GRPO's
-group of responses to one prompt, as the project's issue asks).
+- **Failures are below every correct candidate, under every transform.** A correct candidate's
+  credit is a bounded, increasing function of its speedup (`credit`): (-B, B) for
+  "log_speedup", (0, M) for "speedup"; a failure gets the lower bound (or a lower
+  `failure_reward`; a higher one is a configuration error), a caught hack `hack_reward` <= that.
+- **Outliers are bounded without erasing the ranking.** Credit is squashed by a softsign
+  (x / (1 + |x|), which unlike tanh does not round to its bound in floating point) at a scale of
+  `max_credit` (10× by default): 20×, 25×, 30×, 40× and even 10^6× keep their order, and one huge speedup,
+  more often a loophole than skill (CUDA-L1, Li et al., arXiv 2507.14111, on reward hacking),
+  cannot dwarf the rest. This replaces CUDA-L1's batch-wide standardize-then-clip at ±1.5, which
+  maps a whole group of large wins to the clip and so to advantage 0.
+- **Noise is not signal.** A speedup is rounded toward 1.00 (to `round_step`), counts as a gain
+  only above `min_gain` (1.01×), and a result whose rounds disagree by more than `max_spread`
+  earns no gain (paid as 1.00×, reason "ok:noisy"); results of one group within each other's
+  measured spread are ties (`cudal1.rl.advantages.tie_clusters`).
+- **Facts are priced.** A gain (log-speedup above 0) is scaled by each matching evaluator label's
+  factor (`label_factors`: lowered precision earns no gain, a rewrite that calls the reference's
+  own operators little); slowdowns are never forgiven.
+- **Only new work is paid.** A candidate whose normalized code (`normalized_code`) equals an
+  exemplar its prompt showed earns no gain (reason "ok:copy").
+- **Only finished, well-formed responses are paid.** A response cut at `max_tokens`
+  (finish reason "length") earns nothing and is left out of the update (DAPO's overlong
+  filtering, Yu et al. 2025); one without its performance analysis and algorithm design sections
+  (`required_sections`, at least `min_section_chars` each) earns the failure reward.
 
 Pure functions: no I/O, no torch.
 """
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from cudal1.bench.result import EvalResult
 
-TRANSFORMS = ("speedup", "log_speedup")
+TRANSFORMS = ("log_speedup", "speedup")
+FAILED_STATUSES = ("compile_error", "runtime_error", "timeout", "resource_exceeded", "incorrect", "invalid_task")
+
+DEFAULT_LABEL_FACTORS: dict[str, float] = {
+    "reduced_precision": 0.0,
+    "calls_reference_ops": 0.25,
+    "pytorch_only": 0.75,
+    "global_flags": 0.5,
+}
+"""The default price of a gain per evaluator label (a factor on the log-speedup; several multiply):
+
+- `reduced_precision`: 0. The task asks for its reference's precision; a gain from computing in
+  lower precision is a different computation (its outputs still passed the tolerance).
+- `calls_reference_ops`: 0.25. No kernel of its own and every reference operator still called: a
+  gain here is mostly a reordering or a measurement effect, rarely the optimization sought.
+- `pytorch_only`: 0.75. A better PyTorch formulation is a legitimate answer, worth less than a
+  kernel of its own (the project teaches kernels).
+- `global_flags` (matches every "global_flags:<names>"): 0.5. The candidate changed process-wide
+  settings (cuDNN autotuning, TF32, ...): part of its gain is the setting, not its code."""
 
 
 @dataclasses.dataclass(frozen=True)
 class RewardConfig:
-    """How a verdict is priced. All rewards are unitless scalars.
+    """How a response is priced. Rewards are unitless scalars; speedups are × (reference time /
+    candidate time).
 
     Attributes:
-        transform: raw reward of a correct candidate. "speedup": the speedup itself (×, so 1.0
-            means as fast as the reference). "log_speedup": ln(speedup) (0 at 1×, negative when
-            slower). Note that with "log_speedup" a correct but slower candidate scores below a
-            failure unless `failure_reward` is set below ln of the slowest speedup you expect.
-        failure_reward: reward of a parse failure, compile/runtime error, timeout, resource limit,
-            wrong output, or a result that is missing or malformed.
-        hack_reward: reward of a candidate a guard caught cheating (status "hack"); set it below
-            `failure_reward` to penalize hacks more than honest failures.
-        label_factors: multiplier per evaluator label applied to a correct candidate's reward,
-            e.g. {"reduced_precision": 0.0} to pay nothing for lowered precision. Several matching
-            labels multiply. A mapping is accepted and stored as a sorted tuple of pairs so the
-            config stays hashable.
+        transform: "log_speedup" (credit B·v / (1 + |v|), v = ln(s) / B, B = ln max_credit:
+            about ln s for small gains, 0 at 1×, symmetric in speedup and slowdown, within
+            (-B, B)) or "speedup" (s at or below 1×; above, 1 + (M-1)·u / (1 + u),
+            u = (s-1) / (M-1), M = max_credit: within (0, M)).
+        max_credit: the scale (×) of the squashing: a speedup of max_credit earns half the
+            credit bound above 1×; > 1.
+        min_gain: a speedup counts as a gain only above this (×, ≥ 1); at or below it (and ≥ 1)
+            it is paid as 1.00×.
+        round_step: speedups are rounded toward 1.00 to a multiple of this (×; 0 = no rounding).
+        max_spread: a correct result whose per-round speedups disagree by more than this
+            ((max - min) / median, the evaluator's `speedup_spread`) earns no gain.
+        tie_floor, tie_factor: two correct results of one group tie when their log-speedups
+            differ by at most max(tie_floor, tie_factor × the larger of their spreads); a spread
+            is the whole range of one result's rounds, so two measurements of the same code can
+            differ by about that much.
+        failure_reward: reward of a failure (parse error, bad format, compile or runtime error,
+            timeout, limit, wrong output, degenerate task, no result). None: the transform's
+            lower bound (-ln max_credit, or 0). Must not exceed that bound.
+        hack_reward: reward of a caught hack (status "hack"). None: `failure_reward`. Must not
+            exceed `failure_reward`.
+        label_factors: factor on the gain per evaluator label (a key matches the label itself
+            and "<key>:..."); stored as a sorted tuple of pairs so the config stays hashable.
+        required_sections: response sections ("analysis", "design") that must be present.
+        min_section_chars: a required section shorter than this (characters, stripped) counts
+            as missing.
+
+    Raises:
+        ValueError: an unknown transform, a non-finite or out-of-range value, or a failure or
+            hack reward that would pay more than a correct candidate.
     """
 
-    transform: str = "speedup"
-    failure_reward: float = 0.0
-    hack_reward: float = 0.0
-    label_factors: tuple[tuple[str, float], ...] = ()
+    transform: str = "log_speedup"
+    max_credit: float = 10.0
+    min_gain: float = 1.01
+    round_step: float = 0.01
+    max_spread: float = 0.5
+    tie_floor: float = 0.01
+    tie_factor: float = 1.0
+    failure_reward: float | None = None
+    hack_reward: float | None = None
+    label_factors: Any = tuple(sorted(DEFAULT_LABEL_FACTORS.items()))
+    required_sections: tuple[str, ...] = ("analysis", "design")
+    min_section_chars: int = 20
 
     def __post_init__(self) -> None:
         if self.transform not in TRANSFORMS:
-            raise ValueError(f"RewardConfig.transform: {self.transform!r} is not one of {TRANSFORMS}")
-        for name in ("failure_reward", "hack_reward"):
-            if not math.isfinite(getattr(self, name)):
-                raise ValueError(f"RewardConfig.{name} must be finite")
-        factors = self.label_factors
-        if isinstance(factors, Mapping):
-            factors = factors.items()
+            raise ValueError(f"reward.transform: {self.transform!r} is not one of {TRANSFORMS}")
+        for name in ("max_credit", "min_gain", "round_step", "max_spread", "tie_floor", "tie_factor"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+                raise ValueError(f"reward.{name} must be a finite number >= 0, got {value!r}")
+        if not self.max_credit > 1:
+            raise ValueError(f"reward.max_credit must be > 1 (×), got {self.max_credit}")
+        if self.min_gain < 1:
+            raise ValueError(f"reward.min_gain must be >= 1 (×), got {self.min_gain}")
+        factors = self.label_factors.items() if isinstance(self.label_factors, Mapping) else self.label_factors
         factors = tuple(sorted((str(k), float(v)) for k, v in factors))
-        if any(not math.isfinite(v) for _, v in factors):
-            raise ValueError("RewardConfig.label_factors must be finite")
+        if any(not math.isfinite(v) or v < 0 for _, v in factors):
+            raise ValueError("reward.label_factors must be finite and >= 0")
         object.__setattr__(self, "label_factors", factors)
+        object.__setattr__(self, "required_sections", tuple(self.required_sections))
+        floor = self.lower_bound
+        failure = floor if self.failure_reward is None else float(self.failure_reward)
+        hack = failure if self.hack_reward is None else float(self.hack_reward)
+        if not math.isfinite(failure) or failure > floor:
+            raise ValueError(f"reward.failure_reward={failure} would pay a failure more than a correct candidate "
+                             f"(correct rewards under {self.transform} lie above {floor:.4f}); set it <= {floor:.4f}")
+        if not math.isfinite(hack) or hack > failure:
+            raise ValueError(f"reward.hack_reward={hack} would pay a caught hack more than a failure ({failure:.4f})")
+        object.__setattr__(self, "failure_reward", failure)
+        object.__setattr__(self, "hack_reward", hack)
+
+    @classmethod
+    def from_settings(cls, settings: Any) -> "RewardConfig":
+        """From the `reward` config group (`cudal1.config.RewardSettings`, its DictConfig, or a
+        mapping with those keys). Raises ValueError as the constructor does."""
+        get = settings.get if isinstance(settings, Mapping) or hasattr(settings, "get") else lambda k: getattr(settings, k)
+        fields = {f.name: get(f.name) for f in dataclasses.fields(cls)}
+        fields["label_factors"] = dict(fields["label_factors"] or {})
+        fields["required_sections"] = tuple(fields["required_sections"] or ())
+        return cls(**fields)
+
+    @property
+    def lower_bound(self) -> float:
+        """The infimum of a correct candidate's credit: -ln(max_credit) for "log_speedup", 0 for
+        "speedup" (never reached)."""
+        return -math.log(self.max_credit) if self.transform == "log_speedup" else 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class Priced:
+    """What one response is worth.
+
+    Attributes:
+        reward: the scalar reward.
+        reason: "ok", "ok:noisy", "ok:copy", or a failure label: "truncated",
+            "parse_error:<label>", "format:missing_<section>", an evaluator status, "hack:<kind>",
+            "degenerate_task", "not_evaluated", "bad_speedup", "unknown_status:<s>".
+        speedup: the speedup the reward was computed from (×, after rounding and the gain rules),
+            for correct results; None otherwise.
+        spread: the evaluator's `speedup_spread` of a correct result (0 when it gave none).
+        trainable: False when the response must stay out of the update (truncated, or an
+            outcome that says nothing about the response: the harness failed or the task is
+            invalid).
+    """
+
+    reward: float
+    reason: str
+    speedup: float | None = None
+    spread: float = 0.0
+    trainable: bool = True
+
+    @property
+    def correct(self) -> bool:
+        return self.speedup is not None
+
+
+HARNESS_LABELS = frozenset({"actor_died", "harness_error", "actor_timeout"})
+"""Result labels that say the harness failed, not the candidate."""
+
+
+def credit(speedup: float, cfg: RewardConfig) -> float:
+    """The bounded, increasing credit of a correct candidate at `speedup` (× > 0), before label
+    factors (see `RewardConfig.transform`). Raises ValueError for a speedup <= 0 or non-finite."""
+    if not math.isfinite(speedup) or speedup <= 0:
+        raise ValueError(f"speedup must be finite and > 0, got {speedup}")
+    if cfg.transform == "log_speedup":
+        bound = math.log(cfg.max_credit)
+        v = math.log(speedup) / bound
+        return bound * v / (1 + abs(v))
+    if speedup <= 1:
+        return speedup
+    top = cfg.max_credit - 1
+    u = (speedup - 1) / top
+    return 1 + top * u / (1 + u)
+
+
+def conservative_speedup(speedup: float, cfg: RewardConfig) -> float:
+    """`speedup` rounded toward 1.00 to `round_step` (a gain down, a loss up), and 1.00 when it
+    is a gain no larger than `min_gain`. E.g. 1.237 -> 1.23, 0.873 -> 0.88, 1.009 -> 1.0."""
+    s = speedup
+    if cfg.round_step > 0:
+        steps = s / cfg.round_step
+        # The 1e-9 keeps 1.23 (stored as 1.2299999...) at 1.23 instead of rounding it down a step.
+        s = (math.floor(steps + 1e-9) if s > 1 else math.ceil(steps - 1e-9)) * cfg.round_step
+        s = round(s, 12)
+    if 1.0 < s <= cfg.min_gain:
+        s = 1.0
+    return s if s > 0 else speedup
+
+
+def label_factor(labels: Iterable[str], cfg: RewardConfig) -> float:
+    """The product of the factors of every label in `labels` that a `label_factors` key matches
+    (the key itself, or "<key>:<anything>")."""
+    factor = 1.0
+    labels = set(labels)
+    for key, value in cfg.label_factors:
+        if key in labels or any(label.startswith(key + ":") for label in labels):
+            factor *= value
+    return factor
+
+
+def normalized_code(code: str) -> str:
+    """`code` without comments, docstrings or formatting (its AST), so that a copy of an exemplar
+    with other whitespace, comments or docstrings compares equal. Code that does not parse is
+    compared with its whitespace collapsed."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError):
+        return " ".join(code.split())
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
+                and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.dump(tree, annotate_fields=False)
 
 
 def _as_dict(result: Mapping[str, Any] | EvalResult | None) -> dict[str, Any] | None:
@@ -76,112 +254,69 @@ def _as_dict(result: Mapping[str, Any] | EvalResult | None) -> dict[str, Any] | 
     return dict(result)
 
 
-def reward_from_result(
+def price(
     result: Mapping[str, Any] | EvalResult | None,
     parse_error: str | None = None,
     cfg: RewardConfig | None = None,
-) -> tuple[float, str]:
-    """The raw reward of one response and why.
+    *,
+    finish_reason: str = "stop",
+    sections: Mapping[str, str] | None = None,
+    code: str | None = None,
+    shown: Iterable[str] = (),
+) -> Priced:
+    """The reward of one response and why (see the module docstring for the rules).
 
     Args:
         result: the evaluation of the response's candidate (an `EvalResult` or its `to_dict()`),
             or None when it was never evaluated.
-        parse_error: the parser's error label (see `cudal1.policy.parsing`), or None if the
-            response parsed. A parse error wins over any result.
-        cfg: pricing; the default `RewardConfig()` when None.
+        parse_error: the parser's error label, or None when the response parsed.
+        cfg: pricing; `RewardConfig()` when None.
+        finish_reason: the generation's finish reason ("stop" or "length").
+        sections: the parsed sections (key -> text); None skips the format check.
+        code: the candidate's code, compared with `shown` (the code of the exemplars its prompt
+            showed) to detect a copy.
 
     Returns:
-        (reward, reason). reason is "ok" for a paid correct candidate, else a short label:
-        "parse_error:<label>", the evaluator status ("compile_error", "runtime_error", "timeout",
-        "resource_exceeded", "incorrect", "invalid_task"), "hack:<kind>", "not_evaluated",
-        "bad_speedup" (status ok but the speedup is missing, non-finite or <= 0),
-        "degenerate_task" (status ok on a task whose output wrong code reproduces: not paid), or
-        "unknown_status:<s>". "invalid_task" means the reference itself failed: the driver
-        should drop that group rather than train on it.
+        A `Priced`. Never raises for any result content.
     """
     cfg = cfg or RewardConfig()
+    fail, hack = float(cfg.failure_reward), float(cfg.hack_reward)  # set by __post_init__
+    if finish_reason == "length":
+        return Priced(fail, "truncated", trainable=False)
     if parse_error is not None:
-        return cfg.failure_reward, f"parse_error:{parse_error}"
+        return Priced(fail, f"parse_error:{parse_error}")
+    if sections is not None:
+        for key in cfg.required_sections:
+            if len((sections.get(key) or "").strip()) < cfg.min_section_chars:
+                return Priced(fail, f"format:missing_{key}")
     d = _as_dict(result)
     if d is None:
-        return cfg.failure_reward, "not_evaluated"
-    status = d.get("status")
-    status = getattr(status, "value", status)  # a Status enum in a hand-built dict
+        return Priced(fail, "not_evaluated")
+    status = getattr(d.get("status"), "value", d.get("status"))  # a Status enum in a hand-built dict
+    labels = [str(x) for x in (d.get("labels") or ())]
     if status == "hack":
-        kind = d.get("hack_kind")
-        kind = getattr(kind, "value", kind) or "unknown"
-        return cfg.hack_reward, f"hack:{kind}"
-    if status in ("compile_error", "runtime_error", "timeout", "resource_exceeded", "incorrect", "invalid_task"):
-        return cfg.failure_reward, status
+        kind = getattr(d.get("hack_kind"), "value", d.get("hack_kind")) or "unknown"
+        return Priced(hack, f"hack:{kind}")
+    if status in FAILED_STATUSES:
+        untrainable = status == "invalid_task" or bool(HARNESS_LABELS.intersection(labels))
+        return Priced(fail, str(status), trainable=not untrainable)
     if status != "ok":
-        return cfg.failure_reward, f"unknown_status:{status}"
-    if "degenerate_task" in (d.get("labels") or ()):
+        return Priced(fail, f"unknown_status:{status}")
+    if "degenerate_task" in labels:
         # Wrong code passes on a degenerate task: a "correct" result there says nothing.
-        return cfg.failure_reward, "degenerate_task"
+        return Priced(fail, "degenerate_task")
     speedup = d.get("speedup")
-    if not isinstance(speedup, (int, float)) or not math.isfinite(speedup) or speedup <= 0:
-        return cfg.failure_reward, "bad_speedup"
-    reward = float(speedup) if cfg.transform == "speedup" else math.log(speedup)
-    labels = set(d.get("labels") or ())
-    for label, factor in cfg.label_factors:
-        if label in labels:
-            reward *= factor
-    return reward, "ok"
-
-
-def normalize_rewards(
-    rewards: Sequence[float],
-    clip: float | None = 1.5,
-    *,
-    groups: Sequence[int] | None = None,
-    eps: float = 1e-6,
-) -> list[float]:
-    """Standardize rewards and clip them to [-clip, clip] (CUDA-L1's reward normalization).
-
-    Args:
-        rewards: N raw rewards.
-        clip: bound k of the clipped range (1.5 in CUDA-L1); None to skip clipping.
-        groups: optional N group ids (any hashable ints); when given each reward is standardized
-            with its own group's mean and std, else with the whole batch's.
-        eps: added to the std so a near-constant set does not blow up.
-
-    Returns:
-        N floats (r - mean) / (std + eps), clipped. std is the population std (ddof 0). A set
-        whose rewards are all equal (std 0, including a single reward) maps to 0.0 each, never
-        NaN.
-
-    Raises:
-        ValueError: non-finite rewards, clip <= 0, or `groups` of a different length.
-    """
-    if clip is not None and not clip > 0:
-        raise ValueError(f"clip must be > 0, got {clip}")
-    if groups is None:
-        groups = [0] * len(rewards)
-    out = _standardize(rewards, groups, scale=True, eps=eps)
-    if clip is not None:
-        out = [min(clip, max(-clip, v)) for v in out]
-    return out
-
-
-def _standardize(rewards: Sequence[float], groups: Sequence[int], *, scale: bool, eps: float) -> list[float]:
-    """Per-group (r - mean_g) [/ (std_g + eps)]; shared with `cudal1.rl.advantages`."""
-    if len(rewards) != len(groups):
-        raise ValueError(f"{len(rewards)} rewards but {len(groups)} group ids")
-    values = [float(r) for r in rewards]
-    if any(not math.isfinite(v) for v in values):
-        raise ValueError("rewards must be finite")
-    members: dict[Any, list[int]] = {}
-    for i, g in enumerate(groups):
-        members.setdefault(g, []).append(i)
-    out = [0.0] * len(values)
-    for idx in members.values():
-        group = [values[i] for i in idx]
-        mean = math.fsum(group) / len(group)
-        centered = [v - mean for v in group]
-        std = math.sqrt(math.fsum(c * c for c in centered) / len(group))
-        if std <= 1e-12 * max(1.0, abs(mean)):
-            continue  # all equal (up to rounding): no signal, advantage 0
-        denom = std + eps if scale else 1.0
-        for i, c in zip(idx, centered):
-            out[i] = c / denom
-    return out
+    if isinstance(speedup, bool) or not isinstance(speedup, (int, float)) or not math.isfinite(speedup) or speedup <= 0:
+        return Priced(fail, "bad_speedup")
+    spread = d.get("speedup_spread")
+    spread = float(spread) if isinstance(spread, (int, float)) and math.isfinite(spread) and spread >= 0 else 0.0
+    s, reason = conservative_speedup(float(speedup), cfg), "ok"
+    if s > 1 and spread > cfg.max_spread:
+        s, reason = 1.0, "ok:noisy"
+    if s > 1 and code is not None:
+        mine = normalized_code(code)
+        if any(normalized_code(other) == mine for other in shown):
+            s, reason = 1.0, "ok:copy"
+    if s > 1:
+        s = math.exp(math.log(s) * label_factor(labels, cfg))
+    return Priced(credit(s, cfg), reason, speedup=s, spread=spread)

@@ -37,6 +37,21 @@ def load_builtin(
     return load_suite(builtin_root(), levels=levels, probe=probe, profile=profile, name=BUILTIN, **kwargs)
 
 
+def seeds_for(tasks: Iterable[Task], kind: str = "cpu") -> dict[str, str]:
+    """The builtin seed solutions that belong to `tasks`: {task_id: solution source}.
+
+    A seed belongs to a task only when the task *is* the builtin task it was written for (same
+    source, by hash), never by `level/id` alone: KernelBench's level1/1 is another problem than
+    the builtin level1/1. Raises ValueError as `seed_solutions` does.
+    """
+    seeds = seed_solutions(kind)
+    if not seeds:
+        return {}
+    builtin = {t.task_id: t.source_hash for t in load_builtin(profile=None).tasks}
+    return {t.task_id: seeds[t.task_id].read_text() for t in tasks
+            if t.task_id in seeds and builtin.get(t.task_id) == t.source_hash}
+
+
 def seed_solutions(kind: str = "cpu") -> dict[str, Path]:
     """The builtin seed solutions: {"level1/12": path}. kind: "cpu" (PyTorch-level solutions
     checked on the CPU) or "cuda" (inline-CUDA solutions).

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 import types
 from typing import Any
 
@@ -69,6 +70,13 @@ class Task:
         module = load_source_module(self.source, f"cudal1_task_{self.level}_{self.problem_id}", self.path)
         apply_size_profile(module, profile)
         return module
+
+
+def reference_as_candidate(source: str) -> str:
+    """The task file itself as a candidate: its `Model` renamed `ModelNew` (helpers and constants
+    kept). A correct solution by construction, as fast as the reference: the evaluator's control,
+    and the slower variant a stage-1 contrastive example can show."""
+    return re.sub(r"\bclass Model\b", "class ModelNew", source)
 
 
 def load_source_module(source: str, module_name: str, filename: str = "") -> types.ModuleType:

@@ -91,3 +91,12 @@ def test_keys_are_mlflow_safe(rollouts):
     assert "parse/weird label ____" in m
     assert all(metric_key(k) == k for k in m)
     assert all(isinstance(v, float) for v in m.values())
+
+
+def test_below_resolution_rate_is_over_correct_rollouts_only():
+    fine = EvalResult(task_id="level1/1", status=Status.OK, speedup=2.0)
+    coarse = EvalResult(task_id="level1/1", status=Status.OK, speedup=9.0, labels=["below_resolution"])
+    rs = [_rollout(0, 1.0, fine), _rollout(1, 1.0, coarse), _rollout(2, 1.0, coarse),
+          _rollout(3, 0.0, EvalResult(task_id="level1/1", status=Status.INCORRECT))]
+    assert rollout_metrics(rs)["below_resolution_rate"] == pytest.approx(2 / 3)
+    assert "below_resolution_rate" not in rollout_metrics(rs[3:])

@@ -16,6 +16,7 @@ Slow (tens of seconds each: they start the generator, learner and benchmark acto
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -83,11 +84,13 @@ def test_train_all_stages_on_the_running_cluster(ray_cluster, tmp_path):
     for stage in STAGES:
         assert (run_dir / "exports" / stage / "config.json").is_file()
 
-    # Seeds validated by the benchmark, with measured speedups, went into the buffer.
+    # Seeds, and each task's reference as a 1.00x variant, validated by the benchmark with measured
+    # speedups, went into the buffer.
     exemplars = read_jsonl(run_dir / "buffer" / "exemplars.jsonl")
-    seeds = [e for e in exemplars if e["origin"] == "seed"]
-    assert sorted(e["task_id"] for e in seeds) == sorted(cfg.tasks.ids)
-    assert all(e["status"] == "ok" and e["speedup"] > 0 for e in seeds)
+    for origin in ("seed", "reference"):
+        found = [e for e in exemplars if e["origin"] == origin]
+        assert sorted(e["task_id"] for e in found) == sorted(cfg.tasks.ids), origin
+        assert all(e["status"] == "ok" and e["speedup"] > 0 for e in found)
 
     # One record per response: tasks × samples, each (group, sample) once; evaluable ones evaluated.
     for name, n_tasks, n in (("self_train_round0", cfg.stage.self_train.tasks_per_round, cfg.stage.self_train.samples_per_task),
@@ -96,10 +99,12 @@ def test_train_all_stages_on_the_running_cluster(ray_cluster, tmp_path):
         assert len(rollouts) == n_tasks * n
         assert len({(r["group"], r["sample"]) for r in rollouts}) == len(rollouts)
         for r in rollouts:
-            if r["parse_error"] is None:
+            assert r["reward_reason"], r
+            if r["parse_error"] is None and r["generation"]["finish_reason"] != "length":
                 assert r["result"] is not None and r["result"]["status"], r
-            else:
-                assert r["result"] is None and r["reward"] == 0.0
+            else:  # not evaluated: the failure reward, -ln(max_credit) by default
+                assert r["result"] is None and r["reward"] == pytest.approx(-math.log(10.0)), r
+                assert r["trainable"] == (r["generation"]["finish_reason"] != "length"), r
 
     # close() stopped every actor: the CPUs come back (the next tests need them).
     wait_for_cpus(4, timeout_s=60)

@@ -44,7 +44,8 @@ def test_contrastive_prompt_shows_reference_exemplars_speedups_and_sections():
     headers = [f"## {SECTIONS[k]}" for k in ("analysis", "design", "code")]
     positions = [user.index(h) for h in headers]
     assert positions == sorted(positions)  # required in this order
-    assert "faster one faster" in user and "ModelNew" in user and "load_inline" in messages[0]["content"]
+    assert "Which is fastest" in user and "What still limits" in user and "ModelNew" in user
+    assert "load_inline" in messages[0]["content"] and "hyperparameter" in messages[0]["content"]
 
 
 def test_without_exemplars_the_prompt_is_plain():

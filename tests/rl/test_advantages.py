@@ -48,3 +48,73 @@ def test_registry_and_errors():
         group_advantages([1.0, 2.0], [0])
     with pytest.raises(ValueError):
         group_advantages([1.0, float("inf")], [0, 0])
+
+
+# ----- ties and the composition used in training (issue 9, items 4, 5, 7, 8)
+
+from cudal1.rl.advantages import rollout_advantages, tie_clusters  # noqa: E402
+from cudal1.rl.rewards import Priced, RewardConfig, price  # noqa: E402
+
+
+def correct(speedup, spread=0.02):
+    return price({"status": "ok", "speedup": speedup, "speedup_spread": spread}, None)
+
+
+FAILED = price({"status": "incorrect"}, None)
+
+
+def test_speedups_within_their_spread_are_one_tie_and_a_chain_is_not():
+    assert tie_clusters([2.01, 1.97, 2.05, 1.99], [0.05] * 4) == [0, 0, 0, 0]
+    assert tie_clusters([1.0, 2.0, 1.01, 2.02], [0.0] * 4, floor=0.02) == [0, 1, 0, 1]
+    # Measured from each cluster's first member: 1.00 ... 1.10 in steps of 2% is not one tie.
+    chain = [1.0 + 0.02 * i for i in range(6)]
+    assert len(set(tie_clusters(chain, [0.0] * 6, floor=0.03))) == 3
+    assert tie_clusters([], []) == []
+    with pytest.raises(ValueError):
+        tie_clusters([1.0], [0.1, 0.2])
+    with pytest.raises(ValueError):
+        tie_clusters([0.0], [0.1])
+
+
+def test_a_group_that_differs_only_by_noise_carries_no_signal():
+    group = [correct(s, spread=0.05) for s in (2.01, 1.97, 2.05, 1.99)]
+    assert rollout_advantages(group, [0] * 4) == [0.0] * 4
+    # The same speedups measured precisely are a real ranking.
+    precise = [correct(s, spread=0.0) for s in (2.01, 1.97, 2.05, 1.99)]
+    adv = rollout_advantages(precise, [0] * 4, RewardConfig(tie_floor=0.0))
+    assert adv[2] > adv[0] > adv[3] > adv[1]
+
+
+def test_a_group_of_large_wins_keeps_its_ranking_beside_ordinary_groups():
+    big = [correct(s) for s in (20.0, 25.0, 30.0, 40.0)]
+    ordinary = [correct(1.5), FAILED, correct(0.8), FAILED]
+    adv = rollout_advantages(big + ordinary, [0] * 4 + [1] * 4)
+    assert adv[0] < adv[1] < adv[2] < adv[3]
+    assert all(abs(a) > 0.3 for a in adv[:4])  # the old batch-wide clip made these [0, 0, 0, 0]
+    assert adv[4] > adv[6] > adv[5] == adv[7]
+
+
+def test_a_slow_correct_candidate_beats_a_failure_under_every_transform():
+    for transform in ("log_speedup", "speedup"):
+        cfg = RewardConfig(transform=transform)
+        group = [price({"status": "ok", "speedup": 0.5}, None, cfg), price({"status": "incorrect"}, None, cfg)]
+        slow, fail = rollout_advantages(group, [0, 0], cfg)
+        assert slow > 0 > fail, transform
+
+
+def test_untrainable_responses_get_zero_and_stay_out_of_their_group():
+    truncated = price({"status": "ok", "speedup": 9.0}, None, finish_reason="length")
+    died = price({"status": "runtime_error", "labels": ["actor_died"]}, None)
+    adv = rollout_advantages([truncated, correct(2.0), FAILED, died], [0, 0, 0, 0])
+    assert adv[0] == 0.0 and adv[3] == 0.0
+    assert adv[1] == pytest.approx(1.0, rel=1e-4) and adv[2] == pytest.approx(-1.0, rel=1e-4)
+    assert rollout_advantages([truncated, died], [0, 0]) == [0.0, 0.0]
+    assert rollout_advantages([], []) == []
+    with pytest.raises(ValueError):
+        rollout_advantages([FAILED], [0, 1])
+
+
+def test_a_lone_response_or_an_all_failed_group_has_no_signal():
+    assert rollout_advantages([correct(3.0)], [0]) == [0.0]
+    assert rollout_advantages([FAILED, FAILED, FAILED], [0, 0, 0]) == [0.0, 0.0, 0.0]
+    assert rollout_advantages([Priced(0.5, "ok", 2.0), Priced(0.5, "ok", 2.0)], [0, 0], scale="none") == [0.0, 0.0]

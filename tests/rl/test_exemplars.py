@@ -129,3 +129,18 @@ def test_sampling_is_reproducible_from_the_seed():
         for rng in (random.Random(3), random.Random(3))
     ]
     assert draws[0] == draws[1]
+
+
+def test_a_contrastive_sft_example_shows_strictly_slower_variants_and_targets_the_fastest():
+    from cudal1.rl.exemplars import contrastive_target
+
+    shown, target = contrastive_target([ex(1.0), ex(2.5), ex(1.6), ex(0.7)], k=2)
+    assert target.speedup == 2.5 and [e.speedup for e in shown] == [1.0, 1.6]  # the fastest slower ones, slowest first
+    # Fewer than two variants, or none slower beyond the min gain: no example (it would teach copying).
+    assert contrastive_target([ex(2.5)]) is None
+    assert contrastive_target([ex(2.5), ex(2.49)], min_gain=1.01) is None
+    assert contrastive_target([ex(2.5), ex(2.0, status="incorrect")]) is None
+    assert contrastive_target([]) is None
+    assert contrastive_target([ex(2.5, code="same"), ex(1.0, code="same")]) is None
+    with pytest.raises(ValueError):
+        contrastive_target([ex(1.0)], k=0)

@@ -3,102 +3,149 @@ import math
 import pytest
 
 from cudal1.bench.result import EvalResult, HackKind, Status
-from cudal1.rl.rewards import RewardConfig, normalize_rewards, reward_from_result
-
-
-def ok(speedup, labels=()):
-    return EvalResult(task_id="level1/1", status=Status.OK, speedup=speedup, labels=list(labels))
-
-
-def test_correct_candidate_earns_its_speedup_from_record_or_dict():
-    assert reward_from_result(ok(2.5), None) == (2.5, "ok")
-    assert reward_from_result(ok(2.5).to_dict(), None) == (2.5, "ok")
-    assert reward_from_result(ok(0.5), None) == (0.5, "ok")  # correct but slower still beats a failure
-
-
-def test_a_result_on_a_degenerate_task_is_not_paid_as_a_speedup():
-    cfg = RewardConfig(failure_reward=-0.5)
-    assert reward_from_result(ok(63.8, ["custom_kernel", "degenerate_task"]), None, cfg) == (-0.5, "degenerate_task")
-    assert reward_from_result(ok(63.8, ["custom_kernel"]), None, cfg) == (63.8, "ok")
-
-
-def test_log_speedup_transform():
-    r, why = reward_from_result(ok(4.0), None, RewardConfig(transform="log_speedup"))
-    assert why == "ok" and r == pytest.approx(math.log(4.0))
-
-
-@pytest.mark.parametrize(
-    "status", ["compile_error", "runtime_error", "timeout", "resource_exceeded", "incorrect", "invalid_task"]
+from cudal1.rl.rewards import (
+    RewardConfig,
+    conservative_speedup,
+    credit,
+    label_factor,
+    normalized_code,
+    price,
 )
-def test_failures_earn_failure_reward_with_their_status(status):
-    result = EvalResult(task_id="level1/1", status=Status(status)).to_dict()
-    assert reward_from_result(result, None) == (0.0, status)
-    assert reward_from_result(result, None, RewardConfig(failure_reward=-0.5)) == (-0.5, status)
+
+B = math.log(10.0)  # the default bound of log-speedup credit
 
 
-def test_parse_error_wins_over_any_result():
-    assert reward_from_result(ok(3.0), "no_modelnew") == (0.0, "parse_error:no_modelnew")
-    assert reward_from_result(None, "syntax_error") == (0.0, "parse_error:syntax_error")
+def softsign_credit(speedup):
+    v = math.log(speedup) / B
+    return B * v / (1 + abs(v))
+SECTIONS = {"analysis": "The reference reads its input twice from memory.", "design": "Fuse both passes into one."}
 
 
-def test_hack_is_labelled_with_its_kind_and_priced_by_config():
-    hack = EvalResult(task_id="level1/1", status=Status.HACK, hack_kind=HackKind.RESULT_CACHE, speedup=50.0)
-    assert reward_from_result(hack, None) == (0.0, "hack:result_cache")
-    assert reward_from_result(hack.to_dict(), None, RewardConfig(hack_reward=-1.0)) == (-1.0, "hack:result_cache")
+def ok(speedup, labels=(), spread=0.0):
+    return EvalResult(task_id="level1/1", status=Status.OK, speedup=speedup, speedup_spread=spread, labels=list(labels))
 
 
-def test_missing_or_bad_results():
-    assert reward_from_result(None, None) == (0.0, "not_evaluated")
-    for bad in (None, float("nan"), float("inf"), 0.0, -1.0):
-        assert reward_from_result({"status": "ok", "speedup": bad}, None) == (0.0, "bad_speedup")
-    assert reward_from_result({"status": "weird"}, None) == (0.0, "unknown_status:weird")
+def test_a_correct_candidate_earns_bounded_log_speedup_credit_from_record_or_dict():
+    p = price(ok(2.5), None)
+    assert p.reason == "ok" and p.speedup == 2.5 and p.trainable
+    assert p.reward == pytest.approx(softsign_credit(2.5))
+    assert price(ok(2.5).to_dict(), None) == p
+    assert price(ok(1.0), None).reward == 0.0
+    slow = price(ok(0.5), None)
+    assert slow.reward == pytest.approx(softsign_credit(0.5)) and slow.reward < 0
 
 
-def test_label_factors_price_labels():
-    cfg = RewardConfig(label_factors={"reduced_precision": 0.0, "pytorch_only": 0.5})
-    assert reward_from_result(ok(2.0, ["reduced_precision"]), None, cfg) == (0.0, "ok")
-    assert reward_from_result(ok(2.0, ["pytorch_only"]), None, cfg) == (1.0, "ok")
-    assert reward_from_result(ok(2.0, ["custom_kernel"]), None, cfg) == (2.0, "ok")
-    hash(cfg)  # still hashable: stored as sorted pairs
-    assert cfg.label_factors == (("pytorch_only", 0.5), ("reduced_precision", 0.0))
+def test_credit_keeps_the_ranking_and_bounds_outliers():
+    speedups = [1e-12, 1e-6, 0.1, 0.5, 1.0, 2.0, 20.0, 25.0, 30.0, 40.0, 120.0, 1e6, 1e12]
+    for transform, low, high in (("log_speedup", -B, B), ("speedup", 0.0, 10.0)):
+        cfg = RewardConfig(transform=transform)
+        values = [credit(s, cfg) for s in speedups]
+        assert all(a < b for a, b in zip(values, values[1:])), transform
+        assert all(low < v < high for v in values), transform
+    assert credit(0.5, RewardConfig(transform="speedup")) == 0.5  # slowdowns keep their value
+    with pytest.raises(ValueError):
+        credit(0.0, RewardConfig())
 
 
-def test_config_is_validated():
-    with pytest.raises(ValueError, match="transform"):
-        RewardConfig(transform="sqrt")
+@pytest.mark.parametrize("transform", ["log_speedup", "speedup"])
+def test_every_failure_earns_less_than_every_correct_candidate(transform):
+    cfg = RewardConfig(transform=transform)
+    failures = [price(EvalResult("t", status=s), None, cfg).reward
+                for s in (Status.INCORRECT, Status.RUNTIME_ERROR, Status.COMPILE_ERROR, Status.TIMEOUT)]
+    failures += [price(None, "syntax_error", cfg).reward, price(None, None, cfg).reward]
+    slowest_correct = price(ok(0.011), None, cfg).reward  # 0.011 rounds up to 0.02
+    assert max(failures) < slowest_correct
+    assert cfg.failure_reward == cfg.lower_bound
+
+
+def test_a_failure_or_hack_reward_that_pays_more_than_correct_code_is_refused():
+    with pytest.raises(ValueError, match="failure_reward"):
+        RewardConfig(transform="log_speedup", failure_reward=0.0)  # ln 0.5 < 0: it would pay failures more
+    with pytest.raises(ValueError, match="failure_reward"):
+        RewardConfig(transform="speedup", failure_reward=0.5)
     with pytest.raises(ValueError, match="hack_reward"):
-        RewardConfig(hack_reward=float("nan"))
-    with pytest.raises(Exception):
-        RewardConfig().transform = "log_speedup"  # frozen
+        RewardConfig(transform="speedup", failure_reward=-1.0, hack_reward=0.0)
+    assert RewardConfig(transform="speedup", failure_reward=-1.0, hack_reward=-2.0).hack_reward == -2.0
+    for bad in (dict(max_credit=1.0), dict(min_gain=0.9), dict(transform="exp"), dict(round_step=float("nan")),
+                dict(label_factors={"pytorch_only": -1.0})):
+        with pytest.raises(ValueError):
+            RewardConfig(**bad)
 
 
-def test_normalize_standardizes_and_clips():
-    out = normalize_rewards([0.0, 0.0, 0.0, 1.0], clip=None)
-    assert sum(out) == pytest.approx(0.0, abs=1e-9)
-    assert out[3] == pytest.approx(0.75 / math.sqrt(0.1875), rel=1e-5)  # (1 - .25) / std, std = sqrt(3/16)
-    clipped = normalize_rewards([0.0, 0.0, 0.0, 1.0], clip=1.5)
-    assert clipped[3] == 1.5 and clipped[0] == pytest.approx(out[0])
-    # One huge (suspicious) speedup cannot dominate: it is capped at +1.5.
-    assert max(normalize_rewards([1.0] * 9 + [120.0])) == 1.5
+def test_speedups_are_rounded_toward_one_and_count_only_above_the_min_gain():
+    cfg = RewardConfig()
+    assert conservative_speedup(1.237, cfg) == pytest.approx(1.23)
+    assert conservative_speedup(1.23, cfg) == pytest.approx(1.23)
+    assert conservative_speedup(0.873, cfg) == pytest.approx(0.88)
+    assert conservative_speedup(1.009, cfg) == 1.0
+    assert conservative_speedup(1.01, cfg) == 1.0  # "above 1.01×" is strict
+    assert conservative_speedup(1.02, cfg) == pytest.approx(1.02)
+    assert conservative_speedup(0.004, cfg) == pytest.approx(0.01)
+    assert price(ok(1.009), None).reward == 0.0
 
 
-def test_normalize_all_equal_gives_zeros_not_nan():
-    assert normalize_rewards([2.0, 2.0, 2.0]) == [0.0, 0.0, 0.0]
-    assert normalize_rewards([0.1 + 0.2, 0.3, 0.30000000000000004]) == [0.0, 0.0, 0.0]
-    assert normalize_rewards([5.0]) == [0.0]
-    assert normalize_rewards([]) == []
+def test_a_result_noisier_than_the_bar_earns_no_gain():
+    noisy = price(ok(3.0, spread=0.6), None)
+    assert noisy.reason == "ok:noisy" and noisy.reward == 0.0 and noisy.speedup == 1.0 and noisy.spread == 0.6
+    quiet = price(ok(3.0, spread=0.1), None)
+    assert quiet.reason == "ok" and quiet.reward > 0
+    slow_noisy = price(ok(0.5, spread=0.9), None)  # a slowdown is not forgiven for being noisy
+    assert slow_noisy.reason == "ok" and slow_noisy.reward < 0
 
 
-def test_normalize_per_group():
-    out = normalize_rewards([1.0, 3.0, 10.0, 10.0], groups=[0, 0, 1, 1])
-    assert out[:2] == pytest.approx([-1.0, 1.0], abs=1e-5)
-    assert out[2:] == [0.0, 0.0]
+def test_labels_price_the_gain_and_never_forgive_a_slowdown():
+    cfg = RewardConfig()
+    assert price(ok(2.0, ["reduced_precision"]), None, cfg).reward == 0.0
+    assert price(ok(2.0, ["pytorch_only"]), None, cfg).speedup == pytest.approx(2.0 ** 0.75)
+    assert price(ok(2.0, ["pytorch_only", "calls_reference_ops"]), None, cfg).speedup == pytest.approx(2.0 ** (0.75 * 0.25))
+    assert price(ok(2.0, ["global_flags:cudnn.benchmark"]), None, cfg).speedup == pytest.approx(2.0 ** 0.5)
+    assert price(ok(2.0, ["custom_kernel"]), None, cfg).speedup == 2.0
+    assert price(ok(0.5, ["reduced_precision"]), None, cfg).speedup == 0.5
+    assert label_factor(["global_flagsX"], cfg) == 1.0  # a key matches itself or "<key>:..."
+    full = RewardConfig(label_factors={"pytorch_only": 1.0})
+    assert price(ok(2.0, ["pytorch_only", "reduced_precision"]), None, full).speedup == 2.0
 
 
-def test_normalize_rejects_bad_input():
-    with pytest.raises(ValueError):
-        normalize_rewards([1.0, float("nan")])
-    with pytest.raises(ValueError):
-        normalize_rewards([1.0], clip=0)
-    with pytest.raises(ValueError):
-        normalize_rewards([1.0, 2.0], groups=[0])
+def test_a_copy_of_a_shown_exemplar_earns_no_gain():
+    shown = ['"""Fast."""\nimport torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.relu()\n']
+    copy = "import torch\nclass ModelNew(torch.nn.Module):  # mine!\n    def forward(self, x):\n\n        return x.relu()\n"
+    other = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
+    assert normalized_code(copy) == normalized_code(shown[0]) != normalized_code(other)
+    p = price(ok(2.0), None, code=copy, shown=shown)
+    assert p.reason == "ok:copy" and p.reward == 0.0
+    assert price(ok(2.0), None, code=other, shown=shown).reason == "ok"
+
+
+def test_a_truncated_response_earns_nothing_and_stays_out_of_the_update():
+    p = price(ok(5.0), None, finish_reason="length")
+    assert p.reason == "truncated" and not p.trainable and p.reward == RewardConfig().failure_reward
+
+
+def test_the_required_sections_are_required():
+    assert price(ok(2.0), None, sections=SECTIONS).reason == "ok"
+    short = {**SECTIONS, "design": "Fuse."}
+    assert price(ok(2.0), None, sections=short).reason == "format:missing_design"
+    assert price(ok(2.0), None, sections={"design": SECTIONS["design"]}).reason == "format:missing_analysis"
+    assert price(ok(2.0), None, RewardConfig(required_sections=()), sections={}).reason == "ok"
+
+
+def test_failures_hacks_and_malformed_results():
+    fail = RewardConfig().failure_reward
+    assert price(ok(3.0), "no_modelnew").reason == "parse_error:no_modelnew"  # a parse error wins
+    assert price(None, None) == price(None, None, sections=SECTIONS)
+    assert price(None, None).reason == "not_evaluated"
+    hack = EvalResult("t", status=Status.HACK, hack_kind=HackKind.RESULT_CACHE)
+    assert (price(hack, None).reward, price(hack, None).reason) == (fail, "hack:result_cache")
+    assert price(hack.to_dict(), None, RewardConfig(hack_reward=-5.0)).reward == -5.0
+    for bad in (None, float("nan"), float("inf"), 0.0, -2.0, True, "fast"):
+        assert price({"status": "ok", "speedup": bad}, None).reason == "bad_speedup"
+    assert price({"status": "weird"}, None).reason == "unknown_status:weird"
+    degenerate = price(ok(63.8, ["custom_kernel", "degenerate_task"]), None)
+    assert degenerate.reason == "degenerate_task" and degenerate.reward == fail
+
+
+def test_harness_failures_and_invalid_tasks_carry_no_signal():
+    died = EvalResult("t", status=Status.RUNTIME_ERROR, labels=["actor_died"]).to_dict()
+    assert not price(died, None).trainable
+    assert not price(EvalResult("t", status=Status.INVALID_TASK), None).trainable
+    assert price(EvalResult("t", status=Status.RUNTIME_ERROR), None).trainable  # the candidate's own crash

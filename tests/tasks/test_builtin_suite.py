@@ -40,3 +40,16 @@ def test_builtin_task_is_not_degenerate_on_cpu(task):
         result = probe_task({"task": task.to_dict(), "profile": "cpu", "seeds": [0, 1, 2]})
     assert result["ok"], result
     assert result["degenerate"] is None, result
+
+
+def test_seeds_belong_to_a_task_by_its_source_not_its_id():
+    from cudal1.tasks.suite import seeds_for
+    from cudal1.tasks.task import Task
+
+    found = seeds_for(REPORT.tasks, "cpu")
+    assert set(found) == set(seed_solutions("cpu")) and all("ModelNew" in src for src in found.values())
+    # Another suite's level1/1 (KernelBench's is a square matmul) is another problem.
+    builtin = find_task(REPORT.tasks, "level1/1")
+    other = Task(level=1, problem_id=1, name="Square_matmul", source=builtin.source + "\n# another problem\n",
+                 suite="/kb/KernelBench")
+    assert seeds_for([other], "cpu") == {}

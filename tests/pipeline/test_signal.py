@@ -1,0 +1,104 @@
+"""The composition that drives training: evaluated rollouts -> rewards -> advantages -> what reaches
+the learner, on hand-built rollouts with the values issue 9 names."""
+
+import math
+
+import pytest
+
+from cudal1.pipeline.metrics import rollout_metrics
+from cudal1.pipeline.rollouts import assign_advantages, is_success, price_rollouts, update_examples
+from cudal1.records import Generation, Rollout
+from cudal1.rl.rewards import RewardConfig
+
+ANALYSIS = "The reference launches three kernels and reads its input three times."
+DESIGN = "One fused kernel reads each element once and writes the result."
+CODE = "import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+SHOWN = "import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x + x\n"
+
+
+def rollout(group, sample, result=None, *, finish="stop", sections=None, parse_error=None, code=CODE):
+    gen = Generation(prompt_ids=[1, 2, 3], response_ids=[4, 5, 6], logprobs=[-0.5] * 3, text="...", finish_reason=finish)
+    if sections is None:
+        sections = {"analysis": ANALYSIS, "design": DESIGN}
+    if parse_error is None:
+        sections = {**sections, "code": code}
+    return Rollout("level1/1", 7, group, sample, "prompt", gen, sections, parse_error, result)
+
+
+def ok(speedup, spread=0.02, labels=()):
+    return {"task_id": "level1/1", "status": "ok", "speedup": speedup, "speedup_spread": spread, "labels": list(labels)}
+
+
+def run(rollouts, shown=(), cfg=None, scale="std"):
+    cfg = cfg or RewardConfig()
+    price_rollouts(rollouts, cfg, shown)
+    assign_advantages(rollouts, cfg, scale)
+    return update_examples(rollouts)
+
+
+def test_a_truncated_response_after_a_complete_code_block_is_paid_nothing_and_not_trained_on():
+    # Issue 9, item 7: this response got reward 2.0 and advantage +1.73 before.
+    rs = [rollout(0, 0, ok(2.0), finish="length"), rollout(0, 1, ok(1.5)), rollout(0, 2, {"task_id": "level1/1", "status": "incorrect"})]
+    examples = run(rs)
+    assert rs[0].reward_reason == "truncated" and rs[0].advantage == 0.0 and not rs[0].trainable
+    assert len(examples) == 2 and all(e.advantage != 0 for e in examples)
+    assert rs[1].advantage > 0 > rs[2].advantage
+    assert rollout_metrics(rs)["truncated_rate"] == pytest.approx(1 / 3)
+    assert rollout_metrics(rs)["trainable_rate"] == pytest.approx(2 / 3)
+
+
+def test_missing_sections_earn_the_failure_reward_and_lower_format_ok_rate():
+    rs = [rollout(0, 0, ok(3.0), sections={"design": DESIGN}), rollout(0, 1, ok(1.5))]
+    run(rs)
+    assert rs[0].reward_reason == "format:missing_analysis" and rs[0].reward == RewardConfig().failure_reward
+    assert rs[1].advantage > 0 > rs[0].advantage
+    metrics = rollout_metrics(rs)
+    assert metrics["format_ok_rate"] == 0.5 and metrics["reason/format:missing_analysis"] == 1.0
+    assert not is_success(rs[0]) and is_success(rs[1])
+
+
+def test_a_noise_only_group_sends_nothing_to_the_learner_and_a_real_one_does():
+    noise = [rollout(0, i, ok(s, spread=0.05)) for i, s in enumerate((2.01, 1.97, 2.05, 1.99))]
+    real = [rollout(1, i, ok(s, spread=0.02)) for i, s in enumerate((1.0, 2.0, 4.0, 8.0))]
+    examples = run(noise + real)
+    assert [r.advantage for r in noise] == [0.0] * 4
+    assert len(examples) == 4
+    assert [r.advantage for r in real] == sorted(r.advantage for r in real)
+    # GRPO's group statistics: centred, unit population std.
+    assert math.fsum(r.advantage for r in real) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_large_wins_keep_their_gradient_beside_ordinary_groups():
+    big = [rollout(0, i, ok(s)) for i, s in enumerate((20.0, 25.0, 30.0, 40.0))]
+    ordinary = [rollout(1, i, r) for i, r in enumerate((ok(1.2), {"task_id": "level1/1", "status": "incorrect"}, ok(0.9), {"task_id": "level1/1", "status": "timeout"}))]
+    run(big + ordinary)
+    adv = [r.advantage for r in big]
+    assert adv == sorted(adv) and min(abs(a) for a in adv) > 0.3
+
+
+def test_log_speedup_pays_a_slow_correct_candidate_more_than_a_failure():
+    # Issue 9, item 4: advantages were [-1, +1] for [correct 0.5x, incorrect].
+    rs = [rollout(0, 0, ok(0.5)), rollout(0, 1, {"task_id": "level1/1", "status": "incorrect"})]
+    run(rs, cfg=RewardConfig(transform="log_speedup"))
+    assert rs[0].advantage > 0 > rs[1].advantage
+
+
+def test_a_copy_of_a_shown_exemplar_earns_no_gain():
+    rs = [rollout(0, 0, ok(2.0), code=SHOWN), rollout(0, 1, ok(2.0)), rollout(0, 2, ok(1.0))]
+    run(rs, shown=[[SHOWN]])
+    assert rs[0].reward_reason == "ok:copy" and rs[0].paid_speedup == 1.0
+    assert rs[1].advantage > 0 and rs[0].advantage == pytest.approx(rs[2].advantage)
+
+
+def test_labels_are_priced_in_the_update():
+    rs = [rollout(0, 0, ok(2.0, labels=["reduced_precision"])), rollout(0, 1, ok(2.0, labels=["custom_kernel"]))]
+    run(rs)
+    assert rs[0].reward == 0.0 and rs[1].advantage > 0 > rs[0].advantage
+
+
+def test_harness_failures_stay_out_and_an_all_failed_step_sends_nothing():
+    rs = [rollout(0, 0, {"task_id": "level1/1", "status": "runtime_error", "labels": ["actor_died"]}), rollout(0, 1, ok(2.0)),
+          rollout(0, 2, ok(2.0))]
+    assert run(rs) == []  # the two evaluated ones tie; the harness failure is left out
+    assert run([rollout(0, i, {"task_id": "level1/1", "status": "incorrect"}) for i in range(3)]) == []
+    assert run([]) == []
