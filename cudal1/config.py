@@ -127,6 +127,15 @@ class LearnerConfig:
     """Upper PPO clip (DAPO's clip-higher); None = clip_eps."""
     loss_agg: str = "grpo"
     """grpo | dr_grpo | dapo."""
+    recompute_old_logprobs: bool = True
+    """PPO's old log-probabilities from one no-grad forward of the learner (exact ratios); the
+    engine's are compared with them and logged (learner/engine_log_ratio*)."""
+    tis_cap: Optional[float] = None
+    """Truncated importance weight min(exp(learner - engine), tis_cap) per token; None: off."""
+    dual_clip: Optional[float] = 3.0
+    """For negative advantages the surrogate is at least dual_clip * A (> 1); None: off."""
+    log_ratio_clamp: float = 20.0
+    """The log-ratio is clamped to [-c, c] nats before exp."""
     num_cpus: float = 1.0
     num_gpus: float = 0.0
 
@@ -189,8 +198,10 @@ class RLConfig:
     """Responses per prompt (the GRPO group)."""
     exemplars: int = 2
     tau: float = 1.0
-    """Temperature of the exemplar bucket draw."""
+    """Temperature of the exemplar bucket draw, on the bucket scale (ln × for log)."""
     n_buckets: int = 4
+    bucket_scale: str = "log"
+    """log (buckets of ln speedup: one 120x outlier leaves the rest spread out) | linear (×)."""
     advantage_scale: str = "std"
     """std (GRPO) | none (Dr. GRPO)."""
     lr: Optional[float] = None
@@ -301,6 +312,7 @@ CHOICES = {
     "stage.name": (*STAGES, "all"),
     "reward.transform": ("log_speedup", "speedup"),
     "stage.contrastive_rl.advantage_scale": ("std", "none"),
+    "stage.contrastive_rl.bucket_scale": ("log", "linear"),
 }
 
 
@@ -347,7 +359,7 @@ def validate(cfg: DictConfig) -> None:
                 "stage.self_train.tasks_per_round", "stage.self_train.samples_per_task",
                 "stage.self_train.batch_size", "stage.contrastive_rl.tasks_per_step",
                 "stage.contrastive_rl.tau", "stage.contrastive_rl.n_buckets",
-                "stage.contrastive_rl.checkpoint_every", "rollout.kv_cache_gib"):
+                "stage.contrastive_rl.checkpoint_every", "rollout.kv_cache_gib", "learner.log_ratio_clamp"):
         _positive(cfg, key)
     for key in ("rollout.temperature", "learner.kl_beta", "learner.weight_decay", "stage.self_train.rounds",
                 "stage.self_train.epochs", "stage.contrastive_rl.steps", "stage.contrastive_rl.exemplars"):
@@ -358,6 +370,17 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"stage.{stage}.lr", f"must be > 0 or null; got {lr}")
     if not 0 < cfg.rollout.top_p <= 1:
         raise ConfigError("rollout.top_p", f"must be in (0, 1]; got {cfg.rollout.top_p}")
+    if cfg.stage.name in ("contrastive_rl", "all") and cfg.stage.contrastive_rl.steps > 0:
+        # The engines report log-probabilities of the raw logits: only plain sampling from them
+        # makes those (and the learner's) the behaviour policy's, so the PPO ratio is exact.
+        for key, want in (("rollout.temperature", 1.0), ("rollout.top_p", 1.0)):
+            if OmegaConf.select(cfg, key) != want:
+                raise ConfigError(key, f"contrastive RL samples at temperature 1 and top_p 1 (the ratio's "
+                                       f"log-probabilities are the raw logits'); got {OmegaConf.select(cfg, key)}")
+    if cfg.learner.tis_cap is not None and not cfg.learner.tis_cap > 0:
+        raise ConfigError("learner.tis_cap", f"must be > 0 or null; got {cfg.learner.tis_cap}")
+    if cfg.learner.dual_clip is not None and not cfg.learner.dual_clip > 1:
+        raise ConfigError("learner.dual_clip", f"must be > 1 or null; got {cfg.learner.dual_clip}")
     if cfg.stage.contrastive_rl.group_size < 2:
         raise ConfigError("stage.contrastive_rl.group_size",
                           f"a GRPO group needs at least 2 responses; got {cfg.stage.contrastive_rl.group_size}")

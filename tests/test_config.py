@@ -29,6 +29,13 @@ def test_default_and_smoke_configs_validate():
     assert to_object(smoke).stage.contrastive_rl.group_size == 2
 
 
+def test_sampling_settings_are_free_when_no_rl_step_runs():
+    cfg = load_config(composed(overrides=["rollout.temperature=0.7", "stage.name=sft"]))
+    assert cfg.rollout.temperature == 0.7
+    cfg = load_config(composed(overrides=["rollout.top_p=0.9", "stage.contrastive_rl.steps=0"]))
+    assert cfg.rollout.top_p == 0.9
+
+
 def test_a_bench_group_replaces_the_pools():
     cfg = load_config(composed(overrides=["bench=a100_h100_l40"]))
     assert sorted(cfg.bench.pools) == ["a100", "h100", "l40"] and cfg.bench.pools.h100.accelerator_type == "H100"
@@ -41,6 +48,11 @@ def test_a_bench_group_replaces_the_pools():
     ("stage.contrastive_rl.group_size=1", "stage.contrastive_rl.group_size"),
     ("rollout.max_tokens=9000", "rollout.max_tokens"),
     ("rollout.top_p=1.5", "rollout.top_p"),
+    ("stage.contrastive_rl.bucket_scale=cubic", "stage.contrastive_rl.bucket_scale"),
+    ("rollout.temperature=0.7", "rollout.temperature"),  # RL needs the engines' raw logprobs exact
+    ("rollout.top_p=0.9", "rollout.top_p"),
+    ("learner.dual_clip=1.0", "learner.dual_clip"),
+    ("learner.tis_cap=0", "learner.tis_cap"),
     ("model.path=/nonexistent/model", "model.path"),
     ("tasks.source=/nonexistent/kb", "tasks.source"),
     ("+bench.pools.cpu.settings.roundz=3", "bench.pools.cpu.settings.roundz"),

@@ -146,7 +146,7 @@ class RunContext:
             # engine and the learner load.
             rl = cfg.stage.contrastive_rl
             ctx.buffer = BufferActor.remote(str(run_dir / "buffer"), tau=rl.tau, n_buckets=rl.n_buckets,
-                                            k=max(rl.exemplars, 1), seed=cfg.seed)
+                                            k=max(rl.exemplars, 1), seed=cfg.seed, scale=rl.bucket_scale)
             ctx.generator = RolloutActor.options(num_cpus=cfg.rollout.num_cpus, num_gpus=cfg.rollout.num_gpus).remote(
                 str(model_path), cfg.rollout.backend, max_model_len=cfg.rollout.max_model_len, dtype=cfg.model.dtype,
                 seed=cfg.seed, **_engine_kwargs(cfg))
@@ -156,7 +156,9 @@ class RunContext:
                 weight_decay=lc.weight_decay, grad_clip=lc.grad_clip, kl_beta=lc.kl_beta, clip_eps=lc.clip_eps,
                 clip_eps_high=lc.clip_eps_high, loss_agg=lc.loss_agg, max_response_len=cfg.rollout.max_tokens,
                 grad_accum=lc.grad_accum, micro_batch=lc.micro_batch,
-                device="cuda" if lc.num_gpus > 0 else "cpu", seed=cfg.seed)
+                device="cuda" if lc.num_gpus > 0 else "cpu", seed=cfg.seed,
+                recompute_old_logprobs=lc.recompute_old_logprobs, tis_cap=lc.tis_cap, dual_clip=lc.dual_clip,
+                log_ratio_clamp=lc.log_ratio_clamp)
             ctx.pools = BenchmarkPools(specs, primary=cfg.bench.primary)
             ctx.tasks = usable_tasks(ctx.tasks, ctx.pools.primary.probe_tasks([t.task_id for t in ctx.tasks]))
             for name, handle in (("buffer", ctx.buffer), ("rollout generator", ctx.generator), ("learner", ctx.learner)):

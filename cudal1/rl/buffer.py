@@ -45,7 +45,7 @@ from typing import Any
 
 from cudal1.policy.prompts import contrastive_prompt, plain_prompt
 from cudal1.records import Exemplar
-from cudal1.rl.exemplars import is_sampleable, sample_exemplars
+from cudal1.rl.exemplars import SCALES, is_sampleable, sample_exemplars
 
 log = logging.getLogger(__name__)
 
@@ -64,8 +64,9 @@ class ExemplarBuffer:
     Args:
         directory: where `exemplars.jsonl` lives (created if missing); restored from on init.
         max_per_task: cap per task (>= 1).
-        tau: softmax temperature over bucket mean speedups (×), see `cudal1.rl.exemplars`.
+        tau: softmax temperature over bucket means on the bucketing scale, see `cudal1.rl.exemplars`.
         n_buckets: speedup buckets per task.
+        scale: bucketing scale, "log" (ln ×) or "linear" (×).
         k: exemplars per prompt (2 in CUDA-L1).
         seed: seeds the sampler (a restarted buffer replays the same draws from the start).
 
@@ -82,6 +83,7 @@ class ExemplarBuffer:
         n_buckets: int = 4,
         k: int = 2,
         seed: int = 0,
+        scale: str = "log",
     ) -> None:
         if max_per_task < 1:
             raise ValueError(f"max_per_task must be >= 1, got {max_per_task}")
@@ -89,6 +91,9 @@ class ExemplarBuffer:
             raise ValueError(f"tau must be > 0, got {tau}")
         if n_buckets < 1 or k < 0:
             raise ValueError(f"need n_buckets >= 1 and k >= 0, got {n_buckets}, {k}")
+        if scale not in SCALES:
+            raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
+        self.scale = scale
         self.directory = Path(directory)
         self.path = self.directory / FILENAME
         self.max_per_task, self.tau, self.n_buckets, self.k = max_per_task, tau, n_buckets, k
@@ -213,7 +218,8 @@ class ExemplarBuffer:
         pool = self._pools.get(task_id)
         if not pool:
             return []
-        return sample_exemplars(pool, self.k if k is None else k, self.tau, self._rng, n_buckets=self.n_buckets)
+        return sample_exemplars(pool, self.k if k is None else k, self.tau, self._rng, n_buckets=self.n_buckets,
+                                scale=self.scale)
 
     def best(self, task_id: str) -> Exemplar | None:
         """The task's fastest stored solution (the earliest one on ties), or None."""

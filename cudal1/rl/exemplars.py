@@ -5,12 +5,15 @@ CUDA-L1 shows the policy a few earlier correct solutions with their measured spe
 to explain why the faster one is faster. Which solutions it sees matters: they should be good,
 but differ enough in speed to be worth comparing. The paper's recipe, implemented here:
 
-1. bucket the successful codes of a task by score (here: the speedup, ×);
+1. bucket the successful codes of a task by score: here ln(speedup) by default (`scale="log"`), so
+   that one 120× outlier does not squeeze every other code into one bucket (issue 9, item 13);
+   the plain speedup in × with `scale="linear"`;
 2. draw k distinct buckets (k = 2) without replacement, bucket b with probability
    p(b) ∝ exp((mean_b − mean_all) / τ), where mean_b is the mean score of the bucket's codes and
    mean_all the mean over all codes (a softmax over bucket means; the global mean only shifts
    the logits and keeps them in a numerically calm range). Small τ favours the best buckets,
-   large τ approaches uniform;
+   large τ approaches uniform. τ is in the score's unit (ln × on the log scale, where τ = 1
+   makes a bucket's weight proportional to its geometric-mean speedup);
 3. pick one code uniformly from each drawn bucket.
 
 "Without replacement" means successive draws: after a bucket is drawn the others are
@@ -30,21 +33,37 @@ from collections.abc import Sequence
 
 from cudal1.records import Exemplar
 
+SCALES = ("log", "linear")
+
+
+def score(speedup: float, scale: str = "log") -> float:
+    """A speedup (×) on the bucketing scale: ln(speedup) for "log", the speedup for "linear".
+    Raises ValueError for an unknown scale, or a speedup <= 0 on the log scale."""
+    if scale == "linear":
+        return float(speedup)
+    if scale != "log":
+        raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
+    if not speedup > 0:
+        raise ValueError(f"a log-scale score needs a speedup > 0, got {speedup}")
+    return math.log(speedup)
+
 
 @dataclasses.dataclass
 class Bucket:
-    """Codes whose speedup falls in [lo, hi) (the last bucket also holds hi).
+    """Codes whose score falls in [lo, hi) (the last bucket also holds hi); lo and hi are on the
+    bucketing scale (`score`).
 
-    `mean` is the mean speedup (×) of `members`; buckets are never empty.
+    `mean` is the mean score of `members` on that scale; buckets are never empty.
     """
 
     lo: float
     hi: float
     members: list[Exemplar]
+    scale: str = "log"
 
     @property
     def mean(self) -> float:
-        return math.fsum(e.speedup for e in self.members) / len(self.members)
+        return math.fsum(score(e.speedup, self.scale) for e in self.members) / len(self.members)
 
 
 def is_sampleable(e: Exemplar) -> bool:
@@ -53,23 +72,25 @@ def is_sampleable(e: Exemplar) -> bool:
 
 
 def bucketize(
-    exemplars: Sequence[Exemplar], n_buckets: int | None = 4, *, width: float | None = None
+    exemplars: Sequence[Exemplar], n_buckets: int | None = 4, *, width: float | None = None, scale: str = "log"
 ) -> list[Bucket]:
-    """Group exemplars into equal-width speedup buckets, dropping empty ones.
+    """Group exemplars into equal-width buckets of score (`score(speedup, scale)`), dropping empty ones.
 
     Args:
-        exemplars: the codes to bucket (their `speedup`, ×, is the score). Not filtered here.
-        n_buckets: split [min speedup, max speedup] into this many equal bins. Ignored when
+        exemplars: the codes to bucket. Not filtered here.
+        n_buckets: split [min score, max score] into this many equal bins. Ignored when
             `width` is given.
-        width: fixed bin width in × (bins [j*width, (j+1)*width)), so bucket edges do not move
-            as the buffer grows.
+        width: fixed bin width on the scale (bins [j*width, (j+1)*width)), so bucket edges do not
+            move as the buffer grows.
+        scale: "log" (ln ×, the default) or "linear" (×).
 
     Returns:
         Non-empty buckets, lowest speedup first; members keep their input order. All-equal
         speedups give one bucket; no exemplars give [].
 
     Raises:
-        ValueError: n_buckets < 1 (without width), width <= 0, or a non-finite speedup.
+        ValueError: n_buckets < 1 (without width), width <= 0, a non-finite speedup, an unknown
+            scale, or a speedup <= 0 on the log scale.
     """
     if width is not None:
         if not width > 0:
@@ -78,9 +99,9 @@ def bucketize(
         raise ValueError(f"n_buckets must be >= 1, got {n_buckets}")
     if not exemplars:
         return []
-    scores = [float(e.speedup) for e in exemplars]
-    if any(not math.isfinite(s) for s in scores):
+    if any(not math.isfinite(float(e.speedup)) for e in exemplars):
         raise ValueError("speedups must be finite")
+    scores = [score(e.speedup, scale) for e in exemplars]
     if width is not None:
         keys = [math.floor(s / width) for s in scores]
         edges = {k: (k * width, (k + 1) * width) for k in keys}
@@ -95,21 +116,22 @@ def bucketize(
     groups: dict[int, list[Exemplar]] = {}
     for k, e in zip(keys, exemplars):
         groups.setdefault(k, []).append(e)
-    return [Bucket(edges[k][0], edges[k][1], groups[k]) for k in sorted(groups)]
+    return [Bucket(edges[k][0], edges[k][1], groups[k], scale) for k in sorted(groups)]
 
 
 def bucket_probabilities(buckets: Sequence[Bucket], tau: float, global_mean: float | None = None) -> list[float]:
     """p(b) ∝ exp((mean_b − global_mean) / τ) over `buckets` (softmax, computed stably).
 
-    `global_mean` defaults to the mean speedup over all members of all buckets. Returns one
-    probability per bucket, summing to 1 ([] for no buckets). Raises ValueError if tau <= 0.
+    Means are on the buckets' scale (`Bucket.mean`); `global_mean` defaults to the mean score over
+    all members of all buckets. Returns one probability per bucket, summing to 1 ([] for no
+    buckets). Raises ValueError if tau <= 0.
     """
     if not tau > 0:
         raise ValueError(f"tau must be > 0, got {tau}")
     if not buckets:
         return []
     if global_mean is None:
-        everyone = [e.speedup for b in buckets for e in b.members]
+        everyone = [score(e.speedup, b.scale) for b in buckets for e in b.members]
         global_mean = math.fsum(everyone) / len(everyone)
     logits = [(b.mean - global_mean) / tau for b in buckets]
     top = max(logits)  # subtracting the max changes nothing but keeps exp() from overflowing
@@ -148,6 +170,7 @@ def sample_exemplars(
     *,
     n_buckets: int | None = 4,
     width: float | None = None,
+    scale: str = "log",
 ) -> list[Exemplar]:
     """CUDA-L1 exemplar sampling for one task.
 
@@ -155,28 +178,30 @@ def sample_exemplars(
         exemplars: the task's stored solutions; only correct ones with a finite positive speedup
             (`is_sampleable`) are considered.
         k: how many exemplars to return (2 in CUDA-L1).
-        tau: softmax temperature over bucket means, in × (same unit as the speedups).
+        tau: softmax temperature over bucket means, on the bucketing scale (ln × for "log").
         rng: source of randomness (a fresh unseeded `random.Random` when None).
-        n_buckets, width: bucketing, see `bucketize`.
+        n_buckets, width, scale: bucketing, see `bucketize`.
 
     Returns:
         min(k, number of eligible codes) distinct exemplars, sorted by speedup ascending (slowest
         first, so a prompt reads from worse to better).
 
     Raises:
-        ValueError: k < 0, tau <= 0, or bad bucketing arguments.
+        ValueError: k < 0, tau <= 0, or bad bucketing arguments (an unknown scale among them).
     """
     if k < 0:
         raise ValueError(f"k must be >= 0, got {k}")
     if not tau > 0:
         raise ValueError(f"tau must be > 0, got {tau}")
+    if scale not in SCALES:
+        raise ValueError(f"scale must be one of {SCALES}, got {scale!r}")
     rng = rng or random.Random()
     pool = [e for e in exemplars if is_sampleable(e)]
     if k == 0 or not pool:
         return []
     if len(pool) <= k:
         return sorted(pool, key=lambda e: e.speedup)
-    buckets = bucketize(pool, n_buckets, width=width)
+    buckets = bucketize(pool, n_buckets, width=width, scale=scale)
     probs = bucket_probabilities(buckets, tau)
     chosen_ids: set[int] = set()
     chosen: list[Exemplar] = []

@@ -15,11 +15,21 @@ then `aggregate` reduces loss_t over tokens and sequences. `eps_high > eps_low` 
 "clip-higher" (Yu et al. 2025, "DAPO", section 3.1): low-probability tokens with positive advantage
 may grow further before clipping, which keeps entropy from collapsing.
 
+Two guards keep one token from dominating: the log-ratio is clamped before `exp` (a token whose
+probability moved by e^20 cannot make the loss infinite), and for negative advantages the dual clip
+(Ye et al. 2020, "Mastering Complex Control in MOBA Games with Deep RL", eq. 5) bounds the surrogate
+below at dual_clip * A. When the sampling engine's numbers differ from the learner's (another
+kernel, another precision), `truncated_importance_weights` gives the per-token correction of
+Yao et al. 2025 ("Your Efficient RL Framework Secretly Brings You Off-Policy RL Training"):
+min(exp(learner_old - engine), cap), multiplied into the per-token loss.
+
 Pure torch: no I/O, no DeepSpeed; `cudal1.rl`'s package init does not import this module (it
 keeps torch out of the plain-Python RL code), so import `cudal1.rl.losses` directly.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -80,6 +90,9 @@ def ppo_clip_objective(
     advantages: torch.Tensor,
     eps_low: float,
     eps_high: float | None = None,
+    *,
+    log_ratio_clamp: float = 20.0,
+    dual_clip: float | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """PPO's clipped surrogate objective per token (to maximize).
 
@@ -90,21 +103,48 @@ def ppo_clip_objective(
         eps_low: lower clip range: the ratio is clipped below at 1 - eps_low.
         eps_high: upper clip range (1 + eps_high); None means eps_low (symmetric PPO). DAPO uses
             eps_low = 0.2, eps_high = 0.28.
+        log_ratio_clamp: logp - old_logp is clamped to [-c, c] before exp (nats).
+        dual_clip: where A < 0, the objective is at least dual_clip * A (> 1; None: off).
 
     Returns:
-        (objective, ratio, clipped): each [B, T]. `objective` = min(r A, clip(r) A);
-        `ratio` = exp(logp - old_logp); `clipped` is a bool tensor, true where the clipped branch
-        is strictly smaller, i.e. where the token's gradient is zeroed by clipping.
+        (objective, ratio, clipped): each [B, T]. `objective` = min(r A, clip(r) A), then the
+        dual clip; `ratio` = exp(clamped logp - old_logp); `clipped` is a bool tensor, true where
+        a clip branch decides, i.e. where the token's gradient is zeroed by clipping.
+
+    Raises:
+        ValueError: log_ratio_clamp <= 0 or dual_clip <= 1.
     """
+    if not log_ratio_clamp > 0:
+        raise ValueError(f"log_ratio_clamp must be > 0, got {log_ratio_clamp}")
+    if dual_clip is not None and not dual_clip > 1:
+        raise ValueError(f"dual_clip must be > 1, got {dual_clip}")
     eps_high = eps_low if eps_high is None else eps_high
     if advantages.dim() == 1:
         advantages = advantages.unsqueeze(-1)
     advantages = advantages.to(logp.dtype)
-    ratio = torch.exp(logp - old_logp.detach())
+    ratio = torch.exp((logp - old_logp.detach()).clamp(-log_ratio_clamp, log_ratio_clamp))
     unclipped = ratio * advantages
     clipped_obj = ratio.clamp(1.0 - eps_low, 1.0 + eps_high) * advantages
     objective = torch.minimum(unclipped, clipped_obj)
-    return objective, ratio, clipped_obj < unclipped
+    clipped = clipped_obj < unclipped
+    if dual_clip is not None:
+        floor = dual_clip * advantages
+        dual = (advantages < 0) & (objective < floor)
+        objective = torch.where(dual, floor.expand_as(objective), objective)
+        clipped = clipped | dual
+    return objective, ratio, clipped
+
+
+def truncated_importance_weights(learner_logp: torch.Tensor, engine_logp: torch.Tensor, cap: float) -> torch.Tensor:
+    """min(exp(learner_logp - engine_logp), cap) per token, without gradient ([B, T] each).
+
+    The sampler drew the tokens from the engine's distribution; the loss's ratio uses the
+    learner's. This weight corrects the mismatch (Yao et al. 2025, truncated importance
+    sampling); the cap bounds its variance. Raises ValueError for cap <= 0.
+    """
+    if not cap > 0:
+        raise ValueError(f"cap must be > 0, got {cap}")
+    return torch.exp((learner_logp - engine_logp).detach().clamp(max=math.log(cap)))
 
 
 def aggregate(
@@ -184,10 +224,13 @@ def grpo_loss(
     max_len: int | None = None,
     num_sequences: int | None = None,
     num_tokens: int | None = None,
+    token_weights: torch.Tensor | None = None,
+    log_ratio_clamp: float = 20.0,
+    dual_clip: float | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """The GRPO loss of a (micro-)batch and its diagnostics.
 
-    loss = aggregate(-min(r A, clip(r) A) + kl_beta * k3(logp, ref_logp), mask, agg)
+    loss = aggregate(-w * min(r A, clip(r) A) + kl_beta * k3(logp, ref_logp), mask, agg)
 
     Args:
         logp: [B, T] policy log-probs (with grad).
@@ -199,6 +242,9 @@ def grpo_loss(
         kl_beta: weight of the k3 KL penalty (0 disables it).
         agg: aggregation mode (see `aggregate`); max_len, num_sequences, num_tokens pass through.
         logits: [B, T, V], optional; only used for the entropy diagnostic.
+        token_weights: [B, T] per-token weights w of the surrogate (no gradient), e.g.
+            `truncated_importance_weights`; None: 1.
+        log_ratio_clamp, dual_clip: see `ppo_clip_objective`.
 
     Returns:
         (loss, metrics): loss is a 0-dim tensor to backpropagate. metrics are floats, token means
@@ -211,8 +257,10 @@ def grpo_loss(
     """
     if kl_beta > 0 and ref_logp is None:
         raise ValueError("kl_beta > 0 needs ref_logp")
-    objective, ratio, clipped = ppo_clip_objective(logp, old_logp, advantages, clip_eps, clip_eps_high)
-    per_token = -objective
+    objective, ratio, clipped = ppo_clip_objective(
+        logp, old_logp, advantages, clip_eps, clip_eps_high, log_ratio_clamp=log_ratio_clamp, dual_clip=dual_clip
+    )
+    per_token = -objective if token_weights is None else -objective * token_weights.detach()
     kl = None
     if ref_logp is not None:
         kl = kl_k3(logp, ref_logp.detach())

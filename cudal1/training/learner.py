@@ -31,7 +31,7 @@ import torch
 
 from cudal1.engines import deepspeed_engine as dse
 from cudal1.records import PolicyExample
-from cudal1.rl.losses import AGGREGATIONS, aggregate, grpo_loss, token_logprobs
+from cudal1.rl.losses import AGGREGATIONS, aggregate, grpo_loss, token_logprobs, truncated_importance_weights
 
 # Files copied next to an exported checkpoint when the source model directory has them.
 _TOKENIZER_FILES = (
@@ -115,11 +115,18 @@ class GRPOLearner:
             None uses the longest response of each mini-batch.
         grad_accum, micro_batch: an optimizer step sees micro_batch * grad_accum examples, in
             grad_accum forward/backward passes of micro_batch examples.
+        recompute_old_logprobs: the PPO ratio's old log-probabilities come from one no-grad
+            forward of this learner before the update (True), not from the sampling engine; the
+            engine's are then compared with them (metrics "engine_log_ratio*").
+        tis_cap: with recompute_old_logprobs, weight each token's surrogate by
+            min(exp(learner - engine), tis_cap) (truncated importance sampling; None: off).
+        dual_clip, log_ratio_clamp: see `cudal1.rl.losses.ppo_clip_objective`.
         device: "cpu" or "cuda" (picks DeepSpeed's accelerator and the gloo / nccl backend).
         seed: seeds python, numpy and torch.
 
     Raises:
-        ValueError: bad loss_agg, precision or stage.
+        ValueError: bad loss_agg, precision or stage, tis_cap <= 0, dual_clip <= 1,
+            log_ratio_clamp <= 0.
     """
 
     def __init__(
@@ -140,7 +147,19 @@ class GRPOLearner:
         micro_batch: int = 4,
         device: str = "cpu",
         seed: int = 0,
+        recompute_old_logprobs: bool = True,
+        tis_cap: float | None = None,
+        dual_clip: float | None = 3.0,
+        log_ratio_clamp: float = 20.0,
     ):
+        if tis_cap is not None and not tis_cap > 0:
+            raise ValueError(f"tis_cap must be > 0, got {tis_cap}")
+        if dual_clip is not None and not dual_clip > 1:
+            raise ValueError(f"dual_clip must be > 1, got {dual_clip}")
+        if not log_ratio_clamp > 0:
+            raise ValueError(f"log_ratio_clamp must be > 0, got {log_ratio_clamp}")
+        self.recompute_old_logprobs = recompute_old_logprobs
+        self.tis_cap, self.dual_clip, self.log_ratio_clamp = tis_cap, dual_clip, log_ratio_clamp
         if loss_agg not in AGGREGATIONS:
             raise ValueError(f"loss_agg {loss_agg!r} not in {AGGREGATIONS}")
         if micro_batch < 1 or grad_accum < 1:
@@ -245,13 +264,18 @@ class GRPOLearner:
     def grpo_step(self, examples: Sequence[PolicyExample]) -> dict[str, float]:
         """GRPO/PPO steps on scored responses (`example.advantage` broadcast to its tokens).
 
-        Old log-probabilities are the examples' own (`old_logprobs`, from the sampling engine)
-        or, where None, computed with the current weights before any update. The loss is
-        `cudal1.rl.losses.grpo_loss` with this learner's clip range, kl_beta and aggregation.
+        Old log-probabilities are computed with the current weights before any update (one
+        no-grad forward) when `recompute_old_logprobs`, or for examples without `old_logprobs`;
+        otherwise they are the examples' own (from the sampling engine). The loss is
+        `cudal1.rl.losses.grpo_loss` with this learner's clip range, kl_beta, aggregation, dual
+        clip, log-ratio clamp and (with `tis_cap`) truncated importance weights.
 
         Returns:
             metrics: "loss", "kl", "entropy" (nats), "clip_frac", "ratio_mean" (token-weighted
-            means), "grad_norm", "tokens", "optimizer_steps", "version", "seconds", "tokens_per_s".
+            means), "grad_norm", "tokens", "optimizer_steps", "version", "seconds", "tokens_per_s";
+            with recomputed old log-probabilities and the engine's at hand, "engine_log_ratio"
+            (token mean of learner - engine, nats), "engine_abs_log_ratio" (mean |.|),
+            "engine_max_abs_log_ratio", and with `tis_cap` "tis_weight_mean".
 
         Raises:
             ValueError: an example without prompt or response tokens, or whose old_logprobs
@@ -264,9 +288,16 @@ class GRPOLearner:
                 raise ValueError(
                     f"old_logprobs has {len(ex.old_logprobs)} values for {len(ex.response_ids)} response tokens"
                 )
-        missing = [ex for ex in examples if ex.old_logprobs is None]
-        computed = iter(self._score(self.engine, missing)) if missing else iter(())
-        old = [ex.old_logprobs if ex.old_logprobs is not None else next(computed) for ex in examples]
+        engine_rows = [ex.old_logprobs for ex in examples]
+        weights: list[list[float]] | None = None
+        extra: dict[str, float] = {}
+        if self.recompute_old_logprobs:
+            old = self._score(self.engine, examples)
+            extra, weights = self._engine_mismatch(old, engine_rows)
+        else:
+            missing = [ex for ex in examples if ex.old_logprobs is None]
+            computed = iter(self._score(self.engine, missing)) if missing else iter(())
+            old = [ex.old_logprobs if ex.old_logprobs is not None else next(computed) for ex in examples]
 
         sums = {"kl": 0.0, "entropy": 0.0, "clip_frac": 0.0, "ratio_mean": 0.0}
         losses, norms, tokens = [], [], 0
@@ -298,6 +329,9 @@ class GRPOLearner:
                     max_len=max_len,
                     num_sequences=len(mini),
                     num_tokens=mini_tokens,
+                    token_weights=batch.pad_rows([weights[i] for i in micro]) if weights is not None else None,
+                    log_ratio_clamp=self.log_ratio_clamp,
+                    dual_clip=self.dual_clip,
                 )
                 dse.backward(self.engine, loss)
                 total += loss.item()
@@ -309,8 +343,32 @@ class GRPOLearner:
             tokens += mini_tokens
             self.version += 1
         metrics = {key: value / max(tokens, 1) for key, value in sums.items()}
-        metrics.update(loss=_mean(losses), grad_norm=_mean(norms))
+        metrics.update(loss=_mean(losses), grad_norm=_mean(norms), **extra)
         return self._finish(start, tokens, metrics, len(losses))
+
+    def _engine_mismatch(
+        self, learner_rows: list[list[float]], engine_rows: list[list[float] | None]
+    ) -> tuple[dict[str, float], list[list[float]] | None]:
+        """How far the sampling engine's log-probabilities are from this learner's (metrics), and
+        the truncated importance weights when `tis_cap` is set (1 where the engine gave none)."""
+        gaps = [lr - en for l_row, e_row in zip(learner_rows, engine_rows) if e_row is not None
+                for lr, en in zip(l_row, e_row)]
+        metrics: dict[str, float] = {}
+        if gaps:
+            metrics = {"engine_log_ratio": _mean(gaps), "engine_abs_log_ratio": _mean([abs(g) for g in gaps]),
+                       "engine_max_abs_log_ratio": max(abs(g) for g in gaps)}
+        if self.tis_cap is None:
+            return metrics, None
+        weights = []
+        for l_row, e_row in zip(learner_rows, engine_rows):
+            if e_row is None:
+                weights.append([1.0] * len(l_row))
+            else:
+                w = truncated_importance_weights(torch.tensor(l_row), torch.tensor(e_row), self.tis_cap)
+                weights.append(w.tolist())
+        flat = [w for row in weights for w in row]
+        metrics["tis_weight_mean"] = _mean(flat)
+        return metrics, weights
 
     def _finish(self, start: float, tokens: int, metrics: dict, steps: int) -> dict[str, float]:
         seconds = time.perf_counter() - start

@@ -6,7 +6,7 @@ from itertools import combinations
 import pytest
 
 from cudal1.records import Exemplar
-from cudal1.rl.exemplars import bucket_probabilities, bucketize, sample_buckets, sample_exemplars
+from cudal1.rl.exemplars import bucket_probabilities, bucketize, sample_buckets, sample_exemplars, score
 
 # Chi-square critical values at p = 0.001 (a correct sampler fails a test 1 time in 1000 per
 # seed; the seeds are fixed, so the tests are deterministic).
@@ -32,18 +32,18 @@ def pair_probabilities(p):
 
 def test_bucketize_equal_width_and_edges():
     es = [ex(s) for s in (1.0, 1.2, 2.0, 2.9, 3.0, 5.0)]
-    buckets = bucketize(es, 4)  # bins of 1.0 over [1, 5]: [1,2) [2,3) [3,4) [4,5]
+    buckets = bucketize(es, 4, scale="linear")  # bins of 1.0 over [1, 5]: [1,2) [2,3) [3,4) [4,5]
     assert [[e.speedup for e in b.members] for b in buckets] == [[1.0, 1.2], [2.0, 2.9], [3.0], [5.0]]
     assert buckets[-1].hi == pytest.approx(5.0)  # the maximum lands in the last bin
     assert buckets[0].mean == pytest.approx(1.1)
-    assert [len(b.members) for b in bucketize(es, 2)] == [4, 2]  # [1, 3) and [3, 5]
+    assert [len(b.members) for b in bucketize(es, 2, scale="linear")] == [4, 2]  # [1, 3) and [3, 5]
 
 
 def test_bucketize_degenerate_and_fixed_width():
     assert bucketize([], 4) == []
     same = bucketize([ex(2.0, "a"), ex(2.0, "b")], 4)
     assert len(same) == 1 and len(same[0].members) == 2
-    fixed = bucketize([ex(0.4), ex(0.6), ex(1.7)], width=0.5)
+    fixed = bucketize([ex(0.4), ex(0.6), ex(1.7)], width=0.5, scale="linear")
     assert [(b.lo, b.hi) for b in fixed] == [(0.0, 0.5), (0.5, 1.0), (1.5, 2.0)]
     with pytest.raises(ValueError):
         bucketize([ex(1.0)], 0)
@@ -54,7 +54,7 @@ def test_bucketize_degenerate_and_fixed_width():
 
 
 def test_bucket_probabilities_is_the_softmax_over_bucket_means():
-    buckets = bucketize([ex(1.0), ex(1.0, "b"), ex(2.0), ex(4.0)], 3)  # means 1, 2, 4; global mean 2
+    buckets = bucketize([ex(1.0), ex(1.0, "b"), ex(2.0), ex(4.0)], 3, scale="linear")  # means 1, 2, 4; global mean 2
     probs = bucket_probabilities(buckets, tau=0.5)
     logits = [(m - 2.0) / 0.5 for m in (1.0, 2.0, 4.0)]
     z = sum(math.exp(x) for x in logits)
@@ -64,6 +64,34 @@ def test_bucket_probabilities_is_the_softmax_over_bucket_means():
     assert bucket_probabilities(buckets, tau=1e6) == pytest.approx([1 / 3] * 3, rel=1e-4)
     with pytest.raises(ValueError):
         bucket_probabilities(buckets, tau=0.0)
+
+
+def test_one_heavy_tailed_outlier_does_not_squeeze_the_rest_into_one_bucket():
+    """Issue 9, item 13: on the linear scale a 120x outlier puts every other code in the lowest
+    of 4 buckets (the draw then contrasts the outlier with anything); on the log scale the codes
+    between 1x and 3x still spread over buckets of their own."""
+    es = [ex(s) for s in (1.0, 1.5, 2.5, 4.0, 6.0, 10.0, 120.0)]
+    linear = bucketize(es, 4, scale="linear")  # bins of 29.75x: everything below 30x in the first
+    assert [len(b.members) for b in linear] == [6, 1]
+    log = bucketize(es, 4, scale="log")  # bins of ln(120)/4 = 1.197: [1, 3.3) [3.3, 11) ... [36, 120]
+    assert [[e.speedup for e in b.members] for b in log] == [[1.0, 1.5, 2.5], [4.0, 6.0, 10.0], [120.0]]
+
+
+def test_log_scale_means_and_temperature_are_in_ln_speedup():
+    buckets = bucketize([ex(1.0), ex(2.0), ex(8.0)], 3, scale="log")  # ln: 0, 0.693, 2.079
+    assert [b.mean for b in buckets] == pytest.approx([0.0, math.log(2.0), math.log(8.0)])
+    g = (math.log(2.0) + math.log(8.0)) / 3
+    logits = [(m - g) / 1.0 for m in (0.0, math.log(2.0), math.log(8.0))]
+    z = sum(math.exp(x) for x in logits)
+    assert bucket_probabilities(buckets, tau=1.0) == pytest.approx([math.exp(x) / z for x in logits])
+    # tau = 1 on the log scale: weights proportional to the geometric-mean speedup of each bucket
+    assert bucket_probabilities(buckets, tau=1.0) == pytest.approx([1 / 11, 2 / 11, 8 / 11])
+    with pytest.raises(ValueError):
+        score(0.0, "log")
+    with pytest.raises(ValueError):
+        score(2.0, "cubic")
+    with pytest.raises(ValueError):
+        sample_exemplars([ex(1.0), ex(2.0), ex(3.0)], k=2, scale="cubic")
 
 
 def test_bucket_draws_follow_successive_sampling_probabilities():

@@ -12,6 +12,7 @@ from cudal1.rl.losses import (
     ppo_clip_objective,
     token_entropy,
     token_logprobs,
+    truncated_importance_weights,
 )
 
 
@@ -196,3 +197,48 @@ def test_grpo_loss_clip_frac_counts_clipped_tokens():
     assert m["clip_frac"] == pytest.approx(0.25)
     assert m["ratio_mean"] == pytest.approx(1.0)
     assert loss.item() == pytest.approx(-(1.2 + 1.0 + 1.0 + 0.5) / 4)
+
+
+def test_a_runaway_log_ratio_is_clamped_so_the_loss_stays_finite():
+    logp = torch.tensor([[0.0, -1.0]], requires_grad=True)
+    old = torch.tensor([[-200.0, -1.0]])  # the behaviour policy gave the first token e^-200
+    loss, m = grpo_loss(logp, old, None, torch.tensor([1.0]), torch.ones(1, 2, dtype=torch.bool))
+    assert math.isfinite(loss.item()) and math.isfinite(m["ratio_mean"])
+    _, ratio, _ = ppo_clip_objective(logp, old, torch.tensor([1.0]), 0.2, log_ratio_clamp=20.0)
+    assert ratio[0, 0].item() == pytest.approx(math.exp(20.0), rel=1e-5)
+    with pytest.raises(ValueError):
+        ppo_clip_objective(logp, old, torch.tensor([1.0]), 0.2, log_ratio_clamp=0.0)
+
+
+def test_the_dual_clip_bounds_a_negative_advantage_surrogate():
+    # ratio e^2 = 7.39 with A = -1: PPO's min gives -7.39; the dual clip (3) gives -3, no gradient.
+    logp = torch.tensor([[2.0, 0.1]], requires_grad=True)
+    old = torch.zeros(1, 2)
+    adv = torch.tensor([-1.0])
+    plain, _, _ = ppo_clip_objective(logp, old, adv, 0.2)
+    dual, _, clipped = ppo_clip_objective(logp, old, adv, 0.2, dual_clip=3.0)
+    assert plain[0, 0].item() == pytest.approx(-math.exp(2.0))
+    assert dual[0, 0].item() == pytest.approx(-3.0) and bool(clipped[0, 0])
+    assert dual[0, 1].item() == pytest.approx(plain[0, 1].item())  # ratio 1.105: untouched
+    dual.sum().backward()
+    assert logp.grad[0, 0].item() == 0.0 and logp.grad[0, 1].item() != 0.0
+    # positive advantages are never dual-clipped
+    pos, _, _ = ppo_clip_objective(logp, old, torch.tensor([1.0]), 0.2, dual_clip=3.0)
+    assert pos[0, 0].item() == pytest.approx(1.2)
+    with pytest.raises(ValueError):
+        ppo_clip_objective(logp, old, adv, 0.2, dual_clip=1.0)
+
+
+def test_truncated_importance_weights_correct_the_engine_mismatch_up_to_the_cap():
+    learner = torch.tensor([[-1.0, -1.0, -1.0]])
+    engine = torch.tensor([[-1.0, -1.5, -5.0]])
+    w = truncated_importance_weights(learner, engine, cap=2.0)
+    assert w.tolist()[0] == pytest.approx([1.0, math.exp(0.5), 2.0])
+    # the weights scale each token's surrogate and carry no gradient
+    logp = torch.tensor([[-1.0, -1.0, -1.0]], requires_grad=True)
+    mask = torch.ones(1, 3, dtype=torch.bool)
+    plain, _ = grpo_loss(logp, learner, None, torch.tensor([1.0]), mask, agg="dapo")
+    weighted, _ = grpo_loss(logp, learner, None, torch.tensor([1.0]), mask, agg="dapo", token_weights=w)
+    assert weighted.item() == pytest.approx(plain.item() * w.mean().item())
+    with pytest.raises(ValueError):
+        truncated_importance_weights(learner, engine, cap=0.0)

@@ -86,10 +86,33 @@ def test_grpo_step_minibatches_and_given_old_logprobs(learner):
     assert m["optimizer_steps"] == 2 and learner.version == version + 2
     assert m["ratio_mean"] != pytest.approx(1.0, abs=1e-6)
     stale = PolicyExample(PROMPT_A, RESP_A, advantage=1.0, old_logprobs=[0.0] * len(RESP_A))
-    m = learner.grpo_step([stale])
+    learner.recompute_old_logprobs = False
+    try:
+        m = learner.grpo_step([stale])
+    finally:
+        learner.recompute_old_logprobs = True
     assert m["ratio_mean"] < 1.0  # the given behaviour logprobs (p = 1) were used
     with pytest.raises(ValueError, match="old_logprobs"):
         learner.grpo_step([PolicyExample(PROMPT_A, RESP_A, 1.0, old_logprobs=[0.0])])
+
+
+def test_old_logprobs_are_recomputed_and_the_engines_gap_is_logged(learner):
+    """Issue 9, item 12: the ratio's old log-probabilities are the learner's own (ratio 1 on the
+    first mini-batch even when the engine's numbers are off), the engine's gap is a metric, and
+    truncated importance weights scale the update."""
+    truth = learner.logprobs(PROMPT_A, RESP_A)
+    engine = [lp - 0.5 for lp in truth]  # an engine that reads every token 0.5 nats less likely
+    m = learner.grpo_step([PolicyExample(PROMPT_A, RESP_A, advantage=1.0, old_logprobs=engine)])
+    assert m["ratio_mean"] == pytest.approx(1.0, abs=1e-5)
+    assert m["engine_log_ratio"] == pytest.approx(0.5, abs=1e-4)
+    assert m["engine_abs_log_ratio"] == pytest.approx(0.5, abs=1e-4)
+    assert m["engine_max_abs_log_ratio"] == pytest.approx(0.5, abs=1e-4)
+    learner.tis_cap = 1.2
+    try:
+        m = learner.grpo_step([PolicyExample(PROMPT_A, RESP_A, advantage=1.0, old_logprobs=engine)])
+    finally:
+        learner.tis_cap = None
+    assert m["tis_weight_mean"] == pytest.approx(1.2)  # exp(0.5) = 1.65, capped at 1.2
 
 
 def test_named_weights_are_hf_names_and_export_reloads(learner, tmp_path):
