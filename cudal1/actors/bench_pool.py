@@ -384,12 +384,12 @@ class BenchmarkPool:
                         continue
                     i, a, _ = inflight.pop(ref)
                     del self._busy[a]
-                    result, died = self._collect(ref, candidates[i])
+                    result, died, recheck = self._collect(ref, candidates[i])
                     finish(i, result)
                     strikes[a] = strikes[a] + 1 if died else 0
                     if strikes[a] >= 3:
                         log.warning("pool %s: actor %d died on 3 calls in a row; left out of this batch", self.name, a)
-                    elif died:
+                    elif died or recheck:
                         probes[self._probe(a)] = (a, time.monotonic())
                     else:
                         idle.append(a)
@@ -446,18 +446,21 @@ class BenchmarkPool:
         """A `ready` call that waits through restarts (safe to rerun: it only reports)."""
         return self.actors[a].ready.options(max_task_retries=-1).remote()
 
-    def _collect(self, ref: Any, candidate: Candidate) -> tuple[dict[str, Any], bool]:
-        """(result, whether the actor died) of one finished call."""
+    def _collect(self, ref: Any, candidate: Candidate) -> tuple[dict[str, Any], bool, bool]:
+        """(result, whether the actor died, whether to ask it `ready` before more work) of one
+        finished call."""
         try:
-            return ray.get(ref), False
+            return ray.get(ref), False, False
         except RayActorError as e:  # died, and the retries (if any) died too
             log.warning("pool %s: benchmark actor died evaluating %s: %s", self.name, candidate.task_id, _short(e))
             msg = f"benchmark actor died: {_short(e)}"
-            return harness_failure(candidate, self.spec.backend, msg, "actor_died"), True
+            return harness_failure(candidate, self.spec.backend, msg, "actor_died"), True, True
         except RayTaskError as e:  # the evaluator raised: a harness fault, not the candidate's
             log.error("pool %s: evaluator raised on %s: %s", self.name, candidate.task_id, _short(e, 2000))
             msg = f"benchmark actor failed: {_short(e)}"
-            return harness_failure(candidate, self.spec.backend, msg, "harness_error"), False
+            # The evaluator can fail because its actor is being killed under it: the next call
+            # would reach a restarting actor, so wait for it to answer `ready` first.
+            return harness_failure(candidate, self.spec.backend, msg, "harness_error"), False, True
 
     def _abandon(self, ref: Any, a: int) -> None:
         """Stop waiting for a call that hangs: cancel it (so it is not retried) and restart its actor."""

@@ -24,16 +24,16 @@ The protocol, judge -> host (each answered by one message unless noted):
 - `call` {k, in_slot (CPU: a fresh slot, its descriptor sent along), args (when they changed)}
   -> `done` {k, inner_ms, leaves, values, mismatch, hack, error}: map the call's slot and build
   views of the inputs, run forward on them, synchronize the device, check what forward returned
-  and say where each output
-  tensor lives (`cudal1.bench.readers.describe`). Nothing is copied: the judge reads the outputs
+  and say where each output tensor lives (`cudal1.bench.readers.describe`). Nothing is copied: the judge reads the outputs
   from this process's memory itself, and times the whole call from outside. The outputs of a
   call are kept alive until the next call, so the judge can look at them again.
 - `load` {source} -> `loaded` (candidate host): import the candidate (this builds its
   extensions) and construct `ModelNew` with the task's constructor arguments and the judge's
   parameter seed.
 - `check` -> `checked`: replaced functions, the operator canary, flags (labels).
-- `profile` {in_slot, args, as for `call`} -> `profiled`: the aten operators and dtypes of one forward; on CUDA, whether the
-  device stays busy after the default stream is done (side streams).
+- `profile` {in_slot, args, as for `call`} -> `profiled`: the aten operators and dtypes of one
+  forward; on CUDA, whether the device stays busy after the default stream is done (side
+  streams).
 
 The host's own checks (materialization, aliasing, buffer reuse, flags, patches) are reports a
 candidate can switch off, since it runs in this process. That is by design: such reports can

@@ -99,8 +99,9 @@ class EvalResult:
     median on the reference host): the judge's time of a candidate call minus it bounds what the
     candidate's host may claim for the call (ms)."""
     resolution_ms: float | None = None
-    """Jitter of that round trip (90th - 10th percentile, ms): candidate times below it cannot be
-    told apart (label "below_resolution"; the candidate's time is then taken as this)."""
+    """Jitter of that fixed cost (90th - 10th percentile over the timing pass's reference round
+    trips, or the calibration's when the pass had fewer than 20; ms): candidate times below it
+    cannot be told apart (label "below_resolution"; the candidate's time is then taken as this)."""
     baseline_ms: float | None = None
     """A clean reference time (ms): the 90th percentile of reference calls timed before the
     candidate was imported, or of those timed after its process was killed, whichever is larger.

@@ -154,13 +154,20 @@ def candidate_rounds_ms(
     leave more round trip unexplained than the reference host's (median of wall - figure above
     `overhead_typical_ms`, that fixed cost's median on the reference host) has under-reported, and
     every figure is raised by the excess. An honest host is measured by its own clock (the one the
-    reference's time comes from); a host that claims less than it took, by any rule, ends near the
-    judge's wall time minus the reference host's typical fixed cost. Never negative.
+    reference's time comes from); the median figure of a host that claims less than it took ends
+    near or above the median of the judge's times less the reference host's typical fixed cost
+    (the tests try constant, proportional, wall-tracking and missing claims). Never negative.
     """
     figures = [[clocked_call_ms(claim, wall, overhead_high_ms) for wall, claim in rnd] for rnd in rounds]
     unexplained = [wall - f for rnd, frnd in zip(rounds, figures) for (wall, _), f in zip(rnd, frnd)]
     excess = max(statistics.median(unexplained) - overhead_typical_ms, 0.0) if unexplained else 0.0
     return [[f + excess for f in frnd] for frnd in figures]
+
+
+def jitter(values_ms: list[float]) -> float:
+    """Run-to-run jitter of a fixed cost: its 90th minus its 10th percentile (ms, at least 1e-6).
+    Raises ValueError when empty."""
+    return max(percentile(values_ms, 0.9) - percentile(values_ms, 0.1), 1e-6)
 
 
 def calibration(round_trips_ms: list[float], reference_ms: list[float]) -> tuple[float, float]:

@@ -10,6 +10,7 @@ from cudal1.bench.timing import (
     calibration,
     candidate_rounds_ms,
     clocked_call_ms,
+    jitter,
     percentile,
     speedup_stats,
     summarize_rounds,
@@ -123,3 +124,10 @@ def test_a_slower_reference_round_trip_cannot_lower_an_honest_hosts_figure():
     # the typical fixed cost taken as larger than it was: the honest figure stays its own clock
     figures = candidate_rounds_ms(rounds, overhead_high_ms=3.0, overhead_typical_ms=2.0)
     assert statistics.median(figures[0]) == pytest.approx(2.0)
+
+
+def test_jitter_is_the_spread_between_the_10th_and_90th_percentiles():
+    assert jitter([1.0 + 0.01 * i for i in range(101)]) == pytest.approx(0.8)
+    assert jitter([2.0, 2.0, 2.0]) == 1e-6  # never 0: a floor must stay a floor
+    with pytest.raises(ValueError):
+        jitter([])
