@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import Counter
 from typing import Any, Callable
 
 from tqdm import tqdm
@@ -290,8 +291,10 @@ def _rollout_log(ctx: Any, rollouts: list[Rollout], timings: dict[str, float], p
         "rollout/tokens_per_s": timings.get("tokens", 0.0) / gen_s if gen_s else 0.0,
         "bench/evaluations_per_s": timings.get("evaluations", 0.0) / eval_s if eval_s else 0.0,
     })
-    log.info("%s: %d rollouts, reward mean %.3f, pass rate %.2f", prefix, len(rollouts),
-             metrics.get(f"{prefix}/reward/mean", 0.0), metrics.get(f"{prefix}/pass_rate", 0.0))
+    reasons = Counter(r.reward_reason for r in rollouts if r.reward_reason)
+    log.info("%s: %d rollouts, reward mean %.3f, pass rate %.2f (%s)", prefix, len(rollouts),
+             metrics.get(f"{prefix}/reward/mean", 0.0), metrics.get(f"{prefix}/pass_rate", 0.0),
+             ", ".join(f"{reason} {count}" for reason, count in reasons.most_common()) or "no reward reasons")
     if metrics.get(f"{prefix}/below_resolution_rate", 0.0) > 0.5:
         log.warning("%s: %.0f%% of the correct candidates ran below the benchmark's resolution: their speedups are "
                     "bounds, not measurements (a busy machine, or tasks too small for it; see EvalResult.resolution_ms)",
