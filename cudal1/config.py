@@ -245,6 +245,13 @@ class RewardSettings:
     required_sections: list[str] = field(default_factory=lambda: ["analysis", "design"])
     """Sections a response must have (each at least `min_section_chars`) to be paid."""
     min_section_chars: int = 20
+    verify_above: float = 3.0
+    """A correct result faster than this (×) is measured again on another actor before it is paid."""
+    verify_over_best: float = 2.0
+    """...and so is one faster than this × its task's best known speedup."""
+    verify_tolerance: float = 0.10
+    """Two measurements further apart than this (relative; or than their own spreads, where
+    larger) are not paid ("suspect:unverified")."""
 
 
 @dataclasses.dataclass

@@ -308,8 +308,13 @@ class BenchmarkPool:
         """Evaluate one candidate (see `evaluate_many`)."""
         return self.evaluate_many([candidate], progress=False)[0]
 
-    def evaluate_many(self, candidates: Sequence[Candidate], progress: bool = True) -> list[dict[str, Any]]:
+    def evaluate_many(self, candidates: Sequence[Candidate], progress: bool = True,
+                      avoid: Sequence[int | None] | None = None) -> list[dict[str, Any]]:
         """Evaluate `candidates` across the pool: one `EvalResult.to_dict()` per candidate, in input order.
+
+        Each result of an actor call carries "actor": the index of the actor that evaluated it.
+        `avoid[i]`, when given, is an actor candidate i should not go to (a second opinion on
+        another device); it goes there anyway only when no other actor is left to take it.
 
         One call in flight per actor; the next candidate goes to the first actor that finishes.
         An actor gets work only after it answers a `ready` call (which waits through a restart).
@@ -319,10 +324,13 @@ class BenchmarkPool:
         candidates are labelled "no live benchmark actor". One call at a time per pool (a second
         caller waits).
         """
+        if avoid is not None and len(avoid) != len(candidates):
+            raise ValueError(f"avoid has {len(avoid)} entries for {len(candidates)} candidates")
         with self._lock:
-            return self._evaluate_many(list(candidates), progress)
+            return self._evaluate_many(list(candidates), progress, list(avoid) if avoid is not None else None)
 
-    def _evaluate_many(self, candidates: list[Candidate], progress: bool) -> list[dict[str, Any]]:
+    def _evaluate_many(self, candidates: list[Candidate], progress: bool,
+                       avoid: list[int | None] | None = None) -> list[dict[str, Any]]:
         results: list[dict[str, Any] | None] = [None] * len(candidates)
         # With build actors, a candidate becomes pending once its source is built (one build per
         # distinct source, all of them at once); a build failure is its result.
@@ -353,11 +361,22 @@ class BenchmarkPool:
 
         try:
             while pending or inflight or builds:
+                parked: list[int] = []  # idle actors every pending candidate should avoid
                 while idle and pending:
-                    a, i = idle.popleft(), pending.popleft()
+                    a = idle.popleft()
+                    i = next((j for j in pending if avoid is None or avoid[j] != a), None)
+                    if i is None:
+                        parked.append(a)
+                        continue
+                    pending.remove(i)
                     ref = self.actors[a].evaluate.remote(candidates[i])
                     inflight[ref] = (i, a, time.monotonic())
                     self._busy[a] = i
+                if parked and pending and not inflight and not probes and not builds:
+                    avoid = None  # no other actor left to ask: the same one beats no answer
+                idle.extend(parked)
+                if parked and avoid is None:
+                    continue
                 if not inflight and not probes and not builds:  # candidates left, but no actor to take them
                     for i in pending:
                         finish(i, harness_failure(candidates[i], self.spec.backend, "benchmark actor died: no live "
@@ -385,6 +404,7 @@ class BenchmarkPool:
                     i, a, _ = inflight.pop(ref)
                     del self._busy[a]
                     result, died, recheck = self._collect(ref, candidates[i])
+                    result["actor"] = a
                     finish(i, result)
                     strikes[a] = strikes[a] + 1 if died else 0
                     if strikes[a] >= 3:

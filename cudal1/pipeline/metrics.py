@@ -51,7 +51,7 @@ def rollout_metrics(rollouts: Sequence[Rollout], ps: Sequence[float] = DEFAULT_P
             the measurement's resolution (label "below_resolution": their speedup is a bound).
           - "parse/<label>": count of each parse-error label seen.
           - "reason/<reason>": count of each reward reason seen ("ok", "ok:noisy", "ok:copy",
-            "format:missing_analysis", ...).
+            "suspect:unverified", "format:missing_analysis", ...).
 
     Raises:
         KeyError, ValueError: a `result` that is not an `EvalResult.to_dict()`.

@@ -16,7 +16,7 @@ from cudal1.policy.model import chat_prompt_ids
 from cudal1.policy.parsing import parse_response
 from cudal1.records import Candidate, Exemplar, Rollout
 from cudal1.rl.advantages import rollout_advantages
-from cudal1.rl.rewards import Priced, RewardConfig, price
+from cudal1.rl.rewards import Priced, RewardConfig, needs_second_opinion, price, second_opinion
 from cudal1.tasks import Task
 
 log = logging.getLogger(__name__)
@@ -78,14 +78,55 @@ def sample_rollouts(ctx: Any, tasks: Sequence[Task], prompts: Sequence[list[dict
     candidates = [Candidate(r.task_id, r.sections["code"], origin=r.origin, model_version=r.generation.model_version)
                   for r in evaluable]
     results = ctx.pools.primary.evaluate_many(candidates, progress=True) if candidates else []
+    reward_cfg = reward_config(cfg)
+    verify_outliers(ctx.pools.primary, candidates, results, _best_known(ctx, candidates), reward_cfg)
     t2 = time.perf_counter()
     for r, res in zip(evaluable, results):
         r.result = res
-    price_rollouts(rollouts, reward_config(cfg), [shown_codes for _, _, _, shown_codes in kept])
+    price_rollouts(rollouts, reward_cfg, [shown_codes for _, _, _, shown_codes in kept])
     if timings is not None:
         timings.update(generate_s=t1 - t0, evaluate_s=t2 - t1, evaluations=float(len(candidates)),
                        tokens=float(sum(len(r.generation.response_ids) for r in rollouts)))
     return rollouts
+
+
+def _best_known(ctx: Any, candidates: Sequence[Candidate]) -> dict[str, float]:
+    """{task_id: the task's best stored speedup (×)} from the exemplar buffer, where it has one."""
+    buffer = getattr(ctx, "buffer", None)
+    if buffer is None:
+        return {}
+    best = {}
+    for task_id in sorted({c.task_id for c in candidates}):
+        e = buffer.best(task_id)
+        if e is not None:
+            best[task_id] = float(e.speedup)
+    return best
+
+
+def verify_outliers(pool: Any, candidates: Sequence[Candidate], results: list[dict[str, Any]],
+                    best_known: dict[str, float], reward_cfg: RewardConfig) -> int:
+    """Measure the outliers again on another actor of `pool` (issue 9, item 9).
+
+    A correct result above `reward_cfg.verify_above` (×), or above `verify_over_best` × its
+    task's best known speedup, is evaluated again, avoiding the actor that measured it (the same
+    actor only when the pool has no other); `second_opinion` is stored in the result as
+    "second_opinion", and a disagreement beyond `verify_tolerance` is logged with both figures
+    (`price` then pays no gain). Returns how many results were measured again."""
+    picks = [i for i, (c, res) in enumerate(zip(candidates, results))
+             if needs_second_opinion(res, best_known.get(c.task_id), reward_cfg)]
+    if not picks:
+        return 0
+    seconds = pool.evaluate_many([candidates[i] for i in picks], progress=False,
+                                 avoid=[results[i].get("actor") for i in picks])
+    for i, second in zip(picks, seconds):
+        opinion = second_opinion(results[i], second, reward_cfg)
+        results[i]["second_opinion"] = opinion
+        if not opinion["agrees"]:
+            log.warning("%s: suspected hack, not paid: %.3fx on actor %s, %s on actor %s (%s)",
+                        candidates[i].task_id, results[i]["speedup"], results[i].get("actor"),
+                        f"{opinion['speedup']:.3f}x" if opinion["speedup"] is not None else opinion["status"],
+                        opinion["actor"], candidates[i].origin)
+    return len(picks)
 
 
 def price_rollouts(rollouts: Sequence[Rollout], reward_cfg: RewardConfig, shown: Sequence[Sequence[str]] = ()) -> None:

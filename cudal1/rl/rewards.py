@@ -92,6 +92,12 @@ class RewardConfig:
         required_sections: response sections ("analysis", "design") that must be present.
         min_section_chars: a required section shorter than this (characters, stripped) counts
             as missing.
+        verify_above, verify_over_best: a correct result faster than verify_above (×), or than
+            verify_over_best × its task's best known speedup, is measured again on another
+            actor of the pool before it is paid (issue 9, item 9; `needs_second_opinion`).
+        verify_tolerance: the two measurements may differ by this much (relative to the
+            smaller), or by their own spreads where larger; beyond it the result is not paid
+            ("suspect:unverified").
 
     Raises:
         ValueError: an unknown transform, a non-finite or out-of-range value, or a failure or
@@ -110,6 +116,9 @@ class RewardConfig:
     label_factors: Any = tuple(sorted(DEFAULT_LABEL_FACTORS.items()))
     required_sections: tuple[str, ...] = ("analysis", "design")
     min_section_chars: int = 20
+    verify_above: float = 3.0
+    verify_over_best: float = 2.0
+    verify_tolerance: float = 0.10
 
     def __post_init__(self) -> None:
         if self.transform not in TRANSFORMS:
@@ -122,6 +131,11 @@ class RewardConfig:
             raise ValueError(f"reward.max_credit must be > 1 (×), got {self.max_credit}")
         if self.min_gain < 1:
             raise ValueError(f"reward.min_gain must be >= 1 (×), got {self.min_gain}")
+        for name in ("verify_above", "verify_over_best"):
+            if not getattr(self, name) >= 1:
+                raise ValueError(f"reward.{name} must be >= 1 (×), got {getattr(self, name)}")
+        if not 0 < self.verify_tolerance < math.inf:
+            raise ValueError(f"reward.verify_tolerance must be > 0, got {self.verify_tolerance}")
         factors = self.label_factors.items() if isinstance(self.label_factors, Mapping) else self.label_factors
         factors = tuple(sorted((str(k), float(v)) for k, v in factors))
         if any(not math.isfinite(v) or v < 0 for _, v in factors):
@@ -162,7 +176,7 @@ class Priced:
 
     Attributes:
         reward: the scalar reward.
-        reason: "ok", "ok:noisy", "ok:copy", or a failure label: "truncated",
+        reason: "ok", "ok:noisy", "ok:copy", "suspect:unverified", or a failure label: "truncated",
             "parse_error:<label>", "format:missing_<section>", an evaluator status, "hack:<kind>",
             "degenerate_task", "not_evaluated", "bad_speedup", "unknown_status:<s>".
         speedup: the speedup the reward was computed from (×, after rounding and the gain rules),
@@ -254,6 +268,40 @@ def _as_dict(result: Mapping[str, Any] | EvalResult | None) -> dict[str, Any] | 
     return dict(result)
 
 
+def needs_second_opinion(result: Mapping[str, Any] | None, best_known: float | None, cfg: RewardConfig) -> bool:
+    """True for a correct result (status ok) whose speedup (×) exceeds `cfg.verify_above`, or
+    `cfg.verify_over_best` × `best_known` (the task's best stored speedup, × ; None: unknown)."""
+    d = _as_dict(result)
+    if d is None or getattr(d.get("status"), "value", d.get("status")) != "ok":
+        return False
+    s = d.get("speedup")
+    if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s):
+        return False
+    return s > cfg.verify_above or (best_known is not None and best_known > 0 and s > cfg.verify_over_best * best_known)
+
+
+def second_opinion(first: Mapping[str, Any], second: Mapping[str, Any], cfg: RewardConfig) -> dict[str, Any]:
+    """Compare a result with its re-measurement on another actor.
+
+    Returns {"speedup": the second speedup (×) or None, "status", "actor": the second actor,
+    "disagreement": |s1 - s2| / min(s1, s2) (None when the second is not a correct result),
+    "tolerance": the larger of `cfg.verify_tolerance` and the two results' own spreads
+    (`speedup_spread`: two honest measurements differ by about that), "agrees": disagreement
+    <= tolerance}. `price` pays the slower of two that agree and no gain for two that do not.
+    """
+    s1 = float(first["speedup"])
+    status = getattr(second.get("status"), "value", second.get("status"))
+    s2 = second.get("speedup")
+    ok = status == "ok" and isinstance(s2, (int, float)) and not isinstance(s2, bool) and math.isfinite(s2) and s2 > 0
+    disagreement = abs(s1 - s2) / min(s1, s2) if ok else None
+    spreads = [float(x) for x in (first.get("speedup_spread"), second.get("speedup_spread"))
+               if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0]
+    tolerance = max([cfg.verify_tolerance, *spreads])
+    return {"speedup": float(s2) if ok else None, "status": status, "actor": second.get("actor"),
+            "disagreement": disagreement, "tolerance": tolerance,
+            "agrees": disagreement is not None and disagreement <= tolerance}
+
+
 def price(
     result: Mapping[str, Any] | EvalResult | None,
     parse_error: str | None = None,
@@ -313,6 +361,12 @@ def price(
     s, reason = conservative_speedup(float(speedup), cfg), "ok"
     if s > 1 and spread > cfg.max_spread:
         s, reason = 1.0, "ok:noisy"
+    check = d.get("second_opinion")
+    if s > 1 and isinstance(check, Mapping):
+        if not check.get("agrees"):
+            s, reason = 1.0, "suspect:unverified"
+        else:  # the slower of the two measurements
+            s = min(s, conservative_speedup(float(check["speedup"]), cfg))
     if s > 1 and code is not None:
         mine = normalized_code(code)
         if any(normalized_code(other) == mine for other in shown):

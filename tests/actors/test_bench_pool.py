@@ -16,7 +16,9 @@ import ray
 
 from cudal1.actors.bench_pool import BenchmarkPool, BenchmarkPools, BenchWorker, PoolSpec
 from cudal1.bench.result import Status
+from cudal1.pipeline.rollouts import verify_outliers
 from cudal1.records import Candidate
+from cudal1.rl.rewards import RewardConfig, price
 from cudal1.tasks import seed_solutions
 
 TASK = "level1/5"
@@ -57,6 +59,45 @@ def test_results_in_input_order_with_correct_statuses(pool):
     assert statuses[2] == "runtime_error", results[2]["message"]
     assert all(r["task_id"] == TASK for r in results)
     assert results[0]["speedup"] > 0 and results[0]["correctness_trials"] >= 5
+
+
+def test_a_second_opinion_comes_from_another_actor(pool):
+    """Issue 9, item 9: `avoid` sends each candidate to an actor other than the one named."""
+    firsts = pool.evaluate_many([Candidate(TASK, SEED, origin=f"first{i}") for i in range(2)], progress=False)
+    avoid = [r["actor"] for r in firsts]
+    assert all(a in (0, 1) for a in avoid)
+    seconds = pool.evaluate_many([Candidate(TASK, SEED, origin=f"second{i}") for i in range(2)],
+                                 progress=False, avoid=avoid)
+    assert [r["status"] for r in seconds] == ["ok", "ok"], [r["message"] for r in seconds]
+    assert all(s["actor"] != a for s, a in zip(seconds, avoid)), (avoid, [s["actor"] for s in seconds])
+    with pytest.raises(ValueError, match="avoid"):
+        pool.evaluate_many([Candidate(TASK, SEED)], avoid=[0, 1])
+
+
+def test_outliers_are_measured_again_on_another_actor_before_they_are_paid(pool):
+    """The pipeline's `verify_outliers` on a real pool: a result above 2x its task's best known
+    speedup (here a best of 1e-6x, so any) is evaluated again elsewhere, and paid the slower."""
+    cfg = RewardConfig(verify_tolerance=100.0)  # agreement is not what this test is about
+    candidates = [Candidate(TASK, SEED, origin="outlier")]
+    results = pool.evaluate_many(candidates, progress=False)
+    assert verify_outliers(pool, candidates, results, {TASK: 1e-6}, cfg) == 1
+    opinion = results[0]["second_opinion"]
+    assert opinion["status"] == "ok" and opinion["actor"] != results[0]["actor"] and opinion["agrees"]
+    paid = price(results[0], None, cfg)
+    slower = min(results[0]["speedup"], opinion["speedup"])
+    assert paid.speedup <= max(slower, 1.0) + 1e-9
+    quiet = RewardConfig(verify_above=1e6)  # nothing is an outlier now: no second evaluation
+    assert verify_outliers(pool, candidates, results, {TASK: 1e6}, quiet) == 0
+
+
+def test_a_pool_of_one_gives_the_second_opinion_itself(ray_cluster, tmp_path_factory):
+    spec = PoolSpec(name="alone", num_actors=1, num_cpus=1, settings=settings(tmp_path_factory), start_timeout_s=180)
+    alone = BenchmarkPool(spec)
+    try:
+        [result] = alone.evaluate_many([Candidate(TASK, SEED)], progress=False, avoid=[0])
+        assert result["status"] == "ok" and result["actor"] == 0, result["message"]
+    finally:
+        alone.shutdown()
 
 
 def test_actors_hold_the_custom_resource(pool):

@@ -8,8 +8,10 @@ from cudal1.rl.rewards import (
     conservative_speedup,
     credit,
     label_factor,
+    needs_second_opinion,
     normalized_code,
     price,
+    second_opinion,
 )
 
 B = math.log(10.0)  # the default bound of log-speedup credit
@@ -149,3 +151,35 @@ def test_harness_failures_and_invalid_tasks_carry_no_signal():
     assert not price(died, None).trainable
     assert not price(EvalResult("t", status=Status.INVALID_TASK), None).trainable
     assert price(EvalResult("t", status=Status.RUNTIME_ERROR), None).trainable  # the candidate's own crash
+
+
+def test_outliers_need_a_second_opinion():
+    cfg = RewardConfig()  # verify above 3x, or above 2x the task's best known
+    assert needs_second_opinion(ok(3.5).to_dict(), None, cfg)
+    assert not needs_second_opinion(ok(2.9).to_dict(), None, cfg)
+    assert needs_second_opinion(ok(2.9).to_dict(), 1.4, cfg)  # 2.9 > 2 x 1.4
+    assert not needs_second_opinion(ok(2.7).to_dict(), 1.4, cfg)
+    assert not needs_second_opinion({"status": "incorrect", "speedup": 50.0}, None, cfg)
+    assert not needs_second_opinion(None, None, cfg)
+
+
+def test_two_measurements_that_disagree_are_not_paid_and_two_that_agree_pay_the_slower():
+    cfg = RewardConfig()
+    first = {**ok(6.0).to_dict(), "actor": 0}
+    agree = second_opinion(first, {**ok(5.7).to_dict(), "actor": 1}, cfg)
+    assert agree["agrees"] and agree["disagreement"] == pytest.approx(0.3 / 5.7) and agree["actor"] == 1
+    paid = price({**first, "second_opinion": agree}, None)
+    assert paid.reason == "ok" and paid.speedup == pytest.approx(5.7)
+    apart = second_opinion(first, {**ok(4.0).to_dict(), "actor": 1}, cfg)  # 50% apart
+    assert not apart["agrees"] and apart["disagreement"] == pytest.approx(0.5)
+    unpaid = price({**first, "second_opinion": apart}, None)
+    assert unpaid.reason == "suspect:unverified" and unpaid.reward == 0.0 and unpaid.trainable
+    failed = second_opinion(first, {"status": "incorrect", "speedup": None, "actor": 1}, cfg)
+    assert not failed["agrees"] and failed["disagreement"] is None and failed["speedup"] is None
+    # two honest measurements differ by about their own spread: that much is tolerated
+    noisy = second_opinion({**ok(6.0, spread=0.3).to_dict()}, ok(4.8, spread=0.1).to_dict(), cfg)
+    assert noisy["tolerance"] == pytest.approx(0.3) and noisy["agrees"]
+    with pytest.raises(ValueError):
+        RewardConfig(verify_tolerance=0.0)
+    with pytest.raises(ValueError):
+        RewardConfig(verify_above=0.5)
