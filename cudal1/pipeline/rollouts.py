@@ -122,7 +122,8 @@ def verify_outliers(pool: Any, candidates: Sequence[Candidate], results: list[di
         opinion = second_opinion(results[i], second, reward_cfg)
         results[i]["second_opinion"] = opinion
         if not opinion["agrees"]:
-            log.warning("%s: suspected hack, not paid: %.3fx on actor %s, %s on actor %s (%s)",
+            log.warning("%s: not confirmed on another actor, not paid (a hack, or noise): %.3fx on actor %s, "
+                        "%s on actor %s (%s)",
                         candidates[i].task_id, results[i]["speedup"], results[i].get("actor"),
                         f"{opinion['speedup']:.3f}x" if opinion["speedup"] is not None else opinion["status"],
                         opinion["actor"], candidates[i].origin)

@@ -287,7 +287,9 @@ def second_opinion(first: Mapping[str, Any], second: Mapping[str, Any], cfg: Rew
     "disagreement": |s1 - s2| / min(s1, s2) (None when the second is not a correct result),
     "tolerance": the larger of `cfg.verify_tolerance` and the two results' own spreads
     (`speedup_spread`: two honest measurements differ by about that), "agrees": disagreement
-    <= tolerance}. `price` pays the slower of two that agree and no gain for two that do not.
+    <= tolerance, or both results below the measurement's resolution (label "below_resolution":
+    each speedup is then only a lower bound, and two bounds may differ without contradicting
+    each other)}. `price` pays the slower of two that agree and no gain for two that do not.
     """
     s1 = float(first["speedup"])
     status = getattr(second.get("status"), "value", second.get("status"))
@@ -297,9 +299,10 @@ def second_opinion(first: Mapping[str, Any], second: Mapping[str, Any], cfg: Rew
     spreads = [float(x) for x in (first.get("speedup_spread"), second.get("speedup_spread"))
                if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0]
     tolerance = max([cfg.verify_tolerance, *spreads])
+    bounds = all("below_resolution" in (r.get("labels") or ()) for r in (first, second))
     return {"speedup": float(s2) if ok else None, "status": status, "actor": second.get("actor"),
             "disagreement": disagreement, "tolerance": tolerance,
-            "agrees": disagreement is not None and disagreement <= tolerance}
+            "agrees": disagreement is not None and (disagreement <= tolerance or bounds)}
 
 
 def price(

@@ -179,6 +179,11 @@ def test_two_measurements_that_disagree_are_not_paid_and_two_that_agree_pay_the_
     # two honest measurements differ by about their own spread: that much is tolerated
     noisy = second_opinion({**ok(6.0, spread=0.3).to_dict()}, ok(4.8, spread=0.1).to_dict(), cfg)
     assert noisy["tolerance"] == pytest.approx(0.3) and noisy["agrees"]
+    # two lower bounds (both below the resolution) do not contradict each other: the smaller is paid
+    bounds = second_opinion(ok(8.0, labels=["below_resolution"]).to_dict(), ok(5.0, labels=["below_resolution"]).to_dict(), cfg)
+    assert bounds["agrees"] and bounds["speedup"] == 5.0
+    one_bound = second_opinion(ok(8.0, labels=["below_resolution"]).to_dict(), ok(5.0).to_dict(), cfg)
+    assert not one_bound["agrees"]
     with pytest.raises(ValueError):
         RewardConfig(verify_tolerance=0.0)
     with pytest.raises(ValueError):
