@@ -545,8 +545,7 @@ class Judge:
             walls.append(wall_ms)
             inner.append(ref_ms)
         self.overhead_ms, self.resolution_ms = timing.calibration(walls, inner)
-        skip = len(walls) // 3
-        self.calibration_trips = [w - r for w, r in zip(walls[skip:], inner[skip:])]
+        self.calibration_trips = timing.fixed_costs(walls, inner)
         self.result.overhead_ms = round(self.overhead_ms, 6)
         self.result.resolution_ms = round(self.resolution_ms, 6)
         self.calls = self._calls_per_round(statistics.median(inner))

@@ -170,23 +170,31 @@ def jitter(values_ms: list[float]) -> float:
     return max(percentile(values_ms, 0.9) - percentile(values_ms, 0.1), 1e-6)
 
 
-def calibration(round_trips_ms: list[float], reference_ms: list[float]) -> tuple[float, float]:
-    """(overhead_ms, resolution_ms) from the calibration before the candidate is imported.
+def fixed_costs(round_trips_ms: list[float], reference_ms: list[float]) -> list[float]:
+    """Round trip minus forward (ms) of each calibration call after the first third (warm-up).
 
     round_trips_ms[i]: the judge's time of the i-th reference call through the whole round trip to
     the reference host; reference_ms[i]: the reference host's own time of the forward in that same
-    call. The first third of the calls is dropped (warm-up). overhead = median over the calls of
-    (round trip - forward): what a call through a host costs besides the forward (messages, the
-    reads of the outputs, GPU context switches, the host's bookkeeping), subtracted from every
-    candidate call; never negative. resolution = the 90th minus the 10th percentile of the round
-    trips: their run-to-run jitter, below which two candidate times cannot be told apart.
-    Raises ValueError for fewer than 3 calls, or lists of different lengths.
+    call. What is left is what a call through a host costs besides the forward (messages, the
+    reads of the outputs, GPU context switches, the host's bookkeeping). Raises ValueError for
+    fewer than 3 calls, or lists of different lengths.
     """
     if len(round_trips_ms) != len(reference_ms):
         raise ValueError("calibration needs one reference time per round trip")
     if len(round_trips_ms) < 3:
         raise ValueError("calibration needs at least 3 round trips")
     skip = len(round_trips_ms) // 3
-    trips = round_trips_ms[skip:]
-    overhead = max(statistics.median(t - r for t, r in zip(trips, reference_ms[skip:])), 0.0)
-    return overhead, max(percentile(trips, 0.9) - percentile(trips, 0.1), 1e-6)
+    return [t - r for t, r in zip(round_trips_ms[skip:], reference_ms[skip:])]
+
+
+def calibration(round_trips_ms: list[float], reference_ms: list[float]) -> tuple[float, float]:
+    """(overhead_ms, resolution_ms) from the calibration before the candidate is imported.
+
+    overhead = the median of `fixed_costs` (never negative): it bounds what a candidate call may
+    claim (`candidate_rounds_ms`). resolution = the `jitter` of the round trips after the first
+    third: below it two candidate times cannot be told apart (until the timing pass has round
+    trips of its own). Raises ValueError as `fixed_costs` does.
+    """
+    costs = fixed_costs(round_trips_ms, reference_ms)
+    trips = round_trips_ms[len(round_trips_ms) - len(costs):]
+    return max(statistics.median(costs), 0.0), jitter(trips)

@@ -79,7 +79,7 @@ def sample_rollouts(ctx: Any, tasks: Sequence[Task], prompts: Sequence[list[dict
                   for r in evaluable]
     results = ctx.pools.primary.evaluate_many(candidates, progress=True) if candidates else []
     reward_cfg = reward_config(cfg)
-    verify_outliers(ctx.pools.primary, candidates, results, _best_known(ctx, candidates), reward_cfg)
+    verify_outliers(ctx.pools.primary, candidates, results, _best_known(ctx, candidates, results), reward_cfg)
     t2 = time.perf_counter()
     for r, res in zip(evaluable, results):
         r.result = res
@@ -90,13 +90,14 @@ def sample_rollouts(ctx: Any, tasks: Sequence[Task], prompts: Sequence[list[dict
     return rollouts
 
 
-def _best_known(ctx: Any, candidates: Sequence[Candidate]) -> dict[str, float]:
-    """{task_id: the task's best stored speedup (×)} from the exemplar buffer, where it has one."""
+def _best_known(ctx: Any, candidates: Sequence[Candidate], results: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """{task_id: the task's best stored speedup (×)} from the exemplar buffer, where it has one,
+    for the tasks with a correct result (only those can need a second opinion)."""
     buffer = getattr(ctx, "buffer", None)
     if buffer is None:
         return {}
     best = {}
-    for task_id in sorted({c.task_id for c in candidates}):
+    for task_id in sorted({c.task_id for c, res in zip(candidates, results) if res.get("status") == "ok"}):
         e = buffer.best(task_id)
         if e is not None:
             best[task_id] = float(e.speedup)
