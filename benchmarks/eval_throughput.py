@@ -32,7 +32,8 @@ from cudal1.bench.suite import ResultWriter, SuiteJob, run_suite
 from cudal1.tasks import find_task, load_tasks, seed_solutions
 
 
-def run_jobs(jobs: list[SuiteJob], backend: str, settings: EvalSettings, build_jobs: int, jsonl: Path | None) -> dict:
+def run_jobs(jobs: list[SuiteJob], backend: str, settings: EvalSettings, build_jobs: int | None, jsonl: Path | None,
+             per_device: int = 1) -> dict:
     results = []
     writer = ResultWriter(jsonl) if jsonl else None
 
@@ -42,7 +43,7 @@ def run_jobs(jobs: list[SuiteJob], backend: str, settings: EvalSettings, build_j
             writer.write(r, solution=str(job.solution))
 
     t0 = time.perf_counter()
-    run_suite(jobs, backend, settings, on_result, build_jobs=build_jobs)
+    run_suite(jobs, backend, settings, on_result, build_jobs=build_jobs, per_device=per_device)
     wall = time.perf_counter() - t0
     print(format_summary(summarize(results)))
     for r in sorted(results, key=lambda r: r.task_id):
@@ -61,7 +62,29 @@ def run_jobs(jobs: list[SuiteJob], backend: str, settings: EvalSettings, build_j
         # The two-process evaluator's fixed cost per candidate call and its jitter (None before it).
         "median_overhead_ms": _median_of(results, "overhead_ms"),
         "median_resolution_ms": _median_of(results, "resolution_ms"),
+        # Where an evaluation's time goes: the median seconds of each of the judge's phases.
+        "median_phases_s": _median_phases(results),
     }
+
+
+def _median_phases(results: list) -> dict[str, float]:
+    names = sorted({k for r in results for k in (getattr(r, "phases_s", None) or {})})
+    return {k: round(statistics.median([r.phases_s[k] for r in results if k in r.phases_s]), 3) for k in names}
+
+
+def build_edges(cache: str) -> dict:
+    """Compile and link times from the ninja logs of every build under `cache`: the median and
+    total seconds per kind of edge (the C++ binding, the CUDA source, the link)."""
+    kinds: dict[str, list[float]] = {}
+    for log in Path(cache).rglob(".ninja_log"):
+        for line in log.read_text().splitlines():
+            parts = line.split("\t")
+            if line.startswith("#") or len(parts) < 4:
+                continue
+            out = parts[3]
+            kind = "link" if out.endswith(".so") else "cuda" if ".cuda" in out else "cpp" if out.endswith(".o") else "other"
+            kinds.setdefault(kind, []).append((int(parts[1]) - int(parts[0])) / 1e3)
+    return {k: {"n": len(v), "median_s": round(statistics.median(v), 1), "total_s": round(sum(v), 1)} for k, v in kinds.items()}
 
 
 def _median_of(results: list, field: str) -> float | None:
@@ -75,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", default="cuda", choices=["cpu", "cuda"])
     ap.add_argument("--levels", type=int, nargs="+", default=[1])
     ap.add_argument("--copies", type=int, default=2)
-    ap.add_argument("--build-jobs", type=int, default=os.cpu_count())
+    ap.add_argument("--build-jobs", type=int, default=None, help="parallel builds (default: half the cores)")
+    ap.add_argument("--per-device", type=int, default=1,
+                    help="evaluations at a time on the device (setup overlaps, timing takes turns); also for the repeats")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--repeat-task", nargs="+", default=None, help="tasks for the repeatability runs (default: the first seed)")
     ap.add_argument("--out", default=None, help="JSON file for the figures")
@@ -100,17 +125,24 @@ def main(argv: list[str] | None = None) -> int:
     results_dir = Path(args.results_dir) if args.results_dir else None
     if results_dir:
         results_dir.mkdir(parents=True, exist_ok=True)
-    report["cold"] = run_jobs(jobs, args.backend, settings, args.build_jobs, results_dir / "cold.jsonl" if results_dir else None)
+    report["per_device"] = args.per_device
+    report["cold"] = run_jobs(jobs, args.backend, settings, args.build_jobs, results_dir / "cold.jsonl" if results_dir else None,
+                              args.per_device)
     print("cold cache:", json.dumps(report["cold"]))
-    report["warm"] = run_jobs(jobs, args.backend, settings, args.build_jobs, results_dir / "warm.jsonl" if results_dir else None)
+    report["build_edges"] = build_edges(cache)
+    print("build edges:", json.dumps(report["build_edges"]))
+    report["warm"] = run_jobs(jobs, args.backend, settings, args.build_jobs, results_dir / "warm.jsonl" if results_dir else None,
+                              args.per_device)
     print("warm cache:", json.dumps(report["warm"]))
-
-    from cudal1.bench.evaluator import evaluate
 
     report["repeatability"] = []
     for tid in (args.repeat_task or [sorted(seeds)[0]]) if args.repeats > 0 else []:
         task, source = find_task(tasks, tid), seeds[tid].read_text()
-        runs = [evaluate(task, source, args.backend, settings=settings) for _ in range(args.repeats)]
+        # The repeats run as the suite does (per_device at a time), so their spread includes
+        # whatever sharing the device costs.
+        runs: list = []
+        run_suite([SuiteJob(task, source, seeds[tid])] * args.repeats, args.backend, settings,
+                  lambda job, r: runs.append(r), per_device=args.per_device)
         speedups = [r.speedup if r.status is Status.OK else float("nan") for r in runs]
         med = statistics.median(speedups)
         entry = {

@@ -230,6 +230,7 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
             devices=args.device or [None],
             build_jobs=args.build_jobs,
             overlap=args.overlap,
+            per_device=args.per_device,
         )
     except KeyboardInterrupt:
         bar.close()
@@ -365,7 +366,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="results JSONL (default runs/eval_suite_<backend>_<time>.jsonl)")
     p.add_argument("--resume", action="store_true", help="skip task ids already in --out and append to it")
     p.add_argument("--overwrite", action="store_true", help="delete an existing --out first")
-    p.add_argument("--build-jobs", type=int, default=os.cpu_count(), help="parallel builds (default: all cores)")
+    p.add_argument("--build-jobs", type=int, default=None, help="parallel builds (default: half the cores)")
+    p.add_argument("--per-device", type=int, default=1,
+                   help="cuda: evaluations at a time per device; their setup overlaps, their timing takes turns (default 1)")
     p.add_argument(
         "--device", action="append", default=None, help="cuda device to time on; repeat for one timing stream per device"
     )
@@ -405,6 +408,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the `cudal1` console script. Returns the exit code (see module docstring)."""
     args = build_parser().parse_args(argv)
+    if getattr(args, "per_device", 1) < 1:
+        print("cudal1: --per-device must be at least 1", file=sys.stderr)
+        return 2
     if getattr(args, "build_jobs", 1) is not None and getattr(args, "build_jobs", 1) < 1:
         print("cudal1: --build-jobs must be at least 1", file=sys.stderr)
         return 2

@@ -59,7 +59,10 @@ class PoolSpec:
     """Logical CPUs per actor. Ray sets OMP_NUM_THREADS from it, which the evaluator worker inherits:
     reference and candidate are timed with that many torch threads."""
     num_gpus: float = 0.0
-    """GPUs per actor; the actor's evaluator uses "cuda:0", which Ray maps to the GPU it assigned."""
+    """GPUs per actor; the actor's evaluator uses "cuda:0", which Ray maps to the GPU it assigned.
+    0.5 puts two actors on one GPU: their evaluations' setup overlaps and their timed phases take
+    turns (`cudal1.bench.devicelock`), more candidates an hour for noisier sub-millisecond timings
+    (docs/benchmarks.md)."""
     accelerator_type: str | None = None
     """Ray's accelerator_type option ("H100", "A100", "H200"): only nodes with that GPU model."""
     resources: dict[str, float] = dataclasses.field(default_factory=dict)

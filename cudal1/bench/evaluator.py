@@ -13,6 +13,10 @@ Degenerate tasks: the judge runs the degenerate-task check (`cudal1.tasks.degene
 time it sees a task at a size profile; the answer is cached here and under
 `<cache>/tasks/`, and every result on a degenerate task carries the label "degenerate_task".
 
+Device lock: evaluations sharing a GPU (two per GPU in `cudal1 eval-suite --per-device 2`, two
+pool actors with `num_gpus: 0.5`) take turns from the degenerate-task check to the last reference
+call (`cudal1.bench.devicelock`); the wait does not count against an evaluation's time limit.
+
 Build cache: inline extensions build into `<cache>/ext/torch-<version>-cu<cuda>/<arch>/<sha>`, one
 directory per candidate source hash, so equal sources reuse one build, different candidates never
 contend for a build lock, and builds for other torch versions or architectures never mix.
@@ -33,6 +37,7 @@ from typing import Any
 import torch
 
 from ..tasks.task import Task
+from .devicelock import DeviceLock
 from .labels import kernel_labels, source_labels
 from .result import EvalResult, HackKind, Status, truncate_log
 from .settings import EvalSettings
@@ -154,9 +159,12 @@ def evaluate(
         max_processes=settings.max_processes,
         sandbox=settings.sandbox,
     )
+    # One evaluation times on a GPU at a time, however many share it (`cudal1.bench.devicelock`).
+    lock = DeviceLock(info.get("uuid") or f"{platform.node()}-{device}") if backend == "cuda" else None
     # The reference host runs only the task's reference, under the judge's limits.
     out = run_judged("cudal1.bench.judge:main", payload, judge_limits, "cudal1.bench.host:main", {}, host_limits,
-                     watch_dirs=[host_limits.env["TORCH_EXTENSIONS_DIR"]], reference_limits=judge_limits)
+                     watch_dirs=[host_limits.env["TORCH_EXTENSIONS_DIR"]], reference_limits=judge_limits,
+                     device_lock=lock)
     result = _from_judged(task, backend, out, settings.memory_limit_mib)
     if not result.device:
         result.device, result.arch = info["name"], info["arch"]
@@ -167,6 +175,10 @@ def evaluate(
             _degenerate_store(settings, task, profile, backend, report)
         if judged.get("host_sandbox"):
             result.sandbox = judged["host_sandbox"]
+        if isinstance(judged.get("phases_s"), dict):
+            result.phases_s = dict(judged["phases_s"])
+            if result.eval_seconds is not None:
+                result.phases_s["processes"] = round(max(0.0, out.wall_s - result.eval_seconds), 3)
     if isinstance(result.sandbox, dict):
         result.sandbox.setdefault("measures", {})["cgroup"] = {
             "requested": settings.sandbox, "active": out.containment.startswith("cgroup"), "detail": out.containment}

@@ -49,9 +49,10 @@ import re
 import secrets
 import statistics
 import sys
+import functools
 import time
 import traceback
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -85,6 +86,21 @@ CALIBRATION_WARMUP = 4
 SNAPSHOT_CHUNKS = 64
 GRACE_S = 5.0
 """The judge waits this long past the evaluation's deadline (the parent kills at the deadline)."""
+
+
+def _spends(part: str) -> Callable:
+    """Add the wall time of every call of the decorated method to `self.spent[part]` (seconds):
+    where the calls of an evaluation spend the judge's time (parts may nest)."""
+    def wrap(method: Callable) -> Callable:
+        @functools.wraps(method)
+        def timed(self: "Judge", *args: Any, **kwargs: Any) -> Any:
+            started = time.perf_counter()
+            try:
+                return method(self, *args, **kwargs)
+            finally:
+                self.spent[part] = self.spent.get(part, 0.0) + time.perf_counter() - started
+        return timed
+    return wrap
 
 
 class Judge:
@@ -123,6 +139,7 @@ class Judge:
         self.ref_template: list[Any] = []
         self.trips_ms: list[float] = []
         self._staged: dict[str, list[Slot]] = {}
+        self.spent: dict[str, float] = {}
 
     # -- seeds, inputs, labels -----------------------------------------------------------------
 
@@ -130,6 +147,7 @@ class Judge:
         digest = hashlib.sha256(f"{self.base_seed}:{what}".encode()).digest()
         return int.from_bytes(digest[:8], "big") % (2**62)
 
+    @_spends("inputs")
     def _inputs(self, shift: tuple[float, float] | None = None) -> list[Any]:
         self.counter += 1
         return inputs_mod.make_inputs(self.module, self._seed(self.counter), self.device, shift)
@@ -329,6 +347,7 @@ class Judge:
         except (Timeout, PeerGone, ProtocolError) as exc:
             raise RuntimeError(f"the reference host failed ({type(exc).__name__}: {exc})") from exc
 
+    @_spends("staging")
     def _stage(self, who: str, x: list[Any], template: list[Any]) -> tuple[dict[str, Any], list[int]]:
         """Write the tensors of `x` where `who`'s host ("candidate" or "reference") will read
         them. On the CPU that is a fresh slot, sent with the message: the call's inputs exist
@@ -372,6 +391,7 @@ class Judge:
         for slot in self._staged.get(who, [])[-1:]:
             slot.close_fd()
 
+    @_spends("reference call")
     def _ref_call(self, x: list[Any]) -> tuple[float, float, tuple[list[torch.Tensor], list[Any]]]:
         """One call of the reference in the reference host, timed exactly as a candidate call is.
 
@@ -401,6 +421,7 @@ class Judge:
             raise RuntimeError("the reference host reported a negative time")
         return wall_ms, msg["inner_ms"], (tensors, msg["values"])
 
+    @_spends("candidate call")
     def _call(self, x: list[Any], *, timed: bool) -> tuple[float, dict[str, Any], list[torch.Tensor]]:
         """One call of the candidate on inputs `x`.
 
@@ -428,6 +449,7 @@ class Judge:
         self.last_leaves, self.last_snapshot = msg["leaves"], snapshot
         return wall_ms, msg, snapshot
 
+    @_spends("reading")
     def _read(self, leaves: list[Any], again: bool = False) -> list[torch.Tensor]:
         """The judge's copy of the outputs the candidate host described (`cudal1.bench.readers`)."""
         if len(leaves) != len(self.out_specs) or not all(isinstance(leaf, dict) for leaf in leaves):
@@ -457,6 +479,7 @@ class Judge:
         if msg.get("mismatch") is not None:
             raise Verdict(Status.INCORRECT, str(msg["mismatch"])[:600])
 
+    @_spends("output re-read")
     def _last_output_unchanged(self) -> None:
         """The last call's outputs, read again from the candidate's process, must still be what the
         judge copied when the call was answered (the host keeps them alive until the next call)."""
@@ -467,6 +490,7 @@ class Judge:
         if not correctness.tree_equal(now, self.last_snapshot):
             raise Verdict(Status.HACK, "an output changed after the candidate answered the call", HackKind.OUTPUT_CHANGED_LATER)
 
+    @_spends("comparing")
     def _compare(self, snapshot: list[torch.Tensor], values: list[Any], expected: Expected) -> tuple[str | None, float]:
         """Why the candidate's outputs (its tensors as the judge read them, plus non-tensor values)
         differ from the reference's (`expected`), or None; and the largest absolute error."""
@@ -508,6 +532,7 @@ class Judge:
         self._host_check(f"after a wrong answer ({what})")
         return None
 
+    @_spends("host check")
     def _host_check(self, when: str) -> None:
         """Ask the host for replaced functions, the operator canary and flags."""
         self._send("check", when=when)
@@ -520,6 +545,7 @@ class Judge:
             raise Verdict(Status.HACK, f"operators were overridden: {str(msg['canary'])[:300]}", HackKind.MONKEY_PATCH)
         self._host_labels(msg["labels"])
 
+    @_spends("input check")
     def _inputs_unchanged(self, x: list[Any], what: str) -> None:
         if self.ref_mutates_inputs:
             return
@@ -751,15 +777,21 @@ class Judge:
     def run(self) -> dict[str, Any]:
         t0 = time.perf_counter()
         phase = "reference"
+        phases = self.extra.setdefault("phases_s", {})  # where an evaluation's time goes (seconds)
         try:
             try:
-                self.load_reference()
-                self.degenerate()
-                for phase, step in (("setup", self.connect), ("calibration", self.calibrate),
-                                    ("import", self.load_candidate), ("correctness", self.check_correctness),
-                                    ("labels", self.collect_labels), ("timing", self.measure),
-                                    ("late check", self.final_checks), ("baseline", self.after_the_candidate)):
+                # Only the first two overlap with other evaluations on the same device: from the
+                # degenerate check to the last reference call, this one holds the device alone.
+                for phase, step in (("reference", self.load_reference), ("setup", self.connect),
+                                    ("waiting for the device", self.hold_device), ("degenerate", self.degenerate),
+                                    ("calibration", self.calibrate), ("import", self.load_candidate),
+                                    ("correctness", self.check_correctness), ("labels", self.collect_labels),
+                                    ("timing", self.measure), ("late check", self.final_checks),
+                                    ("baseline", self.after_the_candidate), ("release", self.release_device)):
+                    started = time.perf_counter()
                     step()
+                    phases[phase] = round(time.perf_counter() - started, 3)
+                    phases.update({f"calls: {k}": round(v, 3) for k, v in self.spent.items()})
             except Verdict:
                 raise
             except BaseException as exc:  # noqa: BLE001
@@ -774,6 +806,11 @@ class Judge:
                 self.result.max_abs_error = v.extra["max_abs_error"]
             if v.__cause__ is not None and not isinstance(v.__cause__, (PeerGone, Timeout, ProtocolError)):
                 traceback.print_exception(v.__cause__, file=sys.stderr)
+        if self.cuda and self.link is not None:
+            try:  # a verdict before the end: the next evaluation need not wait for the teardown
+                self.link.release_device()
+            except (OSError, PeerGone, ProtocolError, Timeout):
+                pass  # the parent releases it when the evaluation ends
         # The parent ends the host (if it still runs), after reading its mapped objects once more.
         self.result.labels = self.labels
         self.result.seed = self.base_seed
@@ -781,6 +818,18 @@ class Judge:
         out = self.result.to_dict()
         out["judge"] = self.extra
         return out
+
+    def hold_device(self) -> None:
+        """Wait until no other evaluation times on this device (CUDA; the parent holds the lock,
+        `cudal1.bench.devicelock`); the wait does not count against this evaluation's time limit."""
+        if self.cuda and self.link is not None:
+            waited = self.link.hold_device()
+            self.deadline += waited
+            self.extra["device_wait_s"] = round(waited, 3)
+
+    def release_device(self) -> None:
+        if self.cuda and self.link is not None:
+            self.link.release_device()
 
     def _judge_failure(self, exc: BaseException, phase: str) -> Verdict:
         """An exception in the judge's own code: a harness failure (re-raised), except a CUDA error

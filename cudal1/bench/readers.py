@@ -228,7 +228,8 @@ class HostMemory:
 
 class ParentLink:
     """What the judge may ask of the parent, over a socket only they share: read the host's
-    memory (CPU), end the host. `Channel` framing; the parent serves it from a thread."""
+    memory (CPU), hold and release the device, end the host. `Channel` framing; the parent serves
+    it from a thread."""
 
     def __init__(self, sock: Any) -> None:
         self.chan = Channel(sock)
@@ -245,6 +246,17 @@ class ParentLink:
         reply = _expect(self.chan, "read")
         if reply.get("error"):
             raise ReadError(str(reply["error"])[:300], str(reply.get("why") or "harness"))
+
+    def hold_device(self) -> float:
+        """Block until this evaluation holds its device alone (`cudal1.bench.devicelock`); the
+        seconds waited (0.0 when the parent has no lock to take). Raises ProtocolError, PeerGone."""
+        self.chan.send("hold_device")
+        return float(_expect(self.chan, "hold_device", 24 * 3600.0).get("waited_s") or 0.0)
+
+    def release_device(self) -> None:
+        """Let the next evaluation time on the device (idempotent)."""
+        self.chan.send("release_device")
+        _expect(self.chan, "release_device")
 
     def end_host(self, timeout_s: float = 30.0) -> bool:
         """Ask the parent to kill the host's process tree and every process of its uid; True once

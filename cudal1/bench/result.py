@@ -114,6 +114,13 @@ class EvalResult:
     max_abs_error: float | None = None
     build_seconds: float | None = None
     eval_seconds: float | None = None
+    phases_s: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Seconds spent in each phase the judge reached ("reference", "setup", "calibration",
+    "import", "correctness", "labels", "timing", "baseline", ...), plus "processes": the parent's
+    wall time minus the judge's (starting, importing into and ending the three processes), and
+    "calls: <part>": the seconds all of the judge's calls spent in each part of a call (making
+    inputs, staging them, the candidate's and the reference's calls, reading and comparing
+    outputs, host checks; parts nest)."""
     sandbox: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Which isolation measures were in force (see `cudal1.bench.sandbox.SandboxReport`)."""
     log: str = ""

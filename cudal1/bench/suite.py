@@ -125,6 +125,14 @@ class SuiteJob:
     solution: Path
 
 
+def default_build_jobs() -> int:
+    """Builds at a time: half the cores, since each build runs two compilers (MAX_JOBS=2). All
+    cores' worth of builds started together also finish together, and late: on a 16-core H200
+    host that took the builtin CUDA seeds from 505 to 376 candidates/hour from a cold cache
+    (docs/benchmarks.md)."""
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
 def run_suite(
     jobs: list[SuiteJob],
     backend: str,
@@ -133,12 +141,15 @@ def run_suite(
     devices: list[str | None] | None = None,
     build_jobs: int | None = None,
     overlap: bool | None = None,
+    per_device: int = 1,
 ) -> None:
     """Build all jobs in parallel, then time each, calling `on_result` once per job as it is known.
 
-    `devices`: one timing thread per device (default [None]: the backend's default device).
-    `build_jobs`: parallel builds (default os.cpu_count()). `overlap`: start timing while builds
-    still run (default: True on cuda, False on cpu). A build that fails yields its
+    `devices`: timing threads per device (default [None]: the backend's default device).
+    `per_device`: evaluations at a time on each device (cuda: their setup overlaps, their timed
+    phases take turns under `cudal1.bench.devicelock`; keep 1 on the CPU, where they would share
+    the timed cores). `build_jobs`: parallel builds (default `default_build_jobs()`). `overlap`:
+    start timing while builds still run (default: True on cuda, False on cpu). A build that fails yields its
     compile_error/timeout result without a timing. `on_result` is called from worker threads,
     one call at a time. Exceptions raised by the evaluator propagate after running jobs stop.
     """
@@ -146,7 +157,9 @@ def run_suite(
     from cudal1.bench.evaluator import evaluate, prebuild
 
     devices = devices or [None]
-    build_jobs = build_jobs or os.cpu_count() or 1
+    build_jobs = build_jobs or default_build_jobs()
+    if per_device < 1:
+        raise ValueError(f"per_device must be at least 1, got {per_device}")
     if overlap is None:
         overlap = backend == "cuda"
     report_lock = threading.Lock()
@@ -166,7 +179,8 @@ def run_suite(
             except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread
                 errors.append(exc)
 
-    timers = [threading.Thread(target=time_on, args=(d,), daemon=True, name=f"time-{d}") for d in devices]
+    timers = [threading.Thread(target=time_on, args=(d,), daemon=True, name=f"time-{d}-{i}")
+              for d in devices for i in range(per_device)]
     if overlap:
         for t in timers:
             t.start()

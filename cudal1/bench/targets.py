@@ -37,7 +37,11 @@ def build_payload(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def device_info(payload: dict[str, Any]) -> dict[str, Any]:
-    """Name, architecture key and versions of `payload["device"]`."""
+    """Name, architecture key, versions and, for a GPU, the UUID of `payload["device"]` (the key
+    of its `cudal1.bench.devicelock.DeviceLock`)."""
     device = payload["device"]
     name, arch = device_name(device)
-    return {"name": name, "arch": arch, "torch": torch.__version__, "cuda": torch.version.cuda}
+    uuid = None
+    if device.startswith("cuda"):
+        uuid = str(getattr(torch.cuda.get_device_properties(device), "uuid", "") or "") or None
+    return {"name": name, "arch": arch, "torch": torch.__version__, "cuda": torch.version.cuda, "uuid": uuid}

@@ -481,6 +481,7 @@ def run_judged(
     host_limits: WorkerLimits,
     watch_dirs: list[str] | None = None,
     reference_limits: WorkerLimits | None = None,
+    device_lock: Any = None,
 ) -> JudgedOutcome:
     """Run an evaluation as sandboxed siblings: the judge, which returns the result to this process
     (JSON over a pipe only it holds, with a nonce); the candidate host, which has no channel to this
@@ -496,7 +497,9 @@ def run_judged(
     tree's resident memory (`host_limits.memory_mib`, `judge_limits.memory_mib`,
     `reference_limits.memory_mib`), reads which shared objects under `watch_dirs` (and the
     candidate host's scratch directory) the candidate host maps, and kills every tree, and every
-    process of their sandbox uids, at the end. Never raises for anything a child does; raises
+    process of their sandbox uids, at the end. `device_lock` (`cudal1.bench.devicelock.DeviceLock`)
+    is held while the judge asks for it (the wall-time limit grows by the time spent waiting for
+    it) and released at the latest when the evaluation ends. Never raises for anything a child does; raises
     OSError only if no child can be started.
     """
     ctx = _context()
@@ -540,7 +543,7 @@ def run_judged(
     for end in closing:
         end.close()
     keeper = _HostKeeper(host, host_limits, [*(watch_dirs or []), os.path.join(h_scratch, ".triton")], link_parent, group,
-                         reference=ref_host)
+                         reference=ref_host, device_lock=device_lock)
     judge_ps = psutil.Process(judge.pid)
     ref_ps = psutil.Process(ref_host.pid) if ref_host is not None else None
     outcome: JudgedOutcome | None = None
@@ -570,7 +573,7 @@ def run_judged(
                 outcome = JudgedOutcome("judge_memory", error=f"the judge went over {judge_limits.memory_mib} MiB")
             elif reference_limits is not None and ref_mib > reference_limits.memory_mib:
                 outcome = JudgedOutcome("judge_memory", error=f"the reference host went over {reference_limits.memory_mib} MiB")
-            elif now > deadline:
+            elif now > deadline + keeper.waited(now):
                 outcome = JudgedOutcome("timeout", error=f"no result within {judge_limits.wall_timeout_s:.0f} s")
             elif not judge.is_alive() and not recv.poll(0):
                 judge.join(0.5)
@@ -611,7 +614,7 @@ class _HostKeeper:
     host)."""
 
     def __init__(self, host: Any, limits: WorkerLimits, watch: list[str], link: socket.socket,
-                 group: CandidateCgroup | None = None, reference: Any = None) -> None:
+                 group: CandidateCgroup | None = None, reference: Any = None, device_lock: Any = None) -> None:
         from .readers import HostMemory
         from .wire import Channel
 
@@ -624,6 +627,9 @@ class _HostKeeper:
         self.peak = 0.0
         self.exit_before_end: int | None = None
         self.ended = False
+        self.device_lock = device_lock
+        self.waited_s = 0.0  # for the device lock: the parent's deadline moves by as much
+        self._waiting_since: float | None = None
         self._lock = threading.Lock()  # a memory read and the end of the host never overlap
         self._objects_lock = threading.Lock()
         self._chan = Channel(link)
@@ -661,6 +667,11 @@ class _HostKeeper:
             self.host.join(5.0)
             self.ended = True
 
+    def waited(self, now: float) -> float:
+        """Seconds the judge has spent waiting for the device so far (the wait under way included)."""
+        since = self._waiting_since
+        return self.waited_s + (now - since if since is not None else 0.0)
+
     def oom_killed(self) -> bool:
         return self.group is not None and self.group.oom_kills() > 0
 
@@ -683,6 +694,15 @@ class _HostKeeper:
                 elif op == "end_host":
                     self.end()
                     self._chan.send("end_host", ended=True)
+                elif op == "hold_device":
+                    self._waiting_since = time.monotonic()
+                    waited = self.device_lock.hold() if self.device_lock is not None else 0.0
+                    self.waited_s, self._waiting_since = self.waited_s + waited, None
+                    self._chan.send("hold_device", waited_s=waited)
+                elif op == "release_device":
+                    if self.device_lock is not None:
+                        self.device_lock.release()
+                    self._chan.send("release_device")
                 else:
                     return
         except (PeerGone, ProtocolError, OSError):
@@ -690,6 +710,8 @@ class _HostKeeper:
 
     def close(self) -> None:
         self._chan.close()
+        if self.device_lock is not None:
+            self.device_lock.release()
         self._thread.join(2.0)
         if self.group is not None:
             self.group.remove()

@@ -275,3 +275,9 @@ def test_an_ordinary_task_is_not_degenerate(cache_dir) -> None:
     r = evalkit.run("matmul_relu", evalkit.candidate("honest_matmul_relu"), cache_dir)
     assert r.status is Status.OK and r.task_degenerate is None and "degenerate_task" not in r.labels, evalkit.describe(r)
     assert r.overhead_ms is not None and r.overhead_ms > 0 and r.resolution_ms > 0 and r.baseline_ms > 0
+    # Where the time went: every phase the judge ran, in seconds, adding up to no more than the whole.
+    top = {k: v for k, v in r.phases_s.items() if not k.startswith("calls: ")}
+    assert {"reference", "setup", "calibration", "import", "correctness", "timing", "baseline", "processes"} <= set(top)
+    assert all(v >= 0 for v in r.phases_s.values()) and r.phases_s["timing"] > 0
+    assert sum(top.values()) <= r.eval_seconds + 0.05 + r.phases_s["processes"], r.phases_s
+    assert r.phases_s["calls: candidate call"] > 0 and r.phases_s["calls: reference call"] > 0
