@@ -79,7 +79,18 @@ def extensions_dir(settings: EvalSettings, arch: str, source: str) -> Path:
     return Path(settings.cache_dir) / "ext" / tag / arch / source_hash(source)
 
 
+def stray_precompiled_header() -> Path | None:
+    """torch's precompiled `extension.h.gch`, if one exists (left by a `load_inline(use_pch=True)`
+    run with write access to torch's install). Every later `load_inline` tries to delete it, which
+    a sandboxed build cannot: each candidate would fail to build for a reason not its own."""
+    path = Path(torch.__file__).parent / "include" / "torch" / "extension.h.gch"
+    return path if path.exists() else None
+
+
 def _limits(settings: EvalSettings, arch: str, source: str, wall_s: float) -> WorkerLimits:
+    if settings.sandbox and (pch := stray_precompiled_header()) is not None:
+        raise RuntimeError(f"{pch} exists, and sandboxed builds cannot remove it (every candidate would fail to "
+                           f"build): delete it and its .sign file as the user who installed torch")
     ext = extensions_dir(settings, arch, source)
     ext.mkdir(parents=True, exist_ok=True)
     os.chmod(ext, 0o777)  # the sandboxed child may run as an unprivileged user
@@ -137,6 +148,7 @@ def evaluate(
     backend: "cpu" or "cuda"; device: "cpu" or "cuda:<i>" (default: the backend's first device).
     Never raises for anything the candidate does: crashes, hangs, memory blow-ups, CUDA faults and
     cheats come back as statuses. Raises ValueError for an unknown backend and RuntimeError when
+    torch's install holds a stray precompiled header (`stray_precompiled_header`) or
     the device cannot be used at all.
     """
     settings = settings or EvalSettings.for_backend(backend)

@@ -1,9 +1,11 @@
-"""The device lock: evaluations that share a GPU take turns for their timed phases."""
+"""The device lock (evaluations that share a GPU take turns for their timed phases), and a broken build environment named at once."""
 
 from __future__ import annotations
 
 import threading
 import time
+
+import pytest
 
 from cudal1.bench.devicelock import DeviceLock
 
@@ -32,3 +34,22 @@ def test_different_devices_do_not_wait_for_each_other(tmp_path, monkeypatch):
     assert b.hold() < 0.5
     assert b.path.parent == tmp_path  # the key cannot point the lock file elsewhere
     a.release(), b.release()
+
+
+def test_a_stray_precompiled_header_in_torch_stops_the_evaluator_with_its_path(tmp_path, monkeypatch):
+    """Found on the H200: after one `load_inline(use_pch=True)` as root, every sandboxed build failed
+    trying to delete torch's extension.h.gch, and each candidate came back compile_error."""
+    import torch
+
+    from cudal1.bench import evaluator
+    from cudal1.bench.settings import EvalSettings
+    from cudal1.tasks import load_tasks
+
+    assert evaluator.stray_precompiled_header() is None  # this install is clean
+    fake = tmp_path / "torch"
+    (fake / "include" / "torch").mkdir(parents=True)
+    (fake / "include" / "torch" / "extension.h.gch").write_bytes(b"")
+    monkeypatch.setattr(torch, "__file__", str(fake / "__init__.py"))
+    task = load_tasks("builtin")[0]
+    with pytest.raises(RuntimeError, match="extension.h.gch exists"):
+        evaluator.prebuild(task, "x = 1\n", "cpu", EvalSettings.for_backend("cpu", cache_dir=str(tmp_path / "c")))
