@@ -47,8 +47,10 @@ class ModelConfig:
     """The policy: a local Hugging Face causal-LM directory, or the embedded small model."""
 
     path: Optional[str] = None
-    """A local checkpoint directory (Qwen, DeepSeek, ...). None: build the embedded small model
-    under `<run_dir>/base_model` (or reuse it there)."""
+    """A local checkpoint directory (Qwen, DeepSeek, ...), or a registered model version
+    ("models:/cudal1-policy/3", from the `tracking` store; downloaded under
+    `<run_dir>/registry_model`). None: build the embedded small model under `<run_dir>/base_model`
+    (or reuse it there)."""
     dtype: str = "float32"
     """Weights dtype for rollout and learner: float32 | bfloat16 | float16."""
     small: SmallModelConfig = field(default_factory=SmallModelConfig)
@@ -414,7 +416,11 @@ def validate(cfg: DictConfig) -> None:
         for setting in pool.settings:
             if setting not in known:
                 raise ConfigError(f"{key}.settings.{setting}", f"not an EvalSettings field; known: {', '.join(sorted(known))}")
-    if cfg.model.path is not None:
+    if cfg.model.path is not None and str(cfg.model.path).startswith("models:/"):
+        parts = str(cfg.model.path)[len("models:/"):].split("/")
+        if len(parts) != 2 or not all(parts):
+            raise ConfigError("model.path", f"{cfg.model.path!r}: a registered model is 'models:/<name>/<version or alias>'")
+    elif cfg.model.path is not None:
         path = Path(os.path.expanduser(cfg.model.path))
         if not (path / "config.json").is_file():
             raise ConfigError("model.path", f"{path} is not a Hugging Face checkpoint directory (no config.json)")

@@ -352,12 +352,17 @@ class Tracker:
 
     def register_checkpoint(self, local_dir: str | os.PathLike, model_name: str,
                             tags: Mapping[str, Any] | None = None) -> str | None:
-        """Upload a Hugging Face checkpoint directory and register it as a model version.
+        """Save a Hugging Face causal-LM checkpoint directory as an MLflow transformers model
+        ("text-generation") and register it as a model version.
 
-        The directory goes to the run's artifacts as `checkpoints/<dir name>/`; a new version of the
-        registered model `model_name` (created if missing) points at it, linked to this run, with
-        `tags` (values as strings, e.g. {"stage": "sft", "step": 40}). Returns the version number as
-        a string ("1", "2", ...), or None when disabled or MLflow failed.
+        The model goes to the run's artifacts as `models/<dir name>/` (MLflow's layout: `MLmodel`,
+        `model/`, `components/tokenizer/`), with pip requirements pinned to the installed torch,
+        transformers, tokenizers and safetensors (MLflow's own inference of them trips on the
+        packages the CPU install removes). A new version of `model_name` (created if missing)
+        points at it, linked to this run, with `tags` (values as strings, e.g. {"stage": "sft",
+        "step": 40}). Then `mlflow.pyfunc.load_model("models:/<name>/<version>")`,
+        `mlflow.transformers.load_model(...)` and `checkpoint_from_registry` all work. Returns the
+        version number as a string ("1", "2", ...), or None when disabled or MLflow failed.
 
         Raises:
             NotADirectoryError: `local_dir` is not a directory.
@@ -367,14 +372,17 @@ class Tracker:
         local_dir = Path(local_dir)
         if not local_dir.is_dir():
             raise NotADirectoryError(local_dir)
-        artifact_path = f"checkpoints/{local_dir.resolve().name}"
+        artifact_path = f"models/{local_dir.resolve().name}"
         str_tags = {str(k): str(v) for k, v in (tags or {}).items()}
 
         def write() -> str:
             from mlflow.exceptions import MlflowException
             from mlflow.protos.databricks_pb2 import RESOURCE_ALREADY_EXISTS, ErrorCode
 
-            self._client.log_artifacts(self._run_id, str(local_dir), artifact_path)
+            with tempfile.TemporaryDirectory() as tmp:
+                saved = Path(tmp) / "model"
+                save_transformers_model(local_dir, saved)
+                self._client.log_artifacts(self._run_id, str(saved), artifact_path)
             try:
                 self._client.create_registered_model(model_name)
             except MlflowException as e:
@@ -411,6 +419,70 @@ class Tracker:
             self.close("FINISHED")
         else:
             self.close("KILLED" if issubclass(exc_type, KeyboardInterrupt) else "FAILED")
+
+
+def _pinned_requirements() -> list[str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    pins = []
+    for name in ("torch", "transformers", "tokenizers", "safetensors"):
+        try:
+            pins.append(f"{name}=={version(name)}")
+        except PackageNotFoundError:
+            pins.append(name)
+    return pins
+
+
+def save_transformers_model(checkpoint: str | os.PathLike, dest: str | os.PathLike) -> Path:
+    """Write the Hugging Face causal-LM checkpoint directory `checkpoint` as an MLflow
+    transformers model ("text-generation") at `dest` (which must not exist). Returns `dest`.
+    Raises whatever `mlflow.transformers.save_model` raises for a directory it cannot load."""
+    import mlflow.transformers
+
+    dest = Path(dest)
+    mlflow.transformers.save_model(transformers_model=str(checkpoint), path=str(dest), task="text-generation",
+                                   pip_requirements=_pinned_requirements())
+    return dest
+
+
+def checkpoint_from_registry(uri: str, dest: str | os.PathLike, tracking_uri: str | None = None) -> Path:
+    """A local Hugging Face checkpoint directory (config, weights and tokenizer in one place, as
+    vLLM and `cudal1.policy.model` load it) for a registered model version, e.g.
+    "models:/cudal1-policy/3", downloaded under `dest` (reused when already there).
+
+    Raises:
+        ValueError: `uri` is not a "models:/" URI, or the version holds no transformers model.
+        mlflow.exceptions.MlflowException: the model or version does not exist.
+    """
+    import shutil
+
+    from mlflow.artifacts import download_artifacts
+
+    if not uri.startswith("models:/"):
+        raise ValueError(f"expected a registered model URI like 'models:/cudal1-policy/1', got {uri!r}")
+    dest = Path(dest)
+    out = dest / "checkpoint"
+    if (out / "config.json").is_file():
+        return out
+    if tracking_uri:
+        import mlflow
+
+        mlflow.set_tracking_uri(tracking_uri)
+        mlflow.set_registry_uri(tracking_uri)
+    local = Path(download_artifacts(artifact_uri=uri, dst_path=str(dest / "download")))
+    weights, tokenizer = local / "model", local / "components" / "tokenizer"
+    if not (weights / "config.json").is_file():
+        raise ValueError(f"{uri} is not a transformers model saved by cudal1 (no model/config.json in it)")
+    tmp = dest / "checkpoint.partial"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(weights, tmp)
+    if tokenizer.is_dir():
+        for f in tokenizer.iterdir():
+            if f.is_file():
+                shutil.copy2(f, tmp / f.name)
+    tmp.rename(out)
+    shutil.rmtree(dest / "download", ignore_errors=True)
+    return out
 
 
 def _parent(artifact_file: str) -> str | None:

@@ -54,6 +54,7 @@ def test_a_bench_group_replaces_the_pools():
     ("learner.dual_clip=1.0", "learner.dual_clip"),
     ("learner.tis_cap=0", "learner.tis_cap"),
     ("model.path=/nonexistent/model", "model.path"),
+    ("model.path=models:/cudal1-policy", "model.path"),  # no version or alias
     ("tasks.source=/nonexistent/kb", "tasks.source"),
     ("+bench.pools.cpu.settings.roundz=3", "bench.pools.cpu.settings.roundz"),
 ])
@@ -61,6 +62,10 @@ def test_bad_values_name_their_key(override, key):
     with pytest.raises(ConfigError) as err:
         load_config(composed(overrides=[override]))
     assert err.value.key == key and key in str(err.value)
+
+
+def test_a_registered_model_version_is_a_valid_model_path():
+    assert load_config(composed(overrides=["model.path=models:/cudal1-policy/3"])).model.path == "models:/cudal1-policy/3"
 
 
 def test_wrong_types_and_unknown_keys_fail_with_the_full_key():

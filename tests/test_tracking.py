@@ -118,18 +118,40 @@ def test_curves_are_a_png(tracker, client):
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 5000
 
 
-def test_checkpoint_registered_as_model_version(tracker, client, tmp_path):
-    ckpt = tmp_path / "step_40"
-    ckpt.mkdir()
-    (ckpt / "config.json").write_text(json.dumps({"model_type": "qwen2"}))
-    (ckpt / "model.safetensors").write_bytes(b"\0" * 64)
-    assert tracker.register_checkpoint(ckpt, "policy-reg-test", {"stage": "sft", "step": 40}) == "1"
-    assert tracker.register_checkpoint(ckpt, "policy-reg-test", {"stage": "rl"}) == "2"
+def test_checkpoint_registered_as_a_transformers_model_that_loads_back(tracker, client, small_model_dir, tmp_path):
+    import mlflow
+    import transformers
+
+    from cudal1.tracking import checkpoint_from_registry
+
+    assert tracker.register_checkpoint(small_model_dir, "policy-reg-test", {"stage": "sft", "step": 40}) == "1"
+    assert tracker.register_checkpoint(small_model_dir, "policy-reg-test", {"stage": "rl"}) == "2"
     mv = client.get_model_version("policy-reg-test", "1")
     assert mv.run_id == tracker.run_id
     assert mv.tags == {"stage": "sft", "step": "40"}
-    assert json.loads((_local(mv.source) / "config.json").read_text()) == {"model_type": "qwen2"}
-    assert (_local(mv.source) / "model.safetensors").stat().st_size == 64
+    assert "transformers" in (_local(mv.source) / "MLmodel").read_text()
+    requirements = (_local(mv.source) / "requirements.txt").read_text()
+    assert f"transformers=={transformers.__version__}" in requirements
+
+    mlflow.set_tracking_uri(tracker.uri)
+    mlflow.set_registry_uri(tracker.uri)
+    pyfunc = mlflow.pyfunc.load_model("models:/policy-reg-test/1")
+    out = pyfunc.predict(["def forward(x):"])
+    assert isinstance(out, list) and len(out) == 1 and isinstance(out[0], str)
+    components = mlflow.transformers.load_model("models:/policy-reg-test/2", return_type="components")
+    assert components["task"] == "text-generation" and components["tokenizer"] is not None
+
+    # What the jobs load for `model.path=models:/...`: one local directory, weights and tokenizer.
+    local = checkpoint_from_registry("models:/policy-reg-test/1", tmp_path / "fetched", tracking_uri=tracker.uri)
+    model = transformers.AutoModelForCausalLM.from_pretrained(local, local_files_only=True)
+    original = transformers.AutoModelForCausalLM.from_pretrained(small_model_dir, local_files_only=True)
+    for (name, p), (_, q) in zip(model.state_dict().items(), original.state_dict().items()):
+        assert p.equal(q), name
+    assert transformers.AutoTokenizer.from_pretrained(local, local_files_only=True).encode("def f") == \
+        transformers.AutoTokenizer.from_pretrained(small_model_dir, local_files_only=True).encode("def f")
+    assert checkpoint_from_registry("models:/policy-reg-test/1", tmp_path / "fetched") == local  # reused
+    with pytest.raises(ValueError, match="models:/"):
+        checkpoint_from_registry(str(small_model_dir), tmp_path / "x")
 
 
 def test_resume_continues_the_same_run(root, client, tracker):

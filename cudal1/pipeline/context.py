@@ -58,8 +58,15 @@ def usable_tasks(tasks: list[Task], probes: dict[str, dict[str, Any]]) -> list[T
 
 
 def ensure_model(cfg: DictConfig, run_dir: Path) -> Path:
-    """The policy checkpoint directory: `model.path`, or the embedded small model built (once)
-    under `<run_dir>/base_model`."""
+    """The policy checkpoint directory: `model.path` (a registered "models:/name/version" is
+    downloaded under `<run_dir>/registry_model`), or the embedded small model built (once) under
+    `<run_dir>/base_model`."""
+    if cfg.model.path and str(cfg.model.path).startswith("models:/"):
+        from cudal1.tracking import checkpoint_from_registry, default_tracking_uri
+
+        log.info("fetching %s from the model registry", cfg.model.path)
+        uri = cfg.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(run_dir)
+        return checkpoint_from_registry(str(cfg.model.path), run_dir / "registry_model", tracking_uri=uri)
     if cfg.model.path:
         return Path(os.path.expanduser(cfg.model.path))
     path = run_dir / "base_model"
