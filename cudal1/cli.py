@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import cudal1
 from cudal1.bench.result import EvalResult, Status
 from cudal1.bench.settings import EvalSettings
 from cudal1.bench.summary import DEFAULT_PS, format_summary, summarize
@@ -351,6 +352,7 @@ def _add_common(p: argparse.ArgumentParser) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cudal1", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action="version", version=f"cudal1 {cudal1.__version__}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("eval", help="evaluate one candidate solution against one task")

@@ -289,6 +289,9 @@ class RayConfig:
     """Logical CPUs of a local cluster (scheduling tokens, not cores)."""
     num_gpus: Optional[int] = None
     object_store_mb: Optional[int] = None
+    preflight: bool = True
+    """Check before any actor starts that the cluster's nodes can hold every actor the job asks for
+    (`cudal1.actors.preflight`); turn off on an autoscaling cluster that adds nodes on demand."""
 
 
 @dataclasses.dataclass

@@ -28,14 +28,18 @@ def main(cfg: DictConfig) -> None:
         # The default runs/${now:...}: take the value Hydra resolved for its own run dir
         # (${run_dir}/hydra), so that resolving it again later cannot name a second directory.
         cfg.run_dir = str(Path(HydraConfig.get().run.dir).parent)
-    cfg = load_config(cfg)  # typed, validated: fails here, before any actor starts
-    from cudal1.pipeline.driver import train
-    from cudal1.tracking import default_tracking_uri
+    from cudal1.pipeline.entry import user_errors
 
     try:
-        state = train(cfg)
+        with user_errors("train"):
+            cfg = load_config(cfg)  # typed, validated: fails here, before any actor starts
+            from cudal1.pipeline.driver import train
+
+            state = train(cfg)
     except KeyboardInterrupt:  # Ctrl-C / SIGTERM: the driver has closed the actors and said how to resume
         sys.exit(130)
+    from cudal1.tracking import default_tracking_uri
+
     log = logging.getLogger("cudal1")
     log.info("done: stages %s, %d learner steps (optimizer updates, all stages); run in %s",
              state.completed, state.step, cfg.run_dir)

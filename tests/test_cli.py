@@ -116,6 +116,15 @@ def test_eval_usage_errors(seeds, tmp_path, capsys):
     assert exc.value.code == 2
 
 
+def test_version(capsys):
+    import cudal1
+    from cudal1.cli import main
+
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out.strip() == f"cudal1 {cudal1.__version__}"
+
+
 def _jsonl(path: Path) -> list[dict]:
     return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
 

@@ -57,6 +57,25 @@ def usable_tasks(tasks: list[Task], probes: dict[str, dict[str, Any]]) -> list[T
     return kept
 
 
+def start_ray(cfg: DictConfig) -> dict[str, Any]:
+    """Start or join Ray as `cfg.ray` says, then (with `ray.preflight`) check that the cluster's
+    nodes can hold every actor the job asks for. Returns `init_ray`'s facts. Raises
+    `cudal1.actors.preflight.InsufficientResources` naming each role's needs and each node's
+    resources when they cannot."""
+    from cudal1.actors.cluster import ClusterConfig, alive_nodes, init_ray
+    from cudal1.actors.preflight import check_cluster, job_needs
+
+    # Workers must import cudal1 from the same tree as the driver (a local cluster does not
+    # upload a working dir; `ray job submit --working-dir .` does).
+    root = str(Path(__file__).resolve().parents[2])
+    env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}}
+    facts = init_ray(ClusterConfig(address=cfg.ray.address, num_cpus=cfg.ray.num_cpus, num_gpus=cfg.ray.num_gpus,
+                                   object_store_mb=cfg.ray.object_store_mb, runtime_env=env))
+    if cfg.ray.preflight:
+        check_cluster(job_needs(cfg), alive_nodes())
+    return facts
+
+
 def ensure_model(cfg: DictConfig, run_dir: Path) -> Path:
     """The policy checkpoint directory: `model.path` (a registered "models:/name/version" is
     downloaded under `<run_dir>/registry_model`), or the embedded small model built (once) under
@@ -110,7 +129,6 @@ class RunContext:
     def start(cls, cfg: DictConfig) -> "RunContext":
         """Create the run directory, the tracker and all actors (Ray started or joined here)."""
         from cudal1.actors.bench_pool import BenchmarkPools, PoolSpec
-        from cudal1.actors.cluster import ClusterConfig, init_ray
         from cudal1.actors.shells import BufferActor, LearnerActor, RolloutActor
         from cudal1.policy.model import load_tokenizer
         from cudal1.tracking import Tracker
@@ -121,9 +139,10 @@ class RunContext:
             raise FileExistsError(f"{run_dir} already holds a run: pass resume=true to continue it, or another run_dir")
         if cfg.resume and not state_exists:
             log.warning("resume=true but %s holds no run: starting a new one", run_dir)
+        tasks = select_tasks(cfg)
+        start_ray(cfg)  # a cluster too small for the job fails here, before anything is written
         run_dir.mkdir(parents=True, exist_ok=True)
         state = RunState.load(run_dir)
-        tasks = select_tasks(cfg)
         model_path = ensure_model(cfg, run_dir)
         tokenizer = load_tokenizer(model_path)
         (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
@@ -135,12 +154,6 @@ class RunContext:
             tracker.log_config(OmegaConf.to_container(cfg, resolve=True))
         ctx = cls(cfg, run_dir, model_path, tasks, tokenizer, state, tracker, random.Random(cfg.seed + state.step))
         try:
-            # Workers must import cudal1 from the same tree as the driver (a local cluster does not
-            # upload a working dir; `ray job submit --working-dir .` does).
-            root = str(Path(__file__).resolve().parents[2])
-            env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}}
-            init_ray(ClusterConfig(address=cfg.ray.address, num_cpus=cfg.ray.num_cpus, num_gpus=cfg.ray.num_gpus,
-                                   object_store_mb=cfg.ray.object_store_mb, runtime_env=env))
             specs = [
                 PoolSpec(name=name, backend=p.backend, num_actors=p.num_actors, num_cpus=p.num_cpus,
                          num_gpus=p.num_gpus, accelerator_type=p.accelerator_type, resources=dict(p.resources),
