@@ -38,14 +38,9 @@ def main(cfg: DictConfig) -> None:
             state = train(cfg)
     except KeyboardInterrupt:  # Ctrl-C / SIGTERM: the driver has closed the actors and said how to resume
         sys.exit(130)
-    from cudal1.tracking import default_tracking_uri
-
     log = logging.getLogger("cudal1")
-    log.info("done: stages %s, %d learner steps (optimizer updates, all stages); run in %s",
-             state.completed, state.step, cfg.run_dir)
-    if cfg.tracking.enabled:
-        log.info("to review it: mlflow ui --backend-store-uri %s, or notebooks/review.ipynb",
-                 cfg.tracking.uri or default_tracking_uri(cfg.run_dir))
+    log.info("done: stages %s, %d learner steps (optimizer updates, all stages); run in %s%s",
+             state.completed, state.step, cfg.run_dir, "; also notebooks/review.ipynb" if cfg.tracking.enabled else "")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 
 from cudal1.config import STAGES
 from cudal1.pipeline.context import RunContext
+from cudal1.pipeline.report import format_run_summary, task_outcomes
 from cudal1.pipeline.stages import STAGE_RUNNERS, sync_weights
 from cudal1.pipeline.state import RunState
 
@@ -72,7 +73,9 @@ def finish_stage(ctx: RunContext, stage: str) -> None:
     """Mark `stage` done, export the policy as a Hugging Face checkpoint and register it in MLflow."""
     export = ctx.run_dir / "exports" / stage
     ctx.learner.export(str(export))
-    ctx.tracker.register_checkpoint(export, "cudal1-policy", {"stage": stage, "step": str(ctx.state.step)})
+    version = ctx.tracker.register_checkpoint(export, "cudal1-policy", {"stage": stage, "step": str(ctx.state.step)})
+    if version is not None:
+        ctx.state.registered[stage] = version
     ctx.state.completed.append(stage)
     ctx.state.stage, ctx.state.unit = None, 0
     ctx.state.checkpoint_tag = ctx.learner.save(str(ctx.checkpoint_dir))
@@ -84,9 +87,11 @@ def finish_run(ctx: RunContext) -> None:
     """Artifacts for review: the best solution per task, a results table, reward and speedup curves."""
     stats = ctx.buffer.stats()
     rows = []
+    exemplars = {}
     for task in ctx.tasks:
         best = ctx.buffer.best(task.task_id)
-        rows.append({"task": task.task_id, "name": task.name, "exemplars": len(ctx.buffer.exemplars(task.task_id)),
+        exemplars[task.task_id] = ctx.buffer.exemplars(task.task_id)
+        rows.append({"task": task.task_id, "name": task.name, "exemplars": len(exemplars[task.task_id]),
                      "best_speedup": best.speedup if best else None, "best_origin": best.origin if best else None})
         if best is not None:
             ctx.tracker.log_text(best.code, f"best/{task.task_id.replace('/', '_')}.py")
@@ -98,6 +103,10 @@ def finish_run(ctx: RunContext) -> None:
                                "plots/reward_speedup.png", "contrastive RL and self-training")
     (ctx.run_dir / "rollouts").mkdir(exist_ok=True)
     ctx.tracker.log_artifact(ctx.run_dir / "rollouts")  # kept under its own name: rollouts/
+    outcomes = task_outcomes([t.task_id for t in ctx.tasks], exemplars)
+    ctx.tracker.log_table(outcomes, "results/seed_vs_policy.json")
+    log.info("%s", format_run_summary(outcomes, ctx.state.history, ctx.state.registered, str(ctx.run_dir),
+                                      ctx.tracker.run_id, ctx.tracker.uri))
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

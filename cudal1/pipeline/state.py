@@ -27,6 +27,7 @@ class RunState:
             a later save that the state never recorded is not loaded).
         mlflow_run_id: the MLflow run this training logs to.
         history: per-unit summary rows (reward, speedup, ...) for the curves.
+        registered: stage → the model version of `cudal1-policy` its export was registered as.
     """
 
     completed: list[str] = dataclasses.field(default_factory=list)
@@ -37,6 +38,7 @@ class RunState:
     checkpoint_tag: str | None = None
     mlflow_run_id: str | None = None
     history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    registered: dict[str, str] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def load(cls, run_dir: Path) -> "RunState":

@@ -191,6 +191,9 @@ def test_driver_killed_after_sft_then_interrupted_then_resumed(ray_cluster, smal
             finished.wait()
     third_log = log.read_text()[len(first_log) + len(second_log):]
     assert rc == 0, third_log[-3000:]
+    # It ends with the summary (tracking is off here: no MLflow line, no registered versions).
+    assert "run summary" in third_log and f"run directory: {run_dir}" in third_log
+    assert "the policy beat its seeds on" in third_log and "MLflow run" not in third_log
     assert f"stage contrastive_rl from unit {at_interrupt['unit']}" in third_log
 
     state = _state(run_dir)
