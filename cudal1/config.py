@@ -277,6 +277,9 @@ class TrackingConfig:
     experiment: str = "cudal1"
     log_samples: int = 4
     """Prompts and responses logged per step as text artifacts."""
+    system_metrics_s: float = 10.0
+    """Seconds between MLflow system-metric samples of the driver's machine (CPU, memory, disk,
+    network, GPUs where pynvml sees them; "system/..." in the UI); 0 turns them off."""
 
 
 @dataclasses.dataclass

@@ -24,7 +24,7 @@ import pandas as pd
 ROLLOUT_COLUMNS = [
     "stage", "unit", "task_id", "step", "group", "sample", "reward", "reward_reason", "advantage", "parse_error",
     "status", "hack_kind", "labels", "speedup", "reference_ms", "candidate_ms", "finish_reason",
-    "response_tokens", "model_version",
+    "response_tokens", "model_version", "message",
 ]
 EXEMPLAR_COLUMNS = ["task_id", "speedup", "status", "step", "model_version", "origin", "analysis", "code"]
 UNPARSED = "unparsed"
@@ -61,17 +61,30 @@ class RunData:
 
 
 def default_run_dir(cwd: str | os.PathLike[str] | None = None) -> Path | None:
-    """The run to review: `$CUDAL1_RUN_DIR` if set, else the most recently modified directory
-    under `./runs` or `../runs` (a notebook's working directory is `notebooks/`), else None."""
+    """The run to review: `$CUDAL1_RUN_DIR` if set, else under `./runs` or `../runs` (a
+    notebook's working directory is `notebooks/`) the most recently modified *finished* run (its
+    state.json names completed stages and no stage in progress), else the most recent directory
+    with a state.json, else None. Folders without a state.json (datasets, MLflow artifacts, a run
+    that stopped before its first unit) are never picked."""
     env = os.environ.get("CUDAL1_RUN_DIR")
     if env:
         return Path(env)
     cwd = Path(cwd) if cwd is not None else Path.cwd()
     for root in (cwd / "runs", cwd.parent / "runs"):
-        runs = [p for p in root.iterdir() if p.is_dir()] if root.is_dir() else []
-        if runs:
-            return max(runs, key=lambda p: p.stat().st_mtime)
+        runs = [p for p in root.iterdir() if (p / "state.json").is_file()] if root.is_dir() else []
+        if not runs:
+            continue
+        finished = [p for p in runs if _finished(p)]
+        return max(finished or runs, key=lambda p: p.stat().st_mtime)
     return None
+
+
+def _finished(run_dir: Path) -> bool:
+    try:
+        state = json.loads((run_dir / "state.json").read_text())
+    except (OSError, json.JSONDecodeError):
+        return False
+    return bool(state.get("completed")) and state.get("stage") is None
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -86,7 +99,7 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
     return rows
 
 
-def _file_unit(stem: str) -> tuple[str, int | None]:
+def file_unit(stem: str) -> tuple[str, int | None]:
     """`rl_step3` -> ("contrastive_rl", 3); an unknown name -> (name without its digits, the digits)."""
     m = re.fullmatch(r"(.*?)(\d+)?", stem)
     prefix, digits = m.group(1), m.group(2)
@@ -97,7 +110,10 @@ def _median_ms(timing: dict[str, Any] | None) -> float | None:
     return timing.get("median_ms") if timing else None
 
 
-def _rollout_row(record: dict[str, Any], stage: str, unit: int | None) -> dict[str, Any]:
+def rollout_row(record: dict[str, Any], stage: str, unit: int | None) -> dict[str, Any]:
+    """One rollout record (`dataclasses.asdict(Rollout)`, a line of rollouts/*.jsonl) as a flat
+    row with the columns `ROLLOUT_COLUMNS` (see `RunData.rollouts`); `message` is the first 200
+    characters of the evaluator's message."""
     res = record.get("result") or {}
     gen = record.get("generation") or {}
     parse_error = record.get("parse_error")
@@ -121,6 +137,7 @@ def _rollout_row(record: dict[str, Any], stage: str, unit: int | None) -> dict[s
         "finish_reason": gen.get("finish_reason"),
         "response_tokens": len(gen.get("response_ids") or []),
         "model_version": gen.get("model_version"),
+        "message": (res.get("message") or "")[:200],
     }
 
 
@@ -143,8 +160,8 @@ def load_run(run_dir: str | os.PathLike[str]) -> RunData:
 
     rows = []
     for path in sorted((run_dir / "rollouts").glob("*.jsonl")):
-        stage, unit = _file_unit(path.stem)
-        rows += [_rollout_row(r, stage, unit) for r in _read_jsonl(path)]
+        stage, unit = file_unit(path.stem)
+        rows += [rollout_row(r, stage, unit) for r in _read_jsonl(path)]
     rollouts = pd.DataFrame(rows, columns=ROLLOUT_COLUMNS)
     rollouts["speedup"] = pd.to_numeric(rollouts["speedup"], errors="coerce")
     for col in ("reference_ms", "candidate_ms", "reward", "advantage"):

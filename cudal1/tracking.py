@@ -123,6 +123,9 @@ class Tracker:
         enabled: False makes every method a no-op returning None, and mlflow is never imported.
         resume_run_id: re-open this run (status back to RUNNING) instead of creating one; metrics
             logged afterwards extend its history.
+        system_metrics_s: > 0 samples this machine's CPU, memory, disk, network (and GPUs that
+            pynvml sees) every that many seconds into "system/..." metrics (MLflow's
+            SystemMetricsMonitor, a thread) until `close`; 0 (default) does not.
 
     Raises:
         TrackingError: the store cannot be opened (unsupported scheme, unwritable path,
@@ -130,7 +133,7 @@ class Tracker:
     """
 
     def __init__(self, uri: str | None, experiment: str, run_dir: Path, run_name: str | None = None,
-                 enabled: bool = True, resume_run_id: str | None = None):
+                 enabled: bool = True, resume_run_id: str | None = None, system_metrics_s: float = 0.0):
         self.enabled = enabled
         self.errors = 0
         """Logging calls that failed inside MLflow (each also logged)."""
@@ -138,6 +141,7 @@ class Tracker:
         self._closed = False
         self._run_id: str | None = None
         self.uri: str | None = None
+        self._system_metrics: Any = None
         if not enabled:
             return
 
@@ -173,6 +177,17 @@ class Tracker:
         self._run_id = run.info.run_id
         self._artifact_uri = run.info.artifact_uri
         log.info("MLflow run %s in %s", self._run_id, self.uri)
+        if system_metrics_s > 0:
+            self._system_metrics = self._guard("system metrics", lambda: self._start_system_metrics(
+                system_metrics_s, resume=bool(resume_run_id)))
+
+    def _start_system_metrics(self, interval_s: float, resume: bool) -> Any:
+        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+        monitor = SystemMetricsMonitor(self._run_id, sampling_interval=interval_s, resume_logging=resume,
+                                       tracking_uri=self.uri)
+        monitor.start()
+        return monitor
 
     # -- plumbing ---------------------------------------------------------------------------------
 
@@ -407,6 +422,8 @@ class Tracker:
             raise ValueError(f"status must be one of {RUN_STATUSES}, got {status!r}")
         if not self.active:
             return None
+        if self._system_metrics is not None:
+            self._guard("system metrics", self._system_metrics.finish)
         self._guard("close", lambda: self._client.set_terminated(self._run_id, status))
         self._closed = True
         return None
@@ -490,15 +507,35 @@ def _parent(artifact_file: str) -> str | None:
     return parent or None
 
 
+def stage_starts(history: Sequence[Mapping[str, Any]]) -> list[tuple[float, str]]:
+    """(step, stage) where each run of equal "stage" values in `history` begins, in order; rows
+    without a stage are skipped."""
+    starts: list[tuple[float, str]] = []
+    for i, entry in enumerate(history):
+        stage = entry.get("stage")
+        if stage and (not starts or starts[-1][1] != stage):
+            starts.append((float(entry.get("step", i)), str(stage)))
+    return starts
+
+
 def plot_curves(history: Sequence[Mapping[str, Any]], keys: Sequence[str], path: Path, title: str = "") -> Path:
     """Draw one panel per key (value against step) into a PNG at `path`; returns `path`.
 
-    Uses matplotlib's object API with the Agg renderer, so no display and no pyplot global state.
+    Where history rows carry a "stage", each stage's first step gets a dashed vertical line, named
+    in the top panel (`stage_starts`). Uses matplotlib's object API with the Agg renderer, so no
+    display and no pyplot global state.
     """
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(7.0, 2.2 * len(keys) + 0.6), layout="constrained")
     axes = fig.subplots(len(keys), 1, sharex=True, squeeze=False)[:, 0]
+    starts = stage_starts(history)
+    for ax in axes:
+        for step, _ in starts:
+            ax.axvline(step, color="0.5", linestyle="--", linewidth=0.8)
+    for step, stage in starts:
+        axes[0].annotate(stage, (step, 1.0), xycoords=("data", "axes fraction"), xytext=(2, -2),
+                         textcoords="offset points", va="top", fontsize=8, color="0.3")
     for ax, key in zip(axes, keys):
         points = [(float(entry.get("step", i)), y) for i, entry in enumerate(history)
                   if (y := _finite(entry.get(key))) is not None]

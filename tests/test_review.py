@@ -165,16 +165,25 @@ def test_best_per_task_is_the_fastest_correct_exemplar(run_dir):
     assert best.loc["level1/2", ["speedup", "origin", "step"]].tolist() == [2.0, "step2/g1/s0", 2]
 
 
-def test_default_run_dir_prefers_the_env_then_the_newest_run(tmp_path, monkeypatch):
+def test_default_run_dir_prefers_the_env_then_the_newest_finished_run(tmp_path, monkeypatch):
     monkeypatch.delenv("CUDAL1_RUN_DIR", raising=False)
     assert review.default_run_dir(tmp_path) is None
-    old, new = tmp_path / "runs" / "a", tmp_path / "runs" / "b"
-    old.mkdir(parents=True)
-    new.mkdir()
+    runs = tmp_path / "runs"
+    old, new, running, datasets = runs / "a", runs / "b", runs / "c", runs / "datasets"
+    for d in (old, new, running, datasets):
+        d.mkdir(parents=True)
+    assert review.default_run_dir(tmp_path) is None  # no state.json anywhere: not a run
+    (old / "state.json").write_text(json.dumps({"completed": ["sft"], "stage": None}))
+    (new / "state.json").write_text(json.dumps({"completed": ["sft", "self_train"], "stage": None}))
+    (running / "state.json").write_text(json.dumps({"completed": ["sft"], "stage": "self_train"}))
     os.utime(old, (1, 1))
-    assert review.default_run_dir(tmp_path) == new
+    os.utime(new, (2, 2))
+    assert review.default_run_dir(tmp_path) == new  # "c" and "datasets" are newer, not finished runs
     (tmp_path / "notebooks").mkdir()
     assert review.default_run_dir(tmp_path / "notebooks") == new  # the notebook's working directory
+    (new / "state.json").write_text("{torn")
+    (old / "state.json").write_text(json.dumps({"completed": [], "stage": "sft"}))
+    assert review.default_run_dir(tmp_path) == running  # none finished: the newest with a state
     monkeypatch.setenv("CUDAL1_RUN_DIR", str(old))
     assert review.default_run_dir(tmp_path) == old
 

@@ -5,6 +5,7 @@ One store per module: creating the SQLite schema takes seconds, a run in it mill
 
 import json
 import logging
+import time
 from pathlib import Path
 from urllib.parse import urlparse
 from urllib.request import url2pathname
@@ -110,12 +111,71 @@ def test_artifacts_text_dict_files_tables(tracker, client, tmp_path):
     assert tracker.errors == 0
 
 
+def test_rollout_tables_append_across_units(tracker, client, tmp_path):
+    """Each unit's rollouts go to one MLflow table (the UI sorts and filters it by task, reward,
+    status); a later unit appends its rows."""
+    from types import SimpleNamespace
+
+    from cudal1.pipeline.stages import ROLLOUT_TABLE, save_rollouts
+    from cudal1.records import Generation, Rollout
+    from cudal1.review import ROLLOUT_COLUMNS
+
+    def rollout(task, step, result, reward, parse_error=None):
+        gen = Generation(prompt_ids=[1, 2], response_ids=[3, 4, 5], text="...", logprobs=[-1.0] * 3)
+        return Rollout(task, step, 0, 0, "prompt", gen, parse_error=parse_error, result=result, reward=reward,
+                       reward_reason="ok" if result else "unparsed")
+
+    ctx = SimpleNamespace(run_dir=tmp_path, tracker=tracker)
+    ok = {"status": "ok", "speedup": 1.7, "labels": ["custom_kernel", "pytorch_only"], "message": "correct"}
+    save_rollouts(ctx, [rollout("level1/1", 3, ok, 0.5)], "rl_step0")
+    save_rollouts(ctx, [rollout("level1/2", 4, None, -2.3, parse_error="no code block")], "rl_step1")
+    table = json.loads(_local(client.download_artifacts(tracker.run_id, ROLLOUT_TABLE)).read_text())
+    assert table["columns"] == ROLLOUT_COLUMNS
+    rows = [dict(zip(table["columns"], row)) for row in table["data"]]
+    assert [(r["stage"], r["unit"], r["task_id"], r["status"], r["reward"]) for r in rows] == [
+        ("contrastive_rl", 0, "level1/1", "ok", 0.5), ("contrastive_rl", 1, "level1/2", "unparsed", -2.3)]
+    assert rows[0]["speedup"] == 1.7 and rows[0]["labels"] == "custom_kernel,pytorch_only"
+    assert rows[0]["message"] == "correct" and rows[1]["parse_error"] == "no code block"
+    assert (tmp_path / "rollouts" / "rl_step1.jsonl").is_file()  # the raw record is still written
+    tags = client.get_run(tracker.run_id).data.tags
+    assert {"path": ROLLOUT_TABLE, "type": "table"} in json.loads(tags["mlflow.loggedArtifacts"])
+    assert tracker.errors == 0
+
+
 def test_curves_are_a_png(tracker, client):
     history = [{"step": s, "reward/mean": s / 10, "speedup/mean": 1 + s / 20 if s % 2 else None}
                for s in range(10)]
     tracker.log_curves(history, ["reward/mean", "speedup/mean", "fast_1"], "plots/reward.png", "stage 3")
     png = _local(client.download_artifacts(tracker.run_id, "plots/reward.png")).read_bytes()
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 5000
+
+
+def test_system_metrics_are_sampled_until_close(root, monkeypatch):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    t = Tracker(None, "cudal1-test", root / "sysmetrics", system_metrics_s=0.2)
+    client = mlflow.MlflowClient(t.uri)
+    deadline = time.monotonic() + 30
+    while "system/cpu_utilization_percentage" not in client.get_run(t.run_id).data.metrics:
+        assert time.monotonic() < deadline, client.get_run(t.run_id).data.metrics
+        time.sleep(0.2)
+    t.close()
+    assert "system/system_memory_usage_megabytes" in client.get_run(t.run_id).data.metrics
+    n = len(client.get_metric_history(t.run_id, "system/cpu_utilization_percentage"))
+    time.sleep(1.0)  # five sampling intervals: a monitor still running would have logged more
+    assert len(client.get_metric_history(t.run_id, "system/cpu_utilization_percentage")) == n
+
+
+def test_stage_boundaries_are_marked(tmp_path):
+    from cudal1.tracking import plot_curves, stage_starts
+
+    history = [{"step": 1, "stage": "sft"}, {"step": 2, "stage": "sft", "reward/mean": 0.1},
+               {"step": 3, "stage": "self_train", "reward/mean": 0.2}, {"step": 5},
+               {"step": 6, "stage": "contrastive_rl", "reward/mean": 0.4}, {"step": 7, "stage": "contrastive_rl"}]
+    assert stage_starts(history) == [(1.0, "sft"), (3.0, "self_train"), (6.0, "contrastive_rl")]
+    plain = plot_curves([{k: v for k, v in h.items() if k != "stage"} for h in history], ["reward/mean"],
+                        tmp_path / "plain.png")
+    marked = plot_curves(history, ["reward/mean"], tmp_path / "marked.png")
+    assert marked.read_bytes() != plain.read_bytes()  # the lines and names are drawn
 
 
 def test_checkpoint_registered_as_a_transformers_model_that_loads_back(tracker, client, small_model_dir, tmp_path):

@@ -148,7 +148,8 @@ class RunContext:
         (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
 
         tracker = Tracker(cfg.tracking.uri, cfg.tracking.experiment, run_dir, run_name=run_dir.name,
-                          enabled=cfg.tracking.enabled, resume_run_id=state.mlflow_run_id)
+                          enabled=cfg.tracking.enabled, resume_run_id=state.mlflow_run_id,
+                          system_metrics_s=cfg.tracking.system_metrics_s)
         state.mlflow_run_id = tracker.run_id
         if not state_exists:
             tracker.log_config(OmegaConf.to_container(cfg, resolve=True))

@@ -116,8 +116,14 @@ def log_samples(ctx: Any, rollouts: list[Rollout], name: str) -> None:
                              f"samples/{name}/g{r.group}_s{r.sample}.txt")
 
 
+ROLLOUT_TABLE = "tables/rollouts.json"
+"""The MLflow table every unit's rollouts are appended to (sortable and filterable in the UI by
+task, reward, status; columns `cudal1.review.ROLLOUT_COLUMNS`)."""
+
+
 def save_rollouts(ctx: Any, rollouts: list[Rollout], name: str) -> None:
-    """Every rollout of a unit, as JSONL under <run_dir>/rollouts (the raw record of the run)."""
+    """Every rollout of a unit, as JSONL under <run_dir>/rollouts (the raw record of the run), and
+    its rows appended to the run's MLflow rollouts table (`ROLLOUT_TABLE`)."""
     import dataclasses
     import json
 
@@ -126,6 +132,12 @@ def save_rollouts(ctx: Any, rollouts: list[Rollout], name: str) -> None:
     with open(out / f"{name}.jsonl", "w") as f:
         for r in rollouts:
             f.write(json.dumps(dataclasses.asdict(r)) + "\n")
+    if rollouts:
+        from cudal1.review import file_unit, rollout_row
+
+        stage, unit = file_unit(name)
+        rows = [rollout_row(dataclasses.asdict(r), stage, unit) for r in rollouts]
+        ctx.tracker.log_table([{**row, "labels": ",".join(row["labels"])} for row in rows], ROLLOUT_TABLE)
 
 
 def rollout_summary(metrics: dict[str, float], prefix: str) -> dict[str, float]:
