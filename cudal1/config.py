@@ -292,6 +292,10 @@ class RayConfig:
     """Logical CPUs of a local cluster (scheduling tokens, not cores)."""
     num_gpus: Optional[int] = None
     object_store_mb: Optional[int] = None
+    storage: str = "shared"
+    """"shared": run_dir is on storage every node mounts at the same path, which each actor that
+    writes there proves at start (`cudal1.actors.storage`); "driver_node": the buffer and the
+    learner are placed on the driver's node instead (no shared storage needed)."""
     preflight: bool = True
     """Check before any actor starts that the cluster's nodes can hold every actor the job asks for
     (`cudal1.actors.preflight`); turn off on an autoscaling cluster that adds nodes on demand."""
@@ -328,6 +332,7 @@ CHOICES = {
     "reward.transform": ("log_speedup", "speedup"),
     "stage.contrastive_rl.advantage_scale": ("std", "none"),
     "stage.contrastive_rl.bucket_scale": ("log", "linear"),
+    "ray.storage": ("shared", "driver_node"),
 }
 
 

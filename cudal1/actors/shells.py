@@ -72,6 +72,13 @@ class ActorShell:
             port = s.getsockname()[1]
         return ray.util.get_node_ip_address(), port
 
+    def storage_probe(self, probe: str, token: str, role: str) -> dict[str, Any]:
+        """Whether this actor's process sees the driver's probe file and can write beside it
+        (`cudal1.actors.storage.answer_probe`)."""
+        from cudal1.actors.storage import answer_probe
+
+        return answer_probe(probe, token, role)
+
 
 _ActorShell = ray.remote(ActorShell)
 
@@ -124,6 +131,10 @@ class ShellHandle:
     def endpoint(self) -> tuple[str, int]:
         """(node IP, free port) on this actor's node (see `ActorShell.endpoint`)."""
         return ray.get(self.actor.endpoint.remote())
+
+    def storage_probe(self, probe: str, token: str, role: str) -> Any:
+        """ObjectRef of `ActorShell.storage_probe` (the driver gathers several at once)."""
+        return self.actor.storage_probe.remote(probe, token, role)
 
     def __repr__(self) -> str:
         return f"ShellHandle({self.class_name}, {self.actor})"

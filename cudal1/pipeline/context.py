@@ -76,6 +76,20 @@ def start_ray(cfg: DictConfig) -> dict[str, Any]:
     return facts
 
 
+def check_shared_run_dir(run_dir: Path, actors: dict[str, Any]) -> None:
+    """Prove that each actor in `actors` (role → ShellHandle) and the driver see the same
+    `run_dir` (`cudal1.actors.storage`). Raises SharedStorageError naming each actor that does not,
+    with its node."""
+    import ray
+
+    from cudal1.actors.storage import check_answers, write_probe
+
+    probe, token = write_probe(run_dir)
+    replies = ray.get([handle.storage_probe(str(probe), token, role) for role, handle in actors.items()])
+    check_answers(probe, token, replies)
+    log.info("run directory shared with %s", ", ".join(f"{r['role']} ({r['node']})" for r in replies))
+
+
 def ensure_model(cfg: DictConfig, run_dir: Path) -> Path:
     """The policy checkpoint directory: `model.path` (a registered "models:/name/version" is
     downloaded under `<run_dir>/registry_model`), or the embedded small model built (once) under
@@ -130,6 +144,7 @@ class RunContext:
         """Create the run directory, the tracker and all actors (Ray started or joined here)."""
         from cudal1.actors.bench_pool import BenchmarkPools, PoolSpec
         from cudal1.actors.shells import BufferActor, LearnerActor, RolloutActor
+        from cudal1.actors.storage import driver_node_options
         from cudal1.policy.model import load_tokenizer
         from cudal1.tracking import Tracker
 
@@ -166,13 +181,16 @@ class RunContext:
             # Actors start concurrently: the pools block until theirs are ready, meanwhile the
             # engine and the learner load.
             rl = cfg.stage.contrastive_rl
-            ctx.buffer = BufferActor.remote(str(run_dir / "buffer"), tau=rl.tau, n_buckets=rl.n_buckets,
+            # The buffer and the learner write under run_dir: with ray.storage=driver_node they stay
+            # on the driver's node, otherwise the probe below proves they see the same directory.
+            pinned = driver_node_options() if cfg.ray.storage == "driver_node" else {}
+            ctx.buffer = BufferActor.options(**pinned).remote(str(run_dir / "buffer"), tau=rl.tau, n_buckets=rl.n_buckets,
                                             k=max(rl.exemplars, 1), seed=cfg.seed, scale=rl.bucket_scale)
             ctx.generator = RolloutActor.options(num_cpus=cfg.rollout.num_cpus, num_gpus=cfg.rollout.num_gpus).remote(
                 str(model_path), cfg.rollout.backend, max_model_len=cfg.rollout.max_model_len, dtype=cfg.model.dtype,
                 seed=cfg.seed, **_engine_kwargs(cfg))
             lc = cfg.learner
-            ctx.learner = LearnerActor.options(num_cpus=lc.num_cpus, num_gpus=lc.num_gpus).remote(
+            ctx.learner = LearnerActor.options(num_cpus=lc.num_cpus, num_gpus=lc.num_gpus, **pinned).remote(
                 str(model_path), zero_stage=lc.zero_stage, precision=lc.precision, lr=lc.lr,
                 weight_decay=lc.weight_decay, grad_clip=lc.grad_clip, kl_beta=lc.kl_beta, clip_eps=lc.clip_eps,
                 clip_eps_high=lc.clip_eps_high, loss_agg=lc.loss_agg, max_response_len=cfg.rollout.max_tokens,
@@ -185,6 +203,8 @@ class RunContext:
             for name, handle in (("buffer", ctx.buffer), ("rollout generator", ctx.generator), ("learner", ctx.learner)):
                 log.info("waiting for the %s", name)
                 handle.ready()
+            if cfg.ray.storage == "shared":
+                check_shared_run_dir(run_dir, {"buffer": ctx.buffer, "learner": ctx.learner})
         except BaseException:
             ctx.close(status="FAILED")
             raise

@@ -70,6 +70,7 @@ def test_train_all_stages_on_the_running_cluster(ray_cluster, tmp_path):
     cfg = compose_smoke(run_dir, "rollout.weight_sync=broadcast")
     assert cfg.ray.num_cpus == 6  # the config asks for a 6-CPU local cluster: it must be ignored here
     state = train(cfg)
+    assert not list(run_dir.glob(".storage-probe-*"))  # the probe passed and was removed
 
     # The session's cluster was joined, not replaced or doubled.
     assert ray.get_runtime_context().gcs_address == ray_cluster["address"]
@@ -133,7 +134,9 @@ def test_driver_killed_after_sft_then_interrupted_then_resumed(ray_cluster, smal
     run_dir, log = tmp_path / "run", tmp_path / "train.log"
     # The session's model instead of building one, and no seed validation (the first test covers
     # it): ~30 s less per run on a busy machine.
-    quick = (f"model.path={small_model_dir}", "stage.sft.validate_seeds=false", f"stage.contrastive_rl.steps={RL_STEPS}")
+    # The buffer and the learner pinned to the driver's node (the first test proves the shared run_dir instead).
+    quick = (f"model.path={small_model_dir}", "stage.sft.validate_seeds=false", f"stage.contrastive_rl.steps={RL_STEPS}",
+             "ray.storage=driver_node")
     wait_for_cpus(4, timeout_s=60)
     proc = _start_train(run_dir, ray_cluster["address"], log, *quick)
     try:
