@@ -125,7 +125,15 @@ def format_result(result: EvalResult, task: Any = None, solution: Path | None = 
 
 def cmd_eval(args: argparse.Namespace) -> int:
     suite = _load_suite(args.tasks, args.backend)
-    task = _find_task(suite.tasks, args.task)
+    if Path(args.task).is_file() and not any(t.path == str(Path(args.task).resolve()) for t in suite.tasks):
+        from cudal1.tasks import load_task_file
+
+        try:  # a standalone KernelBench-format file, not one of the suite's
+            task = load_task_file(args.task, profile=args.backend)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
+    else:
+        task = _find_task(suite.tasks, args.task)
     try:
         source = Path(args.solution).read_text(encoding="utf-8")
     except OSError as exc:

@@ -116,6 +116,55 @@ def test_eval_usage_errors(seeds, tmp_path, capsys):
     assert exc.value.code == 2
 
 
+STANDALONE_TASK = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, a, b):
+        return a + b
+
+
+def get_inputs():
+    return [torch.randn(64, 64), torch.randn(64, 64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_eval_a_standalone_task_file(env, tmp_path):
+    """A KernelBench-format file outside any suite is a task; one without Model says so; a
+    candidate with a syntax error is reported without a worker; a slower one is called slower."""
+    (tmp_path / "task.py").write_text(STANDALONE_TASK)
+    (tmp_path / "sol.py").write_text(STANDALONE_TASK.replace("class Model(", "class ModelNew("))
+    proc = cli(["eval", "--task", "task.py", "--solution", "sol.py", "--json", "--rounds", ROUNDS], env, tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    record = json.loads(proc.stdout)
+    assert record["task_id"] == "level0/0" and record["status"] == "ok"
+    words = record["message"].split("; ")[1]
+    assert ("faster" in words) == (round(record["speedup"], 3) > 1.0), record["message"]
+
+    (tmp_path / "nomodel.py").write_text(STANDALONE_TASK.replace("class Model(", "class Other("))
+    proc = cli(["eval", "--task", "nomodel.py", "--solution", "sol.py"], env, tmp_path)
+    assert proc.returncode == 2 and "task file nomodel.py: missing module-level Model" in proc.stderr
+
+    (tmp_path / "broken.py").write_text("class ModelNew(torch.nn.Module)\n    pass\n")
+    proc = cli(["eval", "--task", "task.py", "--solution", "broken.py", "--json"], env, tmp_path)
+    record = json.loads(proc.stdout)
+    assert record["status"] == "compile_error" and record["eval_seconds"] is None  # no worker ran
+    assert "SyntaxError: expected ':' (<candidate>, line 1)" in record["message"]
+
+
+def test_speedup_words_never_call_a_slower_candidate_faster():
+    from cudal1.bench.result import speedup_phrase
+
+    assert speedup_phrase(1.5) == "1.500× faster"
+    assert speedup_phrase(0.5) == "2.000× slower (speedup 0.500×)"
+    assert speedup_phrase(1.0004) == "as fast (speedup 1.000×)" == speedup_phrase(0.9996)
+
+
 def test_version(capsys):
     import cudal1
     from cudal1.cli import main

@@ -49,6 +49,30 @@ def source_hash(source: str) -> str:
     return hashlib.sha256(source.encode()).hexdigest()[:16]
 
 
+PARSE_LIMIT_CHARS = 1_000_000
+"""Sources longer than this are not parsed in the caller's process (the worker reports them)."""
+
+
+def syntax_error(source: str) -> str | None:
+    """"SyntaxError: <msg> (<candidate>, line N)" when `source` is not valid Python, else None.
+
+    Parsing only (`ast.parse`): nothing of the source runs. Sources over `PARSE_LIMIT_CHARS`, and
+    any parser failure other than a syntax error (nesting too deep, memory), give None: the
+    sandboxed worker then meets the same error and labels it.
+    """
+    import ast
+
+    if len(source) > PARSE_LIMIT_CHARS:
+        return None
+    try:
+        ast.parse(source, filename="<candidate>")
+    except SyntaxError as e:  # includes IndentationError
+        return f"{type(e).__name__}: {e.msg} (<candidate>, line {e.lineno})"
+    except (ValueError, RecursionError, MemoryError):  # e.g. null bytes, pathological nesting
+        return None
+    return None
+
+
 def default_device(backend: str) -> str:
     if backend == "cpu":
         return "cpu"
@@ -154,6 +178,10 @@ def evaluate(
     settings = settings or EvalSettings.for_backend(backend)
     device = device or default_device(backend)
     info = device_info(device)
+    syntax = syntax_error(candidate_source)
+    if syntax is not None:  # no process needed to say so
+        return EvalResult(task.task_id, Status.COMPILE_ERROR, backend=backend, device=info["name"], arch=info["arch"],
+                          message=f"candidate failed to import/build: {syntax}")
     profile = settings.size_profile or backend
     payload = {
         "task": task.to_dict(),

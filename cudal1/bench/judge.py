@@ -58,7 +58,7 @@ import torch
 
 from ..tasks.task import Task
 from . import correctness, guards, inputs as inputs_mod, timing
-from .result import EvalResult, HackKind, Status
+from .result import EvalResult, HackKind, Status, speedup_phrase
 from .settings import EvalSettings
 from .readers import IpcReader, ParentReader, ReadError
 from .slots import Slot, TensorSpec, plan
@@ -797,7 +797,7 @@ class Judge:
             except BaseException as exc:  # noqa: BLE001
                 raise self._judge_failure(exc, phase) from exc
             self.result.status = Status.OK
-            self.result.message = f"correct on {self.result.correctness_trials} trials; {self.result.speedup:.3f}× faster"
+            self.result.message = f"correct on {self.result.correctness_trials} trials; {speedup_phrase(self.result.speedup)}"
         except Verdict as v:
             self.result.status, self.result.message, self.result.hack_kind = v.status, v.message, v.hack
             for label in v.extra.get("labels", []):

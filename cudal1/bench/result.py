@@ -162,3 +162,14 @@ def truncate_log(text: str, limit: int = LOG_LIMIT) -> str:
     if len(text) <= limit:
         return text
     return "[... truncated ...]\n" + text[-limit:]
+
+
+def speedup_phrase(speedup: float) -> str:
+    """A speedup (reference ms / candidate ms, ×) in words that never call a slower candidate
+    faster: "1.500× faster", "2.000× slower (speedup 0.500×)", "as fast (speedup 1.000×)" (equal
+    at three decimals)."""
+    if round(speedup, 3) == 1.0:
+        return f"as fast (speedup {speedup:.3f}×)"
+    if speedup > 1.0:
+        return f"{speedup:.3f}× faster"
+    return f"{1.0 / speedup:.3f}× slower (speedup {speedup:.3f}×)"

@@ -241,6 +241,25 @@ def parse_task_file(
     )
 
 
+def load_task_file(path: str | Path, profile: str | None = None) -> Task:
+    """One standalone KernelBench-format file as a Task, parsed without executing it.
+
+    A file named like a suite's (`level<L>/<id>_<Name>.py`) keeps that level and id; any other file
+    becomes `level0/0` named after its stem, in suite "file". Raises FileNotFoundError when the
+    file does not exist and ValueError naming what is wrong with it (syntax error, no `Model`,
+    `get_inputs` or `get_init_inputs` at module level, a size profile it lacks, ...).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no task file {path}")
+    m, level_m = FILE_RE.match(path.name), LEVEL_RE.match(path.parent.name)
+    level, problem_id, name = (int(level_m.group(1)), int(m.group(1)), m.group(2)) if m and level_m else (0, 0, path.stem)
+    task = parse_task_file(path, level, problem_id, name, suite="file", profile=profile)
+    if isinstance(task, str):
+        raise ValueError(f"task file {path}: {task}")
+    return task
+
+
 def _module_level_names(body: list[ast.stmt]) -> set[str]:
     """Names bound by module-level statements, looking into if/try/with blocks but not into
     functions or classes."""
