@@ -250,3 +250,36 @@ def test_notebook_runs_top_to_bottom(tracked_run, monkeypatch, capsys):
     assert len(tables) >= 5  # per step, statuses, hacks, parse labels, best per task, MLflow
     assert any("rl/reward/mean" in t.index for t in tables)
     assert str(tracked_run) in capsys.readouterr().out
+
+
+def execute_headless(path: Path, run_dir: Path, timeout_s: int = 300):
+    """Execute a notebook in a real Jupyter kernel (ipykernel, through nbclient), headless, on
+    `run_dir`; returns the executed notebook. Raises nbclient's CellExecutionError naming the cell
+    that failed."""
+    import nbclient
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    previous = os.environ.get("CUDAL1_RUN_DIR")
+    os.environ["CUDAL1_RUN_DIR"] = str(run_dir)  # the kernel inherits this process's environment
+    try:
+        nbclient.NotebookClient(nb, timeout=timeout_s, kernel_name="python3",
+                                resources={"metadata": {"path": str(path.parent)}}).execute()
+    finally:
+        if previous is None:
+            os.environ.pop("CUDAL1_RUN_DIR", None)
+        else:
+            os.environ["CUDAL1_RUN_DIR"] = previous
+    return nb
+
+
+def outputs_text(nb) -> str:
+    """Every text output and error of an executed notebook, joined."""
+    parts = []
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            parts.append(out.get("text", "") or "".join(out.get("data", {}).get("text/plain", "")))
+            if out.get("output_type") == "error":
+                parts.append(f"{out['ename']}: {out['evalue']}")
+    return "\n".join(parts)
+

@@ -110,6 +110,13 @@ def test_train_all_stages_on_the_running_cluster(ray_cluster, tmp_path):
     # close() stopped every actor: the CPUs come back (the next tests need them).
     wait_for_cpus(4, timeout_s=60)
 
+    # The review notebook runs headless, in a real kernel, on this smoke run.
+    from tests.test_review import NOTEBOOK, execute_headless, outputs_text
+
+    text = outputs_text(execute_headless(NOTEBOOK, run_dir))
+    assert str(run_dir) in text  # (a cell that raises fails the execution itself)
+    assert all(task in text for task in cfg.tasks.ids)  # the best-per-task table names each task
+
 
 def _start_train(run_dir: Path, address: str, log: Path, *overrides: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
