@@ -321,6 +321,25 @@ class TrainConfig:
     seed: int = 0
 
 
+@dataclasses.dataclass
+class EvaluateJobConfig:
+    """`jobs/evaluate.py`: a set of solutions evaluated on every benchmark pool (the paper's table)."""
+
+    bench: BenchConfig = field(default_factory=BenchConfig)
+    tasks: TasksConfig = field(default_factory=TasksConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    ray: RayConfig = field(default_factory=RayConfig)
+    solutions: Optional[str] = None
+    """A directory of level<L>/<id>_<Name>.py files, a JSONL of records with task_id and code (or a
+    solution path), or a training run directory (its buffer's best solution per task). Required."""
+    pools: list[str] = field(default_factory=list)
+    """Pools to evaluate on, primary first by default; empty = every pool of `bench`."""
+    ps: list[float] = field(default_factory=lambda: [1.0, 1.01, 1.5, 2.0])
+    """fast_p thresholds (×) of the table."""
+    out_dir: str = "runs/evaluate-default"
+    """Where results_<pool>.jsonl, table.json, table.txt and speedups.png are written."""
+
+
 STAGES = ("sft", "self_train", "contrastive_rl")
 CHOICES = {
     "model.dtype": ("float32", "bfloat16", "float16"),
@@ -341,6 +360,7 @@ def register_schema() -> None:
     from hydra.core.config_store import ConfigStore
 
     ConfigStore.instance().store(name="train_schema", node=TrainConfig)
+    ConfigStore.instance().store(name="evaluate_schema", node=EvaluateJobConfig)
 
 
 def load_config(cfg: Any = None) -> DictConfig:
@@ -407,6 +427,41 @@ def validate(cfg: DictConfig) -> None:
     if cfg.rollout.max_tokens >= cfg.rollout.max_model_len:
         raise ConfigError("rollout.max_tokens", f"{cfg.rollout.max_tokens} leaves no room for the prompt in "
                                                 f"rollout.max_model_len={cfg.rollout.max_model_len}")
+    validate_bench(cfg)
+    if cfg.model.path is not None and str(cfg.model.path).startswith("models:/"):
+        parts = str(cfg.model.path)[len("models:/"):].split("/")
+        if len(parts) != 2 or not all(parts):
+            raise ConfigError("model.path", f"{cfg.model.path!r}: a registered model is 'models:/<name>/<version or alias>'")
+    elif cfg.model.path is not None:
+        path = Path(os.path.expanduser(cfg.model.path))
+        if not (path / "config.json").is_file():
+            raise ConfigError("model.path", f"{path} is not a Hugging Face checkpoint directory (no config.json)")
+    validate_tasks(cfg)
+    _validate_reward(cfg)
+
+
+def load_evaluate_config(cfg: Any = None) -> DictConfig:
+    """Merge `cfg` onto the `EvaluateJobConfig` schema and validate it (bench, tasks, solutions,
+    pools, ps). Raises ConfigError naming the first bad key, or OmegaConf's errors (as `load_config`)."""
+    merged = OmegaConf.merge(OmegaConf.structured(EvaluateJobConfig), cfg if cfg is not None else {})
+    validate_bench(merged)
+    validate_tasks(merged)
+    if merged.ray.storage not in CHOICES["ray.storage"]:
+        raise ConfigError("ray.storage", f"must be one of {', '.join(CHOICES['ray.storage'])}; got {merged.ray.storage!r}")
+    if not merged.solutions:
+        raise ConfigError("solutions", "required: a directory of solutions, a JSONL of records, or a run directory")
+    if not Path(os.path.expanduser(merged.solutions)).exists():
+        raise ConfigError("solutions", f"{merged.solutions!r} does not exist")
+    for name in merged.pools:
+        if name not in merged.bench.pools:
+            raise ConfigError("pools", f"{name!r} is not a pool; pools: {', '.join(merged.bench.pools)}")
+    if not merged.ps or any(not p > 0 for p in merged.ps):
+        raise ConfigError("ps", f"fast_p thresholds must be > 0; got {list(merged.ps)}")
+    return merged
+
+
+def validate_bench(cfg: DictConfig) -> None:
+    """Check `cfg.bench` (pools, primary, backends, settings names). Raises ConfigError."""
     if not cfg.bench.pools:
         raise ConfigError("bench.pools", "at least one benchmark pool is needed")
     if cfg.bench.primary not in cfg.bench.pools:
@@ -427,20 +482,15 @@ def validate(cfg: DictConfig) -> None:
         for setting in pool.settings:
             if setting not in known:
                 raise ConfigError(f"{key}.settings.{setting}", f"not an EvalSettings field; known: {', '.join(sorted(known))}")
-    if cfg.model.path is not None and str(cfg.model.path).startswith("models:/"):
-        parts = str(cfg.model.path)[len("models:/"):].split("/")
-        if len(parts) != 2 or not all(parts):
-            raise ConfigError("model.path", f"{cfg.model.path!r}: a registered model is 'models:/<name>/<version or alias>'")
-    elif cfg.model.path is not None:
-        path = Path(os.path.expanduser(cfg.model.path))
-        if not (path / "config.json").is_file():
-            raise ConfigError("model.path", f"{path} is not a Hugging Face checkpoint directory (no config.json)")
+
+
+def validate_tasks(cfg: DictConfig) -> None:
+    """Check `cfg.tasks` (source, levels, limit). Raises ConfigError."""
     if cfg.tasks.source != "builtin" and not Path(os.path.expanduser(cfg.tasks.source)).is_dir():
         raise ConfigError("tasks.source", f"{cfg.tasks.source!r} is neither 'builtin' nor a directory")
     for level in cfg.tasks.levels:
         if level not in (1, 2, 3, 4):
             raise ConfigError("tasks.levels", f"levels are 1-4; got {level}")
-    _validate_reward(cfg)
     if cfg.tasks.limit is not None and cfg.tasks.limit < 1:
         raise ConfigError("tasks.limit", f"must be >= 1 or null; got {cfg.tasks.limit}")
 

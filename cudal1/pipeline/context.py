@@ -57,6 +57,20 @@ def usable_tasks(tasks: list[Task], probes: dict[str, dict[str, Any]]) -> list[T
     return kept
 
 
+def pool_specs(cfg: DictConfig) -> list[Any]:
+    """One `cudal1.actors.bench_pool.PoolSpec` per pool of `cfg.bench.pools`, loading `cfg.tasks.source`."""
+    from cudal1.actors.bench_pool import PoolSpec
+
+    return [
+        PoolSpec(name=name, backend=p.backend, num_actors=p.num_actors, num_cpus=p.num_cpus,
+                 num_gpus=p.num_gpus, accelerator_type=p.accelerator_type, resources=dict(p.resources),
+                 settings=OmegaConf.to_container(p.settings), tasks=cfg.tasks.source,
+                 max_task_retries=p.max_task_retries, start_timeout_s=p.start_timeout_s,
+                 build_actors=p.build_actors, build_cpus=p.build_cpus)
+        for name, p in cfg.bench.pools.items()
+    ]
+
+
 def start_ray(cfg: DictConfig) -> dict[str, Any]:
     """Start or join Ray as `cfg.ray` says, then (with `ray.preflight`) check that the cluster's
     nodes can hold every actor the job asks for. Returns `init_ray`'s facts. Raises
@@ -142,7 +156,7 @@ class RunContext:
     @classmethod
     def start(cls, cfg: DictConfig) -> "RunContext":
         """Create the run directory, the tracker and all actors (Ray started or joined here)."""
-        from cudal1.actors.bench_pool import BenchmarkPools, PoolSpec
+        from cudal1.actors.bench_pool import BenchmarkPools
         from cudal1.actors.shells import BufferActor, LearnerActor, RolloutActor
         from cudal1.actors.storage import driver_node_options
         from cudal1.policy.model import load_tokenizer
@@ -170,14 +184,7 @@ class RunContext:
             tracker.log_config(OmegaConf.to_container(cfg, resolve=True))
         ctx = cls(cfg, run_dir, model_path, tasks, tokenizer, state, tracker, random.Random(cfg.seed + state.step))
         try:
-            specs = [
-                PoolSpec(name=name, backend=p.backend, num_actors=p.num_actors, num_cpus=p.num_cpus,
-                         num_gpus=p.num_gpus, accelerator_type=p.accelerator_type, resources=dict(p.resources),
-                         settings=OmegaConf.to_container(p.settings), tasks=cfg.tasks.source,
-                         max_task_retries=p.max_task_retries, start_timeout_s=p.start_timeout_s,
-                         build_actors=p.build_actors, build_cpus=p.build_cpus)
-                for name, p in cfg.bench.pools.items()
-            ]
+            specs = pool_specs(cfg)
             # Actors start concurrently: the pools block until theirs are ready, meanwhile the
             # engine and the learner load.
             rl = cfg.stage.contrastive_rl

@@ -1,0 +1,225 @@
+"""Evaluate a set of solutions on every benchmark pool and write the paper's table: `load_solutions`,
+`paper_table`, `format_paper_table`, `evaluate_solutions`.
+
+The table follows CUDA-L1's per-architecture report (and KernelBench's fast_p): for each pool
+(architecture) and level, and for all levels together, the mean / median / geometric-mean speedup
+(×) over correct solutions, fast_p for each threshold (share of *all* evaluated tasks that are
+correct and faster than p×), the success count, and the counts by status, hack kind and label.
+Speedups are against the eager PyTorch reference, as the evaluator measures them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from cudal1.bench.result import EvalResult
+from cudal1.bench.summary import fast_p_key, summarize
+from cudal1.records import Candidate
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PS: tuple[float, ...] = (1.0, 1.01, 1.5, 2.0)
+"""fast_p thresholds of the table: fast_1 and fast_1.01 as in the paper, and two more."""
+
+
+def load_solutions(spec: str | Path, task_ids: Sequence[str]) -> tuple[list[Candidate], list[str]]:
+    """The solutions `spec` names, one Candidate per task of `task_ids`, and notes on what was skipped.
+
+    `spec` is one of:
+      - a directory of solution files laid out as `level<L>/<id>_<Name>.py` (cudal1 eval-suite's layout);
+      - a JSONL file of records with "task_id" and the code in "code" or "source", or a file path
+        in "solution" (an eval-suite results file, a buffer's exemplars.jsonl); the last record of
+        a task wins;
+      - a training run directory: the fastest correct exemplar per task of its buffer.
+    Raises FileNotFoundError when `spec` does not exist and ValueError when it holds no solution
+    for any of `task_ids`.
+    """
+    path = Path(spec).expanduser()
+    known = set(task_ids)
+    skipped: list[str] = []
+    found: dict[str, Candidate] = {}
+    if not path.exists():
+        raise FileNotFoundError(f"no solutions at {path}")
+    if path.is_dir() and (path / "buffer" / "exemplars.jsonl").is_file():
+        from cudal1.review import best_per_task, load_run
+
+        best = best_per_task(load_run(path))
+        for task_id, row in best.iterrows():
+            if task_id in known:
+                found[task_id] = Candidate(task_id, row["code"], origin=f"{path.name}:{row['origin']}")
+            else:
+                skipped.append(f"{task_id}: not among the selected tasks")
+    elif path.is_dir():
+        from cudal1.bench.suite import match_solutions
+
+        match = match_solutions(path, task_ids)
+        skipped += [f"{p}: {why}" for p, why in match.unmatched]
+        for task_id, file in match.matched.items():
+            found[task_id] = Candidate(task_id, file.read_text(encoding="utf-8"), origin=str(file))
+    else:
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                task_id = record["task_id"]
+                code = record.get("code") or record.get("source")
+                if code is None and record.get("solution"):
+                    code = (path.parent / record["solution"]).read_text(encoding="utf-8") \
+                        if not Path(record["solution"]).is_absolute() else Path(record["solution"]).read_text()
+            except (ValueError, KeyError, OSError) as e:
+                skipped.append(f"{path.name}:{n}: unreadable record ({type(e).__name__}: {e})")
+                continue
+            if task_id not in known:
+                skipped.append(f"{path.name}:{n}: {task_id} is not among the selected tasks")
+            elif not code:
+                skipped.append(f"{path.name}:{n}: no code, source or solution")
+            else:
+                found[task_id] = Candidate(task_id, code, origin=f"{path.name}:{n}")
+    if not found:
+        raise ValueError(f"{path} holds no solution for the {len(known)} selected tasks" +
+                         (f" ({len(skipped)} skipped, e.g. {skipped[0]})" if skipped else ""))
+    return [found[t] for t in task_ids if t in found], skipped
+
+
+def level_of(task_id: str) -> str:
+    """"level1/12" -> "level1"."""
+    return task_id.split("/", 1)[0]
+
+
+def paper_table(results: Mapping[str, Sequence[EvalResult]], ps: Sequence[float] = DEFAULT_PS) -> list[dict[str, Any]]:
+    """One row per (pool, level) and per pool over all levels ("all"), from `results[pool]`.
+
+    Each row: {"pool", "level", "n", "success" (correct count), "pass_rate", "speedup_mean",
+    "speedup_median", "speedup_geomean" (× over correct results, None without any), one
+    `fast_p_key(p)` entry per p (share of all n), "status_counts", "hack_counts", "label_counts"
+    (non-zero entries only)} — `cudal1.bench.summary.summarize` per group.
+    """
+    rows = []
+    for pool, pool_results in results.items():
+        levels = sorted({level_of(r.task_id) for r in pool_results}, key=lambda lv: (len(lv), lv))
+        groups = [(lv, [r for r in pool_results if level_of(r.task_id) == lv]) for lv in levels]
+        if len(levels) > 1 or not levels:
+            groups.append(("all", list(pool_results)))
+        for level, group in groups:
+            s = summarize(group, ps)
+            rows.append({
+                "pool": pool, "level": level, "n": s["n"], "success": s["n_correct"], "pass_rate": s["pass_rate"],
+                "speedup_mean": s["speedup_mean"], "speedup_median": s["speedup_median"],
+                "speedup_geomean": s["speedup_geomean"], **s["fast_p"],
+                "status_counts": {k: v for k, v in s["status_counts"].items() if v},
+                "hack_counts": {k: v for k, v in s["hack_counts"].items() if v},
+                "label_counts": s["label_counts"],
+            })
+    return rows
+
+
+def format_paper_table(rows: Sequence[Mapping[str, Any]], ps: Sequence[float] = DEFAULT_PS) -> str:
+    """The table as aligned text: one line per row of `paper_table`, then the non-zero hack and
+    label counts per pool and level."""
+    def x(v: float | None) -> str:
+        return "-" if v is None else f"{v:.2f}x"
+
+    fast = [fast_p_key(p) for p in ps]
+    head = ["pool", "level", "n", "success", "mean", "median", "geomean", *fast]
+    body = [[str(r["pool"]), str(r["level"]), str(r["n"]), str(r["success"]), x(r["speedup_mean"]),
+             x(r["speedup_median"]), x(r["speedup_geomean"]), *(f"{r[k]:.2f}" for k in fast)] for r in rows]
+    widths = [max(len(c) for c in col) for col in zip(head, *body)]
+    lines = ["  ".join(c.rjust(w) if i > 1 else c.ljust(w) for i, (c, w) in enumerate(zip(line, widths)))
+             for line in [head, *body]]
+    for r in rows:
+        extra = {**{f"hack:{k}": v for k, v in r["hack_counts"].items()},
+                 **{f"status:{k}": v for k, v in r["status_counts"].items() if k != "ok"},
+                 **{f"label:{k}": v for k, v in r["label_counts"].items()}}
+        if extra:
+            lines.append(f"  {r['pool']}/{r['level']}: " + ", ".join(f"{k} {v}" for k, v in extra.items()))
+    return "\n".join(lines)
+
+
+def evaluate_solutions(pools: Any, candidates: Sequence[Candidate], names: Sequence[str] | None = None,
+                       ) -> dict[str, list[EvalResult]]:
+    """Evaluate `candidates` on each pool of `pools` (a `BenchmarkPools`) named in `names` (default:
+    all, primary first). Returns {pool name: [EvalResult per candidate, in order]}; a harness
+    failure is a labelled result, never an exception (see `BenchmarkPool.evaluate_many`)."""
+    names = list(names) if names else [pools.primary.name, *(n for n in pools.names if n != pools.primary.name)]
+    out = {}
+    for name in names:
+        log.info("evaluating %d solutions on pool %s", len(candidates), name)
+        out[name] = [EvalResult.from_dict(d) for d in pools.pool(name).evaluate_many(list(candidates))]
+    return out
+
+
+def plot_speedups(results: Mapping[str, Sequence[EvalResult]], path: Path) -> Path:
+    """A bar chart of each task's speedup (×, log scale) per pool, failures drawn at 0; returns `path`."""
+    from matplotlib.figure import Figure
+
+    tasks = sorted({r.task_id for rs in results.values() for r in rs},
+                   key=lambda t: (int(level_of(t)[5:] or 0), int(t.split("/")[1]) if t.split("/")[1].isdigit() else 0))
+    fig = Figure(figsize=(max(6.0, 0.45 * len(tasks) * max(1, len(results))), 3.6), layout="constrained")
+    ax = fig.subplots()
+    width = 0.8 / max(1, len(results))
+    for i, (pool, rs) in enumerate(results.items()):
+        by_task = {r.task_id: (r.speedup if r.correct and r.speedup else 0.0) for r in rs}
+        xs = [j + i * width for j in range(len(tasks))]
+        ax.bar(xs, [by_task.get(t, 0.0) for t in tasks], width=width, label=pool)
+    ax.axhline(1.0, color="0.4", linewidth=0.8, linestyle="--")
+    ax.set_yscale("symlog", linthresh=1.0)
+    ax.set_xticks([j + 0.4 - width / 2 for j in range(len(tasks))], tasks, rotation=60, ha="right", fontsize=7)
+    ax.set_ylabel("speedup vs eager (×)")
+    ax.legend(fontsize=8)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, format="png", dpi=110)
+    return path
+
+
+def run_evaluate_job(cfg: Any) -> list[dict[str, Any]]:
+    """`jobs/evaluate.py`: the solutions of `cfg.solutions` for the tasks `cfg.tasks` selects,
+    evaluated on `cfg.pools` (default every pool), written to `cfg.out_dir` and MLflow, the table
+    printed. Returns the table's rows (`paper_table`). Raises what `load_solutions`,
+    `cudal1.pipeline.context.start_ray` and pool creation raise."""
+    from cudal1.actors.bench_pool import BenchmarkPools
+    from cudal1.pipeline.context import pool_specs, select_tasks, start_ray
+    from cudal1.tracking import Tracker
+
+    out = Path(cfg.out_dir).resolve()
+    tasks = select_tasks(cfg)
+    candidates, skipped = load_solutions(cfg.solutions, [t.task_id for t in tasks])
+    outside = [n for n in skipped if "not among the selected tasks" in n or ": no task " in n]
+    for note in [n for n in skipped if n not in outside][:20]:
+        log.warning("skipped: %s", note)
+    if outside:
+        log.info("%d solutions for tasks outside the selection left out", len(outside))
+    log.info("%d solutions for %d selected tasks from %s", len(candidates), len(tasks), cfg.solutions)
+    start_ray(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    ps = list(cfg.ps)
+    with Tracker(cfg.tracking.uri, cfg.tracking.experiment, out, enabled=cfg.tracking.enabled,
+                 system_metrics_s=cfg.tracking.system_metrics_s) as tracker, \
+            BenchmarkPools(pool_specs(cfg), primary=cfg.bench.primary) as pools:
+        tracker.log_config({"solutions": str(cfg.solutions), "tasks": dict(cfg.tasks), "pools": list(cfg.pools),
+                            "bench": {name: dict(p) for name, p in cfg.bench.pools.items()}})
+        results = evaluate_solutions(pools, candidates, list(cfg.pools) or None)
+        for pool, rs in results.items():
+            path = out / f"results_{pool}.jsonl"
+            path.write_text("".join(r.to_json() + "\n" for r in rs))
+            tracker.log_table([{"task_id": r.task_id, "status": r.status.value, "speedup": r.speedup,
+                                "hack_kind": r.hack_kind.value if r.hack_kind else None, "labels": ",".join(r.labels),
+                                "message": r.message[:200]} for r in rs], f"tables/results_{pool}.json")
+        rows = paper_table(results, ps)
+        text = format_paper_table(rows, ps)
+        (out / "table.json").write_text(json.dumps(rows, indent=1))
+        (out / "table.txt").write_text(text + "\n")
+        plot_speedups(results, out / "speedups.png")
+        tracker.log_table([{k: v for k, v in r.items() if not k.endswith("_counts")} for r in rows], "tables/paper_table.json")
+        for r in rows:
+            tracker.log_metrics({f"{r['pool']}/{r['level']}/{k}": v for k, v in r.items()
+                                 if isinstance(v, (int, float)) and k != "n"}, step=0)
+        for name in ("table.json", "table.txt", "speedups.png"):
+            tracker.log_artifact(out / name)
+    print(text, flush=True)
+    log.info("results in %s%s", out, f"; MLflow run {tracker.run_id}" if tracker.run_id else "")
+    return rows

@@ -1,0 +1,41 @@
+"""Evaluate a set of solutions on every configured benchmark pool and write the paper's table.
+
+    python jobs/evaluate.py solutions=runs/exp1                  # a training run's best per task
+    python jobs/evaluate.py solutions=sols/ tasks=kernelbench bench=a100_h100_l40 tasks.levels=[1,2]
+    ray job submit --working-dir . -- python jobs/evaluate.py solutions=/shared/runs/exp1 bench=h100
+
+Writes `out_dir`: results_<pool>.jsonl (one EvalResult per solution), table.json and table.txt
+(per pool and level), speedups.png; logs all of it to MLflow. Configuration: conf/evaluate.yaml.
+"""
+
+import logging
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+import hydra  # noqa: E402
+from hydra.core.hydra_config import HydraConfig  # noqa: E402
+from omegaconf import DictConfig, OmegaConf  # noqa: E402
+
+from cudal1.config import load_evaluate_config, register_schema  # noqa: E402
+
+register_schema()
+log = logging.getLogger("cudal1.evaluate")
+
+
+@hydra.main(config_path="../conf", config_name="evaluate", version_base=None)
+def main(cfg: DictConfig) -> None:
+    if OmegaConf.is_interpolation(cfg, "out_dir"):
+        cfg.out_dir = str(Path(HydraConfig.get().run.dir).parent)
+    from cudal1.pipeline.entry import user_errors
+
+    with user_errors("evaluate"):
+        cfg = load_evaluate_config(cfg)
+        from cudal1.pipeline.evaluate import run_evaluate_job
+
+        run_evaluate_job(cfg)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""jobs/evaluate.py's parts: solutions from a directory, a JSONL or a run; the paper's table per
+pool and level; and the job on two real pools of the session cluster."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cudal1.bench.result import EvalResult, HackKind, Status
+from cudal1.pipeline.evaluate import format_paper_table, load_solutions, paper_table
+from cudal1.records import Exemplar
+from cudal1.tasks import seed_solutions
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_solutions_from_a_directory_a_jsonl_and_a_run(tmp_path):
+    seeds = seed_solutions("cpu")
+    ids = ["level1/1", "level1/2"]
+    found, skipped = load_solutions(seeds["level1/1"].parents[1], ids)
+    assert [c.task_id for c in found] == ids and found[0].source == seeds["level1/1"].read_text()
+    assert any("no task" in s for s in skipped)  # the other tasks' files
+
+    (tmp_path / "sol.py").write_text("class ModelNew: pass\n")
+    lines = [{"task_id": "level1/1", "code": "A"}, {"task_id": "level1/2", "solution": "sol.py"},
+             {"task_id": "level1/1", "source": "B"}, {"task_id": "level9/9", "code": "C"}, {"no": "task"}]
+    records = tmp_path / "results.jsonl"
+    records.write_text("\n".join(json.dumps(r) for r in lines) + "\n{torn")
+    found, skipped = load_solutions(records, ids)
+    assert [(c.task_id, c.source) for c in found] == [("level1/1", "B"), ("level1/2", "class ModelNew: pass\n")]
+    assert len(skipped) == 3  # the unknown task, the record without one, the torn line
+
+    run = tmp_path / "run"
+    (run / "buffer").mkdir(parents=True)
+    exemplars = [Exemplar("level1/1", "slow", 1.2, origin="seed"), Exemplar("level1/1", "fast", 2.5, origin="step3/g0/s1"),
+                 Exemplar("level1/2", "only", 1.1, origin="seed")]
+    (run / "buffer" / "exemplars.jsonl").write_text("".join(json.dumps(e.to_dict()) + "\n" for e in exemplars))
+    found, _ = load_solutions(run, ids)
+    assert [(c.task_id, c.source) for c in found] == [("level1/1", "fast"), ("level1/2", "only")]
+
+    with pytest.raises(ValueError, match="holds no solution"):
+        load_solutions(records, ["level3/1"])
+    with pytest.raises(FileNotFoundError):
+        load_solutions(tmp_path / "nothing", ids)
+
+
+def result(task_id, status=Status.OK, speedup=None, hack=None, labels=()):
+    return EvalResult(task_id, status, speedup=speedup, hack_kind=hack, labels=list(labels))
+
+
+def test_the_paper_table_per_pool_and_level():
+    results = {
+        "h100": [result("level1/1", speedup=2.0, labels=["custom_kernel"]), result("level1/2", speedup=1.005),
+                 result("level1/3", Status.INCORRECT), result("level2/1", speedup=4.0),
+                 result("level2/2", Status.HACK, hack=HackKind.OUTPUT_ALIASES_INPUT)],
+        "l40": [result("level1/1", speedup=0.5)],
+    }
+    rows = {(r["pool"], r["level"]): r for r in paper_table(results, [1.0, 1.01])}
+    assert list(rows) == [("h100", "level1"), ("h100", "level2"), ("h100", "all"), ("l40", "level1")]
+    l1 = rows[("h100", "level1")]
+    assert (l1["n"], l1["success"]) == (3, 2)
+    assert l1["fast_1"] == pytest.approx(2 / 3) and l1["fast_1.01"] == pytest.approx(1 / 3)  # 1.005x is not > 1.01
+    assert l1["speedup_median"] == pytest.approx(1.5025) and l1["speedup_geomean"] == pytest.approx((2.0 * 1.005) ** 0.5)
+    assert l1["status_counts"] == {"ok": 2, "incorrect": 1} and l1["label_counts"] == {"custom_kernel": 1}
+    everything = rows[("h100", "all")]
+    assert everything["n"] == 5 and everything["hack_counts"] == {"output_aliases_input": 1}
+    assert rows[("l40", "level1")]["fast_1"] == 0.0  # one level: no "all" row
+    text = format_paper_table(list(rows.values()), [1.0, 1.01])
+    assert text.splitlines()[0].split() == ["pool", "level", "n", "success", "mean", "median", "geomean", "fast_1", "fast_1.01"]
+    assert "h100/all: hack:output_aliases_input 1, status:incorrect 1, status:hack 1" in text
+
+
+def test_the_job_on_two_pools(ray_cluster, tmp_path):
+    from hydra import compose, initialize_config_dir
+
+    from cudal1.config import load_evaluate_config, register_schema
+    from cudal1.pipeline.evaluate import run_evaluate_job
+
+    register_schema()
+    out = tmp_path / "eval"
+    two_pools = {"cpu": {"backend": "cpu", "num_actors": 1, "resources": {"bench_test": 1},
+                         "settings": {"rounds": 1, "calls_per_round": 2, "warmup_calls": 0}}}
+    two_pools["cpu_b"] = two_pools["cpu"]
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = compose("evaluate", overrides=[
+            f"solutions={seed_solutions('cpu')['level1/1'].parents[1]}", "tasks.ids=[level1/1,level1/13]",
+            f"out_dir={out}", f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", "tracking.system_metrics_s=0"])
+    from omegaconf import OmegaConf
+
+    raw = OmegaConf.to_container(cfg)
+    raw["bench"]["pools"] = two_pools
+    rows = run_evaluate_job(load_evaluate_config(OmegaConf.create(raw)))
+    assert [(r["pool"], r["level"], r["n"]) for r in rows] == [("cpu", "level1", 2), ("cpu_b", "level1", 2)]
+    for pool in ("cpu", "cpu_b"):
+        results = [json.loads(line) for line in (out / f"results_{pool}.jsonl").read_text().splitlines()]
+        assert [r["task_id"] for r in results] == ["level1/1", "level1/13"]
+        assert all(r["status"] == "ok" and r["speedup"] > 0 for r in results), results
+    assert json.loads((out / "table.json").read_text()) == json.loads(json.dumps(rows))
+    assert (out / "speedups.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_a_missing_solutions_path_is_a_config_error(tmp_path):
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, "jobs/evaluate.py", f"solutions={tmp_path / 'none'}", f"out_dir={tmp_path / 'o'}"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.strip().endswith("does not exist") and "Traceback" not in proc.stderr
