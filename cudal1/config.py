@@ -74,7 +74,14 @@ class RolloutConfig:
     through Ray's object store) | broadcast (a dedicated process group, NCCL when both sides are
     on GPUs, gloo otherwise; see cudal1/engines/weight_sync.py)."""
     num_cpus: float = 1.0
+    """Logical CPUs per engine."""
     num_gpus: float = 0.0
+    """GPUs per engine worker: an engine asks for num_gpus × tensor_parallel_size."""
+    num_engines: int = 1
+    """Rollout engines, each a Ray actor in a placement group of its own; the prompts of a call are
+    split over them (`cudal1.actors.generator_group`)."""
+    tensor_parallel_size: int = 1
+    """Workers per engine (vLLM tensor parallelism), on one node."""
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra options passed to the engine (vllm.LLM keyword arguments)."""
 
@@ -410,6 +417,11 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"stage.{stage}.lr", f"must be > 0 or null; got {lr}")
     if not 0 < cfg.rollout.top_p <= 1:
         raise ConfigError("rollout.top_p", f"must be in (0, 1]; got {cfg.rollout.top_p}")
+    for key in ("rollout.num_engines", "rollout.tensor_parallel_size"):
+        if int(OmegaConf.select(cfg, key)) < 1:
+            raise ConfigError(key, f"must be at least 1; got {OmegaConf.select(cfg, key)}")
+    if cfg.rollout.tensor_parallel_size > 1 and cfg.rollout.backend == "hf":
+        raise ConfigError("rollout.tensor_parallel_size", "tensor parallelism needs the vllm backend, not hf")
     if cfg.stage.name in ("contrastive_rl", "all") and cfg.stage.contrastive_rl.steps > 0:
         # The engines report log-probabilities of the raw logits: only plain sampling from them
         # makes those (and the learner's) the behaviour policy's, so the PPO ratio is exact.

@@ -42,25 +42,22 @@ def sync_weights(ctx: Any) -> float:
     if ctx.cfg.rollout.weight_sync == "broadcast":
         if ctx.weight_specs is None:
             open_weight_group(ctx)
-        wait_all([ctx.learner.broadcast_weights.remote(),
-                  ctx.generator.receive_weights.remote(ctx.weight_specs, version)])
+        wait_all([ctx.learner.broadcast_weights.remote(), *ctx.generator.receive_weights(ctx.weight_specs, version)])
     else:
         ctx.generator.update_weights(ctx.learner.named_weights.remote(), version)
     return time.perf_counter() - t0
 
 
 def open_weight_group(ctx: Any) -> None:
-    """Open the broadcast group: the learner serves it on its node (rank 0), the generator's
-    engine joins (rank 1); both calls run together, since each waits for the other."""
-    from cudal1.actors.shells import wait_all
-
+    """Open the broadcast group: the learner serves it on its node (rank 0), every engine worker
+    of the generator group joins (ranks 1 ... M·k); all join together, since each waits for the others."""
     host, port = ctx.learner.endpoint()
     on_gpus = ctx.cfg.learner.num_gpus > 0 and ctx.cfg.rollout.num_gpus > 0
     backend = "nccl" if on_gpus else "gloo"
-    wait_all([ctx.learner.init_weight_group.remote(host, port, 2, backend),
-              ctx.generator.init_weight_group.remote(host, port, 1, 2, backend)], timeout_s=900)
+    world = ctx.generator.open_broadcast(ctx.learner, host, port, backend)
     ctx.weight_specs = ctx.learner.weight_manifest()
-    log.info("weight broadcast group open on %s:%d (%s, %d tensors)", host, port, backend, len(ctx.weight_specs))
+    log.info("weight broadcast group open on %s:%d (%s, %d members, %d tensors)", host, port, backend, world,
+             len(ctx.weight_specs))
 
 
 def finish_unit(ctx: Any, metrics: dict[str, float], summary: dict[str, Any] | None = None,
@@ -205,6 +202,8 @@ def _validated_variants(ctx: Any, pairs: list[tuple[Any, str]], references: bool
     if references:
         candidates += [Candidate(t.task_id, reference_as_candidate(t.source), origin="reference") for t, _ in pairs]
     results = ctx.pools.primary.evaluate_many(candidates)
+    if getattr(ctx, "recorder", None) is not None:  # the seeds on the other architectures, for the record
+        ctx.recorder.submit(ctx.state.step, candidates, results)
     variants: dict[str, list[Exemplar]] = {}
     for c, res in zip(candidates, results):
         if res.get("status") == "ok" and "degenerate_task" not in (res.get("labels") or ()):
