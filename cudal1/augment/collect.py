@@ -175,12 +175,11 @@ class AugmentCollector:
                             raise item
                         summary.failed += 1
                         summary.retries += item.retries
-                        summary.errors.setdefault(name, []).extend(item.errors[: 20 - len(summary.errors.get(name, []))])
+                        _note_errors(summary, name, item.errors)
                         log.warning("augment: %s attempt %d: %s", task.task_id, attempt, item)
                     else:
                         summary.retries += item.retries
-                        if item.errors:
-                            summary.errors.setdefault(name, []).extend(item.errors[: 20 - len(summary.errors.get(name, []))])
+                        _note_errors(summary, name, item.errors)
                         got.append((task, attempt, e, item))
                 if got:
                     records = self._validate(got, summary)
@@ -191,11 +190,13 @@ class AugmentCollector:
                         if self._kept[(r.task_id, r.source_hash)] >= self.k:
                             full.add((r.task_id, r.source_hash))
         except BaseException:
-            stop.set()
+            stop.set()  # requests not yet sent are skipped; those in flight end within their timeout
+            for p in pools:
+                p.shutdown(wait=False, cancel_futures=True)
             raise
         finally:
             for p in pools:
-                p.shutdown(wait=True, cancel_futures=True)
+                p.shutdown(wait=not stop.is_set(), cancel_futures=True)
             summary.seconds = round(time.perf_counter() - t0, 3)
         return summary
 
@@ -249,6 +250,13 @@ class AugmentCollector:
         return records
 
 
+def _note_errors(summary: AugmentSummary, endpoint: str, errors: list[str], limit: int = 20) -> None:
+    """Keep the first `limit` error lines of each endpoint in the summary."""
+    kept = summary.errors.setdefault(endpoint, []) if errors else None
+    if kept is not None:
+        kept.extend(errors[: max(0, limit - len(kept))])
+
+
 def endpoint_specs(cfg: Any) -> list[EndpointSpec]:
     """`EndpointSpec`s of a validated augment config's `endpoints`."""
     fields = {f.name for f in dataclasses.fields(EndpointSpec)}
@@ -291,8 +299,8 @@ def run_augment_job(cfg: Any, pools: Any = None) -> AugmentSummary:
                                          k=cfg.k, attempts_per_task=cfg.attempts_per_task, seed=cfg.seed)
             return collector.run(usable)
 
-        nothing = AugmentCollector(dataset, clients, lambda cs: [], k=cfg.k, attempts_per_task=cfg.attempts_per_task)
-        if not nothing.plan(tasks):
+        planner = AugmentCollector(dataset, clients, lambda cs: [], k=cfg.k, attempts_per_task=cfg.attempts_per_task)
+        if not planner.plan(tasks):
             log.info("augment: every attempt of the %d tasks is recorded already; nothing to ask", len(tasks))
         elif pools is not None:
             summary = collect(pools)

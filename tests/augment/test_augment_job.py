@@ -60,8 +60,8 @@ def stop(proc: subprocess.Popen) -> None:
 
 
 @pytest.fixture(scope="module")
-def server(small_model_dir, tmp_path_factory):
-    """vLLM's OpenAI server on the small model: (base URL without /v1, API key)."""
+def server_process(small_model_dir, tmp_path_factory):
+    """vLLM's OpenAI server on the small model, starting: (process, base URL without /v1, API key, log)."""
     key = secrets.token_hex(8)
     port = free_port()
     log = tmp_path_factory.mktemp("vllm") / "server.log"
@@ -72,21 +72,26 @@ def server(small_model_dir, tmp_path_factory):
              "--dtype", "float32", "--max-model-len", "4096", "--kv-cache-memory-bytes", str(256 << 20),
              "--enforce-eager", "--seed", "0"],
             stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
     try:
-        while True:
-            try:
-                request = urllib.request.Request(url + "/v1/models", headers={"Authorization": f"Bearer {key}"})
-                with urllib.request.urlopen(request, timeout=5):
-                    break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"vLLM's server did not start:\n{log.read_text()[-3000:]}") from None
-                time.sleep(1)
-        yield url, key
+        yield proc, f"http://127.0.0.1:{port}", key, log
     finally:
         stop(proc)
+
+
+@pytest.fixture(scope="module")
+def server(server_process, pools):
+    """The server once it answers (it boots while Ray and the pool start): (base URL, API key)."""
+    proc, url, key, log = server_process
+    deadline = time.monotonic() + 300
+    while True:
+        try:
+            request = urllib.request.Request(url + "/v1/models", headers={"Authorization": f"Bearer {key}"})
+            with urllib.request.urlopen(request, timeout=5):
+                return url, key
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"vLLM's server did not start:\n{log.read_text()[-3000:]}") from None
+            time.sleep(1)
 
 
 class Proxy:
@@ -141,8 +146,8 @@ def job_config(tmp_path, proxies, answers):
         "bench": {"pools": {"cpu": {"backend": "cpu", "num_actors": 1}}}}))
 
 
-def test_a_flaky_endpoint_loses_no_record_and_a_rerun_asks_only_what_is_missing(server, proxies, pools, tmp_path,
-                                                                                 monkeypatch):
+def test_a_flaky_endpoint_loses_no_record_and_a_rerun_asks_only_what_is_missing(server_process, pools, server, proxies,
+                                                                                 tmp_path, monkeypatch):
     from cudal1.augment.collect import run_augment_job
     from cudal1.augment.dataset import load_dataset
 
