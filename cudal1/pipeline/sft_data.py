@@ -32,20 +32,25 @@ def stage1_solutions(tasks: Sequence[Any], seeds: dict[str, str], augmented: str
 
 
 def sft_pairs(task_source: str, answers: Sequence[Exemplar], variants: Sequence[Exemplar], k: int,
-              min_gain: float, contrastive: bool = True) -> list[tuple[list[dict[str, str]], str]]:
-    """Stage 1's (chat messages, response text) pairs for one task.
+              min_gain: float, contrastive: bool = True) -> list[tuple[str, list[dict[str, str]], str]]:
+    """Stage 1's (kind, chat messages, response text) triples for one task; kind is "plain" or
+    "contrastive".
 
-    Each of `answers` (the task's correct seeds and augmented variants) is the response to the
-    plain prompt (`sft_response` of its code, with its recorded analysis, else its docstring).
+    Each distinct code of `answers` (the task's correct seeds and augmented variants; the first
+    of equal codes, by `cudal1.rl.buffer.code_hash`) is the response to the plain prompt (`sft_response` of its code, with its recorded analysis, else its docstring).
     With `contrastive` and k >= 1, where `variants` (every correct variant measured, the
     reference's 1.00× one included) hold one strictly faster than others
     (`cudal1.rl.exemplars.contrastive_target`: faster by more than `min_gain` ×), the fastest is
     also the response to the contrastive prompt showing up to k slower ones — never a prompt
     that shows the target itself. The plain pairs come first, the contrastive one (if any) last.
     """
-    pairs = [(plain_prompt(task_source), sft_response(e.code, e.analysis)) for e in answers]
+    from cudal1.rl.buffer import code_hash
+
+    distinct = {code_hash(e.code): e for e in reversed(answers)}  # the first of equal codes wins
+    pairs = [("plain", plain_prompt(task_source), sft_response(e.code, e.analysis)) for e in answers
+             if distinct[code_hash(e.code)] is e]
     found = contrastive_target(list(variants), k, min_gain) if contrastive and k > 0 else None
     if found is not None:
         shown, target = found
-        pairs.append((contrastive_prompt(task_source, shown), sft_response(target.code, target.analysis)))
+        pairs.append(("contrastive", contrastive_prompt(task_source, shown), sft_response(target.code, target.analysis)))
     return pairs

@@ -188,8 +188,8 @@ def run_sft(ctx: Any) -> None:
         trained += 1
         pairs = sft_pairs(t.source, answers, variants.get(t.task_id, []), k, ctx.cfg.reward.min_gain,
                           contrastive=cfg.contrastive_prompts)
-        contrastive += len(pairs) > len(answers)
-        for messages, text in pairs:
+        contrastive += any(kind == "contrastive" for kind, _, _ in pairs)
+        for _, messages, text in pairs:
             ids = chat_prompt_ids(ctx.tokenizer, messages)
             if len(ids) <= max_prompt:
                 examples.append(PolicyExample(ids, response_ids(ctx.tokenizer, text)))

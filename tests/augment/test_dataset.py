@@ -85,13 +85,17 @@ def test_stage1_takes_kept_variants_of_the_same_task_source_and_builds_a_contras
 
     variants = [Exemplar(task.task_id, ref, 1.0, origin="reference"), found[task.task_id][0]]
     pairs = sft_pairs(task.source, found[task.task_id], variants, k=2, min_gain=1.01)
-    assert len(pairs) == 2
-    (plain, plain_answer), (contrastive, target) = pairs
+    assert [kind for kind, _, _ in pairs] == ["plain", "contrastive"]
+    (_, plain, plain_answer), (_, contrastive, target) = pairs
     assert "Solution A: 1.00x" in contrastive[1]["content"] and seed not in contrastive[1]["content"]
     for answer in (plain_answer, target):
         parsed = parse_response(answer)
         assert parsed.code.strip() == seed.strip() and parsed.sections["analysis"] == "One fused pass instead of three."
     assert "Solution" not in plain[1]["content"]
+    # the seed and an augmented copy of it: one plain example
+    seed_exemplar = Exemplar(task.task_id, seed + "\n", math.nan, origin="seed")
+    kinds = [kind for kind, _, _ in sft_pairs(task.source, [seed_exemplar, found[task.task_id][0]], variants, 2, 1.01)]
+    assert kinds == ["plain", "contrastive"]
     # one variant only, or two within min_gain: no contrastive example
     assert len(sft_pairs(task.source, found[task.task_id], variants[1:], k=2, min_gain=1.01)) == 1
     assert len(sft_pairs(task.source, found[task.task_id], [variants[0], Exemplar(task.task_id, seed, 1.005)], 2, 1.01)) == 1
