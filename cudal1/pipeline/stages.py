@@ -234,9 +234,10 @@ def _validated_variants(ctx: Any, solutions: list[Exemplar], references: bool
     seeds_ok = sum(e.origin == "seed" for e in correct)
     ctx.tracker.log_metrics({"sft/seeds_ok": seeds_ok, "sft/seeds": seeds, "sft/augmented": len(solutions) - seeds,
                              "sft/augmented_ok": len(correct) - seeds_ok}, step=ctx.state.step)
-    log.info("sft: %d of %d seeds and %d of %d augmented solutions correct; %d tasks with their reference as a "
-             "1.00x variant", seeds_ok, seeds, len(correct) - seeds_ok, len(solutions) - seeds,
-             sum(1 for found in variants.values() if any(e.origin == "reference" for e in found)))
+    augmented = (f" and {len(correct) - seeds_ok} of {len(solutions) - seeds} augmented solutions"
+                 if len(solutions) > seeds else "")
+    log.info("sft: %d of %d seeds%s correct; %d tasks with their reference as a 1.00x variant", seeds_ok, seeds,
+             augmented, sum(1 for found in variants.values() if any(e.origin == "reference" for e in found)))
     return correct, variants
 
 
