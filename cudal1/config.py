@@ -309,6 +309,16 @@ class RayConfig:
 
 
 @dataclasses.dataclass
+class DataConfig:
+    """Training data beyond the builtin seed solutions."""
+
+    augmented: Optional[str] = None
+    """A dataset directory written by `jobs/augment.py` (`cudal1.augment.dataset`): its kept
+    correct variants of the selected tasks (matched by task id and source hash) join the seeds in
+    stage 1 and the exemplar buffer. None: the builtin seeds only."""
+
+
+@dataclasses.dataclass
 class TrainConfig:
     """The whole training job."""
 
@@ -321,6 +331,7 @@ class TrainConfig:
     reward: RewardSettings = field(default_factory=RewardSettings)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     ray: RayConfig = field(default_factory=RayConfig)
+    data: DataConfig = field(default_factory=DataConfig)
     run_dir: str = "runs/default"
     """Everything of the run: checkpoints, exemplar buffer, rollouts, state. Resumable from here."""
     resume: bool = False
@@ -347,6 +358,56 @@ class EvaluateJobConfig:
     """Where results_<pool>.jsonl, table.json, table.txt and speedups.png are written."""
 
 
+@dataclasses.dataclass
+class EndpointConfig:
+    """One OpenAI-compatible endpoint asked for solutions (`cudal1.augment.endpoint.EndpointSpec`)."""
+
+    name: str = ""
+    """Unique name, written into every record ("": the model name)."""
+    base_url: str = ""
+    """E.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1 (vLLM's server). Required."""
+    model: str = ""
+    """The model the endpoint serves. Required."""
+    api_key_env: Optional[str] = "OPENAI_API_KEY"
+    """Name of the environment variable holding the key (null: no key, for local servers)."""
+    concurrency: int = 4
+    """Requests in flight at once."""
+    temperature: float = 0.7
+    top_p: float = 1.0
+    max_tokens: int = 4096
+    timeout_s: float = 300.0
+    """Seconds one request may take before it counts as a timeout (and is retried)."""
+    max_retries: int = 5
+    """Requests repeated after a timeout, 408/409/429, 5xx or a malformed answer."""
+    backoff_s: float = 1.0
+    """First wait between tries (seconds); doubled each time up to `backoff_max_s`."""
+    backoff_max_s: float = 60.0
+    send_seed: bool = True
+    """Send a per-attempt seed (reproducible answers where the server honours it)."""
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    """Extra JSON fields of every request (server-specific options)."""
+
+
+@dataclasses.dataclass
+class AugmentJobConfig:
+    """`jobs/augment.py`: teachers' solutions of every task, validated, as a versioned dataset."""
+
+    endpoints: list[EndpointConfig] = field(default_factory=list)
+    bench: BenchConfig = field(default_factory=BenchConfig)
+    tasks: TasksConfig = field(default_factory=TasksConfig)
+    ray: RayConfig = field(default_factory=RayConfig)
+    out_dir: str = "data/augmented"
+    """The dataset directory (records.jsonl, manifest.json); an existing one is continued."""
+    version: str = "1"
+    """The dataset's version label (recorded in the manifest; continuing needs the same one)."""
+    k: int = 4
+    """Distinct correct variants kept per task."""
+    attempts_per_task: int = 8
+    """Answers asked per task, shared round robin by the endpoints."""
+    seed: int = 0
+    """Added to every request's seed."""
+
+
 STAGES = ("sft", "self_train", "contrastive_rl")
 CHOICES = {
     "model.dtype": ("float32", "bfloat16", "float16"),
@@ -368,6 +429,7 @@ def register_schema() -> None:
 
     ConfigStore.instance().store(name="train_schema", node=TrainConfig)
     ConfigStore.instance().store(name="evaluate_schema", node=EvaluateJobConfig)
+    ConfigStore.instance().store(name="augment_schema", node=AugmentJobConfig)
 
 
 def load_config(cfg: Any = None) -> DictConfig:
@@ -450,6 +512,10 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError("model.path", f"{path} is not a Hugging Face checkpoint directory (no config.json)")
     validate_tasks(cfg)
     _validate_reward(cfg)
+    if cfg.data.augmented is not None:
+        manifest = Path(os.path.expanduser(cfg.data.augmented)) / "manifest.json"
+        if not manifest.is_file():
+            raise ConfigError("data.augmented", f"{cfg.data.augmented!r} is not a dataset of jobs/augment.py (no manifest.json)")
 
 
 def load_evaluate_config(cfg: Any = None) -> DictConfig:
@@ -469,6 +535,60 @@ def load_evaluate_config(cfg: Any = None) -> DictConfig:
             raise ConfigError("pools", f"{name!r} is not a pool; pools: {', '.join(merged.bench.pools)}")
     if not merged.ps or any(not p > 0 for p in merged.ps):
         raise ConfigError("ps", f"fast_p thresholds must be > 0; got {list(merged.ps)}")
+    return merged
+
+
+def load_augment_config(cfg: Any = None) -> DictConfig:
+    """Merge `cfg` onto the `AugmentJobConfig` schema and validate it: endpoints (URL, model,
+    unique names, ranges, the key's environment variable set), k, attempts, version, an existing
+    dataset's version, bench and tasks. Raises ConfigError naming the first bad key, or
+    OmegaConf's errors (as `load_config`)."""
+    merged = OmegaConf.merge(OmegaConf.structured(AugmentJobConfig), cfg if cfg is not None else {})
+    validate_bench(merged)
+    validate_tasks(merged)
+    if merged.ray.storage not in CHOICES["ray.storage"]:
+        raise ConfigError("ray.storage", f"must be one of {', '.join(CHOICES['ray.storage'])}; got {merged.ray.storage!r}")
+    if not merged.endpoints:
+        raise ConfigError("endpoints", "at least one endpoint is needed (base_url, model, api_key_env)")
+    names = set()
+    for i, e in enumerate(merged.endpoints):
+        key = f"endpoints[{i}]"
+        if not e.model:
+            raise ConfigError(f"{key}.model", "required: the model name the endpoint serves")
+        if not e.name:
+            e.name = e.model
+        if e.name in names:
+            raise ConfigError(f"{key}.name", f"{e.name!r} names two endpoints; give each a unique name")
+        names.add(e.name)
+        if not str(e.base_url).startswith(("http://", "https://")):
+            raise ConfigError(f"{key}.base_url", f"must be an http(s) URL; got {e.base_url!r}")
+        if e.api_key_env and not os.environ.get(e.api_key_env):
+            raise ConfigError(f"{key}.api_key_env", f"environment variable {e.api_key_env} is not set "
+                                                    "(null for an endpoint without a key)")
+        for field_name, lo, strict in (("concurrency", 1, False), ("max_tokens", 1, False), ("max_retries", 0, False),
+                                       ("timeout_s", 0, True), ("backoff_s", 0, False), ("backoff_max_s", 0, False),
+                                       ("temperature", 0, False)):
+            value = e[field_name]
+            if value < lo or (strict and value == lo):
+                raise ConfigError(f"{key}.{field_name}", f"must be {'>' if strict else '>='} {lo}; got {value}")
+        if not 0 < e.top_p <= 1:
+            raise ConfigError(f"{key}.top_p", f"must be in (0, 1]; got {e.top_p}")
+    for key in ("k", "attempts_per_task"):
+        if merged[key] < 1:
+            raise ConfigError(key, f"must be >= 1; got {merged[key]}")
+    if not str(merged.version).strip():
+        raise ConfigError("version", "must not be empty")
+    manifest = Path(os.path.expanduser(merged.out_dir)) / "manifest.json"
+    if manifest.is_file():
+        import json
+
+        try:
+            found = json.loads(manifest.read_text()).get("version")
+        except ValueError as exc:
+            raise ConfigError("out_dir", f"{manifest} is unreadable: {exc}") from exc
+        if str(found) != str(merged.version):
+            raise ConfigError("version", f"{merged.out_dir} holds version {found!r} of the dataset, not "
+                                         f"{merged.version!r}: pass version={found} to continue it, or another out_dir")
     return merged
 
 
