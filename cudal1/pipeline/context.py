@@ -129,6 +129,17 @@ def ensure_model(cfg: DictConfig, run_dir: Path) -> Path:
     return path
 
 
+def start_generator(cfg: DictConfig, model_path: Path) -> Any:
+    """The rollout generator actor (`RolloutActor`: vLLM, or transformers) on `model_path`, as
+    `cfg.rollout` and `cfg.model.dtype` say. Returns its `ShellHandle` at once; `handle.ready()`
+    waits for the engine (and re-raises its start-up error)."""
+    from cudal1.actors.shells import RolloutActor
+
+    return RolloutActor.options(num_cpus=cfg.rollout.num_cpus, num_gpus=cfg.rollout.num_gpus).remote(
+        str(model_path), cfg.rollout.backend, max_model_len=cfg.rollout.max_model_len, dtype=cfg.model.dtype,
+        seed=cfg.seed, **_engine_kwargs(cfg))
+
+
 @dataclasses.dataclass
 class RunContext:
     """Handles of one run. `generator`, `learner` and `buffer` are `cudal1.actors.shells.ShellHandle`s;
@@ -157,7 +168,7 @@ class RunContext:
     def start(cls, cfg: DictConfig) -> "RunContext":
         """Create the run directory, the tracker and all actors (Ray started or joined here)."""
         from cudal1.actors.bench_pool import BenchmarkPools
-        from cudal1.actors.shells import BufferActor, LearnerActor, RolloutActor
+        from cudal1.actors.shells import BufferActor, LearnerActor
         from cudal1.actors.storage import driver_node_options
         from cudal1.policy.model import load_tokenizer
         from cudal1.tracking import Tracker
@@ -193,9 +204,7 @@ class RunContext:
             pinned = driver_node_options() if cfg.ray.storage == "driver_node" else {}
             ctx.buffer = BufferActor.options(**pinned).remote(str(run_dir / "buffer"), tau=rl.tau, n_buckets=rl.n_buckets,
                                             k=max(rl.exemplars, 1), seed=cfg.seed, scale=rl.bucket_scale)
-            ctx.generator = RolloutActor.options(num_cpus=cfg.rollout.num_cpus, num_gpus=cfg.rollout.num_gpus).remote(
-                str(model_path), cfg.rollout.backend, max_model_len=cfg.rollout.max_model_len, dtype=cfg.model.dtype,
-                seed=cfg.seed, **_engine_kwargs(cfg))
+            ctx.generator = start_generator(cfg, model_path)
             lc = cfg.learner
             ctx.learner = LearnerActor.options(num_cpus=lc.num_cpus, num_gpus=lc.num_gpus, **pinned).remote(
                 str(model_path), zero_stage=lc.zero_stage, precision=lc.precision, lr=lc.lr,
