@@ -44,7 +44,7 @@ from cudal1.policy.parsing import parse_response
 from cudal1.policy.prompts import Feedback, contrastive_prompt, with_feedback
 from cudal1.records import Candidate, Exemplar
 from cudal1.rl.exemplars import sample_exemplars
-from cudal1.tasks.task import Task, reference_as_candidate
+from cudal1.tasks.task import Task
 
 log = logging.getLogger(__name__)
 
@@ -279,7 +279,7 @@ class Optimizer:
         task_record = task.to_dict()
 
         if s.check_reference:
-            ref = self._evaluate([Candidate(task.task_id, reference_as_candidate(task.source), "reference",
+            ref = self._evaluate([Candidate(task.task_id, reference_check_source(task.source), "reference",
                                             task=task_record)])[0]
             out.reference = ref
             emit("reference", status=ref["status"], message=ref.get("message", ""))
@@ -421,6 +421,35 @@ class Optimizer:
         out.seconds = time.perf_counter() - t0
         emit("done", status=out.status, speedup=out.speedup, message=out.message)
         return out
+
+
+def task_from_source(source: str, name: str = "program") -> Task:
+    """A submitted KernelBench-format program (its text) as a `Task` (level0/0, suite "file"),
+    parsed without being executed, exactly as `cudal1.tasks.load_task_file` parses a file.
+    Raises ValueError naming what is wrong (syntax error, no `Model`, `get_inputs` or
+    `get_init_inputs`, pretrained weights, ...)."""
+    import re
+    import tempfile
+    from pathlib import Path
+
+    from cudal1.tasks import load_task_file
+
+    stem = re.sub(r"[^A-Za-z0-9_]+", "_", name).strip("_") or "program"
+    with tempfile.TemporaryDirectory(prefix="cudal1-task-") as tmp:
+        path = Path(tmp) / f"{stem}.py"
+        path.write_text(source, encoding="utf-8")
+        try:
+            task = load_task_file(path)
+        except ValueError as e:
+            raise ValueError(str(e).replace(f"task file {path}", f"program {name!r}")) from None
+    return dataclasses.replace(task, path="")
+
+
+def reference_check_source(task_source: str) -> str:
+    """The task file as a candidate for the reference check: its own code with `ModelNew = Model`
+    appended. (Renaming the class, as `reference_as_candidate` does, breaks KernelBench's
+    `super(Model, self).__init__()`: NameError.)"""
+    return task_source.rstrip() + "\n\n\nModelNew = Model  # the reference itself, as the candidate\n"
 
 
 def _solution(a: Attempt, speedup: float, spread: float | None, opinion: Mapping[str, Any] | None) -> Solution:

@@ -198,7 +198,9 @@ def run_optimize_job(cfg: Any) -> tuple[list[TaskOutcome], list[dict[str, Any]]]
     out.mkdir(parents=True, exist_ok=True)
     model_path = ensure_model(cfg, out)
     tokenizer = load_tokenizer(model_path)
-    spec = next(s for s in pool_specs(cfg) if s.name == cfg.bench.primary)
+    # Candidates carry their tasks (`Candidate.task`): the pool's own suite is never looked up, so
+    # its actors load the small builtin one (a KernelBench checkout need not be on every node).
+    spec = dataclasses.replace(next(s for s in pool_specs(cfg) if s.name == cfg.bench.primary), tasks="builtin")
     generator = pool = None
     with Tracker(cfg.tracking.uri, cfg.tracking.experiment, out, enabled=cfg.tracking.enabled,
                  system_metrics_s=cfg.tracking.system_metrics_s) as tracker:

@@ -50,9 +50,12 @@ def test_two_rounds_on_two_tasks_write_a_verified_solution_feedback_and_the_tabl
     # differ several-fold, and the agreement rule is `second_opinion`'s (tests/rl/test_rewards.py).
     settings = OptimizeSettings(rounds=2, samples=2, max_tokens=48, max_model_len=4096, verify_tolerance=1e6)
     optimizer = Optimizer(vllm_generator, pool, load_tokenizer(small_model_dir), settings)
+    from cudal1.tracking import Tracker
+
     events = []
-    outcomes, rows = optimize_tasks(optimizer, tasks, tmp_path, starts={"level1/13": [seed, WRONG]},
-                                    progress=False, on_progress=events.append)
+    with Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "optimize-test", tmp_path) as tracker:
+        outcomes, rows = optimize_tasks(optimizer, tasks, tmp_path, starts={"level1/13": [seed, WRONG]},
+                                        progress=False, on_progress=events.append, tracker=tracker)
 
     hard, maxred = outcomes
     assert hard.reference["status"] == "ok" and maxred.reference["status"] == "ok"
@@ -91,6 +94,12 @@ def test_two_rounds_on_two_tasks_write_a_verified_solution_feedback_and_the_tabl
     (row,) = rows
     assert (row["n"], row["success"], row["speedup_mean"]) == (2, 1, pytest.approx(sol.speedup))
     assert row["fast_1"] == (0.5 if sol.speedup > 1.0 else 0.0) and row["fast_1.01"] == (0.5 if sol.speedup > 1.01 else 0.0)
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracker.uri)
+    logged = client.get_run(tracker.run_id).data.metrics
+    assert logged["cpu/level1/speedup_mean"] == pytest.approx(sol.speedup) and logged["cpu/level1/fast_1"] == row["fast_1"]
+    assert {"table.txt", "results.jsonl", "solutions", "tables"} <= {a.path for a in client.list_artifacts(tracker.run_id)}
     report = json.loads((tmp_path / "reports" / "level1_13.json").read_text())
     assert report["solution"]["speedup"] == sol.speedup and len(report["attempts"]) == 6
 
@@ -109,3 +118,46 @@ def test_a_bad_task_file_is_one_line_and_exit_2(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     assert proc.stderr.strip() == (f"optimize: config error at task_files[0]: task file {bad}: "
                                    "missing module-level get_inputs, get_init_inputs")
+
+
+PROGRAM = ("import torch\n\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super(Model, self).__init__()\n\n"
+           "    def forward(self, x):\n        return torch.relu(x)\n\ndef get_inputs():\n    return [torch.randn(8, 8)]\n\n"
+           "def get_init_inputs():\n    return []\n")
+
+
+def test_task_files_get_distinct_ids_and_a_bad_value_names_its_key(tmp_path):
+    from hydra import compose, initialize_config_dir
+
+    from cudal1.config import ConfigError, load_optimize_config, register_schema
+    from cudal1.pipeline.optimize_job import job_tasks, solution_path
+
+    register_schema()
+    (tmp_path / "level1").mkdir()
+    files = [tmp_path / "a.py", tmp_path / "b.py", tmp_path / "level1" / "3_Relu.py"]
+    for f in files:
+        f.write_text(PROGRAM)
+    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
+        cfg = load_optimize_config(compose("optimize", overrides=[f"task_files=[{','.join(map(str, files))}]",
+                                                                   f"out_dir={tmp_path / 'o'}"]))
+        tasks = job_tasks(cfg)
+        assert [(t.task_id, t.name) for t in tasks] == [("level0/0", "a"), ("level0/1", "b"), ("level1/3", "Relu")]
+        assert solution_path(tmp_path, tasks[1]) == tmp_path / "level0" / "1_b.py"
+        for override, key in (("rounds=0", "rounds"), ("rollout.top_p=0", "rollout.top_p"),
+                              (f"start={tmp_path / 'none'}", "start"), ("bucket_scale=cubic", "bucket_scale")):
+            with pytest.raises(ConfigError, match=f"config error at {key}:"):
+                load_optimize_config(compose("optimize", overrides=[f"task_files=[{files[0]}]", override]))
+
+
+def test_a_submitted_program_is_a_task_or_a_clear_error():
+    from cudal1.pipeline.optimize import reference_check_source, task_from_source
+
+    task = task_from_source(PROGRAM, name="my relu")
+    assert (task.task_id, task.name, task.source, task.path) == ("level0/0", "my_relu", PROGRAM, "")
+    with pytest.raises(ValueError, match=r"^program 'x': missing module-level get_inputs, get_init_inputs$"):
+        task_from_source("import torch\nclass Model(torch.nn.Module):\n    pass\n", name="x")
+    with pytest.raises(ValueError, match="syntax error"):
+        task_from_source("class Model(:\n", name="x")
+    # KernelBench's super(Model, self) keeps working in the reference check's candidate.
+    namespace: dict = {}
+    exec(reference_check_source(PROGRAM), namespace)
+    assert namespace["ModelNew"] is namespace["Model"] and namespace["ModelNew"]()
