@@ -408,6 +408,48 @@ class AugmentJobConfig:
     """Added to every request's seed."""
 
 
+@dataclasses.dataclass
+class OptimizeJobConfig:
+    """`jobs/optimize.py`: the inference-time contrastive loop (`cudal1.pipeline.optimize.Optimizer`)
+    on one task file, a list of them, a builtin suite or a KernelBench checkout."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    bench: BenchConfig = field(default_factory=BenchConfig)
+    tasks: TasksConfig = field(default_factory=TasksConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    ray: RayConfig = field(default_factory=RayConfig)
+    task_files: list[str] = field(default_factory=list)
+    """KernelBench-format files to optimize (each parsed here, not executed); empty: the tasks `tasks` selects."""
+    start: Optional[str] = None
+    """Starting solutions evaluated as round 0 (a directory, JSONL or run, as jobs/evaluate.py's `solutions`)."""
+    rounds: int = 2
+    """Generate-evaluate rounds per task."""
+    samples: int = 4
+    """Responses sampled per round."""
+    exemplars: int = 2
+    """Correct solutions shown per prompt with their speedups (0: plain prompts)."""
+    feedback: bool = True
+    """Show the previous round's failures with the evaluator's messages in the next prompt."""
+    feedback_items: int = 4
+    feedback_chars: int = 300
+    tau: float = 1.0
+    n_buckets: int = 4
+    bucket_scale: str = "log"
+    check_reference: bool = True
+    """Evaluate each task's reference first; a task whose reference fails is reported and skipped."""
+    verify: bool = True
+    """Measure the best correct candidate again on another actor before it counts."""
+    verify_tolerance: float = 0.10
+    min_gain: float = 1.01
+    """A verified speedup above this (×) counts as improved."""
+    ps: list[float] = field(default_factory=lambda: [1.0, 1.01])
+    """fast_p thresholds (×) of the table."""
+    out_dir: str = "runs/optimize-default"
+    """Where solutions/, reports/, results.jsonl and the table are written (and base_model/ is built)."""
+    seed: int = 0
+
+
 STAGES = ("sft", "self_train", "contrastive_rl")
 CHOICES = {
     "model.dtype": ("float32", "bfloat16", "float16"),
@@ -430,6 +472,7 @@ def register_schema() -> None:
     ConfigStore.instance().store(name="train_schema", node=TrainConfig)
     ConfigStore.instance().store(name="evaluate_schema", node=EvaluateJobConfig)
     ConfigStore.instance().store(name="augment_schema", node=AugmentJobConfig)
+    ConfigStore.instance().store(name="optimize_schema", node=OptimizeJobConfig)
 
 
 def load_config(cfg: Any = None) -> DictConfig:
@@ -502,14 +545,7 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError("rollout.max_tokens", f"{cfg.rollout.max_tokens} leaves no room for the prompt in "
                                                 f"rollout.max_model_len={cfg.rollout.max_model_len}")
     validate_bench(cfg)
-    if cfg.model.path is not None and str(cfg.model.path).startswith("models:/"):
-        parts = str(cfg.model.path)[len("models:/"):].split("/")
-        if len(parts) != 2 or not all(parts):
-            raise ConfigError("model.path", f"{cfg.model.path!r}: a registered model is 'models:/<name>/<version or alias>'")
-    elif cfg.model.path is not None:
-        path = Path(os.path.expanduser(cfg.model.path))
-        if not (path / "config.json").is_file():
-            raise ConfigError("model.path", f"{path} is not a Hugging Face checkpoint directory (no config.json)")
+    validate_model(cfg)
     validate_tasks(cfg)
     _validate_reward(cfg)
     if cfg.data.augmented is not None:
@@ -589,6 +625,59 @@ def load_augment_config(cfg: Any = None) -> DictConfig:
         if str(found) != str(merged.version):
             raise ConfigError("version", f"{merged.out_dir} holds version {found!r} of the dataset, not "
                                          f"{merged.version!r}: pass version={found} to continue it, or another out_dir")
+    return merged
+
+
+def validate_model(cfg: DictConfig) -> None:
+    """Check `cfg.model.path`: a registered "models:/<name>/<version>" or a checkpoint directory. Raises ConfigError."""
+    if cfg.model.path is not None and str(cfg.model.path).startswith("models:/"):
+        parts = str(cfg.model.path)[len("models:/"):].split("/")
+        if len(parts) != 2 or not all(parts):
+            raise ConfigError("model.path", f"{cfg.model.path!r}: a registered model is 'models:/<name>/<version or alias>'")
+    elif cfg.model.path is not None:
+        path = Path(os.path.expanduser(cfg.model.path))
+        if not (path / "config.json").is_file():
+            raise ConfigError("model.path", f"{path} is not a Hugging Face checkpoint directory (no config.json)")
+
+
+def load_optimize_config(cfg: Any = None) -> DictConfig:
+    """Merge `cfg` onto the `OptimizeJobConfig` schema and validate it: choices, ranges, bench,
+    model, the tasks (each task file exists and parses as a KernelBench-format task, without being
+    executed; else `tasks`), `start`. Raises ConfigError naming the first bad key, or OmegaConf's
+    errors (as `load_config`)."""
+    merged = OmegaConf.merge(OmegaConf.structured(OptimizeJobConfig), cfg if cfg is not None else {})
+    for key in ("model.dtype", "rollout.backend", "ray.storage"):
+        value, choices = OmegaConf.select(merged, key), CHOICES[key]
+        if value not in choices:
+            raise ConfigError(key, f"must be one of {', '.join(choices)}; got {value!r}")
+    if merged.bucket_scale not in CHOICES["stage.contrastive_rl.bucket_scale"]:
+        raise ConfigError("bucket_scale", f"must be log or linear; got {merged.bucket_scale!r}")
+    for key in ("rollout.max_model_len", "rollout.max_tokens", "rollout.kv_cache_gib", "rounds", "samples",
+                "feedback_items", "feedback_chars", "tau", "n_buckets"):
+        _positive(merged, key)
+    for key in ("rollout.temperature", "exemplars", "verify_tolerance"):
+        _positive(merged, key, allow_zero=True)
+    if not 0 < merged.rollout.top_p <= 1:
+        raise ConfigError("rollout.top_p", f"must be in (0, 1]; got {merged.rollout.top_p}")
+    if merged.rollout.max_tokens >= merged.rollout.max_model_len:
+        raise ConfigError("rollout.max_tokens", f"{merged.rollout.max_tokens} leaves no room for the prompt in "
+                                                f"rollout.max_model_len={merged.rollout.max_model_len}")
+    if not merged.ps or any(not p > 0 for p in merged.ps):
+        raise ConfigError("ps", f"fast_p thresholds must be > 0; got {list(merged.ps)}")
+    validate_bench(merged)
+    validate_model(merged)
+    if merged.task_files:
+        from cudal1.tasks import load_task_file
+
+        for i, name in enumerate(merged.task_files):
+            try:
+                load_task_file(Path(os.path.expanduser(name)))
+            except (FileNotFoundError, ValueError) as e:
+                raise ConfigError(f"task_files[{i}]", str(e)) from None
+    else:
+        validate_tasks(merged)
+    if merged.start is not None and not Path(os.path.expanduser(merged.start)).exists():
+        raise ConfigError("start", f"{merged.start!r} does not exist")
     return merged
 
 
