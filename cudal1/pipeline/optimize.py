@@ -44,7 +44,7 @@ from cudal1.policy.parsing import parse_response
 from cudal1.policy.prompts import Feedback, contrastive_prompt, with_feedback
 from cudal1.records import Candidate, Exemplar
 from cudal1.rl.exemplars import sample_exemplars
-from cudal1.tasks.task import Task
+from cudal1.tasks.task import Task, reference_as_candidate
 
 log = logging.getLogger(__name__)
 
@@ -281,7 +281,7 @@ class Optimizer:
         task_record = task.to_dict()
 
         if s.check_reference:
-            ref = self._evaluate([Candidate(task.task_id, reference_check_source(task.source), "reference",
+            ref = self._evaluate([Candidate(task.task_id, reference_as_candidate(task.source), "reference",
                                             task=task_record)])[0]
             out.reference = ref
             emit("reference", status=ref["status"], message=ref.get("message", ""))
@@ -445,13 +445,6 @@ def task_from_source(source: str, name: str = "program") -> Task:
         except ValueError as e:
             raise ValueError(str(e).replace(f"task file {path}", f"program {name!r}")) from None
     return dataclasses.replace(task, path="")
-
-
-def reference_check_source(task_source: str) -> str:
-    """The task file as a candidate for the reference check: its own code with `ModelNew = Model`
-    appended. (Renaming the class, as `reference_as_candidate` does, breaks KernelBench's
-    `super(Model, self).__init__()`: NameError.)"""
-    return task_source.rstrip() + "\n\n\nModelNew = Model  # the reference itself, as the candidate\n"
 
 
 def _solution(a: Attempt, speedup: float, spread: float | None, opinion: Mapping[str, Any] | None) -> Solution:

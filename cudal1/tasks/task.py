@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import re
 import types
 from typing import Any
 
@@ -73,10 +72,11 @@ class Task:
 
 
 def reference_as_candidate(source: str) -> str:
-    """The task file itself as a candidate: its `Model` renamed `ModelNew` (helpers and constants
-    kept). A correct solution by construction, as fast as the reference: the evaluator's control,
-    and the slower variant a stage-1 contrastive example can show."""
-    return re.sub(r"\bclass Model\b", "class ModelNew", source)
+    """The task file itself as a candidate: its own code with `ModelNew = Model` appended (helpers
+    and constants kept). A correct solution by construction, as fast as the reference: the
+    evaluator's control, and the slower variant a stage-1 contrastive example can show. (Renaming
+    the class instead breaks KernelBench's `super(Model, self).__init__()`: NameError.)"""
+    return source.rstrip() + "\n\n\nModelNew = Model  # the reference itself, as the candidate\n"
 
 
 def load_source_module(source: str, module_name: str, filename: str = "") -> types.ModuleType:

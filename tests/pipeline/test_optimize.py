@@ -149,7 +149,8 @@ def test_task_files_get_distinct_ids_and_a_bad_value_names_its_key(tmp_path):
 
 
 def test_a_submitted_program_is_a_task_or_a_clear_error():
-    from cudal1.pipeline.optimize import reference_check_source, task_from_source
+    from cudal1.pipeline.optimize import task_from_source
+    from cudal1.tasks.task import reference_as_candidate
 
     task = task_from_source(PROGRAM, name="my relu")
     assert (task.task_id, task.name, task.source, task.path) == ("level0/0", "my_relu", PROGRAM, "")
@@ -159,5 +160,5 @@ def test_a_submitted_program_is_a_task_or_a_clear_error():
         task_from_source("class Model(:\n", name="x")
     # KernelBench's super(Model, self) keeps working in the reference check's candidate.
     namespace: dict = {}
-    exec(reference_check_source(PROGRAM), namespace)
+    exec(reference_as_candidate(PROGRAM), namespace)
     assert namespace["ModelNew"] is namespace["Model"] and namespace["ModelNew"]()
