@@ -98,3 +98,39 @@ def rollout_metrics(rollouts: Sequence[Rollout], ps: Sequence[float] = DEFAULT_P
     for reason, count in Counter(r.reward_reason for r in rollouts if r.reward_reason).items():
         out[metric_key(f"reason/{reason}")] = float(count)
     return out
+
+
+def step_breakdown(wall_s: dict[str, float], results: Sequence[dict | None], pool_actors: int) -> dict[str, float]:
+    """Where one training step's time went, and how long each role sat idle.
+
+    Args:
+        wall_s: the step's wall-clock seconds per phase, run one after another (sync mode):
+            "generate", "evaluate", "train", "sync" (a missing phase counts 0).
+        results: the step's `EvalResult.to_dict()`s (None for a rollout not evaluated).
+        pool_actors: timing actors in the primary pool.
+
+    Returns (seconds, and shares in [0, 1]):
+        time/step_s: the sum of the phases;
+        time/build_actor_s, time/timing_actor_s: the pool's actor-seconds compiling candidates and
+            in the judge's timed phase, summed over candidates (`build_seconds`, `phases_s["timing"]`);
+        idle/generator, idle/learner: 1 - its busy wall time / step_s (generator: generate;
+            learner: train + sync);
+        idle/pool: 1 - the pool's evaluation actor-seconds (`eval_seconds` plus starting and
+            ending the evaluation's processes, `phases_s["processes"]`; a build inside the
+            evaluation included) / (pool_actors × step_s).
+    With step_s = 0 every share is 0.
+    """
+    gen, ev, train, sync = (float(wall_s.get(k, 0.0)) for k in ("generate", "evaluate", "train", "sync"))
+    step = gen + ev + train + sync
+    done = [r for r in results if r]
+    build = sum(float(r.get("build_seconds") or 0.0) for r in done)
+    timing = sum(float((r.get("phases_s") or {}).get("timing", 0.0)) for r in done)
+    busy = sum(float(r.get("eval_seconds") or 0.0) + float((r.get("phases_s") or {}).get("processes", 0.0))
+               for r in done)
+
+    def idle(busy_s: float, capacity: float) -> float:
+        return min(1.0, max(0.0, 1.0 - busy_s / capacity)) if capacity > 0 else 0.0
+
+    return {"time/step_s": step, "time/build_actor_s": build, "time/timing_actor_s": timing,
+            "idle/generator": idle(gen, step), "idle/learner": idle(train + sync, step),
+            "idle/pool": idle(busy, max(pool_actors, 1) * step)}

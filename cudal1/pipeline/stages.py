@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from tqdm import tqdm
 
-from cudal1.pipeline.metrics import rollout_metrics
+from cudal1.pipeline.metrics import rollout_metrics, step_breakdown
 from cudal1.pipeline.rollouts import assign_advantages, is_success, reward_config, sample_rollouts, successes, update_examples
 from cudal1.policy.model import chat_prompt_ids
 from cudal1.pipeline.sft_data import sft_pairs, stage1_solutions
@@ -61,14 +61,26 @@ def open_weight_group(ctx: Any) -> None:
 
 
 def finish_unit(ctx: Any, metrics: dict[str, float], summary: dict[str, Any] | None = None,
-                checkpoint: bool = True, log_step: int | None = None) -> None:
+                checkpoint: bool = True, log_step: int | None = None,
+                breakdown: list[dict[str, Any] | None] | None = None) -> None:
     """After one unit: sync the generator, log, and (when `checkpoint`) save the learner and then
     the run state, in that order, so the state on disk never points past its checkpoint. A run
     resumed after a unit without a checkpoint repeats the units since the last one.
 
     `log_step` is the step the unit's metrics are logged at (default: the current step); units
-    that sampled rollouts log at the step recorded in those rollouts."""
+    that sampled rollouts log at the step recorded in those rollouts. With `breakdown` (the step's
+    evaluation results) the step's time per phase and each role's idle share are logged too
+    (`cudal1.pipeline.metrics.step_breakdown`) and shown in one log line."""
     metrics["time/weight_sync_s"] = sync_weights(ctx)
+    if breakdown is not None:
+        wall = {"generate": metrics.get("time/generate_s", 0.0), "evaluate": metrics.get("time/evaluate_s", 0.0),
+                "train": metrics.get("time/train_s", 0.0), "sync": metrics["time/weight_sync_s"]}
+        metrics.update(step_breakdown(wall, breakdown, ctx.pools.primary.spec.num_actors))
+        log.info("step time %.0f s: generate %.0f, evaluate %.0f (pool: builds %.0f, timing %.0f actor-s), train %.0f, "
+                 "sync %.1f; idle: generator %.0f%%, pool %.0f%%, learner %.0f%%", metrics["time/step_s"],
+                 wall["generate"], wall["evaluate"], metrics["time/build_actor_s"], metrics["time/timing_actor_s"],
+                 wall["train"], wall["sync"], 100 * metrics["idle/generator"], 100 * metrics["idle/pool"],
+                 100 * metrics["idle/learner"])
     ctx.state.unit += 1
     step = ctx.state.step if log_step is None else log_step
     ctx.tracker.log_metrics(metrics, step=step)
@@ -294,8 +306,10 @@ def run_contrastive_rl(ctx: Any) -> None:
         assign_advantages(rollouts, reward_config(ctx.cfg), cfg.advantage_scale)
         metrics = _rollout_log(ctx, rollouts, timings, "rl")
         examples = update_examples(rollouts)
+        t_train = time.perf_counter()
         if examples:
             metrics.update({f"learner/{k}": v for k, v in ctx.learner.grpo_step(examples).items()})
+        metrics["time/train_s"] = time.perf_counter() - t_train
         metrics["learner/skipped"] = float(not examples)  # every advantage 0: no gradient signal
         if not examples:
             log.info("rl step %d: no update (every response in each group scored the same)", ctx.state.unit)
@@ -308,7 +322,8 @@ def run_contrastive_rl(ctx: Any) -> None:
         log_samples(ctx, rollouts, name)
         last = ctx.state.unit + 1 == cfg.steps
         finish_unit(ctx, metrics, rollout_summary(metrics, "rl"), log_step=sampled_at,
-                    checkpoint=last or (ctx.state.unit + 1) % cfg.checkpoint_every == 0)
+                    checkpoint=last or (ctx.state.unit + 1) % cfg.checkpoint_every == 0,
+                    breakdown=[r.result for r in rollouts])
         bar.set_postfix(reward=f"{metrics.get('rl/reward/mean', 0.0):.2f}", pass_rate=f"{metrics.get('rl/pass_rate', 0.0):.2f}")
         bar.update()
     bar.close()

@@ -100,3 +100,20 @@ def test_below_resolution_rate_is_over_correct_rollouts_only():
           _rollout(3, 0.0, EvalResult(task_id="level1/1", status=Status.INCORRECT))]
     assert rollout_metrics(rs)["below_resolution_rate"] == pytest.approx(2 / 3)
     assert "below_resolution_rate" not in rollout_metrics(rs[3:])
+
+
+def test_step_breakdown_shares_and_actor_seconds():
+    from cudal1.pipeline.metrics import step_breakdown
+
+    results = [{"eval_seconds": 6.0, "build_seconds": 4.0, "phases_s": {"timing": 2.0, "processes": 1.0}},
+               {"eval_seconds": 3.0, "build_seconds": None, "phases_s": {"timing": 1.5}},
+               None]  # a rollout that was never evaluated
+    out = step_breakdown({"generate": 10.0, "evaluate": 8.0, "train": 1.5, "sync": 0.5}, results, pool_actors=2)
+    assert out["time/step_s"] == 20.0
+    assert out["time/build_actor_s"] == 4.0 and out["time/timing_actor_s"] == 3.5
+    assert out["idle/generator"] == 0.5  # busy 10 of 20 s
+    assert out["idle/learner"] == 0.9  # train + sync: 2 of 20 s
+    assert out["idle/pool"] == 1.0 - 10.0 / 40.0  # 6 + 1 + 3 actor-s of 2 actors × 20 s
+    assert step_breakdown({}, [], pool_actors=1) == {"time/step_s": 0.0, "time/build_actor_s": 0.0,
+                                                     "time/timing_actor_s": 0.0, "idle/generator": 0.0,
+                                                     "idle/learner": 0.0, "idle/pool": 0.0}
