@@ -554,6 +554,19 @@ class GRPOLearner:
         if self.reference is not None:
             dse.copy_weights(self.engine.module, self.reference.module)
 
+    def shard_stats(self) -> dict[str, float]:
+        """How much of the model this rank holds: "params" (the policy's parameter count),
+        "params_held" (elements of it in this rank's memory: its ZeRO-3 partitions, or every
+        parameter below stage 3), "reference_params_held" (the same for the KL reference; 0
+        without one), "rank", "world_size"."""
+        def held(module) -> int:
+            return sum(p.ds_tensor.numel() if hasattr(p, "ds_tensor") else p.numel() for p in module.parameters())
+
+        return {"params": float(sum(getattr(p, "ds_numel", p.numel()) for p in self.engine.module.parameters())),
+                "params_held": float(held(self.engine.module)),
+                "reference_params_held": float(held(self.reference.module)) if self.reference is not None else 0.0,
+                "rank": float(self.rank), "world_size": float(self.world_size)}
+
     # ----- persistence
 
     def set_lr(self, lr: float) -> None:

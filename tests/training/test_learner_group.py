@@ -15,7 +15,7 @@ from cudal1.training import GRPOLearner  # noqa: E402
 from cudal1.training.shards import by_minibatch, contiguous  # noqa: E402
 
 # One optimizer step sees 4 examples: 2 ranks x micro_batch 2, or 1 rank x micro_batch 4.
-COMMON = dict(zero_stage=3, lr=1e-2, loss_agg="dapo", grad_accum=1, seed=0, max_response_len=None)
+COMMON = dict(zero_stage=3, lr=1e-2, loss_agg="dapo", grad_accum=1, seed=0, max_response_len=None, kl_beta=0.05)
 
 
 def batch() -> list[PolicyExample]:
@@ -50,8 +50,12 @@ def test_two_ranks_take_the_same_step_as_one(group, small_model_dir):
     single = GRPOLearner(small_model_dir, micro_batch=4, **COMMON)
     examples = batch()
     torch_close = dict(rel=1e-5, abs=1e-6)
+    stats = group.shard_stats()  # loaded partitioned: each rank holds about half of policy and reference
+    assert stats["world_size"] == 2 and stats["params_held"] <= stats["params"] / 2 + 64
+    assert stats["reference_params_held"] == stats["params_held"]
     a, b = single.grpo_step(examples), group.grpo_step(examples)
     assert b["optimizer_steps"] == a["optimizer_steps"] == 2 and b["tokens"] == a["tokens"] == 20
+    assert a["kl"] > 0  # step 2 is measured against the reference, which stayed where step 1 began
     for key in ("loss", "grad_norm", "kl", "entropy", "clip_frac", "ratio_mean"):
         assert b[key] == pytest.approx(a[key], **torch_close), key
     assert a["grad_norm"] > 0 and a["ratio_mean"] != pytest.approx(1.0, abs=1e-6)  # step 2 saw moved weights
