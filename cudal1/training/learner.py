@@ -313,14 +313,16 @@ class GRPOLearner:
         return [_Mini(m, int(sums[2 * i]), int(sums[2 * i + 1]), int(maxes[2 * i]), int(maxes[2 * i + 1]))
                 for i, m in enumerate(local)]
 
-    def _idle_micro(self) -> None:
-        """A zero-weight forward and backward (and the reference's forward when there is one):
-        what a rank without examples left in a mini-batch runs while the others train."""
+    def _idle_micro(self, with_reference: bool) -> None:
+        """A zero-weight forward and backward (and, `with_reference`, the reference's forward, as
+        `grpo_step` runs it): what a rank without examples left in a mini-batch runs while the
+        others train, in the same order of collectives as theirs."""
         batch = self._batch([_IDLE])
-        if self.reference is not None:
+        logp = self._logprobs(self.engine, batch)  # grpo_step's order: policy, reference, backward
+        if with_reference and self.reference is not None:
             with torch.no_grad():
                 self._logprobs(self.reference, batch)
-        dse.backward(self.engine, self._logprobs(self.engine, batch).sum() * 0.0)
+        dse.backward(self.engine, logp.sum() * 0.0)
 
     def logprobs(self, prompt_ids: Sequence[int], response_ids: Sequence[int]) -> list[float]:
         """Natural-log probability of each response token given the prompt and the earlier
@@ -355,7 +357,7 @@ class GRPOLearner:
                 dse.backward(self.engine, loss * self.world_size)
                 total += loss.item()
             for _ in range(mini.micros - len(micros)):
-                self._idle_micro()
+                self._idle_micro(with_reference=False)
             norms.append(dse.step(self.engine))
             losses.append(total)
             tokens += mini.tokens
@@ -440,7 +442,7 @@ class GRPOLearner:
                 for key in sums:
                     sums[key] += m.get(key, 0.0) * n_tok
             for _ in range(mini.micros - len(micros)):
-                self._idle_micro()
+                self._idle_micro(with_reference=True)
             norms.append(dse.step(self.engine))
             losses.append(total)
             tokens += mini.tokens
