@@ -14,8 +14,10 @@ from cudal1.records import PolicyExample  # noqa: E402
 from cudal1.training import GRPOLearner  # noqa: E402
 from cudal1.training.shards import by_minibatch, contiguous  # noqa: E402
 
-# One optimizer step sees 4 examples: 2 ranks x micro_batch 2, or 1 rank x micro_batch 4.
-COMMON = dict(zero_stage=3, lr=1e-2, loss_agg="dapo", grad_accum=1, seed=0, max_response_len=None, kl_beta=0.05)
+# One optimizer step sees 4 examples: 2 ranks x micro_batch 2, or 1 rank x micro_batch 4. grpo_step
+# aggregates by dr_grpo with the mini-batch's longest response as its constant (the ranks must agree
+# on the sequence count and the longest response), sft_step by token mean (dapo: on the token count).
+COMMON = dict(zero_stage=3, lr=1e-2, loss_agg="dr_grpo", grad_accum=1, seed=0, max_response_len=None, kl_beta=0.05)
 
 
 def batch() -> list[PolicyExample]:
