@@ -134,13 +134,13 @@ class LearnerGroup:
             learner_kwargs: `GRPOLearner` arguments (zero_stage, micro_batch, grad_accum, device, ...).
 
         Raises:
-            ValueError: num_ranks < 1, num_gpus not 0 or 1, or several ranks with a node constraint
-                in actor_options.
+            ValueError: num_ranks < 1, or several ranks with num_gpus not 0 or 1 or with a node
+                constraint in actor_options.
             TimeoutError: the placement group was not granted in time (the message names the bundles).
         """
         if num_ranks < 1:
             raise ValueError(f"num_ranks must be >= 1, got {num_ranks}")
-        if num_gpus not in (0, 1):
+        if num_ranks > 1 and num_gpus not in (0, 1):
             raise ValueError(f"a learner rank drives one device: num_gpus must be 0 or 1, got {num_gpus}")
         per_rank = int(learner_kwargs.get("micro_batch", 4)) * int(learner_kwargs.get("grad_accum", 1))
         if num_ranks == 1:

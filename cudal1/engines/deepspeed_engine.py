@@ -17,8 +17,9 @@ What DeepSpeed 0.19.8 accepts on a CPU-only machine (checked here, gloo backend,
   time on a 2-core machine, cached afterwards in ~/.cache/torch_extensions). `init_distributed_if_needed`
   skips that build on the CPU whatever the world size: collectives between CPU ranks then go
   through gloo (slower on one host, but nothing is compiled and the same code crosses hosts).
-- Several ranks on the CPU (gloo), checked here with 2 Ray actors: ZeRO stages 1, 2 and 3 train,
-  and ZeRO-3 gathers parameters for export and weight sync (tests/training/test_learner_group.py).
+- Several ranks on the CPU (gloo), checked here with 2 Ray actors: ZeRO stages 2 and 3 train
+  (stage 1 was not run), and ZeRO-3 gathers parameters for weight sync
+  (tests/training/test_learner_group.py).
 - Partitioned loading under ZeRO-3 (`load_partitioned`): the model is built inside
   `deepspeed.zero.Init`, so each rank only ever holds its shard of every parameter, and rank 0
   copies the checkpoint in one tensor at a time (safetensors, memory-mapped) while the others
