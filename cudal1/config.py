@@ -74,7 +74,14 @@ class RolloutConfig:
     through Ray's object store) | broadcast (a dedicated process group, NCCL when both sides are
     on GPUs, gloo otherwise; see cudal1/engines/weight_sync.py)."""
     num_cpus: float = 1.0
+    """Logical CPUs per engine."""
     num_gpus: float = 0.0
+    """GPUs per engine worker: an engine asks for num_gpus × tensor_parallel_size."""
+    num_engines: int = 1
+    """Rollout engines, each a Ray actor in a placement group of its own; the prompts of a call are
+    split over them (`cudal1.actors.generator_group`)."""
+    tensor_parallel_size: int = 1
+    """Workers per engine (vLLM tensor parallelism), on one node."""
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra options passed to the engine (vllm.LLM keyword arguments)."""
 
@@ -316,6 +323,16 @@ class RayConfig:
 
 
 @dataclasses.dataclass
+class DataConfig:
+    """Training data beyond the builtin seed solutions."""
+
+    augmented: Optional[str] = None
+    """A dataset directory written by `jobs/augment.py` (`cudal1.augment.dataset`): its kept
+    correct variants of the selected tasks (matched by task id and source hash) join the seeds in
+    stage 1 and the exemplar buffer. None: the builtin seeds only."""
+
+
+@dataclasses.dataclass
 class TrainConfig:
     """The whole training job."""
 
@@ -328,6 +345,7 @@ class TrainConfig:
     reward: RewardSettings = field(default_factory=RewardSettings)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     ray: RayConfig = field(default_factory=RayConfig)
+    data: DataConfig = field(default_factory=DataConfig)
     run_dir: str = "runs/default"
     """Everything of the run: checkpoints, exemplar buffer, rollouts, state. Resumable from here."""
     resume: bool = False
@@ -354,6 +372,98 @@ class EvaluateJobConfig:
     """Where results_<pool>.jsonl, table.json, table.txt and speedups.png are written."""
 
 
+@dataclasses.dataclass
+class EndpointConfig:
+    """One OpenAI-compatible endpoint asked for solutions (`cudal1.augment.endpoint.EndpointSpec`)."""
+
+    name: str = ""
+    """Unique name, written into every record ("": the model name)."""
+    base_url: str = ""
+    """E.g. https://api.openai.com/v1 or http://127.0.0.1:8000/v1 (vLLM's server). Required."""
+    model: str = ""
+    """The model the endpoint serves. Required."""
+    api_key_env: Optional[str] = "OPENAI_API_KEY"
+    """Name of the environment variable holding the key (null: no key, for local servers)."""
+    concurrency: int = 4
+    """Requests in flight at once."""
+    temperature: float = 0.7
+    top_p: float = 1.0
+    max_tokens: int = 4096
+    timeout_s: float = 300.0
+    """Seconds one request may take before it counts as a timeout (and is retried)."""
+    max_retries: int = 5
+    """Requests repeated after a timeout, 408/409/429, 5xx or a malformed answer."""
+    backoff_s: float = 1.0
+    """First wait between tries (seconds); doubled each time up to `backoff_max_s`."""
+    backoff_max_s: float = 60.0
+    send_seed: bool = True
+    """Send a per-attempt seed (reproducible answers where the server honours it)."""
+    extra_body: dict[str, Any] = field(default_factory=dict)
+    """Extra JSON fields of every request (server-specific options)."""
+
+
+@dataclasses.dataclass
+class AugmentJobConfig:
+    """`jobs/augment.py`: teachers' solutions of every task, validated, as a versioned dataset."""
+
+    endpoints: list[EndpointConfig] = field(default_factory=list)
+    bench: BenchConfig = field(default_factory=BenchConfig)
+    tasks: TasksConfig = field(default_factory=TasksConfig)
+    ray: RayConfig = field(default_factory=RayConfig)
+    out_dir: str = "data/augmented"
+    """The dataset directory (records.jsonl, manifest.json); an existing one is continued."""
+    version: str = "1"
+    """The dataset's version label (recorded in the manifest; continuing needs the same one)."""
+    k: int = 4
+    """Distinct correct variants kept per task."""
+    attempts_per_task: int = 8
+    """Answers asked per task, shared round robin by the endpoints."""
+    seed: int = 0
+    """Added to every request's seed."""
+
+
+@dataclasses.dataclass
+class OptimizeJobConfig:
+    """`jobs/optimize.py`: the inference-time contrastive loop (`cudal1.pipeline.optimize.Optimizer`)
+    on one task file, a list of them, a builtin suite or a KernelBench checkout."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    bench: BenchConfig = field(default_factory=BenchConfig)
+    tasks: TasksConfig = field(default_factory=TasksConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    ray: RayConfig = field(default_factory=RayConfig)
+    task_files: list[str] = field(default_factory=list)
+    """KernelBench-format files to optimize (each parsed here, not executed); empty: the tasks `tasks` selects."""
+    start: Optional[str] = None
+    """Starting solutions evaluated as round 0 (a directory, JSONL or run, as jobs/evaluate.py's `solutions`)."""
+    rounds: int = 2
+    """Generate-evaluate rounds per task."""
+    samples: int = 4
+    """Responses sampled per round."""
+    exemplars: int = 2
+    """Correct solutions shown per prompt with their speedups (0: plain prompts)."""
+    feedback: bool = True
+    """Show the previous round's failures with the evaluator's messages in the next prompt."""
+    feedback_items: int = 4
+    feedback_chars: int = 300
+    tau: float = 1.0
+    n_buckets: int = 4
+    bucket_scale: str = "log"
+    check_reference: bool = True
+    """Evaluate each task's reference first; a task whose reference fails is reported and skipped."""
+    verify: bool = True
+    """Measure the best correct candidate again on another actor before it counts."""
+    verify_tolerance: float = 0.10
+    min_gain: float = 1.01
+    """A verified speedup above this (×) counts as improved."""
+    ps: list[float] = field(default_factory=lambda: [1.0, 1.01])
+    """fast_p thresholds (×) of the table."""
+    out_dir: str = "runs/optimize-default"
+    """Where solutions/, reports/, results.jsonl and the table are written (and base_model/ is built)."""
+    seed: int = 0
+
+
 STAGES = ("sft", "self_train", "contrastive_rl")
 CHOICES = {
     "model.dtype": ("float32", "bfloat16", "float16"),
@@ -375,6 +485,8 @@ def register_schema() -> None:
 
     ConfigStore.instance().store(name="train_schema", node=TrainConfig)
     ConfigStore.instance().store(name="evaluate_schema", node=EvaluateJobConfig)
+    ConfigStore.instance().store(name="augment_schema", node=AugmentJobConfig)
+    ConfigStore.instance().store(name="optimize_schema", node=OptimizeJobConfig)
 
 
 def load_config(cfg: Any = None) -> DictConfig:
@@ -424,6 +536,11 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"stage.{stage}.lr", f"must be > 0 or null; got {lr}")
     if not 0 < cfg.rollout.top_p <= 1:
         raise ConfigError("rollout.top_p", f"must be in (0, 1]; got {cfg.rollout.top_p}")
+    for key in ("rollout.num_engines", "rollout.tensor_parallel_size"):
+        if int(OmegaConf.select(cfg, key)) < 1:
+            raise ConfigError(key, f"must be at least 1; got {OmegaConf.select(cfg, key)}")
+    if cfg.rollout.tensor_parallel_size > 1 and cfg.rollout.backend == "hf":
+        raise ConfigError("rollout.tensor_parallel_size", "tensor parallelism needs the vllm backend, not hf")
     if cfg.stage.name in ("contrastive_rl", "all") and cfg.stage.contrastive_rl.steps > 0:
         # The engines report log-probabilities of the raw logits: only plain sampling from them
         # makes those (and the learner's) the behaviour policy's, so the PPO ratio is exact.
@@ -443,16 +560,13 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError("rollout.max_tokens", f"{cfg.rollout.max_tokens} leaves no room for the prompt in "
                                                 f"rollout.max_model_len={cfg.rollout.max_model_len}")
     validate_bench(cfg)
-    if cfg.model.path is not None and str(cfg.model.path).startswith("models:/"):
-        parts = str(cfg.model.path)[len("models:/"):].split("/")
-        if len(parts) != 2 or not all(parts):
-            raise ConfigError("model.path", f"{cfg.model.path!r}: a registered model is 'models:/<name>/<version or alias>'")
-    elif cfg.model.path is not None:
-        path = Path(os.path.expanduser(cfg.model.path))
-        if not (path / "config.json").is_file():
-            raise ConfigError("model.path", f"{path} is not a Hugging Face checkpoint directory (no config.json)")
+    validate_model(cfg)
     validate_tasks(cfg)
     _validate_reward(cfg)
+    if cfg.data.augmented is not None:
+        manifest = Path(os.path.expanduser(cfg.data.augmented)) / "manifest.json"
+        if not manifest.is_file():
+            raise ConfigError("data.augmented", f"{cfg.data.augmented!r} is not a dataset of jobs/augment.py (no manifest.json)")
 
 
 def _validate_learner_group(cfg: DictConfig) -> None:
@@ -489,6 +603,113 @@ def load_evaluate_config(cfg: Any = None) -> DictConfig:
             raise ConfigError("pools", f"{name!r} is not a pool; pools: {', '.join(merged.bench.pools)}")
     if not merged.ps or any(not p > 0 for p in merged.ps):
         raise ConfigError("ps", f"fast_p thresholds must be > 0; got {list(merged.ps)}")
+    return merged
+
+
+def load_augment_config(cfg: Any = None) -> DictConfig:
+    """Merge `cfg` onto the `AugmentJobConfig` schema and validate it: endpoints (URL, model,
+    unique names, ranges, the key's environment variable set), k, attempts, version, an existing
+    dataset's version, bench and tasks. Raises ConfigError naming the first bad key, or
+    OmegaConf's errors (as `load_config`)."""
+    merged = OmegaConf.merge(OmegaConf.structured(AugmentJobConfig), cfg if cfg is not None else {})
+    validate_bench(merged)
+    validate_tasks(merged)
+    if merged.ray.storage not in CHOICES["ray.storage"]:
+        raise ConfigError("ray.storage", f"must be one of {', '.join(CHOICES['ray.storage'])}; got {merged.ray.storage!r}")
+    if not merged.endpoints:
+        raise ConfigError("endpoints", "at least one endpoint is needed (base_url, model, api_key_env)")
+    names = set()
+    for i, e in enumerate(merged.endpoints):
+        key = f"endpoints[{i}]"
+        if not e.model:
+            raise ConfigError(f"{key}.model", "required: the model name the endpoint serves")
+        if not e.name:
+            e.name = e.model
+        if e.name in names:
+            raise ConfigError(f"{key}.name", f"{e.name!r} names two endpoints; give each a unique name")
+        names.add(e.name)
+        if not str(e.base_url).startswith(("http://", "https://")):
+            raise ConfigError(f"{key}.base_url", f"must be an http(s) URL; got {e.base_url!r}")
+        if e.api_key_env and not os.environ.get(e.api_key_env):
+            raise ConfigError(f"{key}.api_key_env", f"environment variable {e.api_key_env} is not set "
+                                                    "(null for an endpoint without a key)")
+        for field_name, lo, strict in (("concurrency", 1, False), ("max_tokens", 1, False), ("max_retries", 0, False),
+                                       ("timeout_s", 0, True), ("backoff_s", 0, False), ("backoff_max_s", 0, False),
+                                       ("temperature", 0, False)):
+            value = e[field_name]
+            if value < lo or (strict and value == lo):
+                raise ConfigError(f"{key}.{field_name}", f"must be {'>' if strict else '>='} {lo}; got {value}")
+        if not 0 < e.top_p <= 1:
+            raise ConfigError(f"{key}.top_p", f"must be in (0, 1]; got {e.top_p}")
+    for key in ("k", "attempts_per_task"):
+        if merged[key] < 1:
+            raise ConfigError(key, f"must be >= 1; got {merged[key]}")
+    if not str(merged.version).strip():
+        raise ConfigError("version", "must not be empty")
+    manifest = Path(os.path.expanduser(merged.out_dir)) / "manifest.json"
+    if manifest.is_file():
+        import json
+
+        try:
+            found = json.loads(manifest.read_text()).get("version")
+        except ValueError as exc:
+            raise ConfigError("out_dir", f"{manifest} is unreadable: {exc}") from exc
+        if str(found) != str(merged.version):
+            raise ConfigError("version", f"{merged.out_dir} holds version {found!r} of the dataset, not "
+                                         f"{merged.version!r}: pass version={found} to continue it, or another out_dir")
+    return merged
+
+
+def validate_model(cfg: DictConfig) -> None:
+    """Check `cfg.model.path`: a registered "models:/<name>/<version>" or a checkpoint directory. Raises ConfigError."""
+    if cfg.model.path is not None and str(cfg.model.path).startswith("models:/"):
+        parts = str(cfg.model.path)[len("models:/"):].split("/")
+        if len(parts) != 2 or not all(parts):
+            raise ConfigError("model.path", f"{cfg.model.path!r}: a registered model is 'models:/<name>/<version or alias>'")
+    elif cfg.model.path is not None:
+        path = Path(os.path.expanduser(cfg.model.path))
+        if not (path / "config.json").is_file():
+            raise ConfigError("model.path", f"{path} is not a Hugging Face checkpoint directory (no config.json)")
+
+
+def load_optimize_config(cfg: Any = None) -> DictConfig:
+    """Merge `cfg` onto the `OptimizeJobConfig` schema and validate it: choices, ranges, bench,
+    model, the tasks (each task file exists and parses as a KernelBench-format task, without being
+    executed; else `tasks`), `start`. Raises ConfigError naming the first bad key, or OmegaConf's
+    errors (as `load_config`)."""
+    merged = OmegaConf.merge(OmegaConf.structured(OptimizeJobConfig), cfg if cfg is not None else {})
+    for key in ("model.dtype", "rollout.backend", "ray.storage"):
+        value, choices = OmegaConf.select(merged, key), CHOICES[key]
+        if value not in choices:
+            raise ConfigError(key, f"must be one of {', '.join(choices)}; got {value!r}")
+    if merged.bucket_scale not in CHOICES["stage.contrastive_rl.bucket_scale"]:
+        raise ConfigError("bucket_scale", f"must be log or linear; got {merged.bucket_scale!r}")
+    for key in ("rollout.max_model_len", "rollout.max_tokens", "rollout.kv_cache_gib", "rounds", "samples",
+                "feedback_items", "feedback_chars", "tau", "n_buckets"):
+        _positive(merged, key)
+    for key in ("rollout.temperature", "exemplars", "verify_tolerance"):
+        _positive(merged, key, allow_zero=True)
+    if not 0 < merged.rollout.top_p <= 1:
+        raise ConfigError("rollout.top_p", f"must be in (0, 1]; got {merged.rollout.top_p}")
+    if merged.rollout.max_tokens >= merged.rollout.max_model_len:
+        raise ConfigError("rollout.max_tokens", f"{merged.rollout.max_tokens} leaves no room for the prompt in "
+                                                f"rollout.max_model_len={merged.rollout.max_model_len}")
+    if not merged.ps or any(not p > 0 for p in merged.ps):
+        raise ConfigError("ps", f"fast_p thresholds must be > 0; got {list(merged.ps)}")
+    validate_bench(merged)
+    validate_model(merged)
+    if merged.task_files:
+        from cudal1.tasks import load_task_file
+
+        for i, name in enumerate(merged.task_files):
+            try:
+                load_task_file(Path(os.path.expanduser(name)))
+            except (FileNotFoundError, ValueError) as e:
+                raise ConfigError(f"task_files[{i}]", str(e)) from None
+    else:
+        validate_tasks(merged)
+    if merged.start is not None and not Path(os.path.expanduser(merged.start)).exists():
+        raise ConfigError("start", f"{merged.start!r} does not exist")
     return merged
 
 

@@ -40,6 +40,9 @@ class Candidate:
     source: str
     origin: str = ""  # e.g. "seed", "rollout/step3/g2/s5"
     model_version: int = 0
+    task: dict[str, Any] | None = None
+    """The task itself (`Task.to_dict()`) for one the pool's suite does not hold (a standalone file,
+    a submitted program); None: the pool looks `task_id` up in its suite."""
 
 
 @dataclasses.dataclass

@@ -184,13 +184,20 @@ class BenchWorker:
     def evaluate(self, candidate: Candidate | dict[str, Any]) -> dict[str, Any]:
         """Evaluate one candidate: `EvalResult.to_dict()`.
 
-        A task id this worker does not know gives status invalid_task (label "unknown_task").
+        The task is `candidate.task` when set (a task outside the suite), else the suite's task of
+        `candidate.task_id`; an id this worker does not know gives status invalid_task (label
+        "unknown_task").
         Raises only for harness faults (the evaluator's RuntimeError/OSError), never for anything
         the candidate does.
         """
         if isinstance(candidate, dict):
             candidate = Candidate(**candidate)
-        task = self._by_id.get(candidate.task_id)
+        if candidate.task is not None:  # a task the suite does not hold, carried by the candidate
+            from ..tasks import Task
+
+            task = Task.from_dict(candidate.task)
+        else:
+            task = self._by_id.get(candidate.task_id)
         if task is None:
             try:
                 task = self._find_task(self.tasks, candidate.task_id)

@@ -44,6 +44,25 @@ class ClusterConfig:
     log_to_driver: bool = True
 
 
+def in_submitted_job() -> bool:
+    """True in the driver that `ray job submit` started (Ray hands it the job's runtime_env)."""
+    return "RAY_JOB_CONFIG_JSON_ENV_VAR" in os.environ
+
+
+def code_runtime_env(root: str | os.PathLike) -> dict[str, Any]:
+    """The runtime_env that lets workers import this checkout's code from `root`.
+
+    In a submitted job nothing is added: the job's `--working-dir` already reaches every node
+    (unpacked at a path of each node's own), and a PYTHONPATH naming the driver's copy would point
+    other nodes' workers at a path they do not have. Elsewhere PYTHONPATH points at `root`, which
+    other nodes must have at the same path.
+    """
+    if in_submitted_job():
+        return {}
+    path = os.pathsep.join(p for p in (str(root), os.environ.get("PYTHONPATH")) if p)
+    return {"env_vars": {"PYTHONPATH": path}}
+
+
 def resolved_address(config: ClusterConfig) -> str | None:
     """The address `init_ray` will use: the config's, else $RAY_ADDRESS, else None (local)."""
     address = config.address or os.environ.get("RAY_ADDRESS") or None

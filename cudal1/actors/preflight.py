@@ -125,7 +125,8 @@ def _num(v: float) -> str:
 
 def job_needs(cfg: Any) -> list[ActorNeed]:
     """The actors a training or optimize job config asks for: every benchmark pool's timing and
-    build actors, the rollout generator, the learner's ranks (`learner.num_ranks`, 1 when the
+    build actors, the rollout engines (`rollout.num_engines`, each with `num_gpus` ×
+    `tensor_parallel_size` GPUs), the learner's ranks (`learner.num_ranks`, 1 when the
     config has no such key) and the exemplar buffer (no resources). `cfg` is the job's OmegaConf
     config (or anything with the same attributes)."""
     needs = []
@@ -135,7 +136,9 @@ def job_needs(cfg: Any) -> list[ActorNeed]:
         if pool.build_actors:
             needs.append(ActorNeed.of(f"build actors of pool {name!r}", pool.build_actors, pool.build_cpus))
     if "rollout" in cfg:
-        needs.append(ActorNeed.of("rollout generator", 1, cfg.rollout.num_cpus, cfg.rollout.num_gpus))
+        tp = int(cfg.rollout.get("tensor_parallel_size", 1) or 1)
+        needs.append(ActorNeed.of("rollout engine", int(cfg.rollout.get("num_engines", 1) or 1), cfg.rollout.num_cpus,
+                                  cfg.rollout.num_gpus * tp))
     if "learner" in cfg:
         ranks = int(cfg.learner.get("num_ranks", 1) or 1)
         needs.append(ActorNeed.of("learner", ranks, cfg.learner.num_cpus, cfg.learner.num_gpus))

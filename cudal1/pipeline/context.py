@@ -76,13 +76,12 @@ def start_ray(cfg: DictConfig) -> dict[str, Any]:
     nodes can hold every actor the job asks for. Returns `init_ray`'s facts. Raises
     `cudal1.actors.preflight.InsufficientResources` naming each role's needs and each node's
     resources when they cannot."""
-    from cudal1.actors.cluster import ClusterConfig, alive_nodes, init_ray
+    from cudal1.actors.cluster import ClusterConfig, alive_nodes, code_runtime_env, init_ray
     from cudal1.actors.preflight import check_cluster, job_needs
 
     # Workers must import cudal1 from the same tree as the driver (a local cluster does not
     # upload a working dir; `ray job submit --working-dir .` does).
-    root = str(Path(__file__).resolve().parents[2])
-    env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}}
+    env = code_runtime_env(Path(__file__).resolve().parents[2])
     facts = init_ray(ClusterConfig(address=cfg.ray.address, num_cpus=cfg.ray.num_cpus, num_gpus=cfg.ray.num_gpus,
                                    object_store_mb=cfg.ray.object_store_mb, runtime_env=env))
     if cfg.ray.preflight:
@@ -149,6 +148,8 @@ class RunContext:
     buffer: Any = None
     weight_specs: Any = None
     """The learner's weight manifest once a broadcast group is open (rollout.weight_sync=broadcast)."""
+    recorder: Any = None
+    """A `cudal1.pipeline.record.PoolRecorder` when there is more than one benchmark pool."""
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -158,7 +159,7 @@ class RunContext:
     def start(cls, cfg: DictConfig) -> "RunContext":
         """Create the run directory, the tracker and all actors (Ray started or joined here)."""
         from cudal1.actors.bench_pool import BenchmarkPools
-        from cudal1.actors.shells import BufferActor, RolloutActor
+        from cudal1.actors.shells import BufferActor
         from cudal1.actors.storage import driver_node_options
         from cudal1.policy.model import load_tokenizer
         from cudal1.tracking import Tracker
@@ -194,11 +195,13 @@ class RunContext:
             pinned = driver_node_options() if cfg.ray.storage == "driver_node" else {}
             ctx.buffer = BufferActor.options(**pinned).remote(str(run_dir / "buffer"), tau=rl.tau, n_buckets=rl.n_buckets,
                                             k=max(rl.exemplars, 1), seed=cfg.seed, scale=rl.bucket_scale)
-            ctx.generator = RolloutActor.options(num_cpus=cfg.rollout.num_cpus, num_gpus=cfg.rollout.num_gpus).remote(
-                str(model_path), cfg.rollout.backend, max_model_len=cfg.rollout.max_model_len, dtype=cfg.model.dtype,
-                seed=cfg.seed, **_engine_kwargs(cfg))
+            ctx.generator = start_generator(cfg, model_path)
             ctx.learner = start_learner(cfg, model_path, pinned)
             ctx.pools = BenchmarkPools(specs, primary=cfg.bench.primary)
+            if len(ctx.pools.names) > 1:
+                from cudal1.pipeline.record import PoolRecorder
+
+                ctx.recorder = PoolRecorder(ctx.pools, run_dir / "rollouts")
             ctx.tasks = usable_tasks(ctx.tasks, ctx.pools.primary.probe_tasks([t.task_id for t in ctx.tasks]))
             for name, handle in (("buffer", ctx.buffer), ("rollout generator", ctx.generator), ("learner", ctx.learner)):
                 log.info("waiting for the %s", name)
@@ -211,7 +214,10 @@ class RunContext:
         return ctx
 
     def close(self, status: str = "FINISHED") -> None:
-        """Stop the actors (the buffer is already on disk) and close the MLflow run."""
+        """Stop the actors (the buffer is already on disk) and close the MLflow run. A finished run
+        first lets the other pools finish recording what was submitted (up to 10 minutes)."""
+        if self.recorder is not None:
+            self.recorder.close(timeout_s=600.0 if status == "FINISHED" else 5.0)
         if self.pools is not None:
             self.pools.shutdown()
         for handle in (self.generator, self.learner, self.buffer):
@@ -246,6 +252,19 @@ def start_learner(cfg: DictConfig, model_path: Path, pinned: dict[str, Any]) -> 
         recompute_old_logprobs=lc.recompute_old_logprobs, tis_cap=lc.tis_cap, dual_clip=lc.dual_clip,
         log_ratio_clamp=lc.log_ratio_clamp, offload_optimizer=lc.offload_optimizer, offload_param=lc.offload_param,
         gradient_checkpointing=lc.gradient_checkpointing, logprob_chunk=lc.logprob_chunk)
+
+
+def start_generator(cfg: DictConfig, model_path: str | Path) -> Any:
+    """Start the rollout engines `cfg.rollout` asks for (`rollout.num_engines`, each with
+    `tensor_parallel_size` workers) as one `cudal1.actors.generator_group.GeneratorGroup`;
+    returns at once (call `.ready()`)."""
+    from cudal1.actors.generator_group import GeneratorGroup
+
+    ro = cfg.rollout
+    return GeneratorGroup.start(str(model_path), ro.backend, num_engines=ro.num_engines,
+                                tensor_parallel_size=ro.tensor_parallel_size, num_cpus=ro.num_cpus,
+                                num_gpus=ro.num_gpus, max_model_len=ro.max_model_len, dtype=cfg.model.dtype,
+                                seed=cfg.seed, **_engine_kwargs(cfg))
 
 
 def _engine_kwargs(cfg: DictConfig) -> dict[str, Any]:

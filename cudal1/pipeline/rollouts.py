@@ -80,6 +80,8 @@ def sample_rollouts(ctx: Any, tasks: Sequence[Task], prompts: Sequence[list[dict
     results = ctx.pools.primary.evaluate_many(candidates, progress=True) if candidates else []
     reward_cfg = reward_config(cfg)
     verify_outliers(ctx.pools.primary, candidates, results, _best_known(ctx, candidates, results), reward_cfg)
+    if getattr(ctx, "recorder", None) is not None:  # the other architectures, for the record
+        ctx.recorder.submit(step, candidates, results)
     t2 = time.perf_counter()
     for r, res in zip(evaluable, results):
         r.result = res

@@ -19,9 +19,9 @@ from tqdm import tqdm
 from cudal1.pipeline.metrics import rollout_metrics
 from cudal1.pipeline.rollouts import assign_advantages, is_success, reward_config, sample_rollouts, successes, update_examples
 from cudal1.policy.model import chat_prompt_ids
-from cudal1.policy.prompts import contrastive_prompt, plain_prompt, sft_response
+from cudal1.pipeline.sft_data import sft_pairs, stage1_solutions
+from cudal1.policy.prompts import plain_prompt
 from cudal1.records import Candidate, Exemplar, PolicyExample, Rollout
-from cudal1.rl.exemplars import contrastive_target
 from cudal1.tasks.suite import seeds_for
 from cudal1.tasks.task import reference_as_candidate
 
@@ -42,25 +42,22 @@ def sync_weights(ctx: Any) -> float:
     if ctx.cfg.rollout.weight_sync == "broadcast":
         if ctx.weight_specs is None:
             open_weight_group(ctx)
-        wait_all([ctx.learner.broadcast_weights.remote(),
-                  ctx.generator.receive_weights.remote(ctx.weight_specs, version)])
+        wait_all([ctx.learner.broadcast_weights.remote(), *ctx.generator.receive_weights(ctx.weight_specs, version)])
     else:
         ctx.generator.update_weights(ctx.learner.named_weights.remote(), version)
     return time.perf_counter() - t0
 
 
 def open_weight_group(ctx: Any) -> None:
-    """Open the broadcast group: the learner serves it on its node (rank 0), the generator's
-    engine joins (rank 1); both calls run together, since each waits for the other."""
-    from cudal1.actors.shells import wait_all
-
+    """Open the broadcast group: the learner serves it on its node (rank 0), every engine worker
+    of the generator group joins (ranks 1 ... M·k); all join together, since each waits for the others."""
     host, port = ctx.learner.endpoint()
     on_gpus = ctx.cfg.learner.num_gpus > 0 and ctx.cfg.rollout.num_gpus > 0
     backend = "nccl" if on_gpus else "gloo"
-    wait_all([ctx.learner.init_weight_group.remote(host, port, 2, backend),
-              ctx.generator.init_weight_group.remote(host, port, 1, 2, backend)], timeout_s=900)
+    world = ctx.generator.open_broadcast(ctx.learner, host, port, backend)
     ctx.weight_specs = ctx.learner.weight_manifest()
-    log.info("weight broadcast group open on %s:%d (%s, %d tensors)", host, port, backend, len(ctx.weight_specs))
+    log.info("weight broadcast group open on %s:%d (%s, %d members, %d tensors)", host, port, backend, world,
+             len(ctx.weight_specs))
 
 
 def finish_unit(ctx: Any, metrics: dict[str, float], summary: dict[str, Any] | None = None,
@@ -150,44 +147,54 @@ def rollout_summary(metrics: dict[str, float], prefix: str) -> dict[str, float]:
 
 
 def run_sft(ctx: Any) -> None:
-    """Stage 1: validate the seed solutions of the selected tasks on the primary pool (and, with
-    `reference_variants`, each task's reference renamed `ModelNew`, a correct 1.00× variant),
-    store the correct ones in the exemplar buffer with their speedups, then fine-tune: each seed
-    as the answer to the plain prompt, and, where a task has a correct variant strictly slower
-    than its fastest one (`contrastive_target`), the fastest as the answer to a contrastive prompt
-    that shows the slower ones. A stage with nothing to train on is skipped with a log line."""
+    """Stage 1: validate the seed solutions of the selected tasks and, with `data.augmented`, the
+    dataset's kept variants of them (`cudal1.pipeline.sft_data.stage1_solutions`) on the primary
+    pool (and, with `reference_variants`, each task's reference renamed `ModelNew`, a correct
+    1.00× variant), store the correct ones in the exemplar buffer with their speedups, then
+    fine-tune: each correct solution as the answer to the plain prompt, and, where a task has a
+    correct variant strictly slower than its fastest one, the fastest as the answer to a
+    contrastive prompt that shows the slower ones (`sft_pairs`). Without `validate_seeds` the
+    augmented variants keep their recorded speedups. A stage with nothing to train on is skipped
+    with a log line."""
     cfg = ctx.cfg.stage.sft
     backend = ctx.pools.primary.spec.backend
-    seeds = seeds_for(ctx.tasks, backend)
-    pairs = [(t, seeds[t.task_id]) for t in ctx.tasks if t.task_id in seeds]
-    if not pairs:
-        log.warning("sft: no %s seed solutions belong to the selected tasks (seeds are matched by task source); "
-                    "stage skipped", backend)
+    solutions = stage1_solutions(ctx.tasks, seeds_for(ctx.tasks, backend), ctx.cfg.data.augmented)
+    if not solutions:
+        log.warning("sft: no %s seed solutions belong to the selected tasks (seeds are matched by task source)%s; "
+                    "stage skipped", backend, " and data.augmented holds none of them" if ctx.cfg.data.augmented else "")
         return
+    if ctx.cfg.data.augmented:
+        log.info("sft: %d solutions from %s join the seeds", sum(e.origin != "seed" for e in solutions),
+                 ctx.cfg.data.augmented)
     variants: dict[str, list[Exemplar]] = {}
     if cfg.validate_seeds:
-        pairs, variants = _validated_variants(ctx, pairs, cfg.reference_variants)
+        solutions, variants = _validated_variants(ctx, solutions, cfg.reference_variants)
+    else:
+        for e in solutions:
+            if e.origin != "seed":
+                variants.setdefault(e.task_id, []).append(e)
+        ctx.buffer.add([e for found in variants.values() for e in found])
     examples = []
     max_prompt = ctx.cfg.rollout.max_model_len - ctx.cfg.rollout.max_tokens
-    min_gain = ctx.cfg.reward.min_gain
     k = ctx.cfg.stage.contrastive_rl.exemplars
-    contrastive = 0
-    for t, src in pairs:
-        prompts = [(plain_prompt(t.source), src)]
-        found = contrastive_target(variants.get(t.task_id, []), k, min_gain) if cfg.contrastive_prompts and k > 0 else None
-        if found is not None:
-            shown, target = found
-            prompts.append((contrastive_prompt(t.source, shown), target.code))
-            contrastive += 1
-        for messages, code in prompts:
+    contrastive, trained = 0, 0
+    for t in ctx.tasks:
+        answers = [e for e in solutions if e.task_id == t.task_id]
+        if not answers:
+            continue
+        trained += 1
+        pairs = sft_pairs(t.source, answers, variants.get(t.task_id, []), k, ctx.cfg.reward.min_gain,
+                          contrastive=cfg.contrastive_prompts)
+        contrastive += any(kind == "contrastive" for kind, _, _ in pairs)
+        for _, messages, text in pairs:
             ids = chat_prompt_ids(ctx.tokenizer, messages)
             if len(ids) <= max_prompt:
-                examples.append(PolicyExample(ids, response_ids(ctx.tokenizer, sft_response(code))))
+                examples.append(PolicyExample(ids, response_ids(ctx.tokenizer, text)))
     ctx.tracker.log_metrics({"sft/examples": len(examples), "sft/contrastive_tasks": contrastive}, step=ctx.state.step)
     if not examples:
         log.warning("sft: nothing to train on (no seed validated, or every prompt is too long); stage skipped")
         return
-    log.info("sft: %d examples (%d tasks, %d with a contrastive example)", len(examples), len(pairs), contrastive)
+    log.info("sft: %d examples (%d tasks, %d with a contrastive example)", len(examples), trained, contrastive)
     with progress(ctx, cfg.epochs, "sft", "epoch") as bar:
         while ctx.state.unit < cfg.epochs:
             last = train_supervised(ctx, examples, 1, cfg.batch_size, "sft")
@@ -196,28 +203,41 @@ def run_sft(ctx: Any) -> None:
             bar.update()
 
 
-def _validated_variants(ctx: Any, pairs: list[tuple[Any, str]], references: bool
-                        ) -> tuple[list[tuple[Any, str]], dict[str, list[Exemplar]]]:
-    """Evaluate the seeds (and, with `references`, each task's reference as a candidate) on the
-    primary pool; store the correct ones in the buffer. Returns (the seeds that are correct, the
-    correct variants per task)."""
-    candidates = [Candidate(t.task_id, src, origin="seed") for t, src in pairs]
+def _validated_variants(ctx: Any, solutions: list[Exemplar], references: bool
+                        ) -> tuple[list[Exemplar], dict[str, list[Exemplar]]]:
+    """Evaluate `solutions` (and, with `references`, each of their tasks' reference as a
+    candidate) on the primary pool; store the correct ones in the buffer. Returns (the solutions
+    that are correct, with the speedups measured here, the correct variants per task)."""
+    candidates = [Candidate(e.task_id, e.code, origin=e.origin) for e in solutions]
     if references:
-        candidates += [Candidate(t.task_id, reference_as_candidate(t.source), origin="reference") for t, _ in pairs]
+        sources = {t.task_id: t.source for t in ctx.tasks}
+        candidates += [Candidate(t, reference_as_candidate(sources[t]), origin="reference")
+                       for t in dict.fromkeys(e.task_id for e in solutions)]
     results = ctx.pools.primary.evaluate_many(candidates)
+    if getattr(ctx, "recorder", None) is not None:  # the seeds on the other architectures, for the record
+        ctx.recorder.submit(ctx.state.step, candidates, results)
+    analyses = [e.analysis for e in solutions] + [""] * (len(candidates) - len(solutions))
     variants: dict[str, list[Exemplar]] = {}
-    for c, res in zip(candidates, results):
+    correct: list[Exemplar] = []
+    for c, res, analysis in zip(candidates, results, analyses):
         if res.get("status") == "ok" and "degenerate_task" not in (res.get("labels") or ()):
-            variants.setdefault(c.task_id, []).append(Exemplar(c.task_id, c.source, float(res["speedup"]), origin=c.origin))
+            e = Exemplar(c.task_id, c.source, float(res["speedup"]), analysis=analysis, origin=c.origin)
+            variants.setdefault(c.task_id, []).append(e)
+            if c.origin != "reference":
+                correct.append(e)
         else:
             log.warning("sft: %s for %s is %s (%s): not trained on", c.origin, c.task_id, res.get("status"),
                         str(res.get("message", ""))[:200])
     ctx.buffer.add([e for found in variants.values() for e in found])
-    good = {c.task_id for c, res in zip(candidates, results) if c.origin == "seed" and res.get("status") == "ok"}
-    ctx.tracker.log_metrics({"sft/seeds_ok": len(good), "sft/seeds": len(pairs)}, step=ctx.state.step)
-    log.info("sft: %d of %d seeds correct; %d tasks with their reference as a 1.00x variant", len(good), len(pairs),
-             sum(1 for found in variants.values() if any(e.origin == "reference" for e in found)))
-    return [(t, src) for t, src in pairs if t.task_id in good], variants
+    seeds = sum(e.origin == "seed" for e in solutions)
+    seeds_ok = sum(e.origin == "seed" for e in correct)
+    ctx.tracker.log_metrics({"sft/seeds_ok": seeds_ok, "sft/seeds": seeds, "sft/augmented": len(solutions) - seeds,
+                             "sft/augmented_ok": len(correct) - seeds_ok}, step=ctx.state.step)
+    augmented = (f" and {len(correct) - seeds_ok} of {len(solutions) - seeds} augmented solutions"
+                 if len(solutions) > seeds else "")
+    log.info("sft: %d of %d seeds%s correct; %d tasks with their reference as a 1.00x variant", seeds_ok, seeds,
+             augmented, sum(1 for found in variants.values() if any(e.origin == "reference" for e in found)))
+    return correct, variants
 
 
 # ----- stage 2

@@ -24,6 +24,7 @@ it should go to the reference, the exemplars and the answer. Chat messages are r
 from __future__ import annotations
 
 import ast
+import dataclasses
 from collections.abc import Sequence
 
 from cudal1.records import Exemplar
@@ -137,3 +138,77 @@ def sft_response(code: str, analysis: str = "", design: str = "") -> str:
             f"## {SECTIONS['code']}\n{fence(code)}",
         ]
     )
+
+
+@dataclasses.dataclass
+class Feedback:
+    """What the evaluator said about one earlier attempt, for the next round's prompt (the optimize
+    loop, `cudal1.pipeline.optimize`).
+
+    Attributes:
+        status: the evaluator's status ("compile_error", "incorrect", "ok", ...) or
+            "parse_error:<label>" when the response held no usable code (`cudal1.policy.parsing`).
+        message: the evaluator's one-line message (or the parser's label, explained).
+        speedup: measured speedup (×, reference ms / candidate ms) of a correct attempt, else None.
+        reference_ms, candidate_ms: the median times (ms) of a correct attempt, else None.
+    """
+
+    status: str
+    message: str = ""
+    speedup: float | None = None
+    reference_ms: float | None = None
+    candidate_ms: float | None = None
+
+    def line(self, max_chars: int = 300) -> str:
+        """One line: status, then the message cut to `max_chars`, or the timing of a correct attempt."""
+        if self.status == "ok" and self.speedup is not None:
+            times = (f" (reference {self.reference_ms:.3f} ms, yours {self.candidate_ms:.3f} ms)"
+                     if self.reference_ms is not None and self.candidate_ms is not None else "")
+            what = f"correct but not faster: {self.speedup:.2f}x speedup{times}"
+        else:
+            what = self.status
+        message = " ".join(self.message.split())
+        if len(message) > max_chars:
+            message = message[: max_chars - 3] + "..."
+        return f"{what}: {message}" if message else what
+
+
+_FEEDBACK_INTRO = ("Your previous attempts failed or were not faster. What the evaluator reported "
+                   "(fix these problems in your new solution):")
+
+
+def feedback_block(feedback: Sequence[Feedback], max_items: int = 4, max_chars: int = 300) -> str:
+    """The execution feedback of earlier attempts as one prompt paragraph ("" for none).
+
+    Shows at most `max_items` attempts (the first ones given; identical lines once), each as
+    "- Attempt N: <status>: <message>" with the message cut to `max_chars` characters.
+    """
+    lines: list[str] = []
+    for f in feedback:
+        line = f.line(max_chars)
+        if line not in lines:
+            lines.append(line)
+        if len(lines) >= max_items:
+            break
+    if not lines:
+        return ""
+    return "\n".join([_FEEDBACK_INTRO, *(f"- Attempt {i}: {line}" for i, line in enumerate(lines, 1))])
+
+
+def with_feedback(messages: list[dict[str, str]], feedback: Sequence[Feedback], max_items: int = 4,
+                  max_chars: int = 300) -> list[dict[str, str]]:
+    """`messages` (a `plain_prompt` or `contrastive_prompt`) with `feedback_block` placed in the user
+    message just before its closing instruction (the answer-format paragraph). Returns a new list;
+    `messages` is unchanged; with no feedback the same content is returned.
+
+    Raises ValueError when the last message is not the user's.
+    """
+    if not messages or messages[-1]["role"] != "user":
+        raise ValueError("the prompt's last message must be the user's")
+    block = feedback_block(feedback, max_items, max_chars)
+    out = [dict(m) for m in messages]
+    if not block:
+        return out
+    head, sep, tail = out[-1]["content"].rpartition("\n\n")
+    out[-1]["content"] = f"{head}\n\n{block}\n\n{tail}" if sep else f"{block}\n\n{tail}"
+    return out

@@ -54,14 +54,17 @@ def test_the_message_names_needs_nodes_and_what_is_left_over():
 def test_job_needs_follow_the_config():
     needs = {n.role: n for n in job_needs(composed())}
     assert needs["benchmark pool 'cpu'"].count == 2 and needs["benchmark pool 'cpu'"].resources == {"CPU": 1.0}
-    assert needs["rollout generator"].resources == {"CPU": 1.0} and needs["learner"].count == 1
+    assert needs["rollout engine"].resources == {"CPU": 1.0} and needs["learner"].count == 1
     assert total_need(list(needs.values())) == {"CPU": 4.0}  # the README's figure for the default job
     smoke = composed("smoke")
     assert total_need(job_needs(smoke)) == {"CPU": 3.0}
     gpu = composed(overrides=["bench=h100", "learner.num_gpus=1", "rollout.num_gpus=1"])
     roles = {n.role: n.resources for n in job_needs(gpu)}
     assert any(r.get("accelerator_type:H100") for r in roles.values())
-    assert roles["learner"]["GPU"] == 1.0 and roles["rollout generator"]["GPU"] == 1.0
+    assert roles["learner"]["GPU"] == 1.0 and roles["rollout engine"]["GPU"] == 1.0
+    group = {n.role: n for n in job_needs(composed(overrides=[
+        "rollout.num_gpus=1", "rollout.num_engines=2", "rollout.tensor_parallel_size=2"]))}
+    assert group["rollout engine"].count == 2 and group["rollout engine"].resources["GPU"] == 2.0
 
 
 def test_start_ray_checks_the_running_cluster(ray_cluster):

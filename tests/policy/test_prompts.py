@@ -2,11 +2,14 @@ from cudal1.policy.parsing import parse_response
 from cudal1.policy.prompts import (
     SECTIONS,
     SYSTEM_PROMPT,
+    Feedback,
     contrastive_prompt,
+    feedback_block,
     fence,
     plain_prompt,
     sft_response,
     solution_notes,
+    with_feedback,
 )
 from cudal1.records import Exemplar
 from cudal1.tasks import load_builtin, seed_solutions
@@ -94,3 +97,28 @@ def test_every_builtin_seed_solution_makes_a_parseable_sft_example():
             assert parsed.code.strip() == code.strip()
             assert task_id in tasks
             assert tasks[task_id].source.strip() in plain_prompt(tasks[task_id].source)[1]["content"]
+
+
+def test_feedback_goes_before_the_closing_instruction_with_each_message_cut():
+    failures = [Feedback("compile_error", "error: 'foo' was not declared in this scope " + "x" * 500),
+                Feedback("incorrect", "max abs error 3.2 > atol 1e-05 on trial 1"),
+                Feedback("incorrect", "max abs error 3.2 > atol 1e-05 on trial 1"),  # the same line once
+                Feedback("ok", "", speedup=0.8, reference_ms=1.0, candidate_ms=1.25),
+                Feedback("parse_error:no_code_block", "the response had no ```python code block")]
+    block = feedback_block(failures, max_items=3, max_chars=60)
+    lines = block.splitlines()
+    assert lines[1].startswith("- Attempt 1: compile_error: error: 'foo' was not declared") and lines[1].endswith("...")
+    assert len(lines[1]) == len("- Attempt 1: compile_error: ") + 60
+    assert lines[2] == "- Attempt 2: incorrect: max abs error 3.2 > atol 1e-05 on trial 1"
+    assert lines[3] == "- Attempt 3: correct but not faster: 0.80x speedup (reference 1.000 ms, yours 1.250 ms)"
+    assert len(lines) == 4  # max_items=3: the parse error is left out
+    assert feedback_block([]) == ""
+
+    for base in (plain_prompt(REFERENCE), contrastive_prompt(REFERENCE, [ex(SLOW, 1.1), ex(FAST, 2.0)])):
+        messages = with_feedback(base, failures[:2])
+        user, before = messages[1]["content"], base[1]["content"]
+        assert base[1]["content"] == before and messages[0] == base[0]  # the input is not changed
+        head, _, tail = before.rpartition("\n\n")
+        assert user == f"{head}\n\n{feedback_block(failures[:2])}\n\n{tail}"
+        assert user.index("max abs error") < user.index("## Performance analysis") and REFERENCE.strip() in user
+        assert with_feedback(base, []) == base

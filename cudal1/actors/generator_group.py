@@ -1,0 +1,175 @@
+"""A generator group: M rollout engines, each a Ray actor in a placement group of its own, used
+by the driver as one generator.
+
+Each engine is a `RolloutActor` (`cudal1.rollout.RolloutGenerator` around vLLM, or transformers)
+with `tensor_parallel_size` = k engine workers inside it (vLLM's own processes, on the k GPUs of
+its placement group's bundle). Prompts are split over the engines in contiguous shards of nearly
+equal size and the answers put back in prompt order; every engine samples all `n` responses of
+each of its prompts, so a GRPO group never spans engines.
+
+Weights reach every engine the same way they reach one: a copy through Ray's object store
+(`update_weights`), or one broadcast group of size 1 + M·k (`open_broadcast`): the learner is
+rank 0, engine i's workers are ranks 1 + i·k ... (i+1)·k, and a sync is the learner's
+`broadcast_weights` while every engine runs `receive_weights`.
+
+Limits: prompts are split when a call starts, not balanced while it runs (an engine given long
+responses finishes last), and a call returns when every engine has answered (no streaming of
+finished groups to the benchmark pool yet).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+import ray
+from ray.util.placement_group import placement_group, remove_placement_group
+from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+from cudal1.actors.shells import RolloutActor, ShellHandle, wait_all
+
+log = logging.getLogger(__name__)
+
+
+def shard_bounds(count: int, shards: int) -> list[tuple[int, int]]:
+    """[start, end) of `shards` contiguous shards of `count` items whose sizes differ by at most
+    one, larger ones first: shard_bounds(5, 2) == [(0, 3), (3, 5)]. Raises ValueError if shards < 1."""
+    if shards < 1:
+        raise ValueError(f"shards must be at least 1, not {shards}")
+    base, extra = divmod(count, shards)
+    bounds, start = [], 0
+    for i in range(shards):
+        end = start + base + (1 if i < extra else 0)
+        bounds.append((start, end))
+        start = end
+    return bounds
+
+
+def broadcast_ranks(num_engines: int, workers_per_engine: int) -> tuple[list[int], int]:
+    """(first rank of each engine, world size) of the weight-broadcast group: the learner is rank
+    0 and engine i's k workers take ranks 1 + i·k ... (i+1)·k. broadcast_ranks(2, 2) == ([1, 3], 5)."""
+    if num_engines < 1 or workers_per_engine < 1:
+        raise ValueError(f"need at least one engine and one worker each, not {num_engines} x {workers_per_engine}")
+    return [1 + i * workers_per_engine for i in range(num_engines)], 1 + num_engines * workers_per_engine
+
+
+class GeneratorGroup:
+    """M rollout engines as one generator (see the module docstring).
+
+    Args:
+        engines: the engines' handles (`ShellHandle`s of `RolloutActor`s), in rank order.
+        workers_per_engine: k, the tensor-parallel workers inside each engine (vLLM: one broadcast
+            rank each; the transformers engine has 1).
+        placement_groups: the placement groups to remove on `kill` (one per engine, or none).
+    """
+
+    def __init__(self, engines: Sequence[ShellHandle], workers_per_engine: int = 1,
+                 placement_groups: Sequence[Any] = ()) -> None:
+        if not engines:
+            raise ValueError("a generator group needs at least one engine")
+        self.engines = list(engines)
+        self.workers_per_engine = int(workers_per_engine)
+        self._placement_groups = list(placement_groups)
+
+    @classmethod
+    def start(cls, model_path: str, backend: str, *, num_engines: int = 1, tensor_parallel_size: int = 1,
+              num_cpus: float = 1.0, num_gpus: float = 0.0, ready_timeout_s: float = 900.0,
+              **generator_kwargs: Any) -> "GeneratorGroup":
+        """Start `num_engines` engines, each in a placement group of one bundle
+        {CPU: num_cpus, GPU: num_gpus × tensor_parallel_size} (STRICT_PACK: an engine's workers on
+        one node); `generator_kwargs` go to `RolloutGenerator`. Returns at once; call `ready()`.
+
+        Raises:
+            ValueError: num_engines or tensor_parallel_size below 1.
+            TimeoutError: a placement group could not be reserved within `ready_timeout_s` (the
+                cluster lacks the resources; the preflight check normally says so earlier).
+        """
+        if num_engines < 1 or tensor_parallel_size < 1:
+            raise ValueError(f"num_engines ({num_engines}) and tensor_parallel_size ({tensor_parallel_size}) must be >= 1")
+        bundle: dict[str, float] = {"CPU": float(num_cpus)}
+        if num_gpus > 0:
+            bundle["GPU"] = float(num_gpus) * tensor_parallel_size
+        kwargs = dict(generator_kwargs)
+        if tensor_parallel_size > 1:
+            kwargs["tensor_parallel_size"] = tensor_parallel_size
+        groups, engines = [], []
+        try:
+            for i in range(num_engines):
+                pg = placement_group([bundle], strategy="STRICT_PACK", name=f"cudal1-rollout-{i}")
+                groups.append(pg)
+                ready, _ = ray.wait([pg.ready()], timeout=ready_timeout_s)
+                if not ready:
+                    raise TimeoutError(f"rollout engine {i}: no node could reserve {bundle} within {ready_timeout_s:.0f} s")
+                strategy = PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=0)
+                engines.append(RolloutActor.options(num_cpus=num_cpus, num_gpus=bundle.get("GPU", 0.0),
+                                                    scheduling_strategy=strategy).remote(model_path, backend, **kwargs))
+        except BaseException:
+            _release(engines, groups)
+            raise
+        return cls(engines, tensor_parallel_size, groups)
+
+    def __len__(self) -> int:
+        return len(self.engines)
+
+    def ready(self, timeout_s: float | None = None) -> None:
+        """Wait until every engine has loaded; re-raises the first engine's error."""
+        wait_all([e.actor.ready.remote() for e in self.engines], timeout_s=timeout_s)
+
+    def generate(self, prompts: Sequence[Sequence[int]], n: int = 1, **sampling: Any) -> list[list[Any]]:
+        """`RolloutGenerator.generate` over the group: prompt i's `n` samples are result[i], in
+        prompt order, whichever engine made them. `sampling`: max_tokens, temperature, top_p."""
+        prompts = [list(p) for p in prompts]
+        if not prompts:
+            return []
+        bounds = [(a, b) for a, b in shard_bounds(len(prompts), len(self.engines)) if b > a]
+        refs = [self.engines[i].generate.remote(prompts[a:b], n=n, **sampling) for i, (a, b) in enumerate(bounds)]
+        out: list[list[Any]] = []
+        for part in wait_all(refs):
+            out.extend(part)
+        return out
+
+    def score(self, prompt_ids: Sequence[int], response_ids: Sequence[int]) -> list[float]:
+        """The first engine's `RolloutGenerator.score` (all engines hold the same weights)."""
+        return self.engines[0].score(list(prompt_ids), list(response_ids))
+
+    def model_versions(self) -> list[int]:
+        """Each engine's `model_version`, in engine order."""
+        return [int(v) for v in wait_all([e.actor.get.remote("model_version") for e in self.engines])]
+
+    def update_weights(self, named_weights: Any, version: int) -> float:
+        """Load the learner's weights into every engine through the object store (`named_weights`:
+        an ObjectRef of the learner's `named_weights()`, fetched once per engine). Returns the
+        slowest engine's seconds."""
+        return max(wait_all([e.update_weights.remote(named_weights, version) for e in self.engines]))
+
+    def open_broadcast(self, learner: Any, host: str, port: int, backend: str, timeout_s: float = 900.0) -> int:
+        """Form the weight-broadcast group of the learner (rank 0, serving on host:port) and every
+        engine worker; all sides join together, since each waits for the others. Returns its size."""
+        firsts, world = broadcast_ranks(len(self.engines), self.workers_per_engine)
+        refs = [learner.init_weight_group.remote(host, port, world, backend)]
+        refs += [e.init_weight_group.remote(host, port, r, world, backend) for e, r in zip(self.engines, firsts)]
+        wait_all(refs, timeout_s=timeout_s)
+        return world
+
+    def receive_weights(self, specs: list[Any], version: int, bucket_mb: float = 256) -> list[Any]:
+        """Start every engine's side of one broadcast; returns their ObjectRefs (wait for them with
+        the learner's `broadcast_weights`, which must use the same `bucket_mb`)."""
+        return [e.receive_weights.remote(specs, version, bucket_mb) for e in self.engines]
+
+    def kill(self) -> None:
+        """Stop the engines and release their placement groups."""
+        _release(self.engines, self._placement_groups)
+
+
+def _release(engines: Sequence[ShellHandle], groups: Sequence[Any]) -> None:
+    for e in engines:
+        try:
+            e.kill()
+        except Exception as exc:  # already dead
+            log.debug("stopping %s: %s", e, exc)
+    for pg in groups:
+        try:
+            remove_placement_group(pg)
+        except Exception as exc:
+            log.debug("removing %s: %s", pg, exc)

@@ -1,0 +1,471 @@
+"""The inference-time contrastive loop: `Optimizer` makes one program faster with a policy and a
+benchmark pool, round after round, and says what it found.
+
+One task, `rounds` rounds (CUDA-L1's contrastive prompt used at inference time, plus execution
+feedback):
+
+1. (optional) the task's reference, renamed `ModelNew`, is evaluated first: a task whose
+   reference does not run is reported as `invalid_task` before any sampling;
+2. (optional) starting solutions (`start`: the user's own attempts, seed solutions) are evaluated
+   as round 0;
+3. each round builds one prompt: the reference and up to `exemplars` correct solutions found so
+   far with their measured speedups (`cudal1.rl.exemplars.sample_exemplars`, slowest first, in
+   `cudal1.policy.prompts.contrastive_prompt`), and, with `feedback`, what the evaluator said
+   about the previous round's failures and correct-but-not-faster attempts (status, message,
+   times: `cudal1.policy.prompts.with_feedback`); the generator samples `samples` responses, the
+   parser reads them, the pool evaluates the parsed candidates; correct ones join the exemplars;
+4. the fastest correct candidate is measured again on another actor of the pool (`verify`;
+   `cudal1.rl.rewards.second_opinion` decides whether two measurements agree); one that does not
+   hold up is dropped and the next is tried. The verified one is the task's solution, with the
+   slower of its two speedups, the larger spread, its labels and the model's analysis.
+
+`Optimizer.optimize(task, start=(), on_progress=None) -> TaskOutcome` is the stable entry point
+(the optimize job calls it per task; a Ray Serve application may call it per request). The
+generator and the pool are duck-typed: a `cudal1.rollout.RolloutGenerator` or a `ShellHandle` of
+one (`generate`), a `cudal1.actors.bench_pool.BenchmarkPool` (`evaluate_many`). Candidate code
+runs only in the pool's evaluator workers, never here. With `rounds=1, feedback=False` (and no
+`start`) it scores a checkpoint on a task: one round of `samples` plain-prompt samples.
+
+Limits: the prompt must fit `max_model_len - max_tokens`; when it does not, feedback, then
+exemplars, are dropped, and a task whose bare prompt does not fit is reported (`prompt_too_long`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from cudal1.bench.result import EvalResult, Status
+from cudal1.policy.parsing import parse_response
+from cudal1.policy.prompts import Feedback, contrastive_prompt, with_feedback
+from cudal1.records import Candidate, Exemplar
+from cudal1.rl.exemplars import sample_exemplars
+from cudal1.tasks.task import Task
+
+log = logging.getLogger(__name__)
+
+ProgressCallback = Callable[[dict[str, Any]], None]
+"""Called with one event dict per step of `Optimizer.optimize` (see `Optimizer.optimize`)."""
+
+OUTCOMES = ("improved", "correct", "no_correct", "invalid_task", "prompt_too_long")
+"""`TaskOutcome.status`: a verified solution faster than `min_gain` × / a verified solution that
+is not / no verified solution / the reference itself does not run / the prompt does not fit."""
+
+
+@dataclasses.dataclass
+class OptimizeSettings:
+    """How `Optimizer` searches. Times in ms, speedups in × (reference ms / candidate ms)."""
+
+    rounds: int = 2
+    """Generate-evaluate rounds per task."""
+    samples: int = 4
+    """Responses sampled per round."""
+    exemplars: int = 2
+    """Correct solutions shown per prompt with their speedups (0: plain prompts)."""
+    feedback: bool = True
+    """Show the previous round's failures (and correct but not faster attempts) with the evaluator's messages."""
+    feedback_items: int = 4
+    """At most this many attempts in the feedback paragraph."""
+    feedback_chars: int = 300
+    """Each evaluator message is cut to this many characters."""
+    max_tokens: int = 512
+    """Tokens sampled per response."""
+    max_model_len: int = 8192
+    """Prompt + response tokens the engine holds."""
+    temperature: float = 1.0
+    top_p: float = 1.0
+    tau: float = 1.0
+    """Exemplar bucket temperature (`cudal1.rl.exemplars.sample_exemplars`)."""
+    n_buckets: int = 4
+    bucket_scale: str = "log"
+    check_reference: bool = True
+    """Evaluate the reference (renamed ModelNew) first; a task whose reference fails is skipped."""
+    verify: bool = True
+    """Measure the best correct candidate again on another actor before it counts."""
+    verify_tolerance: float = 0.10
+    """Two measurements further apart than this (relative, or than their spreads) disagree."""
+    verify_tries: int = 3
+    """Candidates tried, fastest first, until one is confirmed."""
+    min_gain: float = 1.01
+    """A verified speedup above this (×) makes the outcome "improved"."""
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("rounds", "samples", "max_tokens", "max_model_len", "feedback_items", "feedback_chars",
+                     "verify_tries", "n_buckets"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1; got {getattr(self, name)}")
+        if self.exemplars < 0:
+            raise ValueError(f"exemplars must be >= 0; got {self.exemplars}")
+        if self.max_tokens >= self.max_model_len:
+            raise ValueError(f"max_tokens={self.max_tokens} leaves no room for the prompt in max_model_len={self.max_model_len}")
+        if not self.tau > 0 or not 0 < self.top_p <= 1 or self.temperature < 0:
+            raise ValueError("tau must be > 0, top_p in (0, 1], temperature >= 0")
+        if self.bucket_scale not in ("log", "linear"):
+            raise ValueError(f"bucket_scale must be log or linear; got {self.bucket_scale!r}")
+
+
+@dataclasses.dataclass
+class Attempt:
+    """One candidate of one round (round 0: a starting solution).
+
+    `result` is the evaluator's `EvalResult.to_dict()`, None when the response held no usable code
+    (`parse_error` says why) or was cut at `max_tokens` (`finish_reason` "length").
+    """
+
+    round: int
+    sample: int
+    origin: str
+    code: str | None
+    sections: dict[str, str]
+    parse_error: str | None
+    finish_reason: str
+    result: dict[str, Any] | None
+
+    @property
+    def correct(self) -> bool:
+        r = self.result or {}
+        return r.get("status") == "ok" and isinstance(r.get("speedup"), (int, float)) and r["speedup"] > 0
+
+    def feedback(self) -> Feedback:
+        """What the next round's prompt says about this attempt."""
+        if self.result is None:
+            why = ("the response was cut off before its code block closed" if self.finish_reason == "length"
+                   else _PARSE_WHY.get(self.parse_error or "", "no usable code"))
+            return Feedback(f"parse_error:{self.parse_error or 'truncated'}", why)
+        r = self.result
+        ref, cand = r.get("reference") or {}, r.get("candidate") or {}
+        return Feedback(r["status"], r.get("message") or "", r.get("speedup"),
+                        ref.get("median_ms"), cand.get("median_ms"))
+
+
+_PARSE_WHY = {
+    "empty_response": "the response was empty",
+    "no_code_block": "the response had no ```python code block",
+    "truncated_code_block": "the code block was never closed",
+    "no_modelnew": "no code block mentions class ModelNew",
+    "syntax_error": "the code block defining ModelNew is not valid Python",
+    "modelnew_not_defined": "ModelNew is not defined at module level",
+}
+
+
+@dataclasses.dataclass
+class Solution:
+    """A task's verified solution.
+
+    `speedup` is the slower of the two agreeing measurements (×), `spread` the larger of their
+    `speedup_spread`s; `result` is the first measurement's `EvalResult.to_dict()` and
+    `second_opinion` the comparison with the second (None with `verify` off).
+    """
+
+    code: str
+    speedup: float
+    spread: float | None
+    labels: list[str]
+    analysis: str
+    design: str
+    origin: str
+    result: dict[str, Any]
+    second_opinion: dict[str, Any] | None = None
+
+
+@dataclasses.dataclass
+class TaskOutcome:
+    """What `Optimizer.optimize` found for one task.
+
+    Attributes:
+        task_id, name: the task.
+        status: one of `OUTCOMES`.
+        message: one line for the user.
+        solution: the verified solution, or None.
+        reference: the reference check's result (`EvalResult.to_dict()`), or None when skipped.
+        attempts: every candidate of every round, in order.
+        prompts: each round's user message (round 1 first).
+        seconds: wall time of the whole task.
+    """
+
+    task_id: str
+    name: str
+    status: str
+    message: str
+    solution: Solution | None = None
+    reference: dict[str, Any] | None = None
+    attempts: list[Attempt] = dataclasses.field(default_factory=list)
+    prompts: list[str] = dataclasses.field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def speedup(self) -> float | None:
+        return self.solution.speedup if self.solution else None
+
+    def table_result(self) -> EvalResult:
+        """The task's row for `cudal1.pipeline.evaluate.paper_table`: the verified solution's result
+        (its speedup and spread set to the verified ones); without one, the most informative
+        failure (a wrong or slow answer before a crash before a build error), a failed reference's
+        result, or a compile_error labelled "no_candidate" when no response held usable code."""
+        if self.solution is not None:
+            r = EvalResult.from_dict(self.solution.result)
+            r.speedup, r.speedup_spread, r.labels = self.solution.speedup, self.solution.spread, list(self.solution.labels)
+            return r
+        if self.status == "invalid_task" and self.reference is not None:
+            return EvalResult.from_dict(self.reference)
+        evaluated = [a.result for a in self.attempts if a.result is not None]
+        if evaluated:
+            return EvalResult.from_dict(max(evaluated, key=lambda r: _FAILURE_RANK.get(r["status"], 0)))
+        return EvalResult(self.task_id, Status.COMPILE_ERROR, labels=["no_candidate"],
+                          message=self.message or "no response held usable code")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe dict (the job's report.json)."""
+        d = dataclasses.asdict(self)
+        d["speedup"] = self.speedup
+        return d
+
+
+_FAILURE_RANK = {"ok": 6, "incorrect": 5, "hack": 4, "timeout": 3, "resource_exceeded": 3, "runtime_error": 2,
+                 "compile_error": 1, "invalid_task": 0}
+
+
+class Optimizer:
+    """The contrastive optimize loop over one policy and one benchmark pool (see the module doc).
+
+    Args:
+        generator: has `generate(prompt_ids: list[list[int]], n, max_tokens, temperature, top_p)
+            -> list[list[Generation]]` (`cudal1.rollout.RolloutGenerator`, or its actor's `ShellHandle`).
+        pool: has `evaluate_many(candidates, progress=bool, avoid=None) -> list[dict]`
+            (`cudal1.actors.bench_pool.BenchmarkPool`); candidates carry their task (`Candidate.task`),
+            so the pool need not hold the task in its suite.
+        tokenizer: the policy's tokenizer (its chat template is applied).
+        settings: `OptimizeSettings` (defaults when None).
+        progress_bars: show the pool's progress bar while it evaluates.
+
+    The object holds no per-task state: one `Optimizer` may serve many calls, from several threads
+    as far as its parts allow (a `BenchmarkPool` runs one `evaluate_many` at a time and makes a
+    second caller wait). Raises ValueError for bad settings (from `OptimizeSettings`).
+    """
+
+    def __init__(self, generator: Any, pool: Any, tokenizer: Any, settings: OptimizeSettings | None = None,
+                 progress_bars: bool = False) -> None:
+        self.generator, self.pool, self.tokenizer = generator, pool, tokenizer
+        self.settings = settings or OptimizeSettings()
+        self.progress_bars = progress_bars
+
+    def optimize(self, task: Task, start: Sequence[str] = (),
+                 on_progress: ProgressCallback | None = None) -> TaskOutcome:
+        """Optimize one task; never raises for anything the model or a candidate does.
+
+        Args:
+            task: the reference program (`cudal1.tasks.Task`; `load_task_file` for a standalone file).
+            start: solution sources evaluated first as round 0 (origin "start/<i>"): correct ones
+                become exemplars (and may be the answer), failed ones the first round's feedback.
+            on_progress: called with events, each a dict with "event", "task_id" and:
+                "reference" {"status", "message"} after the reference check;
+                "round_start" {"round", "rounds"}; "generated" {"round", "responses", "parsed"};
+                "round_done" {"round", "rounds", "evaluated", "correct", "best_speedup" (× or None),
+                "statuses" {status: count}}; "verified" {"speedup" or None, "agrees"};
+                "done" {"status", "speedup", "message"}. An exception it raises is logged and ignored.
+
+        Returns:
+            A `TaskOutcome`. Raises only for errors of the generator or the pool themselves
+            (an engine or a cluster failure), which the caller should see.
+        """
+        s = self.settings
+        t0 = time.perf_counter()
+        rng = random.Random(f"{s.seed}:{task.task_id}:{task.source_hash}")
+        emit = _emitter(on_progress, task.task_id)
+        out = TaskOutcome(task.task_id, task.name, "no_correct", "")
+        task_record = task.to_dict()
+
+        if s.check_reference:
+            ref = self._evaluate([Candidate(task.task_id, reference_check_source(task.source), "reference",
+                                            task=task_record)])[0]
+            out.reference = ref
+            emit("reference", status=ref["status"], message=ref.get("message", ""))
+            if ref["status"] != "ok":
+                out.status = "invalid_task"
+                out.message = f"the reference does not run as ModelNew: {ref['status']}: {ref.get('message', '')}"[:500]
+                return self._finish(out, t0, emit)
+
+        pool_of_exemplars: list[Exemplar] = []
+        feedback: list[Feedback] = []
+        if start:
+            attempts = [Attempt(0, i, f"start/{i}", code, {}, None, "stop", None) for i, code in enumerate(start)]
+            self._evaluate_attempts(task, task_record, attempts)
+            out.attempts += attempts
+            feedback = self._absorb(task, attempts, pool_of_exemplars)
+
+        for rnd in range(1, s.rounds + 1):
+            emit("round_start", round=rnd, rounds=s.rounds)
+            shown = sample_exemplars(pool_of_exemplars, s.exemplars, s.tau, rng, n_buckets=s.n_buckets,
+                                     scale=s.bucket_scale) if s.exemplars else []
+            prompt_ids, user = self._prompt(task, shown, feedback if s.feedback else [])
+            if prompt_ids is None:
+                out.status = "prompt_too_long"
+                out.message = (f"the prompt without exemplars or feedback is {user} tokens; "
+                               f"max_model_len - max_tokens = {s.max_model_len - s.max_tokens}")
+                return self._finish(out, t0, emit)
+            out.prompts.append(user)
+            gens = self.generator.generate([prompt_ids], n=s.samples, max_tokens=s.max_tokens,
+                                           temperature=s.temperature, top_p=s.top_p)[0]
+            attempts = []
+            for i, gen in enumerate(gens):
+                parsed = parse_response(gen.text)
+                usable = parsed.error is None and gen.finish_reason != "length"
+                attempts.append(Attempt(rnd, i, f"round{rnd}/s{i}", parsed.code if usable else None,
+                                        dict(parsed.sections), parsed.error, gen.finish_reason, None))
+            emit("generated", round=rnd, responses=len(gens), parsed=sum(a.code is not None for a in attempts))
+            self._evaluate_attempts(task, task_record, attempts)
+            out.attempts += attempts
+            feedback = self._absorb(task, attempts, pool_of_exemplars)
+            statuses: dict[str, int] = {}
+            for a in attempts:
+                key = a.result["status"] if a.result else f"parse_error:{a.parse_error or 'truncated'}"
+                statuses[key] = statuses.get(key, 0) + 1
+            best = max((e.speedup for e in pool_of_exemplars), default=None)
+            emit("round_done", round=rnd, rounds=s.rounds, evaluated=sum(a.result is not None for a in attempts),
+                 correct=sum(a.correct for a in attempts), best_speedup=best, statuses=statuses)
+
+        out.solution = self._verified_best(task, task_record, out.attempts, emit)
+        if out.solution is None:
+            n_correct = sum(a.correct for a in out.attempts)
+            out.status = "no_correct"
+            out.message = (f"{n_correct} correct candidates, none confirmed by a second measurement" if n_correct
+                           else f"no correct candidate in {len(out.attempts)} attempts")
+        else:
+            faster = out.solution.speedup > s.min_gain
+            out.status = "improved" if faster else "correct"
+            out.message = (f"{out.solution.speedup:.2f}x speedup (verified), from {out.solution.origin}" if faster else
+                           f"correct but not faster than {s.min_gain}x: {out.solution.speedup:.2f}x, from {out.solution.origin}")
+        return self._finish(out, t0, emit)
+
+    # -- steps ---------------------------------------------------------------------------------------
+
+    def _evaluate(self, candidates: list[Candidate], avoid: list[int | None] | None = None) -> list[dict[str, Any]]:
+        if avoid is None:
+            return self.pool.evaluate_many(candidates, progress=self.progress_bars)
+        return self.pool.evaluate_many(candidates, progress=self.progress_bars, avoid=avoid)
+
+    def _evaluate_attempts(self, task: Task, task_record: dict[str, Any], attempts: list[Attempt]) -> None:
+        todo = [a for a in attempts if a.code is not None]
+        if not todo:
+            return
+        results = self._evaluate([Candidate(task.task_id, a.code, a.origin, task=task_record) for a in todo])
+        for a, r in zip(todo, results):
+            a.result = r
+
+    def _absorb(self, task: Task, attempts: list[Attempt], exemplars: list[Exemplar]) -> list[Feedback]:
+        """Add the correct attempts to `exemplars` (distinct code); return the feedback for the next
+        round: the failures, then the correct attempts that were not faster than `min_gain`."""
+        known = {e.code for e in exemplars}
+        for a in attempts:
+            if a.correct and a.code not in known:
+                known.add(a.code)
+                exemplars.append(Exemplar(task.task_id, a.code, float(a.result["speedup"]),
+                                          analysis=a.sections.get("analysis", ""), step=a.round, origin=a.origin))
+        failed = [a.feedback() for a in attempts if not a.correct]
+        slow = [a.feedback() for a in attempts if a.correct and a.result["speedup"] <= self.settings.min_gain]
+        return failed + slow
+
+    def _prompt(self, task: Task, shown: list[Exemplar], feedback: list[Feedback]) -> tuple[list[int] | None, Any]:
+        """(prompt ids, user message) that fit; feedback, then exemplars, are dropped when too long.
+        (None, bare prompt's token count) when even the bare prompt does not fit."""
+        from cudal1.policy.model import chat_prompt_ids
+
+        s = self.settings
+        limit = s.max_model_len - s.max_tokens
+        tries = [(shown, feedback), (shown, []), ([], [])]
+        n = 0
+        for ex, fb in tries:
+            messages = contrastive_prompt(task.source, ex)
+            if fb:
+                messages = with_feedback(messages, fb, s.feedback_items, s.feedback_chars)
+            ids = chat_prompt_ids(self.tokenizer, messages)
+            n = len(ids)
+            if n <= limit:
+                if (ex, fb) != tries[0]:
+                    log.warning("%s: prompt too long for max_model_len - max_tokens = %d: %s dropped", task.task_id,
+                                limit, "feedback" if ex else "feedback and exemplars")
+                return ids, messages[-1]["content"]
+        return None, n
+
+    def _verified_best(self, task: Task, task_record: dict[str, Any], attempts: list[Attempt],
+                       emit: Callable[..., None]) -> Solution | None:
+        """The fastest correct attempt that a second measurement confirms (`verify`), else None."""
+        from cudal1.rl.rewards import RewardConfig, second_opinion
+
+        s = self.settings
+        ranked, seen = [], set()
+        for a in sorted((a for a in attempts if a.correct), key=lambda a: -a.result["speedup"]):
+            if a.code not in seen:
+                seen.add(a.code)
+                ranked.append(a)
+        cfg = RewardConfig(verify_tolerance=s.verify_tolerance)
+        for a in ranked[: s.verify_tries]:
+            first = a.result
+            if not s.verify:
+                return _solution(a, first["speedup"], first.get("speedup_spread"), None)
+            second = self._evaluate([Candidate(task.task_id, a.code, a.origin + "/verify", task=task_record)],
+                                    avoid=[first.get("actor")])[0]
+            opinion = second_opinion(first, second, cfg)
+            emit("verified", origin=a.origin, speedup=opinion["speedup"], agrees=opinion["agrees"])
+            if opinion["agrees"]:
+                spreads = [x for x in (first.get("speedup_spread"), second.get("speedup_spread")) if x is not None]
+                return _solution(a, min(first["speedup"], opinion["speedup"]), max(spreads) if spreads else None, opinion)
+            log.warning("%s: %s measured %.3fx, then %s on another actor: not confirmed", task.task_id, a.origin,
+                        first["speedup"], f"{opinion['speedup']:.3f}x" if opinion["speedup"] else opinion["status"])
+        return None
+
+    def _finish(self, out: TaskOutcome, t0: float, emit: Callable[..., None]) -> TaskOutcome:
+        out.seconds = time.perf_counter() - t0
+        emit("done", status=out.status, speedup=out.speedup, message=out.message)
+        return out
+
+
+def task_from_source(source: str, name: str = "program") -> Task:
+    """A submitted KernelBench-format program (its text) as a `Task` (level0/0, suite "file"),
+    parsed without being executed, exactly as `cudal1.tasks.load_task_file` parses a file.
+    Raises ValueError naming what is wrong (syntax error, no `Model`, `get_inputs` or
+    `get_init_inputs`, pretrained weights, ...)."""
+    import re
+    import tempfile
+    from pathlib import Path
+
+    from cudal1.tasks import load_task_file
+
+    stem = re.sub(r"[^A-Za-z0-9_]+", "_", name).strip("_") or "program"
+    with tempfile.TemporaryDirectory(prefix="cudal1-task-") as tmp:
+        path = Path(tmp) / f"{stem}.py"
+        path.write_text(source, encoding="utf-8")
+        try:
+            task = load_task_file(path)
+        except ValueError as e:
+            raise ValueError(str(e).replace(f"task file {path}", f"program {name!r}")) from None
+    return dataclasses.replace(task, path="")
+
+
+def reference_check_source(task_source: str) -> str:
+    """The task file as a candidate for the reference check: its own code with `ModelNew = Model`
+    appended. (Renaming the class, as `reference_as_candidate` does, breaks KernelBench's
+    `super(Model, self).__init__()`: NameError.)"""
+    return task_source.rstrip() + "\n\n\nModelNew = Model  # the reference itself, as the candidate\n"
+
+
+def _solution(a: Attempt, speedup: float, spread: float | None, opinion: Mapping[str, Any] | None) -> Solution:
+    return Solution(a.code or "", float(speedup), spread, list(a.result.get("labels") or []),
+                    a.sections.get("analysis", ""), a.sections.get("design", ""), a.origin, dict(a.result),
+                    dict(opinion) if opinion is not None else None)
+
+
+def _emitter(callback: ProgressCallback | None, task_id: str) -> Callable[..., None]:
+    def emit(event: str, **fields: Any) -> None:
+        if callback is None:
+            return
+        try:
+            callback({"event": event, "task_id": task_id, **fields})
+        except Exception:  # noqa: BLE001 - a progress sink must not stop the work
+            log.exception("progress callback failed on %s", event)
+    return emit

@@ -1,0 +1,227 @@
+"""`jobs/optimize.py`: `Optimizer` over a set of tasks, with files, a table and MLflow.
+
+`optimize_tasks` runs an `Optimizer` on each task and writes, under `out_dir`:
+
+    solutions/level<L>/<id>_<Name>.py   the best verified solution per task (the layout
+                                        `cudal1 eval-suite --solutions` and jobs/evaluate.py read)
+    reports/level<L>_<id>.json          the task's `TaskOutcome`: every attempt with its evaluation,
+                                        each round's prompt, the solution's analysis and design
+    results.jsonl                       one `EvalResult` per task (`TaskOutcome.table_result`): the
+                                        table's input
+    table.json, table.txt               `paper_table` over results.jsonl: mean / median / geomean
+                                        speedup, fast_1, fast_1.01, ... (× vs the eager reference)
+
+and logs all of it to MLflow. `run_optimize_job(cfg)` is the Hydra job: it selects the tasks,
+starts Ray, the generator actor and the primary benchmark pool, and calls `optimize_tasks`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from tqdm.auto import tqdm
+
+from cudal1.pipeline.evaluate import format_paper_table, paper_table
+from cudal1.pipeline.optimize import OptimizeSettings, Optimizer, ProgressCallback, TaskOutcome
+from cudal1.tasks.task import Task
+
+log = logging.getLogger(__name__)
+
+
+def solution_path(root: Path, task: Task) -> Path:
+    """`root/level<L>/<id>_<Name>.py` for `task` (the suite layout)."""
+    name = re.sub(r"[^A-Za-z0-9_]+", "_", task.name).strip("_") or "task"
+    return root / f"level{task.level}" / f"{task.problem_id}_{name}.py"
+
+
+def distinct_ids(tasks: Sequence[Task]) -> list[Task]:
+    """`tasks` with colliding task ids renumbered: standalone files not named like a suite's all
+    load as level0/0 (`load_task_file`); the k-th task of a level whose id is taken gets the next
+    free id of that level (logged). The order is kept."""
+    taken = {t.task_id for t in tasks}
+    seen: set[str] = set()
+    out = []
+    for t in tasks:
+        if t.task_id in seen:
+            n = max([t.problem_id, *(int(i.split("/")[1]) for i in taken if i.startswith(f"level{t.level}/"))]) + 1
+            new = dataclasses.replace(t, problem_id=n)
+            log.info("%s (%s) renumbered %s: the id is taken", t.task_id, t.path or t.name, new.task_id)
+            t = new
+            taken.add(t.task_id)
+        seen.add(t.task_id)
+        out.append(t)
+    return out
+
+
+def task_line(o: TaskOutcome) -> str:
+    """One summary line of a task's outcome."""
+    if o.solution is None:
+        return f"{o.task_id} {o.name}: {o.status}: {o.message}"
+    s = o.solution
+    spread = f" (spread {s.spread:.0%})" if s.spread is not None else ""
+    labels = f" [{', '.join(s.labels)}]" if s.labels else ""
+    return f"{o.task_id} {o.name}: {o.status}: {s.speedup:.2f}x{spread}{labels}, from {s.origin}"
+
+
+def optimize_tasks(optimizer: Optimizer, tasks: Sequence[Task], out_dir: str | Path, *,
+                   starts: Mapping[str, Sequence[str]] | None = None, tracker: Any = None, pool_name: str = "cpu",
+                   ps: Sequence[float] = (1.0, 1.01), progress: bool = True,
+                   on_progress: ProgressCallback | None = None) -> tuple[list[TaskOutcome], list[dict[str, Any]]]:
+    """Optimize each task in turn, writing the files of the module doc as results arrive.
+
+    Args:
+        optimizer: the loop (its pool evaluates; its generator samples).
+        tasks: distinct task ids (see `distinct_ids`).
+        out_dir: created if missing.
+        starts: {task_id: starting solution sources} (`Optimizer.optimize`'s `start`).
+        tracker: a `cudal1.tracking.Tracker` (None: no MLflow).
+        pool_name: the table's pool column.
+        ps: fast_p thresholds (×).
+        progress: a progress bar over tasks, its postfix the current round and best speedup.
+        on_progress: also called with every event of `Optimizer.optimize`.
+
+    Returns:
+        (one `TaskOutcome` per task, the table's rows from `paper_table`).
+    """
+    out = Path(out_dir)
+    for sub in ("solutions", "reports"):
+        (out / sub).mkdir(parents=True, exist_ok=True)
+    results_file = out / "results.jsonl"
+    results_file.write_text("")
+    outcomes: list[TaskOutcome] = []
+    bar = tqdm(total=len(tasks), desc="optimize", unit="task", disable=not progress, dynamic_ncols=True)
+
+    def show(event: dict[str, Any]) -> None:
+        if on_progress is not None:
+            on_progress(event)
+        if event["event"] == "round_start":
+            bar.set_postfix_str(f"{event['task_id']} round {event['round']}/{event['rounds']}")
+        elif event["event"] == "round_done":
+            best = event["best_speedup"]
+            bar.set_postfix_str(f"{event['task_id']} round {event['round']}/{event['rounds']}: {event['correct']}/"
+                                f"{event['evaluated']} correct" + (f", best {best:.2f}x" if best else ""))
+
+    try:
+        for i, task in enumerate(tasks):
+            o = optimizer.optimize(task, start=list((starts or {}).get(task.task_id, ())), on_progress=show)
+            outcomes.append(o)
+            if o.solution is not None:
+                path = solution_path(out / "solutions", task)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                path.write_text(o.solution.code, encoding="utf-8")
+            report = out / "reports" / f"{task.task_id.replace('/', '_')}.json"
+            report.write_text(json.dumps({**o.to_dict(), "path": task.path}, indent=1, default=str))
+            with results_file.open("a") as f:
+                f.write(o.table_result().to_json() + "\n")
+            bar.update(1)
+            tqdm.write(task_line(o))
+            if tracker is not None:
+                tracker.log_metrics({"task/speedup": o.speedup or 0.0, "task/correct": float(o.solution is not None),
+                                     "task/attempts": float(len(o.attempts)), "task/seconds": o.seconds}, step=i)
+    finally:
+        bar.close()
+    from cudal1.bench.result import EvalResult
+
+    results = [EvalResult.from_dict(json.loads(line)) for line in results_file.read_text().splitlines() if line.strip()]
+    rows = paper_table({pool_name: results}, ps)
+    text = format_paper_table(rows, ps)
+    (out / "table.json").write_text(json.dumps(rows, indent=1))
+    (out / "table.txt").write_text(text + "\n")
+    if tracker is not None:
+        tracker.log_table([{"task_id": o.task_id, "name": o.name, "status": o.status, "speedup": o.speedup,
+                            "spread": o.solution.spread if o.solution else None,
+                            "labels": ",".join(o.solution.labels) if o.solution else "",
+                            "origin": o.solution.origin if o.solution else "", "attempts": len(o.attempts),
+                            "message": o.message[:200],
+                            "analysis": (o.solution.analysis if o.solution else "")[:500]} for o in outcomes],
+                          "tables/optimize.json")
+        tracker.log_table([{k: v for k, v in r.items() if not k.endswith("_counts")} for r in rows],
+                          "tables/paper_table.json")
+        for r in rows:
+            tracker.log_metrics({f"{r['pool']}/{r['level']}/{k}": v for k, v in r.items()
+                                 if isinstance(v, (int, float)) and k != "n"}, step=0)
+        for name in ("table.json", "table.txt", "results.jsonl", "solutions", "reports"):
+            tracker.log_artifact(out / name)
+    return outcomes, rows
+
+
+def settings_from(cfg: Any) -> OptimizeSettings:
+    """The job config's `OptimizeSettings` (flat keys of `cudal1.config.OptimizeJobConfig`)."""
+    return OptimizeSettings(
+        rounds=cfg.rounds, samples=cfg.samples, exemplars=cfg.exemplars, feedback=cfg.feedback,
+        feedback_items=cfg.feedback_items, feedback_chars=cfg.feedback_chars, max_tokens=cfg.rollout.max_tokens,
+        max_model_len=cfg.rollout.max_model_len, temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
+        tau=cfg.tau, n_buckets=cfg.n_buckets, bucket_scale=cfg.bucket_scale, check_reference=cfg.check_reference,
+        verify=cfg.verify, verify_tolerance=cfg.verify_tolerance, min_gain=cfg.min_gain, seed=cfg.seed)
+
+
+def job_tasks(cfg: Any) -> list[Task]:
+    """The tasks of an optimize job: its `task_files` (parsed, not executed), else what `cfg.tasks`
+    selects (a builtin suite or a KernelBench checkout). Ids made distinct (`distinct_ids`).
+    Raises ValueError naming a bad task file (`load_task_file`), LookupError for an unknown id."""
+    from cudal1.pipeline.context import select_tasks
+    from cudal1.tasks import load_task_file
+
+    if cfg.task_files:
+        return distinct_ids([load_task_file(Path(p).expanduser()) for p in cfg.task_files])
+    return distinct_ids(select_tasks(cfg))
+
+
+def run_optimize_job(cfg: Any) -> tuple[list[TaskOutcome], list[dict[str, Any]]]:
+    """`jobs/optimize.py`: optimize the job's tasks with its model on its primary pool; print each
+    task's line, the analyses of the solutions found and the table; write `cfg.out_dir` and MLflow.
+    Returns `optimize_tasks`' value. Raises what `start_ray`, model loading and pool creation raise."""
+    from omegaconf import OmegaConf
+
+    from cudal1.actors.bench_pool import BenchmarkPool
+    from cudal1.pipeline.context import ensure_model, pool_specs, start_generator, start_ray
+    from cudal1.pipeline.evaluate import load_solutions
+    from cudal1.policy.model import load_tokenizer
+    from cudal1.tracking import Tracker
+
+    out = Path(cfg.out_dir).resolve()
+    tasks = job_tasks(cfg)
+    starts: dict[str, list[str]] = {}
+    if cfg.start:
+        found, skipped = load_solutions(cfg.start, [t.task_id for t in tasks])
+        for c in found:
+            starts.setdefault(c.task_id, []).append(c.source)
+        log.info("%d starting solutions from %s (%d skipped)", len(found), cfg.start, len(skipped))
+    log.info("%d tasks: %s", len(tasks), ", ".join(t.task_id for t in tasks[:20]) + (", ..." if len(tasks) > 20 else ""))
+    start_ray(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    model_path = ensure_model(cfg, out)
+    tokenizer = load_tokenizer(model_path)
+    # Candidates carry their tasks (`Candidate.task`): the pool's own suite is never looked up, so
+    # its actors load the small builtin one (a KernelBench checkout need not be on every node).
+    spec = dataclasses.replace(next(s for s in pool_specs(cfg) if s.name == cfg.bench.primary), tasks="builtin")
+    generator = pool = None
+    with Tracker(cfg.tracking.uri, cfg.tracking.experiment, out, enabled=cfg.tracking.enabled,
+                 system_metrics_s=cfg.tracking.system_metrics_s) as tracker:
+        tracker.log_config(OmegaConf.to_container(cfg, resolve=True))
+        try:
+            generator = start_generator(cfg, model_path)
+            pool = BenchmarkPool(spec)
+            log.info("waiting for the rollout generator (%s)", model_path)
+            generator.ready()
+            optimizer = Optimizer(generator, pool, tokenizer, settings_from(cfg), progress_bars=True)
+            outcomes, rows = optimize_tasks(optimizer, tasks, out, starts=starts, tracker=tracker,
+                                            pool_name=spec.name, ps=list(cfg.ps))
+        finally:
+            if pool is not None:
+                pool.shutdown()
+            if generator is not None:
+                generator.kill()
+    for o in outcomes:
+        if o.solution is not None and o.solution.analysis:
+            print(f"\n{o.task_id} analysis ({o.solution.origin}):\n{o.solution.analysis[:1200]}")
+    print("\n" + "\n".join(task_line(o) for o in outcomes))
+    print("\n" + format_paper_table(rows, list(cfg.ps)), flush=True)
+    log.info("solutions, reports and the table in %s%s", out, f"; MLflow run {tracker.run_id}" if tracker.run_id else "")
+    return outcomes, rows

