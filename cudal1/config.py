@@ -146,7 +146,21 @@ class LearnerConfig:
     log_ratio_clamp: float = 20.0
     """The log-ratio is clamped to [-c, c] nats before exp."""
     num_cpus: float = 1.0
+    """CPUs per rank."""
     num_gpus: float = 0.0
+    """GPUs per rank (0 or 1 with several ranks: a rank drives one device)."""
+    num_ranks: int = 1
+    """DeepSpeed data-parallel ranks, each a Ray actor in one placement group (PACK: one bundle of
+    num_cpus + num_gpus per rank; `cudal1.actors.learner_group`). 1: one learner actor, no group.
+    Each optimizer step then sees micro_batch * grad_accum * num_ranks examples."""
+    offload_optimizer: bool = False
+    """ZeRO-Offload: optimizer state and fp32 master weights in host memory (zero_stage >= 1)."""
+    offload_param: bool = False
+    """Parameters in host memory between uses (ZeRO-Infinity; zero_stage 3)."""
+    gradient_checkpointing: bool = False
+    """Recompute each decoder layer's activations in the backward pass instead of keeping them."""
+    logprob_chunk: int = 1024
+    """Response positions per block of the float32 log-softmax (no full-vocabulary float32 logits)."""
 
 
 @dataclasses.dataclass
@@ -534,6 +548,7 @@ def validate(cfg: DictConfig) -> None:
             if OmegaConf.select(cfg, key) != want:
                 raise ConfigError(key, f"contrastive RL samples at temperature 1 and top_p 1 (the ratio's "
                                        f"log-probabilities are the raw logits'); got {OmegaConf.select(cfg, key)}")
+    _validate_learner_group(cfg)
     if cfg.learner.tis_cap is not None and not cfg.learner.tis_cap > 0:
         raise ConfigError("learner.tis_cap", f"must be > 0 or null; got {cfg.learner.tis_cap}")
     if cfg.learner.dual_clip is not None and not cfg.learner.dual_clip > 1:
@@ -552,6 +567,23 @@ def validate(cfg: DictConfig) -> None:
         manifest = Path(os.path.expanduser(cfg.data.augmented)) / "manifest.json"
         if not manifest.is_file():
             raise ConfigError("data.augmented", f"{cfg.data.augmented!r} is not a dataset of jobs/augment.py (no manifest.json)")
+
+
+def _validate_learner_group(cfg: DictConfig) -> None:
+    """learner.num_ranks and the ZeRO options against the stage. Raises ConfigError."""
+    lc = cfg.learner
+    if lc.num_ranks < 1:
+        raise ConfigError("learner.num_ranks", f"must be >= 1; got {lc.num_ranks}")
+    if lc.num_ranks > 1 and lc.zero_stage == 0:
+        raise ConfigError("learner.zero_stage", "a learner group (learner.num_ranks > 1) needs zero_stage 1, 2 or 3")
+    if lc.num_ranks > 1 and lc.num_gpus not in (0, 1):
+        raise ConfigError("learner.num_gpus", f"with learner.num_ranks > 1 each rank drives one GPU: 0 or 1; got {lc.num_gpus}")
+    if lc.offload_param and lc.zero_stage != 3:
+        raise ConfigError("learner.offload_param", f"parameter offload needs zero_stage 3; got {lc.zero_stage}")
+    if lc.offload_optimizer and lc.zero_stage == 0:
+        raise ConfigError("learner.offload_optimizer", "optimizer offload needs zero_stage 1, 2 or 3")
+    if lc.logprob_chunk < 1:
+        raise ConfigError("learner.logprob_chunk", f"must be >= 1; got {lc.logprob_chunk}")
 
 
 def load_evaluate_config(cfg: Any = None) -> DictConfig:

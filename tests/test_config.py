@@ -57,6 +57,9 @@ def test_a_bench_group_replaces_the_pools():
     ("model.path=models:/cudal1-policy", "model.path"),  # no version or alias
     ("tasks.source=/nonexistent/kb", "tasks.source"),
     ("+bench.pools.cpu.settings.roundz=3", "bench.pools.cpu.settings.roundz"),
+    ("learner.num_ranks=0", "learner.num_ranks"),
+    ("learner.offload_param=true", "learner.offload_param"),  # the cpu learner is ZeRO-2
+    ("learner.logprob_chunk=0", "learner.logprob_chunk"),
 ])
 def test_bad_values_name_their_key(override, key):
     with pytest.raises(ConfigError) as err:
@@ -76,3 +79,16 @@ def test_wrong_types_and_unknown_keys_fail_with_the_full_key():
         load_config({"learner": {"zero_stage": "two"}})
     with pytest.raises(ConfigKeyError, match="learner.foo"):
         load_config({"learner": {"foo": 1}})
+
+
+def test_learner_group_settings():
+    cfg = load_config(composed())
+    assert cfg.learner.num_ranks == 1  # the embedded default: one learner actor
+    cfg = load_config(composed(overrides=["learner=gpu_zero3", "learner.num_ranks=8", "learner.offload_param=true"]))
+    assert cfg.learner.num_ranks == 8 and cfg.learner.zero_stage == 3
+    for overrides, key in ((["learner.num_ranks=2", "learner.zero_stage=0"], "learner.zero_stage"),
+                           (["learner.num_ranks=2", "learner.num_gpus=2"], "learner.num_gpus"),
+                           (["learner.offload_optimizer=true", "learner.zero_stage=0"], "learner.offload_optimizer")):
+        with pytest.raises(ConfigError) as err:
+            load_config(composed(overrides=overrides))
+        assert err.value.key == key

@@ -131,16 +131,28 @@ class WeightChannel:
         plan = plan_buckets(specs, bucket_mb)
         total = 0
         for bucket in plan:
-            parts = [tensors[specs[i].name].detach().reshape(-1).to(self.device, getattr(torch, specs[i].dtype))
-                     for i in bucket]
-            flat = torch.cat(parts) if len(parts) > 1 else parts[0].contiguous()
-            self._broadcast(flat)
-            total += flat.numel() * flat.element_size()
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
+            total += self.send_bucket([tensors[specs[i].name] for i in bucket], specs[bucket[0]].dtype)
+        self.synchronize()
         seconds = time.perf_counter() - start
         return {"bytes": float(total), "seconds": seconds, "bytes_per_s": total / seconds if seconds else 0.0,
                 "buckets": float(len(plan))}
+
+    def send_bucket(self, tensors: Sequence[torch.Tensor], dtype: str) -> int:
+        """Broadcast one bucket (rank 0 only): `tensors` (any device) flattened, cast to `dtype`
+        and packed in the order given, which must be the bucket's manifest order. Returns the
+        bytes sent. Callers that stream buckets (the learner gathering ZeRO-3 shards bucket by
+        bucket) use this; `send` does the same for a whole manifest."""
+        if self.rank != 0:
+            raise RuntimeError("only rank 0 sends weights")
+        parts = [t.detach().reshape(-1).to(self.device, getattr(torch, dtype)) for t in tensors]
+        flat = torch.cat(parts) if len(parts) > 1 else parts[0].contiguous()
+        self._broadcast(flat)
+        return flat.numel() * flat.element_size()
+
+    def synchronize(self) -> None:
+        """Wait for the device's queued work (the broadcasts on CUDA); a no-op on the CPU."""
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
 
     def receive(self, specs: Sequence[TensorSpec], bucket_mb: float = DEFAULT_BUCKET_MB) -> Iterator[tuple[str, torch.Tensor]]:
         """Receive the broadcast (ranks > 0): yields (name, tensor on `device`) per manifest entry,

@@ -130,7 +130,8 @@ def ensure_model(cfg: DictConfig, run_dir: Path) -> Path:
 
 @dataclasses.dataclass
 class RunContext:
-    """Handles of one run. `generator`, `learner` and `buffer` are `cudal1.actors.shells.ShellHandle`s;
+    """Handles of one run. `generator` and `buffer` are `cudal1.actors.shells.ShellHandle`s, `learner`
+    a `cudal1.actors.learner_group.LearnerGroup` (used the same way);
     `pools` is a `cudal1.actors.bench_pool.BenchmarkPools`; `tracker` a `cudal1.tracking.Tracker`."""
 
     cfg: DictConfig
@@ -158,7 +159,7 @@ class RunContext:
     def start(cls, cfg: DictConfig) -> "RunContext":
         """Create the run directory, the tracker and all actors (Ray started or joined here)."""
         from cudal1.actors.bench_pool import BenchmarkPools
-        from cudal1.actors.shells import BufferActor, LearnerActor
+        from cudal1.actors.shells import BufferActor
         from cudal1.actors.storage import driver_node_options
         from cudal1.policy.model import load_tokenizer
         from cudal1.tracking import Tracker
@@ -195,15 +196,7 @@ class RunContext:
             ctx.buffer = BufferActor.options(**pinned).remote(str(run_dir / "buffer"), tau=rl.tau, n_buckets=rl.n_buckets,
                                             k=max(rl.exemplars, 1), seed=cfg.seed, scale=rl.bucket_scale)
             ctx.generator = start_generator(cfg, model_path)
-            lc = cfg.learner
-            ctx.learner = LearnerActor.options(num_cpus=lc.num_cpus, num_gpus=lc.num_gpus, **pinned).remote(
-                str(model_path), zero_stage=lc.zero_stage, precision=lc.precision, lr=lc.lr,
-                weight_decay=lc.weight_decay, grad_clip=lc.grad_clip, kl_beta=lc.kl_beta, clip_eps=lc.clip_eps,
-                clip_eps_high=lc.clip_eps_high, loss_agg=lc.loss_agg, max_response_len=cfg.rollout.max_tokens,
-                grad_accum=lc.grad_accum, micro_batch=lc.micro_batch,
-                device="cuda" if lc.num_gpus > 0 else "cpu", seed=cfg.seed,
-                recompute_old_logprobs=lc.recompute_old_logprobs, tis_cap=lc.tis_cap, dual_clip=lc.dual_clip,
-                log_ratio_clamp=lc.log_ratio_clamp)
+            ctx.learner = start_learner(cfg, model_path, pinned)
             ctx.pools = BenchmarkPools(specs, primary=cfg.bench.primary)
             if len(ctx.pools.names) > 1:
                 from cudal1.pipeline.record import PoolRecorder
@@ -214,7 +207,7 @@ class RunContext:
                 log.info("waiting for the %s", name)
                 handle.ready()
             if cfg.ray.storage == "shared":
-                check_shared_run_dir(run_dir, {"buffer": ctx.buffer, "learner": ctx.learner})
+                check_shared_run_dir(run_dir, {"buffer": ctx.buffer, **ctx.learner.rank_handles()})
         except BaseException:
             ctx.close(status="FAILED")
             raise
@@ -234,6 +227,31 @@ class RunContext:
                 except Exception as e:  # already dead: nothing to stop
                     log.debug("stopping %s: %s", handle, e)
         self.tracker.close(status)
+
+
+def start_learner(cfg: DictConfig, model_path: Path, pinned: dict[str, Any]) -> Any:
+    """The learner: a `cudal1.actors.learner_group.LearnerGroup` of `learner.num_ranks` ranks (one
+    rank: one actor, as a single learner always was). `pinned`: the driver-node placement of
+    ray.storage=driver_node, which a group of several ranks gets as a node resource in each bundle."""
+    import ray
+
+    from cudal1.actors.learner_group import LearnerGroup
+
+    lc = cfg.learner
+    bundle_resources = None
+    if pinned and lc.num_ranks > 1:
+        bundle_resources, pinned = {f"node:{ray.util.get_node_ip_address()}": 0.001}, {}
+    return LearnerGroup.start(
+        str(model_path), lc.num_ranks, num_cpus=lc.num_cpus, num_gpus=lc.num_gpus, actor_options=pinned,
+        bundle_resources=bundle_resources,
+        zero_stage=lc.zero_stage, precision=lc.precision, lr=lc.lr,
+        weight_decay=lc.weight_decay, grad_clip=lc.grad_clip, kl_beta=lc.kl_beta, clip_eps=lc.clip_eps,
+        clip_eps_high=lc.clip_eps_high, loss_agg=lc.loss_agg, max_response_len=cfg.rollout.max_tokens,
+        grad_accum=lc.grad_accum, micro_batch=lc.micro_batch,
+        device="cuda" if lc.num_gpus > 0 else "cpu", seed=cfg.seed,
+        recompute_old_logprobs=lc.recompute_old_logprobs, tis_cap=lc.tis_cap, dual_clip=lc.dual_clip,
+        log_ratio_clamp=lc.log_ratio_clamp, offload_optimizer=lc.offload_optimizer, offload_param=lc.offload_param,
+        gradient_checkpointing=lc.gradient_checkpointing, logprob_chunk=lc.logprob_chunk)
 
 
 def start_generator(cfg: DictConfig, model_path: str | Path) -> Any:

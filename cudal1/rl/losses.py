@@ -52,6 +52,69 @@ def token_logprobs(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     return picked - torch.logsumexp(logits, dim=-1)
 
 
+class _ChunkedTokenLogprobs(torch.autograd.Function):
+    """log p(target) in float32, computed `chunk` positions at a time; backward recomputes each
+    chunk's softmax from the logits instead of keeping a float32 copy of them."""
+
+    @staticmethod
+    def forward(ctx, logits: torch.Tensor, targets: torch.Tensor, chunk: int) -> torch.Tensor:
+        out = torch.empty(targets.shape, dtype=torch.float32, device=logits.device)
+        lse = torch.empty_like(out)
+        for s in range(0, logits.shape[1], chunk):
+            z = logits[:, s : s + chunk].float()
+            lse[:, s : s + chunk] = torch.logsumexp(z, dim=-1)
+            out[:, s : s + chunk] = z.gather(-1, targets[:, s : s + chunk].unsqueeze(-1)).squeeze(-1) - lse[:, s : s + chunk]
+        ctx.save_for_backward(logits, targets, lse)
+        ctx.chunk = chunk
+        return out
+
+    @staticmethod
+    def backward(ctx, grad_out: torch.Tensor):
+        logits, targets, lse = ctx.saved_tensors
+        grad = torch.empty_like(logits)
+        for s in range(0, logits.shape[1], ctx.chunk):
+            sl = slice(s, s + ctx.chunk)
+            g = grad_out[:, sl].float().unsqueeze(-1)
+            # d/dz [z_y - logsumexp(z)] = onehot(y) - softmax(z)
+            part = -torch.exp(logits[:, sl].float() - lse[:, sl].unsqueeze(-1)) * g
+            part.scatter_add_(-1, targets[:, sl].unsqueeze(-1), g)
+            grad[:, sl] = part.to(grad.dtype)
+        return grad, None, None
+
+
+def chunked_token_logprobs(logits: torch.Tensor, targets: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
+    """`token_logprobs` without a float32 copy of the whole [B, T, V] logits.
+
+    The log-softmax is taken in float32 over `chunk` positions at a time, so at most a
+    [B, chunk, V] float32 block exists at once; what autograd keeps for the backward pass is the
+    logits themselves (already alive, in their own dtype: bf16 under bf16 training) and the [B, T]
+    float32 logsumexp, and the backward recomputes each chunk's softmax. Same values as
+    `token_logprobs` (the same float32 arithmetic per position); the gradient wrt the logits is
+    returned in the logits' dtype.
+
+    Args:
+        logits: [B, T, V] any float dtype; targets: [B, T] int64; chunk: positions per block (> 0).
+
+    Returns:
+        [B, T] float32 log-probabilities.
+
+    Raises:
+        ValueError: chunk < 1.
+    """
+    if chunk < 1:
+        raise ValueError(f"chunk must be >= 1, got {chunk}")
+    return _ChunkedTokenLogprobs.apply(logits, targets, chunk)
+
+
+@torch.no_grad()
+def chunked_token_entropy(logits: torch.Tensor, chunk: int = 1024) -> torch.Tensor:
+    """`token_entropy` (nats, [B, T] float32) computed `chunk` positions at a time, without a
+    float32 copy of the whole logits; no gradient (a diagnostic)."""
+    if chunk < 1:
+        raise ValueError(f"chunk must be >= 1, got {chunk}")
+    return torch.cat([token_entropy(logits[:, s : s + chunk]) for s in range(0, logits.shape[1], chunk)], dim=1)
+
+
 def token_entropy(logits: torch.Tensor) -> torch.Tensor:
     """Entropy (nats) of the next-token distribution at each position.
 

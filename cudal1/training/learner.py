@@ -14,11 +14,26 @@ something to clip.
 Layout of a micro-batch: prompts are left-padded and responses right-padded to one column, so
 response token t of every row sits at column P + t (P = longest prompt); position ids count real
 tokens only (0 at each row's first real token), and only the logits that predict response tokens
-are computed (`logits_to_keep`), which spares a [B, P, vocab] tensor on long prompts.
+are computed (`logits_to_keep`), which spares a [B, P, vocab] tensor on long prompts, and their
+log-softmax is taken `logprob_chunk` positions at a time (`cudal1.rl.losses.chunked_token_logprobs`),
+so no float32 copy of the [B, R, vocab] logits is ever held.
+
+Data parallelism. One learner is one rank. In a group of N ranks (`cudal1.actors.learner_group`,
+each rank a process of one torch.distributed world) every call reaches every rank with that
+rank's shard of the examples: the i-th global mini-batch of `micro_batch * grad_accum * N`
+examples is split round-robin, so each rank's i-th local mini-batch is its part of the i-th
+global one. Before normalising, the ranks all-reduce each mini-batch's sequence count, token
+count, longest response and micro-batch count, so the `grpo` / `dr_grpo` / `dapo` denominators
+are those of the whole global mini-batch; each rank backpropagates N times its share (DeepSpeed
+averages gradients over the ranks), so the update equals one rank's on the whole mini-batch. A
+rank with fewer micro-batches (an uneven tail) runs zero-weight ones, since every forward under
+ZeRO-3 and every optimizer step is a collective. Metrics are reduced over the ranks the same way,
+so every rank returns the group's figures.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import shutil
@@ -31,7 +46,8 @@ import torch
 
 from cudal1.engines import deepspeed_engine as dse
 from cudal1.records import PolicyExample
-from cudal1.rl.losses import AGGREGATIONS, aggregate, grpo_loss, token_logprobs, truncated_importance_weights
+from cudal1.rl.losses import (AGGREGATIONS, aggregate, chunked_token_entropy, chunked_token_logprobs, grpo_loss,
+                               masked_mean, truncated_importance_weights)
 
 # Files copied next to an exported checkpoint when the source model directory has them.
 _TOKENIZER_FILES = (
@@ -98,6 +114,17 @@ def _chunks(items: Sequence, size: int) -> Iterator[Sequence]:
         yield items[start : start + size]
 
 
+_IDLE = PolicyExample([0], [0])
+"""The example a rank forwards (with zero weight) to keep in step with the group's collectives."""
+
+
+class _Mini:
+    """One local mini-batch and the group-wide figures its loss is normalised by."""
+
+    def __init__(self, examples: list, sequences: int, tokens: int, micros: int, longest: int):
+        self.examples, self.sequences, self.tokens, self.micros, self.longest = examples, sequences, tokens, micros, longest
+
+
 class GRPOLearner:
     """The policy being trained, its optimizer, and its KL reference.
 
@@ -123,10 +150,23 @@ class GRPOLearner:
         dual_clip, log_ratio_clamp: see `cudal1.rl.losses.ppo_clip_objective`.
         device: "cpu" or "cuda" (picks DeepSpeed's accelerator and the gloo / nccl backend).
         seed: seeds python, numpy and torch.
+        rendezvous: this rank's place in a learner group (`cudal1.engines.deepspeed_engine.Rendezvous`);
+            None: a one-process world (or the launcher's environment).
+        offload_optimizer, offload_param: ZeRO-Offload of optimizer state (stages 1-3) and of
+            parameters (stage 3) to host memory.
+        gradient_checkpointing: recompute each decoder layer's activations in the backward pass
+            (transformers' non-reentrant checkpointing) instead of keeping them.
+        logprob_chunk: response positions per block of the float32 log-softmax (see the module
+            docstring).
+
+    Under ZeRO-3 the policy (and the KL reference) is loaded partitioned
+    (`cudal1.engines.deepspeed_engine.load_partitioned`): no rank ever holds a full copy. The KL
+    reference is its own forward-only DeepSpeed engine, partitioned like the policy under ZeRO-3.
 
     Raises:
         ValueError: bad loss_agg, precision or stage, tis_cap <= 0, dual_clip <= 1,
-            log_ratio_clamp <= 0.
+            log_ratio_clamp <= 0, logprob_chunk < 1, ZeRO stage 0 with several ranks, an
+            offload the stage cannot do.
     """
 
     def __init__(
@@ -151,6 +191,11 @@ class GRPOLearner:
         tis_cap: float | None = None,
         dual_clip: float | None = 3.0,
         log_ratio_clamp: float = 20.0,
+        rendezvous: dse.Rendezvous | None = None,
+        offload_optimizer: bool = False,
+        offload_param: bool = False,
+        gradient_checkpointing: bool = False,
+        logprob_chunk: int = 1024,
     ):
         if tis_cap is not None and not tis_cap > 0:
             raise ValueError(f"tis_cap must be > 0, got {tis_cap}")
@@ -164,6 +209,9 @@ class GRPOLearner:
             raise ValueError(f"loss_agg {loss_agg!r} not in {AGGREGATIONS}")
         if micro_batch < 1 or grad_accum < 1:
             raise ValueError("micro_batch and grad_accum must be >= 1")
+        if logprob_chunk < 1:
+            raise ValueError(f"logprob_chunk must be >= 1, got {logprob_chunk}")
+        self.logprob_chunk = logprob_chunk
         self.model_path = Path(model_path)
         self.kl_beta = kl_beta
         self.clip_eps = clip_eps
@@ -175,13 +223,27 @@ class GRPOLearner:
         self.precision = precision
         self.version = 0
         _seed_everything(seed)
-        dse.init_distributed_if_needed(device=device)
+        dse.init_distributed_if_needed(device=device, rendezvous=rendezvous)
+        self.rank, self.world_size = dse.world()
+        if self.world_size > 1 and zero_stage == 0:
+            raise ValueError("a learner group of several ranks needs zero_stage 1, 2 or 3 (stage 0 does not "
+                             "report the gradient norm of the averaged gradient)")
+        config = dse.engine_config(zero_stage=zero_stage, precision=precision, grad_accum=grad_accum,
+                                   micro_batch=micro_batch, grad_clip=grad_clip,
+                                   offload_optimizer=offload_optimizer, offload_param=offload_param)
 
         from transformers import AutoModelForCausalLM  # heavy import, only where a model is loaded
 
-        policy = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch.float32)
+        def load():
+            if zero_stage == 3:
+                return dse.load_partitioned(self.model_path, config)
+            return AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch.float32)
+
+        policy = load()
+        if gradient_checkpointing:
+            policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.pad_id = _pad_id(policy.config)
-        self.vocab_size = policy.get_input_embeddings().num_embeddings  # before ZeRO-3 partitions it
+        self.vocab_size = policy.get_input_embeddings().num_embeddings  # a module attribute: the full size under ZeRO-3
         self.engine = dse.make_engine(
             policy,
             zero_stage=zero_stage,
@@ -191,13 +253,14 @@ class GRPOLearner:
             grad_accum=grad_accum,
             micro_batch=micro_batch,
             grad_clip=grad_clip,
+            offload_optimizer=offload_optimizer,
+            offload_param=offload_param,
         )
         self.device = self.engine.device
         self.reference = None
         if kl_beta > 0:
-            ref_dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
-            self.reference = AutoModelForCausalLM.from_pretrained(self.model_path, dtype=ref_dtype)
-            self.reference.to(self.device).eval().requires_grad_(False)
+            self.reference = dse.make_eval_engine(load(), zero_stage=zero_stage, precision=precision,
+                                                  offload_param=offload_param)
 
     # ----- forward passes
 
@@ -212,17 +275,54 @@ class GRPOLearner:
             logits_to_keep=batch.keep,
             use_cache=False,
         )
-        logp = token_logprobs(out.logits, batch.targets)
+        logp = chunked_token_logprobs(out.logits, batch.targets, self.logprob_chunk)
         return (logp, out.logits) if with_logits else logp
+
+    def _reduce(self, values: list[float], op: str = "sum") -> list[float]:
+        """`values` reduced over the group's ranks (as is with one rank)."""
+        return dse.all_reduce(values, op, self.device)
 
     @torch.no_grad()
     def _score(self, model, examples: Sequence[PolicyExample]) -> list[list[float]]:
         rows: list[list[float]] = []
-        for micro in _chunks(examples, self.micro_batch):
+        micros = list(_chunks(examples, self.micro_batch))
+        # As many forwards as the busiest rank (under ZeRO-3 each forward is a collective), agreed
+        # before the first one.
+        forwards = int(self._reduce([len(micros)], "max")[0]) if self.world_size > 1 else len(micros)
+        for micro in micros:
             batch = self._batch(micro)
             logp = self._logprobs(model, batch).cpu()
             rows += [logp[i, :n].tolist() for i, n in enumerate(batch.lengths)]
+        for _ in range(forwards - len(micros)):
+            self._logprobs(model, self._batch([_IDLE]))
         return rows
+
+    def _plan(self, items: list, lengths: list[int]) -> list[_Mini]:
+        """This rank's mini-batches of `items` (examples or their indices; `lengths[i]` the
+        response length of items[i]), padded to the group's count, with the group-wide sequence
+        and token counts, micro-batch count and longest response of each (all-reduced)."""
+        size = self.micro_batch * self.grad_accum
+        local = [list(m) for m in _chunks(items, size)]
+        lens = [list(m) for m in _chunks(lengths, size)]
+        if self.world_size > 1:
+            missing = int(self._reduce([len(local)], "max")[0]) - len(local)
+            local += [[] for _ in range(missing)]
+            lens += [[] for _ in range(missing)]
+        sums = self._reduce([v for n in lens for v in (len(n), sum(n))])
+        maxes = self._reduce([v for n in lens for v in (math.ceil(len(n) / self.micro_batch), max(n, default=0))], "max")
+        return [_Mini(m, int(sums[2 * i]), int(sums[2 * i + 1]), int(maxes[2 * i]), int(maxes[2 * i + 1]))
+                for i, m in enumerate(local)]
+
+    def _idle_micro(self, with_reference: bool) -> None:
+        """A zero-weight forward and backward (and, `with_reference`, the reference's forward, as
+        `grpo_step` runs it): what a rank without examples left in a mini-batch runs while the
+        others train, in the same order of collectives as theirs."""
+        batch = self._batch([_IDLE])
+        logp = self._logprobs(self.engine, batch)  # grpo_step's order: policy, reference, backward
+        if with_reference and self.reference is not None:
+            with torch.no_grad():
+                self._logprobs(self.reference, batch)
+        dse.backward(self.engine, logp.sum() * 0.0)
 
     def logprobs(self, prompt_ids: Sequence[int], response_ids: Sequence[int]) -> list[float]:
         """Natural-log probability of each response token given the prompt and the earlier
@@ -246,19 +346,23 @@ class GRPOLearner:
         """
         start = time.perf_counter()
         losses, norms, tokens = [], [], 0
-        for mini in _chunks(list(examples), self.micro_batch * self.grad_accum):
-            mini_tokens = sum(len(ex.response_ids) for ex in mini)
+        examples = list(examples)
+        for mini in self._plan(examples, [len(ex.response_ids) for ex in examples]):
             total = 0.0
-            for micro in _chunks(mini, self.micro_batch):
+            micros = list(_chunks(mini.examples, self.micro_batch))
+            for micro in micros:
                 batch = self._batch(micro)
                 logp = self._logprobs(self.engine, batch)
-                loss = aggregate(-logp, batch.mask, "dapo", num_tokens=mini_tokens)
-                dse.backward(self.engine, loss)
+                loss = aggregate(-logp, batch.mask, "dapo", num_tokens=mini.tokens)
+                dse.backward(self.engine, loss * self.world_size)
                 total += loss.item()
+            for _ in range(mini.micros - len(micros)):
+                self._idle_micro(with_reference=False)
             norms.append(dse.step(self.engine))
             losses.append(total)
-            tokens += mini_tokens
+            tokens += mini.tokens
             self.version += 1
+        losses = self._reduce(losses)
         return self._finish(start, tokens, {"loss": _mean(losses), "grad_norm": _mean(norms)}, len(losses))
 
     def grpo_step(self, examples: Sequence[PolicyExample]) -> dict[str, float]:
@@ -301,12 +405,11 @@ class GRPOLearner:
 
         sums = {"kl": 0.0, "entropy": 0.0, "clip_frac": 0.0, "ratio_mean": 0.0}
         losses, norms, tokens = [], [], 0
-        indices = list(range(len(examples)))
-        for mini in _chunks(indices, self.micro_batch * self.grad_accum):
-            mini_tokens = sum(len(examples[i].response_ids) for i in mini)
-            max_len = self.max_response_len or max(len(examples[i].response_ids) for i in mini)
+        for mini in self._plan(list(range(len(examples))), [len(ex.response_ids) for ex in examples]):
+            max_len = self.max_response_len or mini.longest
             total = 0.0
-            for micro in _chunks(mini, self.micro_batch):
+            micros = list(_chunks(mini.examples, self.micro_batch))
+            for micro in micros:
                 micro_ex = [examples[i] for i in micro]
                 batch = self._batch(micro_ex)
                 logp, logits = self._logprobs(self.engine, batch, with_logits=True)
@@ -325,25 +428,28 @@ class GRPOLearner:
                     clip_eps_high=self.clip_eps_high,
                     kl_beta=self.kl_beta,
                     agg=self.loss_agg,
-                    logits=logits,
                     max_len=max_len,
-                    num_sequences=len(mini),
-                    num_tokens=mini_tokens,
+                    num_sequences=mini.sequences,
+                    num_tokens=mini.tokens,
                     token_weights=batch.pad_rows([weights[i] for i in micro]) if weights is not None else None,
                     log_ratio_clamp=self.log_ratio_clamp,
                     dual_clip=self.dual_clip,
                 )
-                dse.backward(self.engine, loss)
+                m["entropy"] = float(masked_mean(chunked_token_entropy(logits.detach(), self.logprob_chunk), batch.mask))
+                dse.backward(self.engine, loss * self.world_size)
                 total += loss.item()
                 n_tok = sum(batch.lengths)
                 for key in sums:
                     sums[key] += m.get(key, 0.0) * n_tok
+            for _ in range(mini.micros - len(micros)):
+                self._idle_micro(with_reference=True)
             norms.append(dse.step(self.engine))
             losses.append(total)
-            tokens += mini_tokens
+            tokens += mini.tokens
             self.version += 1
-        metrics = {key: value / max(tokens, 1) for key, value in sums.items()}
-        metrics.update(loss=_mean(losses), grad_norm=_mean(norms), **extra)
+        reduced = self._reduce([*sums.values(), *losses])
+        metrics = {key: value / max(tokens, 1) for key, value in zip(sums, reduced)}
+        metrics.update(loss=_mean(reduced[len(sums):]), grad_norm=_mean(norms), **extra)
         return self._finish(start, tokens, metrics, len(losses))
 
     def _engine_mismatch(
@@ -353,10 +459,12 @@ class GRPOLearner:
         the truncated importance weights when `tis_cap` is set (1 where the engine gave none)."""
         gaps = [lr - en for l_row, e_row in zip(learner_rows, engine_rows) if e_row is not None
                 for lr, en in zip(l_row, e_row)]
+        total, total_abs, count = self._reduce([sum(gaps), sum(abs(g) for g in gaps), len(gaps)])
+        (largest,) = self._reduce([max((abs(g) for g in gaps), default=0.0)], "max")
         metrics: dict[str, float] = {}
-        if gaps:
-            metrics = {"engine_log_ratio": _mean(gaps), "engine_abs_log_ratio": _mean([abs(g) for g in gaps]),
-                       "engine_max_abs_log_ratio": max(abs(g) for g in gaps)}
+        if count:
+            metrics = {"engine_log_ratio": total / count, "engine_abs_log_ratio": total_abs / count,
+                       "engine_max_abs_log_ratio": largest}
         if self.tis_cap is None:
             return metrics, None
         weights = []
@@ -367,7 +475,8 @@ class GRPOLearner:
                 w = truncated_importance_weights(torch.tensor(l_row), torch.tensor(e_row), self.tis_cap)
                 weights.append(w.tolist())
         flat = [w for row in weights for w in row]
-        metrics["tis_weight_mean"] = _mean(flat)
+        w_sum, w_count = self._reduce([sum(flat), len(flat)])
+        metrics["tis_weight_mean"] = w_sum / w_count if w_count else 0.0
         return metrics, weights
 
     def _finish(self, start: float, tokens: int, metrics: dict, steps: int) -> dict[str, float]:
@@ -389,16 +498,22 @@ class GRPOLearner:
 
         A list rather than a generator so it pickles across a Ray actor boundary; it holds one
         full CPU copy of the weights. In-process callers that want one tensor at a time use
-        `cudal1.engines.deepspeed_engine.gathered_state(learner.engine)`.
+        `cudal1.engines.deepspeed_engine.gathered_state(learner.engine)`. In a group every rank
+        must call it (the gathers are collective); ranks other than 0 return [].
         """
-        return list(dse.gathered_state(self.engine))
+        named = dse.gathered_state(self.engine)
+        if self.rank != 0:
+            for _ in named:  # take part in the gathers
+                pass
+            return []
+        return list(named)
 
     def weight_manifest(self) -> list:
         """(name, shape, dtype) of every weight `named_weights` returns, in order: what a
         broadcast carries (`cudal1.engines.weight_sync.TensorSpec` list)."""
-        from cudal1.engines.weight_sync import manifest
+        from cudal1.engines.weight_sync import TensorSpec
 
-        return manifest(dse.gathered_state(self.engine))
+        return [TensorSpec(name, shape, dtype) for name, shape, dtype in dse.weight_shapes(self.engine)]
 
     def init_weight_group(self, host: str, port: int, world_size: int, backend: str | None = None,
                           timeout_s: float = 600.0) -> None:
@@ -412,26 +527,47 @@ class GRPOLearner:
 
     def broadcast_weights(self, bucket_mb: float = 256) -> dict[str, float]:
         """Send the current full weights through the group opened by `init_weight_group`.
-        Every learner rank must call it (gathering ZeRO-3 partitions is collective).
-        Returns {"bytes", "seconds", "bytes_per_s", "buckets"} on rank 0, {} elsewhere."""
-        named = dse.gathered_state(self.engine)
-        if getattr(self, "channel", None) is None:
-            for _ in named:  # take part in the gathers
-                pass
-            return {}
-        from cudal1.engines.weight_sync import manifest
 
-        tensors = list(named)
-        return self.channel.send(tensors, manifest(tensors), bucket_mb)
+        Bucket by bucket (`cudal1.engines.weight_sync.plan_buckets` on `weight_manifest`): the
+        parameters of one bucket are gathered (under ZeRO-3, one collective for the bucket),
+        packed and broadcast, then released, so rank 0 never holds more than one bucket of full
+        weights beyond its shards. Every learner rank must call it (the gathers are collective);
+        only rank 0 sends. Returns {"bytes", "seconds", "bytes_per_s", "buckets"} on rank 0, {}
+        elsewhere."""
+        from cudal1.engines.weight_sync import plan_buckets
+
+        specs = self.weight_manifest()
+        channel = getattr(self, "channel", None)
+        start, total, plan = time.perf_counter(), 0, plan_buckets(specs, bucket_mb)
+        for bucket in plan:
+            names = [specs[i].name for i in bucket]
+            with dse.gathered(self.engine, names) as tensors:
+                if channel is not None:
+                    total += channel.send_bucket([tensors[n] for n in names], specs[bucket[0]].dtype)
+        if channel is None:
+            return {}
+        channel.synchronize()
+        seconds = time.perf_counter() - start
+        return {"bytes": float(total), "seconds": seconds, "bytes_per_s": total / seconds if seconds else 0.0,
+                "buckets": float(len(plan))}
 
     def reset_reference(self) -> None:
         """Make the current weights the KL reference (at each stage's start). No-op without KL."""
-        if self.reference is None:
-            return
-        ref_params = dict(self.reference.named_parameters())
-        with torch.no_grad():
-            for name, tensor in dse.gathered_state(self.engine):
-                ref_params[name].copy_(tensor)
+        if self.reference is not None:
+            dse.copy_weights(self.engine.module, self.reference.module)
+
+    def shard_stats(self) -> dict[str, float]:
+        """How much of the model this rank holds: "params" (the policy's parameter count),
+        "params_held" (elements of it in this rank's memory: its ZeRO-3 partitions, or every
+        parameter below stage 3), "reference_params_held" (the same for the KL reference; 0
+        without one), "rank", "world_size"."""
+        def held(module) -> int:
+            return sum(p.ds_tensor.numel() if hasattr(p, "ds_tensor") else p.numel() for p in module.parameters())
+
+        return {"params": float(sum(getattr(p, "ds_numel", p.numel()) for p in self.engine.module.parameters())),
+                "params_held": float(held(self.engine.module)),
+                "reference_params_held": float(held(self.reference.module)) if self.reference is not None else 0.0,
+                "rank": float(self.rank), "world_size": float(self.world_size)}
 
     # ----- persistence
 
@@ -451,10 +587,11 @@ class GRPOLearner:
         tag = f"step{self.version}-save{self._saves}"
         client = {"version": self.version, "saves": self._saves, "rng": _rng_state()}
         dse.save_checkpoint(self.engine, directory, tag=tag, client_state=client)
+        reference = dict(dse.gathered_module_state(self.reference.module)) if self.reference is not None else None
         if _is_rank0():
-            if self.reference is not None:
+            if reference is not None:
                 tmp = directory / tag / "reference.pt.tmp"
-                torch.save(self.reference.state_dict(), tmp)
+                torch.save(reference, tmp)
                 os.replace(tmp, directory / tag / "reference.pt")
             tags = sorted((p for p in directory.iterdir() if p.is_dir() and p.name.startswith("step")),
                           key=lambda p: int(p.name.rpartition("save")[2] or 0))
@@ -477,7 +614,8 @@ class GRPOLearner:
         tag = tag or (directory / "latest").read_text().strip()
         ref_file = directory / tag / "reference.pt"
         if self.reference is not None and ref_file.exists():
-            self.reference.load_state_dict(torch.load(ref_file, map_location=self.device))
+            state = torch.load(ref_file, map_location="cpu") if _is_rank0() or self.engine.zero_optimization_stage() != 3 else {}
+            dse.load_module_state(self.reference.module, state)
 
     def export(self, directory: str | os.PathLike) -> Path:
         """Write a Hugging Face checkpoint directory (config, safetensors weights, and the

@@ -242,3 +242,36 @@ def test_truncated_importance_weights_correct_the_engine_mismatch_up_to_the_cap(
     assert weighted.item() == pytest.approx(plain.item() * w.mean().item())
     with pytest.raises(ValueError):
         truncated_importance_weights(learner, engine, cap=0.0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_chunked_logprobs_equal_the_plain_ones_without_a_float32_copy_of_the_logits(dtype):
+    from cudal1.rl.losses import chunked_token_entropy, chunked_token_logprobs, token_entropy
+
+    torch.manual_seed(0)
+    b, t, v = 2, 7, 50
+    base, targets, weights = torch.randn(b, t, v) * 3, torch.randint(0, v, (b, t)), torch.randn(b, t)
+    plain_in, chunked_in = base.to(dtype).requires_grad_(), base.to(dtype).requires_grad_()
+
+    def saved_by(fn):
+        seen = []
+        with torch.autograd.graph.saved_tensors_hooks(lambda x: (seen.append((x.dtype, x.numel())), x)[1], lambda x: x):
+            out = fn()
+        return out, seen
+
+    plain, plain_saved = saved_by(lambda: token_logprobs(plain_in, targets))
+    chunked, chunked_saved = saved_by(lambda: chunked_token_logprobs(chunked_in, targets, chunk=3))
+    (plain * weights).sum().backward()
+    (chunked * weights).sum().backward()
+    assert chunked.dtype == torch.float32
+    torch.testing.assert_close(chunked, plain, rtol=0, atol=1e-6)
+    tol = 1e-6 if dtype == torch.float32 else 1e-2  # bf16 gradients: one bf16 rounding
+    torch.testing.assert_close(chunked_in.grad, plain_in.grad, rtol=0, atol=tol)
+    full_fp32 = (torch.float32, b * t * v)
+    if dtype == torch.bfloat16:
+        assert full_fp32 in plain_saved  # the plain path keeps a float32 copy for its backward
+        assert full_fp32 not in chunked_saved
+    torch.testing.assert_close(chunked_token_entropy(chunked_in, chunk=4), token_entropy(chunked_in.detach()),
+                               rtol=0, atol=1e-5)
+    with pytest.raises(ValueError, match="chunk"):
+        chunked_token_logprobs(chunked_in, targets, chunk=0)

@@ -1,0 +1,226 @@
+"""The learner group: N `GRPOLearner` ranks (DeepSpeed data parallel, ZeRO 1-3) as Ray actors.
+
+`LearnerGroup.start(...)` reserves one placement-group bundle per rank (its CPUs and GPU; strategy
+PACK, which fills a node before it spills onto the next), finds a free port on rank 0's node, and
+starts each rank as a `cudal1.actors.shells.LearnerActor` in its bundle with its
+`cudal1.engines.deepspeed_engine.Rendezvous`: rank 0 serves the torch.distributed store, the
+others join it (gloo on the CPU, nccl on GPUs). One rank is started exactly like a single learner
+actor (no placement group).
+
+The driver uses a `LearnerGroup` like one learner's `ShellHandle`: `group.grpo_step(examples)`
+blocks and returns the metrics, `group.broadcast_weights.remote()` gives one ObjectRef,
+`group.attribute("version")`, `group.endpoint()`, `group.ready()`, `group.kill()`. Every call
+reaches every rank, in the same order on each (the ranks' collectives line up), and answers with
+rank 0's value:
+- `sft_step`, `grpo_step`: each rank gets its share of the examples (`cudal1.training.shards.by_minibatch`);
+  the ranks all-reduce their metrics, so rank 0's are the group's.
+- `score`: consecutive blocks (`shards.contiguous`), the rows joined again in order.
+- `logprobs(prompt, response)`: rank 0 scores it, the others take part with nothing to score.
+- anything else (save, load, export, set_lr, reset_reference, named_weights, weight_manifest,
+  init_weight_group, broadcast_weights, ...): the same arguments to every rank.
+
+A blocking call fails as soon as any rank fails. Limit: a rank that fails while the others wait in
+a collective leaves them waiting until the process group's timeout (DeepSpeed's default, 30 min);
+`kill()` ends them.
+
+All of cudal1's Ray calls for the learner group are in this module.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import ray
+
+from cudal1.actors.shells import LearnerActor, ShellHandle
+from cudal1.training import shards
+
+log = logging.getLogger(__name__)
+
+_BY_MINIBATCH = ("sft_step", "grpo_step")
+
+
+@ray.remote(num_cpus=0)
+def _endpoint() -> tuple[str, int]:
+    """(this node's IP, a TCP port free on it): where rank 0 serves the rendezvous."""
+    from cudal1.engines.weight_sync import free_port
+
+    return ray.util.get_node_ip_address(), free_port("")
+
+
+@ray.remote(num_cpus=0)
+def _first(*values: Any) -> Any:
+    """Rank 0's value, once every rank's call has finished (an error of any rank is raised)."""
+    return values[0]
+
+
+def _wait(refs: list[Any], timeout_s: float | None = None) -> list[Any]:
+    """The values of `refs`, raising the first error as soon as any call fails (not after the
+    others, which may be blocked in a collective waiting for the failed rank)."""
+    pending = list(refs)
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1, timeout=timeout_s)
+        if not done:
+            raise ray.exceptions.GetTimeoutError(f"learner group: no answer within {timeout_s} s")
+        ray.get(done)  # raises that rank's error at once
+    return ray.get(list(refs))
+
+
+class _GroupMethod:
+    """`group.name`: `.remote(...)` → one ObjectRef (rank 0's value); calling it blocks for it."""
+
+    def __init__(self, group: "LearnerGroup", name: str) -> None:
+        self._group, self._name = group, name
+
+    def _refs(self, args: tuple, kwargs: dict) -> list[Any]:
+        g, n = self._group, len(self._group.ranks)
+        if n == 1:
+            return [g.ranks[0].method(self._name).remote(*args, **kwargs)]
+        if self._name in _BY_MINIBATCH:
+            parts = shards.by_minibatch(list(args[0]), n, g.per_rank)
+            return [h.method(self._name).remote(part, *args[1:], **kwargs) for h, part in zip(g.ranks, parts)]
+        if self._name == "score":
+            parts = shards.contiguous(list(args[0]), n)
+            return [h.method("score").remote(part, *args[1:], **kwargs) for h, part in zip(g.ranks, parts)]
+        if self._name == "logprobs":
+            return [g.ranks[0].method("logprobs").remote(*args, **kwargs)] + [
+                h.method("score").remote([]) for h in g.ranks[1:]]
+        return [h.method(self._name).remote(*args, **kwargs) for h in g.ranks]
+
+    def remote(self, *args: Any, **kwargs: Any) -> Any:
+        refs = self._refs(args, kwargs)
+        if len(refs) == 1:
+            return refs[0]
+        if self._name == "score":
+            raise TypeError("score.remote() on a group of several ranks: call group.score(...) (it joins the ranks' rows)")
+        return _first.remote(*refs)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        values = _wait(self._refs(args, kwargs))
+        if self._name == "score":
+            return [row for part in values for row in part]
+        return values[0]
+
+
+class LearnerGroup:
+    """Handle on the N rank actors of one learner (see the module docstring).
+
+    Attributes:
+        ranks: the ranks' `ShellHandle`s, rank 0 first.
+        placement_group: the group's Ray placement group (None for one rank).
+        per_rank: examples per rank and optimizer step (micro_batch * grad_accum).
+    """
+
+    def __init__(self, ranks: list[ShellHandle], placement_group: Any, per_rank: int) -> None:
+        self.ranks, self.placement_group, self.per_rank = list(ranks), placement_group, per_rank
+        self.class_name = "LearnerGroup"
+
+    @classmethod
+    def start(cls, model_path: str, num_ranks: int = 1, *, num_cpus: float = 1.0, num_gpus: float = 0.0,
+              actor_options: dict[str, Any] | None = None, bundle_resources: dict[str, float] | None = None,
+              strategy: str = "PACK", placement_timeout_s: float = 600.0, **learner_kwargs: Any) -> "LearnerGroup":
+        """Start `num_ranks` ranks (asynchronously: call `ready()` to wait for their constructors).
+
+        Args:
+            model_path: the policy checkpoint every rank loads.
+            num_ranks: ranks (DeepSpeed data-parallel world size); 1 starts one actor as before.
+            num_cpus, num_gpus: per rank (GPUs: 0 or 1; a rank drives one device).
+            actor_options: more Ray options for a single rank (e.g. node affinity); with several
+                ranks the placement group decides where they run, so node constraints go into
+                `bundle_resources` instead (e.g. {"node:10.0.0.5": 0.001}).
+            strategy: the placement group's strategy (PACK, SPREAD, STRICT_PACK, STRICT_SPREAD).
+            placement_timeout_s: how long to wait for the cluster to grant the bundles.
+            learner_kwargs: `GRPOLearner` arguments (zero_stage, micro_batch, grad_accum, device, ...).
+
+        Raises:
+            ValueError: num_ranks < 1, or several ranks with num_gpus not 0 or 1 or with a node
+                constraint in actor_options.
+            TimeoutError: the placement group was not granted in time (the message names the bundles).
+        """
+        if num_ranks < 1:
+            raise ValueError(f"num_ranks must be >= 1, got {num_ranks}")
+        if num_ranks > 1 and num_gpus not in (0, 1):
+            raise ValueError(f"a learner rank drives one device: num_gpus must be 0 or 1, got {num_gpus}")
+        per_rank = int(learner_kwargs.get("micro_batch", 4)) * int(learner_kwargs.get("grad_accum", 1))
+        if num_ranks == 1:
+            rank = LearnerActor.options(num_cpus=num_cpus, num_gpus=num_gpus, **(actor_options or {}))
+            return cls([rank.remote(model_path, **learner_kwargs)], None, per_rank)
+        if actor_options and "scheduling_strategy" in actor_options:
+            raise ValueError("several learner ranks are placed by their placement group: pass node constraints "
+                             "as bundle_resources")
+        from ray.util.placement_group import placement_group, remove_placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        from cudal1.engines.deepspeed_engine import Rendezvous
+
+        bundle = {k: float(v) for k, v in {"CPU": num_cpus, "GPU": num_gpus, **(bundle_resources or {})}.items() if v}
+        pg = placement_group([dict(bundle) for _ in range(num_ranks)], strategy=strategy, name="")
+        try:
+            ray.get(pg.ready(), timeout=placement_timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            remove_placement_group(pg)
+            raise TimeoutError(f"the cluster did not grant {num_ranks} learner bundles of {bundle} ({strategy}) "
+                               f"within {placement_timeout_s:g} s") from None
+        try:
+            in_bundle = [PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i) for i in range(num_ranks)]
+            host, port = ray.get(_endpoint.options(scheduling_strategy=in_bundle[0]).remote())
+            ranks = []
+            for i in range(num_ranks):
+                options = {k: v for k, v in (actor_options or {}).items() if k != "scheduling_strategy"}
+                actor = LearnerActor.options(num_cpus=num_cpus, num_gpus=num_gpus, scheduling_strategy=in_bundle[i],
+                                             **options)
+                ranks.append(actor.remote(model_path, rendezvous=Rendezvous(i, num_ranks, host, port), **learner_kwargs))
+        except BaseException:
+            remove_placement_group(pg)
+            raise
+        log.info("learner group: %d ranks, rendezvous at %s:%d, bundles %s (%s)", num_ranks, host, port, bundle, strategy)
+        return cls(ranks, pg, per_rank)
+
+    def __getattr__(self, name: str) -> _GroupMethod:
+        if name.startswith("_"):  # keeps pickling and copy from probing
+            raise AttributeError(name)
+        return _GroupMethod(self, name)
+
+    def method(self, name: str) -> _GroupMethod:
+        """The group method `name` (for names this class uses itself)."""
+        return _GroupMethod(self, name)
+
+    def attribute(self, name: str) -> Any:
+        """Rank 0's public attribute `name` (blocking)."""
+        return self.ranks[0].attribute(name)
+
+    def ready(self, timeout_s: float | None = None) -> str:
+        """Wait until every rank's constructor has run (re-raises the first error)."""
+        return _wait([h.actor.ready.remote() for h in self.ranks], timeout_s)[0]
+
+    def endpoint(self) -> tuple[str, int]:
+        """(IP, free port) on rank 0's node: where the weight-broadcast group is served."""
+        return self.ranks[0].endpoint()
+
+    def storage_probe(self, probe: str, token: str, role: str) -> Any:
+        """ObjectRef of rank 0's storage probe answer (see `ShellHandle.storage_probe`); check every
+        rank with `rank_handles()`."""
+        return self.ranks[0].storage_probe(probe, token, role)
+
+    def rank_handles(self, role: str = "learner") -> dict[str, ShellHandle]:
+        """{"learner rank i": handle}: each rank by name (for the shared-storage check)."""
+        if len(self.ranks) == 1:
+            return {role: self.ranks[0]}
+        return {f"{role} rank {i}": h for i, h in enumerate(self.ranks)}
+
+    def kill(self, no_restart: bool = True) -> None:
+        """Stop every rank and free the placement group."""
+        for h in self.ranks:
+            try:
+                h.kill(no_restart)
+            except Exception as e:  # already gone
+                log.debug("stopping %s: %s", h, e)
+        if self.placement_group is not None:
+            from ray.util.placement_group import remove_placement_group
+
+            remove_placement_group(self.placement_group)
+            self.placement_group = None
+
+    def __repr__(self) -> str:
+        return f"LearnerGroup({len(self.ranks)} ranks)"
