@@ -1,12 +1,12 @@
-"""A learning check on the real reward: does contrastive RL teach a policy to pick the faster of
-two correct programs, with the evaluator's measured speedups as the only signal?
+"""A learning check on the real reward: does the contrastive-RL stage's update teach a policy to pick
+the faster of two correct programs, with the evaluator's measured speedups as the only signal?
 
 Set-up (issue 9, "a learning test on the real reward"):
 
 - Tasks: two builtin tasks with small outputs, level1/17 (MSE loss) and level1/3 (diagonal of a
   matmul). Each has two tiny, correct `ModelNew` variants written here: a slow one (a Python loop
   over small chunks of the inputs) and a fast one (one or two vectorized calls). On the CPU they
-  measure 10-20x apart, beyond the evaluator's spread even on a loaded 2-core machine (small
+  measured 3-20x apart, beyond the evaluator's spread even on a loaded 2-core machine (small
   outputs keep the judge's fixed cost per call small; see docs/training.md for why elementwise
   tasks with large outputs did not work).
 - Policy: the embedded small model (`cudal1.policy.small.init_small`, ~1M parameters). SFT
@@ -32,11 +32,13 @@ One shortcut, said plainly: the evaluator is slow (10-90 s per candidate on a lo
 machine), so each distinct (task, code) is measured once per experiment and its result reused
 whenever the policy writes it again (`MeasuredPool`); a new code (e.g. a garbled one) is
 measured when it first appears. `--remeasure` measures every distinct code afresh at every step
-instead (as the training job does), at several times the cost. The variants themselves are
-measured before RL and the run stops if a task's slow variant is not `min_ratio` times slower.
+instead (as the training job does), at several times the cost; `--measured FILE` keeps the
+measurements for a later invocation. The variants themselves are measured before RL, again
+(up to three times) while a pair is not told apart, and the run stops if one never is
+(`measure_variants`).
 
-    python benchmarks/real_reward_learning.py                       # the run and both controls
-    python benchmarks/real_reward_learning.py --runs real --steps 12 --lr 3e-4
+    python benchmarks/real_reward_learning.py                       # SFT, the run and both controls
+    python benchmarks/real_reward_learning.py --work-dir W --reuse-sft --runs real --lr 3e-4
 
 Prints the share per step, one JSON line per run, and writes them all with --out.
 """

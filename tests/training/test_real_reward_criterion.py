@@ -1,6 +1,6 @@
 """The real-reward learning test's criterion and response classifier (fast; the experiment itself
-is `test_real_reward_learning.py`, gated): `learned` passes the two measured real runs of
-docs/training.md and fails all three measured controls, and `classify` recognizes each variant
+is `test_real_reward_learning.py`, gated): `learned` passes the four measured real runs of
+docs/training.md and fails all four measured controls, and `classify` recognizes each variant
 as the parser extracts it from a response in the trained format."""
 
 from __future__ import annotations
@@ -16,6 +16,12 @@ from .test_real_reward_learning import load_script
 RUNS = {
     "real 1e-4": ([.44, .56, .44, .75, .81, .69, .81, .81, .94, .75, .88, .69],
                   [.38, .38, .19, .19, .06, .19, .06, 0, 0, 0, 0, 0], True),
+    "real 1e-4 seed 1": ([.31, .75, .75, .81, .81, .56, .81, 1, .94, .88, .75, .75],
+                         [.62, .12, .06, .06, 0, .12, .06, 0, 0, 0, .12, .06], True),
+    "real 1e-4 seed 2": ([.56, .75, .75, .88, .69, .81, .75, .81, .75, .88, .88, .88],
+                         [.38, .12, .06, 0, .12, .12, 0, 0, .06, 0, 0, 0], True),
+    "lr0 seed 2": ([.62, .75, .56, .25, .44, .31, .81, .50, .56, .50, .62, .50],
+                   [.31, .19, .44, .62, .56, .62, .12, .50, .38, .50, .19, .50], False),
     "real 3e-4": ([.44, .88, .69, .81, .88, .88, .62, .62, .75, .69, .56, .81],
                   [.50, .06, .12, 0, 0, 0, 0, 0, 0, 0, 0, 0], True),
     "lr0": ([.62, .44, .50, .69, .50, .50, .50, .56, .50, .38, .50, .38],
