@@ -1,0 +1,487 @@
+"""A learning check on the real reward: does the contrastive-RL stage's update teach a policy to pick
+the faster of two correct programs, with the evaluator's measured speedups as the only signal?
+
+Set-up (issue 9, "a learning test on the real reward"):
+
+- Tasks: two builtin tasks with small outputs, level1/17 (MSE loss) and level1/3 (diagonal of a
+  matmul). Each has two tiny, correct `ModelNew` variants written here: a slow one (a Python loop
+  over small chunks of the inputs) and a fast one (one or two vectorized calls). On the CPU they
+  measured 3-20x apart, beyond the evaluator's spread even on a loaded 2-core machine (small
+  outputs keep the judge's fixed cost per call small; see docs/training.md for why elementwise
+  tasks with large outputs did not work).
+- Policy: the embedded small model (`cudal1.policy.small.init_small`, ~1M parameters). SFT
+  (`GRPOLearner.sft_step`) teaches both variants, in the required three-section format, as the
+  answer to the task's prompt (`task_prompt`; plain by default), so after SFT the policy writes
+  each about half the time. SFT stops once, for every task, the learner's own sequence
+  probabilities of the two targets add up to at least `min_clean` (few garbled samples) and the
+  fast one's part of them lies in [0.3, 0.7]. The two targets differ from their first analysis
+  token on ("A Python loop ..." / "One vectorized call ..."), so that token carries the choice.
+- RL: the project's pieces, unchanged. Per step `cudal1.pipeline.rollouts.sample_rollouts`
+  samples `group` responses per task from the vLLM generator, parses them, evaluates the
+  candidates with the real evaluator (`cudal1.bench`, CPU backend, in sandboxed worker
+  processes) and prices them (`cudal1.rl.rewards`); `assign_advantages` (ties within the measured
+  spread, then GRPO's group normalization), `update_examples`, `GRPOLearner.grpo_step`
+  (DeepSpeed on the CPU), and the weights go back to the generator (`update_weights`). Every run
+  starts from the same SFT checkpoint with a fresh optimizer.
+- Measured: per step, the share of all sampled responses whose code is the fast variant (the
+  parser's code, compared after `normalized_code`), the slow share, and the rest.
+- Controls: the same run with learning rate 0, and with every advantage negated before the
+  update. Neither may reach the criterion (`learned`).
+
+One shortcut, said plainly: the evaluator is slow (10-90 s per candidate on a loaded 2-core
+machine), so each distinct (task, code) is measured once per experiment and its result reused
+whenever the policy writes it again (`MeasuredPool`); a new code (e.g. a garbled one) is
+measured when it first appears. `--remeasure` measures every distinct code afresh at every step
+instead (as the training job does), at several times the cost; `--measured FILE` keeps the
+measurements for a later invocation. The variants themselves are measured before RL, again
+(up to three times) while a pair is not told apart, and the run stops if one never is
+(`measure_variants`).
+
+    python benchmarks/real_reward_learning.py                       # SFT, the run and both controls
+    python benchmarks/real_reward_learning.py --work-dir W --reuse-sft --runs real --lr 3e-4
+
+Prints the share per step, one JSON line per run, and writes them all with --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import math
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+log = logging.getLogger("real_reward_learning")
+
+HEADER = "import torch\nimport torch.nn.functional as F\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, {args}):\n"
+VARIANTS: dict[str, tuple[str, str, str]] = {
+    # task -> (forward's arguments, slow body, fast body). The slow bodies loop in Python over
+    # small chunks of the inputs (one or two tiny ops per chunk); the fast ones are one or two
+    # vectorized calls. Both are correct; the outputs are small (a scalar, a vector), so the
+    # judge's fixed cost per call stays small next to the call itself.
+    "level1/17": ("p, t", "return torch.stack([((a - b) ** 2).sum() for a, b in zip(p.view(-1, 1024), t.view(-1, 1024))]).sum() / p.numel()",
+                  "return F.mse_loss(p, t)"),
+    "level1/3": ("A, B", "return torch.stack([a @ b for a, b in zip(A.view(-1, 16), B.view(-1, 16))]).view(len(A), -1).sum(1)",
+                 "return (A @ B.T).diagonal()"),
+}
+SLOW_TEXT = ("A Python loop handles one small chunk at a time.", "Loop over chunks of the inputs and combine the results.")
+FAST_TEXT = ("One vectorized call reads each input once.", "Call the vectorized torch op on the whole inputs.")
+
+
+def variant_code(task_id: str, kind: str) -> str:
+    """The complete `ModelNew` module of `task_id`'s "slow" or "fast" variant."""
+    args, slow, fast = VARIANTS[task_id]
+    return HEADER.format(args=args) + "        " + (slow if kind == "slow" else fast) + "\n"
+
+
+@dataclasses.dataclass
+class Settings:
+    """One experiment's knobs. Learning rates are AdamW's; steps count RL steps (each: one
+    rollout batch, one `grpo_step`, one weight sync)."""
+
+    tasks: tuple[str, ...] = ("level1/17", "level1/3")
+    group: int = 8  # responses per task and step (the GRPO group)
+    steps: int = 12
+    lr: float = 1e-4  # RL learning rate (3e-4 learned too, with more garbled responses: docs/training.md)
+    sft_lr: float = 5e-3  # the first round's; each next round's is `sft_decay` times the last
+    sft_decay: float = 0.95  # 1e-2 stalled at a per-token loss of 0.2-0.4; 0.6 or 0.9 per round stalled too early
+    sft_rounds: int = 25  # at most this many rounds of `sft_chunk` SFT steps
+    sft_chunk: int = 20
+    min_clean: float = 0.85  # SFT target: P(slow) + P(fast) per task, under the learner
+    micro_batch: int = 8
+    max_tokens: int = 160
+    max_model_len: int = 4096  # the generator's
+    min_ratio: float = 3.0  # the slow variant must measure at least this many times slower
+    remeasure: bool = False
+    prompt: str = "plain"  # or "contrastive" (`task_prompt`)
+    seed: int = 0
+
+
+class MeasuredPool:
+    """The `evaluate_many` of a benchmark pool, on one in-process `BenchWorker` (the real
+    evaluator, CPU backend), that measures each distinct (task, code) once and reuses the
+    result (`remeasure=True`: once per `new_step()`). A second opinion on an outlier (a call
+    with `avoid`, `cudal1.pipeline.rollouts.verify_outliers`) is a measurement of its own, kept
+    apart from the first."""
+
+    def __init__(self, remeasure: bool = False) -> None:
+        from cudal1.actors.bench_pool import BenchWorker
+
+        self.worker = BenchWorker("cpu", "cpu")
+        self.remeasure = remeasure
+        self.memo: dict[tuple[str, str], dict[str, Any]] = {}
+        self.evaluations = 0
+        self.reused = 0
+        self.seconds = 0.0
+
+    def save(self, path: Path) -> None:
+        """Write the measured results (JSON lines of task, code, second-opinion flag, result)."""
+        path.write_text("".join(json.dumps({"task_id": t, "source": src, "second": second, "result": r}) + "\n"
+                                for (t, src, second), r in self.memo.items()))
+
+    def load(self, path: Path) -> int:
+        """Take the results `save` wrote (measured on this machine earlier) instead of measuring
+        those codes again. Returns how many were loaded."""
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        for row in rows:
+            self.memo[(row["task_id"], row["source"], bool(row["second"]))] = row["result"]
+        return len(rows)
+
+    def new_step(self) -> None:
+        if self.remeasure:
+            self.memo.clear()
+
+    def evaluate_many(self, candidates: Sequence[Any], progress: bool = False, avoid: Sequence[Any] | None = None
+                      ) -> list[dict[str, Any]]:
+        out = []
+        for c in candidates:
+            key = (c.task_id, c.source, avoid is not None)
+            if key not in self.memo:
+                t0 = time.perf_counter()
+                self.memo[key] = self.worker.evaluate(c)
+                self.seconds += time.perf_counter() - t0
+                self.evaluations += 1
+            else:
+                self.reused += 1
+            out.append(dict(self.memo[key]))
+        return out
+
+
+def task_prompt(task: Any, kind: str) -> tuple[list[dict[str, str]], list[str]]:
+    """The chat prompt for `task` and the code it shows (a copy of that earns no gain).
+
+    kind "plain": `plain_prompt` (what the RL stage sends for a task with no stored solution;
+    about 550 tokens here). "contrastive": `contrastive_prompt` showing the task's reference
+    (renamed ModelNew) as a 1.00x earlier solution (about 900 tokens, so every forward pass
+    costs about 1.6x as much)."""
+    from cudal1.policy.prompts import contrastive_prompt, plain_prompt
+    from cudal1.records import Exemplar
+    from cudal1.tasks.task import reference_as_candidate
+
+    if kind == "plain":
+        return plain_prompt(task.source), []
+    if kind != "contrastive":
+        raise ValueError(f"prompt kind {kind!r} is not 'plain' or 'contrastive'")
+    shown = reference_as_candidate(task.source)
+    return contrastive_prompt(task.source, [Exemplar(task.task_id, shown, 1.0, origin="reference")]), [shown]
+
+
+def classify(code: str | None, task_id: str) -> str:
+    """"fast", "slow" or "other": which variant of `task_id` a response's code is."""
+    from cudal1.rl.rewards import normalized_code
+
+    if code is None:
+        return "other"
+    mine = normalized_code(code)
+    for kind in ("fast", "slow"):
+        if mine == normalized_code(variant_code(task_id, kind)):
+            return kind
+    return "other"
+
+
+class Experiment:
+    """SFT once, then RL runs that each start from the SFT weights.
+
+    Args:
+        model_dir: the initial policy checkpoint (the embedded small model).
+        generator: a `RolloutGenerator` on that checkpoint (vLLM); its weights are replaced by
+            each run and put back by `restore_generator`.
+        settings: `Settings`.
+        work_dir: where the SFT checkpoint is exported.
+    """
+
+    def __init__(self, model_dir: Path, generator: Any, settings: Settings, work_dir: Path) -> None:
+        from cudal1.policy.model import load_tokenizer
+        from cudal1.tasks import find_task, load_tasks
+
+        self.model_dir, self.generator, self.s, self.work_dir = Path(model_dir), generator, settings, Path(work_dir)
+        self.tokenizer = load_tokenizer(model_dir)
+        tasks = load_tasks("builtin")
+        self.tasks = [find_task(tasks, t) for t in settings.tasks]
+        self.prompts = {t.task_id: task_prompt(t, settings.prompt) for t in self.tasks}
+        self.pool = MeasuredPool(settings.remeasure)
+        self.sft_dir: Path | None = None
+        self.sft_report: dict[str, Any] = {}
+        self.variant_results: dict[str, dict[str, Any]] = {}
+
+    # ----- before RL
+
+    def measure_variants(self, attempts: int = 3) -> dict[str, dict[str, Any]]:
+        """Evaluate both variants of every task until the evaluator tells them apart: both
+        correct, the slow one at least `min_ratio` times slower, and the log-ratio of their
+        speedups above both spreads (else the reward's tie rule, `tie_clusters`, would pay them
+        alike). A task whose pair does not pass is measured again, up to `attempts` times; the
+        passing measurement is the one the RL runs reuse. Returns {task: {"slow", "fast": speedup
+        (x), "slow_spread", "fast_spread", "attempts"}}. Raises RuntimeError when a variant is
+        not correct, or a pair is still not told apart after `attempts`."""
+        from cudal1.records import Candidate
+
+        out: dict[str, dict[str, Any]] = {}
+        pending = list(self.s.tasks)
+        for attempt in range(1, attempts + 1):
+            cands = [Candidate(t, variant_code(t, kind), origin=kind) for t in pending for kind in ("slow", "fast")]
+            results = self.pool.evaluate_many(cands)
+            for c, r in zip(cands, results):
+                if r.get("status") != "ok":
+                    raise RuntimeError(f"{c.task_id} {c.origin} variant is {r.get('status')}: {r.get('message')}")
+                v = out.setdefault(c.task_id, {})
+                v[c.origin] = float(r["speedup"])
+                v[c.origin + "_spread"] = float(r.get("speedup_spread") or 0.0)
+                v["attempts"] = attempt
+            apart = [t for t in pending if _told_apart(out[t], self.s.min_ratio)]
+            for t in pending:
+                if t not in apart:
+                    log.warning("%s: variants not told apart on attempt %d: %s", t, attempt, out[t])
+                    for kind in ("slow", "fast"):
+                        self.pool.memo.pop((t, variant_code(t, kind), False), None)
+            pending = [t for t in pending if t not in apart]
+            if not pending:
+                self.variant_results = out
+                return out
+        raise RuntimeError(f"the evaluator did not tell the variants apart in {attempts} attempts on this machine now: "
+                           + "; ".join(f"{t}: {out[t]}" for t in pending))
+
+    def sft_examples(self) -> list[Any]:
+        from cudal1.policy.model import chat_prompt_ids
+        from cudal1.pipeline.stages import response_ids
+        from cudal1.policy.prompts import sft_response
+        from cudal1.records import PolicyExample
+
+        examples = []
+        for t in self.tasks:
+            ids = chat_prompt_ids(self.tokenizer, self.prompts[t.task_id][0])
+            for kind, (analysis, design) in (("slow", SLOW_TEXT), ("fast", FAST_TEXT)):
+                text = sft_response(variant_code(t.task_id, kind), analysis, design)
+                examples.append(PolicyExample(ids, response_ids(self.tokenizer, text)))
+        return examples
+
+    def sequence_probs(self, learner: Any) -> dict[str, dict[str, float]]:
+        """{task: {"slow": P, "fast": P}}: each SFT target's whole-sequence probability under the
+        learner (exp of the summed token log-probabilities)."""
+        examples = self.sft_examples()
+        rows = learner.score(examples)
+        out: dict[str, dict[str, float]] = {}
+        for i, t in enumerate(self.s.tasks):
+            out[t] = {"slow": math.exp(sum(rows[2 * i])), "fast": math.exp(sum(rows[2 * i + 1]))}
+        return out
+
+    def _hardest_tokens(self, learner: Any, examples: list[Any], k: int = 4) -> str:
+        """The `k` target tokens with the lowest probability under the learner, over `examples`."""
+        scored = [(lp, i, j) for i, row in enumerate(learner.score(examples)) for j, lp in enumerate(row)]
+        worst = sorted(scored)[:k]
+        return ", ".join(f"ex{i} #{j} {self.tokenizer.decode([examples[i].response_ids[j]])!r} p={math.exp(lp):.2f}"
+                         for lp, i, j in worst)
+
+    def use_sft(self, sft_dir: Path) -> dict[str, Any]:
+        """Take an SFT checkpoint exported by an earlier `run_sft` instead of training one; its
+        report is recomputed ({"steps": None, "probs", "seconds"})."""
+        from cudal1.training import GRPOLearner
+
+        t0 = time.perf_counter()
+        learner = GRPOLearner(sft_dir, lr=0.0, micro_batch=self.s.micro_batch, seed=self.s.seed)
+        self.sft_dir = Path(sft_dir)
+        self.sft_report = {"steps": None, "loss": None, "probs": self.sequence_probs(learner),
+                           "seconds": time.perf_counter() - t0}
+        del learner
+        return self.sft_report
+
+    def run_sft(self) -> dict[str, Any]:
+        """SFT from the initial checkpoint until every task's two targets hold `min_clean` of the
+        probability with the fast one's part in [0.3, 0.7]; export to `work_dir/sft`. Returns a
+        report ({"steps", "loss", "probs", "seconds"}); raises RuntimeError if it never gets there."""
+        from cudal1.training import GRPOLearner
+
+        t0 = time.perf_counter()
+        examples = self.sft_examples()
+        learner = GRPOLearner(self.model_dir, lr=self.s.sft_lr, micro_batch=len(examples), seed=self.s.seed)
+        steps, probs, loss = 0, {}, float("nan")
+        for round_ in range(self.s.sft_rounds):
+            learner.set_lr(self.s.sft_lr * self.s.sft_decay ** round_)
+            for _ in range(self.s.sft_chunk):
+                loss = learner.sft_step(examples)["loss"]
+                steps += 1
+            probs = self.sequence_probs(learner)
+            log.info("sft step %d: loss %.4f, %s; least likely target tokens: %s", steps, loss, _fmt_probs(probs),
+                     self._hardest_tokens(learner, examples))
+            self.sft_dir = learner.export(self.work_dir / "sft")  # each round, so a long SFT is never lost
+            if all(p["slow"] + p["fast"] >= self.s.min_clean and 0.3 <= p["fast"] / (p["slow"] + p["fast"]) <= 0.7
+                   for p in probs.values()):
+                break
+        else:
+            raise RuntimeError(f"SFT did not reach P(slow)+P(fast) >= {self.s.min_clean} with a balanced split in "
+                               f"{steps} steps: {_fmt_probs(probs)}")
+        self.sft_report = {"steps": steps, "loss": loss, "probs": probs, "seconds": time.perf_counter() - t0}
+        del learner
+        return self.sft_report
+
+    # ----- RL
+
+    def _ctx(self) -> Any:
+        from cudal1.config import RewardSettings
+
+        rollout = SimpleNamespace(max_model_len=self.s.max_model_len, max_tokens=self.s.max_tokens,
+                                  temperature=1.0, top_p=1.0)
+        cfg = SimpleNamespace(rollout=rollout, reward=dataclasses.asdict(RewardSettings()))
+        return SimpleNamespace(cfg=cfg, tokenizer=self.tokenizer, generator=self.generator,
+                               pools=SimpleNamespace(primary=self.pool), buffer=None)
+
+    def run_rl(self, name: str, lr: float, negate: bool = False) -> dict[str, Any]:
+        """One RL run from the SFT weights: `steps` steps at `lr`, advantages negated when
+        `negate`. Returns {"name", "lr", "negate", "fast", "slow", "other" (share per step, of
+        all responses), "reward" (mean per step), "reasons" (counts over the run), "seconds"}."""
+        from cudal1.pipeline.rollouts import assign_advantages, reward_config, sample_rollouts, update_examples
+        from cudal1.policy.model import load_policy
+        from cudal1.training import GRPOLearner
+
+        if self.sft_dir is None:
+            raise RuntimeError("run_sft first")
+        t0 = time.perf_counter()
+        ctx = self._ctx()
+        rcfg = reward_config(ctx.cfg)
+        model, _ = load_policy(self.sft_dir)
+        self.generator.update_weights(list(model.named_parameters()), version=0)
+        del model
+        learner = GRPOLearner(self.sft_dir, lr=lr, micro_batch=self.s.micro_batch, seed=self.s.seed)
+        trace: dict[str, Any] = {"name": name, "lr": lr, "negate": negate, "fast": [], "slow": [], "other": [],
+                                 "reward": [], "reasons": {}}
+        for step in range(self.s.steps):
+            self.pool.new_step()
+            messages = [self.prompts[t.task_id][0] for t in self.tasks]
+            shown = [self.prompts[t.task_id][1] for t in self.tasks]
+            rollouts = sample_rollouts(ctx, self.tasks, messages, self.s.group, step, shown=shown)
+            assign_advantages(rollouts, rcfg, "std")
+            if negate:
+                for r in rollouts:
+                    r.advantage = -r.advantage
+            kinds = [classify(r.sections.get("code") if r.parse_error is None else None, r.task_id) for r in rollouts]
+            for key in ("fast", "slow", "other"):
+                trace[key].append(kinds.count(key) / len(kinds))
+            trace["reward"].append(statistics.fmean(r.reward for r in rollouts))
+            for r in rollouts:
+                trace["reasons"][r.reward_reason] = trace["reasons"].get(r.reward_reason, 0) + 1
+            examples = update_examples(rollouts)
+            if examples:
+                learner.grpo_step(examples)
+                self.generator.update_weights(learner.named_weights(), version=learner.version)
+            log.info("%s step %d: fast %.2f slow %.2f other %.2f reward %.3f (%d examples; %d evaluations, %d reused)",
+                     name, step, trace["fast"][-1], trace["slow"][-1], trace["other"][-1], trace["reward"][-1],
+                     len(examples), self.pool.evaluations, self.pool.reused)
+        trace["seconds"] = time.perf_counter() - t0
+        del learner
+        return trace
+
+    def restore_generator(self) -> None:
+        """Give the generator the initial checkpoint's weights back (version 0)."""
+        from cudal1.policy.model import load_policy
+
+        model, _ = load_policy(self.model_dir)
+        self.generator.update_weights(list(model.named_parameters()), version=0)
+
+
+def _told_apart(v: dict[str, float], min_ratio: float) -> bool:
+    """Whether a measured pair is `min_ratio` apart and beyond both spreads (`tie_clusters`)."""
+    gap = math.log(v["fast"] / v["slow"])
+    return v["fast"] >= min_ratio * v["slow"] and gap > max(v["slow_spread"], v["fast_spread"])
+
+
+def _fmt_probs(probs: dict[str, dict[str, float]]) -> str:
+    return ", ".join(f"{t}: slow {p['slow']:.3f} fast {p['fast']:.3f}" for t, p in probs.items())
+
+
+def final_share(trace: dict[str, Any], key: str = "fast", last: int = 2) -> float:
+    """The mean over the last `last` steps of `trace[key]` ("fast": the fast variant's share of
+    all responses; "choice": its share of the responses that are one of the two variants)."""
+    return statistics.fmean(trace[key][-last:])
+
+
+def choice_shares(trace: dict[str, Any]) -> list[float]:
+    """Per step, fast / (fast + slow): how often the policy picks the fast variant when it writes
+    one of the two (0 for a step without either)."""
+    return [f / (f + s) if f + s > 0 else 0.0 for f, s in zip(trace["fast"], trace["slow"])]
+
+
+def learned(trace: dict[str, Any], target: float = 0.8, floor: float = 0.6) -> bool:
+    """The criterion, over the last two steps: the fast variant is at least `target` of the
+    responses that are one of the two variants, and at least `floor` of all responses (so a
+    policy that stops writing either cannot pass). That both start near half is checked on the
+    SFT checkpoint itself, where it is exact (`Experiment.sft_report["probs"]`); one step's 16
+    samples put the fast share anywhere in 0.2-0.7.
+
+    Why not "0.8 of all responses": 10-30% of the responses are garbled (neither variant, mostly
+    syntax errors) both after SFT and during RL, and the measured runs (docs/training.md) stayed
+    below 0.8 of all responses while the slow variant disappeared."""
+    trace = {**trace, "choice": choice_shares(trace)}
+    return final_share(trace, "choice") >= target and final_share(trace, "fast") >= floor
+
+
+RUNS = {"real": (None, False), "lr0": (0.0, False), "negated": (None, True)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", nargs="+", default=list(RUNS), choices=list(RUNS))
+    ap.add_argument("--steps", type=int, default=Settings.steps)
+    ap.add_argument("--group", type=int, default=Settings.group)
+    ap.add_argument("--lr", type=float, default=Settings.lr)
+    ap.add_argument("--tasks", nargs="+", default=list(Settings.tasks), choices=list(VARIANTS))
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--prompt", default=Settings.prompt, choices=["plain", "contrastive"])
+    ap.add_argument("--remeasure", action="store_true", help="measure every distinct code again at every step")
+    ap.add_argument("--out", type=Path, default=None, help="write the JSON lines here too")
+    ap.add_argument("--work-dir", type=Path, default=None,
+                    help="keep the small model and the SFT checkpoint here (default: a temporary directory)")
+    ap.add_argument("--reuse-sft", action="store_true", help="start from WORK_DIR/sft when it exists")
+    ap.add_argument("--measured", type=Path, default=None,
+                    help="JSONL of earlier measurements: read when it exists (those codes are not measured again), "
+                         "then rewritten with every measurement of this run")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    from cudal1.policy.small import init_small
+    from cudal1.rollout import RolloutGenerator
+
+    s = Settings(tasks=tuple(args.tasks), group=args.group, steps=args.steps, lr=args.lr, seed=args.seed,
+                 remeasure=args.remeasure, prompt=args.prompt)
+    lines = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = args.work_dir or Path(tmp)
+        model_dir = work / "small"
+        if not (model_dir / "config.json").exists():
+            init_small(model_dir, seed=s.seed)
+        with RolloutGenerator(model_dir, backend="vllm", dtype="float32", max_model_len=s.max_model_len, seed=s.seed,
+                              kv_cache_gib=0.25) as gen:
+            exp = Experiment(model_dir, gen, s, work)
+            if args.measured and args.measured.exists():
+                log.info("%d measurements read from %s", exp.pool.load(args.measured), args.measured)
+            print(json.dumps({"variants": exp.measure_variants()}), flush=True)
+            if args.measured:
+                exp.pool.save(args.measured)
+            reuse = args.reuse_sft and (work / "sft" / "config.json").exists()
+            sft = exp.use_sft(work / "sft") if reuse else exp.run_sft()
+            print(json.dumps({"sft": sft}), flush=True)
+            for name in args.runs:
+                lr, negate = RUNS[name]
+                trace = exp.run_rl(name, s.lr if lr is None else lr, negate)
+                trace.update(choice=choice_shares(trace), final=final_share(trace), learned=learned(trace),
+                             evaluations=exp.pool.evaluations,
+                             reused=exp.pool.reused, eval_seconds=round(exp.pool.seconds, 1))
+                lines.append(trace)
+                if args.measured:
+                    exp.pool.save(args.measured)
+                print(f"{name}: share of the fast variant per step, of all responses: "
+                      + " ".join(f"{x:.2f}" for x in trace["fast"]) + "; of the two variants: "
+                      + " ".join(f"{x:.2f}" for x in trace["choice"]), flush=True)
+                print(json.dumps(trace), flush=True)
+    if args.out:
+        args.out.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,60 @@
+"""The real-reward learning test's criterion and response classifier (fast; the experiment itself
+is `test_real_reward_learning.py`, gated): `learned` passes the four measured real runs of
+docs/training.md and fails all four measured controls, and `classify` recognizes each variant
+as the parser extracts it from a response in the trained format."""
+
+from __future__ import annotations
+
+import pytest
+
+from cudal1.policy.parsing import parse_response
+from cudal1.policy.prompts import sft_response
+
+from .test_real_reward_learning import load_script
+
+# Per-step fast and slow shares of all responses, 2026-12-02 (docs/training.md).
+RUNS = {
+    "real 1e-4": ([.44, .56, .44, .75, .81, .69, .81, .81, .94, .75, .88, .69],
+                  [.38, .38, .19, .19, .06, .19, .06, 0, 0, 0, 0, 0], True),
+    "real 1e-4 seed 1": ([.31, .75, .75, .81, .81, .56, .81, 1, .94, .88, .75, .75],
+                         [.62, .12, .06, .06, 0, .12, .06, 0, 0, 0, .12, .06], True),
+    "real 1e-4 seed 2": ([.56, .75, .75, .88, .69, .81, .75, .81, .75, .88, .88, .88],
+                         [.38, .12, .06, 0, .12, .12, 0, 0, .06, 0, 0, 0], True),
+    "lr0 seed 2": ([.62, .75, .56, .25, .44, .31, .81, .50, .56, .50, .62, .50],
+                   [.31, .19, .44, .62, .56, .62, .12, .50, .38, .50, .19, .50], False),
+    "real 3e-4": ([.44, .88, .69, .81, .88, .88, .62, .62, .75, .69, .56, .81],
+                  [.50, .06, .12, 0, 0, 0, 0, 0, 0, 0, 0, 0], True),
+    "lr0": ([.62, .44, .50, .69, .50, .50, .50, .56, .50, .38, .50, .38],
+            [.38, .50, .38, .25, .25, .44, .38, .25, .50, .44, .50, .44], False),
+    "negated 3e-4": ([.19, .12, .06, 0, 0, 0, .06, 0, 0, 0, 0, 0],
+                     [.69, .75, .56, .44, .38, 0, .12, 0, 0, 0, 0, 0], False),
+    "negated 1e-4": ([.12, .44, .31, .38, .19, .12, .12, 0, .12, .06, 0, 0],
+                     [.69, .56, .44, .38, .50, .56, .69, .44, .12, .25, .12, .06], False),
+}
+
+
+@pytest.mark.parametrize("name", list(RUNS))
+def test_the_criterion_passes_the_measured_real_runs_and_fails_the_controls(name):
+    rrl = load_script()
+    fast, slow, expected = RUNS[name]
+    assert rrl.learned({"fast": fast, "slow": slow}) is expected
+
+
+def test_a_policy_that_stops_writing_either_variant_does_not_pass():
+    rrl = load_script()
+    # Only fast among the variants, but 70% garbled: the choice share is 1.0, the floor is not met.
+    assert not rrl.learned({"fast": [0.3] * 4, "slow": [0.0] * 4})
+    assert rrl.choice_shares({"fast": [0.0, 0.5], "slow": [0.0, 0.5]}) == [0.0, 0.5]
+
+
+@pytest.mark.parametrize("kind", ["slow", "fast"])
+def test_classify_recognizes_each_variant_through_the_parser(kind):
+    rrl = load_script()
+    for task_id in rrl.VARIANTS:
+        analysis, design = rrl.SLOW_TEXT if kind == "slow" else rrl.FAST_TEXT
+        parsed = parse_response(sft_response(rrl.variant_code(task_id, kind), analysis, design))
+        assert parsed.error is None and rrl.classify(parsed.code, task_id) == kind
+        other = next(t for t in rrl.VARIANTS if t != task_id)
+        assert rrl.classify(parsed.code, other) == "other"  # the other task's variant is not this one
+    assert rrl.classify(None, "level1/17") == "other"
+    assert rrl.classify("import torch\nclass ModelNew: pass\n", "level1/17") == "other"
