@@ -20,12 +20,13 @@ cat "$out/env.txt"
 python3 benchmarks/memory_plan.py > "$out/plan.txt" 2>&1
 run() {  # name, arguments
   local name=$1; shift
-  timeout 540 python3 benchmarks/learner_memory.py "$@" > "$out/$name.json" 2> "$out/$name.log"
+  timeout "${RUN_TIMEOUT:-540}" python3 benchmarks/learner_memory.py "$@" > "$out/$name.json" 2> "$out/$name.log"
   echo "$name rc=$? $(cat "$out/$name.json")"; tail -3 "$out/$name.log" | grep -i -E "error|memory" || true
 }
 if [[ $size == 1.5B ]]; then
   run m1_5b --shape 1.5B
   run m1_5b_kl --shape 1.5B --kl-beta 0.05
-else
+else  # the plan: 7B does not fit one H200 without optimizer offload, and fits with it
   run m7b --shape 7B --steps 1
+  run m7b_offload --shape 7B --steps 1 --offload-optimizer
 fi
