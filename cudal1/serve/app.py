@@ -20,7 +20,6 @@ actors, in which every submitted program and candidate runs; the replica never e
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import os
 from pathlib import Path
@@ -64,7 +63,6 @@ class PolicyServer:
 
         from cudal1.actors.bench_pool import BenchmarkPool
         from cudal1.config import load_serve_config
-        from cudal1.pipeline.context import pool_specs
         from cudal1.pipeline.optimize import OptimizeSettings
         from cudal1.policy.model import load_tokenizer
         from cudal1.rollout import RolloutGenerator
@@ -79,8 +77,7 @@ class PolicyServer:
         self.generator = RolloutGenerator(model_path, c.rollout.backend, max_model_len=c.rollout.max_model_len,
                                           dtype=c.model.dtype, seed=c.seed, **extra)
         shared = LockedGenerator(self.generator)
-        c.tasks = {"source": "builtin"}  # the pools' own suite is never looked up: candidates carry their task
-        self.pools = {s.name: BenchmarkPool(dataclasses.replace(s, tasks="builtin")) for s in pool_specs(c)}
+        self.pools = {s.name: BenchmarkPool(s) for s in _pool_specs(c)}
         self.chat = ChatService(shared, tokenizer, c.serve.model_name, c.rollout.max_model_len,
                                 c.serve.max_chat_tokens, min(c.rollout.max_tokens, c.serve.max_chat_tokens))
         settings = OptimizeSettings(rounds=c.rounds, samples=c.samples, exemplars=c.exemplars, feedback=c.feedback,
@@ -131,6 +128,21 @@ class PolicyServer:
                 pass
 
 
+def _pool_specs(cfg: Any) -> list[Any]:
+    """A `PoolSpec` per `cfg.bench.pools` entry, loading the small builtin suite: the pools' own
+    suite is never looked up, since every candidate carries its task (`Candidate.task`)."""
+    from omegaconf import OmegaConf
+
+    from cudal1.actors.bench_pool import PoolSpec
+
+    return [PoolSpec(name=name, backend=p.backend, num_actors=p.num_actors, num_cpus=p.num_cpus, num_gpus=p.num_gpus,
+                     accelerator_type=p.accelerator_type, resources=dict(p.resources),
+                     settings=OmegaConf.to_container(p.settings), tasks="builtin",
+                     max_task_retries=p.max_task_retries, start_timeout_s=p.start_timeout_s,
+                     build_actors=p.build_actors, build_cpus=p.build_cpus)
+            for name, p in cfg.bench.pools.items()]
+
+
 def deployment_options(cfg: Any) -> dict[str, Any]:
     """Serve deployment options from the validated config: replicas (fixed, or autoscaling between
     `min_replicas` and `max_replicas` at `target_ongoing_requests`), `max_ongoing_requests`, the
@@ -141,7 +153,8 @@ def deployment_options(cfg: Any) -> dict[str, Any]:
     if s.token is None and os.environ.get(s.token_env):
         env[s.token_env] = os.environ[s.token_env]
     opts: dict[str, Any] = {"max_ongoing_requests": s.max_ongoing_requests,
-                            "ray_actor_options": {"num_cpus": s.replica_cpus, "runtime_env": {"env_vars": env}}}
+                            "ray_actor_options": {"num_cpus": s.replica_cpus, "num_gpus": cfg.rollout.num_gpus,
+                                                  "runtime_env": {"env_vars": env}}}
     if s.autoscaling:
         opts["autoscaling_config"] = {"min_replicas": s.min_replicas, "max_replicas": s.max_replicas,
                                       "target_ongoing_requests": s.target_ongoing_requests}
@@ -192,3 +205,26 @@ def run(cfg: Any, blocking: bool = True) -> None:
     Ray must be initialised."""
     serve.start(http_options={"host": cfg.serve.host, "port": cfg.serve.port})
     serve.run(application(cfg), name=cfg.serve.app_name, route_prefix=cfg.serve.route_prefix, blocking=blocking)
+
+
+def start(cfg: Any) -> None:
+    """jobs/serve.py: join or start Ray as `cfg.ray` says (a local cluster unless RAY_ADDRESS, which
+    `ray job submit` sets), check with `ray.preflight` that the nodes can hold the pools and the
+    replicas, then `run` the application and block. Raises InsufficientResources naming each role."""
+    from cudal1.actors.cluster import ClusterConfig, alive_nodes, init_ray
+    from cudal1.actors.preflight import ActorNeed, check_cluster
+
+    root = str(Path(__file__).resolve().parents[2])
+    env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}}
+    init_ray(ClusterConfig(address=cfg.ray.address, num_cpus=cfg.ray.num_cpus, num_gpus=cfg.ray.num_gpus,
+                           object_store_mb=cfg.ray.object_store_mb, runtime_env=env))
+    if cfg.ray.preflight:
+        replicas = cfg.serve.min_replicas if cfg.serve.autoscaling else cfg.serve.num_replicas
+        needs = [ActorNeed.of(f"benchmark pool {name!r} (per replica)", p.num_actors * replicas, p.num_cpus,
+                              p.num_gpus, p.accelerator_type, dict(p.resources)) for name, p in cfg.bench.pools.items()]
+        needs.append(ActorNeed.of("serve replica (holds the vLLM engine)", replicas, cfg.serve.replica_cpus,
+                                  cfg.rollout.num_gpus))
+        check_cluster(needs, alive_nodes())
+    print(f"serving {cfg.serve.model_name} at http://{cfg.serve.host}:{cfg.serve.port}{cfg.serve.route_prefix.rstrip('/')}"
+          f"/v1 (bearer token required); Ctrl-C stops", flush=True)
+    run(cfg, blocking=True)
