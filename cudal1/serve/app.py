@@ -41,6 +41,12 @@ async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
     return JSONResponse(exc.body(), status_code=exc.status)
 
 
+@api.exception_handler(Exception)
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unexpected error on %s", request.url.path)
+    return JSONResponse(ApiError(500, f"internal error: {type(exc).__name__}", "server_error").body(), status_code=500)
+
+
 async def _json(request: Request) -> Any:
     try:
         return await request.json()
@@ -48,6 +54,23 @@ async def _json(request: Request) -> Any:
         raise ApiError(400, "the body is not valid JSON") from None
 
 
+def _pool_specs(cfg: Any) -> list[Any]:
+    """A `PoolSpec` per `cfg.bench.pools` entry, loading the small builtin suite: the pools' own
+    suite is never looked up, since every candidate carries its task (`Candidate.task`)."""
+    from omegaconf import OmegaConf
+
+    from cudal1.actors.bench_pool import PoolSpec
+
+    return [PoolSpec(name=name, backend=p.backend, num_actors=p.num_actors, num_cpus=p.num_cpus, num_gpus=p.num_gpus,
+                     accelerator_type=p.accelerator_type, resources=dict(p.resources),
+                     settings=OmegaConf.to_container(p.settings), tasks="builtin",
+                     max_task_retries=p.max_task_retries, start_timeout_s=p.start_timeout_s,
+                     build_actors=p.build_actors, build_cpus=p.build_cpus)
+            for name, p in cfg.bench.pools.items()]
+
+
+# Module-level helpers the deployment calls are defined above it: Serve serializes the class when
+# it is decorated, and a global defined later would be missing in the replica (NameError).
 @serve.deployment(name="PolicyServer")
 @serve.ingress(api)
 class PolicyServer:
@@ -126,21 +149,6 @@ class PolicyServer:
                 pool.shutdown()
             except Exception:  # noqa: BLE001 - best effort at teardown
                 pass
-
-
-def _pool_specs(cfg: Any) -> list[Any]:
-    """A `PoolSpec` per `cfg.bench.pools` entry, loading the small builtin suite: the pools' own
-    suite is never looked up, since every candidate carries its task (`Candidate.task`)."""
-    from omegaconf import OmegaConf
-
-    from cudal1.actors.bench_pool import PoolSpec
-
-    return [PoolSpec(name=name, backend=p.backend, num_actors=p.num_actors, num_cpus=p.num_cpus, num_gpus=p.num_gpus,
-                     accelerator_type=p.accelerator_type, resources=dict(p.resources),
-                     settings=OmegaConf.to_container(p.settings), tasks="builtin",
-                     max_task_retries=p.max_task_retries, start_timeout_s=p.start_timeout_s,
-                     build_actors=p.build_actors, build_cpus=p.build_cpus)
-            for name, p in cfg.bench.pools.items()]
 
 
 def deployment_options(cfg: Any) -> dict[str, Any]:

@@ -120,6 +120,8 @@ class ChatService:
         temperature = _number(payload, "temperature", 1.0, 0.0, 2.0)
         top_p = _number(payload, "top_p", 1.0, 1e-6, 1.0)
         n = _number(payload, "n", 1, 1, 8, integer=True)
+        if n > 1 and temperature == 0:
+            raise ApiError(400, f"n={n} needs temperature > 0: greedy sampling gives one answer")
         from cudal1.policy.model import chat_prompt_ids
 
         ids = chat_prompt_ids(self.tokenizer, clean)
