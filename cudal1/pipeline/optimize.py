@@ -243,7 +243,9 @@ class Optimizer:
         settings: `OptimizeSettings` (defaults when None).
         progress_bars: show the pool's progress bar while it evaluates.
 
-    Raises ValueError for bad settings (from `OptimizeSettings`).
+    The object holds no per-task state: one `Optimizer` may serve many calls, from several threads
+    as far as its parts allow (a `BenchmarkPool` runs one `evaluate_many` at a time and makes a
+    second caller wait). Raises ValueError for bad settings (from `OptimizeSettings`).
     """
 
     def __init__(self, generator: Any, pool: Any, tokenizer: Any, settings: OptimizeSettings | None = None,
