@@ -158,6 +158,8 @@ class OptimizeService:
         self.store, self.run_job, self.limits, self.max_pending = store, run_job, dict(limits), max_pending
         self._queue: queue.Queue[str | None] = queue.Queue()
         self._states: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+        """Held while a state dict changes or is written: the worker, the heartbeat and readers share them."""
         self._stop = threading.Event()
         self._worker = threading.Thread(target=self._work, name="optimize-jobs", daemon=True)
         self._worker.start()
@@ -175,9 +177,10 @@ class OptimizeService:
         state = {"id": job_id, "status": "queued", "created_at": time.time(), "task_id": request["task_id"],
                  "request": {k: v for k, v in request.items() if k != "task_id"}, "progress": [], "message": "",
                  "result": None}
-        self.store.owned.add(job_id)
-        self.store.write(state)
-        self._states[job_id] = state
+        with self._lock:
+            self.store.owned.add(job_id)
+            self.store.write(state)
+            self._states[job_id] = state
         self._queue.put(job_id)
         return {"id": job_id, "status": "queued", "position": self._queue.qsize()}
 
@@ -185,9 +188,10 @@ class OptimizeService:
         """The job's state: id, status (`STATES`), progress (events so far), message, result (when
         done: the `TaskOutcome` as a dict, with the verified solution, speedup, spread, labels and
         analysis). Raises ApiError(404) for an unknown id."""
-        state = self._states.get(job_id)
-        if state is not None:
-            return dict(state)
+        with self._lock:
+            state = self._states.get(job_id)
+            if state is not None:
+                return json.loads(json.dumps(state, default=str))
         state = self.store.read(job_id)
         if state is None:
             raise ApiError(404, f"no optimize job {job_id!r}", "not_found_error")
@@ -203,36 +207,46 @@ class OptimizeService:
             if job_id is None:
                 return
             state = self._states[job_id]
-            state["status"] = "running"
-            state["started_at"] = time.time()
-            self.store.write(state)
 
             def on_progress(event: dict[str, Any], state: dict[str, Any] = state) -> None:
-                state["progress"].append({k: v for k, v in event.items() if k != "task_id"})
-                self.store.write(state)
+                with self._lock:
+                    state["progress"].append({k: v for k, v in event.items() if k != "task_id"})
+                    self.store.write(state)
 
             try:
-                state["result"] = self.run_job(state["request"], on_progress)
-                state["status"] = "done"
-                state["message"] = (state["result"] or {}).get("message", "")
+                with self._lock:
+                    state["status"] = "running"
+                    state["started_at"] = time.time()
+                    self.store.write(state)
+                result = self.run_job(state["request"], on_progress)
+                with self._lock:
+                    state["result"] = result
+                    state["status"] = "done"
+                    state["message"] = (result or {}).get("message", "")
             except Exception as e:  # noqa: BLE001 - an engine or cluster failure fails this job, not the service
                 log.exception("optimize job %s failed", job_id)
-                state["status"] = "failed"
-                state["message"] = f"{type(e).__name__}: {e}"[:1000]
-            state["finished_at"] = time.time()
-            self.store.write(state)
-            self._states.pop(job_id, None)
-            self.store.owned.discard(job_id)
+                with self._lock:
+                    state["status"] = "failed"
+                    state["message"] = f"{type(e).__name__}: {e}"[:1000]
+            with self._lock:
+                state["finished_at"] = time.time()
+                try:
+                    self.store.write(state)
+                except Exception:  # noqa: BLE001 - the worker must outlive a full disk
+                    log.exception("could not write the end of job %s", job_id)
+                self._states.pop(job_id, None)
+                self.store.owned.discard(job_id)
 
     def _heartbeat(self) -> None:
         period = max(1.0, self.store.stale_after_s / 4)
         while not self._stop.wait(period):
-            for state in list(self._states.values()):
-                if state["status"] in ("queued", "running"):
-                    try:
-                        self.store.write(state)
-                    except OSError:
-                        log.exception("heartbeat of job %s", state["id"])
+            with self._lock:
+                for state in list(self._states.values()):
+                    if state["status"] in ("queued", "running"):
+                        try:
+                            self.store.write(state)
+                        except Exception:  # noqa: BLE001 - keep beating for the other jobs
+                            log.exception("heartbeat of job %s", state["id"])
 
 
 class OptimizeRunner:
