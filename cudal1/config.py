@@ -464,6 +464,72 @@ class OptimizeJobConfig:
     seed: int = 0
 
 
+
+@dataclasses.dataclass
+class ServeSettings:
+    """The Ray Serve application (`cudal1.serve`): HTTP, auth, replicas and the optimize jobs' limits."""
+
+    host: str = "127.0.0.1"
+    """Address Serve's HTTP proxy binds (0.0.0.0 to listen on every interface)."""
+    port: int = 8000
+    route_prefix: str = "/"
+    app_name: str = "cudal1"
+    model_name: str = "cudal1-policy"
+    """The model id `GET /v1/models` lists and chat requests name."""
+    token: Optional[str] = None
+    """The bearer token every request must carry; None: read from the `token_env` variable."""
+    token_env: str = "CUDAL1_SERVE_TOKEN"
+    num_replicas: int = 1
+    """Fixed replica count (ignored when `autoscaling` is on)."""
+    autoscaling: bool = False
+    min_replicas: int = 1
+    max_replicas: int = 2
+    target_ongoing_requests: float = 2.0
+    max_ongoing_requests: int = 16
+    """Requests one replica holds at once; Serve queues the rest."""
+    replica_cpus: float = 1.0
+    """Logical CPUs of a replica (it holds the vLLM engine in-process)."""
+    jobs_dir: str = "runs/serve/jobs"
+    """Where each optimize job's state is persisted (one JSON per job); every replica must see it."""
+    max_pending_jobs: int = 8
+    """Optimize jobs queued or running per replica; more get 429."""
+    stale_after_s: float = 60.0
+    """A queued or running job whose file was not refreshed for this long belongs to a replica that
+    died: it reads as "interrupted"."""
+    max_rounds: int = 4
+    max_samples: int = 8
+    max_program_chars: int = 100000
+    max_chat_tokens: int = 1024
+    """Largest `max_tokens` of a chat request."""
+
+
+@dataclasses.dataclass
+class ServeJobConfig:
+    """`jobs/serve.py` / `serve run cudal1.serve.app:build_app`: the policy behind an OpenAI-compatible
+    chat API and an optimize-job API."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    bench: BenchConfig = field(default_factory=BenchConfig)
+    ray: RayConfig = field(default_factory=RayConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    """Only where a registered model ("models:/...") is fetched from."""
+    serve: ServeSettings = field(default_factory=ServeSettings)
+    rounds: int = 2
+    """Default rounds of an optimize job (a request may ask for up to `serve.max_rounds`)."""
+    samples: int = 4
+    """Default samples per round (up to `serve.max_samples`)."""
+    exemplars: int = 2
+    feedback: bool = True
+    check_reference: bool = True
+    verify: bool = True
+    verify_tolerance: float = 0.10
+    min_gain: float = 1.01
+    model_dir: str = "runs/serve"
+    """Where the embedded small model is built (`model.path` null) or a registered one fetched."""
+    seed: int = 0
+
+
 STAGES = ("sft", "self_train", "contrastive_rl")
 CHOICES = {
     "model.dtype": ("float32", "bfloat16", "float16"),
@@ -487,6 +553,7 @@ def register_schema() -> None:
     ConfigStore.instance().store(name="evaluate_schema", node=EvaluateJobConfig)
     ConfigStore.instance().store(name="augment_schema", node=AugmentJobConfig)
     ConfigStore.instance().store(name="optimize_schema", node=OptimizeJobConfig)
+    ConfigStore.instance().store(name="serve_schema", node=ServeJobConfig)
 
 
 def load_config(cfg: Any = None) -> DictConfig:
@@ -710,6 +777,45 @@ def load_optimize_config(cfg: Any = None) -> DictConfig:
         validate_tasks(merged)
     if merged.start is not None and not Path(os.path.expanduser(merged.start)).exists():
         raise ConfigError("start", f"{merged.start!r} does not exist")
+    return merged
+
+
+def load_serve_config(cfg: Any = None) -> DictConfig:
+    """Merge `cfg` onto the `ServeJobConfig` schema and validate it: choices, ranges, bench, model,
+    replica and job limits, and that a bearer token is configured (`serve.token` or the
+    `serve.token_env` variable). Raises ConfigError naming the first bad key, or OmegaConf's errors."""
+    merged = OmegaConf.merge(OmegaConf.structured(ServeJobConfig), cfg if cfg is not None else {})
+    for key in ("model.dtype", "rollout.backend", "ray.storage"):
+        value, choices = OmegaConf.select(merged, key), CHOICES[key]
+        if value not in choices:
+            raise ConfigError(key, f"must be one of {', '.join(choices)}; got {value!r}")
+    for key in ("rollout.max_model_len", "rollout.max_tokens", "rollout.kv_cache_gib", "rounds", "samples",
+                "serve.port", "serve.num_replicas", "serve.min_replicas", "serve.max_replicas",
+                "serve.target_ongoing_requests", "serve.max_ongoing_requests", "serve.max_pending_jobs",
+                "serve.stale_after_s", "serve.max_rounds", "serve.max_samples", "serve.max_program_chars",
+                "serve.max_chat_tokens"):
+        _positive(merged, key)
+    for key in ("exemplars", "verify_tolerance", "serve.replica_cpus"):
+        _positive(merged, key, allow_zero=True)
+    s = merged.serve
+    if s.port > 65535:
+        raise ConfigError("serve.port", f"must be <= 65535; got {s.port}")
+    if s.min_replicas > s.max_replicas:
+        raise ConfigError("serve.min_replicas", f"{s.min_replicas} > serve.max_replicas={s.max_replicas}")
+    if not str(s.route_prefix).startswith("/"):
+        raise ConfigError("serve.route_prefix", f"must start with '/'; got {s.route_prefix!r}")
+    if merged.rounds > s.max_rounds:
+        raise ConfigError("rounds", f"{merged.rounds} > serve.max_rounds={s.max_rounds}")
+    if merged.samples > s.max_samples:
+        raise ConfigError("samples", f"{merged.samples} > serve.max_samples={s.max_samples}")
+    if merged.rollout.max_tokens >= merged.rollout.max_model_len:
+        raise ConfigError("rollout.max_tokens", f"{merged.rollout.max_tokens} leaves no room for the prompt in "
+                                                f"rollout.max_model_len={merged.rollout.max_model_len}")
+    if not (s.token or os.environ.get(s.token_env)):
+        raise ConfigError("serve.token", f"a bearer token is required: set serve.token or the {s.token_env} "
+                                         "environment variable")
+    validate_bench(merged)
+    validate_model(merged)
     return merged
 
 

@@ -1,0 +1,238 @@
+"""The one module that touches Ray Serve (and FastAPI): the `PolicyServer` deployment and the
+application builders. Request handling lives in plain classes (`cudal1.serve.service`,
+`cudal1.serve.jobs`); this file routes HTTP to them.
+
+Routes (every one needs `Authorization: Bearer <token>`; errors are OpenAI-style JSON bodies):
+    GET  /v1/models                  the served model (OpenAI list)
+    POST /v1/chat/completions        OpenAI chat.completions (no streaming)
+    POST /v1/optimize                {"program", "rounds"?, "samples"?, "pool"?, "start"?} -> {"id", "status"}
+    GET  /v1/optimize/{id}           status, progress events, and the result when done
+
+Start it with either
+    serve run cudal1.serve.app:build_app serve.token=SECRET rounds=1     (key=value: Hydra overrides of conf/serve.yaml)
+    python jobs/serve.py serve.port=8000                                  (also under `ray job submit`)
+
+Each replica holds the policy's vLLM engine in-process (`RolloutGenerator`, the project's adapter;
+Ray Serve's `ray.serve.llm` is not used: docs/serve.md says why) and its own benchmark pool
+actors, in which every submitted program and candidate runs; the replica never executes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+from ray import serve
+
+from cudal1.serve.service import ApiError, ChatService, LockedGenerator, check_bearer
+
+log = logging.getLogger(__name__)
+
+api = FastAPI(title="cudal1", docs_url=None, redoc_url=None, openapi_url=None)
+
+
+@api.exception_handler(ApiError)
+async def _api_error(request: Request, exc: ApiError) -> JSONResponse:
+    return JSONResponse(exc.body(), status_code=exc.status)
+
+
+@api.exception_handler(Exception)
+async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    log.exception("unexpected error on %s", request.url.path)
+    return JSONResponse(ApiError(500, f"internal error: {type(exc).__name__}", "server_error").body(), status_code=500)
+
+
+async def _json(request: Request) -> Any:
+    try:
+        return await request.json()
+    except Exception:  # noqa: BLE001 - any undecodable body is the client's error
+        raise ApiError(400, "the body is not valid JSON") from None
+
+
+def _pool_specs(cfg: Any) -> list[Any]:
+    """A `PoolSpec` per `cfg.bench.pools` entry, loading the small builtin suite: the pools' own
+    suite is never looked up, since every candidate carries its task (`Candidate.task`)."""
+    from omegaconf import OmegaConf
+
+    from cudal1.actors.bench_pool import PoolSpec
+
+    return [PoolSpec(name=name, backend=p.backend, num_actors=p.num_actors, num_cpus=p.num_cpus, num_gpus=p.num_gpus,
+                     accelerator_type=p.accelerator_type, resources=dict(p.resources),
+                     settings=OmegaConf.to_container(p.settings), tasks="builtin",
+                     max_task_retries=p.max_task_retries, start_timeout_s=p.start_timeout_s,
+                     build_actors=p.build_actors, build_cpus=p.build_cpus)
+            for name, p in cfg.bench.pools.items()]
+
+
+# Module-level helpers the deployment calls are defined above it: Serve serializes the class when
+# it is decorated, and a global defined later would be missing in the replica (NameError).
+@serve.deployment(name="PolicyServer")
+@serve.ingress(api)
+class PolicyServer:
+    """One replica: the policy's generator, the benchmark pools, the chat and optimize services.
+
+    Args:
+        cfg: the validated serve config as a plain dict (`cudal1.config.load_serve_config`).
+        model_path: the policy checkpoint directory (built or fetched by the builder).
+    """
+
+    def __init__(self, cfg: dict[str, Any], model_path: str) -> None:
+        from omegaconf import OmegaConf
+
+        from cudal1.actors.bench_pool import BenchmarkPool
+        from cudal1.config import load_serve_config
+        from cudal1.pipeline.optimize import OptimizeSettings
+        from cudal1.policy.model import load_tokenizer
+        from cudal1.rollout import RolloutGenerator
+        from cudal1.serve.jobs import JobStore, OptimizeRunner, OptimizeService
+
+        c = load_serve_config(OmegaConf.create(cfg))
+        self.token = c.serve.token or os.environ.get(c.serve.token_env, "")
+        tokenizer = load_tokenizer(model_path)
+        extra = dict(OmegaConf.to_container(c.rollout.engine_kwargs))
+        if c.rollout.backend in ("vllm", "auto"):
+            extra.setdefault("kv_cache_gib", c.rollout.kv_cache_gib)
+        self.generator = RolloutGenerator(model_path, c.rollout.backend, max_model_len=c.rollout.max_model_len,
+                                          dtype=c.model.dtype, seed=c.seed, **extra)
+        shared = LockedGenerator(self.generator)
+        self.pools = {s.name: BenchmarkPool(s) for s in _pool_specs(c)}
+        self.chat = ChatService(shared, tokenizer, c.serve.model_name, c.rollout.max_model_len,
+                                c.serve.max_chat_tokens, min(c.rollout.max_tokens, c.serve.max_chat_tokens))
+        settings = OptimizeSettings(rounds=c.rounds, samples=c.samples, exemplars=c.exemplars, feedback=c.feedback,
+                                    max_tokens=c.rollout.max_tokens, max_model_len=c.rollout.max_model_len,
+                                    temperature=c.rollout.temperature, top_p=c.rollout.top_p,
+                                    check_reference=c.check_reference, verify=c.verify,
+                                    verify_tolerance=c.verify_tolerance, min_gain=c.min_gain, seed=c.seed)
+        names = [c.bench.primary, *(n for n in self.pools if n != c.bench.primary)]
+        limits = {"default_rounds": c.rounds, "default_samples": c.samples, "max_rounds": c.serve.max_rounds,
+                  "max_samples": c.serve.max_samples, "max_program_chars": c.serve.max_program_chars,
+                  "pools": {n: self.pools[n] for n in names}}
+        self.jobs = OptimizeService(JobStore(c.serve.jobs_dir, c.serve.stale_after_s),
+                                    OptimizeRunner(shared, self.pools, tokenizer, settings), limits,
+                                    c.serve.max_pending_jobs)
+        log.info("PolicyServer ready: model %s, pools %s, jobs in %s", model_path, ", ".join(self.pools),
+                 c.serve.jobs_dir)
+
+    def _auth(self, request: Request) -> None:
+        check_bearer(request.headers.get("authorization"), self.token)
+
+    @api.get("/v1/models")
+    async def models(self, request: Request) -> Any:
+        self._auth(request)
+        return self.chat.models()
+
+    @api.post("/v1/chat/completions")
+    async def chat_completions(self, request: Request) -> Any:
+        self._auth(request)
+        payload = await _json(request)
+        return await asyncio.to_thread(self.chat.complete, payload)
+
+    @api.post("/v1/optimize", status_code=202)
+    async def optimize(self, request: Request) -> Any:
+        self._auth(request)
+        payload = await _json(request)
+        return await asyncio.to_thread(self.jobs.submit, payload)
+
+    @api.get("/v1/optimize/{job_id}")
+    async def optimize_status(self, job_id: str, request: Request) -> Any:
+        self._auth(request)
+        return await asyncio.to_thread(self.jobs.get, job_id)
+
+    def __del__(self) -> None:
+        for pool in getattr(self, "pools", {}).values():
+            try:
+                pool.shutdown()
+            except Exception:  # noqa: BLE001 - best effort at teardown
+                pass
+
+
+def deployment_options(cfg: Any) -> dict[str, Any]:
+    """Serve deployment options from the validated config: replicas (fixed, or autoscaling between
+    `min_replicas` and `max_replicas` at `target_ongoing_requests`), `max_ongoing_requests`, the
+    replica's logical CPUs, and PYTHONPATH so replicas import this checkout."""
+    s = cfg.serve
+    root = str(Path(__file__).resolve().parents[2])
+    env = {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    if s.token is None and os.environ.get(s.token_env):
+        env[s.token_env] = os.environ[s.token_env]
+    opts: dict[str, Any] = {"max_ongoing_requests": s.max_ongoing_requests,
+                            "ray_actor_options": {"num_cpus": s.replica_cpus, "num_gpus": cfg.rollout.num_gpus,
+                                                  "runtime_env": {"env_vars": env}}}
+    if s.autoscaling:
+        opts["autoscaling_config"] = {"min_replicas": s.min_replicas, "max_replicas": s.max_replicas,
+                                      "target_ongoing_requests": s.target_ongoing_requests}
+    else:
+        opts["num_replicas"] = s.num_replicas
+    return opts
+
+
+def application(cfg: Any) -> Any:
+    """The Serve application for a validated config (`load_serve_config`): builds or fetches the
+    policy checkpoint under `model_dir`, then binds `PolicyServer`. Raises what `ensure_model` raises."""
+    from omegaconf import OmegaConf
+
+    from cudal1.pipeline.context import ensure_model
+
+    model_dir = Path(cfg.model_dir).expanduser().resolve()
+    model_dir.mkdir(parents=True, exist_ok=True)
+    model_path = ensure_model(cfg, model_dir)
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    plain["serve"]["jobs_dir"] = str(Path(cfg.serve.jobs_dir).expanduser().resolve())
+    return PolicyServer.options(**deployment_options(cfg)).bind(plain, str(model_path.resolve()))
+
+
+def compose_config(overrides: list[str] | None = None) -> Any:
+    """conf/serve.yaml with Hydra `overrides` ("key=value"), typed and validated
+    (`load_serve_config`). Raises ConfigError / OmegaConf errors naming the bad key."""
+    from hydra import compose, initialize_config_dir
+
+    from cudal1.config import load_serve_config, register_schema
+
+    register_schema()
+    conf = Path(__file__).resolve().parents[2] / "conf"
+    with initialize_config_dir(config_dir=str(conf), version_base=None):
+        cfg = compose(config_name="serve", overrides=list(overrides or []))
+    return load_serve_config(cfg)
+
+
+def build_app(args: dict[str, str]) -> Any:
+    """The builder `serve run cudal1.serve.app:build_app key=value ...` calls: each key=value is a
+    Hydra override of conf/serve.yaml. (With `serve run`, Serve's own HTTP options apply: port 8000
+    unless set; `serve.host`/`serve.port` are used by jobs/serve.py.)"""
+    return application(compose_config([f"{k}={v}" for k, v in (args or {}).items()]))
+
+
+def run(cfg: Any, blocking: bool = True) -> None:
+    """Start Serve's HTTP proxy on `serve.host:serve.port` and deploy the application as
+    `serve.app_name` at `serve.route_prefix` (jobs/serve.py; tests call it with blocking=False).
+    Ray must be initialised."""
+    serve.start(http_options={"host": cfg.serve.host, "port": cfg.serve.port})
+    serve.run(application(cfg), name=cfg.serve.app_name, route_prefix=cfg.serve.route_prefix, blocking=blocking)
+
+
+def start(cfg: Any) -> None:
+    """jobs/serve.py: join or start Ray as `cfg.ray` says (a local cluster unless RAY_ADDRESS, which
+    `ray job submit` sets), check with `ray.preflight` that the nodes can hold the pools and the
+    replicas, then `run` the application and block. Raises InsufficientResources naming each role."""
+    from cudal1.actors.cluster import ClusterConfig, alive_nodes, init_ray
+    from cudal1.actors.preflight import ActorNeed, check_cluster
+
+    root = str(Path(__file__).resolve().parents[2])
+    env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}}
+    init_ray(ClusterConfig(address=cfg.ray.address, num_cpus=cfg.ray.num_cpus, num_gpus=cfg.ray.num_gpus,
+                           object_store_mb=cfg.ray.object_store_mb, runtime_env=env))
+    if cfg.ray.preflight:
+        replicas = cfg.serve.min_replicas if cfg.serve.autoscaling else cfg.serve.num_replicas
+        needs = [ActorNeed.of(f"benchmark pool {name!r} (per replica)", p.num_actors * replicas, p.num_cpus,
+                              p.num_gpus, p.accelerator_type, dict(p.resources)) for name, p in cfg.bench.pools.items()]
+        needs.append(ActorNeed.of("serve replica (holds the vLLM engine)", replicas, cfg.serve.replica_cpus,
+                                  cfg.rollout.num_gpus))
+        check_cluster(needs, alive_nodes())
+    print(f"serving {cfg.serve.model_name} at http://{cfg.serve.host}:{cfg.serve.port}{cfg.serve.route_prefix.rstrip('/')}"
+          f"/v1 (bearer token required); Ctrl-C stops", flush=True)
+    run(cfg, blocking=True)

@@ -1,0 +1,39 @@
+"""Serve the policy: an OpenAI-compatible chat API and an optimize-job API on Ray Serve.
+
+    CUDAL1_SERVE_TOKEN=secret python jobs/serve.py                         # local cluster, 127.0.0.1:8000
+    CUDAL1_SERVE_TOKEN=secret python jobs/serve.py model.path=models:/cudal1-policy/3 serve.autoscaling=true
+    RAY_AUTH_MODE=token ray job submit --working-dir . --runtime-env-json '{"env_vars": {"CUDAL1_SERVE_TOKEN": "secret"}}' \
+        -- python jobs/serve.py model_dir=/shared/serve serve.jobs_dir=/shared/serve/jobs
+
+Blocks while the application runs (Ctrl-C stops it). Configuration: conf/serve.yaml; docs/serve.md.
+"""
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+import hydra  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from cudal1.config import load_serve_config, register_schema  # noqa: E402
+
+register_schema()
+
+
+@hydra.main(config_path="../conf", config_name="serve", version_base=None)
+def main(cfg: DictConfig) -> None:
+    from cudal1.pipeline.entry import user_errors
+
+    try:
+        with user_errors("serve"):
+            cfg = load_serve_config(cfg)  # typed, validated, token present: fails before anything starts
+            from cudal1.serve.app import start
+
+            start(cfg)
+    except KeyboardInterrupt:
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()
