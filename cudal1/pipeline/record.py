@@ -82,13 +82,37 @@ class PoolRecorder:
             except Exception as e:  # a pool shut down under us, or a dead cluster: the record is best effort
                 log.warning("pool %s: recording %d candidates of step %d failed: %s", name, len(picked), step, e)
 
-    def close(self, timeout_s: float = 600.0) -> None:
-        """Let the queued work finish (at most `timeout_s` in all), then stop the threads."""
+    def close(self, timeout_s: float = 600.0, poll_s: float = 5.0) -> None:
+        """Let the queued work finish (at most `timeout_s` in all), then stop the threads. A pool
+        that no alive node can hold any more (its nodes were lost) is not waited for: what it
+        still had queued is left unrecorded, with a warning."""
         for q in self._queues.values():
             q.put(None)
         deadline = time.monotonic() + timeout_s
-        for t in self._threads:
-            t.join(timeout=max(0.0, deadline - time.monotonic()))
-        left = [t.name for t in self._threads if t.is_alive()]
-        if left:
-            log.warning("recording on other pools still running after %.0f s: %s (left unfinished)", timeout_s, left)
+        waiting = {n: t for n, t in zip(self.names, self._threads)}
+        while waiting and time.monotonic() < deadline:
+            for name, t in list(waiting.items()):
+                t.join(timeout=min(poll_s, max(0.0, deadline - time.monotonic())))
+                if not t.is_alive():
+                    del waiting[name]
+                elif not self.placeable(name):
+                    log.warning("pool %s: no alive node can hold its actors any more; its queued candidates are "
+                                "left unrecorded", name)
+                    del waiting[name]
+        if waiting:
+            log.warning("recording on other pools still running after %.0f s: %s (left unfinished)", timeout_s,
+                        sorted(waiting))
+
+    def placeable(self, name: str) -> bool:
+        """Whether some alive node offers the resources of one actor of pool `name` (True when
+        that cannot be checked)."""
+        try:
+            from cudal1.actors.cluster import alive_nodes
+            from cudal1.actors.preflight import ActorNeed, unplaced
+
+            spec = self._pools.pool(name).spec
+            need = ActorNeed.of(name, 1, spec.num_cpus, spec.num_gpus, spec.accelerator_type, dict(spec.resources))
+            return not unplaced([need], [n["resources"] for n in alive_nodes()])
+        except Exception as e:  # no Ray connection, or a pool object without a spec: keep waiting
+            log.debug("pool %s: placement check failed: %s", name, e)
+            return True

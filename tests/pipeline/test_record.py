@@ -21,6 +21,11 @@ def test_other_pools_record_what_the_primary_found_correct(ray_cluster, tmp_path
         recorder = PoolRecorder(pools, tmp_path)
         assert recorder.names == ["other"]
         assert recorder.submit(4, candidates, primary) == 1  # only the correct one goes to the others
+        other = pools.pool("other").spec
+        assert recorder.placeable("other")
+        other.resources = {"lost_arch": 1.0}  # as when the nodes that had it are gone: close stops waiting
+        assert not recorder.placeable("other")
+        other.resources = {"bench_test": 1}
         recorder.close(timeout_s=300)
         node = pools.pool("other").workers[0]["node_id"]
     lines = [json.loads(line) for line in recorder.path("other").read_text().splitlines()]
