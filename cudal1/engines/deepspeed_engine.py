@@ -363,14 +363,7 @@ def gathered_state(engine) -> Iterator[tuple[str, torch.Tensor]]:
     compute dtype (bf16 under precision="bf16"). Every rank must iterate it (gathering is a
     collective). Tied parameters appear once, under their first name.
     """
-    ds = _deepspeed()
-    for name, param in engine.module.named_parameters():
-        if hasattr(param, "ds_id"):
-            with ds.zero.GatheredParameters([param], modifier_rank=None):
-                tensor = param.data.detach().to("cpu", copy=True)
-        else:
-            tensor = param.data.detach().to("cpu", copy=True)
-        yield name, tensor
+    yield from gathered_module_state(engine.module)
 
 
 def gathered_module_state(module: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
