@@ -192,7 +192,7 @@ class SFTConfig:
     """Also train, for each task with a correct variant strictly slower than its fastest, the
     fastest as the answer to a contrastive prompt (the stage-3 format) showing the slower ones."""
     reference_variants: bool = True
-    """Validate each task's reference, renamed ModelNew, as a correct 1.00× variant (stored as an
+    """Validate each task's reference (with `ModelNew = Model` appended) as a correct 1.00× variant (stored as an
     exemplar with origin "reference"): the slower solution a contrastive example can show."""
 
 
@@ -814,6 +814,10 @@ def load_serve_config(cfg: Any = None) -> DictConfig:
     if not (s.token or os.environ.get(s.token_env)):
         raise ConfigError("serve.token", f"a bearer token is required: set serve.token or the {s.token_env} "
                                          "environment variable")
+    for key in ("rollout.num_engines", "rollout.tensor_parallel_size"):  # a replica holds one engine in-process
+        if OmegaConf.select(merged, key) != 1:
+            raise ConfigError(key, f"a serve replica holds one engine on its own GPUs: must be 1 (scale with "
+                                   f"serve.num_replicas); got {OmegaConf.select(merged, key)}")
     validate_bench(merged)
     validate_model(merged)
     return merged

@@ -10,7 +10,6 @@ Writes `out_dir`: records.jsonl (every answered attempt with its validation) and
 again. Configuration: conf/augment.yaml; schema and validation: cudal1/config.py.
 """
 
-import logging
 import sys
 from pathlib import Path
 
@@ -22,18 +21,20 @@ from omegaconf import DictConfig  # noqa: E402
 from cudal1.config import load_augment_config, register_schema  # noqa: E402
 
 register_schema()
-log = logging.getLogger("cudal1.augment")
 
 
 @hydra.main(config_path="../conf", config_name="augment", version_base=None)
 def main(cfg: DictConfig) -> None:
     from cudal1.pipeline.entry import user_errors
 
-    with user_errors("augment"):
-        cfg = load_augment_config(cfg)
-        from cudal1.augment.collect import run_augment_job
+    try:
+        with user_errors("augment"):
+            cfg = load_augment_config(cfg)
+            from cudal1.augment.collect import run_augment_job
 
-        summary = run_augment_job(cfg)
+            summary = run_augment_job(cfg)
+    except KeyboardInterrupt:  # what was recorded stays; a re-run continues
+        sys.exit(130)
     if summary.failed:
         sys.exit(3)  # some attempts failed at their endpoint: a re-run asks for them
 

@@ -78,7 +78,9 @@ class GeneratorGroup:
               **generator_kwargs: Any) -> "GeneratorGroup":
         """Start `num_engines` engines, each in a placement group of one bundle
         {CPU: num_cpus, GPU: num_gpus × tensor_parallel_size} (STRICT_PACK: an engine's workers on
-        one node); `generator_kwargs` go to `RolloutGenerator`. Returns at once; call `ready()`.
+        one node); `generator_kwargs` go to `RolloutGenerator`, engine i with seed + i. Blocks
+        until each engine's placement group is reserved (up to `ready_timeout_s` each), then
+        returns while the engines load; call `ready()`.
 
         Raises:
             ValueError: num_engines or tensor_parallel_size below 1.
@@ -102,8 +104,9 @@ class GeneratorGroup:
                 if not ready:
                     raise TimeoutError(f"rollout engine {i}: no node could reserve {bundle} within {ready_timeout_s:.0f} s")
                 strategy = PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=0)
+                own = {**kwargs, "seed": int(kwargs.get("seed", 0)) + i}  # engines must not draw the same samples
                 engines.append(RolloutActor.options(num_cpus=num_cpus, num_gpus=bundle.get("GPU", 0.0),
-                                                    scheduling_strategy=strategy).remote(model_path, backend, **kwargs))
+                                                    scheduling_strategy=strategy).remote(model_path, backend, **own))
         except BaseException:
             _release(engines, groups)
             raise

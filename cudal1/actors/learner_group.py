@@ -94,6 +94,10 @@ class _GroupMethod:
             return refs[0]
         if self._name == "score":
             raise TypeError("score.remote() on a group of several ranks: call group.score(...) (it joins the ranks' rows)")
+        if self._name == "named_weights":
+            # Rank 0's full weights go straight to the caller (a `_first` task would deserialise and
+            # re-serialise them); the other ranks only take part in the gathers and return [].
+            return refs[0]
         return _first.remote(*refs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -219,7 +223,10 @@ class LearnerGroup:
         if self.placement_group is not None:
             from ray.util.placement_group import remove_placement_group
 
-            remove_placement_group(self.placement_group)
+            try:
+                remove_placement_group(self.placement_group)
+            except Exception as e:  # the cluster is already gone
+                log.debug("removing %s: %s", self.placement_group, e)
             self.placement_group = None
 
     def __repr__(self) -> str:

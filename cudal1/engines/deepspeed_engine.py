@@ -450,8 +450,9 @@ def export_hf(engine, out_dir: str | os.PathLike, tokenizer: Any | None = None) 
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    state = dict(gathered_state(engine))  # every rank gathers; rank 0 writes
-    if torch.distributed.is_initialized() and torch.distributed.get_rank() != 0:
+    rank0 = not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0
+    state = {n: t for n, t in gathered_state(engine) if rank0}  # every rank gathers; only rank 0 keeps a copy
+    if not rank0:
         return out
     engine.module.save_pretrained(out, state_dict=state)
     if tokenizer is not None:

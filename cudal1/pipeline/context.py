@@ -130,8 +130,8 @@ def ensure_model(cfg: DictConfig, run_dir: Path) -> Path:
 
 @dataclasses.dataclass
 class RunContext:
-    """Handles of one run. `generator` and `buffer` are `cudal1.actors.shells.ShellHandle`s, `learner`
-    a `cudal1.actors.learner_group.LearnerGroup` (used the same way);
+    """Handles of one run. `generator` is a `cudal1.actors.generator_group.GeneratorGroup`, `buffer` a
+    `cudal1.actors.shells.ShellHandle`, `learner` a `cudal1.actors.learner_group.LearnerGroup`;
     `pools` is a `cudal1.actors.bench_pool.BenchmarkPools`; `tracker` a `cudal1.tracking.Tracker`."""
 
     cfg: DictConfig

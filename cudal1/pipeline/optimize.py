@@ -4,7 +4,7 @@ benchmark pool, round after round, and says what it found.
 One task, `rounds` rounds (CUDA-L1's contrastive prompt used at inference time, plus execution
 feedback):
 
-1. (optional) the task's reference, renamed `ModelNew`, is evaluated first: a task whose
+1. (optional) the task's reference, as a candidate (`ModelNew = Model` appended), is evaluated first: a task whose
    reference does not run is reported as `invalid_task` before any sampling;
 2. (optional) starting solutions (`start`: the user's own attempts, seed solutions) are evaluated
    as round 0;
@@ -21,8 +21,8 @@ feedback):
 
 `Optimizer.optimize(task, start=(), on_progress=None) -> TaskOutcome` is the stable entry point
 (the optimize job calls it per task; a Ray Serve application may call it per request). The
-generator and the pool are duck-typed: a `cudal1.rollout.RolloutGenerator` or a `ShellHandle` of
-one (`generate`), a `cudal1.actors.bench_pool.BenchmarkPool` (`evaluate_many`). Candidate code
+generator and the pool are duck-typed: a `cudal1.rollout.RolloutGenerator`, a `ShellHandle` of
+one, or a `cudal1.actors.generator_group.GeneratorGroup` (what the job passes; `generate`), a `cudal1.actors.bench_pool.BenchmarkPool` (`evaluate_many`). Candidate code
 runs only in the pool's evaluator workers, never here. With `rounds=1, feedback=False` (and no
 `start`) it scores a checkpoint on a task: one round of `samples` plain-prompt samples.
 
@@ -83,7 +83,7 @@ class OptimizeSettings:
     n_buckets: int = 4
     bucket_scale: str = "log"
     check_reference: bool = True
-    """Evaluate the reference (renamed ModelNew) first; a task whose reference fails is skipped."""
+    """Evaluate the reference (with `ModelNew = Model` appended) first; a task whose reference fails is skipped."""
     verify: bool = True
     """Measure the best correct candidate again on another actor before it counts."""
     verify_tolerance: float = 0.10

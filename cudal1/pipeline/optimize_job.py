@@ -12,7 +12,7 @@
                                         speedup, fast_1, fast_1.01, ... (× vs the eager reference)
 
 and logs all of it to MLflow. `run_optimize_job(cfg)` is the Hydra job: it selects the tasks,
-starts Ray, the generator actor and the primary benchmark pool, and calls `optimize_tasks`.
+starts Ray, the generator group and the primary benchmark pool, and calls `optimize_tasks`.
 """
 
 from __future__ import annotations

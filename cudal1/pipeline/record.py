@@ -2,7 +2,7 @@
 
 Rewards come from the primary pool. With several pools configured (`conf/bench/a100_h100_l40.yaml`:
 rewards from H100, A100 and L40S measured beside it), every candidate the primary pool found
-correct (the validated seeds and every rollout) is evaluated again on each other pool, in a background thread per pool so the training
+correct (the validated seeds, and every rollout it found correct) is evaluated again on each other pool, in a background thread per pool so the training
 step does not wait, and appended to `<run_dir>/rollouts/record_<pool>.jsonl`: the step, task,
 origin, the primary's speedup, the pool's whole `EvalResult` and the node that measured it. The
 reward never reads these figures.

@@ -161,7 +161,7 @@ def rollout_summary(metrics: dict[str, float], prefix: str) -> dict[str, float]:
 def run_sft(ctx: Any) -> None:
     """Stage 1: validate the seed solutions of the selected tasks and, with `data.augmented`, the
     dataset's kept variants of them (`cudal1.pipeline.sft_data.stage1_solutions`) on the primary
-    pool (and, with `reference_variants`, each task's reference renamed `ModelNew`, a correct
+    pool (and, with `reference_variants`, each task's reference as a candidate (`ModelNew = Model` appended), a correct
     1.00× variant), store the correct ones in the exemplar buffer with their speedups, then
     fine-tune: each correct solution as the answer to the plain prompt, and, where a task has a
     correct variant strictly slower than its fastest one, the fastest as the answer to a

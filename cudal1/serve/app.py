@@ -57,16 +57,11 @@ async def _json(request: Request) -> Any:
 def _pool_specs(cfg: Any) -> list[Any]:
     """A `PoolSpec` per `cfg.bench.pools` entry, loading the small builtin suite: the pools' own
     suite is never looked up, since every candidate carries its task (`Candidate.task`)."""
-    from omegaconf import OmegaConf
+    import dataclasses
 
-    from cudal1.actors.bench_pool import PoolSpec
+    from cudal1.pipeline.context import pool_specs
 
-    return [PoolSpec(name=name, backend=p.backend, num_actors=p.num_actors, num_cpus=p.num_cpus, num_gpus=p.num_gpus,
-                     accelerator_type=p.accelerator_type, resources=dict(p.resources),
-                     settings=OmegaConf.to_container(p.settings), tasks="builtin",
-                     max_task_retries=p.max_task_retries, start_timeout_s=p.start_timeout_s,
-                     build_actors=p.build_actors, build_cpus=p.build_cpus)
-            for name, p in cfg.bench.pools.items()]
+    return [dataclasses.replace(s, tasks="builtin") for s in pool_specs(cfg)]
 
 
 # Module-level helpers the deployment calls are defined above it: Serve serializes the class when
@@ -86,6 +81,7 @@ class PolicyServer:
 
         from cudal1.actors.bench_pool import BenchmarkPool
         from cudal1.config import load_serve_config
+        from cudal1.pipeline.context import _engine_kwargs
         from cudal1.pipeline.optimize import OptimizeSettings
         from cudal1.policy.model import load_tokenizer
         from cudal1.rollout import RolloutGenerator
@@ -94,9 +90,7 @@ class PolicyServer:
         c = load_serve_config(OmegaConf.create(cfg))
         self.token = c.serve.token or os.environ.get(c.serve.token_env, "")
         tokenizer = load_tokenizer(model_path)
-        extra = dict(OmegaConf.to_container(c.rollout.engine_kwargs))
-        if c.rollout.backend in ("vllm", "auto"):
-            extra.setdefault("kv_cache_gib", c.rollout.kv_cache_gib)
+        extra = _engine_kwargs(c)
         self.generator = RolloutGenerator(model_path, c.rollout.backend, max_model_len=c.rollout.max_model_len,
                                           dtype=c.model.dtype, seed=c.seed, **extra)
         shared = LockedGenerator(self.generator)
@@ -136,12 +130,12 @@ class PolicyServer:
     async def optimize(self, request: Request) -> Any:
         self._auth(request)
         payload = await _json(request)
-        return await asyncio.to_thread(self.jobs.submit, payload)
+        return self.jobs.submit(payload)  # validation and one small file write: not queued behind chat threads
 
     @api.get("/v1/optimize/{job_id}")
     async def optimize_status(self, job_id: str, request: Request) -> Any:
         self._auth(request)
-        return await asyncio.to_thread(self.jobs.get, job_id)
+        return self.jobs.get(job_id)
 
     def __del__(self) -> None:
         for pool in getattr(self, "pools", {}).values():
@@ -154,10 +148,12 @@ class PolicyServer:
 def deployment_options(cfg: Any) -> dict[str, Any]:
     """Serve deployment options from the validated config: replicas (fixed, or autoscaling between
     `min_replicas` and `max_replicas` at `target_ongoing_requests`), `max_ongoing_requests`, the
-    replica's logical CPUs, and PYTHONPATH so replicas import this checkout."""
+    replica's logical CPUs, and PYTHONPATH so replicas import this checkout (none in a submitted
+    job, whose working directory reaches every node: `cudal1.actors.cluster.code_runtime_env`)."""
+    from cudal1.actors.cluster import code_runtime_env
+
     s = cfg.serve
-    root = str(Path(__file__).resolve().parents[2])
-    env = {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}
+    env = dict(code_runtime_env(Path(__file__).resolve().parents[2]).get("env_vars", {}))
     if s.token is None and os.environ.get(s.token_env):
         env[s.token_env] = os.environ[s.token_env]
     opts: dict[str, Any] = {"max_ongoing_requests": s.max_ongoing_requests,
@@ -219,11 +215,10 @@ def start(cfg: Any) -> None:
     """jobs/serve.py: join or start Ray as `cfg.ray` says (a local cluster unless RAY_ADDRESS, which
     `ray job submit` sets), check with `ray.preflight` that the nodes can hold the pools and the
     replicas, then `run` the application and block. Raises InsufficientResources naming each role."""
-    from cudal1.actors.cluster import ClusterConfig, alive_nodes, init_ray
+    from cudal1.actors.cluster import ClusterConfig, alive_nodes, code_runtime_env, init_ray
     from cudal1.actors.preflight import ActorNeed, check_cluster
 
-    root = str(Path(__file__).resolve().parents[2])
-    env = {"env_vars": {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)}}
+    env = code_runtime_env(Path(__file__).resolve().parents[2])
     init_ray(ClusterConfig(address=cfg.ray.address, num_cpus=cfg.ray.num_cpus, num_gpus=cfg.ray.num_gpus,
                            object_store_mb=cfg.ray.object_store_mb, runtime_env=env))
     if cfg.ray.preflight:

@@ -170,14 +170,14 @@ class OptimizeService:
         """Validate and queue a job. Returns {"id", "status": "queued", "position"}.
         Raises ApiError(400) for a bad payload, ApiError(429) when `max_pending` jobs wait here."""
         request = parse_request(payload, **self.limits)
-        if len(self._states) >= self.max_pending:
-            raise ApiError(429, f"{len(self._states)} optimize jobs are pending on this replica; try again later",
-                           "rate_limit_error")
         job_id = uuid.uuid4().hex
         state = {"id": job_id, "status": "queued", "created_at": time.time(), "task_id": request["task_id"],
                  "request": {k: v for k, v in request.items() if k != "task_id"}, "progress": [], "message": "",
                  "result": None}
-        with self._lock:
+        with self._lock:  # the count and the insertion together: concurrent submits cannot pass the limit
+            if len(self._states) >= self.max_pending:
+                raise ApiError(429, f"{len(self._states)} optimize jobs are pending on this replica; try again later",
+                               "rate_limit_error")
             self.store.owned.add(job_id)
             self.store.write(state)
             self._states[job_id] = state

@@ -400,7 +400,8 @@ class GRPOLearner:
             extra, weights = self._engine_mismatch(old, engine_rows)
         else:
             missing = [ex for ex in examples if ex.old_logprobs is None]
-            computed = iter(self._score(self.engine, missing)) if missing else iter(())
+            # _score is collective in a group: every rank calls it, with or without examples.
+            computed = iter(self._score(self.engine, missing)) if missing or self.world_size > 1 else iter(())
             old = [ex.old_logprobs if ex.old_logprobs is not None else next(computed) for ex in examples]
 
         sums = {"kl": 0.0, "entropy": 0.0, "clip_frac": 0.0, "ratio_mean": 0.0}
@@ -587,7 +588,10 @@ class GRPOLearner:
         tag = f"step{self.version}-save{self._saves}"
         client = {"version": self.version, "saves": self._saves, "rng": _rng_state()}
         dse.save_checkpoint(self.engine, directory, tag=tag, client_state=client)
-        reference = dict(dse.gathered_module_state(self.reference.module)) if self.reference is not None else None
+        reference = None
+        if self.reference is not None:  # every rank gathers (collective); only rank 0 keeps the copy
+            kept = {n: t for n, t in dse.gathered_module_state(self.reference.module) if _is_rank0()}
+            reference = kept if _is_rank0() else None
         if _is_rank0():
             if reference is not None:
                 tmp = directory / tag / "reference.pt.tmp"

@@ -117,7 +117,9 @@ def test_the_serve_config_needs_a_token_and_names_a_bad_key(monkeypatch):
     assert opts["autoscaling_config"]["max_replicas"] == 3 and "num_replicas" not in opts
     assert opts["ray_actor_options"]["runtime_env"]["env_vars"]["CUDAL1_SERVE_TOKEN"] == "x"
     for override, key in (("serve.min_replicas=5", "serve.min_replicas"), ("rounds=9", "rounds"),
-                          ("serve.port=0", "serve.port"), ("serve.route_prefix=v1", "serve.route_prefix")):
+                          ("serve.port=0", "serve.port"), ("serve.route_prefix=v1", "serve.route_prefix"),
+                          ("rollout.tensor_parallel_size=2", "rollout.tensor_parallel_size"),
+                          ("rollout.num_engines=2", "rollout.num_engines")):
         with pytest.raises(ConfigError) as e:
             compose_config([override])
         assert e.value.key == key
