@@ -57,11 +57,17 @@ async def _json(request: Request) -> Any:
 def _pool_specs(cfg: Any) -> list[Any]:
     """A `PoolSpec` per `cfg.bench.pools` entry, loading the small builtin suite: the pools' own
     suite is never looked up, since every candidate carries its task (`Candidate.task`)."""
-    import dataclasses
+    from omegaconf import OmegaConf
 
-    from cudal1.pipeline.context import pool_specs
+    from cudal1.actors.bench_pool import PoolSpec
 
-    return [dataclasses.replace(s, tasks="builtin") for s in pool_specs(cfg)]
+    # Not `context.pool_specs`: a serve config has no `tasks` section.
+    return [PoolSpec(name=name, backend=p.backend, num_actors=p.num_actors, num_cpus=p.num_cpus, num_gpus=p.num_gpus,
+                     accelerator_type=p.accelerator_type, resources=dict(p.resources),
+                     settings=OmegaConf.to_container(p.settings), tasks="builtin",
+                     max_task_retries=p.max_task_retries, start_timeout_s=p.start_timeout_s,
+                     build_actors=p.build_actors, build_cpus=p.build_cpus)
+            for name, p in cfg.bench.pools.items()]
 
 
 # Module-level helpers the deployment calls are defined above it: Serve serializes the class when
