@@ -28,22 +28,9 @@ from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
 from cudal1.actors.shells import RolloutActor, ShellHandle, wait_all
+from cudal1.training.shards import contiguous_bounds as shard_bounds  # the learner group's split, for prompts
 
 log = logging.getLogger(__name__)
-
-
-def shard_bounds(count: int, shards: int) -> list[tuple[int, int]]:
-    """[start, end) of `shards` contiguous shards of `count` items whose sizes differ by at most
-    one, larger ones first: shard_bounds(5, 2) == [(0, 3), (3, 5)]. Raises ValueError if shards < 1."""
-    if shards < 1:
-        raise ValueError(f"shards must be at least 1, not {shards}")
-    base, extra = divmod(count, shards)
-    bounds, start = [], 0
-    for i in range(shards):
-        end = start + base + (1 if i < extra else 0)
-        bounds.append((start, end))
-        start = end
-    return bounds
 
 
 def broadcast_ranks(num_engines: int, workers_per_engine: int) -> tuple[list[int], int]:

@@ -40,16 +40,23 @@ def by_minibatch(items: Sequence[T], num_ranks: int, per_rank: int) -> list[list
     return shards
 
 
+def contiguous_bounds(count: int, shards: int) -> list[tuple[int, int]]:
+    """[start, end) of `shards` consecutive blocks of `count` items whose sizes differ by at most
+    one, longer ones first: contiguous_bounds(5, 2) == [(0, 3), (3, 5)]. Raises ValueError if
+    shards < 1. (Also how the generator group splits prompts over its engines.)"""
+    if shards < 1:
+        raise ValueError(f"shards must be at least 1, not {shards}")
+    base, extra = divmod(count, shards)
+    bounds, start = [], 0
+    for i in range(shards):
+        end = start + base + (1 if i < extra else 0)
+        bounds.append((start, end))
+        start = end
+    return bounds
+
+
 def contiguous(items: Sequence[T], num_ranks: int) -> list[list[T]]:
     """`items` in num_ranks consecutive blocks whose sizes differ by at most one (the first blocks
     are the longer ones); concatenating the blocks in rank order gives `items` back. For calls
     whose per-item results the group joins again (scoring). Raises ValueError for num_ranks < 1."""
-    if num_ranks < 1:
-        raise ValueError(f"num_ranks must be >= 1, got {num_ranks}")
-    base, extra = divmod(len(items), num_ranks)
-    out, start = [], 0
-    for r in range(num_ranks):
-        end = start + base + (1 if r < extra else 0)
-        out.append(list(items[start:end]))
-        start = end
-    return out
+    return [list(items[a:b]) for a, b in contiguous_bounds(len(items), num_ranks)]
