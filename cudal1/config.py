@@ -455,6 +455,8 @@ class OptimizeJobConfig:
     verify: bool = True
     """Measure the best correct candidate again on another actor before it counts."""
     verify_tolerance: float = 0.10
+    verify_tries: int = 3
+    """Correct candidates tried, fastest first, until one is confirmed on another actor."""
     min_gain: float = 1.01
     """A verified speedup above this (×) counts as improved."""
     ps: list[float] = field(default_factory=lambda: [1.0, 1.01])
@@ -524,6 +526,7 @@ class ServeJobConfig:
     check_reference: bool = True
     verify: bool = True
     verify_tolerance: float = 0.10
+    verify_tries: int = 3
     min_gain: float = 1.01
     model_dir: str = "runs/serve"
     """Where the embedded small model is built (`model.path` null) or a registered one fetched."""

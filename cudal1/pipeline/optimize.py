@@ -109,6 +109,18 @@ class OptimizeSettings:
             raise ValueError(f"bucket_scale must be log or linear; got {self.bucket_scale!r}")
 
 
+def settings_from_config(cfg: Any) -> OptimizeSettings:
+    """The `OptimizeSettings` of a job config (`OptimizeJobConfig` or `ServeJobConfig`): every
+    setting the config has a top-level key for, the sampling ones from its `rollout` section, the
+    defaults for the rest. One place, so the optimize job and the Serve app search alike."""
+    keys = {f.name for f in dataclasses.fields(OptimizeSettings)} - _ROLLOUT_KEYS
+    given = {k: getattr(cfg, k) for k in keys if k in cfg}
+    return OptimizeSettings(**given, **{k: getattr(cfg.rollout, k) for k in _ROLLOUT_KEYS})
+
+
+_ROLLOUT_KEYS = frozenset({"max_tokens", "max_model_len", "temperature", "top_p"})
+
+
 @dataclasses.dataclass
 class Attempt:
     """One candidate of one round (round 0: a starting solution).

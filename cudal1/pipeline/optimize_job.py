@@ -28,7 +28,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from cudal1.pipeline.evaluate import format_paper_table, paper_table
-from cudal1.pipeline.optimize import OptimizeSettings, Optimizer, ProgressCallback, TaskOutcome
+from cudal1.pipeline.optimize import Optimizer, ProgressCallback, TaskOutcome, settings_from_config
 from cudal1.tasks.task import Task
 
 log = logging.getLogger(__name__)
@@ -151,16 +151,6 @@ def optimize_tasks(optimizer: Optimizer, tasks: Sequence[Task], out_dir: str | P
     return outcomes, rows
 
 
-def settings_from(cfg: Any) -> OptimizeSettings:
-    """The job config's `OptimizeSettings` (flat keys of `cudal1.config.OptimizeJobConfig`)."""
-    return OptimizeSettings(
-        rounds=cfg.rounds, samples=cfg.samples, exemplars=cfg.exemplars, feedback=cfg.feedback,
-        feedback_items=cfg.feedback_items, feedback_chars=cfg.feedback_chars, max_tokens=cfg.rollout.max_tokens,
-        max_model_len=cfg.rollout.max_model_len, temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p,
-        tau=cfg.tau, n_buckets=cfg.n_buckets, bucket_scale=cfg.bucket_scale, check_reference=cfg.check_reference,
-        verify=cfg.verify, verify_tolerance=cfg.verify_tolerance, min_gain=cfg.min_gain, seed=cfg.seed)
-
-
 def job_tasks(cfg: Any) -> list[Task]:
     """The tasks of an optimize job: its `task_files` (parsed, not executed), else what `cfg.tasks`
     selects (a builtin suite or a KernelBench checkout). Ids made distinct (`distinct_ids`).
@@ -210,7 +200,7 @@ def run_optimize_job(cfg: Any) -> tuple[list[TaskOutcome], list[dict[str, Any]]]
             pool = BenchmarkPool(spec)
             log.info("waiting for the rollout generator (%s)", model_path)
             generator.ready()
-            optimizer = Optimizer(generator, pool, tokenizer, settings_from(cfg), progress_bars=True)
+            optimizer = Optimizer(generator, pool, tokenizer, settings_from_config(cfg), progress_bars=True)
             outcomes, rows = optimize_tasks(optimizer, tasks, out, starts=starts, tracker=tracker,
                                             pool_name=spec.name, ps=list(cfg.ps))
         finally:

@@ -88,7 +88,7 @@ class PolicyServer:
         from cudal1.actors.bench_pool import BenchmarkPool
         from cudal1.config import load_serve_config
         from cudal1.pipeline.context import _engine_kwargs
-        from cudal1.pipeline.optimize import OptimizeSettings
+        from cudal1.pipeline.optimize import settings_from_config
         from cudal1.policy.model import load_tokenizer
         from cudal1.rollout import RolloutGenerator
         from cudal1.serve.jobs import JobStore, OptimizeRunner, OptimizeService
@@ -103,11 +103,7 @@ class PolicyServer:
         self.pools = {s.name: BenchmarkPool(s) for s in _pool_specs(c)}
         self.chat = ChatService(shared, tokenizer, c.serve.model_name, c.rollout.max_model_len,
                                 c.serve.max_chat_tokens, min(c.rollout.max_tokens, c.serve.max_chat_tokens))
-        settings = OptimizeSettings(rounds=c.rounds, samples=c.samples, exemplars=c.exemplars, feedback=c.feedback,
-                                    max_tokens=c.rollout.max_tokens, max_model_len=c.rollout.max_model_len,
-                                    temperature=c.rollout.temperature, top_p=c.rollout.top_p,
-                                    check_reference=c.check_reference, verify=c.verify,
-                                    verify_tolerance=c.verify_tolerance, min_gain=c.min_gain, seed=c.seed)
+        settings = settings_from_config(c)
         names = [c.bench.primary, *(n for n in self.pools if n != c.bench.primary)]
         limits = {"default_rounds": c.rounds, "default_samples": c.samples, "max_rounds": c.serve.max_rounds,
                   "max_samples": c.serve.max_samples, "max_program_chars": c.serve.max_program_chars,
