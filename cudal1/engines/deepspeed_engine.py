@@ -289,16 +289,17 @@ def load_partitioned(model_path: str | os.PathLike, config: dict[str, Any]) -> t
         model.tie_weights()  # tied output embeddings become the input embeddings' parameter again
     rank0 = world()[0] == 0
     where: dict[str, Any] = {}
-    for f in files:  # every rank reads the headers, so a missing name fails on all ranks alike
-        handle = safe_open(str(f), framework="pt")
-        where.update({name: handle for name in handle.keys()})
-    missing = [name for name, _ in model.named_parameters() if name not in where]
-    if missing:
-        raise KeyError(f"{', '.join(missing[:5])} in the model but in no checkpoint file of {model_path}")
-    for name, param in model.named_parameters():
-        with ds.zero.GatheredParameters([param], modifier_rank=0):
-            if rank0:
-                param.data.copy_(where[name].get_tensor(name))
+    with contextlib.ExitStack() as open_files:  # the memory maps close here, not whenever GC runs
+        for f in files:  # every rank reads the headers, so a missing name fails on all ranks alike
+            handle = open_files.enter_context(safe_open(str(f), framework="pt"))
+            where.update({name: handle for name in handle.keys()})
+        missing = [name for name, _ in model.named_parameters() if name not in where]
+        if missing:
+            raise KeyError(f"{', '.join(missing[:5])} in the model but in no checkpoint file of {model_path}")
+        for name, param in model.named_parameters():
+            with ds.zero.GatheredParameters([param], modifier_rank=0):
+                if rank0:
+                    param.data.copy_(where[name].get_tensor(name))
     return model
 
 
