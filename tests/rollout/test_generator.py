@@ -175,3 +175,12 @@ def test_weight_packing_round_trips_dtypes():
     assert [n for n, _ in back] == [n for n, _ in tensors]
     for (_, x), (_, y) in zip(tensors, back):
         assert x.dtype == y.dtype and x.shape == y.shape and torch.equal(x, y)
+
+
+def test_tensor_parallel_cpu_workers_get_disjoint_cores():
+    vllm_engine = pytest.importorskip("cudal1.engines.vllm_engine")
+    assert vllm_engine.cpu_thread_binds([1, 0], 2) == "0|1"
+    assert vllm_engine.cpu_thread_binds(range(5), 2) == "0,1,2|3,4"
+    assert vllm_engine.cpu_thread_binds([4, 6, 8], 1) == "4,6,8"
+    with pytest.raises(ValueError, match="2 tensor-parallel CPU workers need as many cores; 1 allowed"):
+        vllm_engine.cpu_thread_binds([3], 2)
