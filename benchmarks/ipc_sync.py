@@ -10,7 +10,10 @@ engine (`GeneratorGroup`, num_gpus 0.5): two processes on one GPU. Then:
    learner's (max abs diff, fp32), as the NCCL broadcast check of benchmarks/multigpu.py did;
 2. timing: random-weight Qwen2 shapes (1.5B, 7B; bf16, ZeRO-3), `sync_ipc` three times each:
    learner export (gather, pack, handles) → Ray → engine map + copy into its parameters + sync →
-   learner frees. The seconds include the engine's load.
+   learner frees. The seconds include the engine's load. Around it: the logprob gap of the two
+   stacks while both hold the checkpoint's weights (bf16 kernels differ), one SFT step first for the
+   `--train-shapes` (so the weights that travel are new), and one sync through Ray's object store
+   (`rollout.weight_sync=object_store`, what a colocated pair does without ipc) for comparison.
 
     python benchmarks/ipc_sync.py --out ipc.json [--shapes 1.5B 7B] [--workdir /tmp/ipc]
 
@@ -83,9 +86,11 @@ def correctness(workdir: Path, on_gpu: bool, expect_refusal: bool) -> dict:
         learner.kill()
 
 
-def timing(workdir: Path, shape_name: str) -> dict:
+def timing(workdir: Path, shape_name: str, train: bool) -> dict:
     from learner_memory import build  # the same random-init Qwen2 checkpoint writer
     from memory_plan import MODELS
+
+    from cudal1.records import PolicyExample
 
     shape = next(m for m in MODELS if m.name == shape_name)
     t0 = time.perf_counter()
@@ -94,23 +99,40 @@ def timing(workdir: Path, shape_name: str) -> dict:
     torch.cuda.empty_cache()
     t0 = time.perf_counter()
     learner, generator = start_pair(str(model_dir), True, engine_dtype="bfloat16",
-                                    learner_kwargs=dict(zero_stage=3, precision="bf16", lr=1e-6, micro_batch=1))
+                                    learner_kwargs=dict(zero_stage=3, precision="bf16", lr=1e-3, micro_batch=1))
     started = time.perf_counter() - t0
+    diff = lambda a, b: max(abs(x - y) for x, y in zip(a, b))  # noqa: E731
     try:
         gpu = generator.check_colocated(learner)
         specs = learner.weight_manifest()
+        # Both hold the checkpoint's weights: what the two stacks' logprobs differ by with equal weights.
+        engine_before, learner_before = generator.score(PROMPT, RESPONSE), learner.logprobs(PROMPT, RESPONSE)
+        if train:  # move the weights (an SFT step) so that the sync has something to carry
+            learner.sft_step([PolicyExample(PROMPT, RESPONSE)])
         runs = [generator.sync_ipc(learner, specs, version=k + 1) for k in range(3)]
         seconds = [r["seconds"] for r in runs]
-        # the weights arrived: the engine's logprobs equal the learner's (same bf16 tensors; the
-        # two stacks' kernels may differ in the last bits)
         lp_learner, lp_engine = learner.logprobs(PROMPT, RESPONSE), generator.score(PROMPT, RESPONSE)
         median = statistics.median(seconds)
-        return {"shape": shape_name, "params_b": round(shape.params / 1e9, 3), "gpu": gpu, "tensors": len(specs),
-                "bytes": runs[0]["bytes"], "windows": runs[0]["windows"], "seconds": [round(s, 4) for s in seconds],
-                "median_s": round(median, 4), "gb_per_s": round(runs[0]["bytes"] / median / 1e9, 1),
-                "engine_s": [round(r["engine_s"], 4) for r in runs], "learner_held_gib": round(runs[0]["held_bytes"] / 2**30, 2),
-                "logprob_max_abs_diff": max(abs(a - b) for a, b in zip(lp_learner, lp_engine)),
-                "build_s": round(built, 1), "start_s": round(started, 1)}
+        result = {"shape": shape_name, "params_b": round(shape.params / 1e9, 3), "gpu": gpu, "tensors": len(specs),
+                  "bytes": runs[0]["bytes"], "windows": runs[0]["windows"], "seconds": [round(s, 4) for s in seconds],
+                  "median_s": round(median, 4), "gb_per_s": round(runs[0]["bytes"] / median / 1e9, 1),
+                  "engine_s": [round(r["engine_s"], 4) for r in runs],
+                  "learner_held_gib": round(runs[0]["held_bytes"] / 2**30, 2), "trained": train,
+                  "logprob_diff_engine_vs_learner_same_weights_before": diff(engine_before, learner_before),
+                  "logprob_diff_engine_vs_learner_after_sync": diff(lp_engine, lp_learner),
+                  "logprob_change_engine_after_vs_before": diff(lp_engine, engine_before),
+                  "logprob_change_learner_after_vs_before": diff(lp_learner, learner_before),
+                  "build_s": round(built, 1), "start_s": round(started, 1)}
+        # The path a colocated pair has without ipc: a full CPU copy through Ray's object store.
+        print(json.dumps(result), flush=True)
+        try:
+            t0 = time.perf_counter()
+            generator.update_weights(learner.named_weights.remote(), 10)
+            result["object_store_s"] = round(time.perf_counter() - t0, 2)
+            result["logprob_diff_object_store_vs_ipc"] = diff(generator.score(PROMPT, RESPONSE), lp_engine)
+        except Exception as e:  # noqa: BLE001 - the ipc figures above stand; the comparison is recorded as failed
+            result["object_store_error"] = f"{type(e).__name__}: {e}"[:600]
+        return result
     finally:
         generator.kill()
         learner.kill()
@@ -122,6 +144,7 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--out", required=True)
     p.add_argument("--shapes", nargs="*", default=[])
+    p.add_argument("--train-shapes", nargs="*", default=["1.5B"], help="shapes that take an SFT step before the sync")
     p.add_argument("--workdir", default="/tmp/cudal1-ipc")
     p.add_argument("--expect-refusal", action="store_true", help="CPU: the sync must be refused, not run")
     args = p.parse_args()
@@ -142,7 +165,7 @@ def main() -> int:
                                                            and c["max_abs_diff_before_sync"] > 1e-3)
         for name in args.shapes:
             try:
-                result[name] = timing(workdir, name)
+                result[name] = timing(workdir, name, name in args.train_shapes)
             except Exception as e:  # noqa: BLE001 - recorded, the next shape still runs
                 result[name] = {"error": f"{type(e).__name__}: {e}"[:1500]}
                 ok = False
