@@ -102,3 +102,48 @@ def test_preflight_asks_for_one_bundle_of_both_cpus_and_one_gpu():
     cfg = composed(GPU_PAIR)
     assert pair == {"CPU": cfg.learner.num_cpus + cfg.rollout.num_cpus, "GPU": 1.0}
     assert "learner" not in needs and "rollout engine" not in needs
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal of a machine without a GPU")
+def test_the_transformers_engine_refuses_ipc_on_the_cpu(hf_generator):
+    with pytest.raises(ValueError, match="needs the engine on a GPU"):
+        hf_generator.receive_weights_ipc(payload([]), [], version=1)
+    assert hf_generator.model_version == 0
+
+
+COLOCATE = """
+import json, os, ray
+from cudal1.actors.generator_group import colocated_placement_group, in_bundle
+
+@ray.remote
+class Probe:
+    def where(self):
+        return ray.get_gpu_ids(), os.environ.get("CUDA_VISIBLE_DEVICES"), ray.get_runtime_context().get_node_id()
+
+# a node with 2 GPUs (declared; Ray's accounting needs no device): the pair must still get the same one
+ray.init(address="local", num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False)
+pg = colocated_placement_group(2.0, timeout_s=60)
+# another actor takes a fraction of a GPU first, so a free placement could have split the pair
+other = Probe.options(num_cpus=0, num_gpus=0.5).remote()
+ray.get(other.where.remote())
+pair = [Probe.options(num_cpus=1, num_gpus=0.5, scheduling_strategy=in_bundle(pg)).remote() for _ in range(2)]
+print(json.dumps(ray.get([p.where.remote() for p in pair])))
+ray.shutdown()
+"""
+
+
+def test_the_colocated_bundle_gives_learner_and_engine_the_same_gpu():
+    """What `rollout.weight_sync=ipc` relies on: two actors with num_gpus=0.5 in the one bundle of
+    `colocated_placement_group` are given the same GPU. A Ray cluster of its own (GPUs declared),
+    in a subprocess, beside the suite's. Without the bundle the same two actors were put on GPUs 0
+    and 1 (tried by hand, 2026-12-02), so this can fail."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "RAY_ADDRESS": ""}
+    done = subprocess.run([sys.executable, "-c", COLOCATE], capture_output=True, text=True, timeout=240, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    (ids_a, visible_a, node_a), (ids_b, visible_b, node_b) = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(ids_a) == 1 and ids_a == ids_b and visible_a == visible_b and node_a == node_b
