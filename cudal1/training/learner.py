@@ -574,10 +574,10 @@ class GRPOLearner:
         from cudal1.engines.cuda_ipc import IpcExporter
         from cudal1.engines.weight_sync import plan_buckets
 
-        specs = self.weight_manifest()
-        plan = plan_buckets(specs, bucket_mb)
         if self.device.type != "cuda":
             raise ValueError("rollout.weight_sync=ipc needs the learner on a GPU (learner.num_gpus > 0)")
+        specs = self.weight_manifest()
+        plan = plan_buckets(specs, bucket_mb)
         exporter = getattr(self, "_ipc", None)
         if exporter is None and _is_rank0():
             exporter = self._ipc = IpcExporter(self.device)
