@@ -72,7 +72,9 @@ class RolloutConfig:
     weight_sync: str = "object_store"
     """How learner weights reach the generator after each update: object_store (one host: a copy
     through Ray's object store) | broadcast (a dedicated process group, NCCL when both sides are
-    on GPUs, gloo otherwise; see cudal1/engines/weight_sync.py)."""
+    on GPUs, gloo otherwise; see cudal1/engines/weight_sync.py) | ipc (one engine on the learner's
+    GPU: CUDA IPC handles of the learner's buckets, no copy in transit; both actors go into one
+    placement-group bundle with fractional num_gpus; see cudal1/engines/cuda_ipc.py)."""
     num_cpus: float = 1.0
     """Logical CPUs per engine."""
     num_gpus: float = 0.0
@@ -537,7 +539,7 @@ STAGES = ("sft", "self_train", "contrastive_rl")
 CHOICES = {
     "model.dtype": ("float32", "bfloat16", "float16"),
     "rollout.backend": ("auto", "vllm", "hf"),
-    "rollout.weight_sync": ("object_store", "broadcast"),
+    "rollout.weight_sync": ("object_store", "broadcast", "ipc"),
     "learner.precision": ("fp32", "bf16", "fp16"),
     "learner.loss_agg": ("grpo", "dr_grpo", "dapo"),
     "stage.name": (*STAGES, "all"),
@@ -582,6 +584,23 @@ def _positive(cfg: DictConfig, key: str, allow_zero: bool = False) -> None:
         raise ConfigError(key, f"must be {'>= 0' if allow_zero else '> 0'}, got {value!r}")
 
 
+def validate_ipc(cfg: DictConfig) -> None:
+    """rollout.weight_sync=ipc: the learner (one rank) and one engine of one worker share one GPU,
+    each with a fraction of it. Raises ConfigError saying what is needed."""
+    lc, ro = cfg.learner, cfg.rollout
+    need = ("rollout.weight_sync=ipc puts the learner and one rollout engine on one GPU: set learner.num_gpus and "
+            "rollout.num_gpus to fractions summing to at most 1 (e.g. 0.5 and 0.5)")
+    if lc.num_gpus <= 0 or ro.num_gpus <= 0:
+        raise ConfigError("rollout.weight_sync", f"ipc needs CUDA GPUs (CUDA IPC has no CPU path; use object_store "
+                                                 f"or broadcast on CPUs); {need}")
+    if lc.num_gpus + ro.num_gpus > 1 + 1e-9 or lc.num_gpus >= 1 or ro.num_gpus >= 1:
+        raise ConfigError("rollout.num_gpus", f"{need}; got learner {lc.num_gpus} + rollout {ro.num_gpus}")
+    for key in ("learner.num_ranks", "rollout.num_engines", "rollout.tensor_parallel_size"):
+        if int(OmegaConf.select(cfg, key)) != 1:
+            raise ConfigError(key, f"rollout.weight_sync=ipc serves one learner rank and one engine worker on one GPU; "
+                                   f"got {key}={OmegaConf.select(cfg, key)} (use broadcast for several GPUs)")
+
+
 def validate(cfg: DictConfig) -> None:
     """Check ranges, choices and cross references. Raises ConfigError naming the first bad key."""
     for key, choices in CHOICES.items():
@@ -611,6 +630,8 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(key, f"must be at least 1; got {OmegaConf.select(cfg, key)}")
     if cfg.rollout.tensor_parallel_size > 1 and cfg.rollout.backend == "hf":
         raise ConfigError("rollout.tensor_parallel_size", "tensor parallelism needs the vllm backend, not hf")
+    if cfg.rollout.weight_sync == "ipc":
+        validate_ipc(cfg)
     if cfg.stage.name in ("contrastive_rl", "all") and cfg.stage.contrastive_rl.steps > 0:
         # The engines report log-probabilities of the raw logits: only plain sampling from them
         # makes those (and the learner's) the behaviour policy's, so the PPO ratio is exact.

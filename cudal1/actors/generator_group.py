@@ -10,7 +10,11 @@ each of its prompts, so a GRPO group never spans engines.
 Weights reach every engine the same way they reach one: a copy through Ray's object store
 (`update_weights`), or one broadcast group of size 1 + M·k (`open_broadcast`): the learner is
 rank 0, engine i's workers are ranks 1 + i·k ... (i+1)·k, and a sync is the learner's
-`broadcast_weights` while every engine runs `receive_weights`.
+`broadcast_weights` while every engine runs `receive_weights`. Where one engine shares the
+learner's GPU (`rollout.weight_sync=ipc`), `sync_ipc` hands it CUDA IPC handles of the learner's
+buckets instead (`cudal1.engines.cuda_ipc`): `colocated_placement_group` reserves the one bundle
+{CPU: both actors' CPUs, GPU: 1} that the learner and the engine are both scheduled into, each with
+its fractional `num_gpus`, so Ray gives both the same GPU.
 
 Limits: prompts are split when a call starts, not balanced while it runs (an engine given long
 responses finishes last), and a call returns when every engine has answered (no streaming of
@@ -41,6 +45,26 @@ def broadcast_ranks(num_engines: int, workers_per_engine: int) -> tuple[list[int
     return [1 + i * workers_per_engine for i in range(num_engines)], 1 + num_engines * workers_per_engine
 
 
+def colocated_placement_group(num_cpus: float, node_resources: dict[str, float] | None = None,
+                              timeout_s: float = 900.0) -> Any:
+    """Reserve one bundle {CPU: num_cpus, GPU: 1} (plus `node_resources`, e.g. {"node:IP": 0.001}
+    to pin it) for a learner rank 0 and a rollout engine that share its GPU: actors scheduled into
+    bundle 0 of the returned placement group with fractional num_gpus (summing to at most 1) are
+    given that bundle's one GPU. Raises TimeoutError when no node grants it within `timeout_s`."""
+    bundle = {"CPU": float(num_cpus), "GPU": 1.0, **(node_resources or {})}
+    pg = placement_group([bundle], strategy="STRICT_PACK", name="cudal1-colocated")
+    ready, _ = ray.wait([pg.ready()], timeout=timeout_s)
+    if not ready:
+        remove_placement_group(pg)
+        raise TimeoutError(f"no node could reserve the colocated learner+engine bundle {bundle} within {timeout_s:.0f} s")
+    return pg
+
+
+def in_bundle(pg: Any, index: int = 0) -> Any:
+    """The Ray scheduling strategy that places an actor into bundle `index` of `pg`."""
+    return PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=index)
+
+
 class GeneratorGroup:
     """M rollout engines as one generator (see the module docstring).
 
@@ -62,15 +86,20 @@ class GeneratorGroup:
     @classmethod
     def start(cls, model_path: str, backend: str, *, num_engines: int = 1, tensor_parallel_size: int = 1,
               num_cpus: float = 1.0, num_gpus: float = 0.0, ready_timeout_s: float = 900.0,
-              **generator_kwargs: Any) -> "GeneratorGroup":
+              colocated: Any = None, **generator_kwargs: Any) -> "GeneratorGroup":
         """Start `num_engines` engines, each in a placement group of one bundle
         {CPU: num_cpus, GPU: num_gpus × tensor_parallel_size} (STRICT_PACK: an engine's workers on
         one node); `generator_kwargs` go to `RolloutGenerator`, engine i with seed + i. Blocks
         until each engine's placement group is reserved (up to `ready_timeout_s` each), then
         returns while the engines load; call `ready()`.
 
+        With `colocated` (a placement group of `colocated_placement_group`, shared with the
+        learner's rank 0) the one engine goes into its bundle 0 with `num_gpus` of its GPU instead;
+        the group then owns that placement group and removes it on `kill`.
+
         Raises:
-            ValueError: num_engines or tensor_parallel_size below 1.
+            ValueError: num_engines or tensor_parallel_size below 1; with `colocated`, more than one
+                engine or worker, or num_gpus not in (0, 1).
             TimeoutError: a placement group could not be reserved within `ready_timeout_s` (the
                 cluster lacks the resources; the preflight check normally says so earlier).
         """
@@ -80,6 +109,12 @@ class GeneratorGroup:
         if num_gpus > 0:
             bundle["GPU"] = float(num_gpus) * tensor_parallel_size
         kwargs = dict(generator_kwargs)
+        if colocated is not None:
+            if num_engines != 1 or tensor_parallel_size != 1 or not 0 < num_gpus < 1:
+                raise ValueError("a colocated engine is one engine of one worker with a fraction of the GPU "
+                                 f"(0 < num_gpus < 1); got {num_engines} x {tensor_parallel_size}, num_gpus={num_gpus}")
+            engine = RolloutActor.options(num_cpus=num_cpus, num_gpus=num_gpus, scheduling_strategy=in_bundle(colocated))
+            return cls([engine.remote(model_path, backend, **kwargs)], 1, [colocated])
         if tensor_parallel_size > 1:
             kwargs["tensor_parallel_size"] = tensor_parallel_size
         groups, engines = [], []
@@ -146,6 +181,51 @@ class GeneratorGroup:
         """Start every engine's side of one broadcast; returns their ObjectRefs (wait for them with
         the learner's `broadcast_weights`, which must use the same `bucket_mb`)."""
         return [e.receive_weights.remote(specs, version, bucket_mb) for e in self.engines]
+
+    def check_colocated(self, learner: Any) -> str:
+        """The GPU UUID the learner (rank 0) and the one engine share.
+
+        Raises:
+            ValueError: more than one engine or worker.
+            cudal1.engines.cuda_ipc.NotColocatedError: they are on different GPUs (what is needed is said).
+        """
+        from cudal1.engines.cuda_ipc import NotColocatedError
+
+        if len(self.engines) != 1 or self.workers_per_engine != 1:
+            raise ValueError(f"ipc weight sync serves one engine of one worker, not {len(self.engines)} x "
+                             f"{self.workers_per_engine}")
+        mine, theirs = wait_all([self.engines[0].gpu_uuid.remote(), learner.gpu_uuid.remote()])
+        if mine != theirs:
+            raise NotColocatedError(f"rollout.weight_sync=ipc: the engine is on {mine} and the learner's rank 0 on "
+                                    f"{theirs}; both must be scheduled into one placement-group bundle with one GPU "
+                                    "(fractional num_gpus), or use rollout.weight_sync=broadcast")
+        return mine
+
+    def sync_ipc(self, learner: Any, specs: list[Any], version: int, bucket_mb: float = 256,
+                 window_mb: float | None = None) -> dict[str, float]:
+        """One learner → engine sync by CUDA IPC: for each window of buckets
+        (`cudal1.engines.cuda_ipc.windows`), the learner exports it (`export_ipc`: handles, not
+        bytes, pass through Ray), the engine maps, loads and answers, and only then the learner
+        frees it (`release_ipc`, also when the engine failed). The engine takes `version` with the
+        last window. Returns {"seconds", "windows", "bytes" (weights made visible), "engine_s" (the
+        engine's map + load time, summed), "held_bytes" (most device bytes the learner held at once)}."""
+        import time
+
+        from cudal1.engines.cuda_ipc import DEFAULT_WINDOW_MB, windows
+        from cudal1.engines.weight_sync import plan_buckets
+
+        plan = plan_buckets(specs, bucket_mb)
+        parts = windows(specs, plan, window_mb or DEFAULT_WINDOW_MB)
+        start, engine_s, held = time.perf_counter(), 0.0, 0.0
+        for k, window in enumerate(parts):
+            payload = learner.export_ipc.remote(window, bucket_mb)
+            try:
+                engine_s += wait_all([self.engines[0].receive_weights_ipc.remote(payload, specs, version,
+                                                                                   k == len(parts) - 1)])[0]
+            finally:
+                held = max(held, learner.release_ipc())
+        return {"seconds": time.perf_counter() - start, "windows": float(len(parts)),
+                "bytes": float(sum(s.nbytes for s in specs)), "engine_s": engine_s, "held_bytes": held}
 
     def kill(self) -> None:
         """Stop the engines and release their placement groups."""

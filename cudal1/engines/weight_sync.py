@@ -10,6 +10,9 @@ Tensors are packed into flat buckets of one dtype (at most `bucket_mb` each) so 
 hundreds of small tensors costs a few collective calls, not hundreds. `plan_buckets` is the pure
 function both sides run on the manifest, so they cut the same buckets.
 
+Where the learner and one engine share a GPU, `cudal1.engines.cuda_ipc` passes CUDA IPC handles
+of the same buckets instead (rollout.weight_sync=ipc): NCCL cannot form a group on one device.
+
 This module only needs torch: the rollout engines (`vllm_engine`, `hf_engine`) and the learner
 call it from inside their own processes.
 """

@@ -147,7 +147,8 @@ class RunContext:
     learner: Any = None
     buffer: Any = None
     weight_specs: Any = None
-    """The learner's weight manifest once a broadcast group is open (rollout.weight_sync=broadcast)."""
+    """The learner's weight manifest once a broadcast group is open or the ipc colocation is
+    checked (rollout.weight_sync=broadcast or ipc)."""
     recorder: Any = None
     """A `cudal1.pipeline.record.PoolRecorder` when there is more than one benchmark pool."""
 
@@ -195,8 +196,9 @@ class RunContext:
             pinned = driver_node_options() if cfg.ray.storage == "driver_node" else {}
             ctx.buffer = BufferActor.options(**pinned).remote(str(run_dir / "buffer"), tau=rl.tau, n_buckets=rl.n_buckets,
                                             k=max(rl.exemplars, 1), seed=cfg.seed, scale=rl.bucket_scale)
-            ctx.generator = start_generator(cfg, model_path)
-            ctx.learner = start_learner(cfg, model_path, pinned)
+            colocated = start_colocated(cfg, pinned) if cfg.rollout.weight_sync == "ipc" else None
+            ctx.generator = start_generator(cfg, model_path, colocated)
+            ctx.learner = start_learner(cfg, model_path, pinned, colocated)
             ctx.pools = BenchmarkPools(specs, primary=cfg.bench.primary)
             if len(ctx.pools.names) > 1:
                 from cudal1.pipeline.record import PoolRecorder
@@ -229,17 +231,34 @@ class RunContext:
         self.tracker.close(status)
 
 
-def start_learner(cfg: DictConfig, model_path: Path, pinned: dict[str, Any]) -> Any:
-    """The learner: a `cudal1.actors.learner_group.LearnerGroup` of `learner.num_ranks` ranks (one
-    rank: one actor, as a single learner always was). `pinned`: the driver-node placement of
-    ray.storage=driver_node, which a group of several ranks gets as a node resource in each bundle."""
+def start_colocated(cfg: DictConfig, pinned: dict[str, Any]) -> Any:
+    """rollout.weight_sync=ipc: the placement group of one bundle {CPU: learner + engine CPUs,
+    GPU: 1} that the learner and the engine both go into (`generator_group.colocated_placement_group`),
+    on the driver's node under ray.storage=driver_node."""
     import ray
 
+    from cudal1.actors.generator_group import colocated_placement_group
+
+    node = {f"node:{ray.util.get_node_ip_address()}": 0.001} if pinned else None
+    return colocated_placement_group(cfg.learner.num_cpus + cfg.rollout.num_cpus, node)
+
+
+def start_learner(cfg: DictConfig, model_path: Path, pinned: dict[str, Any], colocated: Any = None) -> Any:
+    """The learner: a `cudal1.actors.learner_group.LearnerGroup` of `learner.num_ranks` ranks (one
+    rank: one actor, as a single learner always was). `pinned`: the driver-node placement of
+    ray.storage=driver_node, which a group of several ranks gets as a node resource in each bundle.
+    `colocated`: the placement group of `start_colocated` (weight_sync=ipc), whose bundle 0 the one
+    rank shares with the engine."""
+    import ray
+
+    from cudal1.actors.generator_group import in_bundle
     from cudal1.actors.learner_group import LearnerGroup
 
     lc = cfg.learner
     bundle_resources = None
-    if pinned and lc.num_ranks > 1:
+    if colocated is not None:
+        pinned = {"scheduling_strategy": in_bundle(colocated)}
+    elif pinned and lc.num_ranks > 1:
         bundle_resources, pinned = {f"node:{ray.util.get_node_ip_address()}": 0.001}, {}
     return LearnerGroup.start(
         str(model_path), lc.num_ranks, num_cpus=lc.num_cpus, num_gpus=lc.num_gpus, actor_options=pinned,
@@ -254,17 +273,17 @@ def start_learner(cfg: DictConfig, model_path: Path, pinned: dict[str, Any]) -> 
         gradient_checkpointing=lc.gradient_checkpointing, logprob_chunk=lc.logprob_chunk)
 
 
-def start_generator(cfg: DictConfig, model_path: str | Path) -> Any:
+def start_generator(cfg: DictConfig, model_path: str | Path, colocated: Any = None) -> Any:
     """Start the rollout engines `cfg.rollout` asks for (`rollout.num_engines`, each with
     `tensor_parallel_size` workers) as one `cudal1.actors.generator_group.GeneratorGroup`;
-    returns at once (call `.ready()`)."""
+    returns at once (call `.ready()`). `colocated`: the learner's shared placement group (ipc)."""
     from cudal1.actors.generator_group import GeneratorGroup
 
     ro = cfg.rollout
     return GeneratorGroup.start(str(model_path), ro.backend, num_engines=ro.num_engines,
                                 tensor_parallel_size=ro.tensor_parallel_size, num_cpus=ro.num_cpus,
                                 num_gpus=ro.num_gpus, max_model_len=ro.max_model_len, dtype=cfg.model.dtype,
-                                seed=cfg.seed, **_engine_kwargs(cfg))
+                                seed=cfg.seed, colocated=colocated, **_engine_kwargs(cfg))
 
 
 def _engine_kwargs(cfg: DictConfig) -> dict[str, Any]:

@@ -34,7 +34,8 @@ log = logging.getLogger(__name__)
 def sync_weights(ctx: Any) -> float:
     """Learner → generator weight sync, never through files: a copy through Ray's object store
     (`rollout.weight_sync=object_store`), or a broadcast over a process group the learner and the
-    generator share (`broadcast`: NCCL between GPUs, gloo otherwise). Returns seconds."""
+    generator share (`broadcast`: NCCL between GPUs, gloo otherwise), or CUDA IPC handles of the
+    learner's buckets for the engine on its GPU (`ipc`). Returns seconds."""
     from cudal1.actors.shells import wait_all
 
     t0 = time.perf_counter()
@@ -43,6 +44,12 @@ def sync_weights(ctx: Any) -> float:
         if ctx.weight_specs is None:
             open_weight_group(ctx)
         wait_all([ctx.learner.broadcast_weights.remote(), *ctx.generator.receive_weights(ctx.weight_specs, version)])
+    elif ctx.cfg.rollout.weight_sync == "ipc":
+        if ctx.weight_specs is None:
+            uuid = ctx.generator.check_colocated(ctx.learner)
+            ctx.weight_specs = ctx.learner.weight_manifest()
+            log.info("weight sync by CUDA IPC: learner and engine share %s (%d tensors)", uuid, len(ctx.weight_specs))
+        ctx.generator.sync_ipc(ctx.learner, ctx.weight_specs, version)
     else:
         ctx.generator.update_weights(ctx.learner.named_weights.remote(), version)
     return time.perf_counter() - t0

@@ -168,6 +168,26 @@ class RolloutGenerator:
         log.info("weights received by broadcast, version %d, in %.2f s", self._version, self.last_sync_seconds)
         return self.last_sync_seconds
 
+    def gpu_uuid(self) -> str:
+        """UUID of the engine's GPU (`cudal1.engines.cuda_ipc.device_uuid`). Raises ValueError on the CPU."""
+        return self.engine.gpu_uuid()
+
+    def receive_weights_ipc(self, payload: dict[str, Any], specs: list[Any], version: int, last: bool = True) -> float:
+        """Load one window of the learner's weights from CUDA IPC handles (`payload`: the learner's
+        `export_ipc`; `specs`: its `weight_manifest()`) in place; with `last`, the sync is complete
+        and `model_version` becomes `version`. Returns the seconds it took. Only when it has
+        returned may the learner free the exported buffers.
+
+        Raises:
+            cudal1.engines.cuda_ipc.NotColocatedError: the learner's GPU is not this engine's.
+        """
+        start = time.perf_counter()
+        self.engine.receive_weights_ipc(payload, specs)
+        if last:
+            self._version = int(version)
+        self.last_sync_seconds = time.perf_counter() - start
+        return self.last_sync_seconds
+
     def close(self) -> None:
         """Stop the engine (and its worker processes)."""
         if getattr(self, "engine", None) is not None:

@@ -552,6 +552,52 @@ class GRPOLearner:
         return {"bytes": float(total), "seconds": seconds, "bytes_per_s": total / seconds if seconds else 0.0,
                 "buckets": float(len(plan))}
 
+    def gpu_uuid(self) -> str:
+        """UUID of this rank's GPU (what `rollout.weight_sync=ipc` compares with the engine's).
+        Raises ValueError on the CPU."""
+        from cudal1.engines.cuda_ipc import device_uuid
+
+        return device_uuid(self.device)
+
+    def export_ipc(self, buckets: list[int], bucket_mb: float = 256) -> dict | None:
+        """Export buckets `buckets` (indices into `plan_buckets(weight_manifest(), bucket_mb)`) of
+        the current full weights by CUDA IPC (`cudal1.engines.cuda_ipc`) for an engine on this GPU.
+
+        Each bucket is gathered (ZeRO-3: one collective per bucket), packed into a buffer of its
+        own and released, so the extra device memory is the exported buckets, held until
+        `release_ipc`. Every learner rank must call it (the gathers are collective); rank 0
+        returns the payload (handles, not bytes), the others None.
+
+        Raises:
+            ValueError: the learner is not on a CUDA device.
+        """
+        from cudal1.engines.cuda_ipc import IpcExporter
+        from cudal1.engines.weight_sync import plan_buckets
+
+        if self.device.type != "cuda":
+            raise ValueError("rollout.weight_sync=ipc needs the learner on a GPU (learner.num_gpus > 0)")
+        specs = self.weight_manifest()
+        plan = plan_buckets(specs, bucket_mb)
+        exporter = getattr(self, "_ipc", None)
+        if exporter is None and _is_rank0():
+            exporter = self._ipc = IpcExporter(self.device)
+        entries = []
+        for b in buckets:
+            names = [specs[i].name for i in plan[b]]
+            with dse.gathered(self.engine, names) as tensors:
+                if exporter is not None:
+                    entries.append(exporter.export_bucket([tensors[n] for n in names], plan[b], specs[plan[b][0]].dtype))
+        return exporter.payload(entries) if exporter is not None else None
+
+    def release_ipc(self) -> float:
+        """Free what `export_ipc` exported (after the engine has loaded it). Returns the bytes freed."""
+        exporter = getattr(self, "_ipc", None)
+        if exporter is None:
+            return 0.0
+        held = exporter.held_bytes
+        exporter.release()
+        return float(held)
+
     def reset_reference(self) -> None:
         """Make the current weights the KL reference (at each stage's start). No-op without KL."""
         if self.reference is not None:
