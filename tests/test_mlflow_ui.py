@@ -81,7 +81,7 @@ def mlflow_server(smoke_run, tmp_path_factory):
             proc.wait()
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")  # session: set up before the session's smoke run, so a missing browser fails at once
 def browser():
     """A headless chromium driven by selenium through Debian's chromedriver (no download)."""
     chromium, driver_path = browser_paths()
@@ -154,7 +154,8 @@ class Page:
             self.driver.execute_script("arguments[0].scrollIntoView({block: 'center'});", e)
 
 
-def test_mlflow_ui_shows_the_smoke_runs_curves_tables_and_registered_model(smoke_run, mlflow_server, browser):
+def test_mlflow_ui_shows_the_smoke_runs_curves_tables_and_registered_model(browser, smoke_run, mlflow_server):
+    # The browser first: without one the test fails at once, before the smoke run trains.
     from mlflow import MlflowClient
 
     client = MlflowClient(smoke_run.tracking_uri)
