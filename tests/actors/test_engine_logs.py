@@ -148,7 +148,7 @@ def test_vllm_engine_in_an_actor_logs_to_its_file(ray_cluster, small_model_dir, 
     # cudal1.engines.logs names.
     known = ("Triton is installed, but doesn't include CPU backend", "FutureWarning", "if hasattr(", "wrapper = lookup(")
     assert all(not line or line.startswith(known) or "FutureWarning" in line for line in forwarded), "\n".join(forwarded)
-    assert not any(level in line for line in forwarded for level in (" INFO ", " WARNING ", "[W1", "%|"))
+    assert not any(level in line for line in forwarded for level in (" INFO ", " WARNING ", "[W1", "%|", "Completed |"))
     (log_file,) = log_dir.glob("RolloutGenerator-*.log")
     text = log_file.read_text()
     # vLLM's lines from the actor and from its own engine-core process, which only
