@@ -1,4 +1,4 @@
-"""How much of a job's terminal output is the product's own: run a command, count its lines.
+"""How much of the training job's terminal output is the product's own: run it, count its lines.
 
     python benchmarks/terminal_lines.py -- .venv/bin/python jobs/train.py --config-name smoke run_dir=/tmp/s
     python benchmarks/terminal_lines.py --file captured.txt      # classify output captured earlier
@@ -9,7 +9,8 @@ when it is a cudal1 log record (Hydra's `[time][cudal1...]` format, or a forward
 `... cudal1.x [pid]:`), one of cudal1's progress bars (`bench[...]`, a stage, `optimize`), a line
 of the final run summary (indented under "run summary"), or a job's one-line error
 (`train: ...`); every other line (Ray, vLLM, DeepSpeed, MLflow, transformers, torch warnings,
-blank lines) counts as engine output. Prints the counts and the share, and with --show the engine
+blank lines) counts as engine output. The rules know the training job's lines only: the optimize
+job's own printed table and task lines would count as engine output. Prints the counts and the share, and with --show the engine
 lines. Exits with the command's exit code.
 """
 
