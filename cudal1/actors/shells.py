@@ -10,7 +10,9 @@ DeepSpeed, and this module imports without them), and method calls are forwarded
     ref = buffer.add.remote(exemplar)                  # ObjectRef, like any actor method
     n = buffer.size()                                  # blocking: ray.get of .remote()
 
-An exception raised by the plain method reaches the driver as a `ray.exceptions.RayTaskError` that
+In a job whose runtime_env names a log directory (`cudal1.engines.logs.engine_env`), the shell
+routes the engines' log records to its own log file there before the object is built
+(`cudal1.engines.logs.route_engine_logs`). An exception raised by the plain method reaches the driver as a `ray.exceptions.RayTaskError` that
 is also an instance of the original exception type (`except ValueError` still catches it). Shells
 default to `max_restarts=0`: their objects hold state, and a restarted actor would rerun the
 constructor with the same arguments (which is right for a class that restores itself from disk,
@@ -44,7 +46,14 @@ class ActorShell:
     """The body of every shell actor: builds `target(*args, **kwargs)` here and forwards calls."""
 
     def __init__(self, target: str | type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        from cudal1.engines.logs import route_engine_logs
+
+        # With the job's $CUDAL1_LOG_DIR: engine logs to this actor's log file, before the object
+        # imports its engine, and again after (a library may add its own handler on import).
+        name = target.__name__ if isinstance(target, type) else target.replace(":", ".").rpartition(".")[2]
+        route_engine_logs(process=name)
         self.obj = resolve(target)(*args, **kwargs)
+        route_engine_logs(process=name)
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """`obj.method(*args, **kwargs)`. Raises AttributeError for a missing or private method."""

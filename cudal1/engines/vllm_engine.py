@@ -21,7 +21,9 @@ The engine starts worker processes by spawn: code that builds a `VLLMEngine` mus
 (they inherit `sys.path`).
 
 vLLM logs at WARNING here unless `VLLM_LOGGING_LEVEL` is set: at INFO it prints two lines per
-weight sync (hundreds in a run), breaking up the job's progress bars.
+weight sync (hundreds in a run), breaking up the job's progress bars. In a job's actors its
+records go to the actor's log file instead (`cudal1.engines.logs`, through vLLM's
+`VLLM_LOGGING_CONFIG_PATH`), at INFO.
 """
 
 from __future__ import annotations
@@ -225,6 +227,7 @@ class VLLMEngine:
             enforce_eager=_is_cpu_platform() if enforce_eager is None else enforce_eager,
             worker_extension_cls=_EXTENSION,
             enable_prefix_caching=True,  # the n samples of a prompt share its KV
+            use_tqdm_on_load=False,  # no weight-loading progress bar on the job's terminal
         )
         if kv_cache_gib is not None:
             kwargs["kv_cache_memory_bytes"] = int(kv_cache_gib * (1 << 30))

@@ -71,9 +71,11 @@ def pool_specs(cfg: DictConfig) -> list[Any]:
     ]
 
 
-def start_ray(cfg: DictConfig) -> dict[str, Any]:
+def start_ray(cfg: DictConfig, log_dir: Path | None = None) -> dict[str, Any]:
     """Start or join Ray as `cfg.ray` says, then (with `ray.preflight`) check that the cluster's
-    nodes can hold every actor the job asks for. Returns `init_ray`'s facts. Raises
+    nodes can hold every actor the job asks for. With `log_dir`, the engines' log records of the
+    driver and of every actor shell go to files there, not to the terminal
+    (`cudal1.engines.logs`). Returns `init_ray`'s facts. Raises
     `cudal1.actors.preflight.InsufficientResources` naming each role's needs and each node's
     resources when they cannot."""
     from cudal1.actors.cluster import ClusterConfig, alive_nodes, code_runtime_env, init_ray
@@ -82,6 +84,11 @@ def start_ray(cfg: DictConfig) -> dict[str, Any]:
     # Workers must import cudal1 from the same tree as the driver (a local cluster does not
     # upload a working dir; `ray job submit --working-dir .` does).
     env = code_runtime_env(Path(__file__).resolve().parents[2])
+    if log_dir is not None:
+        from cudal1.engines.logs import engine_env, route_engine_logs
+
+        route_engine_logs(log_dir, "driver")
+        env = {**env, "env_vars": {**env.get("env_vars", {}), **engine_env(log_dir)}}
     facts = init_ray(ClusterConfig(address=cfg.ray.address, num_cpus=cfg.ray.num_cpus, num_gpus=cfg.ray.num_gpus,
                                    object_store_mb=cfg.ray.object_store_mb, runtime_env=env))
     if cfg.ray.preflight:
@@ -172,7 +179,8 @@ class RunContext:
         if cfg.resume and not state_exists:
             log.warning("resume=true but %s holds no run: starting a new one", run_dir)
         tasks = select_tasks(cfg)
-        start_ray(cfg)  # a cluster too small for the job fails here, before anything is written
+        # A cluster too small for the job fails here, before anything but the driver's log is written.
+        start_ray(cfg, log_dir=run_dir / "logs")
         run_dir.mkdir(parents=True, exist_ok=True)
         state = RunState.load(run_dir)
         model_path = ensure_model(cfg, run_dir)

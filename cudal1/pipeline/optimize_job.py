@@ -184,7 +184,7 @@ def run_optimize_job(cfg: Any) -> tuple[list[TaskOutcome], list[dict[str, Any]]]
             starts.setdefault(c.task_id, []).append(c.source)
         log.info("%d starting solutions from %s (%d skipped)", len(found), cfg.start, len(skipped))
     log.info("%d tasks: %s", len(tasks), ", ".join(t.task_id for t in tasks[:20]) + (", ..." if len(tasks) > 20 else ""))
-    start_ray(cfg)
+    start_ray(cfg, log_dir=out / "logs")  # the engines' log lines go there, not to the terminal
     out.mkdir(parents=True, exist_ok=True)
     model_path = ensure_model(cfg, out)
     tokenizer = load_tokenizer(model_path)

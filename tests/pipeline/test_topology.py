@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -34,18 +35,6 @@ STAGES = ["sft", "self_train", "contrastive_rl"]
 RL_STEPS = 6  # in the resume test: enough RL steps to interrupt one in the middle
 
 
-def compose_smoke(run_dir: Path, *overrides: str):
-    """The validated smoke config (conf/smoke.yaml) with `run_dir` and `overrides` applied."""
-    from hydra import compose, initialize_config_dir
-
-    from cudal1.config import load_config, register_schema
-
-    register_schema()
-    with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        cfg = compose(config_name="smoke", overrides=[f"run_dir={run_dir}", "tracking=none", *overrides])
-    return load_config(cfg)
-
-
 def wait_for_cpus(total: float, timeout_s: float) -> float:
     """Seconds until the cluster has `total` CPUs available again. Fails the test after `timeout_s`."""
     t0 = time.monotonic()
@@ -60,16 +49,13 @@ def read_jsonl(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def test_train_all_stages_on_the_running_cluster(ray_cluster, tmp_path):
+def test_train_all_stages_on_the_running_cluster(ray_cluster, smoke_run):
     from cudal1.actors.cluster import alive_nodes
-    from cudal1.pipeline.driver import train
 
-    run_dir = tmp_path / "run"
-    # Weights by broadcast over a gloo group here (NCCL between GPUs); the resume test below
-    # covers the default object-store sync.
-    cfg = compose_smoke(run_dir, "rollout.weight_sync=broadcast")
+    # The session's smoke run (tests/conftest.py): weights by broadcast over a gloo group (NCCL
+    # between GPUs); the resume test below covers the default object-store sync.
+    cfg, state, run_dir = smoke_run.cfg, smoke_run.state, smoke_run.run_dir
     assert cfg.ray.num_cpus == 6  # the config asks for a 6-CPU local cluster: it must be ignored here
-    state = train(cfg)
     assert not list(run_dir.glob(".storage-probe-*"))  # the probe passed and was removed
 
     # The session's cluster was joined, not replaced or doubled.
@@ -77,6 +63,7 @@ def test_train_all_stages_on_the_running_cluster(ray_cluster, tmp_path):
     assert len(alive_nodes()) == 1 and ray.cluster_resources()["CPU"] == 4
 
     assert state.completed == STAGES and state.stage is None
+    assert sorted(state.registered) == sorted(STAGES)  # tracked: each stage's export is a model version
     # The RL rollouts were sampled with broadcast weights (version 0 would be the checkpoint's).
     assert all(r["generation"]["model_version"] >= 1 for r in read_jsonl(run_dir / "rollouts" / "rl_step0.jsonl"))
     assert json.loads((run_dir / "state.json").read_text())["completed"] == STAGES
@@ -205,6 +192,17 @@ def test_driver_killed_after_sft_then_interrupted_then_resumed(ray_cluster, smal
     assert "run summary" in third_log and f"run directory: {run_dir}" in third_log
     assert "the policy beat its seeds on" in third_log and "MLflow run" not in third_log
     assert f"stage contrastive_rl from unit {at_interrupt['unit']}" in third_log
+
+    # What the three runs printed (stdout and stderr, as a terminal shows them) is the product's
+    # own: no Ray, DeepSpeed or transformers lines and nothing forwarded from an actor but errors;
+    # those went to the run's log files (cudal1.engines.logs).
+    from benchmarks.terminal_lines import classify
+
+    lines = log.read_bytes().decode(errors="replace").split("\n")
+    engine = [line for line, kind in zip(lines, classify(lines)) if kind == "engine" and line.strip()]
+    assert [line for line in engine if not re.search(r"\bERROR\b|Error|Traceback", line)] == [], "\n".join(engine)
+    assert "Connecting to existing Ray cluster" in (run_dir / "logs" / "driver.log").read_text()
+    assert "weights synced" in "".join(p.read_text() for p in (run_dir / "logs").glob("RolloutGenerator-*.log"))
 
     state = _state(run_dir)
     assert state["completed"] == STAGES
