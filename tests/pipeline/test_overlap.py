@@ -120,3 +120,62 @@ def test_background_returns_value_or_raises():
         job.result(0.05)
     gate.set()
     assert job.result(5) is True and job.done()
+
+
+def test_one_step_off_policy_with_the_real_generator_and_learner(hf_generator, small_model_dir):
+    """The async schedule on the real components, in one process: the transformers generator
+    samples step t+1 in the background thread while GRPOLearner (DeepSpeed, CPU) trains step t on
+    a synthetic verifiable reward (the share of response tokens in the upper half of the
+    vocabulary, as in tests/training/test_learning.py, so every step updates). Rollouts of step
+    t+1 carry the version the learner had while it trained step t; from step 1 on the learner's
+    own old log-probabilities differ from the generator's (one update apart), and the truncated
+    importance weights of `learner.tis_cap` see that gap."""
+    pytest.importorskip("deepspeed")
+    from cudal1.policy.model import chat_prompt_ids, load_policy
+    from cudal1.records import PolicyExample
+    from cudal1.rl.advantages import group_advantages
+    from cudal1.training import GRPOLearner
+
+    model, tok = load_policy(small_model_dir, dtype="float32", device="cpu")
+    vocab = model.get_input_embeddings().num_embeddings
+    original = [(name, p.detach().clone()) for name, p in model.named_parameters()]
+    prompts = [chat_prompt_ids(tok, [{"role": "user", "content": text}]) for text in ("Tile the loop.", "Fuse ops.")]
+    learner = GRPOLearner(small_model_dir, lr=5e-2, micro_batch=8, seed=0, tis_cap=2.0)
+    steps, trained = 4, []
+
+    def sample(step: int):
+        groups = hf_generator.generate(prompts, n=4, max_tokens=6, temperature=1.0)
+        return [g for group in groups for g in group]
+
+    def sync() -> float:
+        return hf_generator.update_weights(learner.named_weights(), version=learner.version)
+
+    pipe = OneStepAhead("async", sample, sync)
+    try:
+        for step in range(steps):
+            samples = pipe.take(step)
+            if step + 1 < steps:
+                pipe.ahead(step + 1)  # step + 1 is sampled from here on, during the update below
+            rewards = [sum(t >= vocab // 2 for t in g.response_ids) / len(g.response_ids) for g in samples]
+            advantages = group_advantages(rewards, [i // 4 for i in range(len(samples))])
+            version_before = learner.version
+            metrics = learner.grpo_step([PolicyExample(g.prompt_ids, g.response_ids, a, g.logprobs)
+                                         for g, a in zip(samples, advantages)])
+            trained.append(({g.model_version for g in samples}, version_before, learner.version, metrics))
+    finally:
+        pipe.drop()
+        hf_generator.update_weights(original, version=0)  # the session's generator gets its weights back
+
+    print("step: rollout versions, learner version before/after, engine |log ratio|, tis weight mean, clipped")
+    for k, (versions, before, after, m) in enumerate(trained):
+        print(k, sorted(versions), before, after, f"{m['engine_abs_log_ratio']:.2e}", f"{m['tis_weight_mean']:.4f}",
+              f"{m['tis_clip_frac']:.3f}")
+    assert trained[0][0] == {0} and trained[0][1] == 0  # step 0 on-policy
+    for k in range(1, steps):
+        versions, before, _, metrics = trained[k]
+        assert versions == {trained[k - 1][1]}, k  # rollouts of step k: the version that trained step k-1
+        assert before > trained[k - 1][1]  # ... one update behind the learner that trains them
+        assert metrics["engine_abs_log_ratio"] > 1e-3, metrics  # the off-policy gap is real
+        assert 0 < metrics["tis_weight_mean"] <= 2.0 and 0 <= metrics["tis_clip_frac"] <= 1
+    # On-policy (same weights, both fp32 on the CPU), the engine and the learner agree closely.
+    assert trained[0][3]["engine_abs_log_ratio"] < 1e-3 < min(t[3]["engine_abs_log_ratio"] for t in trained[1:])
