@@ -16,12 +16,18 @@ response tokens in the upper half of the vocabulary) so that every step updates,
 `cudal1.pipeline.overlap.OneStepAhead` in each mode:
 
     PYTHONPATH=. python benchmarks/pipeline_modes.py --synthetic --steps 6 --repeats 2
+
+One torch thread per process (OMP_NUM_THREADS=1 unless set), as in the job's actors (Ray sets it
+to an actor's num_cpus): on a loaded 2-core machine two OpenMP threads in the main thread made the
+transformers generator 20-40x slower than in a second Python thread (16 s against 0.4 s for one
+call, load average 15-20), which would credit async mode with a speedup that is not the overlap's.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -29,6 +35,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch is imported: see the module docstring
 
 
 def one_run(config_name: str, run_dir: Path, mode: str, steps: int, overrides: list[str]) -> dict:
