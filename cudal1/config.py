@@ -142,7 +142,9 @@ class LearnerConfig:
     """PPO's old log-probabilities from one no-grad forward of the learner (exact ratios); the
     engine's are compared with them and logged (learner/engine_log_ratio*)."""
     tis_cap: Optional[float] = None
-    """Truncated importance weight min(exp(learner - engine), tis_cap) per token; None: off."""
+    """Truncated importance weight min(exp(learner - engine), tis_cap) per token (> 1); None: off
+    in sync mode, `ASYNC_TIS_CAP` (2.0) in `pipeline.mode=async`, where the engine's tokens come
+    from the policy one step behind the learner's (`effective_tis_cap`)."""
     dual_clip: Optional[float] = 3.0
     """For negative advantages the surrogate is at least dual_clip * A (> 1); None: off."""
     log_ratio_clamp: float = 20.0
@@ -163,6 +165,30 @@ class LearnerConfig:
     """Recompute each decoder layer's activations in the backward pass instead of keeping them."""
     logprob_chunk: int = 1024
     """Response positions per block of the float32 log-softmax (no full-vocabulary float32 logits)."""
+
+
+@dataclasses.dataclass
+class PipelineConfig:
+    """How the contrastive RL stage schedules sampling and training (`cudal1.pipeline.overlap`)."""
+
+    mode: str = "sync"
+    """sync: each step samples, evaluates, trains, then syncs the weights (on-policy, exact).
+    async: the generator samples and the pool evaluates step t+1 (with the weights of step t-1's
+    update) while the learner trains step t: one step off-policy, corrected per token by truncated
+    importance weights (`learner.tis_cap`, 2.0 unless set). Weights reach the engines only
+    between generate calls."""
+
+
+ASYNC_TIS_CAP = 2.0
+"""The truncated-importance cap of `pipeline.mode=async` when `learner.tis_cap` is not set."""
+
+
+def effective_tis_cap(cfg: DictConfig) -> Optional[float]:
+    """The learner's truncated-importance cap: `learner.tis_cap`, or `ASYNC_TIS_CAP` in async mode
+    when it is null (None: off)."""
+    if cfg.learner.tis_cap is not None:
+        return float(cfg.learner.tis_cap)
+    return ASYNC_TIS_CAP if cfg.pipeline.mode == "async" else None
 
 
 @dataclasses.dataclass
@@ -348,6 +374,7 @@ class TrainConfig:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     ray: RayConfig = field(default_factory=RayConfig)
     data: DataConfig = field(default_factory=DataConfig)
+    pipeline: PipelineConfig = field(default_factory=PipelineConfig)
     run_dir: str = "runs/default"
     """Everything of the run: checkpoints, exemplar buffer, rollouts, state. Resumable from here."""
     resume: bool = False
@@ -547,6 +574,7 @@ CHOICES = {
     "stage.contrastive_rl.advantage_scale": ("std", "none"),
     "stage.contrastive_rl.bucket_scale": ("log", "linear"),
     "ray.storage": ("shared", "driver_node"),
+    "pipeline.mode": ("sync", "async"),
 }
 
 
@@ -640,8 +668,14 @@ def validate(cfg: DictConfig) -> None:
                 raise ConfigError(key, f"contrastive RL samples at temperature 1 and top_p 1 (the ratio's "
                                        f"log-probabilities are the raw logits'); got {OmegaConf.select(cfg, key)}")
     _validate_learner_group(cfg)
-    if cfg.learner.tis_cap is not None and not cfg.learner.tis_cap > 0:
-        raise ConfigError("learner.tis_cap", f"must be > 0 or null; got {cfg.learner.tis_cap}")
+    if cfg.learner.tis_cap is not None and not cfg.learner.tis_cap > 1:
+        # A cap at or below 1 would cut the weights of on-policy tokens too (their weight is 1):
+        # it would no longer truncate the rare large weights only.
+        raise ConfigError("learner.tis_cap", f"must be > 1 or null; got {cfg.learner.tis_cap}")
+    if cfg.pipeline.mode == "async" and not cfg.learner.recompute_old_logprobs:
+        raise ConfigError("learner.recompute_old_logprobs", "pipeline.mode=async needs it true: the importance "
+                                                             "weight compares the learner's own old log-probabilities "
+                                                             "with the generator's (one step behind)")
     if cfg.learner.dual_clip is not None and not cfg.learner.dual_clip > 1:
         raise ConfigError("learner.dual_clip", f"must be > 1 or null; got {cfg.learner.dual_clip}")
     if cfg.stage.contrastive_rl.group_size < 2:

@@ -53,6 +53,8 @@ def test_a_bench_group_replaces_the_pools():
     ("rollout.top_p=0.9", "rollout.top_p"),
     ("learner.dual_clip=1.0", "learner.dual_clip"),
     ("learner.tis_cap=0", "learner.tis_cap"),
+    ("learner.tis_cap=1.0", "learner.tis_cap"),  # a cap at 1 would cut on-policy tokens too
+    ("pipeline.mode=eager", "pipeline.mode"),
     ("model.path=/nonexistent/model", "model.path"),
     ("model.path=models:/cudal1-policy", "model.path"),  # no version or alias
     ("tasks.source=/nonexistent/kb", "tasks.source"),
@@ -92,3 +94,17 @@ def test_learner_group_settings():
         with pytest.raises(ConfigError) as err:
             load_config(composed(overrides=overrides))
         assert err.value.key == key
+
+
+def test_pipeline_mode_defaults_to_sync_and_async_turns_on_truncated_importance():
+    from cudal1.config import ASYNC_TIS_CAP, effective_tis_cap
+
+    cfg = load_config(composed())
+    assert cfg.pipeline.mode == "sync" and cfg.learner.tis_cap is None and effective_tis_cap(cfg) is None
+    cfg = load_config(composed(overrides=["pipeline.mode=async"]))
+    assert effective_tis_cap(cfg) == ASYNC_TIS_CAP == 2.0
+    cfg = load_config(composed(overrides=["pipeline.mode=async", "learner.tis_cap=3.5"]))
+    assert effective_tis_cap(cfg) == 3.5
+    with pytest.raises(ConfigError) as err:  # the weight needs the learner's own old log-probabilities
+        load_config(composed(overrides=["pipeline.mode=async", "learner.recompute_old_logprobs=false"]))
+    assert err.value.key == "learner.recompute_old_logprobs"

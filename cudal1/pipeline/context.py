@@ -261,6 +261,7 @@ def start_learner(cfg: DictConfig, model_path: Path, pinned: dict[str, Any], col
 
     from cudal1.actors.generator_group import in_bundle
     from cudal1.actors.learner_group import LearnerGroup
+    from cudal1.config import effective_tis_cap
 
     lc = cfg.learner
     bundle_resources = None
@@ -276,7 +277,7 @@ def start_learner(cfg: DictConfig, model_path: Path, pinned: dict[str, Any], col
         clip_eps_high=lc.clip_eps_high, loss_agg=lc.loss_agg, max_response_len=cfg.rollout.max_tokens,
         grad_accum=lc.grad_accum, micro_batch=lc.micro_batch,
         device="cuda" if lc.num_gpus > 0 else "cpu", seed=cfg.seed,
-        recompute_old_logprobs=lc.recompute_old_logprobs, tis_cap=lc.tis_cap, dual_clip=lc.dual_clip,
+        recompute_old_logprobs=lc.recompute_old_logprobs, tis_cap=effective_tis_cap(cfg), dual_clip=lc.dual_clip,
         log_ratio_clamp=lc.log_ratio_clamp, offload_optimizer=lc.offload_optimizer, offload_param=lc.offload_param,
         gradient_checkpointing=lc.gradient_checkpointing, logprob_chunk=lc.logprob_chunk)
 

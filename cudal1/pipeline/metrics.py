@@ -100,7 +100,8 @@ def rollout_metrics(rollouts: Sequence[Rollout], ps: Sequence[float] = DEFAULT_P
     return out
 
 
-def step_breakdown(wall_s: dict[str, float], results: Sequence[dict | None], pool_actors: int) -> dict[str, float]:
+def step_breakdown(wall_s: dict[str, float], results: Sequence[dict | None], pool_actors: int,
+                   step_s: float | None = None) -> dict[str, float]:
     """Where one training step's time went, and how long each role sat idle.
 
     Args:
@@ -108,9 +109,11 @@ def step_breakdown(wall_s: dict[str, float], results: Sequence[dict | None], poo
             "generate", "evaluate", "train", "sync" (a missing phase counts 0).
         results: the step's `EvalResult.to_dict()`s (None for a rollout not evaluated).
         pool_actors: timing actors in the primary pool.
+        step_s: the step's wall time when its phases overlap (`pipeline.mode=async`: the next
+            step is generated and evaluated while this one trains); None: the sum of the phases.
 
     Returns (seconds, and shares in [0, 1]):
-        time/step_s: the sum of the phases;
+        time/step_s: `step_s`, or the sum of the phases;
         time/build_actor_s, time/timing_actor_s: the pool's actor-seconds compiling candidates and
             in the judge's timed phase, summed over candidates (`build_seconds`, `phases_s["timing"]`);
         idle/generator, idle/learner: 1 - its busy wall time / step_s (generator: generate;
@@ -121,7 +124,7 @@ def step_breakdown(wall_s: dict[str, float], results: Sequence[dict | None], poo
     With step_s = 0 every share is 0.
     """
     gen, ev, train, sync = (float(wall_s.get(k, 0.0)) for k in ("generate", "evaluate", "train", "sync"))
-    step = gen + ev + train + sync
+    step = gen + ev + train + sync if step_s is None else float(step_s)
     done = [r for r in results if r]
     build = sum(float(r.get("build_seconds") or 0.0) for r in done)
     timing = sum(float((r.get("phases_s") or {}).get("timing", 0.0)) for r in done)

@@ -17,6 +17,7 @@ from typing import Any, Callable
 from tqdm import tqdm
 
 from cudal1.pipeline.metrics import rollout_metrics, step_breakdown
+from cudal1.pipeline.overlap import OneStepAhead
 from cudal1.pipeline.rollouts import assign_advantages, is_success, reward_config, sample_rollouts, successes, update_examples
 from cudal1.policy.model import chat_prompt_ids
 from cudal1.pipeline.sft_data import sft_pairs, stage1_solutions
@@ -69,20 +70,26 @@ def open_weight_group(ctx: Any) -> None:
 
 def finish_unit(ctx: Any, metrics: dict[str, float], summary: dict[str, Any] | None = None,
                 checkpoint: bool = True, log_step: int | None = None,
-                breakdown: list[dict[str, Any] | None] | None = None) -> None:
-    """After one unit: sync the generator, log, and (when `checkpoint`) save the learner and then
-    the run state, in that order, so the state on disk never points past its checkpoint. A run
-    resumed after a unit without a checkpoint repeats the units since the last one.
+                breakdown: list[dict[str, Any] | None] | None = None, sync: bool = True,
+                wall_step_s: float | None = None) -> None:
+    """After one unit: sync the generator (unless `sync` is False: the async RL stage syncs
+    between generate calls itself and leaves "time/weight_sync_s" in `metrics`), log, and (when
+    `checkpoint`) save the learner and then the run state, in that order, so the state on disk
+    never points past its checkpoint. A run resumed after a unit without a checkpoint repeats the
+    units since the last one.
 
     `log_step` is the step the unit's metrics are logged at (default: the current step); units
     that sampled rollouts log at the step recorded in those rollouts. With `breakdown` (the step's
     evaluation results) the step's time per phase and each role's idle share are logged too
-    (`cudal1.pipeline.metrics.step_breakdown`) and shown in one log line."""
-    metrics["time/weight_sync_s"] = sync_weights(ctx)
+    (`cudal1.pipeline.metrics.step_breakdown`; `wall_step_s`: the step's wall time when its
+    phases overlap) and shown in one log line."""
+    if sync:
+        metrics["time/weight_sync_s"] = sync_weights(ctx)
+    metrics.setdefault("time/weight_sync_s", 0.0)
     if breakdown is not None:
         wall = {"generate": metrics.get("time/generate_s", 0.0), "evaluate": metrics.get("time/evaluate_s", 0.0),
                 "train": metrics.get("time/train_s", 0.0), "sync": metrics["time/weight_sync_s"]}
-        metrics.update(step_breakdown(wall, breakdown, ctx.pools.primary.spec.num_actors))
+        metrics.update(step_breakdown(wall, breakdown, ctx.pools.primary.spec.num_actors, step_s=wall_step_s))
         log.info("step time %.0f s: generate %.0f, evaluate %.0f (pool: builds %.0f, timing %.0f actor-s), train %.0f, "
                  "sync %.1f; idle: generator %.0f%%, pool %.0f%%, learner %.0f%%", metrics["time/step_s"],
                  wall["generate"], wall["evaluate"], metrics["time/build_actor_s"], metrics["time/timing_actor_s"],
@@ -300,40 +307,92 @@ def run_self_train(ctx: Any) -> None:
 def run_contrastive_rl(ctx: Any) -> None:
     """Stage 3: per step, `tasks_per_step` contrastive prompts (reference + exemplars with their
     measured speedups, from the buffer), `group_size` responses each, rewards from the primary
-    pool, group-normalized advantages, one GRPO update, weight sync, successes into the buffer."""
+    pool, group-normalized advantages, one GRPO update, weight sync, successes into the buffer.
+
+    `pipeline.mode=async` samples (and evaluates) step t+1 in a background thread while the
+    learner trains step t (`cudal1.pipeline.overlap.OneStepAhead`): step t's successes go into the
+    buffer first, so step t+1's prompts see the same buffer as in sync mode; its weights are
+    those the learner had before step t's update (one step off-policy, corrected per token by
+    truncated importance weights, `learner.tis_cap`). Nothing of a step is recorded before it is
+    trained: an interrupted run drops the step in flight and a resumed one samples it again.
+    """
     cfg = ctx.cfg.stage.contrastive_rl
+    mode = ctx.cfg.pipeline.mode
     bar = progress(ctx, cfg.steps, "contrastive_rl", "step")
-    while ctx.state.unit < cfg.steps:
-        tasks = ctx.rng.sample(ctx.tasks, min(cfg.tasks_per_step, len(ctx.tasks)))
-        drawn = [ctx.buffer.draw(t, cfg.exemplars) for t in tasks]
-        timings: dict[str, float] = {}
-        sampled_at = ctx.state.step
-        rollouts = sample_rollouts(ctx, tasks, [m for m, _ in drawn], cfg.group_size, sampled_at, timings,
-                                   shown=[codes for _, codes in drawn])
-        assign_advantages(rollouts, reward_config(ctx.cfg), cfg.advantage_scale)
-        metrics = _rollout_log(ctx, rollouts, timings, "rl")
-        examples = update_examples(rollouts)
-        t_train = time.perf_counter()
-        if examples:
-            metrics.update({f"learner/{k}": v for k, v in ctx.learner.grpo_step(examples).items()})
-        metrics["time/train_s"] = time.perf_counter() - t_train
-        metrics["learner/skipped"] = float(not examples)  # every advantage 0: no gradient signal
-        if not examples:
-            log.info("rl step %d: no update (every response in each group scored the same)", ctx.state.unit)
-        ctx.state.step += 1
-        keep = successes(rollouts)
-        if keep:
-            ctx.buffer.add(keep)
-        name = f"rl_step{ctx.state.unit}"
-        save_rollouts(ctx, rollouts, name)
-        log_samples(ctx, rollouts, name)
-        last = ctx.state.unit + 1 == cfg.steps
-        finish_unit(ctx, metrics, rollout_summary(metrics, "rl"), log_step=sampled_at,
-                    checkpoint=last or (ctx.state.unit + 1) % cfg.checkpoint_every == 0,
-                    breakdown=[r.result for r in rollouts])
-        bar.set_postfix(reward=f"{metrics.get('rl/reward/mean', 0.0):.2f}", pass_rate=f"{metrics.get('rl/pass_rate', 0.0):.2f}")
-        bar.update()
-    bar.close()
+    pipeline = OneStepAhead(mode, lambda step: _sample_rl_step(ctx, step), lambda: _sync_if_behind(ctx))
+    try:
+        while ctx.state.unit < cfg.steps:
+            t_step = time.perf_counter()
+            rollouts, timings, sampled_at = pipeline.take(ctx.state.step)
+            keep = successes(rollouts)
+            if keep:  # before the next step's prompts are drawn (async: they are drawn now)
+                ctx.buffer.add(keep)
+            last = ctx.state.unit + 1 == cfg.steps
+            sync_s = pipeline.ahead(ctx.state.step + 1) if not last else 0.0
+            assign_advantages(rollouts, reward_config(ctx.cfg), cfg.advantage_scale)
+            metrics = _rollout_log(ctx, rollouts, timings, "rl")
+            examples = update_examples(rollouts)
+            learner_version = int(ctx.learner.attribute("version"))
+            versions = [r.generation.model_version for r in rollouts]
+            t_train = time.perf_counter()
+            if examples:
+                metrics.update({f"learner/{k}": v for k, v in ctx.learner.grpo_step(examples).items()})
+            metrics["time/train_s"] = time.perf_counter() - t_train
+            metrics["learner/skipped"] = float(not examples)  # every advantage 0: no gradient signal
+            metrics.update(_pipeline_metrics(versions, learner_version, pipeline.waited_s))
+            if not examples:
+                log.info("rl step %d: no update (every response in each group scored the same)", ctx.state.unit)
+            ctx.state.step += 1
+            name = f"rl_step{ctx.state.unit}"
+            save_rollouts(ctx, rollouts, name)
+            log_samples(ctx, rollouts, name)
+            summary = {**rollout_summary(metrics, "rl"), "rollout_version": min(versions, default=learner_version),
+                       "learner_version": learner_version}
+            breakdown = [r.result for r in rollouts]
+            del rollouts, examples  # the driver keeps no past step's rollouts (async: the next one is sampling)
+            if mode == "async":
+                metrics["time/weight_sync_s"] = sync_s
+            # Async: the weights go to the generator in `ahead`, between generate calls; only the
+            # last step (nothing in flight) syncs here.
+            finish_unit(ctx, metrics, summary, log_step=sampled_at,
+                        checkpoint=last or (ctx.state.unit + 1) % cfg.checkpoint_every == 0,
+                        breakdown=breakdown, sync=mode == "sync" or last,
+                        wall_step_s=(time.perf_counter() - t_step) if mode == "async" else None)
+            bar.set_postfix(reward=f"{metrics.get('rl/reward/mean', 0.0):.2f}", pass_rate=f"{metrics.get('rl/pass_rate', 0.0):.2f}")
+            bar.update()
+    finally:
+        pipeline.drop()
+        bar.close()
+
+
+def _sync_if_behind(ctx: Any) -> float:
+    """`sync_weights` unless every engine already holds the learner's version (the first async
+    step: the last unit of the previous stage, or the resumed checkpoint, synced them). Seconds."""
+    if set(ctx.generator.model_versions()) == {int(ctx.learner.attribute("version"))}:
+        return 0.0
+    return sync_weights(ctx)
+
+
+def _sample_rl_step(ctx: Any, step: int) -> tuple[list[Rollout], dict[str, float], int]:
+    """One RL step's rollouts (prompts drawn from the buffer as it stands now, then
+    `sample_rollouts`): (rollouts, timings, step). In async mode this runs in the sampling thread."""
+    cfg = ctx.cfg.stage.contrastive_rl
+    tasks = ctx.rng.sample(ctx.tasks, min(cfg.tasks_per_step, len(ctx.tasks)))
+    drawn = [ctx.buffer.draw(t, cfg.exemplars) for t in tasks]
+    timings: dict[str, float] = {}
+    rollouts = sample_rollouts(ctx, tasks, [m for m, _ in drawn], cfg.group_size, step, timings,
+                               shown=[codes for _, codes in drawn])
+    return rollouts, timings, step
+
+
+def _pipeline_metrics(versions: list[int], learner_version: int, waited_s: float) -> dict[str, float]:
+    """"pipeline/rollout_version" (the oldest policy version among the step's rollouts),
+    "pipeline/learner_version" (the learner's version when it trained them), "pipeline/staleness"
+    (their difference, in learner optimizer steps: 0 on-policy) and "pipeline/wait_s" (seconds the
+    step waited for its rollouts)."""
+    oldest = min(versions, default=learner_version)
+    return {"pipeline/rollout_version": float(oldest), "pipeline/learner_version": float(learner_version),
+            "pipeline/staleness": float(learner_version - oldest), "pipeline/wait_s": waited_s}
 
 
 def _rollout_log(ctx: Any, rollouts: list[Rollout], timings: dict[str, float], prefix: str) -> dict[str, float]:

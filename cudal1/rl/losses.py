@@ -19,9 +19,10 @@ Two guards keep one token from dominating: the log-ratio is clamped before `exp`
 probability moved by e^20 cannot make the loss infinite), and for negative advantages the dual clip
 (Ye et al. 2020, "Mastering Complex Control in MOBA Games with Deep RL", eq. 5) bounds the surrogate
 below at dual_clip * A. When the sampling engine's numbers differ from the learner's (another
-kernel, another precision), `truncated_importance_weights` gives the per-token correction of
-Yao et al. 2025 ("Your Efficient RL Framework Secretly Brings You Off-Policy RL Training"):
-min(exp(learner_old - engine), cap), multiplied into the per-token loss.
+kernel, another precision) or the sampler is a step behind the learner (`pipeline.mode=async`),
+`truncated_importance` gives the per-token correction of Yao et al. 2025 ("Your Efficient RL
+Framework Secretly Brings You Off-Policy RL Training"): min(exp(learner_old - engine), cap),
+multiplied into the per-token loss.
 
 Pure torch: no I/O, no DeepSpeed; `cudal1.rl`'s package init does not import this module (it
 keeps torch out of the plain-Python RL code), so import `cudal1.rl.losses` directly.
@@ -208,6 +209,58 @@ def truncated_importance_weights(learner_logp: torch.Tensor, engine_logp: torch.
     if not cap > 0:
         raise ValueError(f"cap must be > 0, got {cap}")
     return torch.exp((learner_logp - engine_logp).detach().clamp(max=math.log(cap)))
+
+
+def truncated_importance(
+    old_logp: torch.Tensor, behaviour_logp: torch.Tensor, mask: torch.Tensor, cap: float
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The off-policy correction of one batch: per-token truncated importance weights and their diagnostics.
+
+    The tokens were sampled by the behaviour policy (the generator's weights, with its sampled-token
+    log-probabilities `behaviour_logp`); the PPO ratio of the loss is taken against `old_logp`,
+    the learner's own log-probabilities before its update. When the two differ (in
+    `pipeline.mode=async` the generator is one update behind the learner; in either mode the
+    engine may compute in another precision) the policy-gradient term of each token is
+    multiplied by
+
+        w_t = min(exp(old_logp_t - behaviour_logp_t), cap)
+
+    the truncated importance sampling of Yao et al. 2025 ("Your Efficient RL Framework Secretly
+    Brings You Off-Policy RL Training"), as used for the one-step off-policy pipelines of AReaL
+    and veRL: the cap bounds the variance a rare token with a large ratio would add, at the cost
+    of a bias on those tokens.
+
+    Args:
+        old_logp, behaviour_logp: [B, T] natural-log probabilities of the same tokens.
+        mask: [B, T] bool or 0/1, true on real response tokens (padding, and tokens without a
+            behaviour log-probability, are false).
+        cap: C > 0 (the training config requires > 1, so on-policy tokens, w = 1, are never cut).
+
+    Returns:
+        (weights, stats): weights [B, T] float32 without gradient, w_t on masked tokens and 0 on
+        the others (NaN or inf on a masked-out position does not leak); stats: "weight_mean"
+        (mean w over masked tokens), "clip_frac" (fraction of masked tokens whose untruncated
+        ratio exceeds cap), "tokens" (their count). With no masked tokens both means are 0.0.
+
+    Raises:
+        ValueError: cap <= 0, or shapes that differ.
+    """
+    if not cap > 0:
+        raise ValueError(f"cap must be > 0, got {cap}")
+    if old_logp.shape != behaviour_logp.shape or old_logp.shape != mask.shape:
+        raise ValueError(f"shapes differ: old {tuple(old_logp.shape)}, behaviour {tuple(behaviour_logp.shape)}, "
+                         f"mask {tuple(mask.shape)}")
+    keep = mask.bool()
+    log_ratio = torch.where(keep, (old_logp.detach() - behaviour_logp.detach()).float(),
+                            torch.zeros(old_logp.shape, dtype=torch.float32, device=old_logp.device))
+    log_cap = math.log(cap)
+    weights = torch.where(keep, torch.exp(log_ratio.clamp(max=log_cap)), torch.zeros_like(log_ratio))
+    tokens = int(keep.sum())
+    if tokens == 0:
+        return weights, {"weight_mean": 0.0, "clip_frac": 0.0, "tokens": 0.0}
+    clipped = keep & (log_ratio > log_cap)
+    return weights, {"weight_mean": float(weights.sum()) / tokens, "clip_frac": float(clipped.sum()) / tokens,
+                     "tokens": float(tokens)}
 
 
 def aggregate(

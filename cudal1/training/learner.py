@@ -47,7 +47,7 @@ import torch
 from cudal1.engines import deepspeed_engine as dse
 from cudal1.records import PolicyExample
 from cudal1.rl.losses import (AGGREGATIONS, aggregate, chunked_token_entropy, chunked_token_logprobs, grpo_loss,
-                               masked_mean, truncated_importance_weights)
+                               masked_mean, truncated_importance)
 
 # Files copied next to an exported checkpoint when the source model directory has them.
 _TOKENIZER_FILES = (
@@ -146,7 +146,9 @@ class GRPOLearner:
             forward of this learner before the update (True), not from the sampling engine; the
             engine's are then compared with them (metrics "engine_log_ratio*").
         tis_cap: with recompute_old_logprobs, weight each token's surrogate by
-            min(exp(learner - engine), tis_cap) (truncated importance sampling; None: off).
+            min(exp(learner - engine), tis_cap) (truncated importance sampling,
+            `cudal1.rl.losses.truncated_importance`; None: off). The engine's tokens may come from
+            older weights (`pipeline.mode=async`): the weight then corrects that too.
         dual_clip, log_ratio_clamp: see `cudal1.rl.losses.ppo_clip_objective`.
         device: "cpu" or "cuda" (picks DeepSpeed's accelerator and the gloo / nccl backend).
         seed: seeds python, numpy and torch.
@@ -379,7 +381,9 @@ class GRPOLearner:
             means), "grad_norm", "tokens", "optimizer_steps", "version", "seconds", "tokens_per_s";
             with recomputed old log-probabilities and the engine's at hand, "engine_log_ratio"
             (token mean of learner - engine, nats), "engine_abs_log_ratio" (mean |.|),
-            "engine_max_abs_log_ratio", and with `tis_cap` "tis_weight_mean".
+            "engine_max_abs_log_ratio", and with `tis_cap` "tis_weight_mean" and "tis_clip_frac"
+            (the mean truncated importance weight and the share of tokens cut at the cap,
+            `cudal1.rl.losses.truncated_importance`).
 
         Raises:
             ValueError: an example without prompt or response tokens, or whose old_logprobs
@@ -468,16 +472,22 @@ class GRPOLearner:
                        "engine_max_abs_log_ratio": largest}
         if self.tis_cap is None:
             return metrics, None
-        weights = []
-        for l_row, e_row in zip(learner_rows, engine_rows):
-            if e_row is None:
-                weights.append([1.0] * len(l_row))
-            else:
-                w = truncated_importance_weights(torch.tensor(l_row), torch.tensor(e_row), self.tis_cap)
-                weights.append(w.tolist())
-        flat = [w for row in weights for w in row]
-        w_sum, w_count = self._reduce([sum(flat), len(flat)])
-        metrics["tis_weight_mean"] = w_sum / w_count if w_count else 0.0
+        # One padded [N, R] batch through the pure function (cudal1.rl.losses.truncated_importance);
+        # a row without the engine's log-probabilities is masked out and weighs 1.
+        width = max((len(row) for row in learner_rows), default=0)
+        old = torch.zeros(len(learner_rows), width)
+        behaviour, mask = torch.zeros_like(old), torch.zeros(old.shape, dtype=torch.bool)
+        for i, (l_row, e_row) in enumerate(zip(learner_rows, engine_rows)):
+            if e_row is not None and l_row:
+                old[i, : len(l_row)], behaviour[i, : len(e_row)] = torch.tensor(l_row), torch.tensor(e_row)
+                mask[i, : len(l_row)] = True
+        w, stats = truncated_importance(old, behaviour, mask, self.tis_cap)
+        weights = [w[i, : len(row)].tolist() if e_row is not None else [1.0] * len(row)
+                   for i, (row, e_row) in enumerate(zip(learner_rows, engine_rows))]
+        w_sum, clipped, count = self._reduce([stats["weight_mean"] * stats["tokens"],
+                                              stats["clip_frac"] * stats["tokens"], stats["tokens"]])
+        metrics["tis_weight_mean"] = w_sum / count if count else 0.0
+        metrics["tis_clip_frac"] = clipped / count if count else 0.0
         return metrics, weights
 
     def _finish(self, start: float, tokens: int, metrics: dict, steps: int) -> dict[str, float]:

@@ -275,3 +275,68 @@ def test_chunked_logprobs_equal_the_plain_ones_without_a_float32_copy_of_the_log
                                rtol=0, atol=1e-5)
     with pytest.raises(ValueError, match="chunk"):
         chunked_token_logprobs(chunked_in, targets, chunk=0)
+
+
+# ----- truncated importance weights of an off-policy batch (pipeline.mode=async)
+
+
+def test_truncated_importance_exact_weights_cap_and_clipped_fraction():
+    from cudal1.rl.losses import truncated_importance
+
+    old = torch.tensor([[-1.0, -1.0, -1.0, -2.0]])
+    behaviour = torch.tensor([[-1.0, -1.5, -5.0, -1.0]])  # ratios 1, e^0.5, e^4, e^-1
+    mask = torch.ones(1, 4, dtype=torch.bool)
+    w, stats = truncated_importance(old, behaviour, mask, cap=2.0)
+    assert w.dtype == torch.float32 and not w.requires_grad
+    assert w.tolist()[0] == pytest.approx([1.0, math.exp(0.5), 2.0, math.exp(-1.0)], rel=1e-6)
+    assert stats["weight_mean"] == pytest.approx((1.0 + math.exp(0.5) + 2.0 + math.exp(-1.0)) / 4, rel=1e-6)
+    assert stats["clip_frac"] == 0.25 and stats["tokens"] == 4.0  # only e^4 > 2 is cut
+    # a ratio exactly at the cap is not counted as clipped
+    _, at_cap = truncated_importance(torch.tensor([[math.log(2.0)]]), torch.tensor([[0.0]]),
+                                     torch.ones(1, 1, dtype=torch.bool), cap=2.0)
+    assert at_cap["clip_frac"] == 0.0 and at_cap["weight_mean"] == pytest.approx(2.0)
+
+
+def test_truncated_importance_masked_tokens_weigh_nothing_and_do_not_leak():
+    from cudal1.rl.losses import truncated_importance
+
+    old = torch.tensor([[-1.0, float("inf")], [-1.0, float("nan")]])  # garbage on padding only
+    behaviour = torch.tensor([[-2.0, 0.0], [-1.0, 0.0]])
+    mask = torch.tensor([[1, 0], [1, 0]])
+    w, stats = truncated_importance(old, behaviour, mask, cap=10.0)
+    assert w.tolist() == [[pytest.approx(math.e), 0.0], [1.0, 0.0]]
+    assert stats == {"weight_mean": pytest.approx((math.e + 1.0) / 2), "clip_frac": 0.0, "tokens": 2.0}
+
+
+def test_truncated_importance_of_no_tokens():
+    from cudal1.rl.losses import truncated_importance
+
+    empty = torch.zeros(2, 0)
+    w, stats = truncated_importance(empty, empty, empty.bool(), cap=2.0)
+    assert w.shape == (2, 0) and stats == {"weight_mean": 0.0, "clip_frac": 0.0, "tokens": 0.0}
+    w, stats = truncated_importance(torch.zeros(1, 3), torch.full((1, 3), -9.0), torch.zeros(1, 3), cap=2.0)
+    assert w.tolist() == [[0.0, 0.0, 0.0]] and stats["tokens"] == 0.0 and stats["clip_frac"] == 0.0
+
+
+def test_truncated_importance_scales_the_policy_gradient_term_per_token():
+    from cudal1.rl.losses import truncated_importance
+
+    old = torch.tensor([[-1.0, -1.0, -1.0]])
+    behaviour = torch.tensor([[-1.0, -1.5, -5.0]])
+    mask = torch.ones(1, 3, dtype=torch.bool)
+    w, _ = truncated_importance(old, behaviour, mask, cap=2.0)
+    logp = old.clone().requires_grad_()
+    loss, _ = grpo_loss(logp, old, None, torch.tensor([1.0]), mask, agg="dapo", token_weights=w)
+    loss.backward()
+    # ratio 1 at the old policy: d(-w r A)/d logp = -w A per token, over 3 tokens (dapo)
+    assert logp.grad.tolist()[0] == pytest.approx([-1.0 / 3, -math.exp(0.5) / 3, -2.0 / 3], rel=1e-6)
+
+
+def test_truncated_importance_refuses_a_bad_cap_or_shapes():
+    from cudal1.rl.losses import truncated_importance
+
+    x = torch.zeros(1, 2)
+    with pytest.raises(ValueError, match="cap"):
+        truncated_importance(x, x, x.bool(), cap=0.0)
+    with pytest.raises(ValueError, match="shapes"):
+        truncated_importance(x, torch.zeros(1, 3), x.bool(), cap=2.0)

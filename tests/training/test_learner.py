@@ -113,6 +113,7 @@ def test_old_logprobs_are_recomputed_and_the_engines_gap_is_logged(learner):
     finally:
         learner.tis_cap = None
     assert m["tis_weight_mean"] == pytest.approx(1.2)  # exp(0.5) = 1.65, capped at 1.2
+    assert m["tis_clip_frac"] == 1.0  # every token's weight was cut
 
 
 def test_named_weights_are_hf_names_and_export_reloads(learner, tmp_path):
