@@ -13,6 +13,12 @@ The bytes travel over vLLM's ZMQ/msgpack RPC: one copy of the weights per sync, 
 (fine on one host). Across GPUs the workers instead join the learner's broadcast group
 (`init_weight_group`, `receive_weights`; `cudal1.engines.weight_sync`): NCCL on GPUs, gloo on CPUs.
 
+Sampling streams: `generate_stream` puts the requests in with `LLM.enqueue` (what `LLM.generate`
+does first) and steps the engine itself (`LLMEngine.step`, what `LLM.generate` does next), handing
+out each prompt's group when its request finishes instead of after the last one; `generate` is
+that stream collected, so the two sample alike. vLLM's `AsyncLLM` was not used: the weight sync
+needs the offline `LLM` (`collective_rpc`), and the Ray actor that holds the engine is synchronous.
+
 The engine starts worker processes by spawn: code that builds a `VLLMEngine` must be importable
 (guard scripts with `if __name__ == "__main__":`), and cudal1 must be importable in the workers
 (they inherit `sys.path`).
