@@ -447,14 +447,19 @@ class _Run:
         # restarting would fail at once (ActorUnavailableError) without ever being evaluated.
         self.probes: dict[Any, tuple[int, float]] = {pool._probe(a): (a, time.monotonic()) for a in range(len(pool.actors))}
         self.timeout_s = pool.spec.timeout_per_call_s()
-        self.bar = tqdm(total=0, desc=f"bench[{pool.name}]", unit="cand", disable=not progress, leave=False)
+        self.progress = progress
+        self.bar: Any = None  # made by the first `add` with candidates (a stream may never get any)
 
     def add(self, candidates: list[Candidate], avoid: list[int | None] | None = None) -> range:
         """Queue `candidates` (indices in `results`: the returned range)."""
         start = len(self.candidates)
+        if not candidates:
+            return range(start, start)
         self.candidates += candidates
         self.avoid += avoid if avoid is not None else [None] * len(candidates)
         self.results += [None] * len(candidates)
+        if self.bar is None:
+            self.bar = tqdm(total=0, desc=f"bench[{self.pool.name}]", unit="cand", disable=not self.progress, leave=False)
         self.bar.total += len(candidates)
         self.bar.refresh()
         for i in range(start, len(self.candidates)):
@@ -561,7 +566,8 @@ class _Run:
     def close(self) -> None:
         """End the run: cancel whatever is still in flight (only left after an error or a
         cancel), close the progress bar."""
-        self.bar.close()
+        if self.bar is not None:
+            self.bar.close()
         for ref in [*self.inflight, *self.probes, *self.builds]:
             ray.cancel(ref)
         self.inflight.clear()

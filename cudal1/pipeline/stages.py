@@ -77,10 +77,9 @@ def finish_unit(ctx: Any, metrics: dict[str, float], summary: dict[str, Any] | N
                 "overlap": metrics.get("time/overlap_s", 0.0),
                 "train": metrics.get("time/train_s", 0.0), "sync": metrics["time/weight_sync_s"]}
         metrics.update(step_breakdown(wall, breakdown, ctx.pools.primary.spec.num_actors))
-        log.info("step time %.0f s: generate %.0f, evaluate %.0f (pool: builds %.0f, timing %.0f actor-s; %.0f s of it "
-                 "while generating), train %.0f, sync %.1f; idle: generator %.0f%%, pool %.0f%%, learner %.0f%%",
-                 metrics["time/step_s"], wall["generate"], wall["evaluate"], metrics["time/build_actor_s"],
-                 metrics["time/timing_actor_s"], wall["overlap"],
+        log.info("step time %.0f s: generate %.0f, evaluate %.0f (pool: builds %.0f, timing %.0f actor-s), train %.0f, "
+                 "sync %.1f; idle: generator %.0f%%, pool %.0f%%, learner %.0f%%", metrics["time/step_s"],
+                 wall["generate"], wall["evaluate"], metrics["time/build_actor_s"], metrics["time/timing_actor_s"],
                  wall["train"], wall["sync"], 100 * metrics["idle/generator"], 100 * metrics["idle/pool"],
                  100 * metrics["idle/learner"])
     ctx.state.unit += 1
