@@ -22,6 +22,7 @@ import collections
 import dataclasses
 import logging
 import os
+import queue
 import threading
 import time
 from collections.abc import Sequence
@@ -331,132 +332,38 @@ class BenchmarkPool:
         Every candidate gets a result: a harness failure gives a labelled one (see the module doc).
         An actor that is dead for good, not back within `start_timeout_s`, or whose calls die 3
         times in a row is left out for the rest of this call; with none left, the remaining
-        candidates are labelled "no live benchmark actor". One call at a time per pool (a second
-        caller waits).
+        candidates are labelled "no live benchmark actor". One call (or open `stream`) at a time
+        per pool (a second caller waits).
         """
         if avoid is not None and len(avoid) != len(candidates):
             raise ValueError(f"avoid has {len(avoid)} entries for {len(candidates)} candidates")
         with self._lock:
-            return self._evaluate_many(list(candidates), progress, list(avoid) if avoid is not None else None)
+            run = _Run(self, progress)
+            try:
+                run.add(list(candidates), list(avoid) if avoid is not None else None)
+                while run.busy():
+                    run.step(wait_s=1.0)
+            finally:
+                run.close()  # cancels what is left only on an exception here (e.g. KeyboardInterrupt)
+            return run.results  # type: ignore[return-value]
 
-    def _evaluate_many(self, candidates: list[Candidate], progress: bool,
-                       avoid: list[int | None] | None = None) -> list[dict[str, Any]]:
-        results: list[dict[str, Any] | None] = [None] * len(candidates)
-        # With build actors, a candidate becomes pending once its source is built (one build per
-        # distinct source, all of them at once); a build failure is its result.
-        builds: dict[Any, list[int]] = {}
-        if self.builders:
-            pending: collections.deque[int] = collections.deque()
-            by_source: dict[str, list[int]] = {}
-            for i, c in enumerate(candidates):
-                by_source.setdefault(c.source, []).append(i)
-            for n, indices in enumerate(by_source.values()):
-                builds[self.builders[n % len(self.builders)].build.remote(candidates[indices[0]])] = indices
-        else:
-            pending = collections.deque(range(len(candidates)))
-        idle: collections.deque[int] = collections.deque()
-        strikes = [0] * len(self.actors)
-        inflight: dict[Any, tuple[int, int, float]] = {}  # ref -> (candidate index, actor index, start)
-        # An actor gets work only once it answers `ready`: a call sent to an actor that is still
-        # restarting would fail at once (ActorUnavailableError) without ever being evaluated.
-        probes: dict[Any, tuple[int, float]] = {}  # ready ref -> (actor index, start)
-        for a in range(len(self.actors)):
-            probes[self._probe(a)] = (a, time.monotonic())
-        timeout_s = self.spec.timeout_per_call_s()
-        bar = tqdm(total=len(candidates), desc=f"bench[{self.name}]", unit="cand", disable=not progress, leave=False)
+    def stream(self, progress: bool = True) -> "PoolStream":
+        """Open an evaluation that takes candidates while it runs (`PoolStream.submit`), for a
+        caller that produces them over time (the rollout pipeline hands over each group of
+        responses as the generator finishes it). The same scheduling, retries and labelled
+        failures as `evaluate_many`, run in a background thread; `PoolStream.results()` waits for
+        all of them, in submission order. The stream holds the pool until it ends: do not call
+        `evaluate_many` on this pool before `results()` (it would wait forever)."""
+        return PoolStream(self, progress)
 
-        def finish(i: int, result: dict[str, Any]) -> None:
-            results[i] = result
-            bar.update(1)
-
+    def _build_outcome(self, ref: Any) -> dict[str, Any] | None:
+        """None when a build went well (or its build actor failed: the timing actor then builds
+        it as usual, no reason to fail the candidate), else the build's failure result."""
         try:
-            while pending or inflight or builds:
-                parked: list[int] = []  # idle actors every pending candidate should avoid
-                while idle and pending:
-                    a = idle.popleft()
-                    i = next((j for j in pending if avoid is None or avoid[j] != a), None)
-                    if i is None:
-                        parked.append(a)
-                        continue
-                    pending.remove(i)
-                    ref = self.actors[a].evaluate.remote(candidates[i])
-                    inflight[ref] = (i, a, time.monotonic())
-                    self._busy[a] = i
-                if parked and pending and not inflight and not probes and not builds:
-                    avoid = None  # no other actor left to ask: the same one beats no answer
-                idle.extend(parked)
-                if parked and avoid is None:
-                    continue
-                if not inflight and not probes and not builds:  # candidates left, but no actor to take them
-                    for i in pending:
-                        finish(i, harness_failure(candidates[i], self.spec.backend, "benchmark actor died: no live "
-                                                  f"benchmark actor left in pool {self.name!r}", "actor_died"))
-                    pending.clear()
-                    break
-                ready, _ = ray.wait([*inflight, *probes, *builds], num_returns=1, timeout=1.0)
-                for ref in ready:
-                    if ref in builds:
-                        indices = builds.pop(ref)
-                        for i, failed in zip(indices, self._built(ref, [candidates[j] for j in indices])):
-                            if failed is None:
-                                pending.append(i)
-                            else:
-                                finish(i, failed)
-                        continue
-                    if ref in probes:
-                        a, _ = probes.pop(ref)
-                        try:
-                            ray.get(ref)
-                            idle.append(a)
-                        except (RayActorError, RayTaskError) as e:
-                            log.warning("pool %s: actor %d is gone (%s); left out of this batch", self.name, a, _short(e))
-                        continue
-                    i, a, _ = inflight.pop(ref)
-                    del self._busy[a]
-                    result, died, recheck = self._collect(ref, candidates[i])
-                    result["actor"] = a
-                    finish(i, result)
-                    strikes[a] = strikes[a] + 1 if died else 0
-                    if strikes[a] >= 3:
-                        log.warning("pool %s: actor %d died on 3 calls in a row; left out of this batch", self.name, a)
-                    elif died or recheck:
-                        probes[self._probe(a)] = (a, time.monotonic())
-                    else:
-                        idle.append(a)
-                now = time.monotonic()
-                for ref, (i, a, start) in list(inflight.items()):
-                    if now - start > timeout_s:
-                        inflight.pop(ref)
-                        del self._busy[a]
-                        self._abandon(ref, a)
-                        finish(i, harness_failure(candidates[i], self.spec.backend, f"benchmark actor gave no result "
-                                                  f"within {timeout_s:.0f} s; actor restarted", "actor_timeout",
-                                                  Status.TIMEOUT))
-                        probes[self._probe(a)] = (a, now)
-                for ref, (a, start) in list(probes.items()):
-                    if now - start > self.spec.start_timeout_s:
-                        probes.pop(ref)
-                        ray.cancel(ref)
-                        log.warning("pool %s: actor %d not back after %.0f s; left out of this batch",
-                                    self.name, a, self.spec.start_timeout_s)
-        finally:
-            bar.close()
-            for ref in [*inflight, *probes, *builds]:  # only left on an exception here (e.g. KeyboardInterrupt)
-                ray.cancel(ref)
-            self._busy.clear()
-        return results  # type: ignore[return-value]
-
-    def _built(self, ref: Any, candidates: list[Candidate]) -> list[dict[str, Any] | None]:
-        """Per candidate of one build: None (to be timed) or its build failure's result. A build
-        actor that failed is no reason to fail the candidate: it is then timed (and built) as usual."""
-        try:
-            failed = ray.get(ref)
+            return ray.get(ref)
         except (RayActorError, RayTaskError) as e:
             log.warning("pool %s: a build actor failed (%s); the timing actor builds instead", self.name, _short(e))
-            return [None] * len(candidates)
-        if failed is None:
-            return [None] * len(candidates)
-        return [{**failed, "task_id": c.task_id, "candidate_hash": source_hash(c.source)} for c in candidates]
+            return None
 
     def probe_tasks(self, task_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """Probe the tasks' references on the pool's devices, spread over its actors (see
@@ -509,6 +416,293 @@ class BenchmarkPool:
             except Exception:  # noqa: BLE001 - already gone
                 pass
         self.actors, self.builders = [], []
+
+
+class _Run:
+    """One evaluation on a pool: candidates added at any time (`add`), moved forward one wait at
+    a time (`step`). `BenchmarkPool.evaluate_many` adds everything and steps until done;
+    `PoolStream` steps in a background thread while the caller keeps adding. Not thread-safe:
+    one thread adds and steps.
+
+    With build actors, a candidate becomes pending once its source is built: one build per
+    distinct source for the whole run (a source seen again waits for, or reuses, the first
+    build), and a build failure is its result.
+    """
+
+    def __init__(self, pool: BenchmarkPool, progress: bool) -> None:
+        self.pool = pool
+        self.candidates: list[Candidate] = []
+        self.avoid: list[int | None] = []
+        self.results: list[dict[str, Any] | None] = []
+        self.pending: collections.deque[int] = collections.deque()
+        self.idle: collections.deque[int] = collections.deque()
+        self.strikes = [0] * len(pool.actors)
+        self.inflight: dict[Any, tuple[int, int, float]] = {}  # ref -> (candidate index, actor index, start)
+        self.builds: dict[Any, str] = {}  # build ref -> source
+        self.waiting_build: dict[str, list[int]] = {}  # source -> candidates waiting for its build
+        self.built: dict[str, dict[str, Any] | None] = {}  # source -> its build's outcome (None: ready to time)
+        self.build_count = 0
+        self.relaxed = False  # no other actor left for an avoided one: the same one beats no answer
+        # An actor gets work only once it answers `ready`: a call sent to an actor that is still
+        # restarting would fail at once (ActorUnavailableError) without ever being evaluated.
+        self.probes: dict[Any, tuple[int, float]] = {pool._probe(a): (a, time.monotonic()) for a in range(len(pool.actors))}
+        self.timeout_s = pool.spec.timeout_per_call_s()
+        self.progress = progress
+        self.bar: Any = None  # made by the first `add` with candidates (a stream may never get any)
+
+    def add(self, candidates: list[Candidate], avoid: list[int | None] | None = None) -> range:
+        """Queue `candidates` (indices in `results`: the returned range)."""
+        start = len(self.candidates)
+        if not candidates:
+            return range(start, start)
+        self.candidates += candidates
+        self.avoid += avoid if avoid is not None else [None] * len(candidates)
+        self.results += [None] * len(candidates)
+        if self.bar is None:
+            self.bar = tqdm(total=0, desc=f"bench[{self.pool.name}]", unit="cand", disable=not self.progress, leave=False)
+        self.bar.total += len(candidates)
+        self.bar.refresh()
+        for i in range(start, len(self.candidates)):
+            source = self.candidates[i].source
+            if not self.pool.builders:
+                self.pending.append(i)
+            elif source in self.built:
+                self._after_build(i, self.built[source])
+            elif source in self.waiting_build:
+                self.waiting_build[source].append(i)
+            else:
+                self.waiting_build[source] = [i]
+                builder = self.pool.builders[self.build_count % len(self.pool.builders)]  # round robin
+                self.build_count += 1
+                self.builds[builder.build.remote(self.candidates[i])] = source
+        return range(start, len(self.candidates))
+
+    def busy(self) -> bool:
+        """Whether a candidate added so far has no result yet."""
+        return bool(self.pending or self.inflight or self.builds)
+
+    def _finish(self, i: int, result: dict[str, Any]) -> None:
+        self.results[i] = result
+        self.bar.update(1)
+
+    def _after_build(self, i: int, failed: dict[str, Any] | None) -> None:
+        if failed is None:
+            self.pending.append(i)
+        else:
+            c = self.candidates[i]
+            self._finish(i, {**failed, "task_id": c.task_id, "candidate_hash": source_hash(c.source)})
+
+    def step(self, wait_s: float) -> None:
+        """Hand pending candidates to idle actors, wait up to `wait_s` for one call (or probe, or
+        build) to finish and take what finished, then enforce the call and restart timeouts."""
+        pool = self.pool
+        parked: list[int] = []  # idle actors every pending candidate should avoid
+        while self.idle and self.pending:
+            a = self.idle.popleft()
+            i = next((j for j in self.pending if self.relaxed or self.avoid[j] != a), None)
+            if i is None:
+                parked.append(a)
+                continue
+            self.pending.remove(i)
+            ref = pool.actors[a].evaluate.remote(self.candidates[i])
+            self.inflight[ref] = (i, a, time.monotonic())
+            pool._busy[a] = i
+        if parked and self.pending and not self.inflight and not self.probes and not self.builds:
+            self.relaxed = True
+        self.idle.extend(parked)
+        if parked and self.relaxed:
+            return  # the next step hands them out
+        if not self.inflight and not self.probes and not self.builds:
+            for i in self.pending:  # candidates left, but no actor to take them
+                self._finish(i, harness_failure(self.candidates[i], pool.spec.backend, "benchmark actor died: no live "
+                                                f"benchmark actor left in pool {pool.name!r}", "actor_died"))
+            self.pending.clear()
+            return
+        ready, _ = ray.wait([*self.inflight, *self.probes, *self.builds], num_returns=1, timeout=wait_s)
+        for ref in ready:
+            if ref in self.builds:
+                source = self.builds.pop(ref)
+                self.built[source] = pool._build_outcome(ref)
+                for i in self.waiting_build.pop(source):
+                    self._after_build(i, self.built[source])
+                continue
+            if ref in self.probes:
+                a, _ = self.probes.pop(ref)
+                try:
+                    ray.get(ref)
+                    self.idle.append(a)
+                except (RayActorError, RayTaskError) as e:
+                    log.warning("pool %s: actor %d is gone (%s); left out of this batch", pool.name, a, _short(e))
+                continue
+            i, a, _ = self.inflight.pop(ref)
+            del pool._busy[a]
+            result, died, recheck = pool._collect(ref, self.candidates[i])
+            result["actor"] = a
+            self._finish(i, result)
+            self.strikes[a] = self.strikes[a] + 1 if died else 0
+            if self.strikes[a] >= 3:
+                log.warning("pool %s: actor %d died on 3 calls in a row; left out of this batch", pool.name, a)
+            elif died or recheck:
+                self.probes[pool._probe(a)] = (a, time.monotonic())
+            else:
+                self.idle.append(a)
+        now = time.monotonic()
+        for ref, (i, a, start) in list(self.inflight.items()):
+            if now - start > self.timeout_s:
+                self.inflight.pop(ref)
+                del pool._busy[a]
+                pool._abandon(ref, a)
+                self._finish(i, harness_failure(self.candidates[i], pool.spec.backend, f"benchmark actor gave no result "
+                                                f"within {self.timeout_s:.0f} s; actor restarted", "actor_timeout",
+                                                Status.TIMEOUT))
+                self.probes[pool._probe(a)] = (a, now)
+        for ref, (a, start) in list(self.probes.items()):
+            if now - start > pool.spec.start_timeout_s:
+                self.probes.pop(ref)
+                ray.cancel(ref)
+                log.warning("pool %s: actor %d not back after %.0f s; left out of this batch",
+                            pool.name, a, pool.spec.start_timeout_s)
+
+    def close(self) -> None:
+        """End the run: cancel whatever is still in flight (only left after an error or a
+        cancel), close the progress bar."""
+        if self.bar is not None:
+            self.bar.close()
+        for ref in [*self.inflight, *self.probes, *self.builds]:
+            ray.cancel(ref)
+        self.inflight.clear()
+        self.probes.clear()
+        self.builds.clear()
+        self.pool._busy.clear()
+
+
+class PoolStream:
+    """An evaluation on one pool that takes candidates while it runs (`BenchmarkPool.stream`).
+
+        with pool.stream() as s:
+            for group in groups_as_they_finish():
+                s.submit(candidates_of(group))     # returns at once; evaluation starts now
+            results = s.results()                  # every result, in submission order
+
+    A background thread runs the pool's scheduling loop (`_Run`); `submit` only queues, and the
+    thread hands a new candidate to an idle actor within `poll_s`. Leaving the `with` block on an
+    exception cancels the calls in flight and ends the thread. The pool is held (its lock) from
+    opening until the thread ends.
+
+    Attributes:
+        started: `time.perf_counter()` of the first `submit` that had candidates (None before).
+        submitted: candidates submitted so far.
+    """
+
+    def __init__(self, pool: BenchmarkPool, progress: bool = True, poll_s: float = 0.2) -> None:
+        self.pool, self.poll_s = pool, poll_s
+        self.started: float | None = None
+        self.submitted = 0
+        self._closed = False
+        self._queue: Any = queue.SimpleQueue()  # lists of candidates, then _CLOSED
+        self._stop = threading.Event()
+        self._done = threading.Event()
+        self._error: BaseException | None = None
+        self._results: list[dict[str, Any]] = []
+        pool._lock.acquire()
+        try:
+            self._thread = threading.Thread(target=self._serve, args=(progress,), name=f"pool-stream-{pool.name}",
+                                            daemon=True)
+            self._thread.start()
+        except BaseException:
+            pool._lock.release()
+            raise
+
+    def submit(self, candidates: Sequence[Candidate]) -> range:
+        """Queue `candidates` for evaluation; returns their indices in `results()`. Does not wait.
+
+        Raises:
+            RuntimeError: the stream is closed, cancelled or its loop failed.
+        """
+        if self._closed or self._done.is_set() or self._stop.is_set():
+            raise RuntimeError(f"pool {self.pool.name!r}: submit on a closed stream")
+        batch = list(candidates)
+        if batch and self.started is None:
+            self.started = time.perf_counter()
+        self._queue.put(batch)
+        first = self.submitted
+        self.submitted += len(batch)
+        return range(first, self.submitted)
+
+    def results(self, timeout_s: float | None = None) -> list[dict[str, Any]]:
+        """Close the stream to new candidates and wait for every result (submission order).
+
+        Raises:
+            TimeoutError: not done after `timeout_s` (the stream keeps running; call again, or cancel).
+            RuntimeError: the scheduling loop itself failed (its error chained).
+        """
+        if not self._closed:
+            self._closed = True
+            self._queue.put(_CLOSED)
+        if not self._done.wait(timeout_s):
+            raise TimeoutError(f"pool {self.pool.name!r}: {self.submitted} candidates not all evaluated "
+                               f"after {timeout_s} s")
+        if self._error is not None:
+            raise RuntimeError(f"pool {self.pool.name!r}: the evaluation stream failed: {_short(self._error)}") \
+                from self._error
+        return list(self._results)
+
+    def cancel(self) -> None:
+        """Stop: cancel the calls in flight, end the thread, release the pool. Idempotent."""
+        self._stop.set()
+        self._closed = True
+        self._queue.put(_CLOSED)
+        self._done.wait()
+
+    def __enter__(self) -> "PoolStream":
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is not None:
+            self.cancel()
+        elif not self._done.is_set():
+            self.results()
+
+    def _serve(self, progress: bool) -> None:
+        run = None
+        try:
+            run = _Run(self.pool, progress)
+            closed = False
+            while not self._stop.is_set():
+                while True:  # take everything submitted so far
+                    try:
+                        item = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if item is _CLOSED:
+                        closed = True
+                    else:
+                        run.add(item)
+                if run.busy():
+                    run.step(wait_s=self.poll_s)
+                elif closed:
+                    self._results = run.results  # type: ignore[assignment]
+                    break
+                else:  # nothing to do until the next submit
+                    try:
+                        item = self._queue.get(timeout=1.0)
+                    except queue.Empty:
+                        continue
+                    if item is _CLOSED:
+                        closed = True
+                    else:
+                        run.add(item)
+        except BaseException as e:  # noqa: BLE001 - handed to the caller by results()
+            self._error = e
+        finally:
+            if run is not None:
+                run.close()
+            self.pool._lock.release()
+            self._done.set()
+
+
+_CLOSED = object()
+"""End of a `PoolStream`'s submissions."""
 
 
 def check_fits(spec: PoolSpec) -> None:

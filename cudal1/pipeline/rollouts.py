@@ -38,16 +38,32 @@ def sample_rollouts(ctx: Any, tasks: Sequence[Task], prompts: Sequence[list[dict
     """Generate `n` responses per prompt, parse them, evaluate the parsed candidates on the
     primary benchmark pool, and price them (`price`; no advantages yet).
 
+    Generation and evaluation overlap: each prompt's group is parsed and its candidates handed to
+    the pool as soon as the generator finishes that group (`generate_stream`, `pool.stream()`),
+    while the other groups are still being sampled. Outlier verification (`verify_outliers`), the
+    record on the other pools and pricing wait for every result, as before. A generator without
+    `generate_stream`, or a pool without `stream`, gives the old order (all groups, then all
+    candidates); the rollouts are the same either way.
+
     Args:
         ctx: the `RunContext` (tokenizer, generator, pools, cfg).
         tasks, prompts: one chat prompt per task (same length).
         n: responses per prompt (the group size).
         step: the global step recorded in each rollout.
-        timings: filled with "generate_s", "evaluate_s", "tokens", "evaluations".
+        timings: filled with (seconds) "generate_s": generation start to the last group's
+            arrival; "evaluate_s": the first candidate's submission (or, with none, the end of
+            generation) to the end of evaluation, outlier verification included; "overlap_s": how
+            long both ran at once; so the round's wall time is generate_s + evaluate_s - overlap_s.
+            Also "tokens" and "evaluations" (counts).
         shown: per prompt, the code of the exemplars it showed (a copy of one earns no gain).
     Returns:
-        len(tasks) × n rollouts, grouped by prompt (group = prompt index); prompts too long for
-        the model are skipped with a warning.
+        len(tasks) × n rollouts, ordered by group (= prompt index among the kept prompts) then
+        sample, whatever order the groups finished in; prompts too long for the model are skipped
+        with a warning.
+
+    Raises:
+        Whatever the generator raises (e.g. `cudal1.actors.generator_group.EngineStreamError`);
+        the evaluation of the groups already handed over is cancelled first.
     """
     cfg = ctx.cfg
     max_prompt = cfg.rollout.max_model_len - cfg.rollout.max_tokens
@@ -61,25 +77,30 @@ def sample_rollouts(ctx: Any, tasks: Sequence[Task], prompts: Sequence[list[dict
         kept.append((task, messages, ids, shown[i] if shown is not None else ()))
     if not kept:
         return []
+    pool = ctx.pools.primary
+    groups: dict[int, list[Rollout]] = {}
+    candidate_of: dict[int, Candidate] = {}  # id(rollout) -> its candidate
+    position: dict[int, int] = {}  # id(candidate) -> its index in the evaluation (submission order)
     t0 = time.perf_counter()
-    groups = ctx.generator.generate([ids for _, _, ids, _ in kept], n=n, max_tokens=cfg.rollout.max_tokens,
-                                    temperature=cfg.rollout.temperature, top_p=cfg.rollout.top_p)
-    t1 = time.perf_counter()
-    rollouts: list[Rollout] = []
-    for g, ((task, messages, _, _), gens) in enumerate(zip(kept, groups)):
-        for s, gen in enumerate(gens):
-            parsed = parse_response(gen.text)
-            rollouts.append(Rollout(task.task_id, step, g, s, messages[-1]["content"], gen,
-                                    sections=dict(parsed.sections), parse_error=parsed.error))
-            if parsed.code is not None and parsed.error is None:
-                rollouts[-1].sections["code"] = parsed.code
-    # A truncated response is not evaluated: it earns nothing whatever its code would do.
-    evaluable = [r for r in rollouts if r.parse_error is None and r.generation.finish_reason != "length"]
-    candidates = [Candidate(r.task_id, r.sections["code"], origin=r.origin, model_version=r.generation.model_version)
-                  for r in evaluable]
-    results = ctx.pools.primary.evaluate_many(candidates, progress=True) if candidates else []
+    with _evaluation(pool) as evaluation:
+        for g, gens in _groups(ctx.generator, [ids for _, _, ids, _ in kept], n, cfg.rollout):
+            task, messages = kept[g][0], kept[g][1]
+            groups[g] = [_parsed(task.task_id, step, g, s, messages[-1]["content"], gen) for s, gen in enumerate(gens)]
+            batch = []
+            for r in groups[g]:
+                if _evaluable(r):
+                    candidate_of[id(r)] = _candidate(r)
+                    batch.append(candidate_of[id(r)])
+            for c, k in zip(batch, evaluation.submit(batch)):
+                position[id(c)] = k
+        t1 = time.perf_counter()
+        by_submission = evaluation.results()
+    rollouts = [r for g in sorted(groups) for r in groups[g]]
+    evaluable = [r for r in rollouts if _evaluable(r)]
+    candidates = [candidate_of[id(r)] for r in evaluable]  # rollout order, as the batch path had them
+    results = [by_submission[position[id(c)]] for c in candidates]
     reward_cfg = reward_config(cfg)
-    verify_outliers(ctx.pools.primary, candidates, results, _best_known(ctx, candidates, results), reward_cfg)
+    verify_outliers(pool, candidates, results, _best_known(ctx, candidates, results), reward_cfg)
     if getattr(ctx, "recorder", None) is not None:  # the other architectures, for the record
         ctx.recorder.submit(step, candidates, results)
     t2 = time.perf_counter()
@@ -87,9 +108,69 @@ def sample_rollouts(ctx: Any, tasks: Sequence[Task], prompts: Sequence[list[dict
         r.result = res
     price_rollouts(rollouts, reward_cfg, [shown_codes for _, _, _, shown_codes in kept])
     if timings is not None:
-        timings.update(generate_s=t1 - t0, evaluate_s=t2 - t1, evaluations=float(len(candidates)),
+        eval_start = evaluation.started if evaluation.started is not None else t1
+        timings.update(generate_s=t1 - t0, evaluate_s=t2 - eval_start, overlap_s=max(0.0, t1 - eval_start),
+                       evaluations=float(len(candidates)),
                        tokens=float(sum(len(r.generation.response_ids) for r in rollouts)))
     return rollouts
+
+
+def _groups(generator: Any, prompt_ids: list[list[int]], n: int, rollout_cfg: Any) -> Any:
+    """(prompt index, its n generations) as the generator finishes each group, or, for a generator
+    without `generate_stream`, all of them in prompt order once `generate` returns."""
+    sampling = dict(n=n, max_tokens=rollout_cfg.max_tokens, temperature=rollout_cfg.temperature, top_p=rollout_cfg.top_p)
+    if hasattr(generator, "generate_stream"):
+        return generator.generate_stream(prompt_ids, **sampling)
+    return enumerate(generator.generate(prompt_ids, **sampling))
+
+
+def _parsed(task_id: str, step: int, group: int, sample: int, prompt: str, gen: Any) -> Rollout:
+    """The rollout of one response, with its parsed sections (the code under "code" when it parsed)."""
+    parsed = parse_response(gen.text)
+    r = Rollout(task_id, step, group, sample, prompt, gen, sections=dict(parsed.sections), parse_error=parsed.error)
+    if parsed.code is not None and parsed.error is None:
+        r.sections["code"] = parsed.code
+    return r
+
+
+def _evaluable(r: Rollout) -> bool:
+    """A parsed, finished response. A truncated one is not evaluated: it earns nothing whatever its code would do."""
+    return r.parse_error is None and r.generation.finish_reason != "length"
+
+
+def _candidate(r: Rollout) -> Candidate:
+    return Candidate(r.task_id, r.sections["code"], origin=r.origin, model_version=r.generation.model_version)
+
+
+def _evaluation(pool: Any) -> Any:
+    """`pool.stream()` (candidates evaluated as they are submitted), or, for a pool without it,
+    `_BatchEvaluation` (all of them at the end, with `evaluate_many`)."""
+    return pool.stream(progress=True) if hasattr(pool, "stream") else _BatchEvaluation(pool)
+
+
+class _BatchEvaluation:
+    """`PoolStream`'s interface over a pool that only has `evaluate_many`: collects the submitted
+    candidates and evaluates them when `results()` is called (which is then `started`)."""
+
+    def __init__(self, pool: Any) -> None:
+        self.pool, self.candidates, self.started = pool, [], None
+
+    def submit(self, candidates: Sequence[Candidate]) -> range:
+        first = len(self.candidates)
+        self.candidates += list(candidates)
+        return range(first, len(self.candidates))
+
+    def results(self) -> list[dict[str, Any]]:
+        if not self.candidates:
+            return []
+        self.started = time.perf_counter()
+        return self.pool.evaluate_many(self.candidates, progress=True)
+
+    def __enter__(self) -> "_BatchEvaluation":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
 
 
 def _best_known(ctx: Any, candidates: Sequence[Candidate], results: Sequence[dict[str, Any]]) -> dict[str, float]:

