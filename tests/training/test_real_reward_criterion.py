@@ -1,7 +1,8 @@
 """The real-reward learning test's criterion and response classifier (fast; the experiment itself
-is `test_real_reward_learning.py`, gated): `learned` passes the four measured real runs of
-docs/training.md and fails all four measured controls, and `classify` recognizes each variant
-as the parser extracts it from a response in the trained format."""
+is `test_real_reward_learning.py`, gated): `learned` (the fast variant is at least 0.8 of all
+responses over the last two steps) gives the verdicts below on the runs measured in
+docs/training.md, fails every measured control, and `classify` recognizes each variant as the
+parser extracts it from a response in the trained format."""
 
 from __future__ import annotations
 
@@ -12,18 +13,20 @@ from cudal1.policy.prompts import sft_response
 
 from .test_real_reward_learning import load_script
 
-# Per-step fast and slow shares of all responses, 2026-12-02 (docs/training.md).
+# Per-step fast and slow shares of all responses, 2026-12-02 00:48-01:12 UTC (docs/training.md),
+# from the earlier SFT (P(slow) + P(fast) = 0.87 per task): the real runs kept 6-44% garbled
+# responses, and only seed 2 meets the criterion (last two steps: 0.78, 0.75, 0.88 and 0.69 of all).
 RUNS = {
     "real 1e-4": ([.44, .56, .44, .75, .81, .69, .81, .81, .94, .75, .88, .69],
-                  [.38, .38, .19, .19, .06, .19, .06, 0, 0, 0, 0, 0], True),
+                  [.38, .38, .19, .19, .06, .19, .06, 0, 0, 0, 0, 0], False),
     "real 1e-4 seed 1": ([.31, .75, .75, .81, .81, .56, .81, 1, .94, .88, .75, .75],
-                         [.62, .12, .06, .06, 0, .12, .06, 0, 0, 0, .12, .06], True),
+                         [.62, .12, .06, .06, 0, .12, .06, 0, 0, 0, .12, .06], False),
     "real 1e-4 seed 2": ([.56, .75, .75, .88, .69, .81, .75, .81, .75, .88, .88, .88],
                          [.38, .12, .06, 0, .12, .12, 0, 0, .06, 0, 0, 0], True),
     "lr0 seed 2": ([.62, .75, .56, .25, .44, .31, .81, .50, .56, .50, .62, .50],
                    [.31, .19, .44, .62, .56, .62, .12, .50, .38, .50, .19, .50], False),
     "real 3e-4": ([.44, .88, .69, .81, .88, .88, .62, .62, .75, .69, .56, .81],
-                  [.50, .06, .12, 0, 0, 0, 0, 0, 0, 0, 0, 0], True),
+                  [.50, .06, .12, 0, 0, 0, 0, 0, 0, 0, 0, 0], False),
     "lr0": ([.62, .44, .50, .69, .50, .50, .50, .56, .50, .38, .50, .38],
             [.38, .50, .38, .25, .25, .44, .38, .25, .50, .44, .50, .44], False),
     "negated 3e-4": ([.19, .12, .06, 0, 0, 0, .06, 0, 0, 0, 0, 0],
@@ -34,16 +37,19 @@ RUNS = {
 
 
 @pytest.mark.parametrize("name", list(RUNS))
-def test_the_criterion_passes_the_measured_real_runs_and_fails_the_controls(name):
+def test_the_criterion_on_the_measured_runs(name):
     rrl = load_script()
     fast, slow, expected = RUNS[name]
     assert rrl.learned({"fast": fast, "slow": slow}) is expected
 
 
-def test_a_policy_that_stops_writing_either_variant_does_not_pass():
+def test_the_criterion_counts_garbled_responses_against_the_fast_variant():
     rrl = load_script()
-    # Only fast among the variants, but 70% garbled: the choice share is 1.0, the floor is not met.
+    # Only fast among the variants, but 70% garbled: the choice share is 1.0, the criterion fails.
     assert not rrl.learned({"fast": [0.3] * 4, "slow": [0.0] * 4})
+    # The mean of the last two steps, at the 0.8 boundary; earlier steps do not count.
+    assert rrl.learned({"fast": [0.0, 0.0, 0.75, 0.85], "slow": [1.0, 1.0, 0.0, 0.0]})
+    assert not rrl.learned({"fast": [1.0, 1.0, 0.81, 0.75], "slow": [0.0, 0.0, 0.0, 0.0]})
     assert rrl.choice_shares({"fast": [0.0, 0.5], "slow": [0.0, 0.5]}) == [0.0, 0.5]
 
 
