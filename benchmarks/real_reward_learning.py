@@ -71,13 +71,14 @@ VARIANTS: dict[str, tuple[str, str, str]] = {
     "level1/3": ("A, B", "return torch.stack([a @ b for a, b in zip(A.view(-1, 16), B.view(-1, 16))]).view(len(A), -1).sum(1)",
                  "return (A @ B.T).diagonal()"),
 }
-# The analysis and design sections of the SFT targets: as short as the format allows, because
-# after SFT every target token keeps about the same small chance of going astray (measured: the
-# target tokens other than the first analysis token all sat at p = 0.99-0.999), so each token
-# removed is fewer garbled responses. The first token differs and carries the choice; the design
-# line is shared.
-SLOW_TEXT = ("Loop.", "As above.")
-FAST_TEXT = ("Vectorized.", "As above.")
+# The analysis and design sections of the SFT targets: few tokens, because after SFT every target
+# token keeps about the same small chance of going astray (measured: the target tokens other than
+# the first analysis token all sat at p = 0.99-0.999), so each token removed is fewer garbled
+# responses; yet each at least the reward's `min_section_chars` (20) long, or every response would
+# be priced "format:missing_analysis". The first token differs ("A" / "One") and carries the
+# choice; the design line is shared.
+SLOW_TEXT = ("A Python loop over chunks.", "Return the result tensor.")
+FAST_TEXT = ("One vectorized torch call.", "Return the result tensor.")
 
 
 def variant_code(task_id: str, kind: str) -> str:

@@ -10,6 +10,7 @@ import pytest
 
 from cudal1.policy.parsing import parse_response
 from cudal1.policy.prompts import sft_response
+from cudal1.rl.rewards import price
 
 from .test_real_reward_learning import load_script
 
@@ -64,3 +65,13 @@ def test_classify_recognizes_each_variant_through_the_parser(kind):
         assert rrl.classify(parsed.code, other) == "other"  # the other task's variant is not this one
     assert rrl.classify(None, "level1/17") == "other"
     assert rrl.classify("import torch\nclass ModelNew: pass\n", "level1/17") == "other"
+
+
+@pytest.mark.parametrize("kind", ["slow", "fast"])
+def test_the_sft_targets_pass_the_rewards_format_check(kind):
+    rrl = load_script()
+    analysis, design = rrl.SLOW_TEXT if kind == "slow" else rrl.FAST_TEXT
+    for task_id in rrl.VARIANTS:
+        parsed = parse_response(sft_response(rrl.variant_code(task_id, kind), analysis, design))
+        # Past the format check (every required section long enough), the next rule is the missing result.
+        assert price(None, sections=parsed.sections, code=parsed.code).reason == "not_evaluated"
