@@ -14,10 +14,24 @@ from cudal1.rl.rewards import price
 
 from .test_real_reward_learning import load_script
 
-# Per-step fast and slow shares of all responses, 2026-12-02 00:48-01:12 UTC (docs/training.md),
-# from the earlier SFT (P(slow) + P(fast) = 0.87 per task): the real runs kept 6-44% garbled
-# responses, and only seed 2 meets the criterion (last two steps: 0.78, 0.75, 0.88 and 0.69 of all).
+
+def _sixteenths(*counts: int) -> list[float]:
+    return [c / 16 for c in counts]
+
+
+# Per-step fast and slow shares of all responses, and the criterion's verdict (docs/training.md).
 RUNS = {
+    # The gated pytest of 2026-12-02 04:00-04:20 UTC, after the SFT to 0.95 (counts of 16 responses
+    # per step): the real run passes (0.69 and 0.94 over the last two steps, 0.81), the controls fail.
+    "pytest real 1e-4": (_sixteenths(6, 9, 12, 13, 15, 15, 16, 10, 15, 16, 11, 15),
+                         _sixteenths(9, 7, 4, 1, 1, 0, 0, 2, 0, 0, 2, 0), True),
+    "pytest lr0": (_sixteenths(9, 6, 10, 7, 10, 6, 11, 9, 7, 9, 7, 7),
+                   _sixteenths(6, 9, 5, 9, 5, 7, 5, 6, 8, 7, 9, 8), False),
+    "pytest negated 1e-4": (_sixteenths(9, 5, 4, 1, 1, 1, 3, 0, 0, 0, 0, 0),
+                            _sixteenths(6, 10, 12, 15, 13, 15, 11, 14, 16, 16, 15, 15), False),
+    # 2026-12-02 00:48-01:12 UTC, from the earlier SFT (P(slow) + P(fast) = 0.87 per task): the real
+    # runs kept 6-44% garbled responses; only seed 2 meets the criterion (last two steps: 0.78, 0.75,
+    # 0.88 and 0.69 of all).
     "real 1e-4": ([.44, .56, .44, .75, .81, .69, .81, .81, .94, .75, .88, .69],
                   [.38, .38, .19, .19, .06, .19, .06, 0, 0, 0, 0, 0], False),
     "real 1e-4 seed 1": ([.31, .75, .75, .81, .81, .56, .81, 1, .94, .88, .75, .75],
