@@ -73,10 +73,10 @@ VARIANTS: dict[str, tuple[str, str, str]] = {
 }
 # The analysis and design sections of the SFT targets: few tokens, because after SFT every target
 # token keeps about the same small chance of going astray (measured: the target tokens other than
-# the first analysis token all sat at p = 0.99-0.999), so each token removed is fewer garbled
-# responses; yet each at least the reward's `min_section_chars` (20) long, or every response would
-# be priced "format:missing_analysis". The first token differs ("A" / "One") and carries the
-# choice; the design line is shared.
+# the first analysis token all had p of 0.97 or more, most below 0.999), so each token removed is
+# fewer garbled responses; yet each at least the reward's `min_section_chars` (20) long, or every
+# response would be priced "format:missing_analysis". The first token differs ("A" / "One") and
+# carries the choice; the design line is shared.
 SLOW_TEXT = ("A Python loop over chunks.", "Return the result tensor.")
 FAST_TEXT = ("One vectorized torch call.", "Return the result tensor.")
 
@@ -421,7 +421,7 @@ def learned(trace: dict[str, Any], target: float = 0.8) -> bool:
     checkpoint itself, where it is exact (`Experiment.sft_report["probs"]`); one step's 16 samples
     put the fast share anywhere in 0.2-0.7.
 
-    It needs a clean SFT: with P(slow) + P(fast) = 0.87 per task after SFT, 0-38% of the RL
+    It needs a clean SFT: with P(slow) + P(fast) = 0.87 per task after SFT, 0-44% of the RL
     responses stayed garbled and only one of four real runs met it (docs/training.md), so SFT
     now trains until the two targets hold `Settings.min_clean` (0.95) of the probability."""
     return final_share(trace, "fast") >= target

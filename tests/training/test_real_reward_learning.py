@@ -11,9 +11,9 @@ real evaluator in its sandboxed worker processes (CPU backend), `cudal1.rl.rewar
 weight sync into vLLM. The experiment itself is `benchmarks/real_reward_learning.py` (read its
 docstring: each distinct code is measured once per experiment and reused).
 
-Runs only with CUDAL1_SLOW_TESTS=1, and long on a shared 2-core machine (measuring the variants
-4-9 minutes, SFT and the three RL runs most of the rest); docs/training.md records its runs, and
-`test_real_reward_criterion.py` checks the criterion on the recorded traces.
+Runs only with CUDAL1_SLOW_TESTS=1: 20 minutes on a shared 2-core machine (2026-12-02, load
+average 15-25: measuring the variants, 200 SFT steps, three RL runs of 12 steps); docs/training.md
+records its runs, and `test_real_reward_criterion.py` checks the criterion on the recorded traces.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(3600),
     pytest.mark.skipif(os.environ.get("CUDAL1_SLOW_TESTS") != "1",
-                       reason="runs 30-60 minutes on a shared 2-core machine: set CUDAL1_SLOW_TESTS=1"),
+                       reason="runs about 20 minutes on a loaded 2-core machine: set CUDAL1_SLOW_TESTS=1"),
 ]
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "real_reward_learning.py"
