@@ -29,6 +29,22 @@ RUNS = {
                    _sixteenths(6, 9, 5, 9, 5, 7, 5, 6, 8, 7, 9, 8), False),
     "pytest negated 1e-4": (_sixteenths(9, 5, 4, 1, 1, 1, 3, 0, 0, 0, 0, 0),
                             _sixteenths(6, 10, 12, 15, 13, 15, 11, 14, 16, 16, 15, 15), False),
+    # The same SFT checkpoint, `benchmarks/real_reward_learning.py --reuse-sft --seed N`, 2026-12-02
+    # 04:29-04:40 UTC: the real runs pass (0.94, 0.94, 0.97), the controls fail (0.50, 0, 0.34, 0).
+    "script real 1e-4 seed 1": (_sixteenths(6, 11, 14, 14, 14, 16, 14, 16, 16, 15, 14, 16),
+                                _sixteenths(10, 5, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0), True),
+    "script real 1e-4 seed 2": (_sixteenths(6, 11, 14, 12, 15, 14, 16, 13, 16, 15, 16, 14),
+                                _sixteenths(9, 5, 2, 3, 0, 2, 0, 1, 0, 0, 0, 1), True),
+    "script real 1e-4 seed 3": (_sixteenths(5, 10, 13, 12, 15, 14, 13, 14, 14, 14, 15, 16),
+                                _sixteenths(9, 6, 3, 2, 1, 0, 1, 2, 1, 1, 0, 0), True),
+    "script lr0 seed 1": (_sixteenths(8, 8, 9, 10, 7, 11, 7, 9, 8, 10, 8, 8),
+                          _sixteenths(8, 8, 6, 6, 9, 5, 9, 7, 6, 6, 8, 7), False),
+    "script negated 1e-4 seed 1": (_sixteenths(6, 1, 5, 5, 3, 2, 1, 1, 0, 0, 0, 0),
+                                   _sixteenths(10, 11, 10, 11, 11, 14, 15, 14, 15, 14, 15, 14), False),
+    "script lr0 seed 2": (_sixteenths(6, 10, 7, 6, 10, 8, 10, 9, 9, 7, 7, 4),
+                          _sixteenths(9, 6, 8, 10, 6, 8, 4, 7, 7, 9, 7, 11), False),
+    "script negated 1e-4 seed 2": (_sixteenths(9, 5, 0, 5, 0, 1, 0, 0, 1, 1, 0, 0),
+                                   _sixteenths(7, 11, 16, 11, 15, 15, 15, 15, 15, 13, 16, 15), False),
     # 2026-12-02 00:48-01:12 UTC, from the earlier SFT (P(slow) + P(fast) = 0.87 per task): the real
     # runs kept 6-44% garbled responses; only seed 2 meets the criterion (last two steps: 0.78, 0.75,
     # 0.88 and 0.69 of all).
