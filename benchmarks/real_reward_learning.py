@@ -71,8 +71,14 @@ VARIANTS: dict[str, tuple[str, str, str]] = {
     "level1/3": ("A, B", "return torch.stack([a @ b for a, b in zip(A.view(-1, 16), B.view(-1, 16))]).view(len(A), -1).sum(1)",
                  "return (A @ B.T).diagonal()"),
 }
-SLOW_TEXT = ("A Python loop handles one small chunk at a time.", "Loop over chunks of the inputs and combine the results.")
-FAST_TEXT = ("One vectorized call reads each input once.", "Call the vectorized torch op on the whole inputs.")
+# The analysis and design sections of the SFT targets: few tokens, because after SFT every target
+# token keeps about the same small chance of going astray (measured: the target tokens other than
+# the first analysis token all had p of 0.97 or more, most below 0.999), so each token removed is
+# fewer garbled responses; yet each at least the reward's `min_section_chars` (20) long, or every
+# response would be priced "format:missing_analysis". The first token differs ("A" / "One") and
+# carries the choice; the design line is shared.
+SLOW_TEXT = ("A Python loop over chunks.", "Return the result tensor.")
+FAST_TEXT = ("One vectorized torch call.", "Return the result tensor.")
 
 
 def variant_code(task_id: str, kind: str) -> str:
@@ -90,11 +96,12 @@ class Settings:
     group: int = 8  # responses per task and step (the GRPO group)
     steps: int = 12
     lr: float = 1e-4  # RL learning rate (3e-4 learned too, with more garbled responses: docs/training.md)
-    sft_lr: float = 5e-3  # the first round's; each next round's is `sft_decay` times the last
-    sft_decay: float = 0.95  # 1e-2 stalled at a per-token loss of 0.2-0.4; 0.6 or 0.9 per round stalled too early
-    sft_rounds: int = 25  # at most this many rounds of `sft_chunk` SFT steps
+    sft_lr: float = 5e-3  # constant after `sft_warmup` steps (1e-2 stalled at a per-token loss of 0.2-0.4;
+    # decaying it, by 0.95 per 20 steps or on a cosine, froze P(slow) + P(fast) at 0.87-0.88)
+    sft_warmup: int = 10  # steps of linear warm-up to `sft_lr`
+    sft_rounds: int = 40  # at most this many rounds of `sft_chunk` SFT steps
     sft_chunk: int = 20
-    min_clean: float = 0.85  # SFT target: P(slow) + P(fast) per task, under the learner
+    min_clean: float = 0.95  # SFT target: P(slow) + P(fast) per task, under the learner
     micro_batch: int = 8
     max_tokens: int = 160
     max_model_len: int = 4096  # the generator's
@@ -303,8 +310,8 @@ class Experiment:
         learner = GRPOLearner(self.model_dir, lr=self.s.sft_lr, micro_batch=len(examples), seed=self.s.seed)
         steps, probs, loss = 0, {}, float("nan")
         for round_ in range(self.s.sft_rounds):
-            learner.set_lr(self.s.sft_lr * self.s.sft_decay ** round_)
             for _ in range(self.s.sft_chunk):
+                learner.set_lr(self.s.sft_lr * min(1.0, (steps + 1) / self.s.sft_warmup))
                 loss = learner.sft_step(examples)["loss"]
                 steps += 1
             probs = self.sequence_probs(learner)
@@ -407,18 +414,17 @@ def choice_shares(trace: dict[str, Any]) -> list[float]:
     return [f / (f + s) if f + s > 0 else 0.0 for f, s in zip(trace["fast"], trace["slow"])]
 
 
-def learned(trace: dict[str, Any], target: float = 0.8, floor: float = 0.6) -> bool:
-    """The criterion, over the last two steps: the fast variant is at least `target` of the
-    responses that are one of the two variants, and at least `floor` of all responses (so a
-    policy that stops writing either cannot pass). That both start near half is checked on the
-    SFT checkpoint itself, where it is exact (`Experiment.sft_report["probs"]`); one step's 16
-    samples put the fast share anywhere in 0.2-0.7.
+def learned(trace: dict[str, Any], target: float = 0.8) -> bool:
+    """The criterion: averaged over the last two steps, the fast variant is at least `target` of
+    ALL the sampled responses (so garbled responses count against it, and a policy that stops
+    writing either variant cannot pass). That both variants start near half is checked on the SFT
+    checkpoint itself, where it is exact (`Experiment.sft_report["probs"]`); one step's 16 samples
+    put the fast share anywhere in 0.2-0.7.
 
-    Why not "0.8 of all responses": 10-30% of the responses are garbled (neither variant, mostly
-    syntax errors) both after SFT and during RL, and the measured runs (docs/training.md) stayed
-    below 0.8 of all responses while the slow variant disappeared."""
-    trace = {**trace, "choice": choice_shares(trace)}
-    return final_share(trace, "choice") >= target and final_share(trace, "fast") >= floor
+    It needs a clean SFT: with P(slow) + P(fast) = 0.87 per task after SFT, 0-44% of the RL
+    responses stayed garbled and only one of four real runs met it (docs/training.md), so SFT
+    now trains until the two targets hold `Settings.min_clean` (0.95) of the probability."""
+    return final_share(trace, "fast") >= target
 
 
 RUNS = {"real": (None, False), "lr0": (0.0, False), "negated": (None, True)}
