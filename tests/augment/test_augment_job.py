@@ -11,7 +11,7 @@ sampling (seeded per attempt), so the test checks each record against what its c
 first task every teacher answer is correct (status ok, speedup > 0), for the second every one is
 the wrong task's code and must fail with the evaluator's verdict. (With both tasks' answers among
 the choices, a run whose three teacher answers all fell on the other task's code had nothing
-correct to check: one fresh-clone run in eight, by chance.) The second endpoint asks the same server without
+correct to check: a chance near one in eight, seen once in a fresh clone.) The second endpoint asks the same server without
 constraints: its answers hold no code and are recorded as parse errors with their label.
 """
 
