@@ -199,18 +199,6 @@ def ppo_clip_objective(
     return objective, ratio, clipped
 
 
-def truncated_importance_weights(learner_logp: torch.Tensor, engine_logp: torch.Tensor, cap: float) -> torch.Tensor:
-    """min(exp(learner_logp - engine_logp), cap) per token, without gradient ([B, T] each).
-
-    The sampler drew the tokens from the engine's distribution; the loss's ratio uses the
-    learner's. This weight corrects the mismatch (Yao et al. 2025, truncated importance
-    sampling); the cap bounds its variance. Raises ValueError for cap <= 0.
-    """
-    if not cap > 0:
-        raise ValueError(f"cap must be > 0, got {cap}")
-    return torch.exp((learner_logp - engine_logp).detach().clamp(max=math.log(cap)))
-
-
 def truncated_importance(
     old_logp: torch.Tensor, behaviour_logp: torch.Tensor, mask: torch.Tensor, cap: float
 ) -> tuple[torch.Tensor, dict[str, float]]:
@@ -359,7 +347,7 @@ def grpo_loss(
         agg: aggregation mode (see `aggregate`); max_len, num_sequences, num_tokens pass through.
         logits: [B, T, V], optional; only used for the entropy diagnostic.
         token_weights: [B, T] per-token weights w of the surrogate (no gradient), e.g.
-            `truncated_importance_weights`; None: 1.
+            `truncated_importance`'s weights; None: 1.
         log_ratio_clamp, dual_clip: see `ppo_clip_objective`.
 
     Returns:
