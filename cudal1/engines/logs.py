@@ -30,8 +30,9 @@ Limits: lines a library prints with `print` or writes to the file descriptors di
 the switches above) still reach the terminal; a benchmark actor (not a shell: it runs no engine)
 gets the switches through the runtime_env but does not route its loggers. When the driver's
 process was connected to Ray before the job started (a test, a notebook), the job's runtime_env is
-not applied and the actors keep their own logging; the driver's is routed all the same. The Serve
-app (`jobs/serve.py`) does not route yet. Records emitted while a library configures its own logging on import may be
+not applied and the actors keep their own logging; the driver's is routed all the same. A Serve
+replica (`cudal1.serve.app.PolicyServer`) routes its own process to `<model_dir>/logs`; Ray
+Serve's own lines are not routed. Records emitted while a library configures its own logging on import may be
 printed once by Python's last-resort handler (WARNING and above) in vLLM's spawned processes.
 """
 

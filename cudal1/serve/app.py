@@ -89,16 +89,22 @@ class PolicyServer:
         from cudal1.config import load_serve_config
         from cudal1.pipeline.context import _engine_kwargs
         from cudal1.pipeline.optimize import settings_from_config
+        from cudal1.engines.logs import route_engine_logs
         from cudal1.policy.model import load_tokenizer
-        from cudal1.rollout import RolloutGenerator
         from cudal1.serve.jobs import JobStore, OptimizeRunner, OptimizeService
 
         c = load_serve_config(OmegaConf.create(cfg))
+        # The engines' lines to <model_dir>/logs/serve-replica-<pid>.log (errors still to stderr), set
+        # before vLLM is imported (its spawned processes read the switch then) and again after.
+        log_dir = Path(c.model_dir) / "logs"
+        route_engine_logs(log_dir, "serve-replica")
+        from cudal1.rollout import RolloutGenerator
         self.token = c.serve.token or os.environ.get(c.serve.token_env, "")
         tokenizer = load_tokenizer(model_path)
         extra = _engine_kwargs(c)
         self.generator = RolloutGenerator(model_path, c.rollout.backend, max_model_len=c.rollout.max_model_len,
                                           dtype=c.model.dtype, seed=c.seed, **extra)
+        route_engine_logs(log_dir, "serve-replica")
         shared = LockedGenerator(self.generator)
         self.pools = {s.name: BenchmarkPool(s) for s in _pool_specs(c)}
         self.chat = ChatService(shared, tokenizer, c.serve.model_name, c.rollout.max_model_len,

@@ -90,6 +90,16 @@ def test_a_token_is_required_and_models_are_listed(app):
     assert [m["id"] for m in r.json()["data"]] == ["cudal1-policy"]
 
 
+def test_the_replica_writes_the_engines_lines_to_its_log_file(app):
+    """vLLM's start-up lines (its engine process's too) land in <model_dir>/logs, not on the terminal."""
+    from pathlib import Path
+
+    files = sorted((Path(app["cfg"].model_dir) / "logs").glob("serve-replica-*.log"))
+    assert files, "no serve-replica log file"
+    text = "".join(f.read_text() for f in files)
+    assert " INFO vllm." in text and "starting vLLM" in text, text[-2000:]
+
+
 def test_chat_completion_through_the_openai_client(app):
     import openai
 
