@@ -15,6 +15,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from cudal1.engines import per_prompt_limits
 from cudal1.records import Generation
 
 log = logging.getLogger(__name__)
@@ -146,11 +147,9 @@ class RolloutGenerator:
 
     @staticmethod
     def _check(prompts: list[list[int]], n: int, max_tokens: int | Sequence[int]) -> None:
-        limits = [max_tokens] if isinstance(max_tokens, int) else list(max_tokens)
-        if n < 1 or any(m < 1 for m in limits):
-            raise ValueError(f"n ({n}) and max_tokens ({max_tokens}) must be at least 1")
-        if not isinstance(max_tokens, int) and len(limits) != len(prompts):
-            raise ValueError(f"max_tokens has {len(limits)} limits for {len(prompts)} prompts")
+        if n < 1:
+            raise ValueError(f"n ({n}) must be at least 1")
+        per_prompt_limits(max_tokens, len(prompts))  # the engines' own check of the limits
         if any(len(p) == 0 for p in prompts):
             raise ValueError("a prompt has no tokens")
 
