@@ -40,7 +40,8 @@ PROMPT, RESPONSE = [5, 17, 99, 3, 250, 11], [42, 7, 300, 8, 9, 1000, 12]
 
 def start_pair(model_dir: str, on_gpu: bool, *, learner_kwargs: dict, engine_dtype: str):
     """The learner and the engine in one colocated bundle, as `RunContext.start` does for ipc."""
-    from cudal1.actors.generator_group import GeneratorGroup, colocated_placement_group, in_bundle
+    from cudal1.actors.cluster import in_bundle
+    from cudal1.actors.generator_group import GeneratorGroup, colocated_placement_group
     from cudal1.actors.learner_group import LearnerGroup
 
     pg = colocated_placement_group(2.0, timeout_s=120)

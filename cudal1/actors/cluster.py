@@ -129,3 +129,24 @@ def alive_nodes() -> list[dict[str, Any]]:
         for n in ray.nodes()
         if n.get("Alive")
     ]
+
+
+def reserve(bundles: list[dict[str, float]], strategy: str, name: str, timeout_s: float, refused: str) -> Any:
+    """A Ray placement group of `bundles` (`strategy`: "PACK", "STRICT_PACK", ...), once the
+    cluster has granted it. Raises TimeoutError "`refused` within `timeout_s` s" when it is not
+    granted in time (the request is withdrawn first, so nothing stays reserved)."""
+    from ray.util.placement_group import placement_group, remove_placement_group
+
+    pg = placement_group([dict(b) for b in bundles], strategy=strategy, name=name)
+    ready, _ = ray.wait([pg.ready()], timeout=timeout_s)
+    if not ready:
+        remove_placement_group(pg)
+        raise TimeoutError(f"{refused} within {timeout_s:g} s")
+    return pg
+
+
+def in_bundle(pg: Any, index: int = 0) -> Any:
+    """The Ray scheduling strategy that places an actor or task into bundle `index` of `pg`."""
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    return PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=index)

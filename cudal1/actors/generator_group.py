@@ -34,9 +34,9 @@ from typing import Any
 
 import ray
 from ray.exceptions import RayActorError, RayError, RayTaskError
-from ray.util.placement_group import placement_group, remove_placement_group
-from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+from ray.util.placement_group import remove_placement_group
 
+from cudal1.actors.cluster import in_bundle, reserve
 from cudal1.actors.shells import RolloutActor, ShellHandle, wait_all
 from cudal1.training.shards import contiguous_bounds as shard_bounds  # the learner group's split, for prompts
 
@@ -80,17 +80,8 @@ def colocated_placement_group(num_cpus: float, node_resources: dict[str, float] 
     bundle 0 of the returned placement group with fractional num_gpus (summing to at most 1) are
     given that bundle's one GPU. Raises TimeoutError when no node grants it within `timeout_s`."""
     bundle = {"CPU": float(num_cpus), "GPU": 1.0, **(node_resources or {})}
-    pg = placement_group([bundle], strategy="STRICT_PACK", name="cudal1-colocated")
-    ready, _ = ray.wait([pg.ready()], timeout=timeout_s)
-    if not ready:
-        remove_placement_group(pg)
-        raise TimeoutError(f"no node could reserve the colocated learner+engine bundle {bundle} within {timeout_s:.0f} s")
-    return pg
-
-
-def in_bundle(pg: Any, index: int = 0) -> Any:
-    """The Ray scheduling strategy that places an actor into bundle `index` of `pg`."""
-    return PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=index)
+    return reserve([bundle], "STRICT_PACK", "cudal1-colocated", timeout_s,
+                   f"no node could reserve the colocated learner+engine bundle {bundle}")
 
 
 class GeneratorGroup:
@@ -148,15 +139,12 @@ class GeneratorGroup:
         groups, engines = [], []
         try:
             for i in range(num_engines):
-                pg = placement_group([bundle], strategy="STRICT_PACK", name=f"cudal1-rollout-{i}")
+                pg = reserve([bundle], "STRICT_PACK", f"cudal1-rollout-{i}", ready_timeout_s,
+                             f"rollout engine {i}: no node could reserve {bundle}")
                 groups.append(pg)
-                ready, _ = ray.wait([pg.ready()], timeout=ready_timeout_s)
-                if not ready:
-                    raise TimeoutError(f"rollout engine {i}: no node could reserve {bundle} within {ready_timeout_s:.0f} s")
-                strategy = PlacementGroupSchedulingStrategy(placement_group=pg, placement_group_bundle_index=0)
                 own = {**kwargs, "seed": int(kwargs.get("seed", 0)) + i}  # engines must not draw the same samples
                 engines.append(RolloutActor.options(num_cpus=num_cpus, num_gpus=bundle.get("GPU", 0.0),
-                                                    scheduling_strategy=strategy).remote(model_path, backend, **own))
+                                                    scheduling_strategy=in_bundle(pg)).remote(model_path, backend, **own))
         except BaseException:
             _release(engines, groups)
             raise

@@ -153,26 +153,20 @@ class LearnerGroup:
         if actor_options and "scheduling_strategy" in actor_options:
             raise ValueError("several learner ranks are placed by their placement group: pass node constraints "
                              "as bundle_resources")
-        from ray.util.placement_group import placement_group, remove_placement_group
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+        from ray.util.placement_group import remove_placement_group
 
+        from cudal1.actors.cluster import in_bundle, reserve
         from cudal1.engines.deepspeed_engine import Rendezvous
 
         bundle = {k: float(v) for k, v in {"CPU": num_cpus, "GPU": num_gpus, **(bundle_resources or {})}.items() if v}
-        pg = placement_group([dict(bundle) for _ in range(num_ranks)], strategy=strategy, name="")
+        pg = reserve([bundle] * num_ranks, strategy, "", placement_timeout_s,
+                     f"the cluster did not grant {num_ranks} learner bundles of {bundle} ({strategy})")
         try:
-            ray.get(pg.ready(), timeout=placement_timeout_s)
-        except ray.exceptions.GetTimeoutError:
-            remove_placement_group(pg)
-            raise TimeoutError(f"the cluster did not grant {num_ranks} learner bundles of {bundle} ({strategy}) "
-                               f"within {placement_timeout_s:g} s") from None
-        try:
-            in_bundle = [PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=i) for i in range(num_ranks)]
-            host, port = ray.get(_endpoint.options(scheduling_strategy=in_bundle[0]).remote())
+            host, port = ray.get(_endpoint.options(scheduling_strategy=in_bundle(pg, 0)).remote())
             ranks = []
             for i in range(num_ranks):
                 options = {k: v for k, v in (actor_options or {}).items() if k != "scheduling_strategy"}
-                actor = LearnerActor.options(num_cpus=num_cpus, num_gpus=num_gpus, scheduling_strategy=in_bundle[i],
+                actor = LearnerActor.options(num_cpus=num_cpus, num_gpus=num_gpus, scheduling_strategy=in_bundle(pg, i),
                                              **options)
                 ranks.append(actor.remote(model_path, rendezvous=Rendezvous(i, num_ranks, host, port), **learner_kwargs))
         except BaseException:

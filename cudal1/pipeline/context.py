@@ -259,7 +259,7 @@ def start_learner(cfg: DictConfig, model_path: Path, pinned: dict[str, Any], col
     rank shares with the engine."""
     import ray
 
-    from cudal1.actors.generator_group import in_bundle
+    from cudal1.actors.cluster import in_bundle
     from cudal1.actors.learner_group import LearnerGroup
     from cudal1.config import effective_tis_cap
 

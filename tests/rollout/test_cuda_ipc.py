@@ -113,7 +113,8 @@ def test_the_transformers_engine_refuses_ipc_on_the_cpu(hf_generator):
 
 COLOCATE = """
 import json, os, ray
-from cudal1.actors.generator_group import colocated_placement_group, in_bundle
+from cudal1.actors.cluster import in_bundle
+from cudal1.actors.generator_group import colocated_placement_group
 
 @ray.remote
 class Probe:
