@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -28,6 +27,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
+from tests.procs import stop_process_group
 
 pytestmark = pytest.mark.slow  # the smoke run (shared), an MLflow server and a browser: ~1-3 min
 PAGE_TIMEOUT_S = 120.0  # a page of the single-page app can take long to render on a busy 2-core machine
@@ -77,12 +78,7 @@ def mlflow_server(smoke_run, tmp_path_factory):
             time.sleep(1)
         yield url
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop_process_group(proc)
 
 
 @pytest.fixture(scope="session")  # session: set up before the session's smoke run, so a missing browser fails at once

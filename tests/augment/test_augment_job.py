@@ -18,9 +18,7 @@ constraints: its answers hold no code and are recorded as parse errors with thei
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import signal
 import socket
 import subprocess
 import sys
@@ -37,6 +35,7 @@ from cudal1.policy.prompts import sft_response  # noqa: E402
 from cudal1.tasks import find_task, load_tasks  # noqa: E402
 from cudal1.tasks.suite import seeds_for  # noqa: E402
 from cudal1.tasks.task import reference_as_candidate  # noqa: E402
+from tests.procs import stop_process_group  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 PROXY = Path(__file__).with_name("flaky_proxy.py")
@@ -48,17 +47,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def stop(proc: subprocess.Popen) -> None:
-    """Stop a process group this module started."""
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +65,7 @@ def server_process(small_model_dir, tmp_path_factory):
     try:
         yield proc, f"http://127.0.0.1:{port}", key, log
     finally:
-        stop(proc)
+        stop_process_group(proc)
 
 
 @pytest.fixture(scope="module")
@@ -116,8 +104,8 @@ def proxies(server, tmp_path_factory):
     flaky = Proxy(server[0], d / "flaky.jsonl", ["429", "500", "timeout", "badjson"], hold_s=12)
     clean = Proxy(server[0], d / "clean.jsonl", [], hold_s=0)
     yield flaky, clean
-    stop(flaky.proc)
-    stop(clean.proc)
+    stop_process_group(flaky.proc)
+    stop_process_group(clean.proc)
 
 
 @pytest.fixture(scope="module")
