@@ -668,16 +668,20 @@ class PoolStream:
         try:
             run = _Run(self.pool, progress)
             closed = False
+
+            def take(item: Any) -> bool:
+                """Queue a submission on the run; True for the end of submissions."""
+                if item is _CLOSED:
+                    return True
+                run.add(item)
+                return False
+
             while not self._stop.is_set():
                 while True:  # take everything submitted so far
                     try:
-                        item = self._queue.get_nowait()
+                        closed = take(self._queue.get_nowait()) or closed
                     except queue.Empty:
                         break
-                    if item is _CLOSED:
-                        closed = True
-                    else:
-                        run.add(item)
                 if run.busy():
                     run.step(wait_s=self.poll_s)
                 elif closed:
@@ -685,13 +689,9 @@ class PoolStream:
                     break
                 else:  # nothing to do until the next submit
                     try:
-                        item = self._queue.get(timeout=1.0)
+                        closed = take(self._queue.get(timeout=1.0)) or closed
                     except queue.Empty:
                         continue
-                    if item is _CLOSED:
-                        closed = True
-                    else:
-                        run.add(item)
         except BaseException as e:  # noqa: BLE001 - handed to the caller by results()
             self._error = e
         finally:
