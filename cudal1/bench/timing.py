@@ -2,15 +2,20 @@
 host, which runs no candidate code.
 
 - Reference and candidate each run in a host process of their own, through the same round trip.
-  The judge reads its own clock (`DeviceClock.now_ns`) right before it tells a host to run a
-  call and again once it holds its own copy of the call's outputs (read from the host's memory)
-  and has synchronized; what the host does in between (forward, its synchronize, describing the
-  outputs) and whatever it leaves running that the outputs depend on is inside.
-- The reference host also times its forward on its own clock (CUDA events around the forward
-  and a device-wide synchronize; on the CPU `time.perf_counter_ns`): that is the reference's
-  time, and the judge's interval minus it is the fixed cost of a round trip (messages, the reads,
-  GPU context switches; `calibration`). The candidate host reports the same figure, a claim the
-  judge holds to its own interval minus that fixed cost (`candidate_rounds_ms`).
+  A timed round trip runs K calls back to back on K fresh input sets (`batch_size` chooses K
+  from the reference's time and the one-call round trip's jitter). The judge reads its own clock
+  (`DeviceClock.now_ns`) right before it tells a host to go and again once it holds its own copy
+  of every output of the round (read from the host's memory) and has synchronized; what the
+  host does in between (the forwards, the synchronizes, describing the outputs) and whatever it
+  leaves running that the outputs depend on is inside.
+- The reference host also times each forward on its own clock (CUDA events around the forward
+  and the device-wide synchronize that follows it; on the CPU `time.perf_counter_ns`): that is
+  the reference's time, and the judge's interval minus the round's sum is the fixed cost of a
+  round trip (`fixed_costs`, `calibration`). The candidate host reports the same figures; the
+  judge holds their sum (`claimed_total_ms`) to its own interval minus that fixed cost
+  (`candidate_rounds_ms`).
+- A round's figure is its mean per call; a side's time is the median of its rounds' figures, and
+  the speedup their ratio, with the same floor on both sides (`speedup_stats`).
 - `DeviceClock.time_call` (device-wide synchronize, call, device-wide synchronize) times a
   function in the calling process; the task probe uses it.
 
@@ -79,8 +84,10 @@ class DeviceClock:
         return (_perf_counter_ns() - t0) / 1e6, out
 
 
-def summarize_rounds(rounds_ms: list[list[float]]) -> Timing:
-    """Statistics over rounds of per-call times (ms). spread = (max - min) / median of round medians."""
+def summarize_rounds(rounds_ms: list[list[float]], calls_per_figure: int = 1) -> Timing:
+    """Statistics over rounds of per-call figures (ms). Each figure stands for `calls_per_figure`
+    calls (a batched round's mean per call stands for its K calls). spread = (max - min) / median
+    of the round medians. Raises statistics.StatisticsError for no figures."""
     flat = [t for r in rounds_ms for t in r]
     medians = [statistics.median(r) for r in rounds_ms if r]
     med = statistics.median(flat)
@@ -91,7 +98,7 @@ def summarize_rounds(rounds_ms: list[list[float]]) -> Timing:
         max_ms=max(flat),
         round_medians_ms=medians,
         spread=(max(medians) - min(medians)) / statistics.median(medians) if medians else 0.0,
-        calls=len(flat),
+        calls=len(flat) * calls_per_figure,
     )
 
 
@@ -99,21 +106,74 @@ def speedup_stats(
     ref_rounds: list[list[float]],
     cand_rounds: list[list[float]],
     ref_cap_ms: float = float("inf"),
-    cand_floor_ms: float = 0.0,
+    floor_ms: float = 0.0,
 ) -> tuple[float, float]:
     """(speedup, spread) from rounds of per-call times (ms).
 
-    speedup = min(median of all reference calls, ref_cap_ms) / max(median of all candidate calls,
-    cand_floor_ms) (×); spread = (max - min) / median of the per-round speedups (round medians,
-    capped and floored the same way). The judge caps the reference at its slowest call timed
-    before the candidate existed and floors the candidate at the measurement's resolution.
+    speedup = max(min(R, ref_cap_ms), floor_ms) / max(C, floor_ms) (×), with R and C the medians
+    of all reference and all candidate figures; spread = (max - min) / median of the per-round
+    speedups (round medians, capped and floored the same way). The judge caps the reference at a
+    clean time measured while no candidate code was alive (`baseline_ms`), and floors both sides
+    at the measurement's resolution: the floor is the same on both sides, so a candidate whose
+    time is below the reference's (as capped) is never reported slower than it, and two times
+    below the resolution are reported as equal (1.0×) rather than as the reference over the
+    floor. Raises statistics.StatisticsError for empty rounds.
     """
-    ref = min(statistics.median([t for r in ref_rounds for t in r]), ref_cap_ms)
-    cand = max(statistics.median([t for r in cand_rounds for t in r]), cand_floor_ms)
-    per_round = [min(statistics.median(a), ref_cap_ms) / max(statistics.median(b), cand_floor_ms)
-                 for a, b in zip(ref_rounds, cand_rounds)]
+    def ratio(ref_ms: float, cand_ms: float) -> float:
+        return max(min(ref_ms, ref_cap_ms), floor_ms) / max(cand_ms, floor_ms, 1e-12)
+
+    ref = statistics.median([t for r in ref_rounds for t in r])
+    cand = statistics.median([t for r in cand_rounds for t in r])
+    per_round = [ratio(statistics.median(a), statistics.median(b)) for a, b in zip(ref_rounds, cand_rounds)]
     mid = statistics.median(per_round)
-    return ref / cand, (max(per_round) - min(per_round)) / mid if mid else 0.0
+    return ratio(ref, cand), (max(per_round) - min(per_round)) / mid if mid else 0.0
+
+
+def batch_size(
+    reference_ms: float,
+    jitter_ms: float,
+    *,
+    factor: float,
+    min_round_ms: float,
+    max_round_ms: float,
+    least: int,
+    most: int,
+) -> int:
+    """K, the calls of one timed round trip: enough that a round's work is at least `factor` ×
+    the round trip's jitter (and at least `min_round_ms`), within [least, most] and, beyond
+    `least`, within a round of at most `max_round_ms` of work.
+
+    reference_ms: one reference call (ms, the reference host's own clock); jitter_ms: the jitter
+    of a one-call round trip's fixed cost (`jitter`). The judge calls this before the candidate
+    exists, so K depends on the task alone, and the candidate cannot choose how it is timed.
+    Raises ValueError when least < 1 or most < least.
+    """
+    if least < 1 or most < least:
+        raise ValueError(f"batch bounds must satisfy 1 <= least <= most, got {least}, {most}")
+    per_call = max(reference_ms, 1e-6)
+    k = math.ceil(max(factor * jitter_ms, min_round_ms) / per_call)
+    k = min(k, max(1, math.floor(max_round_ms / per_call)))
+    return max(least, min(k, most))
+
+
+def claimed_total_ms(claims: object, calls: int) -> float | None:
+    """The sum of a host's per-call figures (ms) for a round of `calls` calls, or None when they
+    are not exactly `calls` finite, non-negative numbers (anything a host sends is data: this
+    never raises, whatever it is given)."""
+    if not isinstance(claims, list) or len(claims) != calls:
+        return None
+    total = 0.0
+    for c in claims:
+        if isinstance(c, bool) or not isinstance(c, (int, float)):
+            return None
+        try:
+            value = float(c)
+        except OverflowError:
+            return None
+        if not math.isfinite(value) or value < 0:
+            return None
+        total += value
+    return total if math.isfinite(total) else None
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -139,9 +199,15 @@ def clocked_call_ms(claimed_ms: object, wall_ms: float, overhead_ms: float) -> f
     negative, infinite) is counted at the lower bound. Never negative.
     """
     floor = max(wall_ms - overhead_ms, 0.0)
-    if isinstance(claimed_ms, bool) or not isinstance(claimed_ms, (int, float)) or not math.isfinite(claimed_ms):
+    if isinstance(claimed_ms, bool) or not isinstance(claimed_ms, (int, float)):
         return floor
-    return min(max(float(claimed_ms), floor), max(wall_ms, 0.0))
+    try:
+        claim = float(claimed_ms)
+    except OverflowError:  # an integer beyond any float: no figure at all
+        return floor
+    if not math.isfinite(claim):
+        return floor
+    return min(max(claim, floor), max(wall_ms, 0.0))
 
 
 def candidate_rounds_ms(

@@ -1,5 +1,6 @@
 """Unit tests of the timing statistics and the CPU clock."""
 
+import random
 import statistics
 import time
 
@@ -7,6 +8,8 @@ import pytest
 
 from cudal1.bench.timing import (
     DeviceClock,
+    batch_size,
+    claimed_total_ms,
     calibration,
     candidate_rounds_ms,
     clocked_call_ms,
@@ -37,15 +40,67 @@ def test_speedup_is_ratio_of_medians_and_spread_of_round_ratios():
     assert max(per_round) == 2.4
 
 
-def test_speedup_caps_the_reference_and_floors_the_candidate():
+def test_speedup_caps_the_reference():
     ref = [[10.0, 10.0], [20.0, 20.0], [30.0, 30.0]]  # slowed while the candidate was alive
     cand = [[5.0, 5.0], [5.0, 5.0], [5.0, 5.0]]
     assert speedup_stats(ref, cand)[0] == pytest.approx(4.0)
     speedup, spread = speedup_stats(ref, cand, ref_cap_ms=12.0)
     assert speedup == pytest.approx(12.0 / 5.0)
     assert spread == pytest.approx((12.0 / 5 - 10.0 / 5) / (12.0 / 5))
-    # A candidate below the resolution of the measurement is taken at the resolution.
-    assert speedup_stats(ref, [[0.001], [0.002], [0.001]], cand_floor_ms=0.5)[0] == pytest.approx(20.0 / 0.5)
+
+
+def test_the_floor_is_the_same_on_both_sides():
+    """Below the resolution both times are taken as the resolution: two times under it are
+    equal (1.0×), not the reference over the floor (the one-sided floor reported a 0.055 ms
+    candidate against a 0.098 ms reference as 2.5× slower)."""
+    assert speedup_stats([[0.098]], [[0.055]], floor_ms=0.16)[0] == pytest.approx(1.0)
+    assert speedup_stats([[0.098]], [[0.200]], floor_ms=0.16)[0] == pytest.approx(0.16 / 0.2)
+    assert speedup_stats([[2.0]], [[0.001]], floor_ms=0.5)[0] == pytest.approx(2.0 / 0.5)
+    assert speedup_stats([[2.0]], [[1.0]], floor_ms=0.5)[0] == pytest.approx(2.0)
+
+
+def test_a_candidate_faster_than_the_reference_is_never_reported_slower():
+    rng = random.Random(0)
+    for _ in range(2000):
+        ref = [[rng.uniform(0.005, 5.0)] for _ in range(rng.randint(1, 6))]
+        cap = rng.choice([float("inf"), rng.uniform(0.005, 5.0)])
+        floor = rng.choice([0.0, rng.uniform(0.0, 1.0)])
+        ref_median = min(statistics.median(r[0] for r in ref), cap)
+        cand = [[ref_median * rng.uniform(0.01, 0.999)] for _ in ref]
+        assert speedup_stats(ref, cand, ref_cap_ms=cap, floor_ms=floor)[0] >= 1 / 1.05, (ref, cand, cap, floor)
+
+
+def test_batch_size_targets_work_against_jitter_within_its_bounds():
+    kw = dict(factor=25.0, min_round_ms=2.0, max_round_ms=250.0, least=1, most=1000)
+    assert batch_size(0.02, 0.3, **kw) == 375  # 25 x 0.3 ms of work at 0.02 ms a call
+    assert batch_size(3.0, 0.3, **kw) == 3
+    assert batch_size(50.0, 0.3, **kw) == 1
+    assert batch_size(0.0001, 0.3, **kw) == 1000  # capped
+    assert batch_size(0.02, 0.0, **kw) == 100  # the least work a round does: 2 ms
+    assert batch_size(1.0, 20.0, **kw) == 250  # at most 250 ms a round ...
+    assert batch_size(1000.0, 20.0, **{**kw, "least": 2}) == 2  # ... unless the least asks for more
+    with pytest.raises(ValueError):
+        batch_size(1.0, 1.0, **{**kw, "least": 0})
+
+
+@pytest.mark.parametrize("claims, expected", [
+    ([1.0, 2.0, 0.5], 3.5),
+    ([1, 2, 3], 6.0),
+    ([1.0, 2.0], None),  # one short
+    ([1.0, float("nan"), 1.0], None),
+    ([1.0, -1.0, 1.0], None),
+    ([1.0, 10**400, 1.0], None),  # beyond a float: no figure, never an error
+    ([1.0, True, 1.0], None),
+    ("1.0", None),
+    (None, None),
+    ([1e308, 1e308, 1e308], None),  # the sum overflows
+])
+def test_a_hosts_claimed_total_is_data(claims, expected):
+    assert claimed_total_ms(claims, 3) == expected
+
+
+def test_a_claim_too_large_for_a_float_counts_at_the_bound():
+    assert clocked_call_ms(10**400, 10.0, 2.0) == pytest.approx(8.0)
 
 
 def test_percentile_interpolates():
