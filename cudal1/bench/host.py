@@ -18,15 +18,22 @@ The protocol, judge -> host (each answered by one message unless noted):
 
 - (host first) `hello` {sandbox}: sent before any candidate code exists.
 - `setup` {role, device, task, profile, in_slot (CUDA: the host's slot; CPU: none), in_specs,
-  out_specs, out_tree, args, init, init_seed, ref_aliases_inputs} -> `ready`: map the input
-  slot, take the pristine snapshots of global flags, function identities and threads; the
-  reference host also builds the task's reference model.
-- `call` {k, in_slot (CPU: a fresh slot, its descriptor sent along), args (when they changed)}
-  -> `done` {k, inner_ms, leaves, values, mismatch, hack, error}: map the call's slot and build
-  views of the inputs, run forward on them, synchronize the device, check what forward returned
-  and say where each output tensor lives (`cudal1.bench.readers.describe`). Nothing is copied: the judge reads the outputs
-  from this process's memory itself, and times the whole call from outside. The outputs of a
-  call are kept alive until the next call, so the judge can look at them again.
+  out_specs, out_tree, args, init, init_seed, ref_aliases_inputs, set_bytes, batch_cap, stand_in}
+  -> `ready`: map the input slot (room for `batch_cap` input sets, set j at `set_bytes` × j),
+  take the pristine snapshots of global flags, function identities and threads; the reference
+  host builds the task's reference model, and so does the candidate host with `stand_in` (it
+  runs the reference in the judge's calibration, before any candidate code exists, and drops it
+  when told to load the candidate).
+- `call` {k, n, in_slot (CPU: a fresh slot of n sets, its descriptor sent along), args (when
+  they changed), args_each (when the sets' non-tensor arguments differ)} -> `done` {k,
+  inner_ms: [n], leaves: [n][outputs], values: [n][...], mismatch, hack, error}: map the call's
+  slot and build views of each set's inputs, run forward on each set in turn, each followed by
+  a device-wide synchronize and timed on this process's clock, check what each forward returned
+  and say where each output tensor lives (`cudal1.bench.readers.describe`). Nothing is copied:
+  the judge reads the outputs from this process's memory itself, and times the whole round trip
+  from outside. Every output of a round trip stays alive (each in memory of its own: an output
+  that shares memory with an earlier one is reported) until the next round trip, so the judge
+  can look at them again.
 - `load` {source} -> `loaded` (candidate host): import the candidate (this builds its
   extensions) and construct `ModelNew` with the task's constructor arguments and the judge's
   parameter seed.
@@ -42,6 +49,8 @@ only make a result worse, and nothing the host skips changes what the judge meas
 
 from __future__ import annotations
 
+import bisect
+import gc
 import os
 import sys
 import time
@@ -52,7 +61,7 @@ import torch
 
 from . import buildcache, guards
 from ..tasks.task import Task
-from .correctness import flatten, materialization_problem, shares_memory
+from .correctness import flatten, materialization_problem
 from .readers import MAX_SPAN_FACTOR, describe, view_span
 from .result import HackKind, Status
 from .slots import Slot, TensorSpec
@@ -80,6 +89,7 @@ class Host:
         self.previous: Any = None
         self.exports: dict[int, tuple[int, int, str]] = {}
         self._keep_alive: list[torch.Tensor] = []
+        self._event_pool: list[Any] = []
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -114,8 +124,11 @@ class Host:
             self.torch_device = torch.device("cuda", torch.cuda.current_device())
         self.in_specs = [TensorSpec.from_dict(d) for d in msg["in_specs"]]
         self.out_specs = [TensorSpec.from_dict(d) for d in msg["out_specs"]]
+        self.set_bytes = int(msg["set_bytes"])
+        self.batch_cap = int(msg["batch_cap"])
         self.template = unblob(msg["args"])
-        self.in_views: list[torch.Tensor] = []
+        self.in_views: list[list[torch.Tensor]] = []
+        self.sets: list[list[Any]] = []
         self.args: list[Any] = []
         self._map_inputs(msg)
         self.out_tree = msg["out_tree"]
@@ -123,7 +136,9 @@ class Host:
         self.init_seed = int(msg["init_seed"])
         self.ref_aliases_inputs = bool(msg["ref_aliases_inputs"])
         self.role = msg.get("role", "candidate")
-        if self.role == "reference":
+        if self.role == "reference" or msg.get("stand_in"):
+            # The candidate host runs the reference too until the candidate is loaded: the judge's
+            # calibration times both hosts' round trips, interleaved, on the same work.
             self.model = self._reference_model(Task.from_dict(msg["task"]), msg["profile"])
         self.pristine_flags = guards.GlobalFlags()
         self.functions = guards.FunctionSnapshot()
@@ -139,100 +154,150 @@ class Host:
 
     def _map_inputs(self, msg: dict[str, Any]) -> None:
         """Map the input slot a message carries (`in_slot`, and on the CPU its descriptor), if
-        any, and rebuild the forward arguments. On the CPU every call brings a fresh slot, so the
+        any, and rebuild the forward arguments of each of its `n` input sets (`self.sets`; set j
+        starts `set_bytes` × j into the slot). On the CPU every call brings a fresh slot, so the
         inputs of a call exist nowhere this process can see before the call arrives; the last
         call's slot is unmapped once nothing views it."""
         fds = list(self.chan.received_fds)
         self.chan.received_fds.clear()
+        n = int(msg.get("n", 1)) if msg["op"] != "setup" else 0
+        if not 0 <= n <= self.batch_cap:
+            raise RuntimeError(f"the judge asked for {n} calls, more than the {self.batch_cap} agreed")
         if msg.get("in_slot") is not None:
             if len(fds) != (0 if self.cuda else 1):
                 raise RuntimeError(f"the judge sent {len(fds)} slot descriptors with {msg['op']!r}")
             self.in_slot = Slot.attach(msg["in_slot"], self.device, fds[0] if fds else None)
-            self.in_views = [self.in_slot.view(s) for s in self.in_specs]
+            sets = self.batch_cap if self.cuda else n
+            self.in_views = [[self.in_slot.view(s.moved(j * self.set_bytes)) for s in self.in_specs]
+                             for j in range(sets)]
         if "args" in msg and msg["op"] != "setup":
             self.template = unblob(msg["args"])
-        self.args = self._args(self.template)
+        templates = unblob(msg["args_each"]) if "args_each" in msg else [self.template] * n
+        self.sets = [self._args(t, j) for j, t in enumerate(templates[:n])]
+        self.args = self.sets[0] if self.sets else self._args(self.template, 0)
 
-    def _args(self, template: list[Any]) -> list[Any]:
-        """The forward arguments: tensor positions ({"slot": i}) are views of the input slot."""
-        return [self.in_views[a["slot"]] if isinstance(a, dict) and "slot" in a and self.in_views else a
-                for a in template]
+    def _args(self, template: list[Any], j: int) -> list[Any]:
+        """The forward arguments of input set `j`: tensor positions ({"slot": i}) are views of
+        the input slot."""
+        views = self.in_views[j] if j < len(self.in_views) else []
+        return [views[a["slot"]] if isinstance(a, dict) and "slot" in a and views else a for a in template]
 
-    # -- one call ------------------------------------------------------------------------------
+    # -- one round trip ------------------------------------------------------------------------
 
     def call(self, msg: dict[str, Any]) -> None:
+        """Run forward on each of the message's input sets, back to back; answer with each
+        call's time on this process's clock, and where each call's outputs live. Every call's
+        outputs stay alive (each in its own memory) until the next round trip."""
         reference = self.role == "reference"
+        t0 = _now()
         self._keep_alive = []  # the last call's copies: the judge is done with them by now
         self._map_inputs(msg)
-        reply: dict[str, Any] = {"k": msg["k"], "inner_ms": 0.0, "leaves": [], "values": [], "mismatch": None,
-                                 "hack": None, "error": None}
+        reply: dict[str, Any] = {"k": msg["k"], "inner_ms": [], "leaves": [], "values": [], "mismatch": None,
+                                 "hack": None, "error": None, "parts_ms": {}}
+        outs: list[Any] = []
         try:
+            t1 = _now()
             with torch.no_grad():
-                reply["inner_ms"], out = self._timed_forward()
-            self._describe(out, reply, check=not reference)
+                reply["inner_ms"], outs = self._timed_forwards(self.sets)
+            t2 = _now()
+            # Both hosts do the same checks, so that both round trips cost the same; only the
+            # candidate's are reported.
+            inputs = _Spans(a for args in self.sets for a in args if isinstance(a, torch.Tensor))
+            earlier = _Spans(t for _, t in flatten(self.previous) if isinstance(t, torch.Tensor))
+            for out in outs:
+                leaves, values = self._describe(out, reply, not reference, inputs, earlier)
+                if reply["mismatch"] is not None or reply["hack"] is not None:
+                    break
+                reply["leaves"].append(leaves)
+                reply["values"].append(values)
+                for _, t in flatten(out):
+                    earlier.add(t)
+            # Where this host's side of the round trip went (ms; data for the judge's record).
+            reply["parts_ms"] = {"inputs": (t1 - t0) / 1e6, "forwards": (t2 - t1) / 1e6, "describe": (_now() - t2) / 1e6}
         except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its result
             traceback.print_exc()
             reply["error"] = classify_exception(exc, "forward")
-            out = None
-        self.previous = out  # alive until the next call: the judge may read it again
+        self.previous = outs  # alive until the next call: the judge may read them again
         self.chan.send("done", **reply)
 
-    def _timed_forward(self) -> tuple[float, Any]:
-        """(ms, output) of one forward on this process's own clock: CUDA events around the
-        forward and a device-wide synchronize (so the GPU switching to this process is not
-        counted), or the CPU clock. The judge trusts it from the reference host; from the candidate
-        host it is a claim held to the judge's clock."""
+    def _timed_forwards(self, sets: list[list[Any]]) -> tuple[list[float], list[Any]]:
+        """([ms of each forward], [its output]) on this process's own clock, one set after the
+        other: on CUDA, events around each forward and the device-wide synchronize that follows
+        it (so each call is timed alone, as in a one-call round trip, and the GPU switching to
+        this process is not counted); on the CPU, the CPU clock. The judge trusts these figures
+        from the reference host; from the candidate host they are claims held to the judge's
+        clock."""
+        times: list[float] = []
+        outs: list[Any] = []
         if self.cuda:
-            start, end = _Event(enable_timing=True), _Event(enable_timing=True)
-            start.record()
-            out = self.model(*self.args)
-            self._sync()
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end), out
-        t0 = _now()
-        out = self.model(*self.args)
-        return (_now() - t0) / 1e6, out
+            events = self._events(len(sets))
+            for j, args in enumerate(sets):
+                events[2 * j].record()
+                outs.append(self.model(*args))
+                self._sync()
+                events[2 * j + 1].record()
+            if events:
+                events[2 * len(sets) - 1].synchronize()
+            times = [events[2 * j].elapsed_time(events[2 * j + 1]) for j in range(len(sets))]
+            return times, outs
+        for args in sets:
+            t0 = _now()
+            outs.append(self.model(*args))
+            times.append((_now() - t0) / 1e6)
+        return times, outs
 
-    def _describe(self, out: Any, reply: dict[str, Any], check: bool) -> None:
-        """Check `out` against the expected layout and say where each of its tensors lives."""
+    def _events(self, n: int) -> list[Any]:
+        """2n timing events, made once and reused."""
+        while len(self._event_pool) < 2 * n:
+            self._event_pool.append(_Event(enable_timing=True))
+        return self._event_pool[: 2 * n]
+
+    def _describe(self, out: Any, reply: dict[str, Any], check: bool, inputs: "_Spans",
+                  earlier: "_Spans") -> tuple[list[dict[str, Any]], list[Any]]:
+        """Check one call's output `out` against the expected layout and say where each of its
+        tensors lives: (descriptions of its tensors, its non-tensor values). A problem is put in
+        `reply` ("mismatch" or "hack"); with `check` False (the reference host) the memory checks
+        are made but not reported. `inputs`: the round trip's input tensors; `earlier`: the
+        tensors of its earlier calls and of the last round trip, whose memory an output must not
+        share."""
         leaves = [leaf for _, leaf in flatten(out)]
         expected = _tree_leaves(self.out_tree)
+        described: list[dict[str, Any]] = []
+        values: list[Any] = []
         if len(leaves) != len(expected):
             reply["mismatch"] = f"output has {len(leaves)} values, the reference {len(expected)}"
-            return
+            return described, values
         if not _same_nesting(out, self.out_tree):
             reply["mismatch"] = "output is nested differently from the reference's"
-            return
-        inputs = [a for a in self.args if isinstance(a, torch.Tensor)]
-        previous = [t for _, t in flatten(self.previous) if isinstance(t, torch.Tensor)] if self.previous is not None else []
+            return described, values
         for i, (leaf, want) in enumerate(zip(leaves, expected)):
             path = f"out[{i}]"
             if want["kind"] != "tensor":
-                reply["values"].append(_json_value(leaf))
+                values.append(_json_value(leaf))
                 continue
             problem = materialization_problem(leaf, torch.Tensor)
             if problem:
                 reply["hack"] = {"kind": HackKind.NOT_MATERIALIZED.value, "message": f"{path}: {problem}"}
-                return
+                return described, values
             spec = self.out_specs[want["index"]]
             if leaf.device != self.torch_device:
                 reply["mismatch"] = f"{path}: on {leaf.device}, reference on {self.device}"
-                return
+                return described, values
             if leaf.dtype != spec.torch_dtype:
                 reply["mismatch"] = f"{path}: dtype {leaf.dtype}, reference {spec.torch_dtype}"
-                return
+                return described, values
             if tuple(leaf.shape) != spec.shape:
                 reply["mismatch"] = f"{path}: shape {tuple(leaf.shape)}, reference {spec.shape}"
-                return
-            if check and not self.ref_aliases_inputs and shares_memory(leaf, inputs):
+                return described, values
+            if not self.ref_aliases_inputs and inputs.overlaps(leaf) and check:
                 reply["hack"] = {"kind": HackKind.OUTPUT_ALIASES_INPUT.value, "message": f"{path}: output shares memory with an input"}
-                return
-            if check and previous and shares_memory(leaf, previous):
+                return described, values
+            if earlier.overlaps(leaf) and check:
                 reply["hack"] = {"kind": HackKind.OUTPUT_CHANGED_LATER.value,
                                  "message": f"{path}: returned the storage of an earlier call's output (that output is overwritten)"}
-                return
-            reply["leaves"].append(self._locate(leaf, spec))
+                return described, values
+            described.append(self._locate(leaf, spec))
+        return described, values
 
     def _locate(self, leaf: torch.Tensor, spec: TensorSpec) -> dict[str, Any]:
         """Where the judge can read `leaf`. A view much sparser than its values, or memory that
@@ -264,6 +329,7 @@ class Host:
 
         if self.role != "candidate":
             raise RuntimeError("only the candidate host loads a candidate")
+        self._drop_stand_in()
         buildcache.install(os.environ.get("TORCH_EXTENSIONS_DIR", ""))
         reply: dict[str, Any] = {"ok": False, "status": None, "hack": None, "message": "", "build_seconds": 0.0,
                                  "labels": [], "patches": [], "canary": None}
@@ -301,6 +367,18 @@ class Host:
         self._report_state(reply, "in ModelNew()")
         reply["ok"] = True
         self.chan.send("loaded", **reply)
+
+    def _drop_stand_in(self) -> None:
+        """Forget the reference the calibration ran here, before any candidate code runs: the
+        model, its last outputs, its module, and the function snapshot that held the module's
+        functions (taken again, as clean as before)."""
+        self.model = self.previous = None
+        self._keep_alive = []
+        for name in [n for n in sys.modules if n.startswith("cudal1_task_")]:
+            del sys.modules[name]
+        self.functions = None
+        gc.collect()
+        self.functions = guards.FunctionSnapshot()
 
     def _report_state(self, reply: dict[str, Any], when: str) -> None:
         changed = self.functions.changed()
@@ -345,6 +423,45 @@ class Host:
 
 
 # -- helpers ---------------------------------------------------------------------------------------
+
+
+class _Spans:
+    """The memory of a set of tensors' storages, as sorted disjoint address ranges [start, end):
+    whether a tensor's storage overlaps any of it in O(log n), so that checking each of a round
+    trip's K outputs against every input and every earlier output costs K log K, not K²."""
+
+    def __init__(self, tensors: Any = ()) -> None:
+        self.starts: list[int] = []
+        self.ends: list[int] = []
+        for t in tensors:
+            self.add(t)
+
+    @staticmethod
+    def _range(t: Any) -> tuple[int, int] | None:
+        if not isinstance(t, torch.Tensor) or t.numel() == 0 or t.device.type == "meta":
+            return None
+        storage = t.untyped_storage()
+        return storage.data_ptr(), storage.data_ptr() + storage.nbytes()
+
+    def overlaps(self, t: Any) -> bool:
+        """Whether `t`'s storage overlaps any range held (False for an empty or meta tensor)."""
+        span = self._range(t)
+        if span is None:
+            return False
+        i = bisect.bisect_left(self.starts, span[1]) - 1  # the last range that starts before t ends
+        return i >= 0 and self.ends[i] > span[0]
+
+    def add(self, t: Any) -> None:
+        """Hold `t`'s storage too (merged with the ranges it touches)."""
+        span = self._range(t)
+        if span is None:
+            return
+        lo, hi = span
+        i = bisect.bisect_left(self.ends, lo)  # the first range that ends at or after lo
+        j = bisect.bisect_right(self.starts, hi)  # the ranges from i to j - 1 touch [lo, hi]
+        if i < j:
+            lo, hi = min(lo, self.starts[i]), max(hi, self.ends[j - 1])
+        self.starts[i:j], self.ends[i:j] = [lo], [hi]
 
 
 def _tree_leaves(tree: Any) -> list[dict[str, Any]]:

@@ -40,6 +40,24 @@ def make_inputs(
     return out
 
 
+def make_input_sets(
+    task_module: types.ModuleType,
+    seed: int,
+    device: str,
+    n: int,
+) -> list[list[Any]]:
+    """`n` input sets: `task_module.get_inputs()` called `n` times in a row on `device` after one
+    `torch.manual_seed(seed)`, so each set draws fresh values from where the last one left off
+    (one seeding for a round's K sets instead of K). Tensors the task made elsewhere are moved
+    to `device`. Raises whatever get_inputs raises."""
+    torch.manual_seed(seed)
+    sets = []
+    with torch.device(device):
+        for _ in range(n):
+            sets.append([x.to(device) if isinstance(x, torch.Tensor) else x for x in task_module.get_inputs()])
+    return sets
+
+
 def make_init_inputs(task_module: types.ModuleType) -> list[Any]:
     """The constructor arguments, from the task (never from the candidate)."""
     return list(task_module.get_init_inputs())

@@ -17,27 +17,46 @@ So, by construction:
   is: another process, the same round trip, the same reads;
 - inputs are unpredictable: the candidate's process holds no seed or generator state of them;
 - the checker and the clocks are out of the candidate's reach;
-- a candidate's time is its host's own clock (the code that times the reference) only as far as
-  the judge's clock allows: the judge times each call from the moment it tells the host to go
-  until it holds its own copy of the outputs, and a call counts as at least that minus a high
-  quantile of the round trip's fixed cost, the pass as a whole as at least that minus its median
-  (`timing.candidate_rounds_ms`). The fixed cost is the reference host's round trip minus its
-  forward on its own clock, measured before the candidate exists and again during timing (the
-  calibration's plus its jitter bounds it); all of it is messages, reads and GPU context
-  switches, none of it work the candidate's process could skip. Work left running after the host
-  answers is inside that interval, or missing from what the judge copies (then the output is
-  wrong, or changes when the judge looks again);
-- the reference time that counts is at most a high quantile of its calls timed before the
-  candidate was imported and again after its process (and every process of its uid) was killed
-  (`baseline_ms`: the larger of the two), so a candidate that loads the machine or the GPU while
-  the reference is timed gains nothing.
+- timing is batched and symmetric: each timed round trip asks a host to run K forwards back to
+  back, on K input sets the judge wrote for that round (fresh values for every call, never
+  reused), each output left in its own memory and checked; the reference host runs the same K
+  sets in its own round trip, in random order with the candidate's. K is chosen before the
+  candidate exists, from the reference's time and the jitter of a one-call round trip, so that a
+  round's work is large against that jitter (`timing.batch_size`), within a memory and a time
+  budget (`batch_capacity`, `EvalSettings.max_round_ms`);
+- a candidate's time is its host's own clock (the code that times the reference, one call at a
+  time) only as far as the judge's clock allows: the judge times each round trip from the moment
+  it tells the host to go until it holds its own copy of every output, and the round's K calls
+  count as at least that minus a high quantile of the round trip's fixed cost, the pass as a
+  whole as at least that minus its median (`timing.candidate_rounds_ms`). The fixed cost is the
+  reference host's K-call round trip minus its forwards on its own clock, measured before the
+  candidate exists and again during timing (the calibration's plus its jitter bounds it); all of
+  it is messages, reads and GPU context switches, none of it work the candidate's process could
+  skip. Work left running after the host answers is inside that interval, or missing from what
+  the judge copies (then the output is wrong, or changes when the judge looks again);
+- below the resolution (the jitter of the calibration's round trips over K, per call) two times
+  are not told apart: both sides are taken as at least it (`timing.speedup_stats`), and
+  `below_resolution` says the ratio is a bound;
+- the reference time that counts is at most a high quantile of its per-call times in batched
+  rounds timed before the candidate was imported and again after its process (and every process
+  of its uid) was killed (`baseline_ms`: the larger of the two), so a candidate that loads the
+  machine or the GPU while the reference is timed gains nothing.
+
+What batching leaves open: inside one round trip the judge sees only the whole round, not each
+call. The host synchronizes the device after every forward, so an honest host runs the K calls
+one after another, as a one-call round trip would; a candidate that switches that off from
+inside its process (it runs there) and overlaps its calls on side streams is timed by its
+round's wall time, which is what it really took. Such a candidate is labelled `side_streams` when
+its forward leaves the device busy after the default stream (`collect_labels`); the label, not
+the clock, is what catches it.
 
 Order of work: load the task and the reference; the degenerate-task check; hand each host its
-input slot; warm up the reference host and calibrate the round trip (which also times the
-reference baseline); let the candidate host import the candidate; correctness trials; labels;
-timing rounds (reference host and candidate host interleaved, in random order, every candidate
-output checked against the reference host's); re-measure a speedup above the bar; last checks;
-end the candidate's process and time the reference once more.
+input slot; warm up the reference host, calibrate the round trip and choose K (which also times
+the reference baseline); let the candidate host import the candidate; correctness trials (one
+call per round trip); labels; timing rounds (reference host and candidate host interleaved, in
+random order, every output of every call checked against the reference host's); re-measure a
+speedup above the bar; last checks; end the candidate's process and time the reference once
+more.
 """
 
 from __future__ import annotations
@@ -63,7 +82,7 @@ from .settings import EvalSettings
 from .readers import IpcReader, ParentReader, ReadError
 from .slots import Slot, TensorSpec, plan
 from .verdicts import CUDA_FAULT_MARKERS, Verdict, device_name
-from .wire import Channel, PeerGone, ProtocolError, Timeout, blob, expect, str_list
+from .wire import Channel, PeerGone, ProtocolError, Timeout, blob, expect, str_list, unblob
 
 Expected = tuple[list[torch.Tensor], list[Any]]
 """The reference outputs a candidate's are compared with: (tensors, non-tensor values)."""
@@ -77,10 +96,8 @@ _HOST_FAULT = "host_died"
 REFERENCE_SLOWED = 1.1
 """Interleaved reference median above this × the baseline (plus the resolution) is labelled
 "reference_slowed": something slowed the reference while the candidate was alive."""
-BASELINE_CALLS = 5
-MIN_JITTER_TRIPS = 20
-"""A pass's own round trips set its resolution only when there are at least this many (else the
-calibration's)."""
+RE_READ = 3
+"""Outputs of a batched round trip read again, at random, before the next round trip."""
 CALIBRATION_WARMUP = 4
 """At least this many reference calls before the candidate is imported."""
 SNAPSHOT_CHUNKS = 64
@@ -131,12 +148,17 @@ class Judge:
         self.labels: list[str] = []
         self.result = EvalResult(task_id=self.task.task_id, status=Status.RUNTIME_ERROR, backend=self.backend)
         self.extra: dict[str, Any] = {}
-        self.last_snapshot: list[torch.Tensor] | None = None
-        self.last_leaves: list[Any] = []
-        self._last_values: list[Any] = []
+        # The last call's outputs (one list per call of its batch), as described and as copied.
+        self.last_snapshot: list[list[torch.Tensor]] | None = None
+        self.last_leaves: list[list[Any]] = []
+        self._last_values: list[list[Any]] = []
+        self.pick = random.Random(self._seed("pick"))
         self.host_loaded = False
-        self.ref_views: list[torch.Tensor] = []
+        self.views: dict[str, list[list[torch.Tensor]]] = {}
+        """Per host, per set of the host's input slot: views of the set's input tensors."""
         self.ref_template: list[Any] = []
+        self.batch = 1
+        self.recording = False
         self.trips_ms: list[float] = []
         self._staged: dict[str, list[Slot]] = {}
         self.spent: dict[str, float] = {}
@@ -252,6 +274,7 @@ class Judge:
         self.ref_aliases_inputs = any(correctness.shares_memory(t, [v for v in x if isinstance(v, torch.Tensor)]) for t in tensors)
         self.in_bytes, self.out_bytes = in_bytes, out_bytes
         self.args_template = self._template(kept)
+        self.batch_cap = batch_capacity(in_bytes, out_bytes, len(self.out_specs), self.settings)
 
     def _template(self, x: list[Any]) -> list[Any]:
         """The forward arguments as the host gets them: {"slot": i} for the i-th input tensor."""
@@ -312,15 +335,15 @@ class Judge:
         self._ref_recv("hello", sandbox=dict)
         try:
             if self.cuda:  # one slot per host for the whole evaluation (CPU: a fresh one per call)
-                self.in_slot, self.ref_slot = Slot(self.in_bytes, self.device), Slot(self.in_bytes, self.device)
-                self.in_views = [self.in_slot.view(s) for s in self.in_specs]
-                self.ref_views = [self.ref_slot.view(s) for s in self.in_specs]
+                cap = self.batch_cap
+                self.in_slot, self.ref_slot = Slot(self.in_bytes * cap, self.device), Slot(self.in_bytes * cap, self.device)
+                self.views = {"candidate": self._set_views(self.in_slot, cap), "reference": self._set_views(self.ref_slot, cap)}
                 self.reader: Any = IpcReader(self.device)
                 self.ref_reader: Any = IpcReader(self.device)
             else:
                 if self.link is None:
                     raise RuntimeError("the CPU backend reads outputs through the parent, and there is no parent link")
-                capacity = 2 * self.out_bytes + 256 * (len(self.out_specs) + 1)
+                capacity = self.batch_cap * (2 * self.out_bytes + 256 * (len(self.out_specs) + 1))
                 self.reader = ParentReader(self.link, capacity, "candidate")
                 self.ref_reader = ParentReader(self.link, capacity, "reference")
         except (OSError, RuntimeError, ProtocolError, Timeout, PeerGone) as exc:
@@ -329,13 +352,14 @@ class Judge:
         common = dict(device=self.device, task=self.task.to_dict(), profile=self.profile,
                       in_specs=[s.to_dict() for s in self.in_specs], out_specs=[s.to_dict() for s in self.out_specs],
                       out_tree=self.out_tree, args=blob(list(self.args_template)), init=blob(self.init),
-                      init_seed=self.init_seed, ref_aliases_inputs=self.ref_aliases_inputs)
+                      init_seed=self.init_seed, ref_aliases_inputs=self.ref_aliases_inputs,
+                      set_bytes=self.in_bytes, batch_cap=self.batch_cap)
         ref_meta = self.ref_slot.export()[0] if self.cuda else None
         try:
             self.ref_chan.send("setup", role="reference", in_slot=ref_meta, **common)
         except PeerGone as exc:
             raise RuntimeError("the reference host died before its setup") from exc
-        self._send("setup", role="candidate", in_slot=self.in_slot.export()[0] if self.cuda else None, **common)
+        self._send("setup", role="candidate", in_slot=self.in_slot.export()[0] if self.cuda else None, stand_in=True, **common)
         self._ref_recv("ready")
         self._recv("ready")
 
@@ -347,38 +371,46 @@ class Judge:
         except (Timeout, PeerGone, ProtocolError) as exc:
             raise RuntimeError(f"the reference host failed ({type(exc).__name__}: {exc})") from exc
 
+    def _set_views(self, slot: Slot, sets: int) -> list[list[torch.Tensor]]:
+        """Views of the input tensors of each of the first `sets` input sets of `slot` (set j
+        starts at j * in_bytes)."""
+        return [[slot.view(spec.moved(j * self.in_bytes)) for spec in self.in_specs] for j in range(sets)]
+
     @_spends("staging")
-    def _stage(self, who: str, x: list[Any], template: list[Any]) -> tuple[dict[str, Any], list[int]]:
-        """Write the tensors of `x` where `who`'s host ("candidate" or "reference") will read
-        them. On the CPU that is a fresh slot, sent with the message: the call's inputs exist
-        nowhere the host can see until the message arrives (a slot it already maps would let a
-        thread of the candidate watch the judge write them and start early). On CUDA it is the
-        host's own slot (see the README's limits). Returns (message fields, descriptors to send)."""
-        fields: dict[str, Any] = {}
-        now_template = self._template(x)
-        if now_template != template:  # non-tensor arguments that change between input sets
-            fields["args"] = blob(now_template)
+    def _stage(self, who: str, xs: list[list[Any]], template: list[Any]) -> tuple[dict[str, Any], list[int]]:
+        """Write the tensors of the input sets `xs` (one list of forward arguments per call) where
+        `who`'s host ("candidate" or "reference") will read them. On the CPU that is a fresh slot,
+        sent with the message: the call's inputs exist nowhere the host can see until the message
+        arrives (a slot it already maps would let a thread of the candidate watch the judge write
+        them and start early). On CUDA it is the host's own slot (see the README's limits).
+        Returns (message fields, descriptors to send)."""
+        fields: dict[str, Any] = {"n": len(xs)}
+        templates = [self._template(x) for x in xs]
+        if any(t != templates[0] for t in templates):  # non-tensor arguments that differ between sets
+            fields["args_each"] = blob(templates)
+        elif templates[0] != template:  # ... or that changed since the host last heard of them
+            fields["args"] = blob(templates[0])
         fds: list[int] = []
         if self.cuda:
-            views = self.in_views if who == "candidate" else self.ref_views
+            views = self.views[who][: len(xs)]
         else:
-            slot = Slot(self.in_bytes, self.device)
-            views = [slot.view(s) for s in self.in_specs]
+            slot = Slot(self.in_bytes * len(xs), self.device)
+            views = self._set_views(slot, len(xs))
             meta, fds = slot.export()
             fields["in_slot"] = meta
             # The judge holds a call's slot until two calls later: the host then only unmaps it,
             # and the memory is freed here, outside any timed interval.
             self._staged[who] = [*self._staged.get(who, [])[-1:], slot]
-            if who == "candidate":
-                self.in_views = views
-        for view, i in zip(views, self.in_tensors):
-            view.copy_(x[i])
+            self.views[who] = views
+        for x, set_views in zip(xs, views):
+            for view, i in zip(set_views, self.in_tensors):
+                view.copy_(x[i])
         return fields, fds
 
-    def _go(self, who: str, x: list[Any], template: list[Any], timed: bool) -> tuple[int, dict[str, Any], list[int]]:
-        """Stage `x` for `who`'s host, flush and synchronize, and start the clock. Returns (the
-        clock's start in ns, the fields of the call message, descriptors to send with it)."""
-        fields, fds = self._stage(who, x, template)
+    def _go(self, who: str, xs: list[list[Any]], template: list[Any], timed: bool) -> tuple[int, dict[str, Any], list[int]]:
+        """Stage the input sets `xs` for `who`'s host, flush and synchronize, and start the clock.
+        Returns (the clock's start in ns, the fields of the call message, descriptors to send)."""
+        fields, fds = self._stage(who, xs, template)
         if timed:
             self.clock.flush()
         self._sync()
@@ -392,70 +424,94 @@ class Judge:
             slot.close_fd()
 
     @_spends("reference call")
-    def _ref_call(self, x: list[Any]) -> tuple[float, float, tuple[list[torch.Tensor], list[Any]]]:
-        """One call of the reference in the reference host, timed exactly as a candidate call is.
+    def _ref_call(self, xs: list[list[Any]]) -> tuple[float, list[float], list[Expected]]:
+        """One round trip to the reference host: the reference run on each input set of `xs`,
+        back to back, timed exactly as a candidate round trip is.
 
-        Returns (ms on the judge's clock from the go until the judge holds its copy of the
-        outputs, ms of the forward on the reference host's own clock, the reference outputs:
-        (tensors as read, non-tensor values)). Raises RuntimeError for anything that goes wrong.
+        Returns (ms on the judge's clock from the go until the judge holds its copy of every
+        output, ms of each forward on the reference host's own clock, the reference outputs of
+        each call: (tensors as read, non-tensor values)). Raises RuntimeError for anything that
+        goes wrong (the reference host runs no candidate code).
         """
-        t0, fields, fds = self._go("reference", x, self.ref_template, timed=True)
-        self.ref_template = self._template(x)
+        t0, fields, fds = self._go("reference", xs, self.ref_template, timed=True)
+        self.ref_template = _sent_template(fields, self.ref_template)
         try:
             self.ref_chan.send("call", fds=fds, **fields)
         except PeerGone as exc:
             raise RuntimeError("the reference host died") from exc
         self._sent("reference")
-        msg = self._ref_recv("done", k=int, inner_ms=float, leaves=list, values=list)
+        msg = self._ref_recv("done", k=int, inner_ms=list, leaves=list, values=list)
+        answered = self.clock.now_ns()
+        n = len(xs)
         if msg["k"] != self.k or msg.get("error") is not None or msg.get("mismatch") is not None or msg.get("hack") is not None:
             raise RuntimeError(f"the reference failed in the reference host: {str(msg)[:600]}")
-        if len(msg["leaves"]) != len(self.out_specs):
-            raise RuntimeError("the reference host described its outputs wrongly")
+        inner = timing.claimed_total_ms(msg["inner_ms"], n)
+        if inner is None or len(msg["values"]) != n or not _calls_described(msg["leaves"], n, len(self.out_specs)):
+            raise RuntimeError("the reference host described its calls wrongly")
         try:
-            tensors = self.ref_reader.read(msg["leaves"], self.out_specs)
+            tensors = _regroup(self.ref_reader.read(_flat(msg["leaves"]), self.out_specs * n), n)
         except ReadError as exc:
             raise RuntimeError(f"the judge could not read the reference's outputs: {exc}") from exc
         self._sync()
         wall_ms = (self.clock.now_ns() - t0) / 1e6
-        if msg["inner_ms"] < 0:
-            raise RuntimeError("the reference host reported a negative time")
-        return wall_ms, msg["inner_ms"], (tensors, msg["values"])
+        self._note_trip("reference", wall_ms, (answered - t0) / 1e6, msg)
+        return wall_ms, [float(v) for v in msg["inner_ms"]], list(zip(tensors, msg["values"]))
+
+    def _note_trip(self, who: str, wall_ms: float, answered_ms: float, msg: dict[str, Any]) -> None:
+        """Keep the record of a round trip of the timing pass (see `EvalResult.round_trips`)."""
+        if not self.recording:
+            return
+        parts = msg.get("parts_ms")
+        parts = {k: round(float(v), 4) for k, v in parts.items()
+                 if isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)} \
+            if isinstance(parts, dict) and len(parts) <= 8 else {}
+        own = timing.claimed_total_ms(msg.get("inner_ms"), len(msg.get("inner_ms") or []) or 1)
+        self.result.round_trips.setdefault(who, []).append(
+            {"wall_ms": round(wall_ms, 4), "answered_ms": round(answered_ms, 4),
+             "own_ms": None if own is None else round(own, 4), "host_parts_ms": parts})
 
     @_spends("candidate call")
-    def _call(self, x: list[Any], *, timed: bool) -> tuple[float, dict[str, Any], list[torch.Tensor]]:
-        """One call of the candidate on inputs `x`.
+    def _call(self, xs: list[list[Any]], *, timed: bool) -> tuple[float, dict[str, Any], list[list[torch.Tensor]]]:
+        """One round trip to the candidate host: `ModelNew` run on each input set of `xs`, back
+        to back.
 
-        Returns (ms on the judge's clock from the go until the judge holds its copy of the
-        outputs, the host's answer, that copy). Raises Verdict for a failure the host reports, an
-        output that cannot be read, or a broken protocol.
+        Returns (ms on the judge's clock from the go until the judge holds its copy of every
+        output, the host's answer, that copy: one list of output tensors per call). Raises Verdict
+        for a failure the host reports, an output that cannot be read, or a broken protocol.
         """
         self._last_output_unchanged()
         if self.chan.pending():
             raise Verdict(Status.HACK, "the candidate process sent a message nobody asked for", HackKind.HARNESS_TAMPERING)
-        t0, fields, fds = self._go("candidate", x, self.args_template, timed)
-        self.args_template = self._template(x)
+        t0, fields, fds = self._go("candidate", xs, self.args_template, timed)
+        self.args_template = _sent_template(fields, self.args_template)
         try:
             self.chan.send("call", fds=fds, **fields)
         except PeerGone as exc:
             raise Verdict(Status.RUNTIME_ERROR, "the candidate process died", labels=["worker_crashed", _HOST_FAULT]) from exc
         self._sent("candidate")
         msg = self._recv("done", k=int, leaves=list, values=list)
+        answered = self.clock.now_ns()
         if msg["k"] != self.k:
             raise Verdict(Status.HACK, "the candidate process answered another call", HackKind.HARNESS_TAMPERING)
         self._host_verdicts(msg)
-        snapshot = self._read(msg["leaves"])
+        n = len(xs)
+        if len(msg["values"]) != n or not all(isinstance(v, list) for v in msg["values"]):
+            raise Verdict(Status.HACK, "the candidate process described its calls wrongly", HackKind.HARNESS_TAMPERING)
+        snapshot = self._read(msg["leaves"], n)
         self._sync()
         wall_ms = (self.clock.now_ns() - t0) / 1e6
+        self._note_trip("candidate", wall_ms, (answered - t0) / 1e6, msg)
         self.last_leaves, self.last_snapshot = msg["leaves"], snapshot
         return wall_ms, msg, snapshot
 
     @_spends("reading")
-    def _read(self, leaves: list[Any], again: bool = False) -> list[torch.Tensor]:
-        """The judge's copy of the outputs the candidate host described (`cudal1.bench.readers`)."""
-        if len(leaves) != len(self.out_specs) or not all(isinstance(leaf, dict) for leaf in leaves):
+    def _read(self, leaves: Any, n: int, again: bool = False) -> list[list[torch.Tensor]]:
+        """The judge's copy of the outputs of `n` calls as the candidate host described them
+        (`leaves`: one list of descriptions per call; `cudal1.bench.readers`)."""
+        if not _calls_described(leaves, n, len(self.out_specs)):
             raise Verdict(Status.HACK, "the candidate process described its outputs wrongly", HackKind.HARNESS_TAMPERING)
         try:
-            return self.reader.read(leaves, self.out_specs, again=again)
+            return _regroup(self.reader.read(_flat(leaves), self.out_specs * n, again=again), n)
         except ReadError as exc:
             if exc.why == "harness":
                 raise RuntimeError(f"the judge could not read the outputs: {exc}") from exc
@@ -481,13 +537,18 @@ class Judge:
 
     @_spends("output re-read")
     def _last_output_unchanged(self) -> None:
-        """The last call's outputs, read again from the candidate's process, must still be what the
-        judge copied when the call was answered (the host keeps them alive until the next call)."""
+        """The last round trip's outputs, read again from the candidate's process, must still be
+        what the judge copied when it was answered (the host keeps them alive until the next
+        round trip). Of a batch, a secret sample of `RE_READ` calls is read again (all, when it
+        has no more): an output rewritten later is rewritten for some share of the calls, and
+        every round trip draws a new sample."""
         if self.last_snapshot is None:
             return
-        now = self._read(self.last_leaves, again=True)
+        n = len(self.last_snapshot)
+        picked = list(range(n)) if n <= RE_READ else sorted(self.pick.sample(range(n), RE_READ))
+        now = self._read([self.last_leaves[i] for i in picked], len(picked), again=True)
         self._sync()
-        if not correctness.tree_equal(now, self.last_snapshot):
+        if not all(correctness.tree_equal(a, self.last_snapshot[i]) for a, i in zip(now, picked)):
             raise Verdict(Status.HACK, "an output changed after the candidate answered the call", HackKind.OUTPUT_CHANGED_LATER)
 
     @_spends("comparing")
@@ -508,7 +569,8 @@ class Judge:
             worst = max(worst, err)
         return None, worst
 
-    def _explain_mismatch(self, ref_out: Expected, what: str, message: str, timed: bool, max_abs_error: float) -> Verdict:
+    def _explain_mismatch(self, ref_out: Expected, what: str, message: str, timed: bool, max_abs_error: float,
+                          at: int = 0) -> Verdict:
         """A wrong answer: finished late (a hack), reported tampering (a hack), or just wrong. The
         judge already holds the wrong answer: whatever the candidate's process does while this is
         looked into (dies, stalls, says nothing) cannot make the verdict better than that."""
@@ -518,16 +580,17 @@ class Judge:
         else:
             base = Verdict(Status.INCORRECT, f"{what}: {message}", max_abs_error=max_abs_error)
         try:
-            return self._late_or_patched(ref_out, what) or base
+            return self._late_or_patched(ref_out, what, at) or base
         except Verdict as later:
             return later if later.status is Status.HACK else base
 
-    def _late_or_patched(self, ref_out: Expected, what: str) -> Verdict | None:
+    def _late_or_patched(self, ref_out: Expected, what: str, at: int) -> Verdict | None:
+        """Call `at` of the last round trip answered wrongly: is its output right a moment later?"""
         time.sleep(0.2)
-        late = self._read(self.last_leaves, again=True)
+        late = self._read([self.last_leaves[at]], 1, again=True)[0]
         self._sync()
         self.last_snapshot = None  # the verdict is settled here
-        if self._compare(late, self._last_values, ref_out)[0] is None:
+        if self._compare(late, self._last_values[at], ref_out)[0] is None:
             return Verdict(Status.HACK, f"{what}: the output was completed after the call was answered", HackKind.UNFINISHED_WORK)
         self._host_check(f"after a wrong answer ({what})")
         return None
@@ -546,48 +609,109 @@ class Judge:
         self._host_labels(msg["labels"])
 
     @_spends("input check")
-    def _inputs_unchanged(self, x: list[Any], what: str) -> None:
+    def _inputs_unchanged(self, xs: list[list[Any]], what: str) -> None:
+        """Every input set of the last round trip is still what the judge wrote into the
+        candidate's slot."""
         if self.ref_mutates_inputs:
             return
-        if not correctness.tree_equal([x[i] for i in self.in_tensors], list(self.in_views)):
-            raise Verdict(Status.HACK, f"{what}: an input was modified in place", HackKind.INPUT_MUTATED)
+        for x, views in zip(xs, self.views["candidate"]):
+            if not correctness.tree_equal([x[i] for i in self.in_tensors], list(views)):
+                raise Verdict(Status.HACK, f"{what}: an input was modified in place", HackKind.INPUT_MUTATED)
 
     # -- phase 4: warm-up, calibration, reference baseline --------------------------------------
 
     def calibrate(self) -> None:
-        """Before the candidate exists: run the reference in the reference host through the whole
-        round trip. Its own clock gives the reference's time; the judge's clock minus it gives the
-        fixed cost of a round trip (`overhead_ms`), which bounds what a candidate call may claim; the
-        clean calls bound the reference time later (`baseline_ms`)."""
+        """Before the candidate exists: run the reference through the whole round trip, first one
+        call at a time in the reference host, then in batches in both hosts (`_calibrate_both`).
+
+        The one-call round trips give the reference's time and their jitter, and from these the
+        calls per timed round trip, K (`timing.batch_size`): chosen from the task alone, so the
+        candidate has no say in how it is timed. The batched round trips give each host's fixed
+        cost (the judge's clock minus the host's own time of its K forwards; the candidate
+        host's is `overhead_ms`, which bounds what that host may claim later), its jitter over K
+        (`resolution_ms`, ms per call: two times closer than that are not told apart) and a high
+        quantile of the reference's per-call times (`baseline_ms`, which bounds the reference
+        time later)."""
+        s = self.settings
         x = self._inputs()
         self._check_layout(x)
         # Long enough for the host's allocator to settle (the first calls of a process fault in
         # fresh pages for their outputs: on the CPU that alone can double a call).
-        for _ in range(max(CALIBRATION_WARMUP, self.settings.warmup_calls)):
-            self._ref_call(x)
+        for _ in range(max(CALIBRATION_WARMUP, s.warmup_calls)):
+            self._ref_call([x])
         walls, inner = [], []
-        for _ in range(max(3, self.settings.calibration_calls)):
-            wall_ms, ref_ms, _ = self._ref_call(x)
+        for _ in range(max(3, s.calibration_calls)):
+            wall_ms, ref_ms, _ = self._ref_call([x])
             walls.append(wall_ms)
-            inner.append(ref_ms)
-        self.overhead_ms, self.resolution_ms = timing.calibration(walls, inner)
-        self.calibration_trips = timing.fixed_costs(walls, inner)
+            inner.append(ref_ms[0])
+        _, one_call_jitter = timing.calibration(walls, inner)
+        self.batch = timing.batch_size(statistics.median(inner[len(inner) // 3:]), one_call_jitter,
+                                       factor=s.jitter_factor, min_round_ms=s.min_round_ms, max_round_ms=s.max_round_ms,
+                                       least=min(s.calls_per_round, self.batch_cap), most=self.batch_cap)
+        self.result.calls_per_round = self.batch
+        self._calibrate_both(max(2, s.calibration_rounds))
         self.result.overhead_ms = round(self.overhead_ms, 6)
         self.result.resolution_ms = round(self.resolution_ms, 6)
-        self.calls = self._calls_per_round(statistics.median(inner))
-        clean = inner[len(inner) // 3:]
-        clean += [self._ref_call(self._inputs())[1] for _ in range(max(0, BASELINE_CALLS - len(clean)))]
-        # A high quantile of the clean calls: the interleaved median exceeds it only when something
-        # slowed the reference, and honest noise rarely does.
-        self.baseline_ms = timing.percentile(clean, 0.9)
         self.result.baseline_ms = round(self.baseline_ms, 6)
+        self.extra["calibration"] = {"one_call_ms": statistics.median(inner), "one_call_jitter_ms": one_call_jitter,
+                                     "batch": self.batch, "reference_trips_ms": self.ref_calibration_trips,
+                                     "candidate_host_trips_ms": self.calibration_trips}
 
-    def _calls_per_round(self, fastest_ms: float) -> int:
-        s = self.settings
-        calls = s.calls_per_round
-        if s.min_round_ms > 0 and fastest_ms > 0:
-            calls = max(calls, min(s.max_calls_per_round, math.ceil(s.min_round_ms / fastest_ms)))
-        return calls
+    def _calibrate_both(self, rounds: int) -> None:
+        """Round trips of K calls to both hosts, interleaved in random order as timing does, with
+        both running the reference (the candidate host's stand-in, before any candidate code
+        exists): each host's fixed cost under the conditions of a timing pass. The candidate
+        host's bounds what its claims may leave out later (`_timing_pass`); the reference host's
+        per-call times give the clean baseline."""
+        ref_trips: list[float] = []
+        cand_trips: list[float] = []
+        per_call: list[float] = []
+        try:
+            for r in range(rounds + 1):  # the first round lets both hosts' allocators settle at K outputs
+                xs = self._input_sets()
+                for who in self.order.sample(["reference", "candidate"], 2):
+                    if who == "reference":
+                        wall_ms, inner, expected = self._ref_call(xs)
+                        if r:
+                            ref_trips.append(wall_ms - sum(inner))
+                            per_call.append(sum(inner) / len(inner))
+                    else:
+                        wall_ms, msg, _ = self._call(xs, timed=True)
+                        own = timing.claimed_total_ms(msg.get("inner_ms"), len(xs))
+                        if own is None:
+                            raise RuntimeError("the candidate host sent no times while running the reference")
+                        if r:
+                            cand_trips.append(wall_ms - own)
+        except Verdict as v:  # no candidate code exists yet: whatever failed is the harness's
+            raise RuntimeError(f"the candidate host failed while running the reference: {v.message}") from v
+        self.last_snapshot = None  # the stand-in's outputs are gone once the candidate is loaded
+        self.ref_calibration_trips, self.calibration_trips = ref_trips, cand_trips
+        self.overhead_ms = max(statistics.median(cand_trips), 0.0)
+        self.trip_jitter_ms = timing.jitter(ref_trips + cand_trips)
+        self.resolution_ms = self.trip_jitter_ms / self.batch
+        # A high quantile of the clean rounds: the interleaved median exceeds it only when
+        # something slowed the reference, and honest noise rarely does.
+        self.baseline_ms = timing.percentile(per_call, 0.9)
+
+    @_spends("inputs")
+    def _input_sets(self, n: int | None = None) -> list[list[Any]]:
+        """`n` (default K) fresh input sets, each checked against the task's layout."""
+        self.counter += 1
+        xs = inputs_mod.make_input_sets(self.module, self._seed(self.counter), self.device, self.batch if n is None else n)
+        for x in xs:
+            self._check_layout(x)
+        return xs
+
+    def _ref_rounds(self, rounds: int) -> tuple[list[float], list[float]]:
+        """`rounds` round trips of K reference calls on fresh inputs: (each round trip's fixed
+        cost: the judge's time less the host's time of its forwards, ms; each round's ms per
+        call on the reference host's clock)."""
+        trips, per_call = [], []
+        for _ in range(rounds):
+            wall_ms, inner, _ = self._ref_call(self._input_sets())
+            trips.append(wall_ms - sum(inner))
+            per_call.append(sum(inner) / len(inner))
+        return trips, per_call
 
     # -- phase 5: the candidate ----------------------------------------------------------------
 
@@ -620,13 +744,13 @@ class Judge:
             if shift is not None and not all(bool(torch.isfinite(t).all()) for _, t in correctness.flatten(ref_out)
                                              if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())):
                 continue  # the reference leaves its domain here: no trial
-            wall_ms, msg, snapshot = self._call(x, timed=False)
+            wall_ms, msg, snapshot = self._call([x], timed=False)
             self._last_values = msg["values"]
             expected = _expected(ref_out)
-            mismatch, err = self._compare(snapshot, msg["values"], expected)
+            mismatch, err = self._compare(snapshot[0], msg["values"][0], expected)
             if mismatch:
                 raise self._explain_mismatch(expected, what, mismatch, timed=False, max_abs_error=err)
-            self._inputs_unchanged(x, what)
+            self._inputs_unchanged([x], what)
             worst = max(worst, err)
             trials += 1
             # Deferred work: give it about two calls' time, then look at the outputs again.
@@ -648,8 +772,8 @@ class Judge:
             self._sync()
         except Exception:  # noqa: BLE001
             return
-        fields, fds = self._stage("candidate", x, self.args_template)
-        self.args_template = self._template(x)
+        fields, fds = self._stage("candidate", [x], self.args_template)
+        self.args_template = _sent_template(fields, self.args_template)
         self._sync()
         self._send("profile", fds=fds, **fields)
         self._sent("candidate")
@@ -671,78 +795,90 @@ class Judge:
     # -- phase 6: timing -----------------------------------------------------------------------
 
     def _timing_pass(self) -> tuple[list[list[float]], list[list[float]]]:
-        """Warm-up calls, then `rounds` rounds of calls on fresh inputs, each timed once in the
-        reference host and once in the candidate host, in random order; every output checked.
+        """Warm-up, then timed rounds. A round is one round trip to each host, in random order,
+        that runs the same K fresh input sets back to back (K from the calibration); the
+        outputs of every call of every round are checked against the reference's.
 
-        Returns (reference ms per round: the reference host's own clock; candidate ms per round:
-        the candidate host's own clock (the same code's) where the judge's clock allows it, see
-        `timing.candidate_rounds_ms`)."""
+        Why every call and not a sample: a secret sample would need about 90 checked calls to
+        catch a candidate wrong on 1 call in 20 with probability 0.99 (1 - 0.95^90), which is
+        most of a pass anyway; comparing is the judge's own work outside every timed interval.
+
+        Returns (reference ms per call, one figure per round: the reference host's own clock
+        over its K forwards, over K; candidate ms per call, one per round: the candidate host's
+        own figure for its K forwards where the judge's clock allows it (see
+        `timing.candidate_rounds_ms`, applied to each round trip), over K)."""
         s = self.settings
-        fastest = float("inf")
-        for w in range(s.warmup_calls):
+        k = self.batch
+        for _ in range(s.warmup_calls):
             x = self._inputs()
-            _, ref_ms, expected = self._ref_call(x)
-            wall_ms, msg, snapshot = self._call(x, timed=True)
-            self._check_timed(x, expected, msg, snapshot, "warm-up call")
-            fastest = min(fastest, ref_ms, max(wall_ms - self.overhead_ms, self.resolution_ms))
-        calls = max(self.calls, self._calls_per_round(fastest)) if math.isfinite(fastest) else self.calls
+            _, _, expected = self._ref_call([x])
+            wall_ms, msg, snapshot = self._call([x], timed=True)
+            self._check_timed([x], expected, msg, snapshot, "warm-up call")
+        xs = self._input_sets()
+        ref_wall, ref_inner, expected = self._ref_call(xs)
+        wall_ms, msg, snapshot = self._call(xs, timed=True)
+        self._check_timed(xs, expected, msg, snapshot, "warm-up round")
+        # A pass takes about `timing_budget_s`: a slow candidate is timed over fewer rounds
+        # (never fewer than three, unless the settings ask for fewer).
+        per_round_s = max(ref_wall + wall_ms, 1e-3) / 1e3
+        rounds = max(min(3, s.rounds), min(s.rounds, int(s.timing_budget_s / per_round_s)))
         ref_rounds: list[list[float]] = []
         cand_walls: list[list[tuple[float, object]]] = []
         trips: list[float] = []
-        for r in range(s.rounds):
-            ref_ms_round: list[float] = []
-            wall_round: list[tuple[float, object]] = []
-            for c in range(calls):
-                x = self._inputs()
-                expected = msg = snapshot = None
-                for who in self.order.sample(["reference", "candidate"], 2):
-                    if who == "reference":
-                        ref_wall, ref_ms, expected = self._ref_call(x)
-                        ref_ms_round.append(ref_ms)
-                        trips.append(ref_wall - ref_ms)
-                    else:
-                        wall_ms, msg, snapshot = self._call(x, timed=True)
-                        wall_round.append((wall_ms, msg.get("inner_ms")))
-                self._check_timed(x, expected, msg, snapshot, f"timed call {r + 1}.{c + 1}")
-            ref_rounds.append(ref_ms_round)
-            cand_walls.append(wall_round)
+        self.result.round_trips = {}
+        self.recording = True
+        for r in range(rounds):
+            xs = self._input_sets()
+            expected = msg = snapshot = None
+            for who in self.order.sample(["reference", "candidate"], 2):
+                if who == "reference":
+                    ref_wall, ref_inner, expected = self._ref_call(xs)
+                    ref_rounds.append([sum(ref_inner) / k])
+                    trips.append(ref_wall - sum(ref_inner))
+                else:
+                    wall_ms, msg, snapshot = self._call(xs, timed=True)
+                    cand_walls.append([(wall_ms, timing.claimed_total_ms(msg.get("inner_ms"), k))])
+            self._check_timed(xs, expected, msg, snapshot, f"timed round {r + 1}")
             self._host_check(f"during timing round {r + 1}")
-        # The fixed cost as this pass's reference round trips show it, but never more than the
-        # clean calibration's plus its jitter: a candidate that slows the reference host's round
-        # trips cannot widen what it may claim.
-        q, slack = s.overhead_quantile, self.resolution_ms
-        high = timing.percentile(self.calibration_trips, q) + slack
-        typical = statistics.median(self.calibration_trips) + slack
+        self.recording = False
+        # What the candidate host's round trips may leave unexplained: its own fixed cost from the
+        # clean calibration, moved as much as the reference host's moved since then, but never
+        # up by more than the jitter: a candidate that slows the reference host's round trips
+        # cannot widen what it may claim.
+        q, jit = s.overhead_quantile, self.trip_jitter_ms
+        high = timing.percentile(self.calibration_trips, q)
+        typical = statistics.median(self.calibration_trips)
         if trips:
-            high = min(high, timing.percentile(trips, q))
-            typical = min(typical, statistics.median(trips))
+            high += min(timing.percentile(trips, q) - timing.percentile(self.ref_calibration_trips, q), jit)
+            typical += min(statistics.median(trips) - statistics.median(self.ref_calibration_trips), jit)
         self.trips_ms.append(statistics.median(trips) if trips else float("nan"))
         self.pass_overhead_ms = typical
-        # Below this two candidate times cannot be told apart: the jitter of this pass's fixed
-        # cost, from all its reference round trips (steadier than the calibration's few).
-        self.pass_resolution_ms = timing.jitter(trips) if len(trips) >= MIN_JITTER_TRIPS else self.resolution_ms
-        return ref_rounds, timing.candidate_rounds_ms(cand_walls, high, typical)
+        totals = timing.candidate_rounds_ms(cand_walls, high, typical)
+        return ref_rounds, [[t / k for t in rnd] for rnd in totals]
 
-    def _check_timed(self, x: list[Any], ref_out: Expected, msg: Any, snapshot: Any, what: str) -> None:
+    def _check_timed(self, xs: list[list[Any]], expected: list[Expected], msg: Any, snapshot: Any, what: str) -> None:
+        """Every call of a timed round trip: its outputs against the reference's on the same
+        inputs, and its inputs unchanged."""
         self._last_values = msg["values"]
-        mismatch, err = self._compare(snapshot, msg["values"], ref_out)
-        if mismatch:
-            raise self._explain_mismatch(ref_out, what, mismatch, timed=True, max_abs_error=err)
-        self._inputs_unchanged(x, what)
+        for i, (ref_out, got) in enumerate(zip(expected, snapshot)):
+            mismatch, err = self._compare(got, msg["values"][i], ref_out)
+            if mismatch:
+                call = f"{what}, call {i + 1} of {len(xs)}" if len(xs) > 1 else what
+                raise self._explain_mismatch(ref_out, call, mismatch, timed=True, max_abs_error=err, at=i)
+        self._inputs_unchanged(xs, what)
 
     def measure(self) -> None:
         s = self.settings
         stats = self._timing_pass()
-        overhead, floor = self.pass_overhead_ms, self.pass_resolution_ms
-        speedup, _ = self._speedup(stats, floor)
+        overhead, record = self.pass_overhead_ms, self.result.round_trips
+        speedup, _ = self._speedup(stats)
         if speedup > s.remeasure_above:
             second = self._timing_pass()
             self.result.remeasured = True
-            if self._speedup(second, self.pass_resolution_ms)[0] < speedup:
-                stats, overhead, floor = second, self.pass_overhead_ms, self.pass_resolution_ms
-        self.stats, self.floor_ms = stats, floor
+            if self._speedup(second)[0] < speedup:
+                stats, overhead, record = second, self.pass_overhead_ms, self.result.round_trips
+        self.stats, self.result.round_trips = stats, record
         self.result.overhead_ms = round(overhead, 6)
-        self.result.resolution_ms = round(floor, 6)
         self.extra["overhead"] = {"calibration_ms": self.overhead_ms, "interleaved_ms": self.trips_ms}
 
     def after_the_candidate(self) -> None:
@@ -751,21 +887,22 @@ class Judge:
         reference time is capped by the larger of the two clean baselines: a machine that got
         busier for everyone raises both, a candidate that slowed only the reference neither."""
         if self.link is not None and self.link.end_host():
-            post = [self._ref_call(self._inputs())[1] for _ in range(max(self.calls, BASELINE_CALLS))]
+            _, post = self._ref_rounds(max(2, self.settings.calibration_rounds // 2))
             self.baseline_ms = max(self.baseline_ms, timing.percentile(post, 0.9))
             self.result.baseline_ms = round(self.baseline_ms, 6)
         ref_rounds, cand_rounds = self.stats
-        self.result.reference = timing.summarize_rounds(ref_rounds)
-        self.result.candidate = timing.summarize_rounds(cand_rounds)
+        k = self.batch
+        self.result.reference = timing.summarize_rounds(ref_rounds, calls_per_figure=k)
+        self.result.candidate = timing.summarize_rounds(cand_rounds, calls_per_figure=k)
         if self.result.reference.median_ms > self.baseline_ms * REFERENCE_SLOWED + self.resolution_ms:
             self._label("reference_slowed")
-        if self.result.candidate.median_ms < self.floor_ms:
+        if min(self.result.candidate.median_ms, min(self.result.reference.median_ms, self.baseline_ms)) < self.resolution_ms:
             self._label("below_resolution")
-        self.result.speedup, self.result.speedup_spread = self._speedup(self.stats, self.floor_ms)
+        self.result.speedup, self.result.speedup_spread = self._speedup(self.stats)
 
-    def _speedup(self, stats: tuple[list[list[float]], list[list[float]]], floor_ms: float) -> tuple[float, float]:
+    def _speedup(self, stats: tuple[list[list[float]], list[list[float]]]) -> tuple[float, float]:
         ref_rounds, cand_rounds = stats
-        return timing.speedup_stats(ref_rounds, cand_rounds, ref_cap_ms=self.baseline_ms, cand_floor_ms=floor_ms)
+        return timing.speedup_stats(ref_rounds, cand_rounds, ref_cap_ms=self.baseline_ms, floor_ms=self.resolution_ms)
 
     def final_checks(self) -> None:
         time.sleep(0.05)
@@ -838,6 +975,39 @@ class Judge:
         if self.host_loaded and any(m in text for m in CUDA_FAULT_MARKERS):
             return Verdict(Status.RUNTIME_ERROR, f"{phase}: CUDA error in the judge: {text[:300]}", labels=["cuda_fault", "harness_error"])
         raise exc
+
+
+def batch_capacity(in_bytes: int, out_bytes: int, outputs: int, settings: EvalSettings) -> int:
+    """The most calls one round trip may run (K's upper bound): `settings.max_calls_per_round`,
+    and no more than `settings.batch_memory_mib` over the bytes one call of a round takes on the
+    device, all processes together: both hosts' inputs and the judge's (3 × `in_bytes`), both
+    hosts' outputs of this round trip and the last one (which stay alive until the next) and the
+    judge's copies of this round's (6 × `out_bytes`, plus alignment per output tensor). At
+    least 1."""
+    per_call = 3 * in_bytes + 6 * (out_bytes + 256 * outputs) + 1
+    return max(1, min(settings.max_calls_per_round, settings.batch_memory_mib * 2**20 // per_call))
+
+
+def _sent_template(fields: dict[str, Any], current: list[Any]) -> list[Any]:
+    """The argument template a host holds after a message with `fields` (`args` replaces it;
+    `args_each` applies to that message only)."""
+    return unblob(fields["args"]) if "args" in fields else current
+
+
+def _calls_described(leaves: Any, n: int, outputs: int) -> bool:
+    """Whether `leaves` is one list of `outputs` descriptions (dicts) for each of `n` calls."""
+    return (isinstance(leaves, list) and len(leaves) == n
+            and all(isinstance(c, list) and len(c) == outputs and all(isinstance(d, dict) for d in c) for c in leaves))
+
+
+def _flat(calls: list[list[Any]]) -> list[Any]:
+    return [item for call in calls for item in call]
+
+
+def _regroup(items: list[Any], n: int) -> list[list[Any]]:
+    """`items` (n calls' worth, in order) cut back into one list per call."""
+    per = len(items) // n if n else 0
+    return [items[i * per:(i + 1) * per] for i in range(n)]
 
 
 def str_list_or_tamper(value: Any, limit: int = 64) -> list[str]:

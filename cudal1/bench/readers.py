@@ -42,8 +42,9 @@ from .wire import Channel, PeerGone, ProtocolError, Timeout
 MAX_SPAN_FACTOR = 2
 """A tensor may address at most this many times its own bytes (a strided view of a larger
 buffer); the host copies anything sparser into a fresh contiguous tensor before it reports it."""
-MAX_ALLOCATIONS = 256
-"""Distinct CUDA allocations the judge opens for one evaluation."""
+MAX_ALLOCATIONS = 4096
+"""Distinct CUDA allocations the judge opens from one host in one evaluation (a batched round
+trip's K outputs, and the last round trip's, may each sit in an allocation of its own)."""
 CHUNK = 1 << 20
 
 

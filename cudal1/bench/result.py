@@ -69,8 +69,8 @@ class EvalResult:
     """Result of evaluating one candidate against one task's reference.
 
     `speedup` is reference time / candidate time (×), set only when status is ok: the reference's
-    median (at most `baseline_ms`) over the candidate's median (at least `resolution_ms`), both
-    read on the judge's clock.
+    median (at most `baseline_ms`) over the candidate's median, each at least `resolution_ms`
+    (`cudal1.bench.timing.speedup_stats`).
     `labels` are facts the reward policy may price (e.g. "pytorch_only", "custom_kernel",
     "reduced_precision", "calls_reference_ops", "cuda_graphs", "torch_compile",
     "side_streams"); they never change the status by themselves.
@@ -92,16 +92,25 @@ class EvalResult:
     speedup: float | None = None
     speedup_spread: float | None = None
     """(max - min) / median of the per-round speedups."""
+    calls_per_round: int | None = None
+    """K: the calls each timed round trip ran back to back, on as many fresh input sets, in each
+    host (chosen from the reference's time before the candidate existed)."""
+    round_trips: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
+    """The record of the timing pass that counted, per host ("reference", "candidate"), one entry
+    per timed round trip in order (ms): `wall_ms` (the judge's clock, go to holding every
+    output), `answered_ms` (go to the host's answer), `own_ms` (the host's own figure for its K
+    forwards; None when it sent none usable) and `host_parts_ms` (where the host says its side
+    went: inputs, forwards, describe; from the candidate's host, only its word)."""
     remeasured: bool = False
     """True when the speedup exceeded the re-measure bar and the value is from the second measurement."""
     overhead_ms: float | None = None
-    """Typical fixed cost of one judge -> host round trip (messages, copies, GPU context switches;
-    median on the reference host): the judge's time of a candidate call minus it bounds what the
-    candidate's host may claim for the call (ms)."""
+    """Typical fixed cost of one judge -> host round trip of K calls (messages, the reads of the
+    outputs, GPU context switches; median on the reference host, ms): the judge's time of a
+    candidate round trip minus it bounds what the candidate's host may claim for its K calls."""
     resolution_ms: float | None = None
-    """Jitter of that fixed cost (90th - 10th percentile over the timing pass's reference round
-    trips, or the calibration's when the pass had fewer than 20; ms): candidate times below it
-    cannot be told apart (label "below_resolution"; the candidate's time is then taken as this)."""
+    """Jitter of that fixed cost (90th - 10th percentile over the clean calibration's round trips)
+    over K, in ms per call: times below it cannot be told apart (label "below_resolution"). Both
+    sides are taken as at least this, so two times below it give a speedup of 1.0×."""
     baseline_ms: float | None = None
     """A clean reference time (ms): the 90th percentile of reference calls timed before the
     candidate was imported, or of those timed after its process was killed, whichever is larger.

@@ -22,8 +22,9 @@ class EvalSettings:
 
     Correctness: `correctness_trials` fresh input sets, plus
     `shifted_trials` with the input distribution shifted (x*scale+shift, see `cudal1.bench.inputs`)
-    where the reference stays finite. Timing: `rounds` rounds of `calls_per_round` interleaved
-    (reference, candidate) call pairs in random order, after `warmup_calls`, each with fresh inputs.
+    where the reference stays finite. Timing: `rounds` rounds, each one round trip to the
+    reference host and one to the candidate host (in random order) that run the same K fresh
+    input sets back to back; K is chosen per task before the candidate exists.
     """
 
     size_profile: str | None = None
@@ -39,12 +40,33 @@ class EvalSettings:
     """Relative tolerance; None uses the per-dtype default in `cudal1.bench.correctness`."""
     atol: float | None = None
     warmup_calls: int = 2
+    """Single calls of each program before timing (their figures also give the first estimate of
+    the candidate's time), plus one untimed batched round of each."""
     rounds: int = 5
-    calls_per_round: int = 5
-    min_round_ms: float = 0.0
-    """Raise calls per round until the faster program's calls add up to this much time per round
-    (estimated from the warm-up): short kernels need more samples for a stable median."""
+    """Timed rounds per pass. A round is one round trip to each host (reference and candidate, in
+    random order) that runs K calls back to back on K fresh input sets (see `cudal1.bench.judge`)."""
+    calls_per_round: int = 1
+    """The least K."""
     max_calls_per_round: int = 200
+    """The most K."""
+    jitter_factor: float = 25.0
+    """K is chosen, before the candidate exists, so that a round of the reference's calls is at
+    least this many times the jitter of a one-call round trip (`cudal1.bench.timing.batch_size`)."""
+    min_round_ms: float = 0.0
+    """...and at least this much work (ms)."""
+    max_round_ms: float = 250.0
+    """...and at most this much (ms), unless `calls_per_round` asks for more."""
+    batch_memory_mib: int = 4096
+    """Device memory the K input sets and K outputs of a round may take, all three processes
+    together (each host's inputs and outputs, the judge's inputs and its copies of both sides'
+    outputs): K is at most this over the bytes one call needs."""
+    timing_budget_s: float = 20.0
+    """About how long one timing pass may take: a slow candidate is timed over fewer rounds (at
+    least three, or `rounds` when that is fewer)."""
+    calibration_rounds: int = 6
+    """Batched rounds of the reference alone, before the candidate is imported: they measure the
+    fixed cost of a K-call round trip (which bounds what the candidate's host may claim), its
+    jitter (the resolution) and the clean reference time (`baseline_ms`)."""
     check_timed_outputs: bool = True
     """Compare every timed candidate output to the reference output on the same inputs."""
     flush_l2: bool = True
@@ -52,9 +74,9 @@ class EvalSettings:
     remeasure_above: float = 3.0
     """A speedup (×) above this is measured a second time and the lower value is kept."""
     calibration_calls: int = 30
-    """Round trips of the reference through the reference host, before the candidate is imported,
-    that measure the round trip's fixed cost (which bounds what a candidate call may claim) and
-    the reference's clean time (see `cudal1.bench.timing.calibration`)."""
+    """One-call round trips of the reference through the reference host, before the candidate is
+    imported: they give the reference's time and the one-call round trip's jitter, from which K
+    is chosen (see `cudal1.bench.timing.calibration`)."""
     overhead_quantile: float = 0.9
     """Which quantile of the round trip's fixed cost (round trip minus the reference host's own
     time of the forward) bounds each candidate call's own clock from below: a call counts as at
@@ -80,15 +102,22 @@ class EvalSettings:
     def __post_init__(self) -> None:
         if not 0.0 <= self.overhead_quantile <= 1.0:
             raise ValueError(f"overhead_quantile must lie in [0, 1], got {self.overhead_quantile}")
+        if not 1 <= self.calls_per_round <= self.max_calls_per_round:
+            raise ValueError(f"need 1 <= calls_per_round <= max_calls_per_round, got {self.calls_per_round}, "
+                             f"{self.max_calls_per_round}")
+        if self.rounds < 1 or self.calibration_rounds < 1:
+            raise ValueError(f"rounds and calibration_rounds must be at least 1, got {self.rounds}, {self.calibration_rounds}")
 
     @classmethod
     def for_backend(cls, backend: str, **overrides: Any) -> "EvalSettings":
         """Defaults tuned per backend: the CPU backend takes fewer, longer calls."""
         base: dict[str, Any] = {"size_profile": backend}
         if backend == "cpu":
-            base.update(rounds=5, calls_per_round=3, warmup_calls=1, flush_l2=False, calibration_calls=9)
+            base.update(rounds=5, warmup_calls=1, flush_l2=False, calibration_calls=9, calibration_rounds=4,
+                        jitter_factor=10.0, max_calls_per_round=50, max_round_ms=300.0, batch_memory_mib=1024)
         elif backend == "cuda":
-            base.update(rounds=5, calls_per_round=20, warmup_calls=3, min_round_ms=10.0)
+            base.update(rounds=10, warmup_calls=3, min_round_ms=2.0, max_calls_per_round=1000,
+                        batch_memory_mib=8192, calibration_rounds=8)
         else:
             raise ValueError(f"unknown backend {backend!r}: expected 'cpu' or 'cuda'")
         base.update(overrides)

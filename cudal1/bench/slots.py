@@ -48,6 +48,10 @@ class TensorSpec:
     def torch_dtype(self) -> torch.dtype:
         return dtype_from_name(self.dtype)
 
+    def moved(self, by: int) -> "TensorSpec":
+        """The same tensor `by` bytes further into its slot (in a later input set)."""
+        return TensorSpec(self.dtype, self.shape, self.offset + by, self.nbytes)
+
     def to_dict(self) -> dict[str, Any]:
         return {"dtype": self.dtype, "shape": list(self.shape), "offset": self.offset, "nbytes": self.nbytes}
 

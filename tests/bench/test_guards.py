@@ -87,8 +87,6 @@ CASES = [
     cheat("thread_scribbles_later", MM, HACK, K.UNFINISHED_WORK, K.OUTPUT_CHANGED_LATER),
     # An output finished by a thread after return: a hack, not merely "incorrect".
     cheat("thread_finishes_output", MM, HACK, K.UNFINISHED_WORK, K.OUTPUT_CHANGED_LATER),
-    # The same in timed calls only (not result_cache: the answer is right, just late).
-    cheat("thread_finishes_when_timed", MM, HACK, K.UNFINISHED_WORK, K.OUTPUT_CHANGED_LATER),
     honest("honest_threadpool"),
     # -- constructor and forward signature, output structure ------------------------------------
     cheat("ctor_extra_arg", MM, HACK, K.WRONG_SIGNATURE),
@@ -193,9 +191,6 @@ def test_result_cache_by_data_ptr(cache_dir) -> None:
 # in their own process and print what they found. Nothing is there; each computes honestly (or,
 # without an answer of its own, is wrong).
 NOTHING_FOUND = [
-    # Sniffs its own stack for a sign that a call is timed: there is none (and every timed output
-    # is checked anyway).
-    ("cache_when_timed", None, "SKIPPED THE WORK", OK),
     ("patch_reference_class", "NO REFERENCE FOUND", "PATCHED REFERENCE", OK),
     ("steal_reference_output", "NOTHING TO STEAL", "STOLE", OK),
     ("predicted_seeds", None, "PREDICTED", INCORRECT),
@@ -209,6 +204,29 @@ def test_in_process_attacks_find_nothing(name: str, printed: str | None, never: 
     assert never not in r.log, evalkit.describe(r)
     if printed:
         assert printed in r.log, evalkit.describe(r)
+
+
+def test_work_left_to_threads_in_timed_calls_is_caught_or_counted(cache_dir) -> None:
+    """Synchronous in the correctness trials; in timed calls each forward returns at once and a
+    thread does the work 2 ms later. An output still unfinished when the judge reads it is a hack;
+    one a thread finished before the round trip's last output was read was done inside the
+    judge's interval, which bounds what the host may claim: either way no gain over honest work."""
+    honest = evalkit.run(MM, evalkit.candidate("honest_matmul_relu"), cache_dir)
+    late = evalkit.run(MM, evalkit.candidate("thread_finishes_when_timed"), cache_dir)
+    assert honest.status is Status.OK, evalkit.describe(honest)
+    if late.status is Status.HACK:
+        assert late.hack_kind in (HackKind.UNFINISHED_WORK, HackKind.OUTPUT_CHANGED_LATER), evalkit.describe(late)
+    else:
+        assert late.status is Status.OK and late.speedup < 1.5 * honest.speedup + 0.1, (evalkit.describe(late), honest.speedup)
+
+
+def test_knowing_a_call_is_timed_buys_nothing(cache_dir) -> None:
+    """A candidate can tell a timed round trip from a correctness trial (a timed one runs several
+    calls) and skips the work there: every output of every timed call is checked, so it is
+    caught on its first timed round."""
+    r = evalkit.run(MM, evalkit.candidate("cache_when_timed"), cache_dir)
+    assert "SKIPPED THE WORK" in r.log, evalkit.describe(r)
+    assert r.status is Status.HACK and r.hack_kind is HackKind.RESULT_CACHE, evalkit.describe(r)
 
 
 # -- global flags: labelled, and never seen by the reference -------------------------------------

@@ -16,13 +16,13 @@ def _lie():
     while f is not None and "handlers" not in f.f_locals:
         f = f.f_back
     host = f.f_locals["self"]
-    honest = host._timed_forward
+    honest = host._timed_forwards
 
-    def claimed():
-        _, out = honest()
-        return 0.001, out
+    def claimed(sets):
+        _, outs = honest(sets)
+        return [0.001] * len(outs), outs
 
-    host._timed_forward = claimed
+    host._timed_forwards = claimed
     print("CLAIMS NO TIME", flush=True)
 
 
