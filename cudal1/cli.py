@@ -86,6 +86,25 @@ def _fmt_ms(ms: float) -> str:
     return f"{ms:.4g} ms"
 
 
+def speedup_formula(result: EvalResult) -> str:
+    """How the speedup follows from the printed figures: "max(min(R, B), F) / max(C, F)" with the
+    reference median R, the clean baseline B that caps it, the resolution F that floors both, and
+    the candidate median C (ms; `cudal1.bench.timing.speedup_stats`), written with the numbers."""
+    if result.reference is None or result.candidate is None:
+        return "-"
+    ref = result.reference.median_ms
+    if result.baseline_ms is not None and result.baseline_ms < ref:
+        ref_text = f"{result.baseline_ms:.4g} (capped)"
+        ref = result.baseline_ms
+    else:
+        ref_text = f"{ref:.4g}"
+    floor = result.resolution_ms or 0.0
+    cand = result.candidate.median_ms
+    ref_text = f"{floor:.4g} (floor)" if floor > ref else ref_text
+    cand_text = f"{floor:.4g} (floor)" if floor > cand else f"{cand:.4g}"
+    return f"{ref_text} / {cand_text} ms"
+
+
 def format_result(result: EvalResult, task: Any = None, solution: Path | None = None) -> str:
     """One screen of text for one `EvalResult`: status, hack kind, labels, times (ms), speedup (×),
     spreads (%), message, and the log tail when the status is not ok."""
@@ -102,11 +121,14 @@ def format_result(result: EvalResult, task: Any = None, solution: Path | None = 
     for key, timing in (("reference", result.reference), ("candidate", result.candidate)):
         if timing is not None:
             rows.append((key, f"{_fmt_ms(timing.median_ms)} median  (spread {timing.spread:.1%}, {timing.calls} calls)"))
+    if result.calls_per_round is not None and result.resolution_ms is not None:
+        cap = f", reference capped at {_fmt_ms(result.baseline_ms)}" if result.baseline_ms is not None else ""
+        rows.append(("resolution", f"{_fmt_ms(result.resolution_ms)} a call  ({result.calls_per_round} calls a round trip{cap})"))
     if result.speedup is not None:
         extra = f"  (spread {result.speedup_spread:.1%})" if result.speedup_spread is not None else ""
         if result.remeasured:
             extra += "  re-measured"
-        rows.append(("speedup", f"{result.speedup:.3f}×{extra}"))
+        rows.append(("speedup", f"{result.speedup:.3f}×{extra}  = {speedup_formula(result)}"))
     if result.correctness_trials:
         err = f", max abs error {result.max_abs_error:.3g}" if result.max_abs_error is not None else ""
         rows.append(("correctness", f"{result.correctness_trials} trials{err}"))

@@ -73,8 +73,8 @@ def test_eval_seed_solution_json(seeds, env, tmp_path):
     assert record["solution"] == str(seed)
     assert isinstance(record["labels"], list)
     assert record["reference"]["median_ms"] > 0 and record["candidate"]["median_ms"] > 0
-    # The reference time counts up to its clean baseline, the candidate's from the resolution up.
-    ref = min(record["reference"]["median_ms"], record["baseline_ms"])
+    # The reference time counts up to its clean baseline; both times from the resolution up.
+    ref = max(min(record["reference"]["median_ms"], record["baseline_ms"]), record["resolution_ms"])
     cand = max(record["candidate"]["median_ms"], record["resolution_ms"])
     assert record["speedup"] == pytest.approx(ref / cand, rel=0.02)
     assert record["correctness_trials"] >= 5
@@ -241,3 +241,32 @@ def _jsonl_lenient(path: Path) -> list[dict]:
         except json.JSONDecodeError:
             pass
     return out
+
+
+@pytest.mark.parametrize("ref, cand, baseline, floor", [
+    (45.0, 7.6, 50.0, 0.5),  # plain ratio
+    (45.0, 7.6, 40.0, 0.5),  # the reference capped by its clean baseline
+    (0.098, 0.055, 0.2, 0.16),  # both below the resolution: equal
+    (2.0, 0.01, 2.1, 0.1),  # the candidate below the resolution: a bound
+])
+def test_the_printed_result_shows_the_figures_that_make_the_speedup(ref, cand, baseline, floor):
+    """The figures `cudal1 eval` prints give the speedup it prints (the CPU backend once printed
+    45 ms and 7.6 ms beside 2.00×, from a resolution it did not show)."""
+    import re
+
+    from cudal1.bench.result import EvalResult, Status, Timing
+    from cudal1.bench.timing import speedup_stats
+    from cudal1.cli import format_result
+
+    def timing(ms):
+        return Timing(median_ms=ms, mean_ms=ms, min_ms=ms, max_ms=ms, round_medians_ms=[ms], spread=0.0, calls=10)
+
+    speedup, _ = speedup_stats([[ref]], [[cand]], ref_cap_ms=baseline, floor_ms=floor)
+    result = EvalResult("level1/1", Status.OK, reference=timing(ref), candidate=timing(cand), baseline_ms=baseline,
+                        resolution_ms=floor, calls_per_round=10, speedup=speedup, speedup_spread=0.0)
+    text = format_result(result)
+    line = next(row for row in text.splitlines() if row.startswith("speedup"))
+    shown, num, den = re.search(r"([\d.]+)×.*= ([\d.]+)(?: \(\w+\))? / ([\d.]+)(?: \(\w+\))? ms", line).groups()
+    assert float(shown) == pytest.approx(speedup, abs=5e-4)
+    assert float(num) / float(den) == pytest.approx(speedup, rel=1e-3), line
+    assert "resolution" in text
