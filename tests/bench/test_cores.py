@@ -4,12 +4,19 @@ programs they start) as the kernel reports it in /proc."""
 
 from __future__ import annotations
 
+import json
 import os
+import threading
+from pathlib import Path
 
+import evalkit
+import psutil
 import pytest
 
 from cudal1.bench import cores
 from cudal1.bench.cores import CoreSplit
+from cudal1.bench.evaluator import evaluate, extensions_dir, prebuild
+from cudal1.bench.result import Status
 
 needs_two = pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(cores.usable_cores()) < 2,
                                reason="needs CPU affinity and at least 2 usable cores")
@@ -51,3 +58,49 @@ def test_a_worker_child_and_what_it_starts_run_on_the_given_cores() -> None:
     assert out.value["threads"] == 1  # torch runs no more threads than it has cores
     free = run_isolated(f"{isolated_targets.__name__}:affinity", {}, WorkerLimits(wall_timeout_s=60))
     assert free.value["self"] != str(last) or len(cores.usable_cores()) == 1
+
+
+@needs_two
+def test_an_evaluation_runs_its_three_processes_on_its_slot(tmp_path) -> None:
+    """Every process of the evaluation (judge, candidate host, reference host), watched from
+    outside while it runs, is allowed only the slot's core; the candidate says the same."""
+    slot = (cores.usable_cores()[0],)
+    seen: dict[int, tuple[str, list[int]]] = {}
+    stop = threading.Event()
+    me = psutil.Process()
+
+    def watch() -> None:
+        while not stop.is_set():
+            for p in me.children(recursive=True):
+                try:  # this process's own children are the fork server and its helpers: not the evaluation's
+                    if p.ppid() != me.pid:  # the last look counts: a child pins itself just after the fork
+                        seen[p.pid] = (p.name(), p.cpu_affinity())
+                except psutil.Error:
+                    pass
+            stop.wait(0.05)
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        r = evaluate(evalkit.task("matmul_relu"), evalkit.candidate("reports_cores"), "cpu",
+                     settings=evalkit.settings(tmp_path), cpus=slot)
+    finally:
+        stop.set()
+        watcher.join()
+    assert r.status is Status.OK, evalkit.describe(r)
+    assert len(seen) >= 3, seen  # the judge and the two hosts at least
+    assert all(aff == list(slot) for _, aff in seen.values()), seen
+    said = [json.loads(p.read_text()) for p in extensions_dir(evalkit.settings(tmp_path), r.arch,
+                                                              evalkit.candidate("reports_cores")).glob("cores-*.json")]
+    assert said and all(s["self"] == list(slot) and s["child"] == str(slot[0]) for s in said), said
+
+
+@needs_two
+def test_a_prebuild_and_its_programs_run_on_the_build_cores(tmp_path) -> None:
+    build = (cores.usable_cores()[-1],)
+    source = evalkit.candidate("reports_cores")
+    assert prebuild(evalkit.task("matmul_relu"), source, "cpu", evalkit.settings(tmp_path), cpus=build) is None
+    said = [json.loads(p.read_text()) for p in
+            Path(extensions_dir(evalkit.settings(tmp_path), "cpu-" + os.uname().machine, source)).glob("cores-*.json")]
+    assert len(said) == 1 and said[0]["prebuild"], said
+    assert said[0]["self"] == list(build) and said[0]["child"] == str(build[0]), said
