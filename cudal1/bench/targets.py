@@ -83,7 +83,8 @@ def build_payload(payload: dict[str, Any]) -> dict[str, Any]:
 
     The model and the inputs are made on the meta device (shapes and dtypes, no data: nothing is
     computed, so a forward costs nothing however large the task), or on the CPU when the task's
-    inputs or the constructor need data. The forward is there only to reach the builds: any
+    inputs or the constructor need data; code written for the GPU (`.cuda()`, `.to("cuda")`,
+    `device="cuda"`) gets that device instead (`_CudaAs`). The forward is there only to reach the builds: any
     exception after them is expected and ignored (the evaluation, on the device, judges
     behaviour). torch.compile is switched off here (TORCH_COMPILE_DISABLE: inductor would compile
     for the wrong device); its compile, and Triton's, happen in the evaluation's first forward.
@@ -119,7 +120,7 @@ def build_payload(payload: dict[str, Any]) -> dict[str, Any]:
         for device in ("meta", "cpu"):
             progress.enter(f"ModelNew() on {device}")
             try:
-                with torch.device(device):
+                with torch.device(device), _CudaAs(device):
                     model = module.ModelNew(*_clone(init))
                 progress.enter(f"inputs on {device}")
                 inputs = make_inputs(task_module, 0, device)
@@ -132,7 +133,7 @@ def build_payload(payload: dict[str, Any]) -> dict[str, Any]:
             return _finished(progress, None, note=f"stopped before forward: {type(failure).__name__}: {failure}"[:500])
         progress.enter(f"forward on {device}")
         try:
-            with torch.no_grad(), torch.device(device):
+            with torch.no_grad(), torch.device(device), _CudaAs(device):
                 model(*inputs)
         except BaseException as exc:  # noqa: BLE001
             if buildcache.is_build_failure(exc):
@@ -154,6 +155,32 @@ def _finished(progress: _Progress, exc: BaseException | None, syntax: bool = Fal
     record = progress.record(ok=exc is None, build_error=build_error, message=message, stopped=stage)
     progress.write(record)
     return record
+
+
+class _CudaAs(torch.overrides.TorchFunctionMode):
+    """Inside the prebuild, which sees no GPU: a request for a CUDA device (`tensor.cuda()`,
+    `.to("cuda")`, `device="cuda"` given to a factory) gets `device` (meta or the CPU) instead, so
+    that code written for the GPU runs on to its builds. Other CUDA calls (`torch.cuda.*`,
+    streams, events) still fail, which ends the forward there."""
+
+    def __init__(self, device: str) -> None:
+        super().__init__()
+        self.device = torch.device(device)
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = dict(kwargs or {})
+        if func is torch.Tensor.cuda:
+            return args[0].to(self.device)
+        if _is_cuda(kwargs.get("device")):
+            kwargs["device"] = self.device
+        if func is torch.Tensor.to:
+            args = tuple(self.device if _is_cuda(a) else a for a in args)
+        return func(*args, **kwargs)
+
+
+def _is_cuda(value: Any) -> bool:
+    return (isinstance(value, str) and value.startswith("cuda")) or (
+        isinstance(value, torch.device) and value.type == "cuda")
 
 
 def _clone(values: list[Any]) -> list[Any]:

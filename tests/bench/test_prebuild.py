@@ -132,6 +132,14 @@ def test_a_forward_that_never_ends_is_cut_after_the_grace(tmp_path) -> None:
     assert record["build_seconds"] > 0.0 and record["prebuild_s"] >= 2.0, record
 
 
+def test_code_written_for_the_gpu_still_reaches_its_build(tmp_path) -> None:
+    """The prebuild sees no GPU, yet device="cuda" in __init__ and .cuda() / .to("cuda") in
+    forward before a lazy build do not stop it short of the build."""
+    source = evalkit.candidate("tiny_build_after_cuda")
+    assert run_prebuild(tmp_path, source) is None
+    assert (ext_dir(tmp_path, source) / "cudal1_tiny_after_cuda" / "cudal1_tiny_after_cuda.so").exists()
+
+
 def test_import_only_for_a_task_without_source(tmp_path) -> None:
     """A task without source (a build actor that does not know the task): the candidate is only
     imported; its build in __init__ is left to the evaluation."""
