@@ -16,6 +16,9 @@ CUDA seeds is mostly compiling), so this module splits the cores instead (`CoreS
   the parent's watcher and a host's synchronize spin from queueing behind the active one;
 - builds (`cudal1.bench.evaluator.prebuild`, the compilers they start) are pinned to the rest.
 
+Timing takes the highest cores, and whole physical cores where the host has SMT (a compiler on
+the sibling hardware thread would share the timed thread's execution units).
+
 Where the split is decided: `cudal1.bench.suite.run_suite` reserves one slot per evaluation it
 runs at once; a benchmark pool (`cudal1.actors.bench_pool`) reserves one slot per GPU of the node
 (`node_split`), its timing actor takes the slot of its GPU and its build actors the rest.
@@ -32,7 +35,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 PER_EVALUATION = 2
 """Cores reserved for each evaluation that runs at once (see the module doc)."""
@@ -62,6 +66,20 @@ def pin(cpus: Sequence[int] | None) -> bool:
     return True
 
 
+def thread_siblings(core: int) -> tuple[int, ...]:
+    """The hardware threads of `core`'s physical core (itself included), from sysfs; (core,) where
+    the topology is not known."""
+    try:
+        text = Path(f"/sys/devices/system/cpu/cpu{core}/topology/thread_siblings_list").read_text().strip()
+        found: set[int] = set()
+        for part in text.split(","):
+            lo, _, hi = part.partition("-")
+            found.update(range(int(lo), int(hi or lo) + 1))
+    except (OSError, ValueError):
+        return (core,)
+    return tuple(sorted(found | {core}))
+
+
 def gpu_count() -> int:
     """NVIDIA GPUs on this host, from the driver's /proc entries (no CUDA context is made); 0 without."""
     try:
@@ -87,14 +105,19 @@ class CoreSplit:
     """Cores builds may use: every usable core in no slot."""
 
     @classmethod
-    def reserve(cls, slots: int, per_evaluation: int = PER_EVALUATION,
-                cores: Sequence[int] | None = None) -> "CoreSplit | None":
+    def reserve(cls, slots: int, per_evaluation: int = PER_EVALUATION, cores: Sequence[int] | None = None,
+                siblings: Callable[[int], tuple[int, ...]] | None = None) -> "CoreSplit | None":
         """Reserve `per_evaluation` cores for each of `slots` evaluations from `cores` (default:
-        `usable_cores()`), lowest first, and leave the rest to builds.
+        `usable_cores()`), the highest first (core 0 takes more of the kernel's own work), and leave
+        the rest to builds.
 
-        With fewer than slots × per_evaluation + 1 cores, all but one core are reserved and the
-        slots share them round robin; with fewer than 2 cores (nothing to split), or where
-        affinity is not available, returns None. Raises ValueError for slots or per_evaluation < 1.
+        Whole physical cores are reserved where the host has SMT (`siblings`, default
+        `thread_siblings`): a compiler on the other hardware thread of a timing core would share
+        its execution units. Where whole cores do not fit (too few, or one physical core), single
+        hardware threads are taken. With fewer than slots × per_evaluation + 1 cores, all but one
+        are reserved and the slots share them round robin; with fewer than 2 cores (nothing to
+        split), or where affinity is not available, returns None. Raises ValueError for slots or
+        per_evaluation < 1.
         """
         if slots < 1 or per_evaluation < 1:
             raise ValueError(f"slots and per_evaluation must be at least 1, got {slots} and {per_evaluation}")
@@ -103,13 +126,29 @@ class CoreSplit:
         have = tuple(sorted(cores)) if cores is not None else usable_cores()
         if len(have) < 2:
             return None
-        reserved = have[:min(slots * per_evaluation, len(have) - 1)]
-        if len(reserved) >= slots * per_evaluation:
+        need, siblings = slots * per_evaluation, siblings or thread_siblings
+        reserved: list[int] = []
+        for core in reversed(have):  # whole physical cores, from the top
+            if len(reserved) >= need:
+                break
+            if core in reserved:
+                continue
+            group = [c for c in sorted(set(siblings(core)) | {core}) if c in have and c not in reserved]
+            if len(have) - len(reserved) - len(group) < 1:
+                break
+            reserved += group
+        for core in reversed(have):  # single threads, where whole cores did not fit
+            if len(reserved) >= need or len(have) - len(reserved) <= 1:
+                break
+            if core not in reserved:
+                reserved.append(core)
+        if len(reserved) >= need:  # in reservation order, so a slot keeps a physical core's threads together
             groups = [reserved[i * per_evaluation:(i + 1) * per_evaluation] for i in range(slots)]
         else:  # not enough for disjoint slots: deal the reserved cores out round robin
-            groups = [tuple(reserved[(i * per_evaluation + j) % len(reserved)] for j in range(per_evaluation))
+            groups = [[reserved[(i * per_evaluation + j) % len(reserved)] for j in range(per_evaluation)]
                       for i in range(slots)]
-        return cls(slots=tuple(tuple(sorted(set(g))) for g in groups), builds=have[len(reserved):])
+        return cls(slots=tuple(tuple(sorted(set(g))) for g in groups),
+                   builds=tuple(c for c in have if c not in reserved))
 
     def slot(self, i: int) -> tuple[int, ...]:
         """Timing cores of slot `i` (taken modulo the number of slots)."""

@@ -320,7 +320,8 @@ def test_timing_and_build_actors_split_a_gpu_node(monkeypatch):
         assert timing_cores("cuda") is None and build_cores() is None
     monkeypatch.setattr(cores, "gpu_count", lambda: 2)
     monkeypatch.setattr(cores, "usable_cores", lambda: tuple(range(16)))
+    monkeypatch.setattr(cores, "thread_siblings", lambda core: (core,))
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
-    assert timing_cores("cuda") == (2, 3)
-    assert build_cores() == tuple(range(4, 16))
+    assert timing_cores("cuda") == (12, 13)
+    assert build_cores() == tuple(range(12))
     assert timing_cores("cpu") is None

@@ -23,17 +23,30 @@ needs_two = pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(cores
 
 
 def test_reserve_gives_each_slot_its_own_cores_and_builds_the_rest() -> None:
-    split = CoreSplit.reserve(2, 2, cores=range(16))
-    assert split.slots == ((0, 1), (2, 3)) and split.builds == tuple(range(4, 16))
-    assert split.slot(3) == (2, 3) and split.timing == (0, 1, 2, 3)
+    alone = lambda core: (core,)  # noqa: E731 - a host without SMT
+    split = CoreSplit.reserve(2, 2, cores=range(16), siblings=alone)
+    assert split.slots == ((14, 15), (12, 13)) and split.builds == tuple(range(12))
+    assert split.slot(3) == (12, 13) and split.timing == (12, 13, 14, 15)
     # Too few cores for disjoint slots: all but one core are reserved and shared round robin.
-    small = CoreSplit.reserve(2, 2, cores=[4, 5, 6])
-    assert small.builds == (6,) and small.slots == ((4, 5), (4, 5))
-    tiny = CoreSplit.reserve(1, 2, cores=[0, 1])
-    assert tiny.slots == ((0,),) and tiny.builds == (1,)
+    small = CoreSplit.reserve(2, 2, cores=[4, 5, 6], siblings=alone)
+    assert small.builds == (4,) and small.slots == ((5, 6), (5, 6))
+    tiny = CoreSplit.reserve(1, 2, cores=[0, 1], siblings=alone)
+    assert tiny.slots == ((1,),) and tiny.builds == (0,)
     assert CoreSplit.reserve(1, 2, cores=[0]) is None  # nothing to split
     with pytest.raises(ValueError):
         CoreSplit.reserve(0)
+
+
+def test_reserve_takes_whole_physical_cores_under_smt() -> None:
+    """16 hardware threads on 8 physical cores (thread c and c + 8 share one): a slot is both
+    threads of one core, so no compiler runs beside a timed thread on the same core."""
+    smt = lambda core: (core % 8, core % 8 + 8)  # noqa: E731
+    split = CoreSplit.reserve(2, 2, cores=range(16), siblings=smt)
+    assert split.slots == ((7, 15), (6, 14))
+    assert split.builds == tuple(c for c in range(16) if c not in (6, 7, 14, 15))
+    # One physical core with two threads: whole cores do not fit, single threads are split.
+    assert CoreSplit.reserve(1, 2, cores=[0, 1], siblings=lambda core: (0, 1)).builds == (0,)
+    assert cores.thread_siblings(0)[0] == 0  # this host's topology (or (0,) where unknown)
 
 
 def test_node_slots_follow_the_visible_gpu(monkeypatch) -> None:
