@@ -13,8 +13,8 @@ current process so that
 - every call is timed (`activity()`): the seconds spent inside them are a result's
   `build_seconds`, and a listener (the prebuild's, `cudal1.bench.targets`) hears each start and end.
 
-Only compiler failures are recorded: a build killed by a time or memory limit is not, and is tried
-again next time. The markers live in the candidate's own writable build directory; a candidate
+Only compiler failures are recorded: a build whose compiler was killed (a time or memory limit) is
+not, and is tried again next time. The markers live in the candidate's own writable build directory; a candidate
 can delete or forge them, which changes only its own builds.
 
 The prebuild record (`write_record`, `take_record`): what the last prebuild of a source found
@@ -31,6 +31,7 @@ import inspect
 import json
 import os
 import secrets
+import subprocess
 import time
 from pathlib import Path
 from typing import Any, Callable, Protocol
@@ -98,14 +99,21 @@ def build_key(kind: str, arguments: dict[str, Any]) -> str:
 
 def is_build_failure(exc: BaseException | None) -> bool:
     """Whether `exc`, or an exception it was raised from or while handling, is a compiler failure
-    (fresh, or recorded by an earlier process)."""
+    (fresh, or recorded by an earlier process). A build whose compiler was killed by a signal (a
+    time or memory limit) is not one."""
     seen = 0
     while exc is not None and seen < 20:
         if FAILURE_TEXT in str(exc):
-            return True
+            return not _killed(exc)
         exc = exc.__cause__ or exc.__context__
         seen += 1
     return False
+
+
+def _killed(exc: BaseException) -> bool:
+    """torch's build error raised from a build tool that a signal ended."""
+    cause = exc.__cause__
+    return isinstance(cause, subprocess.CalledProcessError) and cause.returncode < 0
 
 
 def install(ext_dir: str | Path, listener: BuildListener | None = None) -> None:
@@ -149,7 +157,7 @@ def _remembering(build: Callable[..., Any], kind: str, ext_dir: Path) -> Callabl
         try:
             return build(*args, **kwargs)
         except Exception as exc:
-            if FAILURE_TEXT in str(exc):
+            if FAILURE_TEXT in str(exc) and not _killed(exc):
                 _activity.failures.append({"name": name, "message": str(exc)[-2000:], "cached": False})
                 if marker is not None:
                     try:

@@ -370,10 +370,10 @@ def prebuild(
     only.
 
     Not covered (these still build inside the evaluation, before timing): a build behind a branch
-    a device-less run does not take (`if x.is_cuda:`) or after code that needs the GPU
-    (`x.cuda()` before the build); torch.compile (switched off here) and Triton kernels, which
-    compile on the device in the evaluation's first call (a correctness trial, untimed); a
-    compiler the candidate runs itself.
+    a device-less run does not take (`if x.is_cuda:`) or after code that needs the GPU itself
+    (`torch.cuda.*`, streams, events; moving tensors with `.cuda()` / `.to("cuda")` is fine);
+    torch.compile (switched off here) and Triton kernels, which compile on the device in the
+    evaluation's first call (a correctness trial, untimed); a compiler the candidate runs itself.
 
     Bounds: the child has `settings.build_timeout_s` in all, and the candidate's own code outside
     build calls `settings.build_grace_s` in all, after which the child is ended (a forward that
@@ -409,7 +409,7 @@ def prebuild(
             except OSError:
                 pass
     building = record is None or bool(record.get("building"))
-    if out.kind == "returned" or (not building and out.kind != "tampered"):
+    if out.kind == "returned" or (not building and out.kind not in ("tampered", "raised")):
         # Done, or ended outside any build (the grace timer, a forward too large or crashing
         # without a device): the builds it reached are in the cache.
         seconds = _seconds(record.get("build_seconds")) if isinstance(record, dict) else 0.0

@@ -346,13 +346,19 @@ def _tree_memory_mib(proc: psutil.Process) -> float:
 
 def _kill_tree(pid: int, sandbox_uid: int | None) -> None:
     """SIGKILL the child, everything it forked (found while still linked), its session group, and
-    every process of its sandbox uid (which catches double-forked, re-parented leftovers)."""
+    every process of its sandbox uid (which catches double-forked, re-parented leftovers). The
+    child goes first: were its compilers killed first, it could see them fail and record a
+    compile error that was only the kill."""
     try:
         doomed = psutil.Process(pid).children(recursive=True)
     except psutil.Error:
         doomed = []
     if sandbox_uid is not None and sandbox_uid not in (0, os.getuid()):
         doomed += [p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == sandbox_uid]
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
     for proc in doomed:
         try:
             proc.kill()

@@ -140,6 +140,17 @@ def test_code_written_for_the_gpu_still_reaches_its_build(tmp_path) -> None:
     assert (ext_dir(tmp_path, source) / "cudal1_tiny_after_cuda" / "cudal1_tiny_after_cuda.so").exists()
 
 
+def test_a_build_cut_by_the_time_limit_is_a_timeout_and_not_remembered(tmp_path) -> None:
+    """A child ended inside a build (here a real compile against the torch headers, which takes
+    far longer than the 5 s allowed) is the build's timeout; no failure is recorded, so the next
+    try compiles again."""
+    source = evalkit.candidate("cpp_extension")
+    r = run_prebuild(tmp_path, source, build_timeout_s=5.0)
+    assert r is not None and r.status is Status.TIMEOUT, r
+    assert "build did not finish within 5 s" in r.message
+    assert not list(ext_dir(tmp_path, source).glob("*" + buildcache.MARKER_SUFFIX))
+
+
 def test_import_only_for_a_task_without_source(tmp_path) -> None:
     """A task without source (a build actor that does not know the task): the candidate is only
     imported; its build in __init__ is left to the evaluation."""
@@ -174,6 +185,16 @@ def test_build_failures_are_recognised_through_the_exception_chain() -> None:
         assert buildcache.is_build_failure(exc)
     assert not buildcache.is_build_failure(RuntimeError("shape mismatch"))
     assert not buildcache.is_build_failure(None)
+    # torch's error for a compiler that a signal ended (a time or memory limit) is no compile error.
+    import subprocess
+
+    try:
+        try:
+            raise subprocess.CalledProcessError(-9, ["ninja", "-v"])
+        except subprocess.CalledProcessError as e:
+            raise RuntimeError(f"{buildcache.FAILURE_TEXT} 'x'") from e
+    except RuntimeError as exc:
+        assert not buildcache.is_build_failure(exc)
 
 
 def test_the_prebuild_record_is_taken_once_and_never_trusted(tmp_path) -> None:
