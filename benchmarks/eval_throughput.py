@@ -80,13 +80,13 @@ def run_jobs(jobs: list[SuiteJob], backend: str, settings: EvalSettings, build_j
 
 
 def cold_against_warm(jobs: list[SuiteJob], cold: dict, warm: dict) -> dict:
-    """Per candidate: the speedup cold and warm and their ratio, build seconds and import phase of
-    each; printed as a table. Returns {"rows", "median_ratio", "worst_ratio", "ok_both"} (ratio
+    """Per candidate: the speedup cold and warm and their ratio, build seconds, import phase and
+    timing resolution (the round trip's jitter, ms) of each; printed as a table. Returns {"rows", "median_ratio", "worst_ratio", "ok_both"} (ratio
     = cold / warm speedup, over candidates correct in both runs; worst = farthest from 1)."""
     rows = []
     seeds = len({j.task.task_id for j in jobs})  # jobs are laid out copy by copy, seeds in order
     print(f"{'candidate':22s} {'cold':>8s} {'warm':>8s} {'cold/warm':>9s}  {'build cold':>10s} {'import cold':>11s} "
-          f"{'import warm':>11s}  statuses")
+          f"{'import warm':>11s} {'res cold':>9s} {'res warm':>9s}  statuses")
     for i, job in enumerate(jobs):
         c, w = cold.get(i), warm.get(i)
         ok = c is not None and w is not None and c.status is Status.OK and w.status is Status.OK and c.speedup and w.speedup
@@ -97,6 +97,7 @@ def cold_against_warm(jobs: list[SuiteJob], cold: dict, warm: dict) -> dict:
                "build_s_warm": w.build_seconds if w else None,
                "import_s_cold": (c.phases_s or {}).get("import") if c else None,
                "import_s_warm": (w.phases_s or {}).get("import") if w else None,
+               "resolution_ms_cold": c.resolution_ms if c else None, "resolution_ms_warm": w.resolution_ms if w else None,
                "status_cold": c.status.value if c else None, "status_warm": w.status.value if w else None}
         rows.append(row)
 
@@ -104,7 +105,8 @@ def cold_against_warm(jobs: list[SuiteJob], cold: dict, warm: dict) -> dict:
             return f"{x:{width}.2f}{unit}" if isinstance(x, (int, float)) else f"{'-':>{width + len(unit)}s}"
 
         print(f"{name:22s} {num(row['cold'], 'x', 7)} {num(row['warm'], 'x', 7)} {num(ratio, '', 9)}  "
-              f"{num(row['build_s_cold'], 's', 9)} {num(row['import_s_cold'], 's', 10)} {num(row['import_s_warm'], 's', 10)}  "
+              f"{num(row['build_s_cold'], 's', 9)} {num(row['import_s_cold'], 's', 10)} {num(row['import_s_warm'], 's', 10)} "
+              f"{num(row['resolution_ms_cold'], 'ms', 7)} {num(row['resolution_ms_warm'], 'ms', 7)}  "
               f"{row['status_cold']}/{row['status_warm']}")
     ratios = [r["ratio"] for r in rows if r["ratio"]]
     summary = {"rows": rows, "ok_both": len(ratios),
