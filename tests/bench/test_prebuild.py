@@ -19,7 +19,7 @@ import evalkit
 import pytest
 
 from cudal1.bench import buildcache
-from cudal1.bench.evaluator import evaluate, extensions_dir, prebuild
+from cudal1.bench.evaluator import extensions_dir, prebuild
 from cudal1.bench.result import Status
 
 MM = "matmul_relu"
