@@ -6,8 +6,15 @@ Prints figures and writes them as JSON; the figures in docs/benchmarks.md come f
 
 Throughput: every seed solution of the chosen levels, each in `--copies` variants made distinct
 by a salt comment (so each is its own build), goes through the suite pipeline (parallel builds,
-one timing at a time per device). "cold" starts from an empty build cache; "warm" evaluates the
-same sources again. Candidates per hour = candidates / wall seconds × 3600.
+one timing at a time per device; on CUDA builds overlap timing, on cores kept apart from the
+timing slot unless `--no-reserve-cores`). "cold" starts from an empty build cache; "warm"
+evaluates the same sources again. Candidates per hour = candidates / wall seconds × 3600.
+
+Cold against warm: per candidate, the speedup measured in the cold run (while other candidates
+compiled on the same host) and in the warm run (nothing compiling), their ratio, and the build
+seconds and import phase of each; then the median and worst ratio. Timing that compilers do not
+disturb gives ratios near 1 (within the evaluator's repeatability). The median seconds of each
+phase of an evaluation, cold and warm ("prebuild" is the build before it), close the report.
 
 Repeatability: each `--repeat-task` seed evaluated `--repeats` times; the spread of its speedup
 is (max − min) / median over the repeats.
@@ -33,17 +40,22 @@ from cudal1.tasks import find_task, load_tasks, seed_solutions
 
 
 def run_jobs(jobs: list[SuiteJob], backend: str, settings: EvalSettings, build_jobs: int | None, jsonl: Path | None,
-             per_device: int = 1) -> dict:
+             per_device: int = 1, reserve_cores: bool = True, by_job: dict | None = None) -> dict:
+    """Run `jobs` through the suite pipeline; print and return the run's figures. `by_job`, when
+    given, gets each job's index -> its result."""
     results = []
     writer = ResultWriter(jsonl) if jsonl else None
+    index = {id(job): i for i, job in enumerate(jobs)}
 
     def on_result(job: SuiteJob, r) -> None:
         results.append(r)
+        if by_job is not None:
+            by_job[index[id(job)]] = r
         if writer:
             writer.write(r, solution=str(job.solution))
 
     t0 = time.perf_counter()
-    run_suite(jobs, backend, settings, on_result, build_jobs=build_jobs, per_device=per_device)
+    run_suite(jobs, backend, settings, on_result, build_jobs=build_jobs, per_device=per_device, reserve_cores=reserve_cores)
     wall = time.perf_counter() - t0
     print(format_summary(summarize(results)))
     for r in sorted(results, key=lambda r: r.task_id):
@@ -65,6 +77,52 @@ def run_jobs(jobs: list[SuiteJob], backend: str, settings: EvalSettings, build_j
         # Where an evaluation's time goes: the median seconds of each of the judge's phases.
         "median_phases_s": _median_phases(results),
     }
+
+
+def cold_against_warm(jobs: list[SuiteJob], cold: dict, warm: dict) -> dict:
+    """Per candidate: the speedup cold and warm and their ratio, build seconds, import phase and
+    timing resolution (the round trip's jitter, ms) of each; printed as a table. Returns {"rows", "median_ratio", "worst_ratio", "ok_both"} (ratio
+    = cold / warm speedup, over candidates correct in both runs; worst = farthest from 1)."""
+    rows = []
+    seeds = len({j.task.task_id for j in jobs})  # jobs are laid out copy by copy, seeds in order
+    print(f"{'candidate':22s} {'cold':>8s} {'warm':>8s} {'cold/warm':>9s}  {'build cold':>10s} {'import cold':>11s} "
+          f"{'import warm':>11s} {'res cold':>9s} {'res warm':>9s}  statuses")
+    for i, job in enumerate(jobs):
+        c, w = cold.get(i), warm.get(i)
+        ok = c is not None and w is not None and c.status is Status.OK and w.status is Status.OK and c.speedup and w.speedup
+        ratio = c.speedup / w.speedup if ok else None
+        name = f"{job.task.task_id}#{i // seeds}"
+        row = {"candidate": name, "cold": c.speedup if c else None, "warm": w.speedup if w else None,
+               "ratio": round(ratio, 4) if ratio else None, "build_s_cold": c.build_seconds if c else None,
+               "build_s_warm": w.build_seconds if w else None,
+               "import_s_cold": (c.phases_s or {}).get("import") if c else None,
+               "import_s_warm": (w.phases_s or {}).get("import") if w else None,
+               "resolution_ms_cold": c.resolution_ms if c else None, "resolution_ms_warm": w.resolution_ms if w else None,
+               "status_cold": c.status.value if c else None, "status_warm": w.status.value if w else None}
+        rows.append(row)
+
+        def num(x, unit="", width=8):
+            return f"{x:{width}.2f}{unit}" if isinstance(x, (int, float)) else f"{'-':>{width + len(unit)}s}"
+
+        print(f"{name:22s} {num(row['cold'], 'x', 7)} {num(row['warm'], 'x', 7)} {num(ratio, '', 9)}  "
+              f"{num(row['build_s_cold'], 's', 9)} {num(row['import_s_cold'], 's', 10)} {num(row['import_s_warm'], 's', 10)} "
+              f"{num(row['resolution_ms_cold'], 'ms', 7)} {num(row['resolution_ms_warm'], 'ms', 7)}  "
+              f"{row['status_cold']}/{row['status_warm']}")
+    ratios = [r["ratio"] for r in rows if r["ratio"]]
+    summary = {"rows": rows, "ok_both": len(ratios),
+               "median_ratio": round(statistics.median(ratios), 4) if ratios else None,
+               "worst_ratio": max(ratios, key=lambda x: abs(x - 1.0)) if ratios else None}
+    print(f"cold/warm speedup ratio over {len(ratios)} candidates correct in both: median {summary['median_ratio']}, "
+          f"farthest from 1: {summary['worst_ratio']}")
+    return summary
+
+
+def print_phases(cold: dict, warm: dict) -> None:
+    """The median seconds of each phase of an evaluation, cold against warm."""
+    names = sorted(set(cold) | set(warm), key=lambda k: (k.startswith("calls: "), k))
+    print(f"{'phase (median s)':34s} {'cold':>8s} {'warm':>8s}")
+    for k in names:
+        print(f"{k:34s} {cold.get(k, float('nan')):8.3f} {warm.get(k, float('nan')):8.3f}")
 
 
 def _median_phases(results: list) -> dict[str, float]:
@@ -98,9 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", default="cuda", choices=["cpu", "cuda"])
     ap.add_argument("--levels", type=int, nargs="+", default=[1])
     ap.add_argument("--copies", type=int, default=2)
+    ap.add_argument("--tasks", nargs="+", default=None, help="only these seeds (task ids), e.g. for a quick run")
     ap.add_argument("--build-jobs", type=int, default=None, help="parallel builds (default: half the cores)")
     ap.add_argument("--per-device", type=int, default=1,
                     help="evaluations at a time on the device (setup overlaps, timing takes turns); also for the repeats")
+    ap.add_argument("--reserve-cores", action=argparse.BooleanOptionalAction, default=True,
+                    help="keep compilers off the timing slot's cores (default on; --no-reserve-cores: the old way)")
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--repeat-task", nargs="+", default=None, help="tasks for the repeatability runs (default: the first seed)")
     ap.add_argument("--out", default=None, help="JSON file for the figures")
@@ -110,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     cache = tempfile.mkdtemp(prefix="cudal1-bench-cache-")
     settings = EvalSettings.for_backend(args.backend, cache_dir=cache)
     tasks = load_tasks("builtin")
-    seeds = {tid: p for tid, p in seed_solutions(args.backend).items() if int(tid.split("/")[0][5:]) in args.levels}
+    seeds = {tid: p for tid, p in seed_solutions(args.backend).items()
+             if int(tid.split("/")[0][5:]) in args.levels and (args.tasks is None or tid in args.tasks)}
     if not seeds:
         print(f"no {args.backend} seed solutions for levels {args.levels}", file=sys.stderr)
         return 1
@@ -126,14 +188,20 @@ def main(argv: list[str] | None = None) -> int:
     if results_dir:
         results_dir.mkdir(parents=True, exist_ok=True)
     report["per_device"] = args.per_device
+    report["reserve_cores"] = args.reserve_cores
+    cold, warm = {}, {}
     report["cold"] = run_jobs(jobs, args.backend, settings, args.build_jobs, results_dir / "cold.jsonl" if results_dir else None,
-                              args.per_device)
+                              args.per_device, args.reserve_cores, cold)
     print("cold cache:", json.dumps(report["cold"]))
     report["build_edges"] = build_edges(cache)
     print("build edges:", json.dumps(report["build_edges"]))
     report["warm"] = run_jobs(jobs, args.backend, settings, args.build_jobs, results_dir / "warm.jsonl" if results_dir else None,
-                              args.per_device)
+                              args.per_device, args.reserve_cores, warm)
     print("warm cache:", json.dumps(report["warm"]))
+    report["cold_against_warm"] = cold_against_warm(jobs, cold, warm)
+    print_phases(report["cold"]["median_phases_s"], report["warm"]["median_phases_s"])
+    print(f"candidates/hour: cold {report['cold']['per_hour']}, warm {report['warm']['per_hour']} "
+          f"({len(jobs)} candidates, {os.cpu_count()} cores, reserve_cores={args.reserve_cores})")
 
     report["repeatability"] = []
     for tid in (args.repeat_task or [sorted(seeds)[0]]) if args.repeats > 0 else []:

@@ -262,6 +262,7 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
             build_jobs=args.build_jobs,
             overlap=args.overlap,
             per_device=args.per_device,
+            reserve_cores=args.reserve_cores,
         )
     except KeyboardInterrupt:
         bar.close()
@@ -398,7 +399,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=None, help="results JSONL (default runs/eval_suite_<backend>_<time>.jsonl)")
     p.add_argument("--resume", action="store_true", help="skip task ids already in --out and append to it")
     p.add_argument("--overwrite", action="store_true", help="delete an existing --out first")
-    p.add_argument("--build-jobs", type=int, default=None, help="parallel builds (default: half the cores)")
+    p.add_argument("--build-jobs", type=int, default=None, help="parallel builds (default: half the build cores)")
     p.add_argument("--per-device", type=int, default=1,
                    help="cuda: evaluations at a time per device; their setup overlaps, their timing takes turns (default 1)")
     p.add_argument(
@@ -409,6 +410,12 @@ def build_parser() -> argparse.ArgumentParser:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="time while builds still run (default: on for cuda, off for cpu where builds share the timed cores)",
+    )
+    p.add_argument(
+        "--reserve-cores",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="with --overlap, keep compilers off the cores the evaluations time on (default: on; see cudal1.bench.cores)",
     )
     p.add_argument("--p", type=float, nargs="+", default=list(DEFAULT_PS), help="fast_p thresholds (default 1.0 1.5 2.0)")
     _add_common(p)

@@ -84,10 +84,12 @@ class PoolSpec:
     """Fail at once when no alive node has the resources one actor needs. Turn off on an
     autoscaling cluster, where such nodes may still be added."""
     build_actors: int = 0
-    """CPU actors that compile candidates' inline extensions ahead of timing, in parallel, one
-    build per distinct source (0: each timing actor builds what it times). They write into the
-    evaluator's build cache, which the timing actors must see: the same machine, or `settings.
-    cache_dir` on storage every node shares."""
+    """CPU actors that build candidates' extensions ahead of timing (`BuildWorker`: at import, in
+    __init__ and in the first forward), in parallel, one build per distinct source (0: each timing
+    actor builds what it times, inside its evaluation). They write into the evaluator's build
+    cache, which the timing actors must see: the same machine, or `settings.cache_dir` on storage
+    every node shares. On a GPU node their compilers keep off the cores the node's timing actors
+    time on (`build_cores`, `timing_cores`)."""
     build_cpus: float = 2.0
     """Logical CPUs per build actor (each build runs 2 compiler jobs)."""
 
@@ -155,10 +157,13 @@ class BenchWorker:
         self._by_id = {t.task_id: t for t in self.tasks}
         self.device = default_device(backend)
         self.device_info = device_info(self.device)  # fails here, not per candidate, if the device is unusable
+        self.cpus = timing_cores(backend)
 
     def ready(self) -> dict[str, Any]:
-        """Where this worker runs: {"pool", "pid", "node_id", "assigned", "device", "tasks"}."""
-        info: dict[str, Any] = {"pool": self.pool, "pid": os.getpid(), "device": self.device_info, "tasks": len(self.tasks)}
+        """Where this worker runs: {"pool", "pid", "node_id", "assigned", "device", "tasks", "cpus"}
+        (cpus: the cores its evaluations are pinned to, None for any)."""
+        info: dict[str, Any] = {"pool": self.pool, "pid": os.getpid(), "device": self.device_info, "tasks": len(self.tasks),
+                                "cpus": list(self.cpus) if self.cpus else None}
         if ray.is_initialized():
             ctx = ray.get_runtime_context()
             info.update(node_id=ctx.get_node_id(), assigned=ctx.get_assigned_resources())
@@ -207,7 +212,29 @@ class BenchWorker:
                                     message=f"pool {self.pool!r}: {e}", labels=["unknown_task"])
                 result.candidate_hash = source_hash(candidate.source)
                 return result.to_dict()
-        return evaluate(task, candidate.source, self.backend, device=self.device, settings=self.settings).to_dict()
+        return evaluate(task, candidate.source, self.backend, device=self.device, settings=self.settings,
+                        cpus=self.cpus).to_dict()
+
+
+def timing_cores(backend: str) -> tuple[int, ...] | None:
+    """The cores a timing actor's evaluations are pinned to: on a CUDA pool, the slot of its GPU
+    in its node's split (`cudal1.bench.cores.node_split`; two actors sharing a GPU share the slot,
+    and take turns on the device anyway), so that build actors on the node keep off them. None
+    (any core) on a CPU pool, whose timed code computes on the cores it is given by Ray's
+    `num_cpus`, or where the node cannot be split."""
+    from ..bench.cores import node_split, visible_gpu_index
+
+    split = node_split() if backend == "cuda" else None
+    return split.slot(visible_gpu_index()) if split else None
+
+
+def build_cores() -> tuple[int, ...] | None:
+    """The cores a build actor's builds are pinned to: its node's cores outside every GPU's timing
+    slot (`cudal1.bench.cores.node_split`); None (any core) on a node without GPUs."""
+    from ..bench.cores import node_split
+
+    split = node_split()
+    return split.builds if split else None
 
 
 # max_concurrency=1: one candidate at a time per actor, so timings never overlap on its device.
@@ -215,22 +242,39 @@ BenchActor = ray.remote(max_concurrency=1)(BenchWorker)
 
 
 class BuildWorker:
-    """Compiles candidates' inline extensions into the build cache for a timing pool (plain
-    Python: usable without Ray). `arch` is the timing devices' architecture ("sm_90", "cpu-x86_64")."""
+    """Builds candidates' extensions into the build cache for a timing pool (plain Python: usable
+    without Ray), with `cudal1.bench.evaluator.prebuild`: import, ModelNew() and one forward on
+    no device, so builds made in __init__ or the first forward are done too. `arch` is the timing
+    devices' architecture ("sm_90", "cpu-x86_64"); `tasks` and `task_options` name the suite as
+    for `BenchWorker` (the task gives the constructor arguments and inputs). Builds are pinned off
+    the node's timing cores (`build_cores`). Raises FileNotFoundError for a suite without tasks."""
 
-    def __init__(self, backend: str, settings: EvalSettings, arch: str) -> None:
+    def __init__(self, backend: str, settings: EvalSettings, arch: str, tasks: str = "builtin",
+                 task_options: dict[str, Any] | None = None) -> None:
+        from ..tasks import load_tasks
+
         self.backend, self.settings, self.arch = backend, settings, arch
+        loaded = load_tasks(tasks, **(task_options or {}))
+        if not loaded:
+            raise FileNotFoundError(f"build worker: no tasks loaded from {tasks!r}")
+        self._by_id = {t.task_id: t for t in loaded}
+        self.cpus = build_cores()
 
     def build(self, candidate: Candidate | dict[str, Any]) -> dict[str, Any] | None:
         """None when the candidate is ready to be timed, else its result (a compile error, a build
-        that ran out of time or memory): `EvalResult.to_dict()`."""
+        that ran out of time or memory): `EvalResult.to_dict()`. A candidate whose task this worker
+        does not know is only imported (its builds in __init__ and forward are left to its
+        evaluation)."""
         from ..bench.evaluator import prebuild
         from ..tasks.task import Task
 
         if isinstance(candidate, dict):
             candidate = Candidate(**candidate)
-        task = Task(level=0, problem_id=0, name="build", source="")  # only its id is reported
-        result = prebuild(task, candidate.source, self.backend, self.settings, arch=self.arch)
+        if candidate.task is not None:
+            task = Task.from_dict(candidate.task)
+        else:  # an unknown id: import only (a task without source), its id reported
+            task = self._by_id.get(candidate.task_id) or Task(level=0, problem_id=0, name="build", source="")
+        result = prebuild(task, candidate.source, self.backend, self.settings, arch=self.arch, cpus=self.cpus)
         if result is None:
             return None
         result.task_id = candidate.task_id
@@ -289,7 +333,7 @@ class BenchmarkPool:
             if spec.build_actors:
                 arch = self.workers[0]["device"]["arch"]
                 self.builders = [BuildActor.options(num_cpus=spec.build_cpus, max_restarts=-1, max_task_retries=1).remote(
-                    spec.backend, self.settings, arch) for _ in range(spec.build_actors)]
+                    spec.backend, self.settings, arch, spec.tasks, spec.task_options) for _ in range(spec.build_actors)]
         except BaseException:
             self.shutdown()
             raise

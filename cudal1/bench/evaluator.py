@@ -20,6 +20,9 @@ call (`cudal1.bench.devicelock`); the wait does not count against an evaluation'
 Build cache: inline extensions build into `<cache>/ext/torch-<version>-cu<cuda>/<arch>/<sha>`, one
 directory per candidate source hash, so equal sources reuse one build, different candidates never
 contend for a build lock, and builds for other torch versions or architectures never mix.
+`prebuild` fills it before timing (import, ModelNew() and one forward without a device), remembers
+failed builds there (`cudal1.bench.buildcache`), and leaves the seconds its builds took for the
+next `evaluate` of the source to report as `build_seconds`.
 """
 
 from __future__ import annotations
@@ -31,17 +34,19 @@ import os
 import platform
 import signal
 import threading
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from ..tasks.task import Task
+from . import buildcache
 from .devicelock import DeviceLock
 from .labels import kernel_labels, source_labels
 from .result import EvalResult, HackKind, Status, truncate_log
 from .settings import EvalSettings
-from .worker import JudgedOutcome, WorkerLimits, WorkerOutcome, run_isolated, run_judged
+from .worker import JudgedOutcome, WorkerLimits, WorkerOutcome, read_untrusted, run_isolated, run_judged
 
 
 def source_hash(source: str) -> str:
@@ -166,10 +171,16 @@ def evaluate(
     backend: str = "cpu",
     device: str | None = None,
     settings: EvalSettings | None = None,
+    cpus: Sequence[int] | None = None,
 ) -> EvalResult:
     """Check and time `candidate_source` (a file defining `ModelNew`) against `task`'s reference.
 
     backend: "cpu" or "cuda"; device: "cpu" or "cuda:<i>" (default: the backend's first device).
+    cpus: the cores the evaluation's three processes may run on (`cudal1.bench.cores`: a slot kept
+    free of builds); None: any. Works on its own; after a `prebuild` of the same source its
+    extensions are already built, and the result's `build_seconds` and `phases_s["prebuild"]`
+    say what that prebuild took (`build_seconds` adds the seconds this evaluation spent in build
+    calls itself: near zero when the prebuild built everything).
     Never raises for anything the candidate does: crashes, hangs, memory blow-ups, CUDA faults and
     cheats come back as statuses. Raises ValueError for an unknown backend and RuntimeError when
     torch's install holds a stray precompiled header (`stray_precompiled_header`) or
@@ -192,12 +203,15 @@ def evaluate(
         "degenerate": _degenerate_cached(settings, task, profile, backend),
     }
     host_limits = _limits(settings, info["arch"], candidate_source, settings.wall_timeout_s)
+    host_limits.cpus = tuple(cpus) if cpus else None
+    prebuilt = buildcache.take_record(host_limits.env["TORCH_EXTENSIONS_DIR"])
     judge_limits = WorkerLimits(
         wall_timeout_s=settings.wall_timeout_s,
         cpu_time_s=settings.cpu_time_limit_s or 4 * settings.wall_timeout_s,
         memory_mib=2 * settings.memory_limit_mib,
         max_processes=settings.max_processes,
         sandbox=settings.sandbox,
+        cpus=host_limits.cpus,
     )
     # One evaluation times on a GPU at a time, however many share it (`cudal1.bench.devicelock`).
     lock = DeviceLock(info.get("uuid") or f"{platform.node()}-{device}") if backend == "cuda" else None
@@ -232,6 +246,9 @@ def evaluate(
     result.candidate_hash = source_hash(candidate_source)
     if result.eval_seconds is None:
         result.eval_seconds = out.wall_s
+    if prebuilt is not None:
+        result.build_seconds = round(prebuilt["build_seconds"] + (result.build_seconds or 0.0), 3)
+        result.phases_s["prebuild"] = round(prebuilt["prebuild_s"], 3)
     return result
 
 
@@ -337,28 +354,94 @@ def prebuild(
     settings: EvalSettings | None = None,
     device: str | None = None,
     arch: str | None = None,
+    cpus: Sequence[int] | None = None,
 ) -> EvalResult | None:
-    """Build the candidate's inline extensions into the cache, without touching the device.
+    """Run the candidate as far as its builds go, untimed and without touching the device, so that
+    its extensions are in the build cache before `evaluate` times it.
 
-    Run many of these in parallel (they only compile); the later `evaluate` then finds the build.
-    `arch` ("sm_90") builds for a device this machine need not have (a CPU build node: nvcc is
-    enough); by default the device's own. Returns None when the build succeeded (or the import
-    failed for a reason only the full evaluation can judge), or a compile_error / timeout /
-    resource result.
+    In a fresh sandboxed child that sees no GPU (CUDA_VISIBLE_DEVICES=""; a CPU build node will
+    do), `cudal1.bench.targets.build_payload` imports the candidate, constructs `ModelNew` with
+    the task's constructor arguments and calls forward once on the task's inputs made on the meta
+    device (or the CPU), so that every `load_inline` / `load` the candidate calls at import, in
+    __init__ or in its first forward builds into the cache. Run many at once: they only compile.
+    `arch` ("sm_90") builds for a device this machine need not have (nvcc is enough); by default
+    the device's own. `cpus`: the cores the child and its compilers may use (`cudal1.bench.cores`:
+    off the cores that time); None: any. A task without source (`Task.source == ""`) is imported
+    only.
+
+    Not covered (these still build inside the evaluation, before timing): a build behind a branch
+    a device-less run does not take (`if x.is_cuda:`) or after code that needs the GPU itself
+    (`torch.cuda.*`, streams, events; moving tensors with `.cuda()` / `.to("cuda")` is fine);
+    torch.compile (switched off here) and Triton kernels, which compile on the device in the
+    evaluation's first call (a correctness trial, untimed); a compiler the candidate runs itself.
+
+    Bounds: the child has `settings.build_timeout_s` in all, and the candidate's own code outside
+    build calls `settings.build_grace_s` in all, after which the child is ended (a forward that
+    hangs or runs long without a device costs that much, builds already done).
+
+    Returns None when the candidate is ready to be timed: its builds went well, or something other
+    than a build failed (only the evaluation, with the device, judges that). The seconds its
+    builds took are then left for the next `evaluate` of this source, which reports them as
+    `build_seconds` (`cudal1.bench.buildcache.write_record`). Returns a compile_error result
+    when a build failed and the failure reached the candidate's import, constructor or forward
+    (a candidate that catches it and falls back is timed; its evaluation finds the failure
+    recorded and does not compile again), and a timeout / resource_exceeded / runtime_error result
+    when the child was ended inside a build. Raises ValueError for an unknown backend and
+    RuntimeError as `evaluate` does (stray precompiled header, unusable device).
     """
     settings = settings or EvalSettings.for_backend(backend)
     info = {"name": "", "arch": arch} if arch else device_info(device or default_device(backend))
     limits = _limits(settings, info["arch"], candidate_source, settings.build_timeout_s)
     limits.env["CUDA_VISIBLE_DEVICES"] = ""  # compile only: no context, no GPU memory
-    out = run_isolated("cudal1.bench.targets:build_payload", {"source": candidate_source}, limits)
-    if out.kind == "returned":
-        if out.value["ok"] or not out.value["build_error"]:
+    limits.env["TORCH_COMPILE_DISABLE"] = "1"
+    limits.cpus = tuple(cpus) if cpus else None
+    ext = limits.env["TORCH_EXTENSIONS_DIR"]
+    record_path = os.path.join(ext, f".prebuild-{os.getpid()}-{threading.get_ident()}-{os.urandom(4).hex()}.json")
+    payload = {"source": candidate_source, "task": task.to_dict() if task.source else None,
+               "profile": settings.size_profile or backend, "grace_s": settings.build_grace_s, "record": record_path}
+    try:
+        out = run_isolated("cudal1.bench.targets:build_payload", payload, limits)
+        record = out.value if out.kind == "returned" and isinstance(out.value, dict) else _child_record(record_path)
+    finally:
+        for leftover in (record_path, record_path + ".tmp"):
+            try:
+                os.unlink(leftover)
+            except OSError:
+                pass
+    building = record is None or bool(record.get("building"))
+    if out.kind == "returned" or (not building and out.kind not in ("tampered", "raised")):
+        # Done, or ended outside any build (the grace timer, a forward too large or crashing
+        # without a device): the builds it reached are in the cache.
+        seconds = _seconds(record.get("build_seconds")) if isinstance(record, dict) else 0.0
+        if not (isinstance(record, dict) and record.get("build_error")):
+            buildcache.write_record(ext, {"build_seconds": seconds, "prebuild_s": out.wall_s})
             return None
         result = EvalResult(task_id=task.task_id, status=Status.COMPILE_ERROR, backend=backend,
-                            message=out.value["message"], build_seconds=out.value["build_seconds"])
+                            message=str(record.get("message", ""))[:1000], build_seconds=seconds)
     else:
         result = _from_outcome(task, backend, out)
+        if out.kind == "timeout":
+            result.message = f"build did not finish within {settings.build_timeout_s:.0f} s ({out.error})"
     result.device, result.arch = info["name"], info["arch"]
     result.candidate_hash = source_hash(candidate_source)
     result.log = truncate_log(out.log)
     return result
+
+
+def _child_record(path: str) -> dict[str, Any] | None:
+    """The build child's last word (`cudal1.bench.targets._Progress`), read from the file it keeps
+    (the child is sandboxed code: read as untrusted, a dict or None)."""
+    data = read_untrusted(path, 256 * 1024)
+    try:
+        record = json.loads(data) if data is not None else None
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) else None
+
+
+def _seconds(value: Any) -> float:
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return round(seconds, 3) if 0.0 <= seconds < 1e6 else 0.0

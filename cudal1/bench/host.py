@@ -333,12 +333,13 @@ class Host:
         buildcache.install(os.environ.get("TORCH_EXTENSIONS_DIR", ""))
         reply: dict[str, Any] = {"ok": False, "status": None, "hack": None, "message": "", "build_seconds": 0.0,
                                  "labels": [], "patches": [], "canary": None}
-        t0 = time.perf_counter()
+        builds = buildcache.activity()  # build_seconds: time inside the extension builds of import and ModelNew()
+        before = builds.seconds
         try:
             module = load_source_module(msg["source"], CANDIDATE_MODULE, "<candidate>")
         except BaseException as exc:  # noqa: BLE001
             traceback.print_exc()
-            reply["build_seconds"] = round(time.perf_counter() - t0, 3)
+            reply["build_seconds"] = round(builds.seconds - before, 3)
             if isinstance(exc, (MemoryError, torch.OutOfMemoryError)):
                 reply.update(status=Status.RESOURCE_EXCEEDED.value, message=f"import: {type(exc).__name__}: {exc}"[:500])
             else:
@@ -346,7 +347,7 @@ class Host:
                              message=f"candidate failed to import/build: {type(exc).__name__}: {str(exc)[:500]}")
             self.chan.send("loaded", **reply)
             return
-        reply["build_seconds"] = round(time.perf_counter() - t0, 3)
+        reply["build_seconds"] = round(builds.seconds - before, 3)
         self._report_state(reply, "at import")
         if guards.python_threads() - self.threads_before:
             reply["labels"].append("background_threads")
@@ -359,11 +360,16 @@ class Host:
             self.model = module.ModelNew(*_clone_tree(self.init)).to(self.device)
         except BaseException as exc:  # noqa: BLE001
             traceback.print_exc()
+            reply["build_seconds"] = round(builds.seconds - before, 3)
             failure = classify_exception(exc, "ModelNew()")
+            if buildcache.is_build_failure(exc):
+                failure.update(status=Status.COMPILE_ERROR.value, hack=None, labels=[],
+                               message=f"candidate failed to build in ModelNew(): {type(exc).__name__}: {str(exc)[:500]}")
             reply.update(status=failure["status"], message=failure["message"], hack=failure.get("hack"))
             reply["labels"] += failure["labels"]
             self.chan.send("loaded", **reply)
             return
+        reply["build_seconds"] = round(builds.seconds - before, 3)
         self._report_state(reply, "in ModelNew()")
         reply["ok"] = True
         self.chan.send("loaded", **reply)

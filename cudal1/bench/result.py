@@ -122,6 +122,9 @@ class EvalResult:
     correctness_trials: int = 0
     max_abs_error: float | None = None
     build_seconds: float | None = None
+    """Seconds spent inside the candidate's extension builds (`load_inline` / `load` calls): those
+    of the prebuild that preceded this evaluation (`cudal1.bench.evaluator.prebuild`), plus those
+    the evaluation's own import and ModelNew() made (near zero when the prebuild built everything)."""
     eval_seconds: float | None = None
     phases_s: dict[str, float] = dataclasses.field(default_factory=dict)
     """Seconds spent in each phase the judge reached ("reference", "setup", "calibration",
@@ -129,7 +132,8 @@ class EvalResult:
     wall time minus the judge's (starting, importing into and ending the three processes), and
     "calls: <part>": the seconds all of the judge's calls spent in each part of a call (making
     inputs, staging them, the candidate's and the reference's calls, reading and comparing
-    outputs, host checks; parts nest)."""
+    outputs, host checks; parts nest), and "prebuild": the wall time of the prebuild that came
+    before this evaluation (not part of eval_seconds)."""
     sandbox: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Which isolation measures were in force (see `cudal1.bench.sandbox.SandboxReport`)."""
     log: str = ""

@@ -87,6 +87,11 @@ class EvalSettings:
     wall_timeout_s: float = 300.0
     """Whole evaluation, build included."""
     build_timeout_s: float = 600.0
+    """The whole prebuild (`cudal1.bench.evaluator.prebuild`): its child is ended after this long."""
+    build_grace_s: float = 20.0
+    """Seconds the prebuild gives the candidate's own code outside extension builds (its import,
+    ModelNew(), one forward without a device), in all: a forward that hangs or runs long there is
+    ended after this, builds already done."""
     cpu_time_limit_s: float | None = None
     """RLIMIT_CPU of the worker (None: 4 × wall_timeout_s); counts all threads."""
     memory_limit_mib: int = 8192

@@ -1,10 +1,14 @@
 """Evaluate many candidates: match solution files to tasks, build in parallel, time one at a time.
 
 Builds (compilers: CPU-bound, parallel-safe) run in a thread pool, each in the evaluator's
-isolated build worker (`evaluator.prebuild`). Timed evaluations run strictly one at a time per
-device, because two timings sharing cores or a GPU measure each other. On the CPU backend the
-builds also finish before the first timing starts (`overlap=False`): a compiler on the same two
-cores would make the timing noise; on CUDA the overlap is what makes throughput.
+isolated build worker (`evaluator.prebuild`, which constructs the model and runs one forward
+without a device, so builds made in __init__ or the first forward are done too). Timed
+evaluations run strictly one at a time per device, because two timings sharing cores or a GPU
+measure each other. On CUDA builds overlap timing (that is what makes throughput), and the host's
+cores are split (`cudal1.bench.cores.CoreSplit`): each evaluation at a time gets a slot of cores
+that no compiler runs on, and builds get the rest. On the CPU backend, or on a host too small to
+split, the builds finish before the first timing starts (`overlap=False`): there the timed code
+runs on the cores a compiler would take.
 
 Results go to an append-only JSONL file, one line per result, flushed as soon as it is known,
 so a crash or Ctrl-C loses nothing and `--resume` continues where it stopped.
@@ -125,12 +129,12 @@ class SuiteJob:
     solution: Path
 
 
-def default_build_jobs() -> int:
-    """Builds at a time: half the cores, since each build runs two compilers (MAX_JOBS=2). All
-    cores' worth of builds started together also finish together, and late: on a 16-core H200
-    host that took the builtin CUDA seeds from 505 to 376 candidates/hour from a cold cache
-    (docs/benchmarks.md)."""
-    return max(1, (os.cpu_count() or 2) // 2)
+def default_build_jobs(cores: int | None = None) -> int:
+    """Builds at a time on `cores` cores (default: all of the host's): half of them, since each
+    build runs two compilers (MAX_JOBS=2). All cores' worth of builds started together also
+    finish together, and late: on a 16-core H200 host that took the builtin CUDA seeds from 505 to
+    376 candidates/hour from a cold cache (docs/benchmarks.md)."""
+    return max(1, (cores or os.cpu_count() or 2) // 2)
 
 
 def run_suite(
@@ -142,26 +146,40 @@ def run_suite(
     build_jobs: int | None = None,
     overlap: bool | None = None,
     per_device: int = 1,
+    reserve_cores: bool = True,
+    cores_per_evaluation: int | None = None,
 ) -> None:
     """Build all jobs in parallel, then time each, calling `on_result` once per job as it is known.
 
     `devices`: timing threads per device (default [None]: the backend's default device).
     `per_device`: evaluations at a time on each device (cuda: their setup overlaps, their timed
     phases take turns under `cudal1.bench.devicelock`; keep 1 on the CPU, where they would share
-    the timed cores). `build_jobs`: parallel builds (default `default_build_jobs()`). `overlap`:
-    start timing while builds still run (default: True on cuda, False on cpu). A build that fails yields its
-    compile_error/timeout result without a timing. `on_result` is called from worker threads,
-    one call at a time. Exceptions raised by the evaluator propagate after running jobs stop.
+    the timed cores). `build_jobs`: parallel builds (default `default_build_jobs` of the build
+    cores). `overlap`: start timing while builds still run (default: True on cuda, False on cpu).
+    With overlap and `reserve_cores`, each timing thread's evaluations are pinned to a slot of
+    `cores_per_evaluation` cores (default `cudal1.bench.cores.PER_EVALUATION`) and the builds to
+    the other cores; where the host cannot be split, timing waits for the builds instead
+    (overlap is turned off). `reserve_cores=False` keeps the old behaviour, builds and timing on
+    any core (for comparison). A build that fails yields its compile_error/timeout result without
+    a timing. `on_result` is called from worker threads, one call at a time. Exceptions raised by
+    the evaluator propagate after running jobs stop. Raises ValueError for per_device or
+    cores_per_evaluation below 1.
     """
     # Imported here so that `cudal1 --help` and the summary tools work without the evaluator's deps.
+    from cudal1.bench.cores import PER_EVALUATION, CoreSplit
     from cudal1.bench.evaluator import evaluate, prebuild
 
     devices = devices or [None]
-    build_jobs = build_jobs or default_build_jobs()
     if per_device < 1:
         raise ValueError(f"per_device must be at least 1, got {per_device}")
     if overlap is None:
         overlap = backend == "cuda"
+    split = None
+    if overlap and reserve_cores:
+        split = CoreSplit.reserve(len(devices) * per_device, cores_per_evaluation or PER_EVALUATION)
+        overlap = split is not None  # no cores to spare: timing waits for the builds
+    build_jobs = build_jobs or default_build_jobs(len(split.builds) if split else None)
+    build_cpus = split.builds if split else None
     report_lock = threading.Lock()
     ready: queue.Queue[SuiteJob | None] = queue.Queue()
     errors: list[BaseException] = []
@@ -170,23 +188,25 @@ def run_suite(
         with report_lock:
             on_result(job, result)
 
-    def time_on(device: str | None) -> None:
+    def time_on(device: str | None, cpus: tuple[int, ...] | None) -> None:
         while (job := ready.get()) is not None:
             if errors:
                 continue  # drain: a harness error stops the run
             try:
-                report(job, evaluate(job.task, job.source, backend=backend, device=device, settings=settings))
+                report(job, evaluate(job.task, job.source, backend=backend, device=device, settings=settings, cpus=cpus))
             except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread
                 errors.append(exc)
 
-    timers = [threading.Thread(target=time_on, args=(d,), daemon=True, name=f"time-{d}-{i}")
-              for d in devices for i in range(per_device)]
+    places = [d for d in devices for _ in range(per_device)]  # one timing thread each, on slot k
+    timers = [threading.Thread(target=time_on, args=(d, split.slot(k) if split else None), daemon=True,
+                               name=f"time-{d}-{k}") for k, d in enumerate(places)]
     if overlap:
         for t in timers:
             t.start()
     built: list[int] = []  # without overlap, timing follows the jobs' order, not build completion
     with ThreadPoolExecutor(max_workers=build_jobs, thread_name_prefix="build") as pool:
-        futures = {pool.submit(prebuild, job.task, job.source, backend, settings, devices[0]): i for i, job in enumerate(jobs)}
+        futures = {pool.submit(prebuild, job.task, job.source, backend, settings, devices[0], cpus=build_cpus): i
+                   for i, job in enumerate(jobs)}
         try:
             for future in as_completed(futures):
                 i = futures[future]

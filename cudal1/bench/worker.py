@@ -146,6 +146,9 @@ class WorkerLimits:
     """Directories the child may write besides its scratch dir (e.g. the build cache)."""
     env: dict[str, str] = dataclasses.field(default_factory=dict)
     """Extra environment for the child (e.g. TORCH_EXTENSIONS_DIR, CUDA_VISIBLE_DEVICES)."""
+    cpus: tuple[int, ...] | None = None
+    """Cores the child and everything it starts may run on (`cudal1.bench.cores`), set before any
+    untrusted code; torch's intra-op threads are cut to their number. None: the fork server's."""
 
 
 @dataclasses.dataclass
@@ -216,6 +219,7 @@ def _enter_child(limits: WorkerLimits, scratch: str, keep: set[int]) -> Any:
     os.dup2(log_fd, 2)
     _close_inherited_fds(keep)
     os.chdir(scratch)
+    _pin(limits.cpus)
     os.environ.update(limits.env)
     os.environ["TMPDIR"] = scratch
     os.environ["HOME"] = scratch
@@ -235,6 +239,18 @@ def _enter_child(limits: WorkerLimits, scratch: str, keep: set[int]) -> Any:
     )
     _die_with_parent()
     return report
+
+
+def _pin(cpus: tuple[int, ...] | None) -> None:
+    """Pin this (still single-threaded) child to `cpus` and run no more torch threads than that;
+    a no-op for None or where affinity is not available (`cudal1.bench.cores.pin`)."""
+    from .cores import pin
+
+    if pin(cpus):
+        import torch
+
+        if torch.get_num_threads() > len(cpus):
+            torch.set_num_threads(len(cpus))
 
 
 def _flush_std() -> None:
@@ -330,13 +346,19 @@ def _tree_memory_mib(proc: psutil.Process) -> float:
 
 def _kill_tree(pid: int, sandbox_uid: int | None) -> None:
     """SIGKILL the child, everything it forked (found while still linked), its session group, and
-    every process of its sandbox uid (which catches double-forked, re-parented leftovers)."""
+    every process of its sandbox uid (which catches double-forked, re-parented leftovers). The
+    child goes first: were its compilers killed first, it could see them fail and record a
+    compile error that was only the kill."""
     try:
         doomed = psutil.Process(pid).children(recursive=True)
     except psutil.Error:
         doomed = []
     if sandbox_uid is not None and sandbox_uid not in (0, os.getuid()):
         doomed += [p for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == sandbox_uid]
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
     for proc in doomed:
         try:
             proc.kill()
@@ -722,23 +744,37 @@ def _exit_text(exitcode: int | None) -> str:
 
 
 def _read_log(scratch: str, limit: int = 64 * 1024) -> str:
-    """The tail of a child's worker.log, read without trusting the path: the child owns its scratch
-    directory and may have put a FIFO, a symbolic link (to /dev/zero, say) or a huge sparse file
-    there. Only a regular file is read, not followed, without blocking, at most `limit` bytes."""
+    """The tail of a child's worker.log, at most `limit` bytes, read as `read_untrusted` reads."""
+    path = os.path.join(scratch, "worker.log")
+    data = read_untrusted(path, limit, tail=True)
+    if data is None:
+        try:
+            mode = os.lstat(path).st_mode
+        except OSError:
+            return ""
+        return "" if stat.S_ISLNK(mode) or stat.S_ISREG(mode) else "[the log was replaced by something that is not a file]"
+    return truncate_log(data.decode(errors="replace"))
+
+
+def read_untrusted(path: str | os.PathLike, limit: int, tail: bool = False) -> bytes | None:
+    """Read a file a sandboxed child could write, without trusting it: the child may have put a
+    FIFO, a symbolic link (to /dev/zero, say) or a huge sparse file there. Only a regular file is
+    read, not followed, without blocking. Returns its bytes, or its last `limit` bytes with
+    `tail` (without: None when it is longer than `limit`), or None when it is missing, not a
+    regular file or unreadable. Never raises."""
     try:
-        fd = os.open(os.path.join(scratch, "worker.log"), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
-        return ""
+        return None
     try:
         info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return "[the log was replaced by something that is not a file]"
-        data = os.pread(fd, limit, max(0, info.st_size - limit))
+        if not stat.S_ISREG(info.st_mode) or (info.st_size > limit and not tail):
+            return None
+        return os.pread(fd, limit, max(0, info.st_size - limit))
     except OSError:
-        return ""
+        return None
     finally:
         os.close(fd)
-    return truncate_log(data.decode(errors="replace"))
 
 
 def remove_tree(path: str) -> None:

@@ -283,3 +283,45 @@ def test_a_build_pool_builds_each_source_once_ahead_of_timing(ray_cluster, tmp_p
     assert [r["status"] for r in streamed] == ["compile_error", "ok", "compile_error"], [r["message"] for r in streamed]
     assert streamed[2]["message"] == streamed[0]["message"] and streamed[2]["message"].startswith("SyntaxError")
     assert streamed[2]["task_id"] == "level1/13"
+
+
+def test_a_build_worker_runs_the_candidate_up_to_its_builds(tmp_path_factory):
+    """Without Ray: the build worker constructs the candidate with its task's arguments and runs a
+    forward, so a build in __init__ is in the cache before any timing actor sees the candidate;
+    a candidate of a task it does not know is only imported."""
+    from pathlib import Path
+
+    from cudal1.actors.bench_pool import BuildWorker
+    from cudal1.bench.evaluator import extensions_dir
+    from cudal1.bench.settings import EvalSettings
+
+    source = (Path(__file__).parents[1] / "bench" / "candidates" / "tiny_build_in_init.py").read_text()
+    overrides = {**settings(tmp_path_factory), "cache_dir": str(tmp_path_factory.mktemp("build-worker"))}
+    worker = BuildWorker("cpu", EvalSettings.for_backend("cpu", **overrides), "cpu-test", tasks="builtin",
+                         task_options={"levels": [1]})
+    assert worker.cpus is None  # no GPU on this node: builds may use every core
+    folder = extensions_dir(worker.settings, "cpu-test", source)
+    assert worker.build(Candidate("level9/99", source)) is None
+    assert not (folder / "cudal1_tiny_init").exists()  # imported only
+    assert worker.build(Candidate(TASK, source)) is None
+    assert (folder / "cudal1_tiny_init" / "cudal1_tiny_init.so").exists()
+    failed = worker.build(Candidate(TASK, NOT_PYTHON))
+    assert failed["status"] == "compile_error" and failed["task_id"] == TASK
+
+
+def test_timing_and_build_actors_split_a_gpu_node(monkeypatch):
+    """On a GPU node, the timing actor of GPU i times on slot i and build actors keep off every
+    slot; on a node without GPUs (this one), nothing is pinned."""
+    from cudal1.actors.bench_pool import build_cores, timing_cores
+    from cudal1.bench import cores
+
+    assert timing_cores("cpu") is None
+    if cores.gpu_count() == 0:
+        assert timing_cores("cuda") is None and build_cores() is None
+    monkeypatch.setattr(cores, "gpu_count", lambda: 2)
+    monkeypatch.setattr(cores, "usable_cores", lambda: tuple(range(16)))
+    monkeypatch.setattr(cores, "thread_siblings", lambda core: (core,))
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert timing_cores("cuda") == (12, 13)
+    assert build_cores() == tuple(range(12))
+    assert timing_cores("cpu") is None

@@ -190,3 +190,16 @@ def crash(payload: dict[str, Any]) -> dict[str, Any]:
     elif how == "raise":
         raise RuntimeError("candidate raised on purpose")
     raise ValueError(f"unknown crash kind {how!r}")
+
+
+def affinity(payload: dict[str, Any]) -> dict[str, Any]:
+    """The cores this child may run on, as it and a program it starts see them (the kernel's
+    Cpus_allowed_list of each), and torch's intra-op thread count."""
+    import torch
+
+    def allowed(status: str) -> str:
+        return next(line.split(":", 1)[1].strip() for line in status.splitlines() if line.startswith("Cpus_allowed_list"))
+
+    child = subprocess.run(["cat", "/proc/self/status"], capture_output=True, text=True, timeout=30).stdout
+    return {"ok": True, "self": allowed(Path("/proc/self/status").read_text()), "child": allowed(child),
+            "threads": torch.get_num_threads()}

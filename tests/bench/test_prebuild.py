@@ -1,0 +1,268 @@
+"""The prebuild (`cudal1.bench.evaluator.prebuild`): builds made at import, in __init__ and in the
+first forward happen before the evaluation, failures are remembered by source, and
+`build_seconds` is the real build time.
+
+The fast tests build a tiny plain-C++ library with `cpp_extension.load` (no torch headers: about
+a second here) or fail at once on a compiler flag that does not exist, through the real
+build path. The tests marked slow build real `load_inline` extensions against the torch headers
+(30-60 s each on 2 cores) and run only with CUDAL1_SLOW_TESTS=1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import evalkit
+import pytest
+
+from cudal1.bench import buildcache
+from cudal1.bench.evaluator import extensions_dir, prebuild
+from cudal1.bench.result import Status
+
+MM = "matmul_relu"
+SLOW = os.environ.get("CUDAL1_SLOW_TESTS") == "1"
+slow = pytest.mark.skipif(not SLOW, reason="builds C++ against the torch headers (30-60 s each): set CUDAL1_SLOW_TESTS=1")
+
+
+def ext_dir(tmp_path: Path, source: str) -> Path:
+    return extensions_dir(evalkit.settings(tmp_path), "cpu-" + os.uname().machine, source)
+
+
+def mtimes(folder: Path, suffixes: tuple[str, ...] = (".o", ".so")) -> dict[str, int]:
+    """Modification times (ns) of the build's objects and libraries under `folder`."""
+    return {str(p.relative_to(folder)): p.stat().st_mtime_ns for p in folder.rglob("*") if p.suffix in suffixes}
+
+
+def run_prebuild(tmp_path: Path, source: str, **overrides: object):
+    return prebuild(evalkit.task(MM), source, "cpu", evalkit.settings(tmp_path, **overrides))
+
+
+@pytest.mark.parametrize("name,library", [("tiny_build_in_init", "cudal1_tiny_init"),
+                                          ("tiny_build_in_forward", "cudal1_tiny_forward")])
+def test_a_build_in_init_or_forward_is_prebuilt_and_not_compiled_again(tmp_path, name: str, library: str) -> None:
+    """The prebuild constructs the model and runs a forward, so a build made in __init__ or in the
+    first forward is in the cache before the evaluation; the evaluation then compiles nothing
+    (the library and its object are untouched, ninja says so) and reports the prebuild's build
+    seconds and wall time."""
+    source = evalkit.candidate(name)
+    assert run_prebuild(tmp_path, source) is None
+    folder = ext_dir(tmp_path, source)
+    built = mtimes(folder / library)
+    assert {f"{library}.so", f"{library}.o"} <= set(built), sorted(built)
+    record = json.loads((folder / buildcache.RECORD_NAME).read_text())
+    assert 0.0 < record["build_seconds"] <= record["prebuild_s"], record
+
+    r = evalkit.run(MM, source, tmp_path)
+    assert r.status is Status.OK, evalkit.describe(r)
+    assert mtimes(folder / library) == built  # nothing was compiled again
+    assert "no work to do" in r.log, r.log[-1500:]  # the evaluation's own build call found the build
+    assert r.phases_s["prebuild"] == pytest.approx(record["prebuild_s"])
+    assert r.build_seconds >= record["build_seconds"]
+    assert not (folder / buildcache.RECORD_NAME).exists()  # taken by this evaluation, not the next
+
+
+def test_without_a_prebuild_the_evaluation_builds_and_says_how_long(tmp_path) -> None:
+    """`evaluate` still works on its own: a build in __init__ happens in its import phase, and
+    build_seconds is the time inside the build call (not the import's time alone)."""
+    source = evalkit.candidate("tiny_build_in_init")
+    r = evalkit.run(MM, source, tmp_path)
+    assert r.status is Status.OK, evalkit.describe(r)
+    assert (ext_dir(tmp_path, source) / "cudal1_tiny_init" / "cudal1_tiny_init.so").exists()
+    assert 0.0 < r.build_seconds <= r.phases_s["import"], (r.build_seconds, r.phases_s)
+    assert "prebuild" not in r.phases_s
+
+
+def test_a_build_failure_in_init_is_compiled_once_then_fails_at_once(tmp_path) -> None:
+    """A build that fails in __init__ (under a new random name each run) is a compile_error; the
+    failure is recorded by what was built, so the next evaluation of the same source fails at
+    once, without running the compiler, and so does a prebuild."""
+    source = evalkit.candidate("build_fails_in_init")
+    first = evalkit.run(MM, source, tmp_path)
+    assert first.status is Status.COMPILE_ERROR, evalkit.describe(first)
+    assert "failed to build in ModelNew()" in first.message and "unrecognized command-line option" in first.log
+    markers = list(ext_dir(tmp_path, source).glob("*" + buildcache.MARKER_SUFFIX))
+    assert len(markers) == 1, markers
+
+    again = evalkit.run(MM, source, tmp_path)
+    assert again.status is Status.COMPILE_ERROR, evalkit.describe(again)
+    assert "not rebuilt" in again.message
+    built = prebuild(evalkit.task(MM), source, "cpu", evalkit.settings(tmp_path))
+    assert built is not None and built.status is Status.COMPILE_ERROR and "not rebuilt" in built.message, built
+    # Only the first run's name ever got a build directory: the others never reached the compiler.
+    assert len([p for p in ext_dir(tmp_path, source).iterdir() if p.name.startswith("broken_")]) == 1
+
+
+def test_a_prebuild_finds_a_build_failure_in_init_and_the_evaluation_is_not_needed(tmp_path) -> None:
+    """The prebuild meets the failure itself: compile_error with the compiler's time as
+    build_seconds; the marker it leaves makes the evaluation fail at once too."""
+    source = evalkit.candidate("build_fails_in_init")
+    failed = run_prebuild(tmp_path, source)
+    assert failed is not None and failed.status is Status.COMPILE_ERROR, failed
+    assert "Error building extension" in failed.message and failed.build_seconds > 0.0
+    assert failed.candidate_hash and failed.arch.startswith("cpu-")
+    r = evalkit.run(MM, source, tmp_path)
+    assert r.status is Status.COMPILE_ERROR and "not rebuilt" in r.message, evalkit.describe(r)
+
+
+def test_a_caught_build_failure_is_timed_with_its_fallback(tmp_path) -> None:
+    """A candidate that catches its build error and falls back to PyTorch is not a compile error:
+    the prebuild lets it through, and its evaluation finds the failure recorded (no compile)."""
+    source = evalkit.candidate("build_fails_in_init").replace(
+        "        self.ext = load_inline(", "        try:\n            self.ext = load_inline(").replace(
+        'verbose=False)\n', 'verbose=False)\n        except RuntimeError:\n            print("FALLING BACK", flush=True)\n')
+    assert run_prebuild(tmp_path, source) is None
+    r = evalkit.run(MM, source, tmp_path)
+    assert r.status is Status.OK, evalkit.describe(r)
+    assert "FALLING BACK" in r.log, r.log[-1500:]
+    assert len([p for p in ext_dir(tmp_path, source).iterdir() if p.name.startswith("broken_")]) == 1  # compiled once
+
+
+def test_a_forward_that_never_ends_is_cut_after_the_grace(tmp_path) -> None:
+    """The forward only has to reach the builds: one that spins forever is ended once the
+    candidate's own code has had build_grace_s, and the build it made in __init__ is kept."""
+    source = evalkit.candidate("forward_spins_after_build")
+    t0 = time.monotonic()
+    assert run_prebuild(tmp_path, source, build_grace_s=2.0) is None
+    assert time.monotonic() - t0 < 60.0  # not the build_timeout_s (600 s)
+    assert (ext_dir(tmp_path, source) / "cudal1_tiny_spin" / "cudal1_tiny_spin.so").exists()
+    record = json.loads((ext_dir(tmp_path, source) / buildcache.RECORD_NAME).read_text())
+    assert record["build_seconds"] > 0.0 and record["prebuild_s"] >= 2.0, record
+
+
+def test_code_written_for_the_gpu_still_reaches_its_build(tmp_path) -> None:
+    """The prebuild sees no GPU, yet device="cuda" in __init__ and .cuda() / .to("cuda") in
+    forward before a lazy build do not stop it short of the build."""
+    source = evalkit.candidate("tiny_build_after_cuda")
+    assert run_prebuild(tmp_path, source) is None
+    assert (ext_dir(tmp_path, source) / "cudal1_tiny_after_cuda" / "cudal1_tiny_after_cuda.so").exists()
+
+
+def test_a_build_cut_by_the_time_limit_is_a_timeout_and_not_remembered(tmp_path) -> None:
+    """A child ended inside a build (here a real compile against the torch headers, which takes
+    far longer than the 5 s allowed) is the build's timeout; no failure is recorded, so the next
+    try compiles again."""
+    source = evalkit.candidate("cpp_extension")
+    r = run_prebuild(tmp_path, source, build_timeout_s=5.0)
+    assert r is not None and r.status is Status.TIMEOUT, r
+    assert "build did not finish within 5 s" in r.message
+    assert not list(ext_dir(tmp_path, source).glob("*" + buildcache.MARKER_SUFFIX))
+
+
+def test_import_only_for_a_task_without_source(tmp_path) -> None:
+    """A task without source (a build actor that does not know the task): the candidate is only
+    imported; its build in __init__ is left to the evaluation."""
+    from cudal1.tasks.task import Task
+
+    source = evalkit.candidate("tiny_build_in_init")
+    assert prebuild(Task(level=0, problem_id=0, name="build", source=""), source, "cpu", evalkit.settings(tmp_path)) is None
+    assert not (ext_dir(tmp_path, source) / "cudal1_tiny_init").exists()
+
+
+# -- the pieces, without a child ------------------------------------------------------------------
+
+
+def test_build_key_ignores_the_name_and_reads_source_files(tmp_path) -> None:
+    base = {"cpp_sources": "int f();", "functions": None, "extra_cflags": ["-O2"]}
+    assert buildcache.build_key("load_inline", {**base, "name": "a"}) == buildcache.build_key("load_inline", {**base, "name": "b"})
+    assert buildcache.build_key("load_inline", base) != buildcache.build_key("load_inline", {**base, "extra_cflags": ["-O3"]})
+    src = tmp_path / "x.cpp"
+    src.write_text("int f() { return 1; }")
+    one = buildcache.build_key("load", {"name": "x", "sources": [str(src)]})
+    src.write_text("int f() { return 2; }")
+    assert buildcache.build_key("load", {"name": "x", "sources": [str(src)]}) != one
+
+
+def test_build_failures_are_recognised_through_the_exception_chain() -> None:
+    try:
+        try:
+            raise RuntimeError(f"{buildcache.FAILURE_TEXT} 'x': c++ failed")
+        except RuntimeError:
+            raise ValueError("kernel unavailable")  # raised while handling: still the build's fault
+    except ValueError as exc:
+        assert buildcache.is_build_failure(exc)
+    assert not buildcache.is_build_failure(RuntimeError("shape mismatch"))
+    assert not buildcache.is_build_failure(None)
+    # torch's error for a compiler that a signal ended (a time or memory limit) is no compile error.
+    import subprocess
+
+    try:
+        try:
+            raise subprocess.CalledProcessError(-9, ["ninja", "-v"])
+        except subprocess.CalledProcessError as e:
+            raise RuntimeError(f"{buildcache.FAILURE_TEXT} 'x'") from e
+    except RuntimeError as exc:
+        assert not buildcache.is_build_failure(exc)
+
+
+def test_the_prebuild_record_is_taken_once_and_never_trusted(tmp_path) -> None:
+    buildcache.write_record(tmp_path, {"build_seconds": 12.5, "prebuild_s": 14.0})
+    assert buildcache.take_record(tmp_path) == {"build_seconds": 12.5, "prebuild_s": 14.0}
+    assert buildcache.take_record(tmp_path) is None  # taken
+    for junk in ("[1, 2]", '{"build_seconds": "NaN", "prebuild_s": 1}', '{"build_seconds": -1, "prebuild_s": 1}', "{"):
+        (tmp_path / buildcache.RECORD_NAME).write_text(junk)
+        assert buildcache.take_record(tmp_path) is None, junk
+    # A link planted where the record goes is replaced, not written through.
+    target = tmp_path / "elsewhere.txt"
+    target.write_text("keep")
+    (tmp_path / buildcache.RECORD_NAME).symlink_to(target)
+    assert buildcache.take_record(tmp_path) is None
+    (tmp_path / buildcache.RECORD_NAME).symlink_to(target)
+    buildcache.write_record(tmp_path, {"build_seconds": 1.0, "prebuild_s": 2.0})
+    assert target.read_text() == "keep"
+    assert buildcache.take_record(tmp_path) == {"build_seconds": 1.0, "prebuild_s": 2.0}
+
+
+# -- real extensions against the torch headers (CUDAL1_SLOW_TESTS=1) ------------------------------
+
+_LOAD_INLINE = '''
+import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+_SRC = """
+#include <torch/extension.h>
+torch::Tensor relu_mm(torch::Tensor a, torch::Tensor b) { return torch::relu(torch::mm(a, b)); }
+"""
+
+
+def build():
+    return load_inline(name="cudal1_relu_mm___WHERE__", cpp_sources=_SRC, functions=["relu_mm"], verbose=True)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ext = build() if "__WHERE__" == "init" else None
+
+    def forward(self, a, b):
+        if self.ext is None:
+            self.ext = build()
+        return self.ext.relu_mm(a, b)
+'''
+
+
+@slow
+@pytest.mark.parametrize("where", ["init", "forward"])
+def test_a_load_inline_extension_in_init_or_forward_is_prebuilt(tmp_path, where: str) -> None:
+    """A real C++ extension (torch headers) built in __init__ or in the first forward: the
+    prebuild compiles it (its build_seconds is the compile, several seconds), the evaluation then
+    imports it without compiling (a short import phase, the objects untouched) and reports the
+    prebuild's build seconds."""
+    source = _LOAD_INLINE.replace("__WHERE__", where)
+    assert run_prebuild(tmp_path, source) is None
+    folder = ext_dir(tmp_path, source)
+    record = json.loads((folder / buildcache.RECORD_NAME).read_text())
+    assert record["build_seconds"] > 5.0, record
+    built = mtimes(folder)
+    assert any(k.endswith(".so") for k in built), built
+
+    r = evalkit.run(MM, source, tmp_path, wall_timeout_s=300.0)
+    assert r.status is Status.OK, evalkit.describe(r)
+    assert "custom_kernel" in r.labels, r.labels
+    assert mtimes(folder) == built
+    assert r.build_seconds >= record["build_seconds"]
+    assert r.build_seconds - record["build_seconds"] < 5.0, (r.build_seconds, record)  # no compile in the evaluation
+    assert r.phases_s["import"] < 5.0, r.phases_s
