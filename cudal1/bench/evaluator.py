@@ -139,8 +139,9 @@ def _limits(settings: EvalSettings, arch: str, source: str, wall_s: float) -> Wo
     )
 
 
-def _from_outcome(task: Task, backend: str, out: WorkerOutcome) -> EvalResult:
-    """Turn a child's fate into an EvalResult (for everything but a normal return)."""
+def _from_outcome(task: Task, backend: str, out: WorkerOutcome, limit_mib: int) -> EvalResult:
+    """Turn a child's fate into an EvalResult (for everything but a normal return; `limit_mib`:
+    its memory limit, for the message when it was hit)."""
     result = EvalResult(task_id=task.task_id, status=Status.RUNTIME_ERROR, backend=backend)
     if out.kind == "timeout":
         result.status, result.message = Status.TIMEOUT, f"worker killed: {out.error}"
@@ -419,7 +420,7 @@ def prebuild(
         result = EvalResult(task_id=task.task_id, status=Status.COMPILE_ERROR, backend=backend,
                             message=str(record.get("message", ""))[:1000], build_seconds=seconds)
     else:
-        result = _from_outcome(task, backend, out)
+        result = _from_outcome(task, backend, out, settings.memory_limit_mib)
         if out.kind == "timeout":
             result.message = f"build did not finish within {settings.build_timeout_s:.0f} s ({out.error})"
     result.device, result.arch = info["name"], info["arch"]
