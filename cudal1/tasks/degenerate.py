@@ -17,6 +17,11 @@ the worker entry point used by `load_suite(probe=True)` through `cudal1.bench.wo
 "Equal" means what the evaluator accepts (`cudal1.bench.correctness.compare_values`, same
 tolerances): the question is whether a wrong candidate's output would pass, and an output that is
 zero within the checker's tolerance lets a zeros candidate pass just as exact zeros do.
+
+Device and dtype: the check runs where the task runs (CPU or GPU). Every constant it compares
+with (a zeros or a typical-value candidate, a sample index) is made on the output's device in the
+output's dtype, never on torch's default device; a Python number a model returns becomes a CPU
+tensor and is moved to the device of whatever it is compared with.
 """
 
 from __future__ import annotations
@@ -190,8 +195,9 @@ def _run(
     before = [_fingerprint(x) for x in inputs]
     start = time.perf_counter()
     out = model(*inputs)
-    report.forward_ms.append(round((time.perf_counter() - start) * 1e3, 3))
     outs = _flatten(out)
+    _synchronize(outs)
+    report.forward_ms.append(round((time.perf_counter() - start) * 1e3, 3))
     mutated = [i for i, x in enumerate(inputs) if _fingerprint(x) != before[i]]
     finite = all(_finite(t) for t in outs)
     run = _Run(before, finite, all(t.numel() == 0 for t in outs), None, None, mutated)
@@ -219,12 +225,18 @@ def error_line(e: BaseException, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
+def _synchronize(outs: list[torch.Tensor]) -> None:
+    """Wait for the work that made `outs` on each GPU they are on (so forward_ms is the forward's)."""
+    for device in {t.device for t in outs if t.device.type == "cuda"}:
+        torch.cuda.synchronize(device)
+
+
 def _flatten(out: Any) -> list[torch.Tensor]:
-    """Output tensors in order (numbers become 0-d tensors; None is skipped)."""
+    """Output tensors in order (numbers become 0-d CPU tensors; None is skipped)."""
     if isinstance(out, torch.Tensor):
         return [out.detach()]
     if isinstance(out, bool | int | float | complex):
-        return [torch.tensor(out)]
+        return [torch.tensor(out, device="cpu")]
     if out is None:
         return []
     if isinstance(out, dict):
@@ -242,10 +254,13 @@ def _passes(candidate: torch.Tensor, reference: torch.Tensor, scale: float) -> b
     """Would the evaluator accept `candidate` as `reference` (values only; shapes must match)?
 
     `scale` is `_scale(reference)`. A strided sample is checked first with the evaluator's rule,
-    which rejects most pairs without the full comparison's float64 copies.
+    which rejects most pairs without the full comparison's float64 copies. A candidate on another
+    device (a number's CPU tensor beside a GPU output) is compared on the reference's device.
     """
     if candidate.shape != reference.shape:
         return False
+    if candidate.device != reference.device:
+        candidate = candidate.to(reference.device)
     if not (reference.is_floating_point() or reference.is_complex()):  # integers, bool: exact
         exact = not (candidate.is_floating_point() or candidate.is_complex())
         return exact and bool(torch.equal(candidate.to(reference.dtype), reference))
@@ -279,7 +294,7 @@ def _sample(t: torch.Tensor, n: int = SAMPLE) -> torch.Tensor:
     """About `n` elements of `t` at evenly spaced flat positions (no copy of `t`, any strides)."""
     if t.dim() == 0:
         return t.reshape(1)
-    flat = _sample_index(t.numel(), n)
+    flat = _sample_index(t.numel(), n, str(t.device))
     if t.is_contiguous():
         return t.view(-1)[flat]
     if all(stride == 0 for stride in t.stride()):  # an expanded scalar (see `_filled`)
@@ -288,13 +303,15 @@ def _sample(t: torch.Tensor, n: int = SAMPLE) -> torch.Tensor:
 
 
 @functools.lru_cache(maxsize=64)
-def _sample_index(numel: int, n: int) -> torch.Tensor:
-    return torch.arange(0, numel, max(1, numel // n))[:n]
+def _sample_index(numel: int, n: int, device: str) -> torch.Tensor:
+    """int64 flat positions 0, step, 2*step, ... (at most `n`, step numel // n) on `device`."""
+    return torch.arange(0, numel, max(1, numel // n), device=device)[:n]
 
 
 def _filled(like: torch.Tensor, value: complex) -> torch.Tensor:
-    """A constant tensor shaped like `like` without allocating it (an expanded scalar)."""
-    return torch.tensor(value, dtype=like.dtype).expand(like.shape)
+    """A constant tensor shaped like `like`, on its device and in its dtype, without allocating
+    it (an expanded scalar)."""
+    return torch.full((), value, dtype=like.dtype, device=like.device).expand(like.shape)
 
 
 def _typical(t: torch.Tensor) -> float | int | bool:
@@ -325,6 +342,20 @@ def _fingerprint(x: Any) -> Any:
     )
 
 
+OUT_OF_MEMORY_MARKS = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED",
+                       "CUFFT_ALLOC_FAILED", "cudaErrorMemoryAllocation")
+"""Error texts that mean the device ran out of memory (torch.OutOfMemoryError's message and the
+libraries' own codes): a failure that depends on what else held the device, not on the task."""
+
+
+def is_out_of_memory(error: BaseException | str) -> bool:
+    """True when `error` (an exception or its text) says the device or the host ran out of memory."""
+    if isinstance(error, MemoryError | torch.OutOfMemoryError):
+        return True
+    text = str(error)
+    return any(mark.lower() in text.lower() for mark in OUT_OF_MEMORY_MARKS)
+
+
 def probe_task(payload: dict[str, Any]) -> dict[str, Any]:
     """Worker entry point (`run_isolated("cudal1.tasks.degenerate:probe_task", payload)`).
 
@@ -335,14 +366,17 @@ def probe_task(payload: dict[str, Any]) -> dict[str, Any]:
     {"ok": True, "degenerate": reason | None, "notes": [...], "shifted": str, "outputs": [...],
     "forward_ms": [...], "seconds": {"import": s, "check": s}} or {"ok": False, "stage": where
     it failed ("import", "model", "forward seed=0", ...), "error": "<Type>: <first line of the
-    message>"}. Prints "cudal1-probe-stage: <stage>" lines to stdout so that a parent that kills
-    a hung worker can tell where it hung.
+    message>", "out_of_memory": bool (`is_out_of_memory`)}. On a GPU both also carry
+    "device_peak_mib": the most device memory torch's allocator held at once (MiB; the CUDA
+    context's own few hundred MiB are not in it). Prints "cudal1-probe-stage: <stage>" lines to
+    stdout so that a parent that kills a hung worker can tell where it hung.
     """
     from .task import Task
 
     task = Task.from_dict(payload["task"])
     seeds = list(payload.get("seeds") or (0, 1, 2))
     device = payload.get("device") or "cpu"
+    cuda = device.startswith("cuda")
     seconds: dict[str, float] = {}
     stage = ["import"]
 
@@ -350,9 +384,16 @@ def probe_task(payload: dict[str, Any]) -> dict[str, Any]:
         stage[0] = name
         print(f"{STAGE_PREFIX}{name}", flush=True)
 
+    def peak() -> dict[str, float]:
+        if not (cuda and torch.cuda.is_initialized()):
+            return {}
+        return {"device_peak_mib": round(torch.cuda.max_memory_reserved(device) / 2**20, 1)}
+
     try:
         mark("import")
         start = time.perf_counter()
+        if cuda:
+            torch.cuda.set_device(device)  # cuBLAS handles and bare torch.randn(device="cuda") go there
         module = task.load_module(payload.get("profile"))
         seconds["import"] = round(time.perf_counter() - start, 3)
         start = time.perf_counter()
@@ -367,7 +408,7 @@ def probe_task(payload: dict[str, Any]) -> dict[str, Any]:
         report = check_degeneracy(factory, inputs, seeds, on_stage=mark)
         seconds["check"] = round(time.perf_counter() - start, 3)
     except Exception as e:  # noqa: BLE001 - every failure is reported as data
-        return {"ok": False, "stage": stage[0], "error": error_line(e)}
+        return {"ok": False, "stage": stage[0], "error": error_line(e), "out_of_memory": is_out_of_memory(e), **peak()}
     mark("done")
     return {
         "ok": True,
@@ -377,4 +418,19 @@ def probe_task(payload: dict[str, Any]) -> dict[str, Any]:
         "outputs": report.outputs,
         "forward_ms": report.forward_ms,
         "seconds": seconds,
+        **peak(),
     }
+
+
+def device_memory(payload: dict[str, Any]) -> dict[str, Any]:
+    """Worker entry point (`run_isolated("cudal1.tasks.degenerate:device_memory", {"device":
+    "cuda:0"})`), so that the asking process never makes a CUDA context of its own.
+
+    Returns {"free_mib": float, "total_mib": float} of the device as the driver reports them now
+    (`torch.cuda.mem_get_info`: free counts every process's use), and "name". Raises what torch
+    raises for a device that cannot be used (no GPU, bad index).
+    """
+    device = torch.device(payload["device"])
+    free, total = torch.cuda.mem_get_info(device)
+    return {"free_mib": round(free / 2**20, 1), "total_mib": round(total / 2**20, 1),
+            "name": torch.cuda.get_device_name(device)}
