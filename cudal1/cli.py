@@ -2,7 +2,7 @@
 
     cudal1 eval --task level1/1 --solution my_kernel.py [--backend cpu|cuda] [--json]
     cudal1 eval-suite [--solutions DIR] [--tasks builtin|PATH] [--out results.jsonl] [--resume]
-    cudal1 tasks [--tasks builtin|PATH] [--levels L ...] [--probe [--backend cuda] [--jobs N] [--json FILE]]
+    cudal1 tasks [--tasks builtin|PATH] [--levels L ...] [--ids N ...] [--probe [--backend cuda] [--jobs N] [--json FILE]]
     cudal1 model init-small DIR [--seed N] [--layers N] [--hidden N] [--vocab N] [--max-len N] [--overwrite]
 
 Exit codes: 0 when every evaluated candidate is ok, 1 when one is not (or nothing was
@@ -288,6 +288,8 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     options: dict[str, Any] = {}
     if args.levels:
         options["levels"] = args.levels
+    if args.ids:
+        options["ids"] = args.ids
     if args.probe:
         from cudal1.bench.evaluator import default_device
 
@@ -399,6 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--probe", action="store_true",
                    help="also run each reference in a worker (import, degenerate-task check), cached per task")
     p.add_argument("--levels", type=int, nargs="+", default=None, help="levels to load, e.g. --levels 1 2 (default all)")
+    p.add_argument("--ids", type=int, nargs="+", default=None, help="problem ids to load in every chosen level (default all)")
     p.add_argument("--device", default=None, help="device the probes run on (default: the backend's first)")
     p.add_argument("--jobs", type=int, default=None,
                    help="most probes at a time (default: half the cores; on a GPU also as many as its free memory holds)")
