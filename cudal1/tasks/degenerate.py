@@ -135,7 +135,7 @@ def check_degeneracy(
             if not any(_is_float(x) for x in inputs):
                 report.shifted = "no floating inputs"
             else:
-                inputs = [x * SHIFT_SCALE + SHIFT_OFFSET if _is_float(x) else x for x in inputs]
+                _shift(inputs)
                 stage("forward shifted")
                 try:
                     _, run = _run(model, inputs, report, first)
@@ -272,12 +272,22 @@ def _passes(candidate: torch.Tensor, reference: torch.Tensor, scale: float) -> b
     return compare_values(candidate, reference)[0]
 
 
+def _shift(inputs: list[Any]) -> None:
+    """Map each floating input x to x * SHIFT_SCALE + SHIFT_OFFSET in the list, one at a time
+    (so at most one input exists twice; the originals are not changed: a task may reuse them)."""
+    for i in range(len(inputs)):
+        if _is_float(inputs[i]):
+            inputs[i] = inputs[i].mul(SHIFT_SCALE).add_(SHIFT_OFFSET)
+
+
 def _scale(reference: torch.Tensor) -> float:
-    """max(1, mean |reference|): the evaluator's atol multiplier (finite references only)."""
+    """max(1, mean |reference|): the evaluator's atol multiplier (finite references only).
+    float32/float64: a fused 1-norm, no |reference| copy (a large output's copy is GiBs on a GPU)."""
     if not reference.is_floating_point() or reference.numel() == 0:
         return 1.0
-    acc = torch.float64 if reference.dtype == torch.float64 else torch.float32
-    return max(1.0, float(reference.abs().mean(dtype=acc)))
+    if reference.dtype in (torch.float32, torch.float64):
+        return max(1.0, float(torch.linalg.vector_norm(reference, 1)) / reference.numel())
+    return max(1.0, float(reference.abs().mean(dtype=torch.float32)))
 
 
 def _finite(t: torch.Tensor) -> bool:
@@ -356,19 +366,45 @@ def is_out_of_memory(error: BaseException | str) -> bool:
     return any(mark.lower() in text.lower() for mark in OUT_OF_MEMORY_MARKS)
 
 
+def estimate_device_mib(module: Any) -> float | None:
+    """Device memory (MiB) the check of a task (an imported task module) needs, estimated on the
+    meta device (nothing allocated, no CUDA): parameters and buffers, twice the inputs (shifted
+    inputs are made beside them), five times the outputs (the first run's output, the current
+    one, and a full comparison's three temporaries of its size). Intermediate tensors of the
+    forward are not counted; an output the meta device cannot compute counts as large as the
+    inputs. None when the model or the inputs cannot be built on the meta device.
+    """
+    try:
+        with torch.device("meta"), torch.no_grad():
+            inputs = list(module.get_inputs())
+            model = module.Model(*module.get_init_inputs())
+            in_bytes = sum(x.nbytes for x in inputs if isinstance(x, torch.Tensor))
+            try:
+                out_bytes = sum(t.nbytes for t in _flatten(model(*inputs)))
+            except Exception:  # noqa: BLE001 - an operator without a meta kernel, data-dependent code
+                out_bytes = in_bytes
+            held = sum(t.nbytes for t in [*model.parameters(), *model.buffers()])
+    except Exception:  # noqa: BLE001 - no estimate: the caller's default budget applies
+        return None
+    return (held + 2 * in_bytes + 5 * out_bytes) / 2**20
+
+
 def probe_task(payload: dict[str, Any]) -> dict[str, Any]:
     """Worker entry point (`run_isolated("cudal1.tasks.degenerate:probe_task", payload)`).
 
     payload: {"task": Task.to_dict(), "profile": str | None, "seeds": [int, ...], "device": str
-    (default "cpu")}. Imports the task at the profile, builds the model and the inputs on the
-    device (inputs made there directly, as the evaluator makes them), and runs
-    `check_degeneracy`. Returns
+    (default "cpu"), "budget_mib": float | None}. Imports the task at the profile, builds the
+    model and the inputs on the device (inputs made there directly, as the evaluator makes them),
+    and runs `check_degeneracy`. With a `budget_mib` (the parent gives one on a GPU), a task whose
+    `estimate_device_mib` is larger stops before touching the device and returns {"ok": False,
+    "deferred": True, "need_mib": estimate, "stage": "sizing", "error": ...}, for the caller to
+    run it again with room for it. Returns
     {"ok": True, "degenerate": reason | None, "notes": [...], "shifted": str, "outputs": [...],
     "forward_ms": [...], "seconds": {"import": s, "check": s}} or {"ok": False, "stage": where
     it failed ("import", "model", "forward seed=0", ...), "error": "<Type>: <first line of the
     message>", "out_of_memory": bool (`is_out_of_memory`)}. On a GPU both also carry
     "device_peak_mib": the most device memory torch's allocator held at once (MiB; the CUDA
-    context's own few hundred MiB are not in it). Prints "cudal1-probe-stage: <stage>" lines to
+    context's own few hundred MiB are not in it) and "estimate_mib" (`estimate_device_mib`). Prints "cudal1-probe-stage: <stage>" lines to
     stdout so that a parent that kills a hung worker can tell where it hung.
     """
     from .task import Task
@@ -389,13 +425,23 @@ def probe_task(payload: dict[str, Any]) -> dict[str, Any]:
             return {}
         return {"device_peak_mib": round(torch.cuda.max_memory_reserved(device) / 2**20, 1)}
 
+    sizing: dict[str, float] = {}
     try:
         mark("import")
         start = time.perf_counter()
-        if cuda:
-            torch.cuda.set_device(device)  # cuBLAS handles and bare torch.randn(device="cuda") go there
         module = task.load_module(payload.get("profile"))
         seconds["import"] = round(time.perf_counter() - start, 3)
+        budget = payload.get("budget_mib")
+        if cuda or budget is not None:
+            mark("sizing")
+            need = estimate_device_mib(module)
+            if need is not None:
+                sizing["estimate_mib"] = round(need, 1)
+                if budget is not None and need > budget:
+                    return {"ok": False, "deferred": True, "need_mib": round(need, 1), "stage": "sizing",
+                            "error": f"needs about {need:.0f} MiB of device memory, {budget:.0f} MiB granted"}
+        if cuda:
+            torch.cuda.set_device(device)  # cuBLAS handles and bare torch.randn(device="cuda") go there
         start = time.perf_counter()
 
         def factory() -> torch.nn.Module:
@@ -408,7 +454,8 @@ def probe_task(payload: dict[str, Any]) -> dict[str, Any]:
         report = check_degeneracy(factory, inputs, seeds, on_stage=mark)
         seconds["check"] = round(time.perf_counter() - start, 3)
     except Exception as e:  # noqa: BLE001 - every failure is reported as data
-        return {"ok": False, "stage": stage[0], "error": error_line(e), "out_of_memory": is_out_of_memory(e), **peak()}
+        return {"ok": False, "stage": stage[0], "error": error_line(e), "out_of_memory": is_out_of_memory(e), **peak(),
+                **sizing}
     mark("done")
     return {
         "ok": True,
@@ -419,6 +466,7 @@ def probe_task(payload: dict[str, Any]) -> dict[str, Any]:
         "forward_ms": report.forward_ms,
         "seconds": seconds,
         **peak(),
+        **sizing,
     }
 
 

@@ -64,6 +64,10 @@ class SuiteReport:
     probe_seconds: float = 0.0
     probe_times: dict[str, float] = dataclasses.field(default_factory=dict)
     """Wall seconds of each file's probe worker, by "level<L>/<file stem>"."""
+    probe_memory: dict[str, dict[str, float | None]] = dataclasses.field(default_factory=dict)
+    """Per probed file, as `probe_times`: {"peak_mib": on a GPU the most device memory torch held
+    (MiB), on the CPU the worker's peak resident memory, "estimate_mib": the worker's estimate of
+    the device memory it needs (GPU only)}; None where unknown."""
 
     @property
     def degenerate(self) -> list[Task]:
@@ -113,6 +117,7 @@ class SuiteReport:
             "probe_notes": self.probe_notes,
             "probe_seconds": self.probe_seconds,
             "probe_times": self.probe_times,
+            "probe_memory": self.probe_memory,
         }
 
 

@@ -8,15 +8,20 @@ child (`cudal1.tasks.degenerate.device_memory`).
 How many probes run at once:
 
 - CPU: `jobs` (default half the cores; each probe's torch uses every core anyway).
-- GPU: at most `jobs`, and only as many as the device's free memory allows at a per-probe budget
-  (`device_mib`, default `DEFAULT_DEVICE_MIB`, plus `CONTEXT_MIB` for the CUDA context) that
-  cannot be known before a task runs: a first-come, first-served gate (`MemoryGate`) starts a probe
-  when its budget fits beside those running, or when nothing else runs. With less free memory than
-  two budgets, probes run one at a time.
+- GPU: at most `jobs`, and only as many as the device's free memory allows: a first-come,
+  first-served gate (`MemoryGate`) over the free memory (less `RESERVE_MIB`) starts a probe when
+  its budget fits beside those running, or when nothing else runs (with less free memory than
+  two budgets, probes run one at a time). A probe starts with a budget of `device_mib` (default
+  `DEFAULT_DEVICE_MIB`) plus `CONTEXT_MIB` for its CUDA context. After importing the task, and
+  before touching the device, the worker estimates what the task needs on the meta device
+  (`cudal1.tasks.degenerate.estimate_device_mib`: parameters, inputs and outputs); a task that
+  needs more than its budget stops there and is queued again with what it needs (alone when that
+  is more than the device has free).
 
-A budget is an estimate, so a probe may still run out of memory beside others (or run slower than
-its time limit while sharing the device or the cores). So a probe that failed while another one
-shared the device is run again alone, and only that answer counts. Answers are cached per task
+An estimate leaves out the forward's intermediate tensors, so a probe may still run out of memory
+beside others (or run slower than its time limit while sharing the device or the cores). So a
+probe that failed while another one shared the device is run again alone, and only that answer
+counts. Answers are cached per task
 source, size profile and backend, except those that say nothing about the task: a worker that
 timed out, crashed or hit its host memory limit, a failure seen beside other probes, and any
 out-of-memory failure (it depends on what else held the device).
@@ -55,8 +60,11 @@ class ProbeAnswer:
     `status`: "ok", "degenerate" or "FAILED". `reason`: why it failed or is degenerate (None when
     ok). `seconds`: wall seconds of its worker(s), 0.0 for a cached answer. `peak_mib`: on a GPU
     the most device memory torch's allocator held (MiB), on the CPU the worker's peak resident
-    memory (MiB); None when unknown (cached, or the worker did not say). `alone`: the probe first
-    failed beside other probes and this is the answer of its run alone.
+    memory (MiB); None when unknown (cached, or the worker did not say). `estimate_mib`: the
+    worker's estimate of the device memory it needs (GPU only). `resized`: its estimate exceeded
+    the default budget, so it ran holding that much instead. `alone`: the probe first failed
+    beside other probes and this is the answer of its run alone. (Inside `probe_suite` a status
+    "deferred" marks a worker that stopped to ask for more memory; callers never see it.)
     """
 
     status: str
@@ -65,12 +73,16 @@ class ProbeAnswer:
     peak_mib: float | None = None
     cached: bool = False
     alone: bool = False
+    estimate_mib: float | None = None
+    resized: bool = False
 
     def line(self, task: Task) -> str:
         """One line for a person: task id, status, seconds, peak memory, name, reason, e.g.
         "level1/12   ok           2.3 s    812 MiB  Matmul_with_diagonal_matrices_"."""
         peak = f"{self.peak_mib:7.0f} MiB" if self.peak_mib is not None else " " * 11
         how = " (cached)" if self.cached else " (run again alone)" if self.alone else ""
+        if self.resized:
+            how += f" (held {self.estimate_mib:.0f} MiB by its estimate)"
         text = f"{task.task_id:<11} {self.status:<10} {self.seconds:6.1f} s {peak}  {task.name[:40]:<40}"
         return (text + (f"  {self.reason}" if self.reason else "") + how).rstrip()
 
@@ -168,21 +180,28 @@ def probe_suite(
         gate = MemoryGate(float("inf"))
     report_lock = threading.Lock()
 
-    def run(task: Task, exclusive: bool) -> tuple[ProbeAnswer, dict[str, Any], bool]:
-        payload = {"task": task.to_dict(), "profile": profile, "seeds": list(seeds), "device": device}
-        hold = gate.acquire(need, exclusive=exclusive)
+    def run(task: Task, hold_mib: float, exclusive: bool) -> tuple[ProbeAnswer, dict[str, Any], bool]:
+        """One worker; `hold_mib` of the gate (the task may use it less the context), or all of it."""
+        exclusive = exclusive or hold_mib > gate.capacity
+        budget = None if exclusive or backend != "cuda" else hold_mib - CONTEXT_MIB
+        payload = {"task": task.to_dict(), "profile": profile, "seeds": list(seeds), "device": device,
+                   "budget_mib": budget}
+        hold = gate.acquire(hold_mib, exclusive=exclusive)
         try:
             outcome = run_isolated("cudal1.tasks.degenerate:probe_task", payload, limits)
         finally:
             gate.release(hold)
-        reason = probe_failure_reason(outcome, timeout_s, memory_mib)
         value = outcome.value if outcome.kind == "returned" and isinstance(outcome.value, dict) else {}
+        if value.get("deferred"):  # larger than its budget, by its own estimate: it did not start
+            return ProbeAnswer("deferred", value.get("error"), outcome.wall_s), value, hold.shared
+        reason = probe_failure_reason(outcome, timeout_s, memory_mib)
         peak = value.get("device_peak_mib") if backend == "cuda" else outcome.peak_rss_mib
         if reason:
             answer = ProbeAnswer("FAILED", reason, outcome.wall_s, peak)
         else:
             degenerate = value.get("degenerate")
             answer = ProbeAnswer("degenerate" if degenerate else "ok", degenerate, outcome.wall_s, peak)
+        answer.estimate_mib = value.get("estimate_mib")
         # Cached: the task's own answer. Not: a harness outcome (timeout, crash, limit), a failure
         # beside other probes (confirmed alone next), or running out of memory (depends on the rest).
         own = outcome.kind == "returned" and not (reason and (hold.shared or value.get("out_of_memory")))
@@ -198,15 +217,21 @@ def probe_suite(
             status = "FAILED" if reason else "degenerate" if cached.get("degenerate") else "ok"
             peak = cached.get("peak_mib") if isinstance(cached.get("peak_mib"), (int, float)) else None
             return task, ProbeAnswer(status, reason or cached.get("degenerate"), peak_mib=peak, cached=True), cached
-        answer, value, shared = run(task, exclusive=False)
+        answer, value, shared = run(task, need, exclusive=False)
         seconds = answer.seconds
+        if answer.status == "deferred":  # again, holding what it said it needs
+            answer, value, shared = run(task, float(value["need_mib"]) + CONTEXT_MIB + 1, exclusive=False)
+            seconds += answer.seconds
+            answer.resized = True
         if answer.status == "FAILED" and shared:
-            answer, value, _ = run(task, exclusive=True)
+            answer, value, _ = run(task, need, exclusive=True)
             seconds += answer.seconds
             answer.alone = True
         answer.seconds = round(seconds, 3)
         with report_lock:
-            report.probe_times[_short(task.path).removesuffix(".py")] = answer.seconds
+            key = _short(task.path).removesuffix(".py")
+            report.probe_times[key] = answer.seconds
+            report.probe_memory[key] = {"peak_mib": answer.peak_mib, "estimate_mib": answer.estimate_mib}
         return task, answer, value
 
     kept: list[Task] = []

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from cudal1.tasks.degenerate import check_degeneracy, degeneracy, is_out_of_memory, probe_task
+from cudal1.tasks.degenerate import check_degeneracy, degeneracy, estimate_device_mib, is_out_of_memory, probe_task
 from cudal1.tasks.task import Task
 
 
@@ -178,3 +178,28 @@ def test_out_of_memory_is_told_apart_from_the_tasks_own_errors():
     assert is_out_of_memory("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`")
     assert is_out_of_memory(MemoryError())
     assert not is_out_of_memory(RuntimeError("mat1 and mat2 shapes cannot be multiplied (8x16 and 8x16)"))
+
+
+def test_a_task_larger_than_its_budget_stops_before_it_runs():
+    """probe_task with a device-memory budget sizes the task on the meta device first (the parent
+    gives a budget on a GPU; here on the CPU the same code path)."""
+    source = "import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    source += "        self.w = torch.nn.Parameter(torch.randn(1024, 1024))\n"  # 4 MiB
+    source += "    def forward(self, x):\n        return torch.cat([x, x], 1) @ self.w\n"
+    source += "def get_inputs():\n    return [torch.randn(2048, 512)]\n"  # 4 MiB in, 8 MiB out
+    source += "def get_init_inputs():\n    return []\n"
+    task = Task(level=1, problem_id=3, name="Sized", source=source)
+    import types
+
+    module = types.ModuleType("sized")
+    exec(source, module.__dict__)
+    assert estimate_device_mib(module) == pytest.approx(4 + 2 * 4 + 5 * 8)
+    small = probe_task({"task": task.to_dict(), "profile": None, "seeds": [0, 1], "budget_mib": 40})
+    assert small["deferred"] and not small["ok"] and small["need_mib"] == pytest.approx(52)
+    assert small["error"] == "needs about 52 MiB of device memory, 40 MiB granted"
+    enough = probe_task({"task": task.to_dict(), "profile": None, "seeds": [0, 1], "budget_mib": 60})
+    assert enough["ok"] and enough["estimate_mib"] == pytest.approx(52) and enough["degenerate"] is None
+    # What the meta device cannot build has no estimate: the default budget applies.
+    opaque = types.ModuleType("opaque")
+    exec(source.replace("return [torch.randn(2048, 512)]", "return [torch.randn(2048, 512).numpy()]"), opaque.__dict__)
+    assert estimate_device_mib(opaque) is None
