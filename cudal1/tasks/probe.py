@@ -223,6 +223,9 @@ def probe_suite(
             answer, value, shared = run(task, float(value["need_mib"]) + CONTEXT_MIB + 1, exclusive=False)
             seconds += answer.seconds
             answer.resized = True
+            if answer.status == "deferred":  # its estimate grew between two runs: alone, without a budget
+                answer, value, shared = run(task, need, exclusive=True)
+                seconds += answer.seconds
         if answer.status == "FAILED" and shared:
             answer, value, _ = run(task, need, exclusive=True)
             seconds += answer.seconds
