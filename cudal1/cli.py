@@ -2,7 +2,7 @@
 
     cudal1 eval --task level1/1 --solution my_kernel.py [--backend cpu|cuda] [--json]
     cudal1 eval-suite [--solutions DIR] [--tasks builtin|PATH] [--out results.jsonl] [--resume]
-    cudal1 tasks [--tasks builtin|PATH] [--probe]
+    cudal1 tasks [--tasks builtin|PATH] [--levels L ...] [--ids N ...] [--probe [--backend cuda] [--jobs N] [--json FILE]]
     cudal1 model init-small DIR [--seed N] [--layers N] [--hidden N] [--vocab N] [--max-len N] [--overwrite]
 
 Exit codes: 0 when every evaluated candidate is ok, 1 when one is not (or nothing was
@@ -51,7 +51,7 @@ def _load_suite(spec: str, backend: str, probe: bool = False, **probe_options: A
         if spec == "builtin":
             return load_builtin(probe=probe, profile=backend, **probe_options)
         return load_suite(spec, probe=probe, profile=backend, **probe_options)
-    except (OSError, ValueError, LookupError) as exc:
+    except (OSError, ValueError, LookupError, RuntimeError) as exc:
         raise UsageError(f"cannot load tasks {spec!r}: {_error_text(exc)}") from exc
 
 
@@ -306,28 +306,29 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:
+    """List a suite's tasks (stdout) and the files that did not load; with --probe, first run each
+    reference in a worker and print one line per task to stderr as it finishes."""
     options: dict[str, Any] = {}
-    bar = None
+    if args.levels:
+        options["levels"] = args.levels
+    if args.ids:
+        options["ids"] = args.ids
     if args.probe:
         from cudal1.bench.evaluator import default_device
 
-        from tqdm import tqdm
-
         device = args.device or default_device(args.backend)
         _check_device(args.backend, device)
-        total = len(_load_suite(args.tasks, args.backend).tasks)
-        bar = tqdm(total=total, desc=f"probe[{device}]", unit="task", file=sys.stderr)
+        total = len(_load_suite(args.tasks, args.backend, **options).tasks)
+        done = [0]
+        print(f"probing {total} tasks on {device} ({args.backend} profile)", file=sys.stderr, flush=True)
 
-        def probed(task: Any, reason: str | None) -> None:
-            bar.write(f"{task.task_id:11s} {task.name[:40]:40s} {'FAILED: ' + reason if reason else 'ok'}", file=sys.stderr)
-            bar.update(1)
+        def probed(task: Any, answer: Any) -> None:
+            done[0] += 1
+            print(f"[{done[0]:>{len(str(total))}}/{total}] {answer.line(task)}", file=sys.stderr, flush=True)
 
-        options = {"probe_device": device, "probe_jobs": args.jobs, "on_probed": probed}
-    try:
-        report = _load_suite(args.tasks, args.backend, probe=args.probe, **options)
-    finally:
-        if bar is not None:
-            bar.close()
+        options.update(probe_device=device, probe_jobs=args.jobs, probe_timeout_s=args.probe_timeout,
+                       probe_device_mib=args.device_mib, probe_cache=args.cache, on_probed=probed)
+    report = _load_suite(args.tasks, args.backend, probe=args.probe, **options)
     rows = []
     for t in sorted(report.tasks, key=lambda t: (t.level, t.problem_id)):
         note = f"DEGENERATE: {t.degenerate}" if t.degenerate else ""
@@ -339,6 +340,8 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     for failure in report.failures:
         print(f"FAILED {failure.path}: {failure.reason}")
     print(report.summary(), file=sys.stderr)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report.to_dict(), indent=1) + "\n", encoding="utf-8")
     return 0
 
 
@@ -426,8 +429,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", choices=("cpu", "cuda"), default="cpu", help="size profile to load (and probe) at")
     p.add_argument("--probe", action="store_true",
                    help="also run each reference in a worker (import, degenerate-task check), cached per task")
+    p.add_argument("--levels", type=int, nargs="+", default=None, help="levels to load, e.g. --levels 1 2 (default all)")
+    p.add_argument("--ids", type=int, nargs="+", default=None, help="problem ids to load in every chosen level (default all)")
     p.add_argument("--device", default=None, help="device the probes run on (default: the backend's first)")
-    p.add_argument("--jobs", type=int, default=None, help="probes at a time (default: half the cores)")
+    p.add_argument("--jobs", type=int, default=None,
+                   help="most probes at a time (default: half the cores; on a GPU also as many as its free memory holds)")
+    p.add_argument("--device-mib", type=int, default=None,
+                   help="GPU memory budgeted per probe, MiB (default 16384); a probe that fails beside others runs again alone")
+    p.add_argument("--probe-timeout", type=float, default=60.0, help="seconds per probe (default 60)")
+    p.add_argument("--cache", default=None, help="probe cache directory (default: the evaluator's cache)")
+    p.add_argument("--json", default=None, help="also write the report (tasks, failures, probe times) to this JSON file")
     p.set_defaults(func=cmd_tasks)
 
     p = sub.add_parser("model", help="policy checkpoints")
@@ -452,6 +463,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if getattr(args, "build_jobs", 1) is not None and getattr(args, "build_jobs", 1) < 1:
         print("cudal1: --build-jobs must be at least 1", file=sys.stderr)
+        return 2
+    for name in ("jobs", "device_mib"):
+        if getattr(args, name, None) is not None and getattr(args, name) < 1:
+            print(f"cudal1: --{name.replace('_', '-')} must be at least 1", file=sys.stderr)
+            return 2
+    if getattr(args, "probe_timeout", 1.0) <= 0:
+        print("cudal1: --probe-timeout must be positive", file=sys.stderr)
         return 2
     if getattr(args, "rounds", None) is not None and args.rounds < 1:
         print("cudal1: --rounds must be at least 1", file=sys.stderr)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -270,3 +271,33 @@ def test_the_printed_result_shows_the_figures_that_make_the_speedup(ref, cand, b
     assert float(shown) == pytest.approx(speedup, abs=5e-4)
     assert float(num) / float(den) == pytest.approx(speedup, rel=1e-3), line
     assert "resolution" in text
+
+
+def test_tasks_probe_prints_one_line_per_task(env, tmp_path):
+    """`cudal1 tasks --probe`: one line per task as it finishes (id, status, seconds, name, reason),
+    the listing, the summary and, with --json, the report; a hub model fails without a worker."""
+    head = "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n        return "
+    tail = "\n\ndef get_inputs():\n    return [torch.randn(8, 4)]\n\ndef get_init_inputs():\n    return []\n"
+    files = {"1_Add_one.py": head + "x + 1" + tail, "2_Zeros.py": head + "x * 0" + tail,
+             "3_Bad_matmul.py": head + "x @ x" + tail,
+             "4_Hub.py": head + "x" + tail + "W = torch.hub.load('pytorch/vision', 'resnet18')\n"}
+    (tmp_path / "level1").mkdir()
+    for name, text in files.items():
+        (tmp_path / "level1" / name).write_text(text)
+    report = tmp_path / "report.json"
+    proc = cli(["tasks", "--tasks", str(tmp_path), "--levels", "1", "--probe", "--jobs", "1", "--json", str(report)],
+               env, tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("[")]
+    assert [ln.split()[1:3] for ln in lines] == [["level1/1", "ok"], ["level1/2", "degenerate"],
+                                                 ["level1/3", "FAILED"]], proc.stderr
+    assert re.match(r"\[3/3\] level1/3 +FAILED +\d+\.\d s +\d+ MiB  Bad_matmul ", lines[2]), lines[2]
+    assert "Bad_matmul" in lines[2] and "forward seed=0 failed: RuntimeError" in lines[2]
+    assert "output all zero" in lines[1]
+    assert "level1: 2 loaded, 1 degenerate, 2 failed" in proc.stderr
+    assert "DEGENERATE: output all zero" in proc.stdout and "4_Hub.py: downloads (torch.hub.load" in proc.stdout
+    data = json.loads(report.read_text())
+    assert [t["task_id"] for t in data["tasks"]] == ["level1/1", "level1/2"] and len(data["failures"]) == 2
+    # Usage errors: one line, exit code 2.
+    bad = cli(["tasks", "--tasks", str(tmp_path), "--probe", "--jobs", "0"], env, tmp_path)
+    assert bad.returncode == 2 and bad.stderr.strip() == "cudal1: --jobs must be at least 1"

@@ -43,6 +43,7 @@ from cudal1.policy.parsing import parse_response
 from cudal1.policy.prompts import plain_prompt
 from cudal1.records import Candidate
 from cudal1.rl.buffer import code_hash
+from cudal1.rl.rewards import UNPAID_LABELS
 
 log = logging.getLogger(__name__)
 
@@ -243,7 +244,7 @@ class AugmentCollector:
                     or pending[((r.task_id, r.source_hash), r.code_hash)]
                 r.status, r.speedup, r.labels = first.status, first.speedup, list(first.labels)
                 r.hack_kind, r.message = first.hack_kind, first.message
-            elif r.correct and "degenerate_task" not in r.labels and self._kept[(r.task_id, r.source_hash)] < self.k:
+            elif r.correct and not UNPAID_LABELS.intersection(r.labels) and self._kept[(r.task_id, r.source_hash)] < self.k:
                 r.kept = True
                 summary.kept += 1
             self._remember(r)

@@ -11,7 +11,9 @@ and adds what it saw from outside (`cudal1.bench.labels`).
 
 Degenerate tasks: the judge runs the degenerate-task check (`cudal1.tasks.degenerate`) the first
 time it sees a task at a size profile; the answer is cached here and under
-`<cache>/tasks/`, and every result on a degenerate task carries the label "degenerate_task".
+`<cache>/tasks/`, and every result on a degenerate task carries the label "degenerate_task". A
+check that failed is not cached, and the result carries "degenerate_check_failed" (paid like a
+result on a degenerate task: the check fails closed).
 
 Device lock: evaluations sharing a GPU (two per GPU in `cudal1 eval-suite --per-device 2`, two
 pool actors with `num_gpus: 0.5`) take turns from the degenerate-task check to the last reference

@@ -315,13 +315,15 @@ class Judge:
             try:
                 found = check_degeneracy(lambda: self.ref_model, gen)
                 report = {"reason": found.reason, "notes": found.notes}
-            except Exception as exc:  # noqa: BLE001 - the check is advice: a failure of it is reported, not fatal
+            except Exception as exc:  # noqa: BLE001 - not fatal to the evaluation, but never paid (below)
                 report = {"reason": None, "failed": True, "notes": [f"degenerate-task check failed: {error_line(exc)}"]}
             self._sync()
         self.extra["degenerate"] = report
         if report.get("reason"):
             self.result.task_degenerate = report["reason"]
             self._label("degenerate_task")
+        elif report.get("failed"):  # fail closed: unknown whether a constant-output shortcut passes here
+            self._label("degenerate_check_failed")
 
     # -- phase 3: the host ---------------------------------------------------------------------
 

@@ -118,7 +118,9 @@ class EvalResult:
     does while the reference is timed can make the reference look slower."""
     task_degenerate: str | None = None
     """Why the task is degenerate (constant output, output equal to an input, ...), or None; a
-    result on such a task carries the label "degenerate_task" and is not paid as a speedup."""
+    result on such a task carries the label "degenerate_task" and is not paid as a speedup. When
+    the check itself failed, this stays None and the label is "degenerate_check_failed", paid the
+    same way (fail closed)."""
     correctness_trials: int = 0
     max_abs_error: float | None = None
     build_seconds: float | None = None

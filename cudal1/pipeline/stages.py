@@ -23,6 +23,7 @@ from cudal1.policy.model import chat_prompt_ids
 from cudal1.pipeline.sft_data import sft_pairs, stage1_solutions
 from cudal1.policy.prompts import plain_prompt
 from cudal1.records import Candidate, Exemplar, PolicyExample, Rollout
+from cudal1.rl.rewards import UNPAID_LABELS
 from cudal1.tasks.suite import seeds_for
 from cudal1.tasks.task import reference_as_candidate
 
@@ -247,7 +248,7 @@ def _validated_variants(ctx: Any, solutions: list[Exemplar], references: bool
     variants: dict[str, list[Exemplar]] = {}
     correct: list[Exemplar] = []
     for c, res, analysis in zip(candidates, results, analyses):
-        if res.get("status") == "ok" and "degenerate_task" not in (res.get("labels") or ()):
+        if res.get("status") == "ok" and not UNPAID_LABELS.intersection(res.get("labels") or ()):
             e = Exemplar(c.task_id, c.source, float(res["speedup"]), analysis=analysis, origin=c.origin)
             variants.setdefault(c.task_id, []).append(e)
             if c.origin != "reference":

@@ -83,7 +83,8 @@ class RewardConfig:
             is the whole range of one result's rounds, so two measurements of the same code can
             differ by about that much.
         failure_reward: reward of a failure (parse error, bad format, compile or runtime error,
-            timeout, limit, wrong output, degenerate task, no result). None: the transform's
+            timeout, limit, wrong output, degenerate task or a failed degenerate-task check, no
+            result). None: the transform's
             lower bound (-ln max_credit, or 0). Must not exceed that bound.
         hack_reward: reward of a caught hack (status "hack"). None: `failure_reward`. Must not
             exceed `failure_reward`.
@@ -178,7 +179,8 @@ class Priced:
         reward: the scalar reward.
         reason: "ok", "ok:noisy", "ok:copy", "suspect:unverified", or a failure label: "truncated",
             "parse_error:<label>", "format:missing_<section>", an evaluator status, "hack:<kind>",
-            "degenerate_task", "not_evaluated", "bad_speedup", "unknown_status:<s>".
+            "degenerate_task", "degenerate_check_failed", "not_evaluated", "bad_speedup",
+            "unknown_status:<s>".
         speedup: the speedup the reward was computed from (×, after rounding and the gain rules),
             for correct results; None otherwise.
         spread: the evaluator's `speedup_spread` of a correct result (0 when it gave none).
@@ -200,6 +202,12 @@ class Priced:
 
 HARNESS_LABELS = frozenset({"actor_died", "harness_error", "actor_timeout"})
 """Result labels that say the harness failed, not the candidate."""
+
+UNPAID_LABELS = frozenset({"degenerate_task", "degenerate_check_failed"})
+"""Result labels under which "correct" says nothing about the candidate, so it is never paid nor
+kept as an example: on a degenerate task wrong code passes ("degenerate_task"); where the
+degenerate-task check itself failed nobody knows whether it would ("degenerate_check_failed"),
+and the check fails closed."""
 
 
 def credit(speedup: float, cfg: RewardConfig) -> float:
@@ -356,6 +364,10 @@ def price(
     if "degenerate_task" in labels:
         # Wrong code passes on a degenerate task: a "correct" result there says nothing.
         return Priced(fail, "degenerate_task")
+    if "degenerate_check_failed" in labels:
+        # Paid as on a degenerate task (no speedup credit), but left out of the update: the check
+        # failed on the reference, which says nothing about the response either way.
+        return Priced(fail, "degenerate_check_failed", trainable=False)
     speedup = d.get("speedup")
     if isinstance(speedup, bool) or not isinstance(speedup, (int, float)) or not math.isfinite(speedup) or speedup <= 0:
         return Priced(fail, "bad_speedup")

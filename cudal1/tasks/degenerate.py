@@ -17,6 +17,11 @@ the worker entry point used by `load_suite(probe=True)` through `cudal1.bench.wo
 "Equal" means what the evaluator accepts (`cudal1.bench.correctness.compare_values`, same
 tolerances): the question is whether a wrong candidate's output would pass, and an output that is
 zero within the checker's tolerance lets a zeros candidate pass just as exact zeros do.
+
+Device and dtype: the check runs where the task runs (CPU or GPU). Every constant it compares
+with (a zeros or a typical-value candidate, a sample index) is made on the output's device in the
+output's dtype, never on torch's default device; a Python number a model returns becomes a CPU
+tensor and is moved to the device of whatever it is compared with.
 """
 
 from __future__ import annotations
@@ -130,7 +135,7 @@ def check_degeneracy(
             if not any(_is_float(x) for x in inputs):
                 report.shifted = "no floating inputs"
             else:
-                inputs = [x * SHIFT_SCALE + SHIFT_OFFSET if _is_float(x) else x for x in inputs]
+                _shift(inputs)
                 stage("forward shifted")
                 try:
                     _, run = _run(model, inputs, report, first)
@@ -190,8 +195,9 @@ def _run(
     before = [_fingerprint(x) for x in inputs]
     start = time.perf_counter()
     out = model(*inputs)
-    report.forward_ms.append(round((time.perf_counter() - start) * 1e3, 3))
     outs = _flatten(out)
+    _synchronize(outs)
+    report.forward_ms.append(round((time.perf_counter() - start) * 1e3, 3))
     mutated = [i for i, x in enumerate(inputs) if _fingerprint(x) != before[i]]
     finite = all(_finite(t) for t in outs)
     run = _Run(before, finite, all(t.numel() == 0 for t in outs), None, None, mutated)
@@ -219,12 +225,18 @@ def error_line(e: BaseException, limit: int = 300) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
+def _synchronize(outs: list[torch.Tensor]) -> None:
+    """Wait for the work that made `outs` on each GPU they are on (so forward_ms is the forward's)."""
+    for device in {t.device for t in outs if t.device.type == "cuda"}:
+        torch.cuda.synchronize(device)
+
+
 def _flatten(out: Any) -> list[torch.Tensor]:
-    """Output tensors in order (numbers become 0-d tensors; None is skipped)."""
+    """Output tensors in order (numbers become 0-d CPU tensors; None is skipped)."""
     if isinstance(out, torch.Tensor):
         return [out.detach()]
     if isinstance(out, bool | int | float | complex):
-        return [torch.tensor(out)]
+        return [torch.tensor(out, device="cpu")]
     if out is None:
         return []
     if isinstance(out, dict):
@@ -242,10 +254,13 @@ def _passes(candidate: torch.Tensor, reference: torch.Tensor, scale: float) -> b
     """Would the evaluator accept `candidate` as `reference` (values only; shapes must match)?
 
     `scale` is `_scale(reference)`. A strided sample is checked first with the evaluator's rule,
-    which rejects most pairs without the full comparison's float64 copies.
+    which rejects most pairs without the full comparison's float64 copies. A candidate on another
+    device (a number's CPU tensor beside a GPU output) is compared on the reference's device.
     """
     if candidate.shape != reference.shape:
         return False
+    if candidate.device != reference.device:
+        candidate = candidate.to(reference.device)
     if not (reference.is_floating_point() or reference.is_complex()):  # integers, bool: exact
         exact = not (candidate.is_floating_point() or candidate.is_complex())
         return exact and bool(torch.equal(candidate.to(reference.dtype), reference))
@@ -257,12 +272,22 @@ def _passes(candidate: torch.Tensor, reference: torch.Tensor, scale: float) -> b
     return compare_values(candidate, reference)[0]
 
 
+def _shift(inputs: list[Any]) -> None:
+    """Map each floating input x to x * SHIFT_SCALE + SHIFT_OFFSET in the list, one at a time
+    (so at most one input exists twice; the originals are not changed: a task may reuse them)."""
+    for i in range(len(inputs)):
+        if _is_float(inputs[i]):
+            inputs[i] = inputs[i].mul(SHIFT_SCALE).add_(SHIFT_OFFSET)
+
+
 def _scale(reference: torch.Tensor) -> float:
-    """max(1, mean |reference|): the evaluator's atol multiplier (finite references only)."""
+    """max(1, mean |reference|): the evaluator's atol multiplier (finite references only).
+    float32/float64: a fused 1-norm, no |reference| copy (a large output's copy is GiBs on a GPU)."""
     if not reference.is_floating_point() or reference.numel() == 0:
         return 1.0
-    acc = torch.float64 if reference.dtype == torch.float64 else torch.float32
-    return max(1.0, float(reference.abs().mean(dtype=acc)))
+    if reference.dtype in (torch.float32, torch.float64):
+        return max(1.0, float(torch.linalg.vector_norm(reference, 1)) / reference.numel())
+    return max(1.0, float(reference.abs().mean(dtype=torch.float32)))
 
 
 def _finite(t: torch.Tensor) -> bool:
@@ -279,7 +304,7 @@ def _sample(t: torch.Tensor, n: int = SAMPLE) -> torch.Tensor:
     """About `n` elements of `t` at evenly spaced flat positions (no copy of `t`, any strides)."""
     if t.dim() == 0:
         return t.reshape(1)
-    flat = _sample_index(t.numel(), n)
+    flat = _sample_index(t.numel(), n, str(t.device))
     if t.is_contiguous():
         return t.view(-1)[flat]
     if all(stride == 0 for stride in t.stride()):  # an expanded scalar (see `_filled`)
@@ -288,13 +313,15 @@ def _sample(t: torch.Tensor, n: int = SAMPLE) -> torch.Tensor:
 
 
 @functools.lru_cache(maxsize=64)
-def _sample_index(numel: int, n: int) -> torch.Tensor:
-    return torch.arange(0, numel, max(1, numel // n))[:n]
+def _sample_index(numel: int, n: int, device: str) -> torch.Tensor:
+    """int64 flat positions 0, step, 2*step, ... (at most `n`, step numel // n) on `device`."""
+    return torch.arange(0, numel, max(1, numel // n), device=device)[:n]
 
 
 def _filled(like: torch.Tensor, value: complex) -> torch.Tensor:
-    """A constant tensor shaped like `like` without allocating it (an expanded scalar)."""
-    return torch.tensor(value, dtype=like.dtype).expand(like.shape)
+    """A constant tensor shaped like `like`, on its device and in its dtype, without allocating
+    it (an expanded scalar)."""
+    return torch.full((), value, dtype=like.dtype, device=like.device).expand(like.shape)
 
 
 def _typical(t: torch.Tensor) -> float | int | bool:
@@ -325,24 +352,71 @@ def _fingerprint(x: Any) -> Any:
     )
 
 
+OUT_OF_MEMORY_MARKS = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED",
+                       "CUFFT_ALLOC_FAILED", "cudaErrorMemoryAllocation")
+"""Error texts that mean the device ran out of memory (torch.OutOfMemoryError's message and the
+libraries' own codes): a failure that depends on what else held the device, not on the task."""
+
+
+def is_out_of_memory(error: BaseException | str) -> bool:
+    """True when `error` (an exception or its text) says the device or the host ran out of memory."""
+    if isinstance(error, MemoryError | torch.OutOfMemoryError):
+        return True
+    text = str(error)
+    return any(mark.lower() in text.lower() for mark in OUT_OF_MEMORY_MARKS)
+
+
+def estimate_device_mib(module: Any) -> float | None:
+    """Device memory (MiB) the check of a task (an imported task module) needs, estimated on the
+    meta device (nothing allocated, no CUDA): parameters and buffers, twice the inputs (shifted
+    inputs are made beside them), five times the outputs (the first run's output, the current
+    one, and a full comparison's three temporaries of its size). Intermediate tensors of the
+    forward are not counted; an output the meta device cannot compute counts as large as the
+    inputs, and so does that of a model with recurrent layers (their meta forward runs step by
+    step in Python: half a minute for KernelBench's 6-layer LSTM). None when the model or the
+    inputs cannot be built on the meta device.
+    """
+    try:
+        with torch.device("meta"), torch.no_grad():
+            inputs = list(module.get_inputs())
+            model = module.Model(*module.get_init_inputs())
+            in_bytes = sum(x.nbytes for x in inputs if isinstance(x, torch.Tensor))
+            out_bytes = in_bytes
+            if not any(isinstance(m, torch.nn.RNNBase) for m in model.modules()):
+                try:
+                    out_bytes = sum(t.nbytes for t in _flatten(model(*inputs)))
+                except Exception:  # noqa: BLE001 - an operator without a meta kernel, data-dependent code
+                    pass
+            held = sum(t.nbytes for t in [*model.parameters(), *model.buffers()])
+    except Exception:  # noqa: BLE001 - no estimate: the caller's default budget applies
+        return None
+    return (held + 2 * in_bytes + 5 * out_bytes) / 2**20
+
+
 def probe_task(payload: dict[str, Any]) -> dict[str, Any]:
     """Worker entry point (`run_isolated("cudal1.tasks.degenerate:probe_task", payload)`).
 
     payload: {"task": Task.to_dict(), "profile": str | None, "seeds": [int, ...], "device": str
-    (default "cpu")}. Imports the task at the profile, builds the model and the inputs on the
-    device (inputs made there directly, as the evaluator makes them), and runs
-    `check_degeneracy`. Returns
+    (default "cpu"), "budget_mib": float | None}. Imports the task at the profile, builds the
+    model and the inputs on the device (inputs made there directly, as the evaluator makes them),
+    and runs `check_degeneracy`. With a `budget_mib` (the parent gives one on a GPU), a task whose
+    `estimate_device_mib` is larger stops before touching the device and returns {"ok": False,
+    "deferred": True, "need_mib": estimate, "stage": "sizing", "error": ...}, for the caller to
+    run it again with room for it. Returns
     {"ok": True, "degenerate": reason | None, "notes": [...], "shifted": str, "outputs": [...],
     "forward_ms": [...], "seconds": {"import": s, "check": s}} or {"ok": False, "stage": where
     it failed ("import", "model", "forward seed=0", ...), "error": "<Type>: <first line of the
-    message>"}. Prints "cudal1-probe-stage: <stage>" lines to stdout so that a parent that kills
-    a hung worker can tell where it hung.
+    message>", "out_of_memory": bool (`is_out_of_memory`)}. On a GPU both also carry
+    "device_peak_mib": the most device memory torch's allocator held at once (MiB; the CUDA
+    context's own few hundred MiB are not in it) and "estimate_mib" (`estimate_device_mib`). Prints "cudal1-probe-stage: <stage>" lines to
+    stdout so that a parent that kills a hung worker can tell where it hung.
     """
     from .task import Task
 
     task = Task.from_dict(payload["task"])
     seeds = list(payload.get("seeds") or (0, 1, 2))
     device = payload.get("device") or "cpu"
+    cuda = device.startswith("cuda")
     seconds: dict[str, float] = {}
     stage = ["import"]
 
@@ -350,11 +424,28 @@ def probe_task(payload: dict[str, Any]) -> dict[str, Any]:
         stage[0] = name
         print(f"{STAGE_PREFIX}{name}", flush=True)
 
+    def peak() -> dict[str, float]:
+        if not (cuda and torch.cuda.is_initialized()):
+            return {}
+        return {"device_peak_mib": round(torch.cuda.max_memory_reserved(device) / 2**20, 1)}
+
+    sizing: dict[str, float] = {}
     try:
         mark("import")
         start = time.perf_counter()
         module = task.load_module(payload.get("profile"))
         seconds["import"] = round(time.perf_counter() - start, 3)
+        budget = payload.get("budget_mib")
+        if cuda or budget is not None:
+            mark("sizing")
+            need = estimate_device_mib(module)
+            if need is not None:
+                sizing["estimate_mib"] = round(need, 1)
+                if budget is not None and need > budget:
+                    return {"ok": False, "deferred": True, "need_mib": round(need, 1), "stage": "sizing",
+                            "error": f"needs about {need:.0f} MiB of device memory, {budget:.0f} MiB granted"}
+        if cuda:
+            torch.cuda.set_device(device)  # cuBLAS handles and bare torch.randn(device="cuda") go there
         start = time.perf_counter()
 
         def factory() -> torch.nn.Module:
@@ -367,7 +458,8 @@ def probe_task(payload: dict[str, Any]) -> dict[str, Any]:
         report = check_degeneracy(factory, inputs, seeds, on_stage=mark)
         seconds["check"] = round(time.perf_counter() - start, 3)
     except Exception as e:  # noqa: BLE001 - every failure is reported as data
-        return {"ok": False, "stage": stage[0], "error": error_line(e)}
+        return {"ok": False, "stage": stage[0], "error": error_line(e), "out_of_memory": is_out_of_memory(e), **peak(),
+                **sizing}
     mark("done")
     return {
         "ok": True,
@@ -377,4 +469,20 @@ def probe_task(payload: dict[str, Any]) -> dict[str, Any]:
         "outputs": report.outputs,
         "forward_ms": report.forward_ms,
         "seconds": seconds,
+        **peak(),
+        **sizing,
     }
+
+
+def device_memory(payload: dict[str, Any]) -> dict[str, Any]:
+    """Worker entry point (`run_isolated("cudal1.tasks.degenerate:device_memory", {"device":
+    "cuda:0"})`), so that the asking process never makes a CUDA context of its own.
+
+    Returns {"free_mib": float, "total_mib": float} of the device as the driver reports them now
+    (`torch.cuda.mem_get_info`: free counts every process's use), and "name". Raises what torch
+    raises for a device that cannot be used (no GPU, bad index).
+    """
+    device = torch.device(payload["device"])
+    free, total = torch.cuda.mem_get_info(device)
+    return {"free_mib": round(free / 2**20, 1), "total_mib": round(total / 2**20, 1),
+            "name": torch.cuda.get_device_name(device)}

@@ -2,13 +2,13 @@
 
 Without probing nothing is executed: each file is parsed with `ast` and checked for the three
 module-level definitions the format requires (`Model`, `get_inputs`, `get_init_inputs`) and for a
-well-formed `SIZE_PROFILES`; a file that loads pretrained weights (`from_pretrained`, KernelBench's
-level 4) is refused at once: nothing here can reach a model hub. With `probe=True` every parsed task
-is also imported and run (inputs, constructor, forward on several seeds, on the device the probe is
-for) in its own sandboxed worker (`cudal1.bench.worker`), several at a time, which catches files
-that fail at import, hang, or are degenerate (`cudal1.tasks.degenerate`). A probe's answer is cached
-per task source, size profile and backend (under the evaluator's cache, where evaluations also
-read the degenerate-task verdict). The parent process never imports task code.
+well-formed `SIZE_PROFILES`. Refused at once, with the reason and without a worker: a file that
+needs the network (pretrained weights through `from_pretrained`, as in KernelBench's level 4, a
+torch.hub or a download call: nothing here reaches a model hub), and one that imports at module
+level a module not installed here (level 3's Mamba2 tasks import einops). With `probe=True` every
+parsed task is also imported and run (inputs, constructor, forward on several seeds, on the device
+the probe is for) in its own sandboxed worker, which catches files that fail at import, hang, or
+are degenerate (`cudal1.tasks.probe`). The parent process never imports task code.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import re
-import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -29,6 +28,11 @@ LEVEL_RE = re.compile(r"^level(\d+)$")
 REQUIRED = ("Model", "get_inputs", "get_init_inputs")
 HUB_RE = re.compile(r"\bfrom_pretrained\s*\(")
 """Loading pretrained weights needs a model hub, which cudal1 never reaches."""
+NETWORK_RE = re.compile(
+    r"\btorch\.hub\.load\w*\s*\(|\bhf_hub_download\s*\(|\bsnapshot_download\s*\(|\bload_state_dict_from_url\s*\("
+    r"|\burlopen\s*\(|\burlretrieve\s*\(|\brequests\.(get|post)\s*\(|\bpretrained\s*=\s*True\b|\bweights\s*=\s*['\"]"
+)
+"""Other calls that download (model hubs, URLs, torchvision's pretrained weights)."""
 STAGE_PREFIX = "cudal1-probe-stage: "
 """Prefix of the progress lines a probe worker prints (`cudal1.tasks.degenerate.probe_task`)."""
 
@@ -60,6 +64,10 @@ class SuiteReport:
     probe_seconds: float = 0.0
     probe_times: dict[str, float] = dataclasses.field(default_factory=dict)
     """Wall seconds of each file's probe worker, by "level<L>/<file stem>"."""
+    probe_memory: dict[str, dict[str, float | None]] = dataclasses.field(default_factory=dict)
+    """Per probed file, as `probe_times`: {"peak_mib": on a GPU the most device memory torch held
+    (MiB), on the CPU the worker's peak resident memory, "estimate_mib": the worker's estimate of
+    the device memory it needs (GPU only)}; None where unknown."""
 
     @property
     def degenerate(self) -> list[Task]:
@@ -109,6 +117,7 @@ class SuiteReport:
             "probe_notes": self.probe_notes,
             "probe_seconds": self.probe_seconds,
             "probe_times": self.probe_times,
+            "probe_memory": self.probe_memory,
         }
 
 
@@ -142,6 +151,7 @@ def load_suite(
     probe_seeds: tuple[int, ...] = (0, 1, 2),
     probe_device: str = "cpu",
     probe_jobs: int | None = None,
+    probe_device_mib: int | None = None,
     probe_cache: str | Path | None = None,
     on_probed: Any = None,
 ) -> SuiteReport:
@@ -157,12 +167,14 @@ def load_suite(
     With `probe=True` each parsed task runs in a sandboxed worker (`probe_timeout_s` seconds,
     `probe_memory_mib` MiB resident) that imports it, builds inputs and the model on
     `probe_device` and runs forward on `probe_seeds` plus shifted inputs; tasks that fail move to
-    `failures`, the others get `Task.degenerate` set. `probe_jobs` workers run at once (default:
-    half the cores; they are CPU-heavy); answers are cached under `probe_cache` (default: the
-    evaluator's cache directory); `on_probed(task, reason)` is called as each task is done (reason:
-    why it failed, or None).
+    `failures`, the others get `Task.degenerate` set. At most `probe_jobs` workers run at once
+    (default: half the cores), on a GPU fewer when its free memory holds fewer probes of
+    `probe_device_mib` MiB each; answers are cached under `probe_cache` (default: the evaluator's
+    cache directory); `on_probed(task, answer)` is called as each task is done (a
+    `cudal1.tasks.probe.ProbeAnswer`). See `cudal1.tasks.probe.probe_suite`.
 
-    Raises FileNotFoundError if `root` has no level directories or a requested level is missing.
+    Raises FileNotFoundError if `root` has no level directories or a requested level is missing,
+    RuntimeError when the probe's GPU cannot be used.
     """
     levels_dir = find_levels_dir(root)
     present = {int(m.group(1)): p for p in levels_dir.iterdir() if p.is_dir() and (m := LEVEL_RE.match(p.name))}
@@ -197,8 +209,11 @@ def load_suite(
                 report.tasks.append(task_or_reason)
     report.tasks.sort(key=lambda t: (t.level, t.problem_id))
     if probe:
+        from .probe import probe_suite
+
         probe_suite(report, profile, timeout_s=probe_timeout_s, memory_mib=probe_memory_mib, seeds=probe_seeds,
-                    device=probe_device, jobs=probe_jobs, cache_dir=probe_cache, on_probed=on_probed)
+                    device=probe_device, jobs=probe_jobs, device_mib=probe_device_mib, cache_dir=probe_cache,
+                    on_probed=on_probed)
     return report
 
 
@@ -221,6 +236,12 @@ def parse_task_file(
         return f"syntax error: {e.msg} (line {e.lineno})"
     if HUB_RE.search(source):
         return "loads pretrained weights (from_pretrained): needs a model hub, and cudal1 runs offline"
+    if m := NETWORK_RE.search(source):
+        return f"downloads ({m.group(0).strip()}...): needs the network, and cudal1 runs offline"
+    missing = _missing_modules(tree.body)
+    if missing:
+        names = ", ".join(missing)
+        return f"imports {names}, not installed here (pip install {' '.join(missing)} to run it)"
     bound = _module_level_names(tree.body)
     absent = [n for n in REQUIRED if n not in bound]
     if absent:
@@ -281,6 +302,31 @@ def _module_level_names(body: list[ast.stmt]) -> set[str]:
     return names
 
 
+def _missing_modules(body: list[ast.stmt]) -> list[str]:
+    """Top-level packages that statements at the top of the module (not in try/if blocks: those
+    may be optional) import and that cannot be found here. Looks them up without importing."""
+    import importlib.util
+    import sys
+
+    names: list[str] = []
+    for node in body:
+        if isinstance(node, ast.Import):
+            names += [a.name.split(".")[0] for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.append(node.module.split(".")[0])
+    missing = []
+    for name in dict.fromkeys(names):
+        if name in sys.modules or name in sys.builtin_module_names:
+            continue
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
+
+
 def _size_profiles(body: list[ast.stmt], bound: set[str]) -> dict[str, list[str]] | str:
     """SIZE_PROFILES as {profile: [constant names]} when it is a dict with string keys, {} when
     absent or not a literal dict, or the reason it is malformed (a profile that sets a constant
@@ -307,130 +353,3 @@ def _size_profiles(body: list[ast.stmt], bound: set[str]) -> dict[str, list[str]
                     constants.append(ck.value)
         profiles[key.value] = constants
     return profiles
-
-
-def probe_suite(
-    report: SuiteReport,
-    profile: str | None,
-    *,
-    timeout_s: float = 60.0,
-    memory_mib: int = 8192,
-    seeds: tuple[int, ...] = (0, 1, 2),
-    device: str = "cpu",
-    jobs: int | None = None,
-    cache_dir: str | Path | None = None,
-    on_probed: Any = None,
-) -> None:
-    """Run `cudal1.tasks.degenerate.probe_task` for every task of `report`, each in a fresh
-    sandboxed worker, `jobs` at a time; move tasks that fail to `report.failures` and set
-    `degenerate` on the others (in place). Answers come from, and go to, the cache (see the
-    module docstring); a worker that timed out or crashed is not cached."""
-    import os
-    from concurrent.futures import ThreadPoolExecutor
-
-    from cudal1.bench.settings import default_cache_dir
-    from cudal1.bench.worker import WorkerLimits, run_isolated
-
-    cache = Path(cache_dir) if cache_dir else default_cache_dir()
-    backend = "cuda" if device.startswith("cuda") else "cpu"
-    limits = WorkerLimits(wall_timeout_s=timeout_s, memory_mib=memory_mib, max_processes=64)
-    start = time.monotonic()
-
-    def probe(task: Task) -> tuple[Task, str | None, dict[str, Any]]:
-        cached = read_probe_cache(cache, task, profile, backend)
-        if cached is not None:
-            return task, cached.get("failure"), cached
-        payload = {"task": task.to_dict(), "profile": profile, "seeds": list(seeds), "device": device}
-        t0 = time.monotonic()
-        outcome = run_isolated("cudal1.tasks.degenerate:probe_task", payload, limits)
-        report.probe_times[_short(task.path).removesuffix(".py")] = round(time.monotonic() - t0, 3)
-        reason = probe_failure_reason(outcome, timeout_s, memory_mib)
-        value = outcome.value if reason is None else {}
-        if outcome.kind == "returned":  # an answer of the task's own: the same next time
-            write_probe_cache(cache, task, profile, backend, {**value, "failure": reason})
-        return task, reason, value
-
-    kept: list[Task] = []
-    workers = max(1, jobs or (os.cpu_count() or 2) // 2)
-    with ThreadPoolExecutor(workers) as pool:
-        for task, reason, value in pool.map(probe, report.tasks):
-            if on_probed is not None:
-                on_probed(task, reason)
-            if reason:
-                report.failures.append(LoadFailure(task.path, reason))
-                continue
-            if value.get("notes"):
-                report.probe_notes[task.task_id] = list(value["notes"])
-            kept.append(dataclasses.replace(task, degenerate=value.get("degenerate")))
-    report.tasks = kept
-    report.failures.sort(key=lambda f: (str(Path(f.path).parent), _file_order(Path(f.path))))
-    report.probed = True
-    report.probe_seconds = round(time.monotonic() - start, 1)
-
-
-def probe_cache_path(cache_dir: Path, task: Task, profile: str | None, backend: str) -> Path:
-    """Where a task's probe answer is cached. The evaluator's degenerate-task verdict for the same
-    key sits beside it (`cudal1.bench.evaluator`)."""
-    return Path(cache_dir) / "tasks" / f"probe-{task.source_hash}-{profile or backend}-{backend}.json"
-
-
-def read_probe_cache(cache_dir: Path, task: Task, profile: str | None, backend: str) -> dict[str, Any] | None:
-    import json
-
-    try:
-        value = json.loads(probe_cache_path(cache_dir, task, profile, backend).read_text())
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def write_probe_cache(cache_dir: Path, task: Task, profile: str | None, backend: str, value: dict[str, Any]) -> None:
-    """Write the probe's answer, and for a task that ran, the evaluator's degenerate verdict."""
-    import json
-    import os
-
-    path = probe_cache_path(cache_dir, task, profile, backend)
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        entries = [(path, value)]
-        if value.get("ok") and not value.get("failure"):
-            verdict = {"reason": value.get("degenerate"), "notes": list(value.get("notes") or [])}
-            entries.append((path.parent / f"{task.source_hash}-{profile or backend}-{backend}.json", verdict))
-        for target, content in entries:
-            tmp = target.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(json.dumps(content))
-            tmp.replace(target)
-    except OSError:
-        pass  # a cache: the next probe runs again
-
-
-def probe_failure_reason(outcome: Any, timeout_s: float, memory_mib: int) -> str | None:
-    """One line saying why a probe worker did not give a usable result, or None when it did."""
-    stage = _last_stage(outcome.log)
-    if outcome.kind == "returned":
-        value = outcome.value
-        if isinstance(value, dict) and value.get("ok"):
-            return None
-        if isinstance(value, dict):
-            return f"{value.get('stage', 'probe')} failed: {value.get('error', 'no error given')}"
-        return f"probe returned {type(value).__name__}, not a dict"
-    if outcome.kind == "timeout":
-        return f"timed out after {timeout_s:.0f} s during {stage or 'start-up'}"
-    if outcome.kind == "memory":
-        return f"exceeded {memory_mib} MiB during {stage or 'start-up'}"
-    if outcome.kind == "raised":
-        return f"probe raised: {last_error_line(outcome.error)}"
-    where = f" during {stage}" if stage else ""
-    return f"worker crashed{where} ({outcome.signal_name or f'exit code {outcome.exitcode}'})"
-
-
-def _last_stage(log: str) -> str:
-    stages = re.findall("^" + re.escape(STAGE_PREFIX) + "(.+)$", log or "", flags=re.MULTILINE)
-    return stages[-1] if stages else ""
-
-
-def last_error_line(text: str, limit: int = 300) -> str:
-    """The last non-empty line of a traceback (the exception), cut to `limit` characters."""
-    lines = [ln.strip() for ln in (text or "").splitlines() if ln.strip()]
-    line = lines[-1] if lines else "(no message)"
-    return line if len(line) <= limit else line[: limit - 3] + "..."

@@ -255,7 +255,7 @@ def test_a_worker_probes_task_references_on_its_device(tmp_path):
     probes = worker.probe(["level1/13", "level9/9"])
     assert probes["level1/13"] == {"degenerate": None, "failure": None}
     assert probes["level9/9"]["failure"] == "unknown task"
-    assert list((tmp_path / "tasks").glob("probe-*-cpu-cpu.json"))
+    assert list((tmp_path / "tasks").glob("probe2-*-cpu-cpu.json"))
 
 
 def test_a_build_pool_builds_each_source_once_ahead_of_timing(ray_cluster, tmp_path_factory):

@@ -17,6 +17,7 @@ import pytest
 import evalkit
 from cudal1.bench.evaluator import evaluate
 from cudal1.bench.result import HackKind, Status
+from cudal1.rl.rewards import price
 from cudal1.tasks.task import Task
 
 _HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
@@ -80,6 +81,23 @@ class Model(nn.Module):
         return m - m
 
 def get_inputs():
+    return [torch.randn(256, 512)]
+
+def get_init_inputs():
+    return []
+''')
+
+# The same constant output, but get_inputs refuses the degenerate-task check's own seeds (0, 1, 2):
+# the check cannot run, while the judge's trials (large secret seeds) run as usual.
+UNCHECKABLE_TASK = Task(level=1, problem_id=805, name="max_minus_max_unchecked", source=_HEADER + '''
+class Model(nn.Module):
+    def forward(self, x):
+        m = x.max(dim=1, keepdim=True).values
+        return m - m
+
+def get_inputs():
+    if torch.initial_seed() < 3:
+        raise RuntimeError("no inputs for seeds below 3")
     return [torch.randn(256, 512)]
 
 def get_init_inputs():
@@ -272,6 +290,17 @@ def test_a_result_on_a_degenerate_task_is_labelled_and_the_check_is_cached(cache
     evaluator._degenerate_memory.clear()
     again = run_task(CONSTANT_TASK, "constant_answer", cache_dir)
     assert again.task_degenerate == "cached verdict", evalkit.describe(again)
+
+
+def test_a_failed_degenerate_task_check_fails_closed(cache_dir) -> None:
+    # A constant-output shortcut on a degenerate task whose check failed: labelled, not paid.
+    r = run_task(UNCHECKABLE_TASK, "constant_answer", cache_dir)
+    assert r.status is Status.OK and r.task_degenerate is None, evalkit.describe(r)
+    assert "degenerate_check_failed" in r.labels and "degenerate_task" not in r.labels, evalkit.describe(r)
+    priced = price(r, None)
+    assert (priced.reason, priced.speedup, priced.trainable) == ("degenerate_check_failed", None, False)
+    # A failed check is not cached as the task's verdict: the next evaluation runs it again.
+    assert not list((cache_dir / "tasks").glob(f"{UNCHECKABLE_TASK.source_hash}-*.json"))
 
 
 def test_an_ordinary_task_is_not_degenerate(cache_dir) -> None:

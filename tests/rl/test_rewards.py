@@ -144,6 +144,10 @@ def test_failures_hacks_and_malformed_results():
     assert price({"status": "weird"}, None).reason == "unknown_status:weird"
     degenerate = price(ok(63.8, ["custom_kernel", "degenerate_task"]), None)
     assert degenerate.reason == "degenerate_task" and degenerate.reward == fail
+    # A failed degenerate-task check fails closed: no speedup credit, and no signal for the update.
+    unchecked = price(ok(63.8, ["custom_kernel", "degenerate_check_failed"]), None)
+    assert (unchecked.reason, unchecked.reward, unchecked.speedup, unchecked.trainable) == (
+        "degenerate_check_failed", fail, None, False)
 
 
 def test_harness_failures_and_invalid_tasks_carry_no_signal():

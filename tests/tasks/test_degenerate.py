@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from cudal1.tasks.degenerate import check_degeneracy, degeneracy, probe_task
+from cudal1.tasks.degenerate import check_degeneracy, degeneracy, estimate_device_mib, is_out_of_memory, probe_task
 from cudal1.tasks.task import Task
 
 
@@ -114,3 +114,92 @@ def test_probe_task_in_process(capsys):
     broken = Task(level=1, problem_id=2, name="Broken", source=source.replace("x * 0", "x @ x"))
     result = probe_task({"task": broken.to_dict(), "profile": None, "seeds": [0, 1]})
     assert not result["ok"] and result["stage"] == "forward seed=0" and result["error"].startswith("RuntimeError: ")
+
+
+# -- device: every constant on the output's device, in its dtype ---------------------------------
+
+DTYPE_CASES = [
+    # (dtype of the inputs, forward, what the check must find)
+    (torch.float16, lambda m, x: x * 0, "output all zero"),
+    (torch.bfloat16, lambda m, x: torch.full_like(x, 3.0), "output constant"),
+    (torch.float16, lambda m, x: x.clone(), "output equals input 0"),
+    (torch.bfloat16, lambda m, x: x * 2, None),
+    (torch.int64, lambda m, x: x * 0, "output all zero"),
+    (torch.int64, lambda m, x: x + 1, None),
+    (torch.bool, lambda m, x: ~x, None),
+    (torch.complex64, lambda m, x: x * 2, None),
+    (torch.float32, lambda m, x: (x * 2, 1.5), None),  # a number beside a tensor
+    (torch.float32, lambda m, x: 1.5, "output identical across seeds"),  # a number alone
+    (torch.float32, lambda m, x: x.t().contiguous().t() * 2, None),  # strided output (no flat view)
+    (torch.float32, lambda m, x: x.new_zeros(()).expand_as(x), "output all zero"),  # expanded
+]
+
+
+def _inputs_of(dtype: torch.dtype):
+    """One input of 128 x 96 (more than 2 * SAMPLE elements: the sampled pre-check runs) on the CPU."""
+
+    def get_inputs():
+        if dtype in (torch.int64, torch.bool):
+            return [torch.randint(-5, 6, (128, 96), device="cpu").to(dtype)]
+        return [torch.randn(128, 96, device="cpu").to(dtype)]
+
+    return get_inputs
+
+
+@pytest.mark.parametrize(("dtype", "fn", "expected"), DTYPE_CASES)
+def test_the_check_builds_its_constants_on_the_outputs_device(dtype, fn, expected):
+    """On a GPU the outputs are CUDA tensors while torch's default device is the CPU: a constant
+    the check made without naming a device (a zeros tensor, a sample index, a number's tensor)
+    then sits on another device than the output, and comparing them raised "Expected all tensors
+    to be on the same device" for every task. The same mismatch made here: outputs on the CPU, the
+    default device `meta`. Before the fix every case raised; now each gives the same verdict as
+    with the CPU as default, in the output's own dtype. (The real CUDA run is part of
+    scripts/gpu_probe_check.sh.)"""
+
+    def factory():
+        with torch.device("cpu"):
+            return Fn(fn)
+
+    plain = check_degeneracy(factory, _inputs_of(dtype))
+    torch.set_default_device("meta")
+    try:
+        elsewhere = check_degeneracy(factory, _inputs_of(dtype))
+    finally:
+        torch.set_default_device(None)
+    assert elsewhere.reason == plain.reason and elsewhere.notes == plain.notes
+    if expected is None:
+        assert plain.reason is None, plain.reason
+    else:
+        assert plain.reason is not None and plain.reason.startswith(expected), plain.reason
+
+
+def test_out_of_memory_is_told_apart_from_the_tasks_own_errors():
+    assert is_out_of_memory(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+    assert is_out_of_memory("RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`")
+    assert is_out_of_memory(MemoryError())
+    assert not is_out_of_memory(RuntimeError("mat1 and mat2 shapes cannot be multiplied (8x16 and 8x16)"))
+
+
+def test_a_task_larger_than_its_budget_stops_before_it_runs():
+    """probe_task with a device-memory budget sizes the task on the meta device first (the parent
+    gives a budget on a GPU; here on the CPU the same code path)."""
+    source = "import torch\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    source += "        self.w = torch.nn.Parameter(torch.randn(1024, 1024))\n"  # 4 MiB
+    source += "    def forward(self, x):\n        return torch.cat([x, x], 1) @ self.w\n"
+    source += "def get_inputs():\n    return [torch.randn(2048, 512)]\n"  # 4 MiB in, 8 MiB out
+    source += "def get_init_inputs():\n    return []\n"
+    task = Task(level=1, problem_id=3, name="Sized", source=source)
+    import types
+
+    module = types.ModuleType("sized")
+    exec(source, module.__dict__)
+    assert estimate_device_mib(module) == pytest.approx(4 + 2 * 4 + 5 * 8)
+    small = probe_task({"task": task.to_dict(), "profile": None, "seeds": [0, 1], "budget_mib": 40})
+    assert small["deferred"] and not small["ok"] and small["need_mib"] == pytest.approx(52)
+    assert small["error"] == "needs about 52 MiB of device memory, 40 MiB granted"
+    enough = probe_task({"task": task.to_dict(), "profile": None, "seeds": [0, 1], "budget_mib": 60})
+    assert enough["ok"] and enough["estimate_mib"] == pytest.approx(52) and enough["degenerate"] is None
+    # What the meta device cannot build has no estimate: the default budget applies.
+    opaque = types.ModuleType("opaque")
+    exec(source.replace("return [torch.randn(2048, 512)]", "return [torch.randn(2048, 512).numpy()]"), opaque.__dict__)
+    assert estimate_device_mib(opaque) is None

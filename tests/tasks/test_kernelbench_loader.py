@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import textwrap
 from pathlib import Path
 
@@ -38,6 +39,11 @@ FILES = {
     "level1/9_Hangs_at_import.py": HEADER + "import time\nwhile True:\n    time.sleep(0.1)\n" + model("x") + INPUTS,
     "level1/10_Hub_model.py": HEADER + "from transformers import AutoModel\n"
     + model("self.m(x)", init="self.m = AutoModel.from_pretrained('gpt2')") + INPUTS,
+    "level1/11_Torch_hub.py": HEADER + model("self.m(x)", init="self.m = torch.hub.load('pytorch/vision', 'resnet18')")
+    + INPUTS,
+    "level1/12_Needs_a_module.py": HEADER + "import cudal1_no_such_module as nsm\n" + model("x + 1") + INPUTS,
+    "level1/13_Optional_module.py": HEADER + "try:\n    import cudal1_no_such_module\nexcept ImportError:\n    pass\n"
+    + model("x + 1") + INPUTS,
     "level1/no_id_here.py": HEADER + model("x") + INPUTS,
     "level1/0_Id_zero.py": HEADER + model("x") + INPUTS,
     "level1/notes.txt": "not a task",
@@ -67,7 +73,8 @@ def test_parse_without_running(suite_dir: Path):
     report = load_suite(suite_dir)  # the repo root form
     ids = [t.task_id for t in report.tasks]
     # Files that raise or hang at import parse fine: only probing runs code.
-    assert ids == ["level1/1", "level1/4", "level1/5", "level1/6", "level1/7", "level1/8", "level1/9", "level2/1"]
+    assert ids == ["level1/1", "level1/4", "level1/5", "level1/6", "level1/7", "level1/8", "level1/9", "level1/13",
+                   "level2/1"]
     add = report.tasks[0]
     assert add.name == "Add_one" and add.level == 1 and add.problem_id == 1
     assert add.source == FILES["level1/1_Add_one.py"] and Path(add.path).is_file()
@@ -81,15 +88,21 @@ def test_parse_without_running(suite_dir: Path):
         "0_Id_zero.py",
         "2_Profile_sets_unknown.py",
         "10_Hub_model.py",
+        "11_Torch_hub.py",
+        "12_Needs_a_module.py",
     }
     assert why["10_Hub_model.py"].startswith("loads pretrained weights (from_pretrained): needs a model hub")
+    # Tasks that need the network or a module not installed fail at once, before any worker.
+    assert why["11_Torch_hub.py"] == "downloads (torch.hub.load(...): needs the network, and cudal1 runs offline"
+    assert why["12_Needs_a_module.py"] == (
+        "imports cudal1_no_such_module, not installed here (pip install cudal1_no_such_module to run it)")
     assert why["2_Syntax_error.py"].startswith("syntax error") and "line 3" in why["2_Syntax_error.py"]
     assert why["3_No_get_inputs.py"] == "missing module-level get_inputs"
     assert why["no_id_here.py"].startswith("bad file name")
     assert why["0_Id_zero.py"].startswith("bad file name")
     assert "'M'" in why["2_Profile_sets_unknown.py"]
     summary = report.summary()
-    assert summary.splitlines()[:2] == ["level1: 7 loaded, 5 failed", "level2: 1 loaded, 1 failed"]
+    assert summary.splitlines()[:2] == ["level1: 8 loaded, 7 failed", "level2: 1 loaded, 1 failed"]
     assert "level1/2_Syntax_error.py: syntax error" in summary
     json.dumps(report.to_dict())  # JSON-safe
 
@@ -114,8 +127,9 @@ def test_levels_ids_and_profiles(suite_dir: Path):
 
 def test_probe_reports_failures_and_degenerate_tasks(suite_dir: Path, tmp_path: Path):
     progress = []
-    report = load_suite(suite_dir, levels=[1], probe=True, probe_timeout_s=10, probe_memory_mib=2048, probe_jobs=2,
-                        probe_cache=tmp_path / "cache", on_probed=lambda task, why: progress.append((task.task_id, why)))
+    report = load_suite(suite_dir, levels=[1], ids=range(1, 10), probe=True, probe_timeout_s=6, probe_memory_mib=2048,
+                        probe_jobs=2, probe_cache=tmp_path / "cache",
+                        on_probed=lambda task, answer: progress.append((task.task_id, answer)))
     assert report.probed
     degenerate = {t.task_id: t.degenerate for t in report.tasks}
     assert degenerate["level1/1"] is None
@@ -127,19 +141,23 @@ def test_probe_reports_failures_and_degenerate_tasks(suite_dir: Path, tmp_path: 
     assert report.probe_notes["level1/8"] == ["output equals input 0 on the task's own inputs, not on shifted inputs"]
     why = reasons(report)
     assert why["4_Raises_at_import.py"] == "import failed: RuntimeError: no model hub here"
-    assert why["9_Hangs_at_import.py"] == "timed out after 10 s during import"
+    assert why["9_Hangs_at_import.py"] == "timed out after 6 s during import"
     assert "level1/4" not in degenerate and "level1/9" not in degenerate
     summary = report.summary()
-    assert summary.startswith("level1: 5 loaded, 3 degenerate, 7 failed")
+    assert summary.startswith("level1: 5 loaded, 3 degenerate, 4 failed")
     assert "level1/5 Zeros: output all zero" in summary
-    assert report.probe_times["level1/9_Hangs_at_import"] >= 10
+    assert report.probe_times["level1/9_Hangs_at_import"] >= 6  # twice that if it hung beside another probe
     json.dumps(report.to_dict())
     # One line of progress per probed task, as it finishes.
-    expected = [(t, None) for t in degenerate]
-    expected += [("level1/4", "import failed: RuntimeError: no model hub here"), ("level1/9", "timed out after 10 s during import")]
-    assert sorted(progress, key=str) == sorted(expected, key=str)
+    expected = {t: ("degenerate" if why else "ok", why) for t, why in degenerate.items()}
+    expected["level1/4"] = ("FAILED", "import failed: RuntimeError: no model hub here")
+    expected["level1/9"] = ("FAILED", "timed out after 6 s during import")
+    assert {t: (a.status, a.reason) for t, a in progress} == expected and len(progress) == len(expected)
+    assert all(a.seconds > 0 and not a.cached for _, a in progress)
+    line = dict(progress)["level1/5"].line(next(t for t in report.tasks if t.task_id == "level1/5"))
+    assert re.fullmatch(r"level1/5 +degenerate +\d+\.\d s +\d+ MiB  Zeros +output all zero on seeds .*", line), line
     # Answers are cached (a timed-out worker is not): probing again takes no worker for them.
-    again = load_suite(suite_dir, levels=[1], probe=True, probe_timeout_s=10, probe_memory_mib=2048,
+    again = load_suite(suite_dir, levels=[1], ids=range(1, 10), probe=True, probe_timeout_s=6, probe_memory_mib=2048,
                        probe_cache=tmp_path / "cache")
     assert {t.task_id: t.degenerate for t in again.tasks} == degenerate
     assert set(again.probe_times) == {"level1/9_Hangs_at_import"}
@@ -163,3 +181,79 @@ def test_real_kernelbench_checkout_parses():
     # The repo-root form (the directory above KernelBench/) gives the same tasks.
     if (KERNELBENCH.parent / "KernelBench").resolve() == KERNELBENCH.resolve():
         assert len(load_suite(KERNELBENCH.parent).tasks) == len(report.tasks)
+
+
+SLOW = "import time\ntime.sleep(3)\n"
+"""At import: keeps a probe running while the others start beside it."""
+BESIDE_ANOTHER = "import os\nimport psutil\n\ndef beside_another():\n" \
+    "    return len(psutil.Process(os.getppid()).children()) > 1  # probes are siblings of one fork server\n"
+
+
+def test_a_failure_beside_other_probes_is_confirmed_alone_and_out_of_memory_is_never_cached(tmp_path: Path):
+    oom = "torch.OutOfMemoryError('CUDA out of memory. Tried to allocate 20.00 GiB')"
+    files = {
+        "level1/1_Slow.py": HEADER + SLOW + model("x + 1") + INPUTS,
+        # Runs out of memory only while another probe runs (as on a GPU shared by several probes).
+        "level1/2_Oom_beside_another.py": HEADER + BESIDE_ANOTHER + model("x + 1") + INPUTS.replace(
+            "    return [", f"    if beside_another():\n        raise {oom}\n    return [", 1),
+        "level1/3_Oom_always.py": HEADER + model("x + 1") + INPUTS.replace("    return [", f"    raise {oom}\n    return [", 1),
+        "level1/4_Raises_always.py": HEADER + model("x @ x") + INPUTS,
+    }
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    cache = tmp_path / "cache"
+    answers = {}
+    report = load_suite(tmp_path, probe=True, probe_timeout_s=30, probe_memory_mib=2048, probe_jobs=4, probe_cache=cache,
+                        on_probed=lambda task, answer: answers.setdefault(task.task_id, answer))
+    assert [t.task_id for t in report.tasks] == ["level1/1", "level1/2"]
+    status = {t: (a.status, a.alone) for t, a in answers.items()}
+    # All four started together; the three failures ran again alone, and only that answer counts.
+    assert status == {"level1/1": ("ok", False), "level1/2": ("ok", True), "level1/3": ("FAILED", True),
+                      "level1/4": ("FAILED", True)}, answers
+    assert answers["level1/3"].reason.startswith("inputs seed=0 failed: OutOfMemoryError: CUDA out of memory")
+    assert answers["level1/4"].reason.startswith("forward seed=0 failed: RuntimeError")
+    # Cached: both that ran and the task's own error; not the out-of-memory failure.
+    again = {}
+    load_suite(tmp_path, probe=True, probe_timeout_s=30, probe_memory_mib=2048, probe_jobs=4, probe_cache=cache,
+               on_probed=lambda task, answer: again.setdefault(task.task_id, answer))
+    assert {t: a.cached for t, a in again.items()} == {"level1/1": True, "level1/2": True, "level1/3": False,
+                                                        "level1/4": True}
+    assert again["level1/4"].reason == answers["level1/4"].reason and not again["level1/3"].alone
+
+
+def test_the_memory_gate_admits_by_budget_first_come_first_served():
+    from cudal1.tasks.probe import MemoryGate
+
+    gate = MemoryGate(10.0)
+    a = gate.acquire(6.0)
+    assert not a.shared
+    b = gate.acquire(4.0)  # fits beside a
+    assert a.shared and b.shared
+    order = []
+
+    def take(name, need, exclusive=False):
+        hold = gate.acquire(need, exclusive)
+        order.append(name)
+        return hold
+
+    import threading
+
+    waiters = [threading.Thread(target=lambda: order.append(gate.release(take("alone", 0, True)) or "left")),
+               threading.Thread(target=lambda: gate.release(take("small", 1.0)))]
+    waiters[0].start()
+    while not gate._waiting:  # "alone" waits first
+        threading.Event().wait(0.01)
+    waiters[1].start()
+    threading.Event().wait(0.2)
+    assert order == []  # "small" would fit beside a and b, but waits its turn behind "alone"
+    gate.release(a)
+    threading.Event().wait(0.1)
+    assert order == []  # "alone" waits for b as well
+    gate.release(b)
+    for w in waiters:
+        w.join(5)
+    assert order == ["alone", "left", "small"]
+    big = gate.acquire(50.0)  # larger than the whole budget: runs, alone
+    assert not big.shared
+    gate.release(big)
