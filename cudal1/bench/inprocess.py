@@ -40,8 +40,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-REFERENCE = "reference"
-"""The name the task's own Model goes by among the measured programs."""
+REFERENCE = "Model"
+"""The name the task's own reference Model goes by among the measured programs (in `spreads`);
+candidates take any other name."""
 
 
 @dataclasses.dataclass
@@ -208,7 +209,7 @@ def measure(
     a CUDA device, else "cpu", as the judge's default). A candidate that fails to import, build
     or run is left out of the timing and reported in `errors`. Runs trusted code without any
     isolation (see the module docstring). Raises ValueError for calls < 1 or a candidate named
-    "reference", and whatever the task's own code raises when its reference cannot be built or
+    "Model" (`REFERENCE`), and whatever the task's own code raises when its reference cannot be built or
     run.
     """
     import torch
@@ -219,7 +220,7 @@ def measure(
     if calls < 1:
         raise ValueError(f"calls must be >= 1, got {calls}")
     if REFERENCE in sources:
-        raise ValueError(f"{REFERENCE!r} names the task's reference; give candidates other names")
+        raise ValueError(f"{REFERENCE!r} names the task's own reference; give candidates other names")
     started = time.monotonic()
     profile = profile or ("cuda" if device.startswith("cuda") else "cpu")
     module = task.load_module(profile)
