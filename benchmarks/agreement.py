@@ -6,7 +6,8 @@ torch.compile of the reference (inductor, mode "default"). Each is evaluated by 
 (`cudal1.bench.evaluator.evaluate`, the reward's own path, default settings of the backend), and
 the same programs are timed in one plain process beside it (`cudal1.bench.inprocess`: CUDA events,
 L2 flushed, fresh inputs every call, >= 100 interleaved calls in random order, medians; no
-sandbox, for this trusted code only). The report (`cudal1.bench.agreement`) gives per level the
+sandbox, for this trusted code only; it starts from a copy of the judge's inductor and Triton
+caches of the compile baseline, so both time the same compiled kernels). The report (`cudal1.bench.agreement`) gives per level the
 distribution of judge / in-process speedup, the shares within ±5% and ±10%, the reference's share
 within 0.98-1.02x, the outliers with their times on both sides, and a PASS/FAIL line per target
 (issue 20; over KernelBench levels 1 and 2 when they were run, else over all tasks run).
@@ -40,8 +41,8 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 from cudal1.bench import agreement  # noqa: E402
-from cudal1.bench.baselines import BASELINES, baseline_source, label_baseline  # noqa: E402
-from cudal1.bench.evaluator import default_device, device_info, evaluate  # noqa: E402
+from cudal1.bench.baselines import BASELINES, TORCH_COMPILE, baseline_source, label_baseline  # noqa: E402
+from cudal1.bench.evaluator import default_device, device_info, evaluate, extensions_dir  # noqa: E402
 from cudal1.bench.inprocess import measure_isolated  # noqa: E402
 from cudal1.bench.settings import EvalSettings  # noqa: E402
 from cudal1.tasks import load_builtin, load_suite  # noqa: E402
@@ -106,7 +107,7 @@ def choose_tasks(args: argparse.Namespace) -> list[tuple[str, Task]]:
     return order
 
 
-def run_task(group: str, task: Task, args: argparse.Namespace, settings: EvalSettings, device: str,
+def run_task(group: str, task: Task, args: argparse.Namespace, settings: EvalSettings, device: str, arch: str,
              lock_key: str, timeout_s: float) -> dict[str, Any]:
     """Judge both baselines, then time them in a plain child process; the task's record."""
     judged = {}
@@ -122,9 +123,13 @@ def run_task(group: str, task: Task, args: argparse.Namespace, settings: EvalSet
 
         lock = DeviceLock(lock_key)
         lock.hold()
+    # The child starts from a copy of the judge's build directory of the compile baseline: it runs
+    # the kernels the judge compiled and autotuned, so only the measurements differ.
+    build_dir = extensions_dir(settings, arch, sources[TORCH_COMPILE])
     try:
-        timing = measure_isolated(task, sources, device, timeout_s=timeout_s, calls=args.calls, warmup=args.warmup,
-                                  seed=args.seed, flush_l2=args.backend == "cuda", profile=args.backend).to_dict()
+        timing = measure_isolated(task, sources, device, timeout_s=timeout_s, build_dir=build_dir, calls=args.calls,
+                                  warmup=args.warmup, seed=args.seed, flush_l2=args.backend == "cuda",
+                                  profile=args.backend).to_dict()
     except (RuntimeError, TimeoutError) as exc:
         error = str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else type(exc).__name__
     finally:
@@ -181,7 +186,8 @@ def main(argv: list[str] | None = None) -> int:
         bar.set_postfix_str(f"{group}/{task.task_id.split('/')[-1]}")
         t0 = time.monotonic()
         timeout = 600.0 if left is None else max(60.0, min(600.0, left))
-        record = run_task(group, task, args, settings, device, info.get("uuid") or f"{os.uname().nodename}-{device}", timeout)
+        record = run_task(group, task, args, settings, device, info["arch"],
+                          info.get("uuid") or f"{os.uname().nodename}-{device}", timeout)
         record["seconds"] = round(time.monotonic() - t0, 1)
         slowest = max(slowest, record["seconds"])
         records.append(record)

@@ -22,7 +22,8 @@ No isolation at all: the code runs with this process's rights and can change its
 flags, patched functions, work left on side streams that the end event does not wait for).
 Use it for trusted baseline code only (the reference, `cudal1.bench.baselines`), never for a
 policy's candidates. `measure_isolated` runs `measure` in a fresh child interpreter (still plain,
-not sandboxed) so that one task's compile caches, memory or a CUDA fault do not reach the next.
+not sandboxed, with the evaluator's OpenMP and malloc environment) so that one task's compile caches,
+memory or a CUDA fault do not reach the next.
 """
 
 from __future__ import annotations
@@ -270,13 +271,25 @@ def measure(
 
 
 def measure_isolated(task: Any, sources: Mapping[str, str], device: str = "cpu", timeout_s: float = 600.0,
-                     **kwargs: Any) -> InProcessTiming:
+                     build_dir: str | Path | None = None, **kwargs: Any) -> InProcessTiming:
     """`measure` in a fresh child interpreter (plain: not sandboxed), so that compile caches,
     memory and CUDA state of one task do not reach the next and a crash ends only the child.
 
-    Keyword arguments go to `measure`. Raises TimeoutError when the child runs past `timeout_s`
-    seconds (it is killed), and RuntimeError with the tail of its output when it exits without a
-    result (the reference failed, the process crashed)."""
+    The child gets the environment the evaluator's processes get (`cudal1.bench.worker.SERVER_ENV`:
+    OpenMP threads that sleep soon after a parallel region, glibc malloc that keeps freed memory).
+    Its `TORCH_EXTENSIONS_DIR` (where `cudal1.bench.baselines.compile_candidate` keeps
+    inductor's and Triton's caches) is a fresh directory, or a copy of `build_dir` when given:
+    pass the judge's build directory of the same compile baseline
+    (`cudal1.bench.evaluator.extensions_dir`) and the child loads the kernels the judge compiled,
+    with the same autotuning choices, instead of compiling (and autotuning) them again; so both
+    measure the same code, and what differs is the measurement. The copy keeps the judge's
+    directory out of this process's reach. Keyword arguments go to `measure`. Raises
+    TimeoutError when the child runs past `timeout_s` seconds (it is killed), and RuntimeError
+    with the tail of its output when it exits without a result (the reference failed, the
+    process crashed)."""
+    import shutil
+
+    from cudal1.bench.worker import SERVER_ENV
     from cudal1.tasks.task import Task
 
     if not isinstance(task, Task):
@@ -284,7 +297,15 @@ def measure_isolated(task: Any, sources: Mapping[str, str], device: str = "cpu",
     with tempfile.TemporaryDirectory(prefix="cudal1-inprocess-") as tmp:
         request, answer = Path(tmp) / "request.json", Path(tmp) / "answer.json"
         request.write_text(json.dumps({"task": task.to_dict(), "sources": dict(sources), "device": device, **kwargs}))
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+        builds = Path(tmp) / "build"
+        if build_dir is not None and Path(build_dir).is_dir():
+            shutil.copytree(build_dir, builds, symlinks=True, ignore=shutil.ignore_patterns("*.lock"))
+        builds.mkdir(exist_ok=True)
+        # The evaluator's processes run with these OpenMP and glibc malloc settings; without them
+        # a CPU call here could take ten times as long on a loaded machine (OpenMP threads spinning
+        # for up to 200 ms after each parallel region), a difference that is not the judge's.
+        env = dict(os.environ, **SERVER_ENV, PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+                   TORCH_EXTENSIONS_DIR=str(builds))
         try:
             proc = subprocess.run([sys.executable, "-m", "cudal1.bench.inprocess", str(request), str(answer)],
                                   env=env, capture_output=True, text=True, timeout=timeout_s)

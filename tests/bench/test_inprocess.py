@@ -84,3 +84,23 @@ def test_the_isolated_child_returns_the_same_record():
     bad = Task(level=1, problem_id=99, name="bad", source="raise RuntimeError('the reference is broken')\n")
     with pytest.raises(RuntimeError, match="the reference is broken"):
         measure_isolated(bad, {}, "cpu", timeout_s=300, calls=1)
+
+
+def test_the_child_builds_in_a_copy_of_the_given_build_directory(tmp_path):
+    # The agreement benchmark hands over the judge's build directory of the compile baseline: the
+    # child must see what the judge left there (its compiled kernels) and write only to its copy.
+    task = find_task(load_tasks("builtin"), "level1/13")
+    judges = tmp_path / "judge_build"
+    (judges / "torchinductor").mkdir(parents=True)
+    (judges / "torchinductor" / "kernel.py").write_text("compiled by the judge")
+    (judges / "x.lock").write_text("")
+    reads_and_writes = reference_candidate(task.source) + """
+import os as _os
+_builds = _os.environ["TORCH_EXTENSIONS_DIR"]
+assert open(_os.path.join(_builds, "torchinductor", "kernel.py")).read() == "compiled by the judge"
+assert not _os.path.exists(_os.path.join(_builds, "x.lock"))
+open(_os.path.join(_builds, "written_by_the_child"), "w").close()
+"""
+    timing = measure_isolated(task, {"self": reads_and_writes}, "cpu", timeout_s=300, build_dir=judges, calls=3, warmup=1)
+    assert timing.errors == {} and timing.candidates_ms["self"] > 0
+    assert sorted(p.name for p in judges.rglob("*")) == ["kernel.py", "torchinductor", "x.lock"]
