@@ -66,6 +66,10 @@ class InProcessTiming:
     (None when the outputs are not tensors of matching shapes): a sanity check, not a verdict."""
     errors: dict[str, str] = dataclasses.field(default_factory=dict)
     """Candidates that failed to import, build, compile or run: one line each."""
+    compile_cache: dict[str, int] = dataclasses.field(default_factory=dict)
+    """Inductor's FX graph cache hits and misses in this measurement ("fxgraph_cache_hit",
+    "fxgraph_cache_miss"; empty when nothing was compiled): hits mean the compiled kernels came
+    from the build directory `measure_isolated` was given."""
     seconds: float = 0.0
     """Wall time of the whole measurement (building and compiling included)."""
 
@@ -260,6 +264,8 @@ def measure(
                 times[name].append(ms)
                 del out, args
     ref = times.pop(REFERENCE)
+    counters = sys.modules["torch._dynamo.utils"].counters["inductor"] if "torch._dynamo.utils" in sys.modules else {}
+    cache = {k: int(counters[k]) for k in ("fxgraph_cache_hit", "fxgraph_cache_miss") if counters.get(k)}
     return InProcessTiming(
         task_id=task.task_id, device=device, calls=calls,
         reference_ms=statistics.median(ref),
@@ -267,7 +273,7 @@ def measure(
         ratios={k: median_ratio(ref, v) for k, v in times.items()},
         spreads={REFERENCE: spread(ref), **{k: spread(v) for k, v in times.items()}},
         max_abs_error={k: v for k, v in max_err.items() if k in times},
-        errors=errors, seconds=time.monotonic() - started)
+        errors=errors, compile_cache=cache, seconds=time.monotonic() - started)
 
 
 def measure_isolated(task: Any, sources: Mapping[str, str], device: str = "cpu", timeout_s: float = 600.0,
