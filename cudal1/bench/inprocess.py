@@ -146,8 +146,9 @@ class _Clock:
         self.flush_buf = None
         if self.cuda:
             self.dev = torch.device(device)
+            torch.cuda.set_device(self.dev)  # the events record on this device's current stream
             if flush_l2:
-                l2 = torch.cuda.get_device_properties(self.dev).L2_cache_size or 64 * 2**20
+                l2 = getattr(torch.cuda.get_device_properties(self.dev), "L2_cache_size", 0) or 64 * 2**20
                 self.flush_buf = torch.empty(2 * l2 // 4, dtype=torch.float32, device=self.dev)
             self.start = torch.cuda.Event(enable_timing=True)
             self.end = torch.cuda.Event(enable_timing=True)
@@ -228,6 +229,7 @@ def measure(
         raise ValueError(f"{REFERENCE!r} names the task's own reference; give candidates other names")
     started = time.monotonic()
     profile = profile or ("cuda" if device.startswith("cuda") else "cpu")
+    clock = _Clock(device, flush_l2)
     module = task.load_module(profile)
     init = make_init_inputs(module)
     torch.manual_seed(seed)
@@ -240,7 +242,6 @@ def measure(
             models[name] = cand_module.ModelNew(*init).to(device)
         except Exception as exc:  # noqa: BLE001 - a candidate's failure is a result
             errors[name] = f"build: {_one_line(exc)}"
-    clock = _Clock(device, flush_l2)
     max_err: dict[str, float | None] = {}
     with torch.no_grad():
         for w in range(max(warmup, 1)):

@@ -104,3 +104,14 @@ open(_os.path.join(_builds, "written_by_the_child"), "w").close()
     timing = measure_isolated(task, {"self": reads_and_writes}, "cpu", timeout_s=300, build_dir=judges, calls=3, warmup=1)
     assert timing.errors == {} and timing.candidates_ms["self"] > 0
     assert sorted(p.name for p in judges.rglob("*")) == ["kernel.py", "torchinductor", "x.lock"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA device")
+def test_a_real_cuda_measurement_tells_a_program_from_twice_its_work():
+    # Swish at its CUDA size (268M floats, ~1.8 ms on an H100-class GPU): CUDA events, L2 flushed.
+    task = find_task(load_tasks("builtin"), "level1/12")
+    timing = measure(task, {"self": reference_candidate(task.source), "twice": twice_the_work(task.source)},
+                     "cuda:0", calls=30, warmup=2)
+    assert 0.95 < timing.ratios["self"] < 1.05, timing
+    assert 0.4 < timing.ratios["twice"] < 0.6, timing
