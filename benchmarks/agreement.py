@@ -94,7 +94,8 @@ def choose_tasks(args: argparse.Namespace) -> list[tuple[str, Task]]:
         groups = {g: [t for t in ts if f"{g.split('/')[0]}/{t.task_id}" in wanted] for g, ts in groups.items()}
         found = {f"{g.split('/')[0]}/{t.task_id}" for g, ts in groups.items() for t in ts}
         if wanted - found:
-            raise SystemExit(f"--tasks: no such task(s): {sorted(wanted - found)} (names look like kernelbench/level1/19, builtin/level2/1)")
+            raise SystemExit(f"--tasks: no such task(s): {sorted(wanted - found)} "
+                             "(names look like kernelbench/level1/19, builtin/level2/1)")
         groups = {g: ts for g, ts in groups.items() if ts}
     if args.limit:
         groups = {g: ts[:args.limit] for g, ts in groups.items()}

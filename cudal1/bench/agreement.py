@@ -259,7 +259,8 @@ def format_report(records: Sequence[Mapping[str, Any]], target_records: Sequence
                     f" neither {o['neither']}")
     found = outliers(records)
     lines.append(f"== outliers: {len(found)} (reference outside 0.98-1.02x; torch.compile outside ±10% or one-sided)")
-    lines.append("  task                 kind           judge: ref ms   cand ms  speedup | in-process: ref ms   cand ms  ratio | judge/in-proc  note")
+    lines.append("  task                 kind           judge: ref ms   cand ms  speedup | in-process: ref ms   cand ms  ratio"
+                 " | judge/in-proc  note")
     for o in found[:max_outliers]:
         lines.append(
             f"  {o['group'] + ':' + o['task_id'].split('/')[-1]:<20} {o['kind']:<14} {_x(o['judge_reference_ms'], 4):>10} "
