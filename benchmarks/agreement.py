@@ -7,17 +7,18 @@ torch.compile of the reference (inductor, mode "default"). Each is evaluated by 
 the same programs are timed in one plain process beside it (`cudal1.bench.inprocess`: CUDA events,
 L2 flushed, fresh inputs every call, >= 100 interleaved calls in random order, medians; no
 sandbox, for this trusted code only; it starts from a copy of the judge's inductor and Triton
-caches of the compile baseline, so both time the same compiled kernels). The report (`cudal1.bench.agreement`) gives per level the
-distribution of judge / in-process speedup, the shares within ±5% and ±10%, the reference's share
-within 0.98-1.02x, the outliers with their times on both sides, and a PASS/FAIL line per target
-(issue 20; over KernelBench levels 1 and 2 when they were run, else over all tasks run).
+caches of the compile baseline, so both time the same compiled kernels). The report
+(`cudal1.bench.agreement`) gives per level the distribution of judge / in-process speedup, the
+shares within ±5% and ±10%, the reference's share within 0.98-1.02x, the outliers with their
+times on both sides, and a PASS/FAIL line per target (issue 20; over KernelBench levels 1 and 2
+when they were run, else over all tasks run).
 
     # the H200 run (the GPU must be otherwise idle):
     python benchmarks/agreement.py --backend cuda --kernelbench /path/to/KernelBench --levels 1 2 \\
         --builtin --time-budget-s 220 --out agreement.json
     # a CPU smoke run on this machine (KernelBench at batch_size 2, its own sizes are GPU-sized):
-    python benchmarks/agreement.py --backend cpu --builtin --tasks builtin/level1/12 builtin/level2/1 \\
-        --kernelbench /work/kernelbench/KernelBench --levels 1 --batch-size 2 --tasks kernelbench/level1/19
+    python benchmarks/agreement.py --backend cpu --builtin --kernelbench /work/kernelbench/KernelBench \\
+        --levels 1 --batch-size 2 --tasks builtin/level1/12 builtin/level2/1 kernelbench/level1/19
 
 Tasks run level by level in turn (level 1, level 2, builtin, level 1, ...), so a run cut short by
 `--time-budget-s` still covers every group. A task is started only when the time left exceeds the
@@ -144,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kernelbench", default=None, help="a KernelBench checkout (or its directory of level<N>/)")
     ap.add_argument("--levels", type=int, nargs="+", default=[1, 2], help="KernelBench levels (default 1 2)")
     ap.add_argument("--builtin", action="store_true", help="also every builtin task (all its levels)")
-    ap.add_argument("--tasks", nargs="+", default=None, help="only these, e.g. kernelbench/level1/19 builtin/level2/1")
+    ap.add_argument("--tasks", nargs="+", action="extend", default=None,
+                    help="only these, e.g. kernelbench/level1/19 builtin/level2/1 (may be repeated)")
     ap.add_argument("--backend", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--device", default=None, help="default: the backend's first device")
     ap.add_argument("--limit", type=int, default=None, help="at most N tasks per group")
