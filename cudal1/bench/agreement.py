@@ -256,7 +256,7 @@ def format_report(records: Sequence[Mapping[str, Any]], target_records: Sequence
                     f"  {kind:<13}{label} judge/in-process median {_x(d['median'])} p5 {_x(d['p5'])} p95 {_x(d['p95'])}"
                     f" | within ±5% {_pct(k['within_5'])} ±10% {_pct(k['within_10'])}{band}"
                     f" | measured both {o['both']}, judge only {o['judge_only']}, in-process only {o['inprocess_only']},"
-                    f" neither {o['neither']}")
+                    f" {'failed both ways' if kind == REFERENCE else 'compile failed both ways'} {o['neither']}")
     found = outliers(records)
     lines.append(f"== outliers: {len(found)} (reference outside 0.98-1.02x; torch.compile outside ±10% or one-sided)")
     lines.append("  task                 kind           judge: ref ms   cand ms  speedup | in-process: ref ms   cand ms  ratio"
