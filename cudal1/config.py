@@ -397,8 +397,12 @@ class EvaluateJobConfig:
     """Pools to evaluate on, primary first by default; empty = every pool of `bench`."""
     ps: list[float] = field(default_factory=lambda: [1.0, 1.01, 1.5, 2.0])
     """fast_p thresholds (×) of the table."""
+    compile_baseline: bool = True
+    """Also evaluate torch.compile of each selected task's reference on every pool (the same
+    evaluator) and add speedup vs torch.compile to the table (`cudal1.pipeline.evaluate`)."""
     out_dir: str = "runs/evaluate-default"
-    """Where results_<pool>.jsonl, table.json, table.txt and speedups.png are written."""
+    """Where results_<pool>.jsonl, results_<pool>_torch_compile.jsonl, table.json, table.txt and
+    speedups.png are written."""
 
 
 @dataclasses.dataclass

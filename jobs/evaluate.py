@@ -4,8 +4,10 @@
     python jobs/evaluate.py solutions=sols/ tasks=kernelbench bench=a100_h100_l40 tasks.levels=[1,2]
     ray job submit --working-dir . -- python jobs/evaluate.py solutions=/shared/runs/exp1 bench=h100
 
-Writes `out_dir`: results_<pool>.jsonl (one EvalResult per solution), table.json and table.txt
-(per pool and level), speedups.png; logs all of it to MLflow. Configuration: conf/evaluate.yaml.
+Writes `out_dir`: results_<pool>.jsonl (one EvalResult per solution), results_<pool>_torch_compile.jsonl
+(torch.compile of each reference, evaluated the same way; off with compile_baseline=false), table.json
+and table.txt (per pool and level, with speedup vs torch.compile), speedups.png; logs all of it to
+MLflow. Configuration: conf/evaluate.yaml.
 """
 
 import logging

@@ -33,10 +33,17 @@ import torch
 import torch._dynamo  # noqa: F401 - imported lazily it rebinds torch functions (e.g. torch.manual_seed),
 # which the first dispatch mode or torch.compile in the child would trigger and the guard would
 # read as a monkey patch; importing it here, before any snapshot, keeps the snapshot stable.
+from torch._dynamo.mutation_guard import install_generation_tagging_init
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from . import correctness
 from .result import HackKind
+
+# Entering any torch.compile'd function patches torch.nn.Module.__init__ and __setstate__ (dynamo's
+# generation tagging: torch/_dynamo/mutation_guard.py) and adds a marker attribute to Module, once
+# per process; the guard would read an honest torch.compile as a monkey patch. Installing it here,
+# before any snapshot (in the reference's host too), keeps the snapshot stable; it is idempotent.
+install_generation_tagging_init()
 
 # ---------------------------------------------------------------------------------------------
 # global flags

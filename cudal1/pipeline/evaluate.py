@@ -6,6 +6,18 @@ The table follows CUDA-L1's per-architecture report (and KernelBench's fast_p): 
 (×) over correct solutions, fast_p for each threshold (share of *all* evaluated tasks that are
 correct and faster than p×), the success count, and the counts by status, hack kind and label.
 Speedups are against the eager PyTorch reference, as the evaluator measures them.
+
+With a torch.compile baseline (`cudal1.bench.baselines`: torch.compile of each task's reference,
+evaluated by the same pools and evaluator as the solutions), each row also says how the solutions
+compare with what PyTorch gives for free: `vs_compile_geomean`, the geometric mean over tasks
+where both are correct of solution speedup / compile speedup (×; each speedup over its own
+evaluation's eager reference, so the reference's drift between the two evaluations cancels; it
+equals compile ms / solution ms when the two reference times agree), `vs_compile_fast_1`, the
+share of all tasks whose solution is correct and faster than the compile baseline, and
+`compile_failed`, the tasks where torch.compile of the reference failed (raised, timed out, gave
+wrong outputs). On such a task the solution is held to the eager reference instead (what one
+runs when torch.compile fails): it counts in `vs_compile_fast_1` when its speedup is > 1, and
+stays out of the geometric mean.
 """
 
 from __future__ import annotations
@@ -17,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from cudal1.bench.result import EvalResult
-from cudal1.bench.summary import fast_p_key, summarize
+from cudal1.bench.summary import fast_p_key, geometric_mean, summarize
 from cudal1.records import Candidate
 
 log = logging.getLogger(__name__)
@@ -91,13 +103,46 @@ def level_of(task_id: str) -> str:
     return task_id.split("/", 1)[0]
 
 
-def paper_table(results: Mapping[str, Sequence[EvalResult]], ps: Sequence[float] = DEFAULT_PS) -> list[dict[str, Any]]:
+def versus_compile(results: Sequence[EvalResult], baselines: Mapping[str, EvalResult]) -> dict[str, Any]:
+    """How `results` (one per task) compare with the torch.compile baseline of their tasks
+    (`baselines[task_id]`, the compile baseline's result on the same pool); see the module doc.
+
+    Returns {"compile_n": tasks with a baseline result, "compile_failed": those whose baseline is
+    not ok, "vs_compile_geomean": geometric mean of solution speedup / compile speedup (×) over
+    tasks where both are ok (None without any), "vs_compile_fast_1": share of all results that
+    are correct and faster than the baseline (> 1×; against the eager reference where the
+    baseline failed, and where there is no baseline result at all)}.
+    """
+    ratios, faster, failed, present = [], 0, 0, 0
+    for r in results:
+        base = baselines.get(r.task_id)
+        if base is not None:
+            present += 1
+            failed += not base.correct
+        if not (r.correct and r.speedup):
+            continue
+        if base is not None and base.correct and base.speedup:
+            ratio = r.speedup / base.speedup
+            ratios.append(ratio)
+            faster += ratio > 1.0
+        else:
+            faster += r.speedup > 1.0
+    return {"compile_n": present, "compile_failed": failed,
+            "vs_compile_geomean": geometric_mean(ratios) if ratios else None,
+            "vs_compile_fast_1": faster / len(results) if results else 0.0}
+
+
+def paper_table(results: Mapping[str, Sequence[EvalResult]], ps: Sequence[float] = DEFAULT_PS,
+                compile_baselines: Mapping[str, Sequence[EvalResult]] | None = None) -> list[dict[str, Any]]:
     """One row per (pool, level) and per pool over all levels ("all"), from `results[pool]`.
 
     Each row: {"pool", "level", "n", "success" (correct count), "pass_rate", "speedup_mean",
     "speedup_median", "speedup_geomean" (× over correct results, None without any), one
     `fast_p_key(p)` entry per p (share of all n), "status_counts", "hack_counts", "label_counts"
-    (non-zero entries only)} — `cudal1.bench.summary.summarize` per group.
+    (non-zero entries only)} — `cudal1.bench.summary.summarize` per group. With
+    `compile_baselines[pool]` (the torch.compile baseline's results on that pool, one per task),
+    also `versus_compile`'s "compile_n", "compile_failed", "vs_compile_geomean" and
+    "vs_compile_fast_1" for pools that have them.
     """
     rows = []
     for pool, pool_results in results.items():
@@ -105,12 +150,15 @@ def paper_table(results: Mapping[str, Sequence[EvalResult]], ps: Sequence[float]
         groups = [(lv, [r for r in pool_results if level_of(r.task_id) == lv]) for lv in levels]
         if len(levels) > 1 or not levels:
             groups.append(("all", list(pool_results)))
+        base = None if compile_baselines is None or pool not in compile_baselines else \
+            {b.task_id: b for b in compile_baselines[pool]}
         for level, group in groups:
             s = summarize(group, ps)
             rows.append({
                 "pool": pool, "level": level, "n": s["n"], "success": s["n_correct"], "pass_rate": s["pass_rate"],
                 "speedup_mean": s["speedup_mean"], "speedup_median": s["speedup_median"],
                 "speedup_geomean": s["speedup_geomean"], **s["fast_p"],
+                **(versus_compile(group, base) if base is not None else {}),
                 "status_counts": {k: v for k, v in s["status_counts"].items() if v},
                 "hack_counts": {k: v for k, v in s["hack_counts"].items() if v},
                 "label_counts": s["label_counts"],
@@ -119,15 +167,20 @@ def paper_table(results: Mapping[str, Sequence[EvalResult]], ps: Sequence[float]
 
 
 def format_paper_table(rows: Sequence[Mapping[str, Any]], ps: Sequence[float] = DEFAULT_PS) -> str:
-    """The table as aligned text: one line per row of `paper_table`, then the non-zero hack and
-    label counts per pool and level."""
+    """The table as aligned text: one line per row of `paper_table` (with the torch.compile
+    columns when any row has them: vs_compile geomean ×, fast_1 vs compile, failed / evaluated
+    compile baselines), then the non-zero hack and label counts per pool and level."""
     def x(v: float | None) -> str:
         return "-" if v is None else f"{v:.2f}x"
 
     fast = [fast_p_key(p) for p in ps]
-    head = ["pool", "level", "n", "success", "mean", "median", "geomean", *fast]
+    compiled = any("compile_n" in r for r in rows)
+    head = ["pool", "level", "n", "success", "mean", "median", "geomean", *fast,
+            *(["vs_compile", "fast_1_vs_compile", "compile_failed"] if compiled else [])]
     body = [[str(r["pool"]), str(r["level"]), str(r["n"]), str(r["success"]), x(r["speedup_mean"]),
-             x(r["speedup_median"]), x(r["speedup_geomean"]), *(f"{r[k]:.2f}" for k in fast)] for r in rows]
+             x(r["speedup_median"]), x(r["speedup_geomean"]), *(f"{r[k]:.2f}" for k in fast),
+             *([x(r["vs_compile_geomean"]), f"{r['vs_compile_fast_1']:.2f}", f"{r['compile_failed']}/{r['compile_n']}"]
+               if compiled and "compile_n" in r else ["-", "-", "-"] if compiled else [])] for r in rows]
     widths = [max(len(c) for c in col) for col in zip(head, *body)]
     lines = ["  ".join(c.rjust(w) if i > 1 else c.ljust(w) for i, (c, w) in enumerate(zip(line, widths)))
              for line in [head, *body]]
@@ -151,6 +204,23 @@ def evaluate_solutions(pools: Any, candidates: Sequence[Candidate], names: Seque
         log.info("evaluating %d solutions on pool %s", len(candidates), name)
         out[name] = [EvalResult.from_dict(d) for d in pools.pool(name).evaluate_many(list(candidates))]
     return out
+
+
+def evaluate_compile_baseline(pools: Any, tasks: Sequence[Any], candidates: Sequence[Candidate],
+                              names: Sequence[str] | None = None) -> dict[str, list[EvalResult]]:
+    """torch.compile of the reference of each task that `candidates` has a solution for, evaluated
+    on the pools `names` (default all) exactly as the solutions are (`evaluate_solutions`), each
+    result labelled by `cudal1.bench.baselines.label_baseline` ("baseline_failed" when
+    torch.compile failed). Returns {pool name: [EvalResult per candidate's task, in order]}.
+    Raises KeyError when a candidate's task is not among `tasks`."""
+    from cudal1.bench.baselines import TORCH_COMPILE, compile_candidate, label_baseline
+
+    by_id = {t.task_id: t for t in tasks}
+    baseline = [Candidate(c.task_id, compile_candidate(by_id[c.task_id].source), origin=f"baseline:{TORCH_COMPILE}")
+                for c in candidates]
+    log.info("evaluating torch.compile of %d references", len(baseline))
+    return {pool: [label_baseline(r, TORCH_COMPILE) for r in rs]
+            for pool, rs in evaluate_solutions(pools, baseline, names).items()}
 
 
 def plot_speedups(results: Mapping[str, Sequence[EvalResult]], path: Path) -> Path:
@@ -178,8 +248,9 @@ def plot_speedups(results: Mapping[str, Sequence[EvalResult]], path: Path) -> Pa
 
 def run_evaluate_job(cfg: Any) -> list[dict[str, Any]]:
     """`jobs/evaluate.py`: the solutions of `cfg.solutions` for the tasks `cfg.tasks` selects,
-    evaluated on `cfg.pools` (default every pool), written to `cfg.out_dir` and MLflow, the table
-    printed. Returns the table's rows (`paper_table`). Raises what `load_solutions`,
+    evaluated on `cfg.pools` (default every pool), with torch.compile of each reference beside
+    them when `cfg.compile_baseline` (`evaluate_compile_baseline`), written to `cfg.out_dir` and
+    MLflow, the table printed. Returns the table's rows (`paper_table`). Raises what `load_solutions`,
     `cudal1.pipeline.context.start_ray` and pool creation raise."""
     from cudal1.actors.bench_pool import BenchmarkPools
     from cudal1.pipeline.context import pool_specs, select_tasks, start_ray
@@ -201,15 +272,18 @@ def run_evaluate_job(cfg: Any) -> list[dict[str, Any]]:
                  system_metrics_s=cfg.tracking.system_metrics_s) as tracker, \
             BenchmarkPools(pool_specs(cfg), primary=cfg.bench.primary) as pools:
         tracker.log_config({"solutions": str(cfg.solutions), "tasks": dict(cfg.tasks), "pools": list(cfg.pools),
+                            "compile_baseline": bool(cfg.compile_baseline),
                             "bench": {name: dict(p) for name, p in cfg.bench.pools.items()}})
         results = evaluate_solutions(pools, candidates, list(cfg.pools) or None)
-        for pool, rs in results.items():
+        compiled = evaluate_compile_baseline(pools, tasks, candidates, list(cfg.pools) or None) \
+            if cfg.compile_baseline else None
+        for pool, rs in [*results.items(), *((f"{p}_torch_compile", rs) for p, rs in (compiled or {}).items())]:
             path = out / f"results_{pool}.jsonl"
             path.write_text("".join(r.to_json() + "\n" for r in rs))
             tracker.log_table([{"task_id": r.task_id, "status": r.status.value, "speedup": r.speedup,
                                 "hack_kind": r.hack_kind.value if r.hack_kind else None, "labels": ",".join(r.labels),
                                 "message": r.message[:200]} for r in rs], f"tables/results_{pool}.json")
-        rows = paper_table(results, ps)
+        rows = paper_table(results, ps, compiled)
         text = format_paper_table(rows, ps)
         (out / "table.json").write_text(json.dumps(rows, indent=1))
         (out / "table.txt").write_text(text + "\n")

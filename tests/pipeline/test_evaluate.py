@@ -72,6 +72,31 @@ def test_the_paper_table_per_pool_and_level():
     assert "h100/all: hack:output_aliases_input 1, status:incorrect 1, status:hack 1" in text
 
 
+def test_speedup_vs_torch_compile_per_pool_and_level():
+    results = {
+        "h100": [result("level1/1", speedup=2.0), result("level1/2", speedup=1.005), result("level1/3", Status.INCORRECT),
+                 result("level2/1", speedup=4.0), result("level2/2", Status.HACK, hack=HackKind.OUTPUT_ALIASES_INPUT)],
+        "l40": [result("level1/1", speedup=0.5)],
+    }
+    compiled = {"h100": [result("level1/1", speedup=1.6),
+                         result("level1/2", Status.RUNTIME_ERROR, labels=["torch_compile", "baseline_failed"]),
+                         result("level1/3", speedup=1.2), result("level2/1", speedup=5.0), result("level2/2", speedup=1.1)]}
+    rows = {(r["pool"], r["level"]): r for r in paper_table(results, [1.0], compiled)}
+    l1, l2, everything = rows[("h100", "level1")], rows[("h100", "level2")], rows[("h100", "all")]
+    # level1/1: 2.0 / 1.6 = 1.25x faster than torch.compile; level1/2: compile failed, so against
+    # eager (1.005x > 1: faster); level1/3's solution is incorrect: neither.
+    assert (l1["compile_n"], l1["compile_failed"]) == (3, 1)
+    assert l1["vs_compile_geomean"] == pytest.approx(1.25) and l1["vs_compile_fast_1"] == pytest.approx(2 / 3)
+    # level2/1: 4.0 / 5.0 = 0.8x, slower than torch.compile; level2/2 was a hack.
+    assert l2["vs_compile_geomean"] == pytest.approx(0.8) and l2["vs_compile_fast_1"] == 0.0
+    assert everything["vs_compile_geomean"] == pytest.approx((1.25 * 0.8) ** 0.5)
+    assert (everything["compile_n"], everything["compile_failed"], everything["vs_compile_fast_1"]) == (5, 1, 2 / 5)
+    assert "compile_n" not in rows[("l40", "level1")]  # no baseline on that pool
+    lines = format_paper_table(list(rows.values()), [1.0]).splitlines()
+    assert lines[0].split()[-4:] == ["fast_1", "vs_compile", "fast_1_vs_compile", "compile_failed"]
+    assert lines[1].split()[-3:] == ["1.25x", "0.67", "1/3"] and lines[4].split()[-3:] == ["-", "-", "-"]
+
+
 def test_the_job_on_two_pools(ray_cluster, tmp_path):
     from hydra import compose, initialize_config_dir
 
@@ -97,6 +122,17 @@ def test_the_job_on_two_pools(ray_cluster, tmp_path):
         results = [json.loads(line) for line in (out / f"results_{pool}.jsonl").read_text().splitlines()]
         assert [r["task_id"] for r in results] == ["level1/1", "level1/13"]
         assert all(r["status"] == "ok" and r["speedup"] > 0 for r in results), results
+        # torch.compile of each reference, evaluated by the same pool (compile_baseline defaults on).
+        compiled = [json.loads(line) for line in (out / f"results_{pool}_torch_compile.jsonl").read_text().splitlines()]
+        assert [r["task_id"] for r in compiled] == ["level1/1", "level1/13"]
+        assert all(r["status"] == "ok" and {"torch_compile", "baseline:torch_compile"} <= set(r["labels"])
+                   for r in compiled), compiled
+        row = next(r for r in rows if r["pool"] == pool)
+        vs = [s["speedup"] / c["speedup"] for s, c in zip(results, compiled)]
+        assert (row["compile_n"], row["compile_failed"]) == (2, 0)
+        assert row["vs_compile_geomean"] == pytest.approx((vs[0] * vs[1]) ** 0.5)
+        assert row["vs_compile_fast_1"] == sum(v > 1 for v in vs) / 2
+    assert "vs_compile" in (out / "table.txt").read_text().splitlines()[0]
     assert json.loads((out / "table.json").read_text()) == json.loads(json.dumps(rows))
     assert (out / "speedups.png").read_bytes().startswith(b"\x89PNG")
 
