@@ -6,8 +6,10 @@ measurement leans (the judge's subtraction of the round trip's fixed cost, the c
 process being another process), the spread how much one evaluation can be trusted.
 
     python benchmarks/self_speedup.py --backend cpu --tasks level1/3 level1/13 level2/1 --repeats 3
+    python benchmarks/self_speedup.py --backend cuda --kernelbench PATH --tasks level1/19 level2/1 --repeats 1 --band 0.98 1.02
 
-Prints one JSON line per task and writes them all with --out.
+Prints one JSON line per task and writes them all with --out. With --band LO HI it ends with
+"PASS"/"FAIL" and the share of evaluations whose speedup lies in [LO, HI] (PASS at >= 95%).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from pathlib import Path
 from cudal1.bench.evaluator import evaluate
 from cudal1.bench.result import Status
 from cudal1.bench.settings import EvalSettings
-from cudal1.tasks import find_task, load_tasks
+from cudal1.tasks import find_task, load_suite, load_tasks
 from cudal1.tasks.task import reference_as_candidate
 
 
@@ -33,11 +35,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--overhead-quantile", type=float, default=None, help="EvalSettings.overhead_quantile")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--kernelbench", default=None, help="take the tasks from this KernelBench checkout, not the builtin suite")
+    ap.add_argument("--band", type=float, nargs=2, default=None, metavar=("LO", "HI"),
+                    help="end with PASS/FAIL: >= 95%% of the evaluations within [LO, HI]")
     args = ap.parse_args(argv)
 
     overrides = {} if args.overhead_quantile is None else {"overhead_quantile": args.overhead_quantile}
     settings = EvalSettings.for_backend(args.backend, cache_dir=tempfile.mkdtemp(prefix="cudal1-self-"), **overrides)
-    tasks = load_tasks("builtin")
+    if args.kernelbench:
+        levels = sorted({int(t.split("/")[0].removeprefix("level")) for t in args.tasks})
+        tasks = load_suite(args.kernelbench, levels=levels, profile=args.backend).tasks
+    else:
+        tasks = load_tasks("builtin")
     report = []
     for tid in args.tasks:
         task = find_task(tasks, tid)
@@ -59,6 +68,14 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(entry), flush=True)
     if args.out:
         Path(args.out).write_text(json.dumps(report, indent=2))
+    if args.band:
+        lo, hi = args.band
+        all_runs = [x for e in report for x in e["speedups"]] + [None] * sum(e["of"] - e["ok"] for e in report)
+        inside = sum(1 for x in all_runs if x is not None and lo <= x <= hi)
+        share = inside / len(all_runs) if all_runs else 0.0
+        print(f"{'PASS' if share >= 0.95 else 'FAIL'} reference as candidate: {inside} of {len(all_runs)} evaluations "
+              f"({share:.0%}) in {lo}-{hi}x (needs 95%)")
+        return 0 if share >= 0.95 else 1
     return 0
 
 

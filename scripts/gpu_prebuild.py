@@ -1,7 +1,8 @@
-"""Build the inline extensions of the GPU guard tests (and any given solution files) in parallel.
+"""Build the inline extensions of the GPU guard tests (and of the builtin CUDA seeds named) in
+parallel, into the evaluator's cache ($CUDAL1_CACHE, else ~/.cache/cudal1).
 
 Run on a GPU machine before the tests so that the tests find every build in the cache:
-    python scripts/gpu_prebuild.py [solution.py ...]
+    python scripts/gpu_prebuild.py [level1/1 level2/5 ...]
 """
 
 import sys
@@ -15,7 +16,12 @@ from cudal1.bench.evaluator import prebuild  # noqa: E402
 from cudal1.bench.settings import EvalSettings  # noqa: E402
 from tests.bench import test_gpu_guards as g  # noqa: E402
 
+from cudal1.tasks import find_task, load_tasks, seed_solutions  # noqa: E402
+
 sources = [(g.SCALE_TASK, s) for s in (g.CPP_SIDE_STREAM, g.PARTIAL_WRITE, g.ILLEGAL_ADDRESS)]
+if sys.argv[1:]:
+    tasks, seeds = load_tasks("builtin"), seed_solutions("cuda")
+    sources += [(find_task(tasks, tid), seeds[tid].read_text()) for tid in sys.argv[1:]]
 t0 = time.time()
 with ThreadPoolExecutor(16) as pool:
     results = list(pool.map(lambda ts: prebuild(ts[0], ts[1], "cuda", EvalSettings.for_backend("cuda")), sources))

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# The evaluator's GPU acceptance run: one command, under 10 minutes on one H200, one PASS/FAIL
+# line per check (and all of them in OUTDIR/summary.txt). Every change to cudal1/bench/ or
+# cudal1/tasks/ runs through it on an H200 before it is called done; its output goes into
+# docs/benchmarks.md. Needs only torch, psutil, tqdm and pytest there (no Ray, Hydra, DeepSpeed).
+#
+#   bash scripts/gpu_acceptance.sh KERNELBENCH_PATH OUTDIR
+#
+# Checks, in this order (the GPU is otherwise idle during the timed ones):
+#   degenerate  the degenerate-task check on CUDA outputs (scripts/gpu_degenerate_check.py)
+#   probe       a KernelBench slice of levels 1-3 through `cudal1 tasks --probe` (every task loads)
+#   guards      the GPU guard tests (tests/bench/test_gpu_guards.py)
+#   self        the reference as its own candidate on a fixed set of 12 KernelBench level-1/2
+#               tasks: 0.98-1.02x on >= 95% (benchmarks/self_speedup.py)
+#   agreement   the same set through benchmarks/agreement.py for as long as its budget lasts: the
+#               reference and torch.compile of it, judge against a plain in-process timing
+#               (targets: reference 0.98-1.02x on 95%; compile within ±5% on 90%, ±10% on 98%)
+#   repeat      five fresh evaluations of six builtin CUDA seeds: spread <= 1% from 1 ms up, <= 3%
+#               below (benchmarks/repeatability.py)
+# The guard tests' and the seeds' extensions build first, in the background, while the degenerate
+# check and the probe run. Each step has a time limit, so the whole run stays under 10 minutes.
+set -uo pipefail
+kb=${1:?usage: $0 KERNELBENCH_PATH OUTDIR}
+out=${2:?usage: $0 KERNELBENCH_PATH OUTDIR}
+cd "$(dirname "$0")/.." || exit 2
+mkdir -p "$out"
+out=$(cd "$out" && pwd)
+kb=$(cd "$kb" && pwd)
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 CUDAL1_CACHE=$out/cache
+: > "$out/summary.txt"
+verdict() {  # verdict NAME RC DETAIL
+  local line
+  if [[ $2 -eq 0 ]]; then line="PASS $1  $3"; else line="FAIL $1  $3"; fi
+  echo "$line" | tee -a "$out/summary.txt"
+}
+{ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  python3 -c "import sys, torch; print(sys.version.split()[0], torch.__version__, 'cuda', torch.version.cuda)"
+  echo "cores: $(nproc)"; date -u; git log --oneline -1 2>/dev/null; } > "$out/env.txt" 2>&1
+cat "$out/env.txt"
+t0=$(date +%s)
+SEEDS="level1/1 level1/12 level1/17 level1/7 level2/1 level2/5"
+SET="kernelbench/level1/1 kernelbench/level1/4 kernelbench/level1/19 kernelbench/level1/23 kernelbench/level1/40
+     kernelbench/level1/47 kernelbench/level1/88 kernelbench/level1/97 kernelbench/level2/1 kernelbench/level2/20
+     kernelbench/level2/40 kernelbench/level2/76"
+
+timeout 240 python3 scripts/gpu_prebuild.py $SEEDS > "$out/prebuild.log" 2>&1 &
+prebuild=$!
+
+timeout 60 python3 scripts/gpu_degenerate_check.py > "$out/degenerate.txt" 2>&1
+grep -q "CHECK_CUDA PASS" "$out/degenerate.txt"; verdict degenerate $? "$(tail -1 "$out/degenerate.txt")"
+
+timeout 100 python3 -m cudal1.cli tasks --tasks "$kb" --backend cuda --probe --levels 1 2 3 --ids 3 17 42 \
+  --cache "$out/probe-cache" --json "$out/probe.json" > "$out/probe.out" 2> "$out/probe.err"
+python3 - "$out/probe.json" > "$out/probe.txt" <<'PY'
+import json, re, sys
+r = json.load(open(sys.argv[1]))
+failed = [f for f in r["failures"] if not re.match(r"^imports .+, not installed here", f["reason"])]
+print(f"{len(r['tasks'])} loaded, {len(failed)} failed in {r['probe_seconds']:.0f} s"
+      + "".join(f"; {f['path'].split('/')[-1]}: {f['reason'][:120]}" for f in failed))
+sys.exit(1 if failed or not r["tasks"] else 0)
+PY
+verdict probe $? "$(cat "$out/probe.txt" 2>/dev/null || echo 'no report')"
+
+wait $prebuild
+tail -2 "$out/prebuild.log"
+timeout 120 python3 -m pytest -q -p no:cacheprovider -o addopts="" -m gpu tests/bench/test_gpu_guards.py > "$out/guards.log" 2>&1
+rc=$?; tail -3 "$out/guards.log"; verdict guards $rc "$(tail -1 "$out/guards.log")"
+
+KB_IDS=$(echo $SET | sed 's#kernelbench/##g')
+timeout 100 python3 benchmarks/self_speedup.py --backend cuda --kernelbench "$kb" --tasks $KB_IDS --repeats 1 \
+  --band 0.98 1.02 --out "$out/self.json" > "$out/self.log" 2>&1
+rc=$?; tail -1 "$out/self.log"; verdict self $rc "$(tail -1 "$out/self.log")"
+
+timeout 170 python3 benchmarks/agreement.py --backend cuda --kernelbench "$kb" --tasks $SET \
+  --time-budget-s 130 --out "$out/agreement.json" > "$out/agreement.txt" 2> "$out/agreement.err"
+cat "$out/agreement.txt"
+# Its last lines: one PASS/FAIL per target (reference in 0.98-1.02x, torch.compile within ±5%, ±10%).
+grep -E "^(PASS|FAIL) " "$out/agreement.txt" | sed -E 's/^(PASS|FAIL) /\1 agreement  /' | tee -a "$out/summary.txt"
+grep -qE "^(PASS|FAIL) " "$out/agreement.txt" || verdict agreement 1 "no report (agreement.err)"
+
+timeout 130 python3 benchmarks/repeatability.py --backend cuda --tasks $SEEDS --repeats 5 --variants default \
+  --cache "$CUDAL1_CACHE" --out "$out/repeat.json" > "$out/repeat.log" 2>&1
+python3 - "$out/repeat.json" > "$out/repeat.txt" <<'PY'
+import json, statistics, sys
+bad = 0
+for e in json.load(open(sys.argv[1])):
+    ref, cand = statistics.median(e["reference_ms"] or [0]), statistics.median(e["candidate_ms"] or [0])
+    limit = 0.01 if min(ref, cand) >= 1.0 else 0.03
+    ok = e["ok"] == e["of"] and e["spread_speedup"] is not None and e["spread_speedup"] <= limit
+    bad += not ok
+    print(f"{'ok ' if ok else 'BAD'} {e['task']}: speedups {e['speedups']} spread {e['spread_speedup']} (limit {limit:.0%}), "
+          f"reference {ref:.4g} ms, candidate {cand:.4g} ms")
+sys.exit(1 if bad else 0)
+PY
+rc=$?; cat "$out/repeat.txt"; verdict repeat $rc "$(grep -c '^ok' "$out/repeat.txt") of $(wc -l < "$out/repeat.txt") within their limit"
+
+echo "acceptance run: $(( $(date +%s) - t0 )) s" | tee -a "$out/summary.txt"
+cat "$out/summary.txt"
+! grep -q "^FAIL" "$out/summary.txt"
