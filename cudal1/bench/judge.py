@@ -610,6 +610,19 @@ class Judge:
             raise Verdict(Status.HACK, f"operators were overridden: {str(msg['canary'])[:300]}", HackKind.MONKEY_PATCH)
         self._host_labels(msg["labels"])
 
+    def _ref_check(self) -> None:
+        """The reference host runs the same check as the candidate host after each round: that
+        work (a walk of the watched functions, the operator canary on the device, the flags)
+        slows the next forward (seen on the H200: 0.3 ms, an eighth of a 2.4 ms call), and both
+        hosts must pay it alike. Anything the reference host reports is the harness's failure."""
+        try:
+            self.ref_chan.send("check", when="reference")
+        except PeerGone as exc:
+            raise RuntimeError("the reference host died") from exc
+        msg = self._ref_recv("checked", labels=list, patches=list)
+        if msg["patches"] or msg.get("canary") is not None:
+            raise RuntimeError(f"the reference host reports changes: {str(msg)[:300]}")
+
     @_spends("input check")
     def _inputs_unchanged(self, xs: list[list[Any]], what: str) -> None:
         """Every input set of the last round trip is still what the judge wrote into the
@@ -684,6 +697,8 @@ class Judge:
                             raise RuntimeError("the candidate host sent no times while running the reference")
                         if r:
                             cand_trips.append(wall_ms - own)
+                self._host_check("while running the reference")
+                self._ref_check()
         except Verdict as v:  # no candidate code exists yet: whatever failed is the harness's
             raise RuntimeError(f"the candidate host failed while running the reference: {v.message}") from v
         self.last_snapshot = None  # the stand-in's outputs are gone once the candidate is loaded
@@ -842,6 +857,7 @@ class Judge:
                     cand_walls.append([(wall_ms, timing.claimed_total_ms(msg.get("inner_ms"), k))])
             self._check_timed(xs, expected, msg, snapshot, f"timed round {r + 1}")
             self._host_check(f"during timing round {r + 1}")
+            self._ref_check()
         self.recording = False
         # What the candidate host's round trips may leave unexplained: its own fixed cost from the
         # clean calibration, moved as much as the reference host's moved since then, but never
