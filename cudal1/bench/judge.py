@@ -158,7 +158,8 @@ class Judge:
         """Per host, per set of the host's input slot: views of the set's input tensors."""
         self.ref_template: list[Any] = []
         self.batch = 1
-        self.recording = False
+        self.recording: str | None = None
+        """While set, round trips are recorded in `EvalResult.round_trips` under this prefix."""
         self.trips_ms: list[float] = []
         self._staged: dict[str, list[Slot]] = {}
         self.spent: dict[str, float] = {}
@@ -461,14 +462,14 @@ class Judge:
 
     def _note_trip(self, who: str, wall_ms: float, answered_ms: float, msg: dict[str, Any]) -> None:
         """Keep the record of a round trip of the timing pass (see `EvalResult.round_trips`)."""
-        if not self.recording:
+        if self.recording is None:
             return
         parts = msg.get("parts_ms")
         parts = {k: round(float(v), 4) for k, v in parts.items()
                  if isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)} \
             if isinstance(parts, dict) and len(parts) <= 8 else {}
         own = timing.claimed_total_ms(msg.get("inner_ms"), len(msg.get("inner_ms") or []) or 1)
-        self.result.round_trips.setdefault(who, []).append(
+        self.result.round_trips.setdefault(self.recording + who, []).append(
             {"wall_ms": round(wall_ms, 4), "answered_ms": round(answered_ms, 4),
              "own_ms": None if own is None else round(own, 4), "host_parts_ms": parts})
 
@@ -681,6 +682,7 @@ class Judge:
         ref_trips: list[float] = []
         cand_trips: list[float] = []
         per_call: list[float] = []
+        self.recording = "calibration "
         try:
             for r in range(rounds + 1):  # the first round lets both hosts' allocators settle at K outputs
                 xs = self._input_sets()
@@ -701,6 +703,8 @@ class Judge:
                 self._ref_check()
         except Verdict as v:  # no candidate code exists yet: whatever failed is the harness's
             raise RuntimeError(f"the candidate host failed while running the reference: {v.message}") from v
+        finally:
+            self.recording = None
         self.last_snapshot = None  # the stand-in's outputs are gone once the candidate is loaded
         self.ref_calibration_trips, self.calibration_trips = ref_trips, cand_trips
         self.overhead_ms = max(statistics.median(cand_trips), 0.0)
@@ -842,8 +846,8 @@ class Judge:
         ref_rounds: list[list[float]] = []
         cand_walls: list[list[tuple[float, object]]] = []
         trips: list[float] = []
-        self.result.round_trips = {}
-        self.recording = True
+        self.result.round_trips = {k: v for k, v in self.result.round_trips.items() if k.startswith("calibration ")}
+        self.recording = ""
         for r in range(rounds):
             xs = self._input_sets()
             expected = msg = snapshot = None
@@ -858,7 +862,7 @@ class Judge:
             self._check_timed(xs, expected, msg, snapshot, f"timed round {r + 1}")
             self._host_check(f"during timing round {r + 1}")
             self._ref_check()
-        self.recording = False
+        self.recording = None
         # What the candidate host's round trips may leave unexplained: its own fixed cost from the
         # clean calibration, moved as much as the reference host's moved since then, but never
         # up by more than the jitter: a candidate that slows the reference host's round trips

@@ -96,11 +96,13 @@ class EvalResult:
     """K: the calls each timed round trip ran back to back, on as many fresh input sets, in each
     host (chosen from the reference's time before the candidate existed)."""
     round_trips: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
-    """The record of the timing pass that counted, per host ("reference", "candidate"), one entry
-    per timed round trip in order (ms): `wall_ms` (the judge's clock, go to holding every
-    output), `answered_ms` (go to the host's answer), `own_ms` (the host's own figure for its K
-    forwards; None when it sent none usable) and `host_parts_ms` (where the host says its side
-    went: inputs, forwards, describe; from the candidate's host, only its word)."""
+    """The record of the round trips behind the times, per host ("reference", "candidate": the
+    timing pass that counted; "calibration reference", "calibration candidate": the clean
+    calibration, with the candidate host running the reference), one entry per round trip in
+    order (ms): `wall_ms` (the judge's clock, go to holding every output), `answered_ms` (go to
+    the host's answer), `own_ms` (the host's own figure for its K forwards; None when it sent none
+    usable) and `host_parts_ms` (where the host says its side went: inputs, forwards, describe;
+    from the candidate's host, only its word)."""
     remeasured: bool = False
     """True when the speedup exceeded the re-measure bar and the value is from the second measurement."""
     overhead_ms: float | None = None
