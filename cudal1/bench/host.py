@@ -50,7 +50,6 @@ only make a result worse, and nothing the host skips changes what the judge meas
 from __future__ import annotations
 
 import bisect
-import gc
 import os
 import sys
 import time
@@ -140,6 +139,9 @@ class Host:
             # The candidate host runs the reference too until the candidate is loaded: the judge's
             # calibration times both hosts' round trips, interleaved, on the same work.
             self.model = self._reference_model(Task.from_dict(msg["task"]), msg["profile"])
+            if self.role != "reference":  # the stand-in's module: neither in sys.modules nor watched
+                for name in [n for n in sys.modules if n.startswith("cudal1_task_")]:
+                    del sys.modules[name]
         self.pristine_flags = guards.GlobalFlags()
         self.functions = guards.FunctionSnapshot()
         self.threads_before = guards.python_threads()
@@ -376,15 +378,11 @@ class Host:
 
     def _drop_stand_in(self) -> None:
         """Forget the reference the calibration ran here, before any candidate code runs: the
-        model, its last outputs, its module, and the function snapshot that held the module's
-        functions (taken again, as clean as before)."""
+        model and its last outputs. (Its module was never in sys.modules after the setup; its
+        class may linger until the next garbage collection, where patching it changes nothing:
+        the reference that counts runs in the reference host.)"""
         self.model = self.previous = None
         self._keep_alive = []
-        for name in [n for n in sys.modules if n.startswith("cudal1_task_")]:
-            del sys.modules[name]
-        self.functions = None
-        gc.collect()
-        self.functions = guards.FunctionSnapshot()
 
     def _report_state(self, reply: dict[str, Any], when: str) -> None:
         changed = self.functions.changed()
