@@ -218,7 +218,7 @@ def take_record(ext_dir: str | Path) -> dict[str, float] | None:
     try:
         record = json.loads(data) if data is not None else None
         out = {k: float(record[k]) for k in ("build_seconds", "prebuild_s")} if isinstance(record, dict) else None
-    except (ValueError, TypeError, KeyError):
+    except (ValueError, TypeError, KeyError, OverflowError):
         return None
     if out is None or not all(0.0 <= v < 1e6 for v in out.values()):  # NaN fails too
         return None

@@ -44,7 +44,10 @@ The protocol, judge -> host (each answered by one message unless noted):
 
 The host's own checks (materialization, aliasing, buffer reuse, flags, patches) are reports a
 candidate can switch off, since it runs in this process. That is by design: such reports can
-only make a result worse, and nothing the host skips changes what the judge measures or reads.
+only make a result worse, and nothing the host skips changes what the judge reads. Skipping the
+host's own work (the synchronize after each forward, the checks) can shorten the round trip the
+judge times; the judge holds the host's claims only to that round trip less the fixed cost it
+measured before any candidate code existed (the README's limits say what that leaves).
 """
 
 from __future__ import annotations
@@ -89,6 +92,9 @@ class Host:
         self.exports: dict[int, tuple[int, int, str]] = {}
         self._keep_alive: list[torch.Tensor] = []
         self._event_pool: list[Any] = []
+        self.candidate_loaded = False
+        """True once the candidate is loaded: only its outputs' memory problems are reported (the
+        reference's, or the calibration's stand-in's, are the task's own business)."""
 
     # -- the loop ------------------------------------------------------------------------------
 
@@ -190,7 +196,6 @@ class Host:
         """Run forward on each of the message's input sets, back to back; answer with each
         call's time on this process's clock, and where each call's outputs live. Every call's
         outputs stay alive (each in its own memory) until the next round trip."""
-        reference = self.role == "reference"
         t0 = _now()
         self._keep_alive = []  # the last call's copies: the judge is done with them by now
         self._map_inputs(msg)
@@ -207,7 +212,7 @@ class Host:
             inputs = _Spans(a for args in self.sets for a in args if isinstance(a, torch.Tensor))
             earlier = _Spans(t for _, t in flatten(self.previous) if isinstance(t, torch.Tensor))
             for out in outs:
-                leaves, values = self._describe(out, reply, not reference, inputs, earlier)
+                leaves, values = self._describe(out, reply, self.candidate_loaded, inputs, earlier)
                 if reply["mismatch"] is not None or reply["hack"] is not None:
                     break
                 reply["leaves"].append(leaves)
@@ -332,6 +337,7 @@ class Host:
         if self.role != "candidate":
             raise RuntimeError("only the candidate host loads a candidate")
         self._drop_stand_in()
+        self.candidate_loaded = True
         buildcache.install(os.environ.get("TORCH_EXTENSIONS_DIR", ""))
         reply: dict[str, Any] = {"ok": False, "status": None, "hack": None, "message": "", "build_seconds": 0.0,
                                  "labels": [], "patches": [], "canary": None}

@@ -464,11 +464,12 @@ class Judge:
         """Keep the record of a round trip of the timing pass (see `EvalResult.round_trips`)."""
         if self.recording is None:
             return
+        # Everything here may come from the candidate's process: kept only where it is sane data.
         parts = msg.get("parts_ms")
-        parts = {k: round(float(v), 4) for k, v in parts.items()
-                 if isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)} \
+        parts = {k: round(v, 4) for k, v in parts.items() if isinstance(k, str) and type(v) is float and math.isfinite(v)} \
             if isinstance(parts, dict) and len(parts) <= 8 else {}
-        own = timing.claimed_total_ms(msg.get("inner_ms"), len(msg.get("inner_ms") or []) or 1)
+        inner = msg.get("inner_ms")
+        own = timing.claimed_total_ms(inner, len(inner)) if isinstance(inner, list) and inner else None
         self.result.round_trips.setdefault(self.recording + who, []).append(
             {"wall_ms": round(wall_ms, 4), "answered_ms": round(answered_ms, 4),
              "own_ms": None if own is None else round(own, 4), "host_parts_ms": parts})
@@ -500,6 +501,7 @@ class Judge:
         n = len(xs)
         if len(msg["values"]) != n or not all(isinstance(v, list) for v in msg["values"]):
             raise Verdict(Status.HACK, "the candidate process described its calls wrongly", HackKind.HARNESS_TAMPERING)
+        self.last_snapshot = None  # the last round trip's copies are freed before this one's are made
         snapshot = self._read(msg["leaves"], n)
         self._sync()
         wall_ms = (self.clock.now_ns() - t0) / 1e6
@@ -845,7 +847,7 @@ class Judge:
         cand_walls: list[list[tuple[float, object]]] = []
         trips: list[float] = []
         # The hosts are checked after a secret third of the rounds (and once more at the end):
-        # a check slows the next forward in both hosts, and the medians stay on unchecked rounds.
+        # a check slows the next forward in both hosts alike, so most rounds are unchecked ones.
         checked = set(self.pick.sample(range(rounds), max(1, rounds // 3)))
         self.result.round_trips = {k: v for k, v in self.result.round_trips.items() if k.startswith("calibration ")}
         self.recording = ""

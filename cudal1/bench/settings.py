@@ -70,7 +70,8 @@ class EvalSettings:
     check_timed_outputs: bool = True
     """Compare every timed candidate output to the reference output on the same inputs."""
     flush_l2: bool = True
-    """Overwrite a buffer larger than the last-level cache before every timed call."""
+    """Overwrite a buffer larger than the last-level cache before every timed round trip (the K
+    calls of a round then run back to back, each on inputs no call has read before)."""
     remeasure_above: float = 3.0
     """A speedup (×) above this is measured a second time and the lower value is kept."""
     calibration_calls: int = 30

@@ -254,12 +254,11 @@ def fixed_costs(round_trips_ms: list[float], reference_ms: list[float]) -> list[
 
 
 def calibration(round_trips_ms: list[float], reference_ms: list[float]) -> tuple[float, float]:
-    """(overhead_ms, resolution_ms) from the calibration before the candidate is imported.
+    """(fixed cost, jitter) in ms of one-call round trips to the reference host.
 
-    overhead = the median of `fixed_costs` (never negative): it bounds what a candidate call may
-    claim (`candidate_rounds_ms`). resolution = the `jitter` of the round trips after the first
-    third: below it two candidate times cannot be told apart (until the timing pass has round
-    trips of its own). Raises ValueError as `fixed_costs` does.
+    fixed cost = the median of `fixed_costs` (never negative); jitter = the `jitter` of the round
+    trips after the first third. The judge uses the jitter to choose how many calls a timed
+    round trip runs (`batch_size`). Raises ValueError as `fixed_costs` does.
     """
     costs = fixed_costs(round_trips_ms, reference_ms)
     trips = round_trips_ms[len(round_trips_ms) - len(costs):]

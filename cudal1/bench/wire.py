@@ -145,7 +145,10 @@ def expect(msg: dict[str, Any], op: str | tuple[str, ...], **types: Any) -> dict
         value = msg.get(name)
         kinds = kind if isinstance(kind, tuple) else (kind,)
         if float in kinds and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
+            try:
+                value = float(value)
+            except OverflowError:  # an integer beyond any float: the peer's fault, like any bad field
+                raise ProtocolError(f"{msg['op']}.{name} is out of range") from None
         if isinstance(value, bool) and bool not in kinds:
             raise ProtocolError(f"{msg['op']}.{name} has the wrong type")
         if not isinstance(value, kinds):

@@ -230,6 +230,16 @@ def test_a_host_that_cuts_corners_buys_next_to_nothing(name, marker, cache_dir) 
     assert cut_x < 1.5 * honest_x + 0.1, ([r.speedup for r in cut], [r.speedup for r in honest])
 
 
+def test_figures_a_host_garbles_are_counted_at_the_bound_not_a_harness_failure(cache_dir) -> None:
+    """A per-call list sent as a number and a part too large for a float: the judge keeps what is
+    sane, counts the calls at its own clock's bound, and the result is the candidate's."""
+    r = run_task(RELU_TASK, "malformed_figures_relu", cache_dir, rounds=2, calls_per_round=2)
+    assert "GARBLED FIGURES" in r.log, evalkit.describe(r)
+    assert r.status is Status.OK and "harness_error" not in r.labels, evalkit.describe(r)
+    assert r.round_trips["candidate"] and all(t["own_ms"] is None and t["host_parts_ms"] == {}
+                                              for t in r.round_trips["candidate"]), r.round_trips
+
+
 # -- a caught hack cannot escape its verdict ---------------------------------------------------
 
 

@@ -130,3 +130,10 @@ def test_a_cpu_slot_is_shared_and_cannot_be_resized_by_the_host(pair):
     os.close(spare)
     with pytest.raises(ValueError):
         Slot.attach({"kind": "cuda_ipc", "nbytes": 16, "handle": "00"}, "cpu")
+
+
+def test_an_integer_beyond_any_float_is_a_protocol_error():
+    """A peer's 400-digit integer where a float belongs is the peer's fault (ProtocolError), not an
+    OverflowError inside the judge."""
+    with pytest.raises(ProtocolError):
+        expect({"op": "loaded", "build_seconds": 10**400}, "loaded", build_seconds=float)
