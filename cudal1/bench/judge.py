@@ -43,12 +43,13 @@ So, by construction:
   machine or the GPU while the reference is timed gains nothing.
 
 What batching leaves open: inside one round trip the judge sees only the whole round, not each
-call. The host synchronizes the device after every forward, so an honest host runs the K calls
-one after another, as a one-call round trip would; a candidate that switches that off from
-inside its process (it runs there) and overlaps its calls on side streams is timed by its
-round's wall time, which is what it really took. Such a candidate is labelled `side_streams` when
-its forward leaves the device busy after the default stream (`collect_labels`); the label, not
-the clock, is what catches it.
+call, and all K input sets are in the candidate's reach from the first call (on CUDA they lie one
+after another in its slot). The host synchronizes the device after every forward, so an honest
+host runs the K calls one after another, as a one-call round trip would; a candidate can instead
+compute several calls' outputs in its first call and hand them out one per call, or switch off
+the host's synchronize (it runs in that process) and overlap its calls. Either is timed by what
+the round really took, which for small problems is less than K separate calls: not closed yet.
+Only overlap on side streams is labelled (`side_streams`, `collect_labels`).
 
 Order of work: load the task and the reference; the degenerate-task check; hand each host its
 input slot; warm up the reference host, calibrate the round trip and choose K (which also times
