@@ -119,8 +119,8 @@ class EvalSettings:
         """Defaults tuned per backend: the CPU backend takes fewer, longer calls."""
         base: dict[str, Any] = {"size_profile": backend}
         if backend == "cpu":
-            base.update(rounds=5, warmup_calls=1, flush_l2=False, calibration_calls=9, calibration_rounds=4,
-                        jitter_factor=10.0, max_calls_per_round=50, max_round_ms=300.0, batch_memory_mib=1024)
+            base.update(rounds=5, warmup_calls=1, flush_l2=False, calibration_calls=9, calibration_rounds=3,
+                        jitter_factor=10.0, max_calls_per_round=16, max_round_ms=150.0, batch_memory_mib=1024)
         elif backend == "cuda":
             base.update(rounds=10, warmup_calls=3, min_round_ms=20.0, max_calls_per_round=1000,
                         batch_memory_mib=8192, calibration_rounds=8)
