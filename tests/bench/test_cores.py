@@ -86,7 +86,9 @@ def test_an_evaluation_runs_its_three_processes_on_its_slot(tmp_path) -> None:
         while not stop.is_set():
             for p in me.children(recursive=True):
                 try:  # this process's own children are the fork server and its helpers: not the evaluation's
-                    if p.ppid() != me.pid:  # the last look counts: a child pins itself just after the fork
+                    # (nor are other descendants, such as a Ray cluster another test of this run started)
+                    forked = "multiprocessing.forkserver" in " ".join(p.cmdline())
+                    if p.ppid() != me.pid and forked:  # the last look counts: a child pins itself just after the fork
                         seen[p.pid] = (p.name(), p.cpu_affinity())
                 except psutil.Error:
                     pass
