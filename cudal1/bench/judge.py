@@ -28,10 +28,12 @@ So, by construction:
   time) only as far as the judge's clock allows: the judge times each round trip from the moment
   it tells the host to go until it holds its own copy of every output, and the round's K calls
   count as at least that minus a high quantile of the round trip's fixed cost, the pass as a
-  whole as at least that minus its median (`timing.candidate_rounds_ms`). The fixed cost is the
-  reference host's K-call round trip minus its forwards on its own clock, measured before the
-  candidate exists and again during timing (the calibration's plus its jitter bounds it); all of
-  it is messages, reads and GPU context switches, none of it work the candidate's process could
+  whole as at least that minus its median and half its jitter (`timing.candidate_rounds_ms`,
+  `EvalSettings.unexplained_tolerance`: the noise of comparing two medians of a few round trips).
+  The fixed cost is the candidate host's K-call round trip minus its forwards on its own clock
+  while it runs the reference, before any candidate code exists, moved as far as the reference
+  host's moved by the time of the pass (never up by more than the jitter); all of it is
+  messages, reads and GPU context switches, none of it work the candidate's process could
   skip. Work left running after the host answers is inside that interval, or missing from what
   the judge copies (then the output is wrong, or changes when the judge looks again);
 - below the resolution (the jitter of the calibration's round trips over K, per call) two times
@@ -276,7 +278,8 @@ class Judge:
         self.ref_aliases_inputs = any(correctness.shares_memory(t, [v for v in x if isinstance(v, torch.Tensor)]) for t in tensors)
         self.in_bytes, self.out_bytes = in_bytes, out_bytes
         self.args_template = self._template(kept)
-        self.batch_cap = batch_capacity(in_bytes, out_bytes, len(self.out_specs), self.settings)
+        free = torch.cuda.mem_get_info(self.device)[0] if self.cuda else None
+        self.batch_cap = batch_capacity(in_bytes, out_bytes, len(self.out_specs), self.settings, free)
 
     def _template(self, x: list[Any]) -> list[Any]:
         """The forward arguments as the host gets them: {"slot": i} for the i-th input tensor."""
@@ -880,7 +883,7 @@ class Judge:
             typical += min(statistics.median(trips) - statistics.median(self.ref_calibration_trips), jit)
         self.trips_ms.append(statistics.median(trips) if trips else float("nan"))
         self.pass_overhead_ms = typical
-        totals = timing.candidate_rounds_ms(cand_walls, high, typical)
+        totals = timing.candidate_rounds_ms(cand_walls, high, typical, tolerance_ms=s.unexplained_tolerance * jit)
         return ref_rounds, [[t / k for t in rnd] for rnd in totals]
 
     def _check_timed(self, xs: list[list[Any]], expected: list[Expected], msg: Any, snapshot: Any, what: str) -> None:
@@ -1004,15 +1007,21 @@ class Judge:
         raise exc
 
 
-def batch_capacity(in_bytes: int, out_bytes: int, outputs: int, settings: EvalSettings) -> int:
+def batch_capacity(in_bytes: int, out_bytes: int, outputs: int, settings: EvalSettings,
+                   free_bytes: int | None = None) -> int:
     """The most calls one round trip may run (K's upper bound): `settings.max_calls_per_round`,
-    and no more than `settings.batch_memory_mib` over the bytes one call of a round takes on the
-    device, all processes together: both hosts' inputs and the judge's (3 × `in_bytes`), both
-    hosts' outputs of this round trip and the last one (which stay alive until the next) and the
-    judge's copies of this round's (6 × `out_bytes`, plus alignment per output tensor). At
+    and no more than the memory budget over the bytes one call of a round takes on the device,
+    all processes together: both hosts' inputs and the judge's (3 × `in_bytes`), both hosts'
+    outputs of this round trip and the last one (which stay alive until the next) and the
+    judge's copies of this round's (6 × `out_bytes`, plus alignment per output tensor). The
+    budget is `settings.batch_memory_mib`, and with `settings.batch_memory_share` > 0 at most
+    that share of `free_bytes` (the device's free memory; None: not known, the MiB alone). At
     least 1."""
+    budget = settings.batch_memory_mib * 2**20
+    if settings.batch_memory_share > 0 and free_bytes is not None:
+        budget = min(budget, int(settings.batch_memory_share * free_bytes))
     per_call = 3 * in_bytes + 6 * (out_bytes + 256 * outputs) + 1
-    return max(1, min(settings.max_calls_per_round, settings.batch_memory_mib * 2**20 // per_call))
+    return max(1, min(settings.max_calls_per_round, budget // per_call))
 
 
 def _sent_template(fields: dict[str, Any], current: list[Any]) -> list[Any]:

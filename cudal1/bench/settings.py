@@ -60,6 +60,11 @@ class EvalSettings:
     """Device memory the K input sets and K outputs of a round may take, all three processes
     together (each host's inputs and outputs, the judge's inputs and its copies of both sides'
     outputs): K is at most this over the bytes one call needs."""
+    batch_memory_share: float = 0.0
+    """When above 0, the budget is at most this share of the device memory free when the judge
+    lays out the task (CUDA: `torch.cuda.mem_get_info`), and at most `batch_memory_mib`: a large
+    GPU gives large-input tasks more calls a round, one shared with other evaluations or builds
+    fewer. 0: `batch_memory_mib` alone."""
     timing_budget_s: float = 20.0
     """About how long one timing pass may take: a slow candidate is timed over fewer rounds (at
     least three, or `rounds` when that is fewer)."""
@@ -84,6 +89,13 @@ class EvalSettings:
     least the judge's time minus that cost (`cudal1.bench.timing.candidate_rounds_ms`; the pass as
     a whole is then held to the median cost). Lower: honest calls fall back to the judge's clock
     more often (the speedup leans low and is noisier)."""
+    unexplained_tolerance: float = 0.5
+    """How much more of its round trips a candidate host may leave unexplained in the timing pass
+    than in the calibration before its figures are raised, as a fraction of the round trip's
+    jitter (`cudal1.bench.timing.candidate_rounds_ms`). The comparison is between medians of a
+    few round trips each, and honest hosts land above it about half the time: at 0 every honest
+    candidate is biased slow; at 0.5 a host that under-reports gains at most half the
+    resolution (`EvalResult.resolution_ms`) a call."""
     # limits
     wall_timeout_s: float = 300.0
     """Whole evaluation, build included."""
@@ -108,6 +120,10 @@ class EvalSettings:
     def __post_init__(self) -> None:
         if not 0.0 <= self.overhead_quantile <= 1.0:
             raise ValueError(f"overhead_quantile must lie in [0, 1], got {self.overhead_quantile}")
+        if not 0.0 <= self.batch_memory_share <= 1.0:
+            raise ValueError(f"batch_memory_share must lie in [0, 1], got {self.batch_memory_share}")
+        if not 0.0 <= self.unexplained_tolerance <= 2.0:
+            raise ValueError(f"unexplained_tolerance must lie in [0, 2], got {self.unexplained_tolerance}")
         if not 1 <= self.calls_per_round <= self.max_calls_per_round:
             raise ValueError(f"need 1 <= calls_per_round <= max_calls_per_round, got {self.calls_per_round}, "
                              f"{self.max_calls_per_round}")
@@ -123,7 +139,7 @@ class EvalSettings:
                         jitter_factor=10.0, max_calls_per_round=16, max_round_ms=150.0, batch_memory_mib=1024)
         elif backend == "cuda":
             base.update(rounds=10, warmup_calls=3, min_round_ms=20.0, max_calls_per_round=1000,
-                        batch_memory_mib=8192, calibration_rounds=8)
+                        batch_memory_mib=32768, batch_memory_share=0.25, calibration_rounds=8)
         else:
             raise ValueError(f"unknown backend {backend!r}: expected 'cpu' or 'cuda'")
         base.update(overrides)

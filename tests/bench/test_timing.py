@@ -174,6 +174,32 @@ def test_a_host_that_under_reports_ends_at_the_judges_time_less_the_typical_fixe
     assert statistics.median(figures[0]) >= true_ms - 1e-9
 
 
+@pytest.mark.parametrize("shift", [-0.1, 0.02, 0.05])
+def test_an_honest_host_whose_round_trips_drift_within_the_tolerance_keeps_its_own_clock(shift):
+    # Its pass's fixed cost lands `shift` ms from the calibration's median (1.0 ms): noise.
+    rounds = _pass(0.5, [o + shift for o in OVERHEADS], lambda t, o: t)
+    figures = candidate_rounds_ms(rounds, overhead_high_ms=percentile(OVERHEADS, 0.9), overhead_typical_ms=1.0,
+                                  tolerance_ms=0.1)
+    assert statistics.median(figures[0]) == pytest.approx(0.5, abs=1e-9)
+
+
+@pytest.mark.parametrize("claim", [lambda t, o: 0.0, lambda t, o: t / 10, lambda t, o: t + o - 1.1,
+                                   lambda t, o: None])
+def test_a_host_that_under_reports_gains_at_most_the_tolerance(claim):
+    true_ms, tolerance = 0.5, 0.1
+    rounds = _pass(true_ms, OVERHEADS, claim)
+    figures = candidate_rounds_ms(rounds, overhead_high_ms=percentile(OVERHEADS, 0.9), overhead_typical_ms=1.0,
+                                  tolerance_ms=tolerance)
+    assert statistics.median(figures[0]) >= true_ms - tolerance - 1e-9
+
+
+def test_without_a_tolerance_an_honest_host_above_its_calibration_is_raised():
+    # The bias the tolerance removes: a pass 0.05 ms above the calibration's median, all of it noise.
+    rounds = _pass(0.5, [o + 0.05 for o in OVERHEADS], lambda t, o: t)
+    figures = candidate_rounds_ms(rounds, overhead_high_ms=percentile(OVERHEADS, 0.9), overhead_typical_ms=1.0)
+    assert statistics.median(figures[0]) == pytest.approx(0.55, abs=1e-9)
+
+
 def test_a_slower_reference_round_trip_cannot_lower_an_honest_hosts_figure():
     rounds = _pass(2.0, OVERHEADS, lambda t, o: t)
     # the typical fixed cost taken as larger than it was: the honest figure stays its own clock
@@ -186,3 +212,20 @@ def test_jitter_is_the_spread_between_the_10th_and_90th_percentiles():
     assert jitter([2.0, 2.0, 2.0]) == 1e-6  # never 0: a floor must stay a floor
     with pytest.raises(ValueError):
         jitter([])
+
+
+def test_the_memory_budget_is_a_share_of_the_free_device_memory_within_the_mib_cap():
+    from cudal1.bench.judge import batch_capacity
+    from cudal1.bench.settings import EvalSettings
+
+    mib = 2**20
+    per_call = 3 * 100 * mib + 6 * (50 * mib + 256) + 1  # 100 MiB of inputs, one 50 MiB output
+    fixed = EvalSettings(batch_memory_mib=8192, max_calls_per_round=1000)
+    assert batch_capacity(100 * mib, 50 * mib, 1, fixed, free_bytes=1) == 8192 * mib // per_call  # share 0: MiB only
+    shared = EvalSettings(batch_memory_mib=32768, batch_memory_share=0.25, max_calls_per_round=1000)
+    assert batch_capacity(100 * mib, 50 * mib, 1, shared, free_bytes=140_000 * mib) == 32768 * mib // per_call
+    assert batch_capacity(100 * mib, 50 * mib, 1, shared, free_bytes=20_000 * mib) == 5000 * mib // per_call
+    assert batch_capacity(100 * mib, 50 * mib, 1, shared, free_bytes=None) == 32768 * mib // per_call
+    assert batch_capacity(100 * mib, 50 * mib, 1, shared, free_bytes=0) == 1  # never below one call
+    with pytest.raises(ValueError, match="batch_memory_share"):
+        EvalSettings(batch_memory_share=1.5)
