@@ -181,6 +181,17 @@ def test_an_old_answer_offered_for_new_inputs_is_wrong(cache_dir) -> None:
     assert r.status is Status.INCORRECT, evalkit.describe(r)
 
 
+def test_nothing_timed_or_checked_comes_after_the_label_recording(cache_dir) -> None:
+    """The labels' recording of a forward (a TorchDispatchMode) changes the candidate's process for
+    good; the candidate here turns wrong once recorded, and is still correct on every timed and
+    checked call because the recording comes last."""
+    r = run_task(RELU_TASK, "changes_once_recorded", cache_dir, rounds=2, calls_per_round=2)
+    assert r.status is Status.OK, evalkit.describe(r)
+    assert {"pytorch_only", "calls_reference_ops"} <= set(r.labels), evalkit.describe(r)  # it was recorded
+    phases = list(r.phases_s)
+    assert phases.index("labels") > max(phases.index("timing"), phases.index("late check")), phases
+
+
 def test_the_judge_never_writes_into_memory_the_candidate_already_sees(cache_dir) -> None:
     """Each call brings a fresh input slot: a thread that watches every earlier call's inputs
     never sees them change, so it never sees a next call's inputs before that call starts (the red
