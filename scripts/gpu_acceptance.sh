@@ -26,7 +26,9 @@ cd "$(dirname "$0")/.." || exit 2
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 kb=$(cd "$kb" && pwd)
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 CUDAL1_CACHE=$out/cache
+# Caches (builds, task probes) live outside OUTDIR, so OUTDIR holds only the reports.
+cache=${CUDAL1_ACCEPTANCE_CACHE:-$(mktemp -d "${TMPDIR:-/tmp}/cudal1-acceptance.XXXXXX")}
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 CUDAL1_CACHE=$cache/cache
 : > "$out/summary.txt"
 verdict() {  # verdict NAME RC DETAIL
   local line
@@ -35,7 +37,9 @@ verdict() {  # verdict NAME RC DETAIL
 }
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
   python3 -c "import sys, torch; print(sys.version.split()[0], torch.__version__, 'cuda', torch.version.cuda)"
-  echo "cores: $(nproc)"; date -u; git log --oneline -1 2>/dev/null; } > "$out/env.txt" 2>&1
+  echo "cores: $(nproc)"; date -u; git log --oneline -1 2>/dev/null
+  # What ran, whatever the copy's git says: compare with the same line run on a checkout.
+  echo "cudal1 sources sha1: $(find cudal1 -name '*.py' | LC_ALL=C sort | xargs cat | sha1sum | cut -c1-12)"; } > "$out/env.txt" 2>&1
 cat "$out/env.txt"
 t0=$(date +%s)
 SEEDS="level1/1 level1/12 level1/17 level1/7 level2/1 level2/5"
@@ -50,7 +54,7 @@ timeout 60 python3 scripts/gpu_degenerate_check.py > "$out/degenerate.txt" 2>&1
 grep -q "CHECK_CUDA PASS" "$out/degenerate.txt"; verdict degenerate $? "$(tail -1 "$out/degenerate.txt")"
 
 timeout 100 python3 -m cudal1.cli tasks --tasks "$kb" --backend cuda --probe --levels 1 2 3 --ids 3 17 42 \
-  --cache "$out/probe-cache" --json "$out/probe.json" > "$out/probe.out" 2> "$out/probe.err"
+  --cache "$cache/probe-cache" --json "$out/probe.json" > "$out/probe.out" 2> "$out/probe.err"
 python3 - "$out/probe.json" > "$out/probe.txt" <<'PY'
 import json, re, sys
 r = json.load(open(sys.argv[1]))
