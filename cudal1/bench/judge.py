@@ -621,6 +621,7 @@ class Judge:
         """Ask the host for replaced functions, the operator canary and flags."""
         self._send("check", when=when)
         msg = self._recv("checked", labels=list, patches=list)
+        self._note_built(msg.get("built"))
         patches = str_list_or_tamper(msg["patches"])
         if patches:
             names = [p.split(": ", 1)[-1] for p in patches]
@@ -755,6 +756,7 @@ class Judge:
     def load_candidate(self) -> None:
         self._send("load", source=self.source)
         msg = self._recv("loaded", ok=bool, build_seconds=float, labels=list, patches=list)
+        self._note_built(msg.get("built"))
         self.result.build_seconds = round(msg["build_seconds"], 3)
         self._host_labels(msg["labels"])
         patches = str_list_or_tamper(msg["patches"])
@@ -766,6 +768,15 @@ class Judge:
         if not msg["ok"]:
             raise self._host_failure({"status": msg.get("status"), "hack": msg.get("hack"), "message": str(msg.get("message"))})
         self.host_loaded = True
+
+    def _note_built(self, value: Any) -> None:
+        """Keep the host's build records (`buildcache.built_claims`: malformed ones are dropped)
+        for the parent, which grants `custom_kernel` only for a mapped object one of them names
+        with its content. Data, never a verdict."""
+        from .buildcache import MAX_BUILT, built_claims
+
+        kept = self.extra.setdefault("built", [])
+        kept += [c for c in built_claims(value) if c not in kept][: MAX_BUILT - len(kept)]
 
     def check_correctness(self) -> None:
         s = self.settings
