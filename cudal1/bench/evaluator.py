@@ -233,7 +233,6 @@ def evaluate(
     if not result.device:
         result.device, result.arch = info["name"], info["arch"]
     if isinstance(out.value, dict):
-        judged = out.value.get("judge") or {}
         report = judged.get("degenerate")
         if report is not None and payload["degenerate"] is None and not report.get("failed"):
             _degenerate_store(settings, task, profile, backend, report)

@@ -1040,22 +1040,23 @@ def batch_capacity(in_bytes: int, out_bytes: int, outputs: int, settings: EvalSe
     budget is `settings.batch_memory_mib`, and with `settings.batch_memory_share` > 0 at most
     that share of `free_bytes` (the device's free memory; None: not known, the MiB alone). And
     no more calls than a host's answer has room for: `answer_bytes` (a bound on one call's part
-    of the answer, `_answer_bytes`; 0: not bounded) into half of `wire.MAX_FRAME`. At least 1."""
+    of the answer, `_answer_bytes`; 0: not bounded) into `wire.MAX_FRAME` less 64 KiB (the
+    answer's other fields). At least 1."""
     budget = settings.batch_memory_mib * 2**20
     if settings.batch_memory_share > 0 and free_bytes is not None:
         budget = min(budget, int(settings.batch_memory_share * free_bytes))
     per_call = 3 * in_bytes + 6 * (out_bytes + 256 * outputs) + 1
     most = settings.max_calls_per_round
     if answer_bytes > 0:  # an answer over the frame limit would be a broken protocol, not a result
-        most = min(most, (MAX_FRAME // 2) // answer_bytes)
+        most = min(most, (MAX_FRAME - 2**16) // answer_bytes)
     return max(1, min(most, budget // per_call))
 
 
 def _answer_bytes(outputs: int, values: list[Any]) -> int:
     """A bound on the bytes one call adds to a host's answer: its time, one description per output
-    tensor (a CUDA IPC handle is 128 hex digits) and its non-tensor values (a float may print
-    longer than the reference's)."""
-    return 64 + 320 * outputs + len(json.dumps(values)) + 32 * len(values)
+    tensor (on CUDA about 190 bytes: a 128-digit IPC handle, an offset, the strides) and its
+    non-tensor values (a float may print longer than the reference's)."""
+    return 64 + 224 * outputs + len(json.dumps(values)) + 32 * len(values)
 
 
 def _value_kinds(tree: dict[str, Any], paths: list[str]) -> list[tuple[str, str]]:

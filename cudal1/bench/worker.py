@@ -513,12 +513,14 @@ ELF_SHARED = (b"\x7fELF", 3)
 """An ELF file's magic, and e_type ET_DYN (a shared object)."""
 
 
-def _mapped_fingerprints(mapped: set[tuple[str, int, int]], limit: int = 64) -> list[dict[str, str]]:
+def _mapped_fingerprints(mapped: set[tuple[str, int, int]], limit: int = 64,
+                         budget_bytes: int = 1 << 30) -> list[dict[str, str]]:
     """{"path", "sha256"} of each mapped file (`_mapped_objects`) that is still, at its path, the
-    file that was mapped (same device and inode, a regular file, not reached through a link, at
-    most 1 GiB) and is an ELF shared object; at most `limit` of them. Opened as untrusted files
-    are (`read_untrusted`): a FIFO or a link planted there is not waited on or followed. Never
-    raises."""
+    file that was mapped (same device and inode, a regular file, not reached through a link) and
+    is an ELF shared object; at most `limit` of them, and files of `budget_bytes` in all (the
+    candidate chooses what it maps: it cannot keep the parent hashing for long). Opened as
+    untrusted files are (`read_untrusted`): a FIFO or a link planted there is not waited on or
+    followed. Never raises."""
     import hashlib
 
     out: list[dict[str, str]] = []
@@ -529,13 +531,14 @@ def _mapped_fingerprints(mapped: set[tuple[str, int, int]], limit: int = 64) -> 
             continue
         try:
             info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode) or (info.st_dev, info.st_ino) != (dev, ino) or info.st_size > 1 << 30:
-                continue  # another file now lies at the path: not what the process mapped
+            if not stat.S_ISREG(info.st_mode) or (info.st_dev, info.st_ino) != (dev, ino) or info.st_size > budget_bytes:
+                continue  # another file now lies at the path (not what the process mapped), or too much to read
             head = os.pread(fd, 64, 0)
             if len(head) < 18 or head[:4] != ELF_SHARED[0]:
                 continue
             if int.from_bytes(head[16:18], "little" if head[5] == 1 else "big") != ELF_SHARED[1]:
                 continue
+            budget_bytes -= info.st_size
             digest = hashlib.sha256()
             offset = 0
             while chunk := os.pread(fd, 1 << 20, offset):

@@ -333,3 +333,34 @@ def test_a_mapped_object_counts_only_with_a_build_record_of_its_content(tmp_path
     assert _mapped_fingerprints({m for m in mapped if m[0] == str(elf)}) == []
     for h in handles:
         h.close()
+
+
+def test_triton_cache_puts_of_shared_objects_are_recorded(tmp_path, monkeypatch) -> None:
+    """The cache manager the candidate host names in TRITON_CACHE_MANAGER records each shared
+    object Triton puts into its cache, and nothing else (a stand-in for Triton's FileCacheManager:
+    the real one is exercised on the GPU)."""
+    import importlib
+    import sys
+    import types
+
+    class FileCacheManager:
+        def __init__(self, key):
+            self.folder = tmp_path / key
+
+        def put(self, data, filename, binary=True):
+            self.folder.mkdir(exist_ok=True)
+            path = self.folder / filename
+            path.write_bytes(data)
+            return str(path)
+
+    fake = {name: types.ModuleType(name) for name in ("triton", "triton.runtime", "triton.runtime.cache")}
+    fake["triton.runtime.cache"].FileCacheManager = FileCacheManager
+    for name, module in fake.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.delitem(sys.modules, "cudal1.bench.tritoncache", raising=False)
+    monkeypatch.setattr(buildcache.activity(), "built", [])
+    manager = importlib.import_module("cudal1.bench.tritoncache").RecordingCacheManager("k")
+    so = manager.put(b"\x7fELF launcher", "__triton_launcher.so")
+    manager.put(b"{}", "kernel.json", binary=False)
+    assert buildcache.activity().built == [{"path": os.path.realpath(so), "sha256": buildcache.file_sha256(so)}]
+    monkeypatch.delitem(sys.modules, "cudal1.bench.tritoncache")
