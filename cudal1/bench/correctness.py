@@ -1,9 +1,12 @@
 """Is a candidate's output the reference's output? Structure, materialization, values.
 
 The judge compares values (`compare_values`, per-dtype rules in `comparison_rule`) on bytes it
-copied out of its own output slot; the candidate host uses the structural checks
-(`materialization_problem`, `shares_memory`, `flatten`) on what `ModelNew.forward` returned,
-before copying it there. `check_output` returns a `Mismatch` (or None) rather than raising, so a
+copied out of the candidate's memory; the candidate host uses the structural checks
+(`materialization_problem`, `shares_memory`, `flatten`) on what `ModelNew.forward` returned.
+A nested output is described by `output_tree` (the judge, on the reference's: every leaf a
+tensor or a plain value with a rule, else the task cannot be judged) and read along that tree by
+`match_output` (the host, on the candidate's: its tensor leaves are the ones the judge reads, its
+plain values travel encoded by `encode_value` and are compared by `compare_value`). `check_output` returns a `Mismatch` (or None) rather than raising, so a
 wrong answer (status incorrect) stays apart from a reward hack (a tensor that only pretends to be
 an answer).
 """
