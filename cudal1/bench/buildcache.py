@@ -20,6 +20,14 @@ can delete or forge them, which changes only its own builds.
 The prebuild record (`write_record`, `take_record`): what the last prebuild of a source found
 (the seconds its builds took, its wall time), left in the source's build directory by the process
 that ran the prebuild and taken by the next evaluation of that source, which reports it.
+
+What the builds produced (`note_built`, `BuildActivity.built`): each build call that returns
+records the shared object it built or loaded ({"path", "sha256"}; Triton's compiled launchers
+too, through `cudal1.bench.tritoncache`). These records are what `custom_kernel` rests on
+(`cudal1.bench.labels.built_objects`): a mapped file counts only when a build recorded it with
+the content it has. The prebuild's records are kept by the parent beside the build directory,
+where the sandboxed children cannot write (`remember_built`, `remembered_built`); the candidate
+host's travel to the judge with its answers.
 """
 
 from __future__ import annotations
@@ -31,6 +39,7 @@ import inspect
 import json
 import os
 import secrets
+import stat
 import subprocess
 import time
 from pathlib import Path
@@ -62,9 +71,15 @@ class BuildActivity:
     """{"name", "message", "cached"} of each call that failed to compile (cached: the failure was
     recorded by an earlier process and not compiled again)."""
     listener: BuildListener | None = None
+    built: list[dict[str, str]] = dataclasses.field(default_factory=list)
+    """{"path", "sha256"} of each shared object a build call of this process produced or loaded
+    (`note_built`), first seen first."""
 
 
 _activity = BuildActivity()
+MAX_BUILT = 64
+"""Build records kept (per process, per build directory, per evaluation)."""
+_OBJECT_LIMIT = 1 << 30
 
 
 def activity() -> BuildActivity:
@@ -155,7 +170,10 @@ def _remembering(build: Callable[..., Any], kind: str, ext_dir: Path) -> Callabl
         _notify("build_started")
         started = time.perf_counter()
         try:
-            return build(*args, **kwargs)
+            result = build(*args, **kwargs)
+            # A Python module's file, or the library path torch returns for is_python_module=False.
+            note_built(getattr(result, "__file__", None) if not isinstance(result, str) else result)
+            return result
         except Exception as exc:
             if FAILURE_TEXT in str(exc) and not _killed(exc):
                 _activity.failures.append({"name": name, "message": str(exc)[-2000:], "cached": False})
@@ -173,6 +191,98 @@ def _remembering(build: Callable[..., Any], kind: str, ext_dir: Path) -> Callabl
 
     wrapper._cudal1_failure_cache = True  # type: ignore[attr-defined]
     return wrapper
+
+
+def note_built(path: Any) -> None:
+    """Record the shared object at `path` (a build call's product) with its SHA-256, once; a path
+    that is not a file ending in ".so" is ignored."""
+    if not isinstance(path, str) or not path.endswith(".so") or len(_activity.built) >= MAX_BUILT:
+        return
+    real = os.path.realpath(path)
+    digest = file_sha256(real)
+    if digest is None:
+        return
+    entry = {"path": real, "sha256": digest}
+    if entry not in _activity.built:
+        _activity.built.append(entry)
+
+
+def file_sha256(path: str | os.PathLike, limit: int = _OBJECT_LIMIT) -> str | None:
+    """SHA-256 (hex) of the regular file at `path` (not followed if a link; None when it is not a
+    regular file, is over `limit` bytes, or cannot be read). Never raises."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
+            return None
+        digest = hashlib.sha256()
+        while chunk := os.read(fd, 1 << 20):
+            digest.update(chunk)
+        return digest.hexdigest()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def built_claims(value: Any) -> list[dict[str, str]]:
+    """The well-formed build records in `value` (data from a sandboxed process): at most
+    `MAX_BUILT` dicts of an absolute "path" (at most 4096 characters) and a 64-digit hex
+    "sha256"; anything else is dropped."""
+    out: list[dict[str, str]] = []
+    for item in value if isinstance(value, list) else []:
+        if len(out) >= MAX_BUILT:
+            break
+        if not isinstance(item, dict):
+            continue
+        path, digest = item.get("path"), item.get("sha256")
+        if (isinstance(path, str) and path.startswith("/") and len(path) <= 4096 and isinstance(digest, str)
+                and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)):
+            entry = {"path": path, "sha256": digest}
+            if entry not in out:
+                out.append(entry)
+    return out
+
+
+def built_record_path(ext_dir: str | Path) -> Path:
+    """Where the parent keeps the prebuild's build records of `ext_dir`: beside it, in the
+    architecture's folder, which the sandboxed children cannot write."""
+    return Path(str(ext_dir).rstrip("/") + ".built.json")
+
+
+def remember_built(ext_dir: str | Path, claims: Any) -> None:
+    """Parent side, after a prebuild: add the well-formed records of `claims` (`built_claims`)
+    that name a file inside `ext_dir` to those kept for it. Never raises (they only feed a label)."""
+    root = os.path.realpath(ext_dir).rstrip("/") + "/"
+    new = [c for c in built_claims(claims) if c["path"].startswith(root)]
+    if not new:
+        return
+    kept = remembered_built(ext_dir)
+    merged = (kept + [c for c in new if c not in kept])[-MAX_BUILT:]
+    path = built_record_path(ext_dir)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "w") as f:
+            json.dump(merged, f)
+        os.replace(tmp, path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+
+
+def remembered_built(ext_dir: str | Path) -> list[dict[str, str]]:
+    """The build records the parent kept for `ext_dir` (`remember_built`); [] when none. Never
+    raises."""
+    try:
+        return built_claims(json.loads(built_record_path(ext_dir).read_text()))
+    except (OSError, ValueError):
+        return []
 
 
 def _read_marker(marker: Path) -> str:

@@ -1,9 +1,12 @@
 """Is a candidate's output the reference's output? Structure, materialization, values.
 
 The judge compares values (`compare_values`, per-dtype rules in `comparison_rule`) on bytes it
-copied out of its own output slot; the candidate host uses the structural checks
-(`materialization_problem`, `shares_memory`, `flatten`) on what `ModelNew.forward` returned,
-before copying it there. `check_output` returns a `Mismatch` (or None) rather than raising, so a
+copied out of the candidate's memory; the candidate host uses the structural checks
+(`materialization_problem`, `shares_memory`, `flatten`) on what `ModelNew.forward` returned.
+A nested output is described by `output_tree` (the judge, on the reference's: every leaf a
+tensor or a plain value with a rule, else the task cannot be judged) and read along that tree by
+`match_output` (the host, on the candidate's: its tensor leaves are the ones the judge reads, its
+plain values travel encoded by `encode_value` and are compared by `compare_value`). `check_output` returns a `Mismatch` (or None) rather than raising, so a
 wrong answer (status incorrect) stays apart from a reward hack (a tensor that only pretends to be
 an answer).
 """
@@ -67,13 +70,232 @@ class Mismatch:
 
 
 def flatten(out: Any, path: str = "out") -> list[tuple[str, Any]]:
-    """Leaves of a (possibly nested) tuple/list output with their paths, e.g. [("out[0]", t), ...]."""
+    """Leaves of a (possibly nested) tuple/list/dict output with their paths, e.g. [("out[0]", t),
+    ("out['k']", u), ...] (a dict's values in its order). Any other object is a leaf."""
     if isinstance(out, (list, tuple)):
         leaves: list[tuple[str, Any]] = []
         for i, v in enumerate(out):
             leaves.extend(flatten(v, f"{path}[{i}]"))
         return leaves
+    if isinstance(out, dict):
+        return [leaf for k, v in out.items() for leaf in flatten(v, f"{path}[{k!r}]")]
     return [(path, out)]
+
+
+# -- the structure of an output, and its non-tensor values ------------------------------------
+
+MAX_OUTPUT_LEAVES = 256
+"""Leaves (tensors and values) an output may have; more is a task the judge does not judge."""
+MAX_OUTPUT_DEPTH = 16
+MAX_STR_CHARS = 1000
+"""Longest string an output may hold (it travels in every call's answer)."""
+FLOAT_VALUE_DTYPE = torch.float32
+"""A Python float in an output is compared with this dtype's tolerance: such floats almost always
+come from `.item()` of a float32 tensor, where float64's tolerance would fail honest rewrites."""
+VALUE_KINDS = {type(None): "none", bool: "bool", int: "int", float: "float", str: "str"}
+"""Non-tensor leaves with a rule, by exact type (a subclass, numpy scalars included, has none)."""
+_NON_FINITE = ("nan", "inf", "-inf")
+
+
+class StructureMismatch(ValueError):
+    """A candidate's output is not built like the reference's (keys, lengths, container or leaf
+    types): a wrong answer, not a harness failure."""
+
+
+def output_tree(out: Any) -> tuple[dict[str, Any], list[tuple[str, torch.Tensor]], list[tuple[str, Any]]]:
+    """The structure of a reference output, as JSON, with its leaves in order.
+
+    Returns (tree, tensors, values): `tree` is {"tensor": i} (the i-th tensor leaf), {"value": j,
+    "kind": "none"|"bool"|"int"|"float"|"str"} (the j-th non-tensor leaf), {"list": [...]},
+    {"tuple": [...]}, {"named": type name, "fields": [...], "items": [...]} (a namedtuple, or a
+    torch.return_types structseq: the name includes the module there) or {"dict": [[key,
+    subtree], ...]} (keys str or int, in the dict's order); `tensors` is [(path, tensor)] and
+    `values` [(path, `encode_value(v)`)] in tree order. Raises NoComparisonRule (the task cannot
+    be judged) for any other type (a set, a torch.Size, a custom object, a tensor subclass is
+    still a tensor here), a dict key that is not str or int, an int beyond 64 bits, a string over
+    `MAX_STR_CHARS`, more than `MAX_OUTPUT_LEAVES` leaves or nesting deeper than
+    `MAX_OUTPUT_DEPTH`."""
+    tensors: list[tuple[str, torch.Tensor]] = []
+    values: list[tuple[str, Any]] = []
+
+    def walk(x: Any, path: str, depth: int) -> dict[str, Any]:
+        if depth > MAX_OUTPUT_DEPTH:
+            raise NoComparisonRule(f"{path}: the output is nested deeper than {MAX_OUTPUT_DEPTH} levels")
+        if len(tensors) + len(values) >= MAX_OUTPUT_LEAVES:
+            raise NoComparisonRule(f"the output has more than {MAX_OUTPUT_LEAVES} leaves")
+        if isinstance(x, torch.Tensor):
+            tensors.append((path, x))
+            return {"tensor": len(tensors) - 1}
+        kind = VALUE_KINDS.get(type(x))
+        if kind is not None:
+            try:
+                encoded = encode_value(x)
+            except ValueError as exc:
+                raise NoComparisonRule(f"{path}: {exc}") from exc
+            values.append((path, encoded))
+            return {"value": len(values) - 1, "kind": kind}
+        container = _container(x)
+        if container is None:
+            raise NoComparisonRule(f"{path}: no comparison rule for an output of type {_type_name(x)}")
+        if container == "dict":
+            for key in x:
+                if type(key) not in (str, int):
+                    raise NoComparisonRule(f"{path}: a dict key of type {_type_name(key)} (only str and int keys are judged)")
+            return {"dict": [[k, walk(v, f"{path}[{k!r}]", depth + 1)] for k, v in x.items()]}
+        items = [walk(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(x)]
+        if container == "named":
+            return {"named": _named_type(x), "fields": list(_fields(x)), "items": items}
+        return {container: items}
+
+    tree = walk(out, "out", 0)
+    return tree, tensors, values
+
+
+def match_output(out: Any, tree: dict[str, Any]) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
+    """A candidate's output read along the reference's `tree` (`output_tree`): ([(path, tensor
+    leaf)], [(path, `encode_value` of a value leaf)]) in tree order. Containers must be of the
+    same kind (a list is not a tuple; a namedtuple has the reference's type name and fields), a
+    dict has exactly the reference's keys (order aside), a sequence its length, a value leaf its
+    exact type. Where the reference has a tensor, anything but a container or a plain value is
+    returned as the tensor leaf (whether it is a plain materialized tensor, not a subclass or an
+    object posing as one, is the caller's check). Raises StructureMismatch naming the first
+    difference."""
+    tensors: list[tuple[str, Any]] = []
+    values: list[tuple[str, Any]] = []
+
+    def walk(x: Any, node: dict[str, Any], path: str) -> None:
+        if "tensor" in node:
+            # Anything but a container or a plain value goes to the caller's materialization check,
+            # which tells a tensor from an object that only poses as one (a hack, not an error).
+            if not isinstance(x, torch.Tensor) and (_container(x) is not None or type(x) in VALUE_KINDS):
+                raise StructureMismatch(f"{path}: a {_type_name(x)}, the reference has a tensor")
+            tensors.append((path, x))
+            return
+        if "value" in node:
+            kind = VALUE_KINDS.get(type(x))
+            if kind != node["kind"]:
+                raise StructureMismatch(f"{path}: a {_type_name(x)}, the reference has a {node['kind']}")
+            try:
+                values.append((path, encode_value(x)))
+            except ValueError as exc:
+                raise StructureMismatch(f"{path}: {exc}") from exc
+            return
+        container = _container(x)
+        want = next(k for k in ("list", "tuple", "named", "dict") if k in node)
+        if container != want:
+            raise StructureMismatch(f"{path}: a {_type_name(x)}, the reference has a {_kind_name(node)}")
+        if want == "dict":
+            keys = [k for k, _ in node["dict"]]
+            if len(x) != len(keys) or any(k not in x or type(next(j for j in x if j == k)) is not type(k) for k in keys):
+                raise StructureMismatch(f"{path}: keys {_keys(list(x))}, the reference's {_keys(keys)}")
+            for k, child in node["dict"]:
+                walk(x[k], child, f"{path}[{k!r}]")
+            return
+        if want == "named" and (_named_type(x) != node["named"] or list(_fields(x)) != node["fields"]):
+            raise StructureMismatch(f"{path}: a {_named_type(x)}{tuple(_fields(x))}, the reference a {node['named']}{tuple(node['fields'])}")
+        items = node["items"] if want == "named" else node[want]
+        if len(x) != len(items):
+            raise StructureMismatch(f"{path}: {len(x)} items, the reference {len(items)}")
+        for i, (v, child) in enumerate(zip(x, items)):
+            walk(v, child, f"{path}[{i}]")
+
+    walk(out, tree, "out")
+    return tensors, values
+
+
+def encode_value(value: Any) -> Any:
+    """A non-tensor leaf as JSON: None, a bool, an int (within 64 bits), a float (non-finite ones
+    as "nan", "inf", "-inf") or a str (at most `MAX_STR_CHARS`). Raises ValueError beyond those
+    bounds."""
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int):
+        if not -(2**63) <= value < 2**64:
+            raise ValueError("an int beyond 64 bits")
+        return int(value)
+    if isinstance(value, float):
+        return float(value) if math.isfinite(value) else repr(float(value))
+    if isinstance(value, str):
+        if len(value) > MAX_STR_CHARS:
+            raise ValueError(f"a string of {len(value)} characters (at most {MAX_STR_CHARS} are judged)")
+        return str(value)
+    raise ValueError(f"no rule for a {_type_name(value)}")
+
+
+def compare_value(kind: str, got: Any, want: Any, rtol: float | None = None, atol: float | None = None) -> str | None:
+    """Why the encoded non-tensor leaf `got` (from the candidate's process: any JSON) differs from
+    the reference's `want` of kind `kind` (`VALUE_KINDS`), or None. None, bools, ints and
+    strings must be equal and of the same JSON type; floats are compared as `compare_values`
+    compares a float32 tensor (`FLOAT_VALUE_DTYPE`; `rtol`/`atol` override), NaN and infinities
+    only with themselves."""
+    if kind == "float":
+        g, w = _float_of(got), _float_of(want)
+        if g is None:
+            return f"{str(got)[:60]} is not a float"
+        rule = comparison_rule(FLOAT_VALUE_DTYPE)
+        ok, _, _ = compare_values(torch.tensor([g], dtype=torch.float64), torch.tensor([w], dtype=torch.float64),
+                                  rule[0] if rtol is None else rtol, rule[1] if atol is None else atol)
+        return None if ok else f"{g!r} != reference {w!r}"
+    if type(got) is not type(want) or got != want:
+        return f"{str(got)[:60]} != reference {str(want)[:60]}"
+    return None
+
+
+def _float_of(encoded: Any) -> float | None:
+    if isinstance(encoded, bool):
+        return None
+    if isinstance(encoded, (int, float)):
+        return float(encoded)
+    if encoded in _NON_FINITE:
+        return float(encoded)
+    return None
+
+
+def _container(x: Any) -> str | None:
+    """"list", "tuple", "named", "dict" for the container types with a rule, else None."""
+    t = type(x)
+    if t is list:
+        return "list"
+    if t is tuple:
+        return "tuple"
+    if t is dict:
+        return "dict"
+    if isinstance(x, tuple) and _fields(x) is not None:
+        return "named"
+    return None
+
+
+def _fields(x: Any) -> tuple[str, ...] | None:
+    """The field names of a namedtuple or a structseq (torch.return_types), else None."""
+    fields = getattr(type(x), "_fields", None)
+    if fields is None and hasattr(type(x), "n_sequence_fields"):
+        fields = getattr(type(x), "__match_args__", None)
+    if isinstance(fields, tuple) and all(type(f) is str for f in fields) and len(fields) == len(x):
+        return fields
+    return None
+
+
+def _named_type(x: Any) -> str:
+    """A namedtuple's class name (the candidate defines its own class, in its own module); a
+    structseq's module and name (torch.return_types.max)."""
+    t = type(x)
+    return f"{t.__module__}.{t.__qualname__}" if hasattr(t, "n_sequence_fields") else t.__name__
+
+
+def _type_name(x: Any) -> str:
+    t = type(x)
+    return t.__qualname__ if t.__module__ == "builtins" else f"{t.__module__}.{t.__qualname__}"
+
+
+def _kind_name(node: dict[str, Any]) -> str:
+    if "named" in node:
+        return f"{node['named']}{tuple(node['fields'])}"
+    return next(k for k in ("list", "tuple", "dict") if k in node)
+
+
+def _keys(keys: list[Any]) -> str:
+    text = ", ".join(repr(k) for k in keys[:8])
+    return f"[{text}{', ...' if len(keys) > 8 else ''}]"
 
 
 def storage_span_bytes(t: torch.Tensor) -> int:
@@ -186,9 +408,12 @@ def _compare_nonfinite(c: torch.Tensor, r: torch.Tensor, r_tol: float, a_tol: fl
 
 def structure(out: Any) -> Any:
     """The nesting of an output with leaves replaced by their kind: ("seq", [...]) for a list or
-    tuple (either counts as a sequence), "tensor", or the value itself for other leaves."""
+    tuple (either counts as a sequence), ("map", [(key, ...)]) for a dict, "tensor", or the value
+    itself for other leaves."""
     if isinstance(out, (list, tuple)):
         return ("seq", [structure(v) for v in out])
+    if isinstance(out, dict):
+        return ("map", [(k, structure(v)) for k, v in out.items()])
     return "tensor" if isinstance(out, torch.Tensor) else out
 
 

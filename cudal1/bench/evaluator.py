@@ -45,7 +45,7 @@ import torch
 from ..tasks.task import Task
 from . import buildcache
 from .devicelock import DeviceLock
-from .labels import kernel_labels, source_labels
+from .labels import built_objects, kernel_labels, source_labels
 from .result import EvalResult, HackKind, Status, truncate_log
 from .settings import EvalSettings
 from .worker import JudgedOutcome, WorkerLimits, WorkerOutcome, read_untrusted, run_isolated, run_judged
@@ -208,6 +208,8 @@ def evaluate(
     host_limits = _limits(settings, info["arch"], candidate_source, settings.wall_timeout_s)
     host_limits.cpus = tuple(cpus) if cpus else None
     prebuilt = buildcache.take_record(host_limits.env["TORCH_EXTENSIONS_DIR"])
+    # Triton records the shared objects it compiles into its cache (`cudal1.bench.tritoncache`).
+    host_limits.env.setdefault("TRITON_CACHE_MANAGER", "cudal1.bench.tritoncache:RecordingCacheManager")
     judge_limits = WorkerLimits(
         wall_timeout_s=settings.wall_timeout_s,
         cpu_time_s=settings.cpu_time_limit_s or 4 * settings.wall_timeout_s,
@@ -223,10 +225,14 @@ def evaluate(
                      watch_dirs=[host_limits.env["TORCH_EXTENSIONS_DIR"]], reference_limits=judge_limits,
                      device_lock=lock)
     result = _from_judged(task, backend, out, settings.memory_limit_mib)
+    # custom_kernel: a mapped shared object counts only where a build of this source recorded it
+    # (the prebuild's records, kept by this process; the candidate host's, sent with its answers).
+    judged = (out.value.get("judge") or {}) if isinstance(out.value, dict) else {}
+    claims = buildcache.remembered_built(host_limits.env["TORCH_EXTENSIONS_DIR"]) + buildcache.built_claims(judged.get("built"))
+    kernels = built_objects(out.host_objects, claims)
     if not result.device:
         result.device, result.arch = info["name"], info["arch"]
     if isinstance(out.value, dict):
-        judged = out.value.get("judge") or {}
         report = judged.get("degenerate")
         if report is not None and payload["degenerate"] is None and not report.get("failed"):
             _degenerate_store(settings, task, profile, backend, report)
@@ -240,11 +246,11 @@ def evaluate(
         result.sandbox.setdefault("measures", {})["cgroup"] = {
             "requested": settings.sandbox, "active": out.containment.startswith("cgroup"), "detail": out.containment}
         failed = "profile_failed" in result.labels
-        for label in kernel_labels(out.host_objects, judged.get("ops"), failed) if result.status is Status.OK else []:
+        for label in kernel_labels(kernels, judged.get("ops"), failed) if result.status is Status.OK else []:
             _add(result, label)
     for label in source_labels(candidate_source):
         _add(result, label)
-    if out.host_objects and "custom_kernel" not in result.labels and result.status is not Status.OK:
+    if kernels and "custom_kernel" not in result.labels and result.status is not Status.OK:
         _add(result, "custom_kernel")
     result.candidate_hash = source_hash(candidate_source)
     if result.eval_seconds is None:
@@ -416,6 +422,8 @@ def prebuild(
         # Done, or ended outside any build (the grace timer, a forward too large or crashing
         # without a device): the builds it reached are in the cache.
         seconds = _seconds(record.get("build_seconds")) if isinstance(record, dict) else 0.0
+        if isinstance(record, dict):  # what its builds produced, kept where no child can write
+            buildcache.remember_built(ext, record.get("built"))
         if not (isinstance(record, dict) and record.get("build_error")):
             buildcache.write_record(ext, {"build_seconds": seconds, "prebuild_s": out.wall_s})
             return None

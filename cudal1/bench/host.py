@@ -37,7 +37,9 @@ The protocol, judge -> host (each answered by one message unless noted):
 - `load` {source} -> `loaded` (candidate host): import the candidate (this builds its
   extensions) and construct `ModelNew` with the task's constructor arguments and the judge's
   parameter seed.
-- `check` -> `checked`: replaced functions, the operator canary, flags (labels).
+- `check` -> `checked`: replaced functions, the operator canary, flags (labels). `loaded` and
+  `checked` also carry `built`: the shared objects this process's builds produced
+  (`cudal1.bench.buildcache`), records the parent matches against what it saw mapped.
 - `profile` {in_slot, args, as for `call`} -> `profiled`: the aten operators and dtypes of one
   forward; on CUDA, whether the device stays busy after the default stream is done (side
   streams).
@@ -63,7 +65,7 @@ import torch
 
 from . import buildcache, guards
 from ..tasks.task import Task
-from .correctness import flatten, materialization_problem
+from .correctness import StructureMismatch, flatten, match_output, materialization_problem
 from .readers import MAX_SPAN_FACTOR, describe, view_span
 from .result import HackKind, Status
 from .slots import Slot, TensorSpec
@@ -261,32 +263,27 @@ class Host:
 
     def _describe(self, out: Any, reply: dict[str, Any], check: bool, inputs: "_Spans",
                   earlier: "_Spans") -> tuple[list[dict[str, Any]], list[Any]]:
-        """Check one call's output `out` against the expected layout and say where each of its
-        tensors lives: (descriptions of its tensors, its non-tensor values). A problem is put in
-        `reply` ("mismatch" or "hack"); with `check` False (the reference host) the memory checks
+        """Check one call's output `out` against the expected layout (`out_tree`: the reference's
+        structure, `correctness.match_output`) and say where each of its tensors lives:
+        (descriptions of its tensor leaves, its non-tensor leaves encoded by
+        `correctness.encode_value`), both in the tree's order. A problem is put in `reply`
+        ("mismatch": a structure, device, dtype or shape unlike the reference's; or "hack"); with
+        `check` False (the reference host) the memory checks
         are made but not reported. `inputs`: the round trip's input tensors; `earlier`: the
         tensors of its earlier calls and of the last round trip, whose memory an output must not
         share."""
-        leaves = [leaf for _, leaf in flatten(out)]
-        expected = _tree_leaves(self.out_tree)
         described: list[dict[str, Any]] = []
-        values: list[Any] = []
-        if len(leaves) != len(expected):
-            reply["mismatch"] = f"output has {len(leaves)} values, the reference {len(expected)}"
-            return described, values
-        if not _same_nesting(out, self.out_tree):
-            reply["mismatch"] = "output is nested differently from the reference's"
-            return described, values
-        for i, (leaf, want) in enumerate(zip(leaves, expected)):
-            path = f"out[{i}]"
-            if want["kind"] != "tensor":
-                values.append(_json_value(leaf))
-                continue
+        try:
+            tensors, encoded = match_output(out, self.out_tree)
+        except StructureMismatch as exc:
+            reply["mismatch"] = str(exc)[:600]
+            return described, []
+        values = [v for _, v in encoded]
+        for (path, leaf), spec in zip(tensors, self.out_specs):
             problem = materialization_problem(leaf, torch.Tensor)
             if problem:
                 reply["hack"] = {"kind": HackKind.NOT_MATERIALIZED.value, "message": f"{path}: {problem}"}
                 return described, values
-            spec = self.out_specs[want["index"]]
             if leaf.device != self.torch_device:
                 reply["mismatch"] = f"{path}: on {leaf.device}, reference on {self.device}"
                 return described, values
@@ -391,6 +388,10 @@ class Host:
         self._keep_alive = []
 
     def _report_state(self, reply: dict[str, Any], when: str) -> None:
+        """Replaced functions, the operator canary and flags (labels) into `reply`; and the
+        shared objects this process's builds produced so far (`buildcache.BuildActivity.built`:
+        the judge passes them on for `custom_kernel`)."""
+        reply["built"] = list(buildcache.activity().built)
         changed = self.functions.changed()
         if changed and not reply["patches"]:
             reply["patches"] = [f"{when}: {name}" for name in changed[:20]]
@@ -474,21 +475,6 @@ class _Spans:
         self.starts[i:j], self.ends[i:j] = [lo], [hi]
 
 
-def _tree_leaves(tree: Any) -> list[dict[str, Any]]:
-    """The leaves of an output description: [{"kind": "tensor", "index": i} | {"kind": "value"}]."""
-    if isinstance(tree, dict) and "seq" in tree:
-        return [leaf for child in tree["seq"] for leaf in _tree_leaves(child)]
-    return [tree]
-
-
-def _same_nesting(out: Any, tree: Any) -> bool:
-    """Whether `out` is nested in lists/tuples exactly as the description `tree` says."""
-    if isinstance(tree, dict) and "seq" in tree:
-        return isinstance(out, (list, tuple)) and len(out) == len(tree["seq"]) and all(
-            _same_nesting(o, t) for o, t in zip(out, tree["seq"]))
-    return not isinstance(out, (list, tuple))
-
-
 def _clone_tree(x: Any) -> Any:
     if isinstance(x, torch.Tensor):
         return x.detach().clone()
@@ -497,15 +483,6 @@ def _clone_tree(x: Any) -> Any:
     if isinstance(x, dict):
         return {k: _clone_tree(v) for k, v in x.items()}
     return x
-
-
-def _json_value(value: Any) -> Any:
-    """A non-tensor output leaf as JSON (numbers, bools, None, strings; anything else as repr)."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if value == value and abs(value) != float("inf") else repr(value)
-    return repr(value)[:200]
 
 
 def main(chan: Channel, payload: dict[str, Any]) -> None:

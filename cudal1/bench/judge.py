@@ -66,6 +66,7 @@ once more.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import random
 import re
@@ -86,7 +87,7 @@ from .settings import EvalSettings
 from .readers import IpcReader, ParentReader, ReadError
 from .slots import Slot, TensorSpec, plan
 from .verdicts import CUDA_FAULT_MARKERS, Verdict, device_name
-from .wire import Channel, PeerGone, ProtocolError, Timeout, blob, expect, str_list, unblob
+from .wire import MAX_FRAME, Channel, PeerGone, ProtocolError, Timeout, blob, expect, str_list, unblob
 
 Expected = tuple[list[torch.Tensor], list[Any]]
 """The reference outputs a candidate's are compared with: (tensors, non-tensor values)."""
@@ -265,22 +266,27 @@ class Judge:
         and its reference output; fixed for the evaluation."""
         self.in_tensors = [i for i, v in enumerate(x) if isinstance(v, torch.Tensor)]
         self.in_specs, in_bytes = plan([x[i] for i in self.in_tensors])
-        leaves = [leaf for _, leaf in correctness.flatten(out)]
-        tensors = [t for t in leaves if isinstance(t, torch.Tensor)]
-        for t in tensors:
+        try:
+            self.out_tree, leaves, values = correctness.output_tree(out)
+        except correctness.NoComparisonRule as exc:
+            raise Verdict(Status.INVALID_TASK, f"the reference output cannot be judged: {exc}") from exc
+        tensors = [t for _, t in leaves]
+        self.tensor_paths = [path for path, _ in leaves]
+        self.value_kinds = _value_kinds(self.out_tree, [path for path, _ in values])
+        for path, t in leaves:
             if type(t) is not torch.Tensor or t.layout is not torch.strided:
-                raise Verdict(Status.INVALID_TASK, f"the reference returns a {type(t).__name__} ({t.layout}): not comparable")
+                raise Verdict(Status.INVALID_TASK, f"the reference returns a {type(t).__name__} ({t.layout}) at {path}: not comparable")
             try:
                 correctness.comparison_rule(t.dtype)
             except correctness.NoComparisonRule as exc:
                 raise Verdict(Status.INVALID_TASK, f"the reference output cannot be judged: {exc}") from exc
         self.out_specs, out_bytes = plan(tensors)
-        self.out_tree = _describe(out, iter(range(len(tensors))))
         self.ref_aliases_inputs = any(correctness.shares_memory(t, [v for v in x if isinstance(v, torch.Tensor)]) for t in tensors)
         self.in_bytes, self.out_bytes = in_bytes, out_bytes
         self.args_template = self._template(kept)
         free = torch.cuda.mem_get_info(self.device)[0] if self.cuda else None
-        self.batch_cap = batch_capacity(in_bytes, out_bytes, len(self.out_specs), self.settings, free)
+        self.batch_cap = batch_capacity(in_bytes, out_bytes, len(self.out_specs), self.settings, free,
+                                        answer_bytes=_answer_bytes(len(self.out_specs), [v for _, v in values]))
 
     def _template(self, x: list[Any]) -> list[Any]:
         """The forward arguments as the host gets them: {"slot": i} for the i-th input tensor."""
@@ -291,8 +297,13 @@ class Judge:
         if [(s.dtype, s.shape) for s in specs] != [(s.dtype, s.shape) for s in self.in_specs]:
             raise Verdict(Status.INVALID_TASK, "get_inputs() returned tensors of other shapes or dtypes than before")
         if out is not None:
-            tensors = [t for _, t in correctness.flatten(out) if isinstance(t, torch.Tensor)]
-            specs, _ = plan(tensors)
+            try:
+                tree, leaves, _ = correctness.output_tree(out)
+            except correctness.NoComparisonRule as exc:
+                raise Verdict(Status.INVALID_TASK, f"the reference output cannot be judged: {exc}") from exc
+            if tree != self.out_tree:
+                raise Verdict(Status.INVALID_TASK, "the reference output changed its structure between input sets")
+            specs, _ = plan([t for _, t in leaves])
             if [(s.dtype, s.shape) for s in specs] != [(s.dtype, s.shape) for s in self.out_specs]:
                 raise Verdict(Status.INVALID_TASK, "the reference output changed shape or dtype between input sets")
 
@@ -568,14 +579,15 @@ class Judge:
         ref_tensors, ref_values = expected
         if len(values) != len(ref_values):
             return f"output has {len(values)} non-tensor values, the reference {len(ref_values)}", float("nan")
-        for i, (got, want) in enumerate(zip(values, ref_values)):
-            if got != _json_like(want):
-                return f"non-tensor output {i}: {str(got)[:60]} != reference {str(want)[:60]}", float("nan")
+        for (path, kind), got, want in zip(self.value_kinds, values, ref_values):
+            why = correctness.compare_value(kind, got, want, self.settings.rtol, self.settings.atol)
+            if why is not None:
+                return f"{path}: {why}", float("nan")
         worst = 0.0
-        for i, (got, want) in enumerate(zip(snapshot, ref_tensors)):
+        for path, got, want in zip(self.tensor_paths, snapshot, ref_tensors):
             ok, err, message = correctness.compare_values(got, want, self.settings.rtol, self.settings.atol)
             if not ok:
-                return f"output tensor {i}: {message}", err
+                return f"output tensor {path}: {message}", err
             worst = max(worst, err)
         return None, worst
 
@@ -610,6 +622,7 @@ class Judge:
         """Ask the host for replaced functions, the operator canary and flags."""
         self._send("check", when=when)
         msg = self._recv("checked", labels=list, patches=list)
+        self._note_built(msg.get("built"))
         patches = str_list_or_tamper(msg["patches"])
         if patches:
             names = [p.split(": ", 1)[-1] for p in patches]
@@ -744,6 +757,7 @@ class Judge:
     def load_candidate(self) -> None:
         self._send("load", source=self.source)
         msg = self._recv("loaded", ok=bool, build_seconds=float, labels=list, patches=list)
+        self._note_built(msg.get("built"))
         self.result.build_seconds = round(msg["build_seconds"], 3)
         self._host_labels(msg["labels"])
         patches = str_list_or_tamper(msg["patches"])
@@ -755,6 +769,15 @@ class Judge:
         if not msg["ok"]:
             raise self._host_failure({"status": msg.get("status"), "hack": msg.get("hack"), "message": str(msg.get("message"))})
         self.host_loaded = True
+
+    def _note_built(self, value: Any) -> None:
+        """Keep the host's build records (`buildcache.built_claims`: malformed ones are dropped)
+        for the parent, which grants `custom_kernel` only for a mapped object one of them names
+        with its content. Data, never a verdict."""
+        from .buildcache import MAX_BUILT, built_claims
+
+        kept = self.extra.setdefault("built", [])
+        kept += [c for c in built_claims(value) if c not in kept][: MAX_BUILT - len(kept)]
 
     def check_correctness(self) -> None:
         s = self.settings
@@ -1009,20 +1032,51 @@ class Judge:
 
 
 def batch_capacity(in_bytes: int, out_bytes: int, outputs: int, settings: EvalSettings,
-                   free_bytes: int | None = None) -> int:
+                   free_bytes: int | None = None, answer_bytes: int = 0) -> int:
     """The most calls one round trip may run (K's upper bound): `settings.max_calls_per_round`,
     and no more than the memory budget over the bytes one call of a round takes on the device,
     all processes together: both hosts' inputs and the judge's (3 × `in_bytes`), both hosts'
     outputs of this round trip and the last one (which stay alive until the next) and the
     judge's copies of this round's (6 × `out_bytes`, plus alignment per output tensor). The
     budget is `settings.batch_memory_mib`, and with `settings.batch_memory_share` > 0 at most
-    that share of `free_bytes` (the device's free memory; None: not known, the MiB alone). At
-    least 1."""
+    that share of `free_bytes` (the device's free memory; None: not known, the MiB alone). And
+    no more calls than a host's answer has room for: `answer_bytes` (a bound on one call's part
+    of the answer, `_answer_bytes`; 0: not bounded) into `wire.MAX_FRAME` less 64 KiB (the
+    answer's other fields). At least 1."""
     budget = settings.batch_memory_mib * 2**20
     if settings.batch_memory_share > 0 and free_bytes is not None:
         budget = min(budget, int(settings.batch_memory_share * free_bytes))
     per_call = 3 * in_bytes + 6 * (out_bytes + 256 * outputs) + 1
-    return max(1, min(settings.max_calls_per_round, budget // per_call))
+    most = settings.max_calls_per_round
+    if answer_bytes > 0:  # an answer over the frame limit would be a broken protocol, not a result
+        most = min(most, (MAX_FRAME - 2**16) // answer_bytes)
+    return max(1, min(most, budget // per_call))
+
+
+def _answer_bytes(outputs: int, values: list[Any]) -> int:
+    """A bound on the bytes one call adds to a host's answer: its time, one description per output
+    tensor (on CUDA about 190 bytes: a 128-digit IPC handle, an offset, the strides) and its
+    non-tensor values (a float may print longer than the reference's)."""
+    return 64 + 224 * outputs + len(json.dumps(values)) + 32 * len(values)
+
+
+def _value_kinds(tree: dict[str, Any], paths: list[str]) -> list[tuple[str, str]]:
+    """[(path, kind)] of the non-tensor leaves of an output tree (`correctness.output_tree`), in
+    order."""
+    kinds: dict[int, str] = {}
+
+    def walk(node: Any) -> None:
+        if "value" in node:
+            kinds[node["value"]] = node["kind"]
+        elif "dict" in node:
+            for _, child in node["dict"]:
+                walk(child)
+        elif "tensor" not in node:
+            for child in node.get("items", node.get("list", node.get("tuple", []))):
+                walk(child)
+
+    walk(tree)
+    return [(path, kinds[j]) for j, path in enumerate(paths)]
 
 
 def _sent_template(fields: dict[str, Any], current: list[Any]) -> list[Any]:
@@ -1055,28 +1109,11 @@ def str_list_or_tamper(value: Any, limit: int = 64) -> list[str]:
 
 
 def _expected(ref_out: Any) -> Expected:
-    """The reference's output as the candidate's is compared with it: (tensors, non-tensor values)."""
-    leaves = [leaf for _, leaf in correctness.flatten(ref_out)]
-    return [t for t in leaves if isinstance(t, torch.Tensor)], [v for v in leaves if not isinstance(v, torch.Tensor)]
-
-
-def _describe(out: Any, counter: Any) -> Any:
-    """JSON description of an output's structure: {"seq": [...]}, {"kind": "tensor", "index": i}
-    (the i-th tensor in the output slot), or {"kind": "value"} (a non-tensor leaf)."""
-    if isinstance(out, (list, tuple)):
-        return {"seq": [_describe(v, counter) for v in out]}
-    if isinstance(out, torch.Tensor):
-        return {"kind": "tensor", "index": next(counter)}
-    return {"kind": "value"}
-
-
-def _json_like(value: Any) -> Any:
-    """What a non-tensor value looks like after the host's JSON encoding (see host._json_value)."""
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else repr(value)
-    return repr(value)[:200]
+    """The reference's output as the candidate's is compared with it: (its tensor leaves, its
+    non-tensor leaves as `correctness.encode_value` gives them), in the order of its tree (the
+    caller checked that the tree is the task's)."""
+    _, tensors, values = correctness.output_tree(ref_out)
+    return [t for _, t in tensors], [v for _, v in values]
 
 
 def main(payload: dict[str, Any], chans: dict[str, Channel], link: Any = None) -> dict[str, Any]:

@@ -4,11 +4,19 @@ Labels are facts for the reward policy (`cudal1.rl.rewards` prices them), never 
 here are decided by the evaluating process, not reported by the candidate's:
 
 - `source_labels`: read off the candidate's source text.
-- `custom_kernel`: a shared object from the candidate's own build directory (or, for Triton's
-  launchers, Triton's cache in its scratch directory) was mapped into the candidate's process at
-  some point of the evaluation (the parent reads /proc/<pid>/maps while it runs, so an extension
-  built lazily on the first forward counts too). Evidence, not proof: a candidate can map a
-  library it put there without calling it.
+- `custom_kernel`: a shared object that a build of this candidate produced was mapped into the
+  candidate's process at some point of the evaluation (`built_objects`). The parent reads
+  /proc/<pid>/maps while it runs (so an extension built lazily on the first forward counts too)
+  and, at the end, the content of each mapped file under the candidate's build directory or
+  Triton's cache in its scratch directory that is still the mapped file and an ELF shared
+  object; it counts only where a build record (`cudal1.bench.buildcache`: torch's
+  `load_inline`/`load` returned it, or Triton put it into its cache) names that path with that
+  content. A file the candidate wrote itself (a zero-filled "x.so", a copy of a system
+  library), however named and wherever put, has no record. Evidence, not proof: a candidate can
+  map a library it built without calling it, and the records are written by harness code in
+  the candidate's own processes (the prebuild child, the candidate host), which a candidate
+  that tampers with that code in its process could make claim a shared object it put into its
+  build directory.
 - `pytorch_only`, `calls_reference_ops`: no kernel of its own; and whether its aten operators
   (as the candidate's process recorded them) cover the reference's. The operator list comes from
   the candidate's process, so a candidate can hide operators from it: these two labels are
@@ -38,8 +46,18 @@ def source_labels(source: str) -> list[str]:
     return [label for label, pattern in _SOURCE_LABELS.items() if pattern.search(source)]
 
 
+def built_objects(mapped: list[dict[str, str]], built: list[dict[str, str]]) -> list[str]:
+    """Paths of the mapped shared objects that a build produced: `mapped` is the parent's
+    {"path", "sha256"} of each file the candidate's process mapped (`worker.JudgedOutcome.
+    host_objects`), `built` the build records ({"path", "sha256"}, `buildcache.built_claims`).
+    An object counts only when a record names its path with the content it has; sorted."""
+    records = {(b["path"], b["sha256"]) for b in built}
+    return sorted({m["path"] for m in mapped if (m["path"], m["sha256"]) in records})
+
+
 def kernel_labels(host_objects: list[str], ops: dict[str, Any] | None, profile_failed: bool = False) -> list[str]:
-    """["custom_kernel"] when the candidate's process mapped a shared object it built; else
+    """["custom_kernel"] when the candidate's process mapped a shared object it built
+    (`host_objects`: `built_objects`); else
     "pytorch_only", plus "calls_reference_ops" when `ops` (the judge's {"reference": [...],
     "candidate": [...]} aten operator names) shows every reference operator in the candidate. When
     the candidate's forward could not be recorded (`profile_failed`), the worst case is assumed:

@@ -57,7 +57,7 @@ class _Progress:
     def record(self, **extra: Any) -> dict[str, Any]:
         act = buildcache.activity()
         return {"stage": self.stage, "building": act.active, "builds": act.calls,
-                "build_seconds": round(act.seconds, 3), "failures": act.failures[-5:],
+                "build_seconds": round(act.seconds, 3), "failures": act.failures[-5:], "built": act.built,
                 "wall_s": round(time.perf_counter() - self.started, 3), **extra}
 
     def write(self, record: dict[str, Any] | None = None) -> None:
@@ -90,7 +90,7 @@ def build_payload(payload: dict[str, Any]) -> dict[str, Any]:
     for the wrong device); its compile, and Triton's, happen in the evaluation's first forward.
 
     Returns {"ok", "build_error", "message", "stage", "build_seconds", "builds", "building",
-    "failures", "wall_s"}: build_error is True for a syntax error or a build failure that reached
+    "failures", "built" (`buildcache.BuildActivity.built`), "wall_s"}: build_error is True for a syntax error or a build failure that reached
     the candidate's import, constructor or forward (one it caught and survived is only listed in
     "failures"; the evaluation then finds it recorded and does not compile it again).
     """

@@ -471,8 +471,11 @@ class JudgedOutcome:
     peak_rss_mib: float = 0.0
     """Peak resident memory of the host's process tree (MiB)."""
     wall_s: float = 0.0
-    host_objects: list[str] = dataclasses.field(default_factory=list)
-    """Shared objects from `watch_dirs` seen mapped into the host's process (its own builds)."""
+    host_objects: list[dict[str, str]] = dataclasses.field(default_factory=list)
+    """Files under `watch_dirs` (and the host's Triton cache) seen mapped into the host's process
+    that are ELF shared objects, still the file that was mapped when the evaluation ended:
+    {"path", "sha256"} (`_mapped_fingerprints`). Whether one is a build's product is for the
+    caller to decide (`cudal1.bench.labels.built_objects`)."""
     oom_killed: bool = False
     """The kernel's OOM killer ended a process of the host's control group (its memory limit)."""
     containment: str = ""
@@ -484,14 +487,73 @@ class JudgedOutcome:
         return WorkerOutcome("crashed", exitcode=self.host_exitcode).signal_name
 
 
-def _mapped_objects(pid: int, dirs: list[str]) -> set[str]:
-    """Paths of shared objects under `dirs` mapped into process `pid` (read from outside)."""
+def _mapped_objects(pid: int, dirs: list[str]) -> set[tuple[str, int, int]]:
+    """(path, device, inode) of each file under `dirs` mapped into process `pid`, read from
+    outside (/proc/<pid>/maps), whatever its name; a file deleted since it was mapped is left
+    out."""
+    prefixes = tuple(d.rstrip("/") + "/" for d in dirs)
+    found: set[tuple[str, int, int]] = set()
     try:
         with open(f"/proc/{pid}/maps") as f:
-            paths = {line.split(maxsplit=5)[-1].strip() for line in f if ".so" in line}
-    except OSError:
-        return set()
-    return {p for p in paths if any(p.startswith(d.rstrip("/") + "/") for d in dirs)}
+            for line in f:
+                fields = line.split(maxsplit=5)
+                if len(fields) < 6 or not fields[5].startswith(prefixes):
+                    continue
+                path = fields[5].rstrip("\n")
+                if path.endswith(" (deleted)"):
+                    continue
+                major, _, minor = fields[3].partition(":")
+                found.add((path, os.makedev(int(major, 16), int(minor, 16)), int(fields[4])))
+    except (OSError, ValueError):
+        return found
+    return found
+
+
+ELF_SHARED = (b"\x7fELF", 3)
+"""An ELF file's magic, and e_type ET_DYN (a shared object)."""
+
+
+def _mapped_fingerprints(mapped: set[tuple[str, int, int]], limit: int = 64,
+                         budget_bytes: int = 1 << 30) -> list[dict[str, str]]:
+    """{"path", "sha256"} of each mapped file (`_mapped_objects`) that is still, at its path, the
+    file that was mapped (same device and inode, a regular file, not reached through a link) and
+    is an ELF shared object; at most `limit` of them, and files of `budget_bytes` in all (the
+    candidate chooses what it maps: it cannot keep the parent hashing for long). Opened as
+    untrusted files are (`read_untrusted`): a FIFO or a link planted there is not waited on or
+    followed. Never raises."""
+    import hashlib
+
+    out: list[dict[str, str]] = []
+    for path, dev, ino in sorted(mapped)[: 4 * limit]:
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        except OSError:
+            continue
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode) or (info.st_dev, info.st_ino) != (dev, ino) or info.st_size > budget_bytes:
+                continue  # another file now lies at the path (not what the process mapped), or too much to read
+            head = os.pread(fd, 64, 0)
+            if len(head) < 18 or head[:4] != ELF_SHARED[0]:
+                continue
+            if int.from_bytes(head[16:18], "little" if head[5] == 1 else "big") != ELF_SHARED[1]:
+                continue
+            budget_bytes -= info.st_size
+            digest = hashlib.sha256()
+            offset = 0
+            while chunk := os.pread(fd, 1 << 20, offset):
+                digest.update(chunk)
+                offset += len(chunk)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        entry = {"path": path, "sha256": digest.hexdigest()}
+        if entry not in out:
+            out.append(entry)
+        if len(out) >= limit:
+            break
+    return out
 
 
 def run_judged(
@@ -564,7 +626,8 @@ def run_judged(
     _start_without_main(judge)
     for end in closing:
         end.close()
-    keeper = _HostKeeper(host, host_limits, [*(watch_dirs or []), os.path.join(h_scratch, ".triton")], link_parent, group,
+    watched = [os.path.realpath(d) for d in [*(watch_dirs or []), os.path.join(h_scratch, ".triton")]]  # maps name real paths
+    keeper = _HostKeeper(host, host_limits, watched, link_parent, group,
                          reference=ref_host, device_lock=device_lock)
     judge_ps = psutil.Process(judge.pid)
     ref_ps = psutil.Process(ref_host.pid) if ref_host is not None else None
@@ -616,7 +679,7 @@ def run_judged(
         f"no control group ({CandidateCgroup.unavailable_reason or 'the sandbox is off'}): the parent watches resident memory and kills by uid"
     outcome.peak_rss_mib = round(keeper.peak, 1)
     outcome.wall_s = round(time.monotonic() - start, 3)
-    outcome.host_objects = sorted(keeper.objects)
+    outcome.host_objects = _mapped_fingerprints(keeper.objects)  # before the scratch (Triton's cache) goes
     outcome.log = _read_log(h_scratch)
     outcome.judge_log = _read_log(j_scratch)
     if r_scratch is not None:
@@ -645,7 +708,7 @@ class _HostKeeper:
         self.memory = {"candidate": HostMemory(host.pid)}
         if reference is not None:
             self.memory["reference"] = HostMemory(reference.pid)
-        self.objects: set[str] = set()
+        self.objects: set[tuple[str, int, int]] = set()
         self.peak = 0.0
         self.exit_before_end: int | None = None
         self.ended = False

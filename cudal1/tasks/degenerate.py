@@ -232,12 +232,13 @@ def _synchronize(outs: list[torch.Tensor]) -> None:
 
 
 def _flatten(out: Any) -> list[torch.Tensor]:
-    """Output tensors in order (numbers become 0-d CPU tensors; None is skipped)."""
+    """Output tensors in order (numbers become 0-d CPU tensors; None and strings, which say
+    nothing about the work, are skipped)."""
     if isinstance(out, torch.Tensor):
         return [out.detach()]
     if isinstance(out, bool | int | float | complex):
         return [torch.tensor(out, device="cpu")]
-    if out is None:
+    if out is None or isinstance(out, str):
         return []
     if isinstance(out, dict):
         return [t for v in out.values() for t in _flatten(v)]

@@ -99,6 +99,43 @@ def get_inputs():
 def get_init_inputs():
     return []
 ''',
+    # A nested output: a dict holding a tensor, a namedtuple of tensors and a tuple of plain values.
+    # Printed, the 64x64 tensor shows only its 36 corner elements.
+    "nested_outputs": _HEADER + '''import collections
+
+Parts = collections.namedtuple("Parts", ["lo", "hi"])
+
+class Model(nn.Module):
+    def forward(self, a, b):
+        y = torch.matmul(a, b).relu()
+        return {"y": y, "parts": Parts(torch.minimum(a, b), torch.maximum(a, b)),
+                "stats": (y.mean().item(), 64, "relu", None, True)}
+
+def get_inputs():
+    return [torch.randn(64, 64), torch.randn(64, 64)]
+
+def get_init_inputs():
+    return []
+''',
+    # An output holding an object the checker has no rule for: the task cannot be judged.
+    "opaque_output": _HEADER + '''
+class Box:
+    def __init__(self, value):
+        self.value = value
+
+    def __repr__(self):
+        return "Box(...)"
+
+class Model(nn.Module):
+    def forward(self, x):
+        return {"y": x * 2.0, "box": Box(x.sum())}
+
+def get_inputs():
+    return [torch.randn(64, 64)]
+
+def get_init_inputs():
+    return []
+''',
 }
 
 

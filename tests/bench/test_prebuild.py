@@ -54,9 +54,14 @@ def test_a_build_in_init_or_forward_is_prebuilt_and_not_compiled_again(tmp_path,
     assert {f"{library}.so", f"{library}.o"} <= set(built), sorted(built)
     record = json.loads((folder / buildcache.RECORD_NAME).read_text())
     assert 0.0 < record["build_seconds"] <= record["prebuild_s"], record
+    # What the build produced is kept by this process, beside the build directory.
+    so = str((folder / library / f"{library}.so").resolve())
+    assert buildcache.remembered_built(folder) == [{"path": so, "sha256": buildcache.file_sha256(so)}]
+    assert buildcache.built_record_path(folder).parent == folder.parent
 
     r = evalkit.run(MM, source, tmp_path)
     assert r.status is Status.OK, evalkit.describe(r)
+    assert "custom_kernel" in r.labels and "pytorch_only" not in r.labels, evalkit.describe(r)
     assert mtimes(folder / library) == built  # nothing was compiled again
     assert "no work to do" in r.log, r.log[-1500:]  # the evaluation's own build call found the build
     assert r.phases_s["prebuild"] == pytest.approx(record["prebuild_s"])
@@ -73,6 +78,9 @@ def test_without_a_prebuild_the_evaluation_builds_and_says_how_long(tmp_path) ->
     assert (ext_dir(tmp_path, source) / "cudal1_tiny_init" / "cudal1_tiny_init.so").exists()
     assert 0.0 < r.build_seconds <= r.phases_s["import"], (r.build_seconds, r.phases_s)
     assert "prebuild" not in r.phases_s
+    # The candidate host's own build record, passed on by the judge, grants custom_kernel.
+    assert "custom_kernel" in r.labels and "pytorch_only" not in r.labels, evalkit.describe(r)
+    assert buildcache.remembered_built(ext_dir(tmp_path, source)) == []  # no prebuild, nothing kept
 
 
 def test_a_build_failure_in_init_is_compiled_once_then_fails_at_once(tmp_path) -> None:
@@ -266,3 +274,93 @@ def test_a_load_inline_extension_in_init_or_forward_is_prebuilt(tmp_path, where:
     assert r.build_seconds >= record["build_seconds"]
     assert r.build_seconds - record["build_seconds"] < 5.0, (r.build_seconds, record)  # no compile in the evaluation
     assert r.phases_s["import"] < 5.0, r.phases_s
+
+
+# -- custom_kernel: only what a build recorded -----------------------------------------------------
+
+
+def test_build_records_are_kept_by_the_parent_and_never_trusted(tmp_path) -> None:
+    ext = tmp_path / "ext" / "abc"
+    ext.mkdir(parents=True)
+    so = ext / "m" / "m.so"
+    so.parent.mkdir()
+    so.write_bytes(b"\x7fELF" + bytes(60))
+    digest = buildcache.file_sha256(so)
+    good = {"path": str(so), "sha256": digest}
+    junk = [{"path": "relative.so", "sha256": digest}, {"path": str(so), "sha256": "00"}, {"path": str(so)},
+            "x", {"path": str(so), "sha256": digest.upper()}, {"path": "/etc/x.so", "sha256": digest}]
+    buildcache.remember_built(ext, [*junk, good, good])
+    assert buildcache.remembered_built(ext) == [good]  # malformed and outside-the-directory records dropped
+    assert buildcache.built_record_path(ext) == tmp_path / "ext" / "abc.built.json"
+    buildcache.built_record_path(ext).write_text("{not json")
+    assert buildcache.remembered_built(ext) == []
+    assert buildcache.built_claims([good] * 3 + [{"path": f"/{i}.so", "sha256": digest} for i in range(100)]) == \
+        [good] + [{"path": f"/{i}.so", "sha256": digest} for i in range(buildcache.MAX_BUILT - 1)]
+    link = ext / "link.so"
+    link.symlink_to(so)
+    assert buildcache.file_sha256(link) is None  # a link is not followed
+
+
+def test_a_mapped_object_counts_only_with_a_build_record_of_its_content(tmp_path) -> None:
+    """The parent's side: which files a process maps (any name, under the watched folders), which
+    of them are still that file and an ELF shared object (their content hashed), and which of
+    those a build record names with that content."""
+    import _bisect
+    import mmap
+    import shutil
+
+    from cudal1.bench.labels import built_objects
+    from cudal1.bench.worker import _mapped_fingerprints, _mapped_objects
+
+    zero, elf, other = tmp_path / "x.so", tmp_path / "copy.so", tmp_path / "notes.txt"
+    zero.write_bytes(bytes(4096))
+    shutil.copy(_bisect.__file__, elf)
+    other.write_bytes(b"\x7fELF" + bytes(4092))  # an ELF header, but not a shared object's
+    handles = []
+    for path in (zero, elf, other):
+        with open(path, "rb") as f:
+            handles.append(mmap.mmap(f.fileno(), 4096, prot=mmap.PROT_READ))
+    mapped = _mapped_objects(os.getpid(), [str(tmp_path)])
+    assert {p for p, _, _ in mapped} == {str(zero), str(elf), str(other)}
+    prints = _mapped_fingerprints(mapped)
+    assert prints == [{"path": str(elf), "sha256": buildcache.file_sha256(elf)}]  # the zero file is no ELF object
+    assert built_objects(prints, []) == []
+    assert built_objects(prints, [{"path": str(elf), "sha256": "0" * 64}]) == []  # recorded with other content
+    assert built_objects(prints, [{"path": str(elf), "sha256": buildcache.file_sha256(elf)}]) == [str(elf)]
+    # Replaced after it was mapped: the file at the path is not the one the process mapped.
+    elf.unlink()
+    shutil.copy(_bisect.__file__, elf)
+    assert _mapped_fingerprints({m for m in mapped if m[0] == str(elf)}) == []
+    for h in handles:
+        h.close()
+
+
+def test_triton_cache_puts_of_shared_objects_are_recorded(tmp_path, monkeypatch) -> None:
+    """The cache manager the candidate host names in TRITON_CACHE_MANAGER records each shared
+    object Triton puts into its cache, and nothing else (a stand-in for Triton's FileCacheManager:
+    the real one is exercised on the GPU)."""
+    import importlib
+    import sys
+    import types
+
+    class FileCacheManager:
+        def __init__(self, key):
+            self.folder = tmp_path / key
+
+        def put(self, data, filename, binary=True):
+            self.folder.mkdir(exist_ok=True)
+            path = self.folder / filename
+            path.write_bytes(data)
+            return str(path)
+
+    fake = {name: types.ModuleType(name) for name in ("triton", "triton.runtime", "triton.runtime.cache")}
+    fake["triton.runtime.cache"].FileCacheManager = FileCacheManager
+    for name, module in fake.items():
+        monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.delitem(sys.modules, "cudal1.bench.tritoncache", raising=False)
+    monkeypatch.setattr(buildcache.activity(), "built", [])
+    manager = importlib.import_module("cudal1.bench.tritoncache").RecordingCacheManager("k")
+    so = manager.put(b"\x7fELF launcher", "__triton_launcher.so")
+    manager.put(b"{}", "kernel.json", binary=False)
+    assert buildcache.activity().built == [{"path": os.path.realpath(so), "sha256": buildcache.file_sha256(so)}]
+    monkeypatch.delitem(sys.modules, "cudal1.bench.tritoncache")

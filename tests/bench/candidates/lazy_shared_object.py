@@ -1,6 +1,7 @@
 """Loads a shared object from its own build directory only in its first forward (as a candidate
 that builds its extension lazily would): a copy of a small module from Python's standard library,
-placed where the evaluator builds this candidate's extensions."""
+placed where the evaluator builds this candidate's extensions. No build made it: no
+custom_kernel."""
 import _bisect
 import ctypes
 import os
