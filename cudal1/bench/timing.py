@@ -87,7 +87,9 @@ class DeviceClock:
 def summarize_rounds(rounds_ms: list[list[float]], calls_per_figure: int = 1) -> Timing:
     """Statistics over rounds of per-call figures (ms). Each figure stands for `calls_per_figure`
     calls (a batched round's mean per call stands for its K calls). spread = (max - min) / median
-    of the round medians. Raises statistics.StatisticsError for no figures."""
+    of the round medians, 0 when that median is 0 (a candidate's figures can all be 0: claims of
+    no time in round trips no longer than their fixed cost). Raises statistics.StatisticsError for
+    no figures."""
     flat = [t for r in rounds_ms for t in r]
     medians = [statistics.median(r) for r in rounds_ms if r]
     med = statistics.median(flat)
@@ -97,7 +99,7 @@ def summarize_rounds(rounds_ms: list[list[float]], calls_per_figure: int = 1) ->
         min_ms=min(flat),
         max_ms=max(flat),
         round_medians_ms=medians,
-        spread=(max(medians) - min(medians)) / statistics.median(medians) if medians else 0.0,
+        spread=(max(medians) - min(medians)) / mid if medians and (mid := statistics.median(medians)) > 0 else 0.0,
         calls=len(flat) * calls_per_figure,
     )
 

@@ -251,3 +251,10 @@ def test_one_slow_reference_calibration_round_trip_cannot_pull_the_high_bound_un
     high, typical = pass_fixed_costs(CAL, ref_calibration, CAL, quantile=0.9, jitter_ms=0.5, tolerance_ms=0.1)
     assert typical == pytest.approx(1.4)
     assert high == pytest.approx(1.5)  # typical + tolerance, not 1.72 moved by the 90th percentile's drift of -0.44
+
+
+def test_figures_that_are_all_zero_summarize_without_dividing_by_zero():
+    # A host claiming no time in round trips no longer than their fixed cost: every figure is 0.
+    t = summarize_rounds([[0.0], [0.0], [0.0]], calls_per_figure=4)
+    assert (t.median_ms, t.spread, t.calls) == (0.0, 0.0, 12)
+    assert summarize_rounds([[0.0], [0.0], [0.3]]).spread == 0.0  # no scale to measure it against
