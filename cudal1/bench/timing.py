@@ -266,7 +266,7 @@ def candidate_rounds_ms(
     and move by a good part of the round trip's jitter between calibration and pass. Without it,
     an honest host is raised whenever its pass happens to land above the calibration (about half
     the time) and never lowered: a bias against every candidate, up to several percent for
-    one-call rounds (measured on an H200, docs/benchmarks.md). With it, what a host can gain by
+    rounds of few calls (measured on an H200, docs/benchmarks.md). With it, what a host can gain by
     under-reporting is at most `tolerance_ms` a round trip. Never negative.
     """
     figures = [[clocked_call_ms(claim, wall, overhead_high_ms) for wall, claim in rnd] for rnd in rounds]
