@@ -109,6 +109,12 @@ def ray_cluster():
     shutdown_ray()
 
 
+SMOKE_TASKS = "tasks.ids=[level1/4,level2/2]"
+"""The smoke config's tasks in tests that train on it: the two cheapest builtin tasks to evaluate on the
+CPU (small inputs; 3 s each against 11 s for the config's own level1/13 and level1/5), with
+PyTorch-level seeds. What these tests check is the machinery, not the tasks."""
+
+
 def compose_smoke(run_dir: Path, *overrides: str, tracking: str = "none"):
     """The validated smoke config (conf/smoke.yaml) with `run_dir`, `tracking` and `overrides` applied."""
     from hydra import compose, initialize_config_dir
@@ -139,7 +145,7 @@ def smoke_run(ray_cluster, tmp_path_factory) -> SmokeRun:
     from cudal1.tracking import default_tracking_uri
 
     run_dir = tmp_path_factory.mktemp("smoke") / "runs" / "smoke"
-    cfg = compose_smoke(run_dir, "rollout.weight_sync=broadcast", "tracking.system_metrics_s=2", tracking="local")
+    cfg = compose_smoke(run_dir, SMOKE_TASKS, "rollout.weight_sync=broadcast", "tracking.system_metrics_s=2", tracking="local")
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
         state = train(cfg)
