@@ -24,7 +24,7 @@ from cudal1.tasks import seed_solutions
 TASK = "level1/4"
 SEED = seed_solutions("cpu")[TASK].read_text()
 BROKEN = ("import torch\n\nclass ModelNew(torch.nn.Module):\n    def __init__(self, *args):\n        super().__init__()\n\n"
-          "    def forward(self, x):\n        return x.no_such_method()\n")
+          "    def forward(self, *inputs):\n        return inputs[0].no_such_method()\n")
 NOT_PYTHON = "this is not python ("
 
 
