@@ -10,6 +10,11 @@
 - `smoke_run`: ONE training run of the smoke config (conf/smoke.yaml, every stage) on that
   cluster, tracked in an MLflow store of its own (1-3 min); tests/pipeline/test_topology.py checks
   the run, tests/test_mlflow_ui.py shows it in the MLflow UI.
+
+The fast tier, `pytest -q tests --fast` (under a minute on 2 cores): only the modules in `FAST`,
+unit tests of the parts that start no Ray cluster, no vLLM engine, no DeepSpeed engine and no
+judged evaluation; the others are not even collected (importing them all takes longer than the
+tier). Its tests are also marked `fast`.
 """
 
 from __future__ import annotations
@@ -21,6 +26,46 @@ from typing import Any
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+
+FAST = frozenset({
+    "test_config.py", "test_memory_plan.py", "test_review.py",
+    "augment/test_dataset.py",
+    "bench/test_agreement.py", "bench/test_correctness.py", "bench/test_devicelock.py", "bench/test_guards_unit.py",
+    "bench/test_host_spans.py", "bench/test_summary.py", "bench/test_timing.py", "bench/test_wire.py",
+    "pipeline/test_context.py", "pipeline/test_metrics.py", "pipeline/test_report.py",
+    "pipeline/test_signal.py",
+    "policy/test_parsing.py", "policy/test_prompts.py", "policy/test_small.py",
+    "rl/test_advantages.py", "rl/test_buffer.py", "rl/test_exemplars.py", "rl/test_losses.py", "rl/test_rewards.py",
+    "serve/test_service.py",
+    "tasks/test_degenerate.py", "tasks/test_find_task.py", "tasks/test_task.py",
+    "training/test_real_reward_criterion.py",
+})
+"""The fast tier's modules, relative to tests/."""
+
+
+def pytest_addoption(parser):
+    parser.addoption("--fast", action="store_true", default=False,
+                     help="run only the fast Ray-free tier (the modules in tests/conftest.py's FAST)")
+
+
+def _fast_module(path: Path) -> bool:
+    try:
+        return path.resolve().relative_to(TESTS).as_posix() in FAST
+    except ValueError:
+        return False
+
+
+def pytest_ignore_collect(collection_path, config):
+    if config.getoption("--fast") and collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
+        return not _fast_module(collection_path)
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if _fast_module(Path(item.fspath)):
+            item.add_marker(pytest.mark.fast)
 
 
 @pytest.fixture(scope="session")
@@ -64,6 +109,12 @@ def ray_cluster():
     shutdown_ray()
 
 
+SMOKE_TASKS = "tasks.ids=[level1/4,level2/2]"
+"""The smoke config's tasks in tests that train on it: the two cheapest builtin tasks to evaluate on the
+CPU (small inputs; 3 s each against 11 s for the config's own level1/13 and level1/5), with
+PyTorch-level seeds. What these tests check is the machinery, not the tasks."""
+
+
 def compose_smoke(run_dir: Path, *overrides: str, tracking: str = "none"):
     """The validated smoke config (conf/smoke.yaml) with `run_dir`, `tracking` and `overrides` applied."""
     from hydra import compose, initialize_config_dir
@@ -94,7 +145,7 @@ def smoke_run(ray_cluster, tmp_path_factory) -> SmokeRun:
     from cudal1.tracking import default_tracking_uri
 
     run_dir = tmp_path_factory.mktemp("smoke") / "runs" / "smoke"
-    cfg = compose_smoke(run_dir, "rollout.weight_sync=broadcast", "tracking.system_metrics_s=2", tracking="local")
+    cfg = compose_smoke(run_dir, SMOKE_TASKS, "rollout.weight_sync=broadcast", "tracking.system_metrics_s=2", tracking="local")
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
         state = train(cfg)

@@ -1,7 +1,7 @@
 """Benchmark pools on the local test cluster, with the real evaluator on the CPU backend.
 
-The task is builtin level1/5 (max over a dimension): its CPU seed solution evaluates in a few
-seconds with the short test settings below. Each actor starts its own fork server on its first
+The task is builtin level1/4 (Kronecker matvec), the cheapest builtin task to evaluate on the CPU
+(small inputs): its seed solution evaluates in a few seconds with the short test settings below. Each actor starts its own fork server on its first
 candidate (~10 s here), so the pools are created once per module where they can be.
 """
 
@@ -21,16 +21,17 @@ from cudal1.records import Candidate
 from cudal1.rl.rewards import RewardConfig, price
 from cudal1.tasks import seed_solutions
 
-TASK = "level1/5"
+TASK = "level1/4"
 SEED = seed_solutions("cpu")[TASK].read_text()
 BROKEN = ("import torch\n\nclass ModelNew(torch.nn.Module):\n    def __init__(self, *args):\n        super().__init__()\n\n"
-          "    def forward(self, x):\n        return x.no_such_method()\n")
+          "    def forward(self, *inputs):\n        return inputs[0].no_such_method()\n")
 NOT_PYTHON = "this is not python ("
 
 
 def settings(tmp_path_factory) -> dict:
-    """Short timing (one round of one call) and a throwaway build cache."""
-    return {"rounds": 1, "calls_per_round": 1, "warmup_calls": 1, "wall_timeout_s": 120.0,
+    """Short timing (one round of one call, the shortest calibration) and a throwaway build cache."""
+    return {"rounds": 1, "calls_per_round": 1, "max_calls_per_round": 1, "calibration_calls": 3, "calibration_rounds": 2,
+            "warmup_calls": 1, "wall_timeout_s": 120.0,
             "cache_dir": str(tmp_path_factory.getbasetemp() / "bench-cache")}
 
 

@@ -114,6 +114,7 @@ def pools(ray_cluster):
 
     spec = PoolSpec(name="cpu", backend="cpu", num_actors=1, resources={"bench_test": 1},
                     settings={"rounds": 1, "calls_per_round": 2, "warmup_calls": 0, "correctness_trials": 2,
+                              "max_calls_per_round": 2, "calibration_calls": 3, "calibration_rounds": 2,
                               "shifted_trials": 0})
     with BenchmarkPools([spec], primary="cpu") as p:
         yield p

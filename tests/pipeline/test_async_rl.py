@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import SMOKE_TASKS
+
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.slow
 
@@ -52,7 +54,7 @@ def test_async_rl_stage_records_each_step_once_with_its_policy_version_and_resum
     run_dir = tmp_path / "run"
     overrides = (f"model.path={small_model_dir}", "stage=contrastive_rl", f"stage.contrastive_rl.steps={STEPS}",
                  "pipeline.mode=async", "ray.storage=driver_node", "tracking.system_metrics_s=0",
-                 f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}")
+                 f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", SMOKE_TASKS)
     cfg = compose(run_dir, *overrides)
 
     # A failure in the middle of step 1, after its update and while step 2 is being sampled.

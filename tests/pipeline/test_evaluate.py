@@ -98,6 +98,9 @@ def test_speedup_vs_torch_compile_per_pool_and_level():
 
 
 def test_the_job_on_two_pools(ray_cluster, tmp_path):
+    """The job's plumbing on two pools with one task: each pool evaluates the solution and
+    torch.compile of the reference (a compile costs 20-35 s here). How the table combines several
+    tasks and a failed baseline is test_speedup_vs_torch_compile_per_pool_and_level's."""
     from hydra import compose, initialize_config_dir
 
     from cudal1.config import load_evaluate_config, register_schema
@@ -106,32 +109,33 @@ def test_the_job_on_two_pools(ray_cluster, tmp_path):
     register_schema()
     out = tmp_path / "eval"
     two_pools = {"cpu": {"backend": "cpu", "num_actors": 1, "resources": {"bench_test": 1},
-                         "settings": {"rounds": 1, "calls_per_round": 2, "warmup_calls": 0}}}
+                         "settings": {"rounds": 1, "calls_per_round": 2, "max_calls_per_round": 2, "warmup_calls": 0,
+                                      "calibration_calls": 3, "calibration_rounds": 2}}}
     two_pools["cpu_b"] = two_pools["cpu"]
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = compose("evaluate", overrides=[
-            f"solutions={seed_solutions('cpu')['level1/1'].parents[1]}", "tasks.ids=[level1/1,level1/13]",
+            f"solutions={seed_solutions('cpu')['level1/1'].parents[1]}", "tasks.ids=[level1/1]",
             f"out_dir={out}", f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", "tracking.system_metrics_s=0"])
     from omegaconf import OmegaConf
 
     raw = OmegaConf.to_container(cfg)
     raw["bench"]["pools"] = two_pools
     rows = run_evaluate_job(load_evaluate_config(OmegaConf.create(raw)))
-    assert [(r["pool"], r["level"], r["n"]) for r in rows] == [("cpu", "level1", 2), ("cpu_b", "level1", 2)]
+    assert [(r["pool"], r["level"], r["n"]) for r in rows] == [("cpu", "level1", 1), ("cpu_b", "level1", 1)]
     for pool in ("cpu", "cpu_b"):
         results = [json.loads(line) for line in (out / f"results_{pool}.jsonl").read_text().splitlines()]
-        assert [r["task_id"] for r in results] == ["level1/1", "level1/13"]
+        assert [r["task_id"] for r in results] == ["level1/1"]
         assert all(r["status"] == "ok" and r["speedup"] > 0 for r in results), results
         # torch.compile of each reference, evaluated by the same pool (compile_baseline defaults on).
         compiled = [json.loads(line) for line in (out / f"results_{pool}_torch_compile.jsonl").read_text().splitlines()]
-        assert [r["task_id"] for r in compiled] == ["level1/1", "level1/13"]
+        assert [r["task_id"] for r in compiled] == ["level1/1"]
         assert all(r["status"] == "ok" and {"torch_compile", "baseline:torch_compile"} <= set(r["labels"])
                    for r in compiled), compiled
         row = next(r for r in rows if r["pool"] == pool)
         vs = [s["speedup"] / c["speedup"] for s, c in zip(results, compiled)]
-        assert (row["compile_n"], row["compile_failed"]) == (2, 0)
-        assert row["vs_compile_geomean"] == pytest.approx((vs[0] * vs[1]) ** 0.5)
-        assert row["vs_compile_fast_1"] == sum(v > 1 for v in vs) / 2
+        assert (row["compile_n"], row["compile_failed"]) == (1, 0)
+        assert row["vs_compile_geomean"] == pytest.approx(vs[0])
+        assert row["vs_compile_fast_1"] == float(vs[0] > 1)
     assert "vs_compile" in (out / "table.txt").read_text().splitlines()[0]
     assert json.loads((out / "table.json").read_text()) == json.loads(json.dumps(rows))
     assert (out / "speedups.png").read_bytes().startswith(b"\x89PNG")

@@ -1,7 +1,7 @@
 """`sample_rollouts` with generation and evaluation overlapped: each finished group's candidates go
 to the benchmark pool while the next groups are still being generated.
 
-The pool is real (Ray actors, the CPU evaluator, the builtin task level1/5 and its seed solution).
+The pool is real (Ray actors, the CPU evaluator, the builtin task level1/4, the cheapest to evaluate, and its seed solution).
 The generator is not the policy: the embedded model writes no code, so nothing would reach the
 pool. `ReplayGenerator` hands out fixed responses (real `Generation` records, the small model's
 tokenizer) group by group in a chosen order, through the same `generate_stream` / `generate`
@@ -25,10 +25,10 @@ from cudal1.policy.prompts import plain_prompt
 from cudal1.records import Candidate, Generation
 from cudal1.tasks import load_tasks, seed_solutions
 
-TASK = "level1/5"
+TASK = "level1/4"
 SEED = seed_solutions("cpu")[TASK].read_text()
 BROKEN = ("import torch\n\nclass ModelNew(torch.nn.Module):\n    def __init__(self, *args):\n        super().__init__()\n\n"
-          "    def forward(self, x):\n        return x.no_such_method()\n")
+          "    def forward(self, *inputs):\n        return inputs[0].no_such_method()\n")
 
 
 def response(code: str) -> str:
@@ -70,6 +70,7 @@ class ReplayGenerator:
 def pool(ray_cluster, tmp_path_factory):
     spec = PoolSpec(name="stream", num_actors=1, num_cpus=1, resources={"bench_test": 1}, start_timeout_s=180,
                     settings={"rounds": 1, "calls_per_round": 1, "warmup_calls": 1, "wall_timeout_s": 120.0,
+                              "max_calls_per_round": 1, "calibration_calls": 3, "calibration_rounds": 2,
                               "cache_dir": str(tmp_path_factory.getbasetemp() / "stream-cache")})
     p = BenchmarkPool(spec)
     yield p

@@ -27,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import SMOKE_TASKS
+
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.slow  # each test starts the generator, learner and benchmark actors: 1-3 min
 
@@ -130,7 +132,7 @@ def test_driver_killed_after_sft_then_interrupted_then_resumed(ray_cluster, smal
     # it): ~30 s less per run on a busy machine.
     # The buffer and the learner pinned to the driver's node (the first test proves the shared run_dir instead).
     quick = (f"model.path={small_model_dir}", "stage.sft.validate_seeds=false", f"stage.contrastive_rl.steps={RL_STEPS}",
-             "ray.storage=driver_node")
+             "ray.storage=driver_node", SMOKE_TASKS)
     wait_for_cpus(4, timeout_s=60)
     proc = _start_train(run_dir, ray_cluster["address"], log, *quick)
     try:

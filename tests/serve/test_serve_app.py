@@ -52,7 +52,8 @@ def app(ray_cluster, small_model_dir, tmp_path_factory):
                           "verify_tolerance=1000000.0", "serve.app_name=cudal1-test"])
     # Fast, coarse timing: the figures are not the point here, the labels are.
     OmegaConf.update(cfg, "bench.pools.cpu.settings", {"rounds": 1, "calls_per_round": 1, "warmup_calls": 0,
-                                                       "correctness_trials": 2, "shifted_trials": 0,
+                                                       "max_calls_per_round": 1, "calibration_calls": 3,
+                                                       "calibration_rounds": 2, "correctness_trials": 2, "shifted_trials": 0,
                                                        "cache_dir": str(tmp / "build-cache")}, merge=False)
     cfg = load_serve_config(cfg)
     run(cfg, blocking=False)
