@@ -212,39 +212,6 @@ def clocked_call_ms(claimed_ms: object, wall_ms: float, overhead_ms: float) -> f
     return min(max(claim, floor), max(wall_ms, 0.0))
 
 
-def pass_fixed_costs(
-    candidate_calibration_ms: list[float],
-    reference_calibration_ms: list[float],
-    reference_pass_ms: list[float],
-    *,
-    quantile: float,
-    jitter_ms: float,
-    tolerance_ms: float,
-) -> tuple[float, float]:
-    """(high, typical): the fixed costs (ms a round trip) that bound the candidate host's claims in
-    a timing pass (`candidate_rounds_ms`), from the round trips' fixed costs (judge's clock minus
-    the host's own time of its forwards) of the candidate host's calibration (running the
-    reference, before any candidate code), of the reference host's calibration, and of the
-    reference host in this pass.
-
-    typical: the candidate host's calibration median, moved as far as the reference host's median
-    moved since (the machine got busier or quieter for both), never up by more than `jitter_ms`
-    (a candidate that slows the reference host's round trips cannot widen what it may claim).
-    high: the same for the `quantile` (a high one: it bounds each round trip), and never below
-    typical + `tolerance_ms`, the most the pass as a whole may leave unexplained: with a few
-    round trips a high quantile is close to the maximum, and its drift alone can fall below the
-    median's (one slow calibration round trip of the reference host), which raised most rounds
-    of an honest host. With no pass figures the calibration's alone. Raises
-    statistics.StatisticsError for an empty calibration.
-    """
-    high = percentile(candidate_calibration_ms, quantile)
-    typical = statistics.median(candidate_calibration_ms)
-    if reference_pass_ms:
-        high += min(percentile(reference_pass_ms, quantile) - percentile(reference_calibration_ms, quantile), jitter_ms)
-        typical += min(statistics.median(reference_pass_ms) - statistics.median(reference_calibration_ms), jitter_ms)
-    return max(high, typical + max(tolerance_ms, 0.0)), typical
-
-
 def candidate_rounds_ms(
     rounds: list[list[tuple[float, object]]],
     overhead_high_ms: float,

@@ -12,7 +12,6 @@ from cudal1.bench.timing import (
     claimed_total_ms,
     calibration,
     candidate_rounds_ms,
-    pass_fixed_costs,
     clocked_call_ms,
     jitter,
     percentile,
@@ -230,27 +229,6 @@ def test_the_memory_budget_is_a_share_of_the_free_device_memory_within_the_mib_c
     assert batch_capacity(100 * mib, 50 * mib, 1, shared, free_bytes=0) == 1  # never below one call
     with pytest.raises(ValueError, match="batch_memory_share"):
         EvalSettings(batch_memory_share=1.5)
-
-
-CAL = [1.0, 1.1, 1.2, 1.3, 1.4, 1.5, 1.6, 1.7, 1.8]  # median 1.4, 90th percentile 1.72
-
-
-def test_pass_fixed_costs_follow_the_machine_within_the_jitter():
-    kw = dict(quantile=0.9, jitter_ms=0.5, tolerance_ms=0.1)
-    assert pass_fixed_costs(CAL, CAL, [], **kw) == pytest.approx((percentile(CAL, 0.9), 1.4))
-    busier = [t + 0.3 for t in CAL]  # the reference host's round trips 0.3 ms dearer in the pass
-    assert pass_fixed_costs(CAL, CAL, busier, **kw) == pytest.approx((percentile(CAL, 0.9) + 0.3, 1.7))
-    slowed = [t + 2.0 for t in CAL]  # ... by 2 ms: the candidate gains at most the jitter
-    assert pass_fixed_costs(CAL, CAL, slowed, **kw) == pytest.approx((percentile(CAL, 0.9) + 0.5, 1.9))
-    quieter = [t - 0.2 for t in CAL]
-    assert pass_fixed_costs(CAL, CAL, quieter, **kw) == pytest.approx((percentile(CAL, 0.9) - 0.2, 1.2))
-
-
-def test_one_slow_reference_calibration_round_trip_cannot_pull_the_high_bound_under_the_median():
-    ref_calibration = CAL[:-1] + [4.0]  # one outlier: its 90th percentile jumps, its median does not
-    high, typical = pass_fixed_costs(CAL, ref_calibration, CAL, quantile=0.9, jitter_ms=0.5, tolerance_ms=0.1)
-    assert typical == pytest.approx(1.4)
-    assert high == pytest.approx(1.5)  # typical + tolerance, not 1.72 moved by the 90th percentile's drift of -0.44
 
 
 def test_figures_that_are_all_zero_summarize_without_dividing_by_zero():
