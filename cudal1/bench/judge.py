@@ -901,10 +901,17 @@ class Judge:
                 self._host_check(f"during timing round {r + 1}")
                 self._ref_check()
         self.recording = None
-        jit = self.trip_jitter_ms
+        # What the candidate host's round trips may leave unexplained: its own fixed cost from the
+        # clean calibration, moved as much as the reference host's moved since then, but never
+        # up by more than the jitter: a candidate that slows the reference host's round trips
+        # cannot widen what it may claim.
+        q, jit = s.overhead_quantile, self.trip_jitter_ms
         tolerance = s.unexplained_tolerance * jit
-        high, typical = timing.pass_fixed_costs(self.calibration_trips, self.ref_calibration_trips, trips,
-                                                quantile=s.overhead_quantile, jitter_ms=jit, tolerance_ms=tolerance)
+        high = timing.percentile(self.calibration_trips, q)
+        typical = statistics.median(self.calibration_trips)
+        if trips:
+            high += min(timing.percentile(trips, q) - timing.percentile(self.ref_calibration_trips, q), jit)
+            typical += min(statistics.median(trips) - statistics.median(self.ref_calibration_trips), jit)
         self.trips_ms.append(statistics.median(trips) if trips else float("nan"))
         self.pass_overhead_ms = typical
         totals = timing.candidate_rounds_ms(cand_walls, high, typical, tolerance_ms=tolerance)
