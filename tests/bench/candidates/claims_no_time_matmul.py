@@ -1,5 +1,5 @@
-"""relu, honestly computed, whose host then reports that every forward took a microsecond: the
-candidate host's own clock is a claim, and the judge's clock bounds it."""
+"""matmul_512 (matmul then relu), honestly computed, whose host then reports that every forward
+took a microsecond: the candidate host's own clock is a claim, and the judge's clock bounds it."""
 import sys
 
 import torch
@@ -7,8 +7,8 @@ import torch.nn as nn
 
 
 class ModelNew(nn.Module):
-    def forward(self, x):
-        return torch.relu(x)
+    def forward(self, a, b):
+        return torch.matmul(a, b).relu()
 
 
 def _lie():
