@@ -20,11 +20,10 @@ in buffers the next replay overwrites, which an honest judge rejects ("output_ch
 and which would make the baseline a CUDA-graph baseline; and max-autotune's GEMM search takes
 minutes per task, longer than an evaluation's time limit.
 
-Where compilation writes: inductor's cache (`TORCHINDUCTOR_CACHE_DIR`, generated code, compiled
-C++ and Triton kernels, the FX graph cache) and Triton's cache (`TRITON_CACHE_DIR`) go under the
-candidate's build directory (`$TORCH_EXTENSIONS_DIR`, one per source hash and architecture, the
-only persistent directory the sandbox lets a candidate write; `cudal1.bench.evaluator`), so a
-second evaluation of the same baseline on the same architecture reuses the kernels; without it
+Where compilation writes: under the evaluator, inductor's cache (`TORCHINDUCTOR_CACHE_DIR`,
+generated code, compiled C++ and Triton kernels, the FX graph cache) and Triton's cache
+(`TRITON_CACHE_DIR`) go under the candidate's build directory, as for every candidate
+(`cudal1.bench.evaluator`'s build environment), so a second evaluation of the same baseline on the same architecture reuses the kernels; without it
 (a plain process), under the temporary directory. Inductor compiles in the candidate's own
 process (`compile_threads = 1`): no pool of compile workers outlives the forward, and the sandbox's
 process limit is not spent on them.
@@ -50,16 +49,6 @@ BASELINE_FAILED = "baseline_failed"
 _COMPILE_TAIL = '''
 
 # -- cudal1 baseline: torch.compile of the reference (cudal1.bench.baselines) -------------------
-import os as _cudal1_os
-
-# Under the evaluator, the build directory is the one persistent directory the sandbox lets a
-# candidate write (importing torch._dynamo anywhere before sets TORCHINDUCTOR_CACHE_DIR to a
-# directory under /tmp, which the sandbox does not let it write): the caches go there.
-_cudal1_build = _cudal1_os.environ.get("TORCH_EXTENSIONS_DIR")
-if _cudal1_build:
-    _cudal1_os.environ["TORCHINDUCTOR_CACHE_DIR"] = _cudal1_os.path.join(_cudal1_build, "torchinductor")
-    _cudal1_os.environ["TRITON_CACHE_DIR"] = _cudal1_os.path.join(_cudal1_build, "triton")
-
 import torch as _cudal1_torch
 import torch._inductor.config as _cudal1_inductor_config
 

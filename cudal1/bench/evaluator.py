@@ -127,6 +127,14 @@ def _limits(settings: EvalSettings, arch: str, source: str, wall_s: float) -> Wo
     os.chmod(ext, 0o777)  # the sandboxed child may run as an unprivileged user
     # One extension is a couple of translation units; suites run many builds side by side.
     env = {"TORCH_EXTENSIONS_DIR": str(ext), "MAX_JOBS": "2"}
+    # Triton's and inductor's caches (Triton kernels, torch.compile's generated code) go into the
+    # build directory too: the one persistent directory the candidate may write (their defaults
+    # are under the home directory the fork server started with, which a sandboxed candidate
+    # cannot write: every Triton or torch.compile candidate failed on a GPU), kept per source so a
+    # second evaluation reuses the kernels. Inductor compiles in the candidate's own process, so
+    # no pool of compile workers outlives a call or spends the sandbox's process limit.
+    env.update(TRITON_CACHE_DIR=str(ext / "triton"), TORCHINDUCTOR_CACHE_DIR=str(ext / "torchinductor"),
+               TORCHINDUCTOR_COMPILE_THREADS="1")
     if arch.startswith("sm_"):
         digits = arch[3:]
         env["TORCH_CUDA_ARCH_LIST"] = f"{digits[:-1]}.{digits[-1]}"

@@ -81,11 +81,15 @@ def reference_as_candidate(source: str) -> str:
 
 def load_source_module(source: str, module_name: str, filename: str = "") -> types.ModuleType:
     """Compile and execute `source` as a new module named `module_name` (not put in sys.modules
-    unless the source does so itself). Raises SyntaxError or whatever the source raises."""
+    unless the source does so itself). The source is registered in `linecache` under the module's
+    file name, so that `inspect.getsource` finds it (Triton's `@triton.jit` needs that, and
+    tracebacks show the lines). Raises SyntaxError or whatever the source raises."""
+    import linecache
     import sys
 
     module = types.ModuleType(module_name)
     module.__file__ = filename or f"<{module_name}>"
+    linecache.cache[module.__file__] = (len(source), None, source.splitlines(True), module.__file__)
     # Registered while executing so that decorators and pickling that look the module up work.
     sys.modules[module_name] = module
     try:

@@ -3,7 +3,7 @@
 import pytest
 
 from cudal1.bench.result import EvalResult, HackKind, Status, Timing, truncate_log
-from cudal1.tasks.task import Task
+from cudal1.tasks.task import Task, load_source_module
 
 SOURCE = """
 import torch
@@ -48,3 +48,17 @@ def test_truncate_log_keeps_the_tail():
     text = "a" * 10 + "END"
     assert truncate_log(text, 5).endswith("aaEND")
     assert truncate_log("short", 100) == "short"
+
+
+def test_a_loaded_sources_functions_have_their_source():
+    """Triton's @triton.jit reads its function's source with inspect; a candidate is loaded from a
+    string, so its source must be where inspect looks (before, every Triton candidate failed to
+    import: "@jit functions should be defined in a Python file")."""
+    import inspect
+
+    source = "def double(x):\n    return 2 * x\n"
+    module = load_source_module(source, "cudal1_test_inspectable", "<candidate>")
+    assert inspect.getsource(module.double) == source
+    triton = pytest.importorskip("triton")
+    jitted = load_source_module("import triton\n\n@triton.jit\ndef k(x_ptr):\n    pass\n", "cudal1_test_jit", "<jit>")
+    assert isinstance(jitted.k, triton.runtime.jit.JITFunction) and "def k(x_ptr)" in jitted.k.src
