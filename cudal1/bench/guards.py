@@ -167,8 +167,10 @@ class FunctionSnapshot:
     def __init__(self) -> None:
         self.objects: dict[str, Any] = {}
         self.class_names: set[str] = set()
+        self.classes: set[str] = set()
         for prefix, space in _watched_namespaces().items():
             if isinstance(space, type):
+                self.classes.add(prefix)
                 # Classes: every attribute the class resolves, inherited ones included (a method
                 # added to torch.Tensor shadows TensorBase's), as stored, without binding.
                 for name in dir(space):
@@ -188,10 +190,12 @@ class FunctionSnapshot:
 
     def changed(self) -> list[str]:
         """Watched names whose object is no longer the one captured, and attributes added to a
-        watched class (module-level additions are not reported: torch adds submodules lazily)."""
+        class watched when the snapshot was taken (module-level additions are not reported: torch
+        adds submodules lazily; nor are the classes of an evaluator module first imported since,
+        as Triton imports `cudal1.bench.tritoncache` the first time it needs its cache)."""
         now = FunctionSnapshot()
         replaced = {k for k, v in self.objects.items() if k in now.objects and now.objects[k] is not v} - IGNORED
-        added = now.class_names - self.class_names
+        added = {n for n in now.class_names - self.class_names if n.rsplit(".", 1)[0] in self.classes}
         return sorted(replaced | added)
 
 

@@ -50,6 +50,23 @@ def test_function_snapshot_watches_the_evaluators_own_modules(monkeypatch):
     assert "cudal1.bench.correctness.compare_values" in snap.changed()
 
 
+def test_an_evaluator_module_imported_later_is_no_patch(monkeypatch):
+    """Triton imports `cudal1.bench.tritoncache` (its cache manager) only when it first needs its
+    cache, after the host's snapshot: its classes are new, not changed (every torch.compile
+    candidate was once a monkey_patch hack on a GPU). An attribute added to a class watched
+    before is still reported."""
+    import sys
+    import types
+
+    snap = guards.FunctionSnapshot()
+    late = types.ModuleType("cudal1.bench._imported_late")
+    late.Manager = type("Manager", (), {"__module__": "cudal1.bench._imported_late", "put": lambda self: None})
+    monkeypatch.setitem(sys.modules, "cudal1.bench._imported_late", late)
+    assert snap.changed() == []
+    monkeypatch.setattr(guards.FunctionSnapshot, "extra", lambda self: None, raising=False)
+    assert snap.changed() == ["cudal1.bench.guards.FunctionSnapshot.extra"]
+
+
 def test_python_threads_lists_live_threads():
     stop = threading.Event()
     t = threading.Thread(target=stop.wait, daemon=True)
