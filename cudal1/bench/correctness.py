@@ -115,40 +115,44 @@ def output_tree(out: Any) -> tuple[dict[str, Any], list[tuple[str, torch.Tensor]
     still a tensor here), a dict key that is not str or int, an int beyond 64 bits, a string over
     `MAX_STR_CHARS`, more than `MAX_OUTPUT_LEAVES` leaves or nesting deeper than
     `MAX_OUTPUT_DEPTH`."""
+    # A module-level walk, not a closure: a recursive closure is a reference cycle that would hold
+    # every tensor leaf until the cyclic garbage collector runs (one leaked output per call).
     tensors: list[tuple[str, torch.Tensor]] = []
     values: list[tuple[str, Any]] = []
-
-    def walk(x: Any, path: str, depth: int) -> dict[str, Any]:
-        if depth > MAX_OUTPUT_DEPTH:
-            raise NoComparisonRule(f"{path}: the output is nested deeper than {MAX_OUTPUT_DEPTH} levels")
-        if len(tensors) + len(values) >= MAX_OUTPUT_LEAVES:
-            raise NoComparisonRule(f"the output has more than {MAX_OUTPUT_LEAVES} leaves")
-        if isinstance(x, torch.Tensor):
-            tensors.append((path, x))
-            return {"tensor": len(tensors) - 1}
-        kind = VALUE_KINDS.get(type(x))
-        if kind is not None:
-            try:
-                encoded = encode_value(x)
-            except ValueError as exc:
-                raise NoComparisonRule(f"{path}: {exc}") from exc
-            values.append((path, encoded))
-            return {"value": len(values) - 1, "kind": kind}
-        container = _container(x)
-        if container is None:
-            raise NoComparisonRule(f"{path}: no comparison rule for an output of type {_type_name(x)}")
-        if container == "dict":
-            for key in x:
-                if type(key) not in (str, int):
-                    raise NoComparisonRule(f"{path}: a dict key of type {_type_name(key)} (only str and int keys are judged)")
-            return {"dict": [[k, walk(v, f"{path}[{k!r}]", depth + 1)] for k, v in x.items()]}
-        items = [walk(v, f"{path}[{i}]", depth + 1) for i, v in enumerate(x)]
-        if container == "named":
-            return {"named": _named_type(x), "fields": list(_fields(x)), "items": items}
-        return {container: items}
-
-    tree = walk(out, "out", 0)
+    tree = _tree_of(out, "out", 0, tensors, values)
     return tree, tensors, values
+
+
+def _tree_of(x: Any, path: str, depth: int, tensors: list[tuple[str, torch.Tensor]],
+             values: list[tuple[str, Any]]) -> dict[str, Any]:
+    """`output_tree`'s walk: the subtree of `x`, its leaves appended to `tensors` and `values`."""
+    if depth > MAX_OUTPUT_DEPTH:
+        raise NoComparisonRule(f"{path}: the output is nested deeper than {MAX_OUTPUT_DEPTH} levels")
+    if len(tensors) + len(values) >= MAX_OUTPUT_LEAVES:
+        raise NoComparisonRule(f"the output has more than {MAX_OUTPUT_LEAVES} leaves")
+    if isinstance(x, torch.Tensor):
+        tensors.append((path, x))
+        return {"tensor": len(tensors) - 1}
+    kind = VALUE_KINDS.get(type(x))
+    if kind is not None:
+        try:
+            encoded = encode_value(x)
+        except ValueError as exc:
+            raise NoComparisonRule(f"{path}: {exc}") from exc
+        values.append((path, encoded))
+        return {"value": len(values) - 1, "kind": kind}
+    container = _container(x)
+    if container is None:
+        raise NoComparisonRule(f"{path}: no comparison rule for an output of type {_type_name(x)}")
+    if container == "dict":
+        for key in x:
+            if type(key) not in (str, int):
+                raise NoComparisonRule(f"{path}: a dict key of type {_type_name(key)} (only str and int keys are judged)")
+        return {"dict": [[k, _tree_of(v, f"{path}[{k!r}]", depth + 1, tensors, values)] for k, v in x.items()]}
+    items = [_tree_of(v, f"{path}[{i}]", depth + 1, tensors, values) for i, v in enumerate(x)]
+    if container == "named":
+        return {"named": _named_type(x), "fields": list(_fields(x)), "items": items}
+    return {container: items}
 
 
 def match_output(out: Any, tree: dict[str, Any]) -> tuple[list[tuple[str, Any]], list[tuple[str, Any]]]:
@@ -162,45 +166,46 @@ def match_output(out: Any, tree: dict[str, Any]) -> tuple[list[tuple[str, Any]],
     difference."""
     tensors: list[tuple[str, Any]] = []
     values: list[tuple[str, Any]] = []
-
-    def walk(x: Any, node: dict[str, Any], path: str) -> None:
-        if "tensor" in node:
-            # Anything but a container or a plain value goes to the caller's materialization check,
-            # which tells a tensor from an object that only poses as one (a hack, not an error).
-            if not isinstance(x, torch.Tensor) and (_container(x) is not None or type(x) in VALUE_KINDS):
-                raise StructureMismatch(f"{path}: a {_type_name(x)}, the reference has a tensor")
-            tensors.append((path, x))
-            return
-        if "value" in node:
-            kind = VALUE_KINDS.get(type(x))
-            if kind != node["kind"]:
-                raise StructureMismatch(f"{path}: a {_type_name(x)}, the reference has a {node['kind']}")
-            try:
-                values.append((path, encode_value(x)))
-            except ValueError as exc:
-                raise StructureMismatch(f"{path}: {exc}") from exc
-            return
-        container = _container(x)
-        want = next(k for k in ("list", "tuple", "named", "dict") if k in node)
-        if container != want:
-            raise StructureMismatch(f"{path}: a {_type_name(x)}, the reference has a {_kind_name(node)}")
-        if want == "dict":
-            keys = [k for k, _ in node["dict"]]
-            if len(x) != len(keys) or any(k not in x or type(next(j for j in x if j == k)) is not type(k) for k in keys):
-                raise StructureMismatch(f"{path}: keys {_keys(list(x))}, the reference's {_keys(keys)}")
-            for k, child in node["dict"]:
-                walk(x[k], child, f"{path}[{k!r}]")
-            return
-        if want == "named" and (_named_type(x) != node["named"] or list(_fields(x)) != node["fields"]):
-            raise StructureMismatch(f"{path}: a {_named_type(x)}{tuple(_fields(x))}, the reference a {node['named']}{tuple(node['fields'])}")
-        items = node["items"] if want == "named" else node[want]
-        if len(x) != len(items):
-            raise StructureMismatch(f"{path}: {len(x)} items, the reference {len(items)}")
-        for i, (v, child) in enumerate(zip(x, items)):
-            walk(v, child, f"{path}[{i}]")
-
-    walk(out, tree, "out")
+    _match(out, tree, "out", tensors, values)  # module-level, as `output_tree`'s walk (no cycle)
     return tensors, values
+
+
+def _match(x: Any, node: dict[str, Any], path: str, tensors: list[tuple[str, Any]], values: list[tuple[str, Any]]) -> None:
+    """`match_output`'s walk: checks `x` against `node`, its leaves appended to `tensors` and `values`."""
+    if "tensor" in node:
+        # Anything but a container or a plain value goes to the caller's materialization check,
+        # which tells a tensor from an object that only poses as one (a hack, not an error).
+        if not isinstance(x, torch.Tensor) and (_container(x) is not None or type(x) in VALUE_KINDS):
+            raise StructureMismatch(f"{path}: a {_type_name(x)}, the reference has a tensor")
+        tensors.append((path, x))
+        return
+    if "value" in node:
+        kind = VALUE_KINDS.get(type(x))
+        if kind != node["kind"]:
+            raise StructureMismatch(f"{path}: a {_type_name(x)}, the reference has a {node['kind']}")
+        try:
+            values.append((path, encode_value(x)))
+        except ValueError as exc:
+            raise StructureMismatch(f"{path}: {exc}") from exc
+        return
+    container = _container(x)
+    want = next(k for k in ("list", "tuple", "named", "dict") if k in node)
+    if container != want:
+        raise StructureMismatch(f"{path}: a {_type_name(x)}, the reference has a {_kind_name(node)}")
+    if want == "dict":
+        keys = [k for k, _ in node["dict"]]
+        if len(x) != len(keys) or any(k not in x or type(next(j for j in x if j == k)) is not type(k) for k in keys):
+            raise StructureMismatch(f"{path}: keys {_keys(list(x))}, the reference's {_keys(keys)}")
+        for k, child in node["dict"]:
+            _match(x[k], child, f"{path}[{k!r}]", tensors, values)
+        return
+    if want == "named" and (_named_type(x) != node["named"] or list(_fields(x)) != node["fields"]):
+        raise StructureMismatch(f"{path}: a {_named_type(x)}{tuple(_fields(x))}, the reference a {node['named']}{tuple(node['fields'])}")
+    items = node["items"] if want == "named" else node[want]
+    if len(x) != len(items):
+        raise StructureMismatch(f"{path}: {len(x)} items, the reference {len(items)}")
+    for i, (v, child) in enumerate(zip(x, items)):
+        _match(v, child, f"{path}[{i}]", tensors, values)
 
 
 def encode_value(value: Any) -> Any:

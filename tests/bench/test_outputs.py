@@ -174,3 +174,23 @@ def test_a_round_trip_has_no_more_calls_than_its_answer_has_room_for():
     many = _answer_bytes(32, [1.5, "relu"])
     assert many == 64 + 224 * 32 + len('[1.5, "relu"]') + 64
     assert batch_capacity(4096, 4096, 32, cuda, answer_bytes=many) == (MAX_FRAME - 2**16) // many == 134
+
+
+def test_reading_an_output_keeps_none_of_its_tensors_alive():
+    """The walks make no reference cycle: once the caller drops the output, its tensors are freed
+    at once, not when the cyclic collector next runs (a recursive closure held every call's
+    output in the hosts until then: on an H200, four large KernelBench tasks ran the device out
+    of memory)."""
+    import gc
+    import weakref
+
+    gc.disable()
+    try:
+        for read in (lambda out: C.output_tree(out), lambda out: C.match_output(out, C.output_tree(_nested(torch.ones(2, 2)))[0])):
+            y = torch.randn(4, 4)
+            alive = weakref.ref(y)
+            read(_nested(y))
+            del y
+            assert alive() is None
+    finally:
+        gc.enable()
