@@ -349,6 +349,21 @@ HOST_MESSAGES: dict[str, Obj] = {
 """Every message a host (`cudal1.bench.host`) sends, field by field: what `expect_host` checks."""
 
 
+BUILD_RECORD = Obj(
+    {"stage": Str(300), "building": Int(0, 1 << 20), "builds": Int(0, 1 << 30), "build_seconds": Num(0.0, 1e7),
+     "failures": List(Obj({"name": Str(4096), "message": Str(), "cached": Bool()}), 64), "built": _BUILT,
+     "wall_s": Num(0.0, 1e7)},
+    {"ok": Bool(), "build_error": Bool(), "message": Str(), "stopped": Str(300)})
+"""The prebuild's record of itself (`cudal1.bench.targets._Progress`), which the child that
+imports the candidate writes to a file the parent then reads (`expect_record`)."""
+
+
+def expect_record(value: Any) -> dict[str, Any]:
+    """Check a prebuild record (decoded JSON from a file a sandboxed child wrote) against
+    `BUILD_RECORD`. Raises ProtocolError naming the first problem; returns `value`."""
+    return BUILD_RECORD.check(value, "record")
+
+
 def expect_host(msg: dict[str, Any], op: str) -> dict[str, Any]:
     """Check that `msg` (a decoded frame from a host) is the op expected now and that the whole
     message has the shape `HOST_MESSAGES` gives it: every field of the right type, numbers finite
@@ -383,5 +398,5 @@ def unblob(text: str) -> Any:
     return torch.load(io.BytesIO(base64.b64decode(text)), weights_only=False)
 
 
-__all__ = ["Channel", "PeerGone", "ProtocolError", "Timeout", "blob", "expect", "expect_host", "str_list", "unblob",
-           "HOST_MESSAGES", "MAX_FRAME"]
+__all__ = ["Channel", "PeerGone", "ProtocolError", "Timeout", "blob", "expect", "expect_host", "expect_record",
+           "str_list", "unblob", "BUILD_RECORD", "HOST_MESSAGES", "MAX_FRAME"]

@@ -203,3 +203,32 @@ def affinity(payload: dict[str, Any]) -> dict[str, Any]:
     child = subprocess.run(["cat", "/proc/self/status"], capture_output=True, text=True, timeout=30).stdout
     return {"ok": True, "self": allowed(Path("/proc/self/status").read_text()), "child": allowed(child),
             "threads": torch.get_num_threads()}
+
+
+def grab_device_lock(payload: dict[str, Any]) -> dict[str, Any]:
+    """What a candidate can do to another evaluation's device lock: take `DeviceLock(key)` itself,
+    and open and flock every file under `payload["lock_dir"]` (where lock files lived), then say so
+    in `payload["ready"]` (a file) and hold all of it for `payload["hold_s"]` seconds."""
+    import fcntl
+
+    from cudal1.bench.devicelock import DeviceLock
+
+    got: list[str] = []
+    lock = DeviceLock(payload["key"])
+    try:
+        lock.hold()
+        got.append("DeviceLock")
+    except OSError as e:
+        got.append(f"DeviceLock refused: {e}")
+    held = []
+    for path in Path(payload["lock_dir"]).glob("*"):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held.append(fd)
+            got.append(f"flock {path.name}")
+        except OSError as e:
+            got.append(f"{path.name}: {type(e).__name__}")
+    Path(payload["ready"]).write_text("\n".join(got))
+    time.sleep(payload["hold_s"])
+    return {"ok": True, "got": got}

@@ -364,3 +364,44 @@ def test_triton_cache_puts_of_shared_objects_are_recorded(tmp_path, monkeypatch)
     manager.put(b"{}", "kernel.json", binary=False)
     assert buildcache.activity().built == [{"path": os.path.realpath(so), "sha256": buildcache.file_sha256(so)}]
     monkeypatch.delitem(sys.modules, "cudal1.bench.tritoncache")
+
+
+def test_a_candidate_cannot_forge_the_prebuilds_result_and_the_suite_records_every_result(tmp_path) -> None:
+    """Issue 21, kind 7: the process that imports the candidate in the prebuild holds no result
+    pipe and no nonce (`run_isolated(reply=False)`): a candidate that looks for them in its frames
+    and sends a forged build failure gets nothing, is built and timed as the honest code it is,
+    and `run_suite` records its result and its neighbour's. Before, it found both and its prebuild
+    came back compile_error with the message it chose."""
+    from cudal1.bench.suite import SuiteJob, run_suite
+
+    forger = evalkit.candidate("forge_prebuild_result")
+    honest = evalkit.candidate("honest_matmul_relu")
+    jobs = [SuiteJob(evalkit.task(MM), forger, tmp_path / "forger.py"), SuiteJob(evalkit.task(MM), honest, tmp_path / "honest.py")]
+    results: dict[str, object] = {}
+    run_suite(jobs, "cpu", evalkit.settings(tmp_path), lambda job, r: results.__setitem__(job.source, r), overlap=False)
+    assert set(results) == {forger, honest}, results
+    for source, r in results.items():
+        assert r.status is Status.OK and "FORGED" not in r.message, evalkit.describe(r)
+
+
+def test_the_prebuilds_record_is_checked_whole(tmp_path) -> None:
+    """The record the prebuild's child leaves is all the parent hears from it, and the candidate's
+    code runs in that child: a record of the right shape is taken, none is None (ended before it
+    wrote one), anything else is "malformed" (prebuild() then returns a harness_tampering hack),
+    never an exception in the parent."""
+    from cudal1.bench.evaluator import _child_record
+
+    good = {"stage": "done", "building": 0, "builds": 1, "build_seconds": 0.5, "failures": [], "built": [],
+            "wall_s": 1.0, "ok": True, "build_error": False, "message": "", "stopped": "forward on meta"}
+    path = tmp_path / "record.json"
+    assert _child_record(str(path)) is None
+    path.write_text(json.dumps(good))
+    assert _child_record(str(path)) == good
+    for bad in ("[1]", "{", "[" * 100_000, json.dumps({**good, "build_seconds": 10**400}),
+                json.dumps({**good, "building": "no"}), json.dumps({**good, "built": {"a": 1}}),
+                json.dumps({**good, "extra": 1}), '{"build_seconds": 1e999}'):
+        path.write_text(bad)
+        assert _child_record(str(path)) == "malformed", bad[:40]
+    path.unlink()
+    os.mkfifo(path)  # not a file: not read, not waited on
+    assert _child_record(str(path)) == "malformed"
