@@ -18,6 +18,15 @@ What it does (in this order):
    so every connect fails, 127.0.0.1 included). Without permission it tries a new user namespace
    with it, but only when no privilege drop follows (a user namespace would leave the target user
    unmapped). Also, where Landlock knows networks (ABI >= 4), TCP bind and connect are denied.
+   IPC: new IPC and UTS namespaces (`unshare(CLONE_NEWIPC | CLONE_NEWUTS)`, after the network
+   one, so also inside its user namespace when one was made): SysV shared memory, semaphores and
+   message queues and POSIX message queues the process creates are its own and are destroyed with
+   its last process, so nothing it leaves there outlives its evaluation or reaches a later one.
+   Where that is refused, the parent removes the SysV objects the child's uid owns once it has
+   killed its processes (`remove_ipc_objects`). No PID namespace: after unshare(CLONE_NEWPID) the
+   process's first child becomes the namespace's init, and once that child exits (a compiler
+   ninja started, say) no later fork succeeds. No mount namespace either: writes are confined by
+   Landlock, and /dev/shm is not writable.
 3. Writes confined (Landlock, ABI 1-7 handled): writing, truncating, creating, removing,
    renaming, linking and mknod are allowed only beneath `scratch` and the `writable` dirs.
    Reading and executing stay allowed everywhere: torch, compilers and headers must be readable,
@@ -125,6 +134,9 @@ _FS_TRUNCATE = 1 << 14  # ABI 3
 # Not handled on purpose: EXECUTE, READ_FILE, READ_DIR (allowed everywhere), IOCTL_DEV (ABI 5; CUDA).
 
 _CLONE_NEWNET = 0x40000000
+_CLONE_NEWIPC = 0x08000000
+_CLONE_NEWUTS = 0x04000000
+_IPC_RMID = 0
 _CLONE_NEWUSER = 0x10000000
 _PR_SET_DUMPABLE = 4
 _PR_SET_KEEPCAPS = 8
@@ -155,6 +167,9 @@ class SandboxPolicy:
     file_size_mib: int = 4096
     """RLIMIT_FSIZE: largest file the process may write (a write past it fails with EFBIG)."""
     block_network: bool = True
+    isolate_ipc: bool = True
+    """A new IPC namespace (SysV shared memory, semaphores, message queues; POSIX message queues)
+    and UTS namespace: what the process creates there dies with its last process."""
     confine_writes: bool = True
     drop_privileges: bool = True
     """When root: switch to `uid`/`gid` after the other measures."""
@@ -179,7 +194,7 @@ class Measure:
 @dataclasses.dataclass
 class SandboxReport:
     """Per measure (names: rlimit_cpu, rlimit_core, rlimit_fsize, rlimit_nproc, rlimit_as,
-    network, no_new_privs, landlock_fs, landlock_net, landlock_scope, drop_privileges), whether
+    network, ipc_namespace, no_new_privs, landlock_fs, landlock_net, landlock_scope, drop_privileges), whether
     it is in force; plus the identity the process ended with."""
 
     enabled: bool
@@ -220,12 +235,12 @@ def apply_sandbox(policy: SandboxPolicy, scratch: Path, writable: list[Path] | N
     report = SandboxReport(enabled=policy.enabled, threads=_thread_count())
     _apply_rlimits(policy, report)
     if not policy.enabled:
-        for name in ("network", "no_new_privs", "landlock_fs", "landlock_net", "landlock_scope", "drop_privileges"):
+        for name in ("network", "ipc_namespace", "no_new_privs", "landlock_fs", "landlock_net", "landlock_scope", "drop_privileges"):
             report._set(name, False, False, "sandbox disabled")
         _finish(report)
         return report
     if not sys.platform.startswith("linux"):
-        for name in ("network", "no_new_privs", "landlock_fs", "landlock_net", "landlock_scope", "drop_privileges"):
+        for name in ("network", "ipc_namespace", "no_new_privs", "landlock_fs", "landlock_net", "landlock_scope", "drop_privileges"):
             report._set(name, True, False, f"not available on {sys.platform}")
         _finish(report)
         return report
@@ -234,6 +249,7 @@ def apply_sandbox(policy: SandboxPolicy, scratch: Path, writable: list[Path] | N
     will_drop = policy.drop_privileges and root
     uid = policy.uid if policy.uid is not None else default_uid(os.getpid())
     _guarded(report, ["network"], _isolate_network, policy, report, not will_drop)
+    _guarded(report, ["ipc_namespace"], _isolate_ipc, policy, report)
     prepared = _prepare_writable(writable) if will_drop else []
     _guarded(report, ["no_new_privs"], _no_new_privs, report)
     # CUDA writes under /proc/self/task and fails to initialise without it. An unprivileged
@@ -381,6 +397,60 @@ def _isolate_network(policy: SandboxPolicy, report: SandboxReport, allow_userns:
     except OSError as e:
         mapped = f"id map not written ({e})"
     report._set("network", True, True, f"new user+network namespace (loopback down; {mapped})")
+
+
+# -- IPC and UTS namespaces ----------------------------------------------------------------------
+
+
+def _isolate_ipc(policy: SandboxPolicy, report: SandboxReport) -> None:
+    """unshare(CLONE_NEWIPC | CLONE_NEWUTS): needs CAP_SYS_ADMIN, which root has, and so does an
+    unprivileged process inside the user namespace `_isolate_network` may have made."""
+    if not policy.isolate_ipc:
+        report._set("ipc_namespace", False, False, "isolate_ipc=False")
+        return
+    try:
+        _check(_lib().unshare(ctypes.c_int(_CLONE_NEWIPC | _CLONE_NEWUTS)), "unshare(CLONE_NEWIPC|CLONE_NEWUTS)")
+    except (OSError, AttributeError) as e:
+        report._set("ipc_namespace", True, False, f"{e}; the parent removes the SysV objects of the uid afterwards")
+        return
+    report._set("ipc_namespace", True, True, "new IPC and UTS namespaces: SysV and POSIX queue objects die with the process")
+
+
+_IPC_KINDS = {"shm": "shmctl", "sem": "semctl", "msg": "msgctl"}
+
+
+def remove_ipc_objects(uid: int) -> int:
+    """Remove every SysV shared-memory segment, semaphore set and message queue of this IPC
+    namespace that `uid` owns or created (/proc/sysvipc/*; `IPC_RMID`): what a sandboxed process
+    that could not get an IPC namespace of its own leaves behind. Needs to run as root (or as
+    `uid`). Returns how many were removed; never raises."""
+    removed = 0
+    libc = _lib()
+    for kind, call in _IPC_KINDS.items():
+        try:
+            with open(f"/proc/sysvipc/{kind}") as f:
+                header = f.readline().split()
+                rows = [line.split() for line in f]
+        except OSError:
+            continue
+        try:
+            at_id, at_uid, at_cuid = header.index(f"{kind}id"), header.index("uid"), header.index("cuid")
+        except ValueError:
+            continue
+        for row in rows:
+            try:
+                ident, owner, creator = int(row[at_id]), int(row[at_uid]), int(row[at_cuid])
+            except (IndexError, ValueError):
+                continue
+            if uid not in (owner, creator):
+                continue
+            fn = getattr(libc, call)
+            # shmctl(id, IPC_RMID, NULL), msgctl(id, IPC_RMID, NULL), semctl(id, 0, IPC_RMID)
+            args = (ctypes.c_int(ident), ctypes.c_int(0), ctypes.c_int(_IPC_RMID)) if kind == "sem" else \
+                (ctypes.c_int(ident), ctypes.c_int(_IPC_RMID), ctypes.c_void_p(None))
+            if fn(*args) == 0:
+                removed += 1
+    return removed
 
 
 # -- no_new_privs and Landlock -------------------------------------------------------------------

@@ -44,7 +44,7 @@ import psutil
 
 from .cgroup import CandidateCgroup
 from .result import truncate_log
-from .sandbox import default_uid
+from .sandbox import default_uid, remove_ipc_objects
 
 # The server imports what every child needs, once; none of it runs candidate code or touches CUDA.
 _PRELOAD = ["torch", "cudal1.bench.judge", "cudal1.bench.host", "cudal1.bench.targets"]
@@ -363,7 +363,8 @@ def _tree_memory_mib(proc: psutil.Process) -> float:
 
 def _kill_tree(pid: int, sandbox_uid: int | None) -> None:
     """SIGKILL the child, everything it forked (found while still linked), its session group, and
-    every process of its sandbox uid (which catches double-forked, re-parented leftovers). The
+    every process of its sandbox uid (which catches double-forked, re-parented leftovers), then
+    remove the SysV IPC objects that uid left in this IPC namespace. The
     child goes first: were its compilers killed first, it could see them fail and record a
     compile error that was only the kill."""
     try:
@@ -386,6 +387,14 @@ def _kill_tree(pid: int, sandbox_uid: int | None) -> None:
             kill()
         except (ProcessLookupError, PermissionError):
             pass
+    if sandbox_uid is not None and sandbox_uid not in (0, os.getuid()):
+        # Normally the child's own IPC namespace went with its processes; where the sandbox could
+        # not make one, what its uid left in this one goes now (`sandbox.remove_ipc_objects`).
+        try:
+            psutil.wait_procs(doomed, timeout=1.0)  # killed ones create nothing more
+        except psutil.Error:
+            pass
+        remove_ipc_objects(sandbox_uid)
 
 
 def _read_result(recv: Any, nonce: str, proc: Any) -> WorkerOutcome:
