@@ -137,6 +137,9 @@ def _limits(settings: EvalSettings, arch: str, source: str, wall_s: float) -> Wo
         max_processes=settings.max_processes,
         sandbox=settings.sandbox,
         writable_dirs=[str(ext)],
+        # Of the cache, the child reads only its own build directory: another candidate's build
+        # (or the parent's records) is not in its reach by path (`sandbox.apply_sandbox`'s hidden).
+        private_dirs=[str(Path(settings.cache_dir))],
         env=env,
     )
 

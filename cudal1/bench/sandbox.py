@@ -29,8 +29,13 @@ What it does (in this order):
    Landlock, and /dev/shm is not writable.
 3. Writes confined (Landlock, ABI 1-7 handled): writing, truncating, creating, removing,
    renaming, linking and mknod are allowed only beneath `scratch` and the `writable` dirs.
-   Reading and executing stay allowed everywhere: torch, compilers and headers must be readable,
-   and nvcc, g++ and ninja must run for inline-extension builds. Opening a file for writing is a
+   Reading and executing stay allowed everywhere (torch, compilers and headers must be readable,
+   and nvcc, g++ and ninja must run for inline-extension builds) but beneath the `hidden` dirs
+   (the build cache, for the candidate's processes): there Landlock lets the process read and list
+   only its own dirs (scratch, `writable`), so another candidate's build is out of its reach
+   whatever the files' modes and CAP_DAC_READ_SEARCH (`readable_paths`: every entry of each
+   directory on the way from / to a hidden dir is allowed one by one, as it exists when the
+   sandbox is applied; those directories themselves cannot be listed). Opening a file for writing is a
    Landlock write even for a character device, so write access is granted, file by file, to the
    character devices under /dev that everyone may write (null, zero, full, random, urandom, tty,
    ptmx) and to GPU devices (/dev/nvidia*, /dev/dri/*, /dev/kfd) - CUDA opens /dev/nvidia* with
@@ -62,8 +67,9 @@ What it does NOT protect against (be honest about these when trusting a reward):
 
 - No syscall filter (seccomp): every syscall the kernel lets an unprivileged process make is
   allowed, including CUDA driver ioctls; a kernel bug is a way out.
-- Reads of the whole filesystem remain possible (with `keep_read_access`, even of root-only
-  files such as keys under /root): secrets on the machine are readable by candidates. With the
+- Reads of the whole filesystem but the `hidden` dirs remain possible (with `keep_read_access`,
+  even of root-only files such as keys under /root): secrets on the machine are readable by
+  candidates, and so are other candidates' scratch directories while they exist. With the
   network cut they can only leak through the result and logs the evaluator returns.
 - Unix sockets bound to a path are not covered by the network namespace nor (ABI <= 7) by
   Landlock: a candidate can connect to any socket file its user may write. In particular a
@@ -78,8 +84,8 @@ What it does NOT protect against (be honest about these when trusting a reward):
   scratch or cache filesystem.
 - A candidate can waste its own CPU and wall time within its limits, and can slow concurrent
   evaluations on the same machine (shared cores, caches, memory bandwidth, GPU).
-- The writable dirs are shared with later candidates that get the same dirs (the build cache):
-  what one candidate leaves there, another one reads.
+- The writable dirs are shared with later candidates that get the same dirs (a build directory
+  is one per source: only the same source, evaluated again, finds what the last one left).
 - Processes a candidate detaches (double fork plus setsid) survive the worker's kill of its
   process group. They stay confined and count against RLIMIT_NPROC; the parent can find them by
   their uid (`default_uid`). Per-child uids repeat after UID_SPAN pids.
@@ -120,6 +126,8 @@ _NET_BIND_TCP = 1 << 0
 _NET_CONNECT_TCP = 1 << 1
 
 _FS_WRITE_FILE = 1 << 1
+_FS_READ_FILE = 1 << 2
+_FS_READ_DIR = 1 << 3
 _FS_REMOVE_DIR = 1 << 4
 _FS_REMOVE_FILE = 1 << 5
 _FS_MAKE_CHAR = 1 << 6
@@ -131,7 +139,8 @@ _FS_MAKE_BLOCK = 1 << 11
 _FS_MAKE_SYM = 1 << 12
 _FS_REFER = 1 << 13  # ABI 2
 _FS_TRUNCATE = 1 << 14  # ABI 3
-# Not handled on purpose: EXECUTE, READ_FILE, READ_DIR (allowed everywhere), IOCTL_DEV (ABI 5; CUDA).
+# Not handled on purpose: EXECUTE, IOCTL_DEV (ABI 5; CUDA). READ_FILE and READ_DIR only where
+# something is hidden (`apply_sandbox`'s `hidden`).
 
 _CLONE_NEWNET = 0x40000000
 _CLONE_NEWIPC = 0x08000000
@@ -223,24 +232,31 @@ class SandboxReport:
         self.measures[name] = Measure(requested, active, detail)
 
 
-def apply_sandbox(policy: SandboxPolicy, scratch: Path, writable: list[Path] | None = None) -> SandboxReport:
+def apply_sandbox(policy: SandboxPolicy, scratch: Path, writable: list[Path] | None = None,
+                  hidden: list[Path] | None = None) -> SandboxReport:
     """Apply `policy` to the calling process, irreversibly; never raises for a refused measure.
 
     scratch: the candidate's own directory (must exist; the parent makes it mode 0o777).
-    writable: further directories the candidate may write (e.g. the build cache); created if
+    writable: further directories the candidate may write (e.g. its build directory); created if
     missing and made world-writable when a privilege drop needs it.
+    hidden: directories nothing beneath which the process may read or list (Landlock), except
+    `scratch` and the `writable` dirs that lie beneath them (e.g. the build cache, of which a
+    candidate reads only its own build directory). Everything else stays readable.
     Returns what is in force. Call it while the process has a single thread.
     """
     writable = [Path(p) for p in (writable or [])]
+    hidden = [Path(p) for p in (hidden or [])]
     report = SandboxReport(enabled=policy.enabled, threads=_thread_count())
     _apply_rlimits(policy, report)
     if not policy.enabled:
-        for name in ("network", "ipc_namespace", "no_new_privs", "landlock_fs", "landlock_net", "landlock_scope", "drop_privileges"):
+        for name in ("network", "ipc_namespace", "no_new_privs", "landlock_fs", "landlock_net", "landlock_scope", "landlock_read",
+                     "drop_privileges"):
             report._set(name, False, False, "sandbox disabled")
         _finish(report)
         return report
     if not sys.platform.startswith("linux"):
-        for name in ("network", "ipc_namespace", "no_new_privs", "landlock_fs", "landlock_net", "landlock_scope", "drop_privileges"):
+        for name in ("network", "ipc_namespace", "no_new_privs", "landlock_fs", "landlock_net", "landlock_scope", "landlock_read",
+                     "drop_privileges"):
             report._set(name, True, False, f"not available on {sys.platform}")
         _finish(report)
         return report
@@ -255,7 +271,8 @@ def apply_sandbox(policy: SandboxPolicy, scratch: Path, writable: list[Path] | N
     # CUDA writes under /proc/self/task and fails to initialise without it. An unprivileged
     # process may only write its own processes' entries there; root keeps to its own.
     proc = Path("/proc") if will_drop or not root else Path(f"/proc/{os.getpid()}")
-    _guarded(report, ["landlock_fs", "landlock_net", "landlock_scope"], _landlock, policy, report, [Path(scratch), *writable], proc)
+    _guarded(report, ["landlock_fs", "landlock_net", "landlock_scope", "landlock_read"], _landlock, policy, report,
+             [Path(scratch), *writable], proc, hidden)
     if will_drop:
         _guarded(report, ["drop_privileges"], _drop_privileges, policy, report, uid, policy.uid is None, prepared)
     else:
@@ -528,19 +545,57 @@ def _writable_devices() -> list[Path]:
     return found
 
 
-def _landlock(policy: SandboxPolicy, report: SandboxReport, allowed: list[Path], proc: Path) -> None:
+def readable_paths(hidden: list[Path], own: list[Path]) -> tuple[list[Path], list[Path]]:
+    """Where a process may read when nothing beneath `hidden` is readable but `own` (dirs beneath
+    them): every entry of each directory on the way from / to a hidden dir that is not itself on
+    that way, and `own`. Returns (directories, files) to allow reading beneath (real paths;
+    symbolic links are left out: their targets are entries of their own, or hidden). Only what
+    exists now: an entry made later in a directory on the way (/, say) is not readable."""
+    hidden = [Path(os.path.realpath(h)) for h in hidden]
+    own = [Path(os.path.realpath(o)) for o in own]
+    way: set[Path] = set()
+    for h in hidden:
+        way.update([h, *h.parents])
+    for o in own:
+        if any(o == h or h in o.parents for h in hidden):
+            way.update(p for p in [o, *o.parents] if p not in own)
+    dirs: list[Path] = []
+    files: list[Path] = []
+    for node in sorted(way):
+        if any(node == h or h in node.parents for h in hidden):
+            continue  # inside a hidden dir: only `own` (and the way to it) is let through
+        try:
+            entries = list(os.scandir(node))
+        except OSError:
+            continue
+        for entry in entries:
+            path = Path(entry.path)
+            if path in way or entry.is_symlink():
+                continue
+            try:
+                (dirs if entry.is_dir(follow_symlinks=False) else files).append(path)
+            except OSError:
+                continue
+    return dirs + [o for o in own if o not in dirs], files
+
+
+def _landlock(policy: SandboxPolicy, report: SandboxReport, allowed: list[Path], proc: Path,
+              hidden: list[Path] | None = None) -> None:
     abi = landlock_abi()
     report.landlock_abi = abi
     want_fs, want_net = policy.confine_writes, policy.block_network
+    hidden = hidden or []
     if abi < 1:
         report._set("landlock_fs", want_fs, False, "Landlock not available (kernel too old, disabled, or syscall blocked)")
         report._set("landlock_net", want_net, False, "Landlock not available")
         report._set("landlock_scope", True, False, "Landlock not available")
+        report._set("landlock_read", bool(hidden), False, "Landlock not available")
         return
     libc = _lib()
     attr = _RulesetAttr()
     fs_rights = _write_rights(abi) if want_fs else 0
-    attr.handled_access_fs = fs_rights
+    read_rights = _FS_READ_FILE | _FS_READ_DIR if hidden else 0
+    attr.handled_access_fs = fs_rights | read_rights
     if want_net and abi >= 4:
         attr.handled_access_net = _NET_BIND_TCP | _NET_CONNECT_TCP  # no rule grants any port
     if abi >= 6:
@@ -555,8 +610,14 @@ def _landlock(policy: SandboxPolicy, report: SandboxReport, allowed: list[Path],
             "landlock_create_ruleset",
         )
         try:
+            if read_rights:
+                dirs, files = readable_paths(hidden, allowed)
+                for d in dirs:
+                    _add_path_rule(libc, rs, d, read_rights)
+                for f in files:
+                    _add_path_rule(libc, rs, f, _FS_READ_FILE)
             if fs_rights:
-                dir_rights = fs_rights & ~(_FS_MAKE_CHAR | _FS_MAKE_BLOCK)
+                dir_rights = fs_rights & ~(_FS_MAKE_CHAR | _FS_MAKE_BLOCK) | read_rights
                 dev_rights = fs_rights & (_FS_WRITE_FILE | _FS_TRUNCATE)
                 for d in allowed:
                     if not _add_path_rule(libc, rs, d, dir_rights):
@@ -572,9 +633,15 @@ def _landlock(policy: SandboxPolicy, report: SandboxReport, allowed: list[Path],
         report._set("landlock_fs", want_fs, False, str(e))
         report._set("landlock_net", want_net, False, str(e))
         report._set("landlock_scope", True, False, str(e))
+        report._set("landlock_read", bool(hidden), False, str(e))
         return
     threads = "" if report.threads == 1 else f"; only this thread is confined ({report.threads} threads existed)"
     single = report.threads == 1
+    if hidden:
+        report._set("landlock_read", True, single, f"nothing beneath {', '.join(str(h) for h in hidden)} readable but "
+                    f"the process's own dirs; everything else readable as it was at the start" + threads)
+    else:
+        report._set("landlock_read", False, False, "nothing hidden")
     if want_fs:
         dirs = ", ".join(str(d) for d in allowed)
         report._set("landlock_fs", True, single, f"ABI {abi}: writes only beneath {dirs}, to device files and beneath {proc}" + "".join(f"; {n}" for n in notes) + threads)

@@ -143,7 +143,10 @@ class WorkerLimits:
     max_processes: int = 64
     sandbox: bool = True
     writable_dirs: list[str] = dataclasses.field(default_factory=list)
-    """Directories the child may write besides its scratch dir (e.g. the build cache)."""
+    """Directories the child may write besides its scratch dir (e.g. its build directory)."""
+    private_dirs: list[str] = dataclasses.field(default_factory=list)
+    """Directories nothing beneath which the child may read, but its scratch and `writable_dirs`
+    (e.g. the build cache: a candidate reads only its own build directory)."""
     env: dict[str, str] = dataclasses.field(default_factory=dict)
     """Extra environment for the child (e.g. TORCH_EXTENSIONS_DIR, CUDA_VISIBLE_DEVICES)."""
     cpus: tuple[int, ...] | None = None
@@ -237,6 +240,7 @@ def _enter_child(limits: WorkerLimits, scratch: str, keep: set[int]) -> Any:
         ),
         scratch=Path(scratch),
         writable=[Path(p) for p in limits.writable_dirs],
+        hidden=[Path(p) for p in limits.private_dirs],
     )
     _die_with_parent()
     return report
