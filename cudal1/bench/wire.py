@@ -321,7 +321,7 @@ MAX_MS = 1e9
 """The largest time a host may report (ms: about 11 days)."""
 MAX_CALLS = 1 << 16
 """More calls than any round trip has (`EvalSettings.max_calls_per_round`), a bound on lists per call."""
-_LABELS = List(Str(4096), 64)
+_LABELS = List(Str(1 << 16), 64)
 _STRIDES = List(Int(0, 2**48), 64)
 _BUILT = List(Obj({"path": Str(4096), "sha256": Str(64)}), 4096)
 _LEAF = OneOf(Obj({"addr": Int(0, 2**64 - 1), "strides": _STRIDES}),  # CPU: an address in the host

@@ -395,7 +395,7 @@ def _kill_tree(pid: int, sandbox_uid: int | None) -> None:
         # Normally the child's own IPC namespace went with its processes; where the sandbox could
         # not make one, what its uid left in this one goes now (`sandbox.remove_ipc_objects`).
         try:
-            psutil.wait_procs(doomed, timeout=1.0)  # killed ones create nothing more
+            psutil.wait_procs(doomed, timeout=0.5)  # killed ones create nothing more
         except psutil.Error:
             pass
         remove_ipc_objects(sandbox_uid)
