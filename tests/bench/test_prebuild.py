@@ -20,7 +20,7 @@ import pytest
 
 from cudal1.bench import buildcache
 from cudal1.bench.evaluator import extensions_dir, prebuild
-from cudal1.bench.result import Status
+from cudal1.bench.result import HackKind, Status
 
 MM = "matmul_relu"
 SLOW = os.environ.get("CUDAL1_SLOW_TESTS") == "1"
@@ -405,6 +405,24 @@ def test_the_prebuilds_record_is_checked_whole(tmp_path) -> None:
     path.unlink()
     os.mkfifo(path)  # not a file: not read, not waited on
     assert _child_record(str(path)) == "malformed"
+    path.unlink()
+    import random
+
+    rng = random.Random(21)
+    atoms = [None, True, 0, -1, 1.5, 10**400, "x", "nan", [], {}, [{"path": "/x", "sha256": "0" * 64}], {"a": 1}]
+    for _ in range(500):  # random records: taken whole or "malformed", never an exception
+        record = {k: rng.choice(atoms + [v]) for k, v in good.items() if rng.random() < 0.9}
+        path.write_text(json.dumps(record))
+        assert _child_record(str(path)) in (record, "malformed")
+
+
+def test_a_candidate_that_garbles_its_build_record_gets_a_hack(tmp_path) -> None:
+    """End to end: the candidate overwrites the prebuild's record with a 401-digit build time and
+    ends the child; the parent's check of the record makes that the candidate's hack, not an
+    exception in the parent (which a suite would stop on) nor a harness failure."""
+    r = run_prebuild(tmp_path, evalkit.candidate("garbles_the_build_record"))
+    assert r is not None and r.status is Status.HACK and r.hack_kind is HackKind.HARNESS_TAMPERING, r
+    assert "GARBLED THE RECORD" in r.log and "harness_error" not in r.labels, r.log[-500:]
 
 
 def test_a_candidate_cannot_borrow_another_candidates_build(tmp_path) -> None:
