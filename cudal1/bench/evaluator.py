@@ -35,6 +35,7 @@ import json
 import os
 import platform
 import signal
+import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -137,9 +138,11 @@ def _limits(settings: EvalSettings, arch: str, source: str, wall_s: float) -> Wo
         max_processes=settings.max_processes,
         sandbox=settings.sandbox,
         writable_dirs=[str(ext)],
-        # Of the cache, the child reads only its own build directory: another candidate's build
-        # (or the parent's records) is not in its reach by path (`sandbox.apply_sandbox`'s hidden).
-        private_dirs=[str(Path(settings.cache_dir))],
+        # Of the cache, the child reads only its own build directory, and of the temporary
+        # directory only its own scratch: another candidate's build (an extension, Triton's cache
+        # in its scratch), logs or the parent's records are not in its reach by path
+        # (`sandbox.apply_sandbox`'s hidden).
+        private_dirs=[str(Path(settings.cache_dir)), tempfile.gettempdir()],
         env=env,
     )
 

@@ -31,11 +31,14 @@ What it does (in this order):
    renaming, linking and mknod are allowed only beneath `scratch` and the `writable` dirs.
    Reading and executing stay allowed everywhere (torch, compilers and headers must be readable,
    and nvcc, g++ and ninja must run for inline-extension builds) but beneath the `hidden` dirs
-   (the build cache, for the candidate's processes): there Landlock lets the process read and list
-   only its own dirs (scratch, `writable`), so another candidate's build is out of its reach
-   whatever the files' modes and CAP_DAC_READ_SEARCH (`readable_paths`: every entry of each
-   directory on the way from / to a hidden dir is allowed one by one, as it exists when the
-   sandbox is applied; those directories themselves cannot be listed). Opening a file for writing is a
+   (the build cache and the temporary directory, for the candidate's processes): there Landlock
+   lets the process read and list only its own dirs (scratch, `writable`), so another
+   candidate's build is out of its reach whatever the files' modes and CAP_DAC_READ_SEARCH
+   (`readable_paths`: every entry of each directory on the way from / to a hidden dir is
+   allowed one by one, as it exists when the sandbox is applied; those directories themselves
+   cannot be listed). Seen on the H200: CUDA, cuBLAS, nvcc and Triton work under such rules
+   (Triton's cache renames need LANDLOCK_ACCESS_FS_REFER in scratch, which the write rules
+   give). Opening a file for writing is a
    Landlock write even for a character device, so write access is granted, file by file, to the
    character devices under /dev that everyone may write (null, zero, full, random, urandom, tty,
    ptmx) and to GPU devices (/dev/nvidia*, /dev/dri/*, /dev/kfd) - CUDA opens /dev/nvidia* with
@@ -69,7 +72,8 @@ What it does NOT protect against (be honest about these when trusting a reward):
   allowed, including CUDA driver ioctls; a kernel bug is a way out.
 - Reads of the whole filesystem but the `hidden` dirs remain possible (with `keep_read_access`,
   even of root-only files such as keys under /root): secrets on the machine are readable by
-  candidates, and so are other candidates' scratch directories while they exist. With the
+  candidates (the evaluator hides the build cache and the temporary directory, where other
+  candidates' builds and scratch directories live). With the
   network cut they can only leak through the result and logs the evaluator returns.
 - Unix sockets bound to a path are not covered by the network namespace nor (ABI <= 7) by
   Landlock: a candidate can connect to any socket file its user may write. In particular a
@@ -595,7 +599,7 @@ def _landlock(policy: SandboxPolicy, report: SandboxReport, allowed: list[Path],
     attr = _RulesetAttr()
     fs_rights = _write_rights(abi) if want_fs else 0
     read_rights = _FS_READ_FILE | _FS_READ_DIR if hidden else 0
-    attr.handled_access_fs = fs_rights | read_rights
+    attr.handled_access_fs = fs_rights | read_rights | (_FS_REFER if read_rights and abi >= 2 else 0)
     if want_net and abi >= 4:
         attr.handled_access_net = _NET_BIND_TCP | _NET_CONNECT_TCP  # no rule grants any port
     if abi >= 6:
@@ -612,8 +616,11 @@ def _landlock(policy: SandboxPolicy, report: SandboxReport, allowed: list[Path],
         try:
             if read_rights:
                 dirs, files = readable_paths(hidden, allowed)
+                # Any ruleset denies moving files between directories unless a rule allows REFER:
+                # without write rules (which allow it in scratch), allow it wherever reading is.
+                refer = _FS_REFER if abi >= 2 and not fs_rights else 0
                 for d in dirs:
-                    _add_path_rule(libc, rs, d, read_rights)
+                    _add_path_rule(libc, rs, d, read_rights | refer)
                 for f in files:
                     _add_path_rule(libc, rs, f, _FS_READ_FILE)
             if fs_rights:

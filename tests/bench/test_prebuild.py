@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -428,16 +430,24 @@ def test_a_candidate_that_garbles_its_build_record_gets_a_hack(tmp_path) -> None
 def test_a_candidate_cannot_borrow_another_candidates_build(tmp_path) -> None:
     """Issue 21, kind 2: an honest candidate builds a library into the cache; another, with no
     kernel of its own, globs the cache for shared objects and loads the honest one's by its exact
-    path. Its process reads nothing of the cache but its own build directory (Landlock, whatever
-    the files' modes and its CAP_DAC_READ_SEARCH), so it loads nothing and maps nothing of
-    another's: no custom_kernel, the result of the plain PyTorch it is. Before, it found the
-    library (build directories 0777, libraries world-readable) and loaded it."""
+    path, and reads a file in another evaluation's scratch directory (where Triton's cache lives).
+    Its process reads nothing of the cache but its own build directory and nothing of the
+    temporary directory but its own scratch (Landlock, whatever the files' modes and its
+    CAP_DAC_READ_SEARCH), so it loads nothing and maps nothing of another's: no custom_kernel, the
+    result of the plain PyTorch it is. Before, it found the library (build directories 0777,
+    libraries world-readable) and loaded it."""
     builder = evalkit.candidate("tiny_build_in_init")
     assert run_prebuild(tmp_path, builder) is None
     library = ext_dir(tmp_path, builder) / "cudal1_tiny_init" / "cudal1_tiny_init.so"
     assert library.exists()
-    r = evalkit.run(MM, evalkit.candidate("borrows_a_build", target=library), tmp_path)
-    assert "BORROWED: nothing" in r.log and str(library) in r.log, evalkit.describe(r)
+    foreign = Path(tempfile.mkdtemp(prefix="cudal1-eval-")) / ".triton" / "kernel.cubin"  # a concurrent scratch
+    foreign.parent.mkdir()
+    foreign.write_text("another evaluation's kernel")
+    try:
+        r = evalkit.run(MM, evalkit.candidate("borrows_a_build", target=library, foreign=foreign), tmp_path)
+    finally:
+        shutil.rmtree(foreign.parents[1])
+    assert "BORROWED: nothing" in r.log and str(library) in r.log and str(foreign) in r.log, evalkit.describe(r)
     assert r.status is Status.OK and "custom_kernel" not in r.labels, evalkit.describe(r)
     assert r.sandbox["measures"]["landlock_read"]["active"], r.sandbox
     # Its own build directory stays readable: the builder's evaluation loads its library.

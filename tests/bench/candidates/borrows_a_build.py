@@ -1,7 +1,8 @@
 """matmul + relu with no kernel of its own, whose import scavenges the build cache for another
 candidate's extension: it globs every shared object under the cache root (found from its own
 build directory, TORCH_EXTENSIONS_DIR) and tries the path the test names (__TARGET__), loads each
-it can read and calls it. It says in its log what it got."""
+it can read and calls it; and it reads what another evaluation keeps in its scratch directory
+(__FOREIGN__: Triton's cache lives there). It says in its log what it got."""
 import ctypes
 import glob
 import os
@@ -11,6 +12,7 @@ import torch
 import torch.nn as nn
 
 TARGET = "__TARGET__"
+FOREIGN = "__FOREIGN__"
 
 
 class ModelNew(nn.Module):
@@ -31,6 +33,10 @@ def _scavenge():
             got.append(f"{path} -> {lib.cudal1_tiny()}")
         except OSError as e:
             refused.append(f"{path}: {str(e)[-80:]}")
+    try:
+        got.append(f"{FOREIGN}: {open(FOREIGN).read()[:40]}")
+    except OSError as e:
+        refused.append(f"{FOREIGN}: {e}")
     print("BORROWED:", got or "nothing", flush=True)
     print("REFUSED:", refused, flush=True)
 
