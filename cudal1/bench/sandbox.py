@@ -245,11 +245,12 @@ def apply_sandbox(policy: SandboxPolicy, scratch: Path, writable: list[Path] | N
     missing and made world-writable when a privilege drop needs it.
     hidden: directories nothing beneath which the process may read or list (Landlock), except
     `scratch` and the `writable` dirs that lie beneath them (e.g. the build cache, of which a
-    candidate reads only its own build directory). Everything else stays readable.
+    candidate reads only its own build directory). Everything else stays readable; "/" and a dir
+    that holds the interpreter or a `sys.path` entry are never hidden (`_hideable`).
     Returns what is in force. Call it while the process has a single thread.
     """
     writable = [Path(p) for p in (writable or [])]
-    hidden = [Path(p) for p in (hidden or [])]
+    hidden = _hideable([Path(p) for p in (hidden or [])])
     report = SandboxReport(enabled=policy.enabled, threads=_thread_count())
     _apply_rlimits(policy, report)
     if not policy.enabled:
@@ -547,6 +548,20 @@ def _writable_devices() -> list[Path]:
 
     walk("/dev")
     return found
+
+
+def _hideable(hidden: list[Path]) -> list[Path]:
+    """`hidden` less "/" and any dir that holds this interpreter, its libraries or a `sys.path`
+    entry (a temporary directory set to the project's root, say): hiding those would leave the
+    process unable to import anything."""
+    needed = [Path(os.path.realpath(p)) for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path}
+              if p and os.path.isabs(p)]  # "" is the working directory: the scratch, the process's own
+    out = []
+    for h in hidden:
+        real = Path(os.path.realpath(h))
+        if real != Path("/") and not any(n == real or real in n.parents for n in needed):
+            out.append(h)
+    return out
 
 
 def readable_paths(hidden: list[Path], own: list[Path]) -> tuple[list[Path], list[Path]]:

@@ -391,3 +391,13 @@ def test_a_hidden_dir_is_unreadable_but_for_the_processs_own_dirs(dirs, confine_
     assert active(report, "landlock_read"), report["measures"]
     assert got == {"own": "own", "other": "PermissionError", "records": "PermissionError", "outside": "outside",
                    "list": "PermissionError", "rename": "ok"}, got
+
+
+def test_what_the_interpreter_needs_is_never_hidden(tmp_path) -> None:
+    """A temporary directory or cache set to "/" or to a dir that holds the interpreter or a sys.path
+    entry is not hidden (the process could import nothing); anything else is."""
+    import sys
+
+    from cudal1.bench.sandbox import _hideable
+
+    assert _hideable([Path("/"), Path(sys.prefix), Path(sys.prefix).parent, tmp_path]) == [tmp_path]
