@@ -35,6 +35,7 @@ import json
 import os
 import platform
 import signal
+import tempfile
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -145,6 +146,11 @@ def _limits(settings: EvalSettings, arch: str, source: str, wall_s: float) -> Wo
         max_processes=settings.max_processes,
         sandbox=settings.sandbox,
         writable_dirs=[str(ext)],
+        # Of the cache, the child reads only its own build directory, and of the temporary
+        # directory only its own scratch: another candidate's build (an extension, Triton's cache
+        # in its scratch), logs or the parent's records are not in its reach by path
+        # (`sandbox.apply_sandbox`'s hidden).
+        private_dirs=[str(Path(settings.cache_dir)), tempfile.gettempdir()],
         env=env,
     )
 
@@ -403,8 +409,11 @@ def prebuild(
     when a build failed and the failure reached the candidate's import, constructor or forward
     (a candidate that catches it and falls back is timed; its evaluation finds the failure
     recorded and does not compile again), and a timeout / resource_exceeded / runtime_error result
-    when the child was ended inside a build. Raises ValueError for an unknown backend and
-    RuntimeError as `evaluate` does (stray precompiled header, unusable device).
+    when the child was ended inside a build; a hack (harness_tampering) when the record the
+    child keeps of itself is not one (`wire.expect_record`: only candidate code writes that). The
+    child that imports the candidate holds no result pipe and no nonce (`run_isolated(...,
+    reply=False)`): its exit status and that record are all it can say. Raises ValueError for an
+    unknown backend and RuntimeError as `evaluate` does (stray precompiled header, unusable device).
     """
     settings = settings or EvalSettings.for_backend(backend)
     info = {"name": "", "arch": arch} if arch else device_info(device or default_device(backend))
@@ -417,16 +426,22 @@ def prebuild(
     payload = {"source": candidate_source, "task": task.to_dict() if task.source else None,
                "profile": settings.size_profile or backend, "grace_s": settings.build_grace_s, "record": record_path}
     try:
-        out = run_isolated("cudal1.bench.targets:build_payload", payload, limits)
-        record = out.value if out.kind == "returned" and isinstance(out.value, dict) else _child_record(record_path)
+        # The child that imports the candidate has no result pipe and no nonce (`reply=False`):
+        # what it says is its exit status and the record it keeps, checked here as untrusted data.
+        out = run_isolated("cudal1.bench.targets:build_payload", payload, limits, reply=False)
+        record = _child_record(record_path)
     finally:
         for leftover in (record_path, record_path + ".tmp"):
             try:
                 os.unlink(leftover)
             except OSError:
                 pass
+    if record == "malformed":
+        return EvalResult(task_id=task.task_id, status=Status.HACK, backend=backend, hack_kind=HackKind.HARNESS_TAMPERING,
+                          device=info["name"], arch=info["arch"], candidate_hash=source_hash(candidate_source),
+                          message="the prebuild's record of itself was not the harness's", log=truncate_log(out.log))
     building = record is None or bool(record.get("building"))
-    if out.kind == "returned" or (not building and out.kind not in ("tampered", "raised")):
+    if out.kind == "exited" or (not building and out.kind != "tampered"):
         # Done, or ended outside any build (the grace timer, a forward too large or crashing
         # without a device): the builds it reached are in the cache.
         seconds = _seconds(record.get("build_seconds")) if isinstance(record, dict) else 0.0
@@ -447,15 +462,21 @@ def prebuild(
     return result
 
 
-def _child_record(path: str) -> dict[str, Any] | None:
+def _child_record(path: str) -> dict[str, Any] | str | None:
     """The build child's last word (`cudal1.bench.targets._Progress`), read from the file it keeps
-    (the child is sandboxed code: read as untrusted, a dict or None)."""
+    (written by the process that imports the candidate: read as untrusted, `read_untrusted`, and
+    checked whole, `wire.expect_record`). Returns the record; None when there is none (the child
+    was ended before it wrote one); "malformed" when the file holds anything but a record (only
+    candidate code writes that: the child replaces the file atomically)."""
+    from .wire import ProtocolError, expect_record
+
+    if not os.path.lexists(path):
+        return None
     data = read_untrusted(path, 256 * 1024)
     try:
-        record = json.loads(data) if data is not None else None
-    except ValueError:
-        return None
-    return record if isinstance(record, dict) else None
+        return expect_record(json.loads(data)) if data is not None else "malformed"
+    except (ValueError, RecursionError, ProtocolError):
+        return "malformed"
 
 
 def _seconds(value: Any) -> float:

@@ -87,7 +87,7 @@ from .settings import EvalSettings
 from .readers import IpcReader, ParentReader, ReadError
 from .slots import Slot, TensorSpec, plan
 from .verdicts import CUDA_FAULT_MARKERS, Verdict, device_name
-from .wire import MAX_FRAME, Channel, PeerGone, ProtocolError, Timeout, blob, expect, str_list, unblob
+from .wire import MAX_FRAME, Channel, PeerGone, ProtocolError, Timeout, blob, expect, expect_host, str_list, unblob
 
 Expected = tuple[list[torch.Tensor], list[Any]]
 """The reference outputs a candidate's are compared with: (tensors, non-tensor values)."""
@@ -190,9 +190,13 @@ class Judge:
     # -- talking to the host -------------------------------------------------------------------
 
     def _recv(self, op: str, **types: Any) -> dict[str, Any]:
+        """The candidate host's next message, checked whole (`wire.expect_host`: anything it holds
+        is then safe to compute with) and against `types`. Raises Verdict: a timeout, the host's
+        death, or a hack for anything malformed or unexpected (only candidate code makes the host
+        send that)."""
         try:
             msg = self.chan.recv(self.deadline + GRACE_S)
-            return expect(msg, op, **types)
+            return expect(expect_host(msg, op), op, **types)
         except Timeout as exc:
             raise Verdict(Status.TIMEOUT, f"no answer from the candidate within {self.settings.wall_timeout_s:.0f} s") from exc
         except PeerGone as exc:
@@ -386,7 +390,7 @@ class Judge:
         """The reference host's next message: it runs no candidate code, so anything wrong with
         it is the harness's failure (RuntimeError), never the candidate's result."""
         try:
-            return expect(self.ref_chan.recv(self.deadline + GRACE_S), op, **types)
+            return expect(expect_host(self.ref_chan.recv(self.deadline + GRACE_S), op), op, **types)
         except (Timeout, PeerGone, ProtocolError) as exc:
             raise RuntimeError(f"the reference host failed ({type(exc).__name__}: {exc})") from exc
 

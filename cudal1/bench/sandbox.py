@@ -18,10 +18,27 @@ What it does (in this order):
    so every connect fails, 127.0.0.1 included). Without permission it tries a new user namespace
    with it, but only when no privilege drop follows (a user namespace would leave the target user
    unmapped). Also, where Landlock knows networks (ABI >= 4), TCP bind and connect are denied.
+   IPC: new IPC and UTS namespaces (`unshare(CLONE_NEWIPC | CLONE_NEWUTS)`, after the network
+   one, so also inside its user namespace when one was made): SysV shared memory, semaphores and
+   message queues and POSIX message queues the process creates are its own and are destroyed with
+   its last process, so nothing it leaves there outlives its evaluation or reaches a later one.
+   Where that is refused, the parent removes the SysV objects the child's uid owns once it has
+   killed its processes (`remove_ipc_objects`). No PID namespace: after unshare(CLONE_NEWPID) the
+   process's first child becomes the namespace's init, and once that child exits (a compiler
+   ninja started, say) no later fork succeeds. No mount namespace either: writes are confined by
+   Landlock, and /dev/shm is not writable.
 3. Writes confined (Landlock, ABI 1-7 handled): writing, truncating, creating, removing,
    renaming, linking and mknod are allowed only beneath `scratch` and the `writable` dirs.
-   Reading and executing stay allowed everywhere: torch, compilers and headers must be readable,
-   and nvcc, g++ and ninja must run for inline-extension builds. Opening a file for writing is a
+   Reading and executing stay allowed everywhere (torch, compilers and headers must be readable,
+   and nvcc, g++ and ninja must run for inline-extension builds) but beneath the `hidden` dirs
+   (the build cache and the temporary directory, for the candidate's processes): there Landlock
+   lets the process read and list only its own dirs (scratch, `writable`), so another
+   candidate's build is out of its reach whatever the files' modes and CAP_DAC_READ_SEARCH
+   (`readable_paths`: every entry of each directory on the way from / to a hidden dir is
+   allowed one by one, as it exists when the sandbox is applied; those directories themselves
+   cannot be listed). Seen on the H200: CUDA, cuBLAS, nvcc and Triton work under such rules
+   (Triton's cache renames need LANDLOCK_ACCESS_FS_REFER in scratch, which the write rules
+   give). Opening a file for writing is a
    Landlock write even for a character device, so write access is granted, file by file, to the
    character devices under /dev that everyone may write (null, zero, full, random, urandom, tty,
    ptmx) and to GPU devices (/dev/nvidia*, /dev/dri/*, /dev/kfd) - CUDA opens /dev/nvidia* with
@@ -53,8 +70,10 @@ What it does NOT protect against (be honest about these when trusting a reward):
 
 - No syscall filter (seccomp): every syscall the kernel lets an unprivileged process make is
   allowed, including CUDA driver ioctls; a kernel bug is a way out.
-- Reads of the whole filesystem remain possible (with `keep_read_access`, even of root-only
-  files such as keys under /root): secrets on the machine are readable by candidates. With the
+- Reads of the whole filesystem but the `hidden` dirs remain possible (with `keep_read_access`,
+  even of root-only files such as keys under /root): secrets on the machine are readable by
+  candidates (the evaluator hides the build cache and the temporary directory, where other
+  candidates' builds and scratch directories live). With the
   network cut they can only leak through the result and logs the evaluator returns.
 - Unix sockets bound to a path are not covered by the network namespace nor (ABI <= 7) by
   Landlock: a candidate can connect to any socket file its user may write. In particular a
@@ -69,8 +88,8 @@ What it does NOT protect against (be honest about these when trusting a reward):
   scratch or cache filesystem.
 - A candidate can waste its own CPU and wall time within its limits, and can slow concurrent
   evaluations on the same machine (shared cores, caches, memory bandwidth, GPU).
-- The writable dirs are shared with later candidates that get the same dirs (the build cache):
-  what one candidate leaves there, another one reads.
+- The writable dirs are shared with later candidates that get the same dirs (a build directory
+  is one per source: only the same source, evaluated again, finds what the last one left).
 - Processes a candidate detaches (double fork plus setsid) survive the worker's kill of its
   process group. They stay confined and count against RLIMIT_NPROC; the parent can find them by
   their uid (`default_uid`). Per-child uids repeat after UID_SPAN pids.
@@ -111,6 +130,8 @@ _NET_BIND_TCP = 1 << 0
 _NET_CONNECT_TCP = 1 << 1
 
 _FS_WRITE_FILE = 1 << 1
+_FS_READ_FILE = 1 << 2
+_FS_READ_DIR = 1 << 3
 _FS_REMOVE_DIR = 1 << 4
 _FS_REMOVE_FILE = 1 << 5
 _FS_MAKE_CHAR = 1 << 6
@@ -122,9 +143,13 @@ _FS_MAKE_BLOCK = 1 << 11
 _FS_MAKE_SYM = 1 << 12
 _FS_REFER = 1 << 13  # ABI 2
 _FS_TRUNCATE = 1 << 14  # ABI 3
-# Not handled on purpose: EXECUTE, READ_FILE, READ_DIR (allowed everywhere), IOCTL_DEV (ABI 5; CUDA).
+# Not handled on purpose: EXECUTE, IOCTL_DEV (ABI 5; CUDA). READ_FILE and READ_DIR only where
+# something is hidden (`apply_sandbox`'s `hidden`).
 
 _CLONE_NEWNET = 0x40000000
+_CLONE_NEWIPC = 0x08000000
+_CLONE_NEWUTS = 0x04000000
+_IPC_RMID = 0
 _CLONE_NEWUSER = 0x10000000
 _PR_SET_DUMPABLE = 4
 _PR_SET_KEEPCAPS = 8
@@ -155,6 +180,9 @@ class SandboxPolicy:
     file_size_mib: int = 4096
     """RLIMIT_FSIZE: largest file the process may write (a write past it fails with EFBIG)."""
     block_network: bool = True
+    isolate_ipc: bool = True
+    """A new IPC namespace (SysV shared memory, semaphores, message queues; POSIX message queues)
+    and UTS namespace: what the process creates there dies with its last process."""
     confine_writes: bool = True
     drop_privileges: bool = True
     """When root: switch to `uid`/`gid` after the other measures."""
@@ -179,7 +207,7 @@ class Measure:
 @dataclasses.dataclass
 class SandboxReport:
     """Per measure (names: rlimit_cpu, rlimit_core, rlimit_fsize, rlimit_nproc, rlimit_as,
-    network, no_new_privs, landlock_fs, landlock_net, landlock_scope, drop_privileges), whether
+    network, ipc_namespace, no_new_privs, landlock_fs, landlock_net, landlock_scope, drop_privileges), whether
     it is in force; plus the identity the process ended with."""
 
     enabled: bool
@@ -208,24 +236,32 @@ class SandboxReport:
         self.measures[name] = Measure(requested, active, detail)
 
 
-def apply_sandbox(policy: SandboxPolicy, scratch: Path, writable: list[Path] | None = None) -> SandboxReport:
+def apply_sandbox(policy: SandboxPolicy, scratch: Path, writable: list[Path] | None = None,
+                  hidden: list[Path] | None = None) -> SandboxReport:
     """Apply `policy` to the calling process, irreversibly; never raises for a refused measure.
 
     scratch: the candidate's own directory (must exist; the parent makes it mode 0o777).
-    writable: further directories the candidate may write (e.g. the build cache); created if
+    writable: further directories the candidate may write (e.g. its build directory); created if
     missing and made world-writable when a privilege drop needs it.
+    hidden: directories nothing beneath which the process may read or list (Landlock), except
+    `scratch` and the `writable` dirs that lie beneath them (e.g. the build cache, of which a
+    candidate reads only its own build directory). Everything else stays readable; "/" and a dir
+    that holds the interpreter or a `sys.path` entry are never hidden (`_hideable`).
     Returns what is in force. Call it while the process has a single thread.
     """
     writable = [Path(p) for p in (writable or [])]
+    hidden = _hideable([Path(p) for p in (hidden or [])])
     report = SandboxReport(enabled=policy.enabled, threads=_thread_count())
     _apply_rlimits(policy, report)
     if not policy.enabled:
-        for name in ("network", "no_new_privs", "landlock_fs", "landlock_net", "landlock_scope", "drop_privileges"):
+        for name in ("network", "ipc_namespace", "no_new_privs", "landlock_fs", "landlock_net", "landlock_scope", "landlock_read",
+                     "drop_privileges"):
             report._set(name, False, False, "sandbox disabled")
         _finish(report)
         return report
     if not sys.platform.startswith("linux"):
-        for name in ("network", "no_new_privs", "landlock_fs", "landlock_net", "landlock_scope", "drop_privileges"):
+        for name in ("network", "ipc_namespace", "no_new_privs", "landlock_fs", "landlock_net", "landlock_scope", "landlock_read",
+                     "drop_privileges"):
             report._set(name, True, False, f"not available on {sys.platform}")
         _finish(report)
         return report
@@ -234,12 +270,14 @@ def apply_sandbox(policy: SandboxPolicy, scratch: Path, writable: list[Path] | N
     will_drop = policy.drop_privileges and root
     uid = policy.uid if policy.uid is not None else default_uid(os.getpid())
     _guarded(report, ["network"], _isolate_network, policy, report, not will_drop)
+    _guarded(report, ["ipc_namespace"], _isolate_ipc, policy, report)
     prepared = _prepare_writable(writable) if will_drop else []
     _guarded(report, ["no_new_privs"], _no_new_privs, report)
     # CUDA writes under /proc/self/task and fails to initialise without it. An unprivileged
     # process may only write its own processes' entries there; root keeps to its own.
     proc = Path("/proc") if will_drop or not root else Path(f"/proc/{os.getpid()}")
-    _guarded(report, ["landlock_fs", "landlock_net", "landlock_scope"], _landlock, policy, report, [Path(scratch), *writable], proc)
+    _guarded(report, ["landlock_fs", "landlock_net", "landlock_scope", "landlock_read"], _landlock, policy, report,
+             [Path(scratch), *writable], proc, hidden)
     if will_drop:
         _guarded(report, ["drop_privileges"], _drop_privileges, policy, report, uid, policy.uid is None, prepared)
     else:
@@ -383,6 +421,60 @@ def _isolate_network(policy: SandboxPolicy, report: SandboxReport, allow_userns:
     report._set("network", True, True, f"new user+network namespace (loopback down; {mapped})")
 
 
+# -- IPC and UTS namespaces ----------------------------------------------------------------------
+
+
+def _isolate_ipc(policy: SandboxPolicy, report: SandboxReport) -> None:
+    """unshare(CLONE_NEWIPC | CLONE_NEWUTS): needs CAP_SYS_ADMIN, which root has, and so does an
+    unprivileged process inside the user namespace `_isolate_network` may have made."""
+    if not policy.isolate_ipc:
+        report._set("ipc_namespace", False, False, "isolate_ipc=False")
+        return
+    try:
+        _check(_lib().unshare(ctypes.c_int(_CLONE_NEWIPC | _CLONE_NEWUTS)), "unshare(CLONE_NEWIPC|CLONE_NEWUTS)")
+    except (OSError, AttributeError) as e:
+        report._set("ipc_namespace", True, False, f"{e}; the parent removes the SysV objects of the uid afterwards")
+        return
+    report._set("ipc_namespace", True, True, "new IPC and UTS namespaces: SysV and POSIX queue objects die with the process")
+
+
+_IPC_KINDS = {"shm": "shmctl", "sem": "semctl", "msg": "msgctl"}
+
+
+def remove_ipc_objects(uid: int) -> int:
+    """Remove every SysV shared-memory segment, semaphore set and message queue of this IPC
+    namespace that `uid` owns or created (/proc/sysvipc/*; `IPC_RMID`): what a sandboxed process
+    that could not get an IPC namespace of its own leaves behind. Needs to run as root (or as
+    `uid`). Returns how many were removed; never raises."""
+    removed = 0
+    libc = _lib()
+    for kind, call in _IPC_KINDS.items():
+        try:
+            with open(f"/proc/sysvipc/{kind}") as f:
+                header = f.readline().split()
+                rows = [line.split() for line in f]
+        except OSError:
+            continue
+        try:
+            at_id, at_uid, at_cuid = header.index(f"{kind}id"), header.index("uid"), header.index("cuid")
+        except ValueError:
+            continue
+        for row in rows:
+            try:
+                ident, owner, creator = int(row[at_id]), int(row[at_uid]), int(row[at_cuid])
+            except (IndexError, ValueError):
+                continue
+            if uid not in (owner, creator):
+                continue
+            fn = getattr(libc, call)
+            # shmctl(id, IPC_RMID, NULL), msgctl(id, IPC_RMID, NULL), semctl(id, 0, IPC_RMID)
+            args = (ctypes.c_int(ident), ctypes.c_int(0), ctypes.c_int(_IPC_RMID)) if kind == "sem" else \
+                (ctypes.c_int(ident), ctypes.c_int(_IPC_RMID), ctypes.c_void_p(None))
+            if fn(*args) == 0:
+                removed += 1
+    return removed
+
+
 # -- no_new_privs and Landlock -------------------------------------------------------------------
 
 
@@ -458,19 +550,71 @@ def _writable_devices() -> list[Path]:
     return found
 
 
-def _landlock(policy: SandboxPolicy, report: SandboxReport, allowed: list[Path], proc: Path) -> None:
+def _hideable(hidden: list[Path]) -> list[Path]:
+    """`hidden` less "/" and any dir that holds this interpreter, its libraries or a `sys.path`
+    entry (a temporary directory set to the project's root, say): hiding those would leave the
+    process unable to import anything."""
+    needed = [Path(os.path.realpath(p)) for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path}
+              if p and os.path.isabs(p)]  # "" is the working directory: the scratch, the process's own
+    out = []
+    for h in hidden:
+        real = Path(os.path.realpath(h))
+        if real != Path("/") and not any(n == real or real in n.parents for n in needed):
+            out.append(h)
+    return out
+
+
+def readable_paths(hidden: list[Path], own: list[Path]) -> tuple[list[Path], list[Path]]:
+    """Where a process may read when nothing beneath `hidden` is readable but `own` (dirs beneath
+    them): every entry of each directory on the way from / to a hidden dir that is not itself on
+    that way, and `own`. Returns (directories, files) to allow reading beneath (real paths;
+    symbolic links are left out: their targets are entries of their own, or hidden). Only what
+    exists now: an entry made later in a directory on the way (/, say) is not readable."""
+    hidden = [Path(os.path.realpath(h)) for h in hidden]
+    own = [Path(os.path.realpath(o)) for o in own]
+    way: set[Path] = set()
+    for h in hidden:
+        way.update([h, *h.parents])
+    for o in own:
+        if any(o == h or h in o.parents for h in hidden):
+            way.update(p for p in [o, *o.parents] if p not in own)
+    dirs: list[Path] = []
+    files: list[Path] = []
+    for node in sorted(way):
+        if any(node == h or h in node.parents for h in hidden):
+            continue  # inside a hidden dir: only `own` (and the way to it) is let through
+        try:
+            entries = list(os.scandir(node))
+        except OSError:
+            continue
+        for entry in entries:
+            path = Path(entry.path)
+            if path in way or entry.is_symlink():
+                continue
+            try:
+                (dirs if entry.is_dir(follow_symlinks=False) else files).append(path)
+            except OSError:
+                continue
+    return dirs + [o for o in own if o not in dirs], files
+
+
+def _landlock(policy: SandboxPolicy, report: SandboxReport, allowed: list[Path], proc: Path,
+              hidden: list[Path] | None = None) -> None:
     abi = landlock_abi()
     report.landlock_abi = abi
     want_fs, want_net = policy.confine_writes, policy.block_network
+    hidden = hidden or []
     if abi < 1:
         report._set("landlock_fs", want_fs, False, "Landlock not available (kernel too old, disabled, or syscall blocked)")
         report._set("landlock_net", want_net, False, "Landlock not available")
         report._set("landlock_scope", True, False, "Landlock not available")
+        report._set("landlock_read", bool(hidden), False, "Landlock not available")
         return
     libc = _lib()
     attr = _RulesetAttr()
     fs_rights = _write_rights(abi) if want_fs else 0
-    attr.handled_access_fs = fs_rights
+    read_rights = _FS_READ_FILE | _FS_READ_DIR if hidden else 0
+    attr.handled_access_fs = fs_rights | read_rights | (_FS_REFER if read_rights and abi >= 2 else 0)
     if want_net and abi >= 4:
         attr.handled_access_net = _NET_BIND_TCP | _NET_CONNECT_TCP  # no rule grants any port
     if abi >= 6:
@@ -485,8 +629,17 @@ def _landlock(policy: SandboxPolicy, report: SandboxReport, allowed: list[Path],
             "landlock_create_ruleset",
         )
         try:
+            if read_rights:
+                dirs, files = readable_paths(hidden, allowed)
+                # Any ruleset denies moving files between directories unless a rule allows REFER:
+                # without write rules (which allow it in scratch), allow it wherever reading is.
+                refer = _FS_REFER if abi >= 2 and not fs_rights else 0
+                for d in dirs:
+                    _add_path_rule(libc, rs, d, read_rights | refer)
+                for f in files:
+                    _add_path_rule(libc, rs, f, _FS_READ_FILE)
             if fs_rights:
-                dir_rights = fs_rights & ~(_FS_MAKE_CHAR | _FS_MAKE_BLOCK)
+                dir_rights = fs_rights & ~(_FS_MAKE_CHAR | _FS_MAKE_BLOCK) | read_rights
                 dev_rights = fs_rights & (_FS_WRITE_FILE | _FS_TRUNCATE)
                 for d in allowed:
                     if not _add_path_rule(libc, rs, d, dir_rights):
@@ -502,9 +655,15 @@ def _landlock(policy: SandboxPolicy, report: SandboxReport, allowed: list[Path],
         report._set("landlock_fs", want_fs, False, str(e))
         report._set("landlock_net", want_net, False, str(e))
         report._set("landlock_scope", True, False, str(e))
+        report._set("landlock_read", bool(hidden), False, str(e))
         return
     threads = "" if report.threads == 1 else f"; only this thread is confined ({report.threads} threads existed)"
     single = report.threads == 1
+    if hidden:
+        report._set("landlock_read", True, single, f"nothing beneath {', '.join(str(h) for h in hidden)} readable but "
+                    f"the process's own dirs; everything else readable as it was at the start" + threads)
+    else:
+        report._set("landlock_read", False, False, "nothing hidden")
     if want_fs:
         dirs = ", ".join(str(d) for d in allowed)
         report._set("landlock_fs", True, single, f"ABI {abi}: writes only beneath {dirs}, to device files and beneath {proc}" + "".join(f"; {n}" for n in notes) + threads)

@@ -92,7 +92,9 @@ def build_payload(payload: dict[str, Any]) -> dict[str, Any]:
     Returns {"ok", "build_error", "message", "stage", "build_seconds", "builds", "building",
     "failures", "built" (`buildcache.BuildActivity.built`), "wall_s"}: build_error is True for a syntax error or a build failure that reached
     the candidate's import, constructor or forward (one it caught and survived is only listed in
-    "failures"; the evaluation then finds it recorded and does not compile it again).
+    "failures"; the evaluation then finds it recorded and does not compile it again). The same
+    dict is the record left at payload["record"], which is all the parent reads: this runs in a
+    child without a result pipe (`run_isolated(..., reply=False)`), since it imports the candidate.
     """
     from ..tasks.task import Task, load_source_module
     from .inputs import make_init_inputs, make_inputs

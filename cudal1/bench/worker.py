@@ -44,7 +44,7 @@ import psutil
 
 from .cgroup import CandidateCgroup
 from .result import truncate_log
-from .sandbox import default_uid
+from .sandbox import default_uid, remove_ipc_objects
 
 # The server imports what every child needs, once; none of it runs candidate code or touches CUDA.
 _PRELOAD = ["torch", "cudal1.bench.judge", "cudal1.bench.host", "cudal1.bench.targets"]
@@ -143,7 +143,10 @@ class WorkerLimits:
     max_processes: int = 64
     sandbox: bool = True
     writable_dirs: list[str] = dataclasses.field(default_factory=list)
-    """Directories the child may write besides its scratch dir (e.g. the build cache)."""
+    """Directories the child may write besides its scratch dir (e.g. its build directory)."""
+    private_dirs: list[str] = dataclasses.field(default_factory=list)
+    """Directories nothing beneath which the child may read, but its scratch and `writable_dirs`
+    (e.g. the build cache: a candidate reads only its own build directory)."""
     env: dict[str, str] = dataclasses.field(default_factory=dict)
     """Extra environment for the child (e.g. TORCH_EXTENSIONS_DIR, CUDA_VISIBLE_DEVICES)."""
     cpus: tuple[int, ...] | None = None
@@ -157,7 +160,8 @@ class WorkerOutcome:
 
     kind: "returned" (value set), "raised" (error set: the target raised), "crashed" (the process
     died without a result: signal or exit), "timeout" (wall limit; killed), "memory" (resident
-    memory limit; killed), "tampered" (something other than the evaluator wrote to the result pipe).
+    memory limit; killed), "tampered" (something other than the evaluator wrote to the result pipe),
+    "exited" (a child without a result pipe, `run_isolated(reply=False)`, exited with status 0).
     """
 
     kind: str
@@ -236,6 +240,7 @@ def _enter_child(limits: WorkerLimits, scratch: str, keep: set[int]) -> Any:
         ),
         scratch=Path(scratch),
         writable=[Path(p) for p in limits.writable_dirs],
+        hidden=[Path(p) for p in limits.private_dirs],
     )
     _die_with_parent()
     return report
@@ -299,6 +304,22 @@ def _child_main(conn: Any, nonce: str, target: str, payload: Any, limits: Worker
         os._exit(code)
 
 
+def _blind_main(target: str, payload: Any, limits: WorkerLimits, scratch: str) -> None:
+    """Entry point of a child with no way back to the parent but its exit status and the files it
+    leaves (`run_isolated(..., reply=False)`): it holds no pipe, no nonce, no socket, so code it
+    imports can forge nothing. Calls target(payload); exits 0 when it returns, 3 when it raised."""
+    code = 0
+    try:
+        _enter_child(limits, scratch, set())
+        _target(target)(payload)
+    except BaseException:  # noqa: BLE001 - the log says why; the parent sees the exit status
+        traceback.print_exc()
+        code = 3
+    finally:
+        _flush_std()
+        os._exit(code)
+
+
 def _host_main(channel: Any, target: str, payload: Any, limits: WorkerLimits, scratch: str) -> None:
     """Entry point of a host (candidate or reference): no way back to the parent but its exit
     status; it talks to the judge over `channel` only. Calls target(Channel(channel), payload) with the sandbox
@@ -346,7 +367,8 @@ def _tree_memory_mib(proc: psutil.Process) -> float:
 
 def _kill_tree(pid: int, sandbox_uid: int | None) -> None:
     """SIGKILL the child, everything it forked (found while still linked), its session group, and
-    every process of its sandbox uid (which catches double-forked, re-parented leftovers). The
+    every process of its sandbox uid (which catches double-forked, re-parented leftovers), then
+    remove the SysV IPC objects that uid left in this IPC namespace. The
     child goes first: were its compilers killed first, it could see them fail and record a
     compile error that was only the kill."""
     try:
@@ -369,6 +391,14 @@ def _kill_tree(pid: int, sandbox_uid: int | None) -> None:
             kill()
         except (ProcessLookupError, PermissionError):
             pass
+    if sandbox_uid is not None and sandbox_uid not in (0, os.getuid()):
+        # Normally the child's own IPC namespace went with its processes; where the sandbox could
+        # not make one, what its uid left in this one goes now (`sandbox.remove_ipc_objects`).
+        try:
+            psutil.wait_procs(doomed, timeout=0.5)  # killed ones create nothing more
+        except psutil.Error:
+            pass
+        remove_ipc_objects(sandbox_uid)
 
 
 def _read_result(recv: Any, nonce: str, proc: Any) -> WorkerOutcome:
@@ -402,44 +432,59 @@ def run_isolated(
     limits: WorkerLimits | None = None,
     scratch_root: str | None = None,
     keep_scratch: bool = False,
+    reply: bool = True,
 ) -> WorkerOutcome:
     """Run `target(payload)` ("package.module:function") in a fresh sandboxed child.
 
     `payload` must be picklable; the target's return value must be JSON-serializable (it travels
-    back as JSON, so that nothing the child sends can run code here). Never raises for anything the child does; raises OSError only if no child can be
-    started at all.
+    back as JSON, so that nothing the child sends can run code here). With `reply=False` the child
+    gets no result pipe and no nonce at all (`_blind_main`: for a target that imports candidate
+    code, which could otherwise find both in its own process and forge the result); the outcome
+    is then "exited" (exit status 0) or "crashed", and what the child has to say it leaves in
+    files the caller reads as untrusted. Never raises for anything the child does; raises OSError
+    only if no child can be started at all.
     """
     limits = limits or WorkerLimits()
     ctx = _context()
     scratch = tempfile.mkdtemp(prefix="cudal1-eval-", dir=scratch_root)
     os.chmod(scratch, 0o777)  # the child may drop to an unprivileged user
-    recv, send = ctx.Pipe(duplex=False)
-    nonce = secrets.token_hex(16)
-    proc = ctx.Process(target=_child_main, args=(send, nonce, target, payload, limits, scratch), daemon=True)
+    recv = send = None
+    nonce = ""
+    if reply:
+        recv, send = ctx.Pipe(duplex=False)
+        nonce = secrets.token_hex(16)
+        proc = ctx.Process(target=_child_main, args=(send, nonce, target, payload, limits, scratch), daemon=True)
+    else:
+        proc = ctx.Process(target=_blind_main, args=(target, payload, limits, scratch), daemon=True)
     start = time.monotonic()
     _start_without_main(proc)
-    send.close()
+    if send is not None:
+        send.close()
     ps = psutil.Process(proc.pid)
     peak = 0.0
     outcome: WorkerOutcome | None = None
     deadline = start + limits.wall_timeout_s
     try:
         while outcome is None:
-            if recv.poll(0.05):
+            if recv is not None and recv.poll(0.05):
                 outcome = _read_result(recv, nonce, proc)
                 break
+            if recv is None:
+                proc.join(0.05)
             peak = max(peak, _tree_memory_mib(ps))
             if peak > limits.memory_mib:
                 outcome = WorkerOutcome("memory", error=f"resident memory {peak:.0f} MiB > limit {limits.memory_mib} MiB")
             elif time.monotonic() > deadline:
                 outcome = WorkerOutcome("timeout", error=f"no result within {limits.wall_timeout_s:.0f} s")
-            elif not proc.is_alive() and not recv.poll(0):
+            elif not proc.is_alive() and (recv is None or not recv.poll(0)):
                 proc.join(0.5)
-                outcome = WorkerOutcome("crashed", exitcode=proc.exitcode)
+                kind = "exited" if recv is None and proc.exitcode == 0 else "crashed"
+                outcome = WorkerOutcome(kind, exitcode=proc.exitcode)
     finally:
         _kill_tree(proc.pid, default_uid(proc.pid) if limits.sandbox and os.geteuid() == 0 else None)
         proc.join(5.0)
-        recv.close()
+        if recv is not None:
+            recv.close()
     if outcome.exitcode is None and outcome.kind == "crashed":
         outcome.exitcode = proc.exitcode
     outcome.peak_rss_mib = round(peak, 1)

@@ -203,3 +203,61 @@ def affinity(payload: dict[str, Any]) -> dict[str, Any]:
     child = subprocess.run(["cat", "/proc/self/status"], capture_output=True, text=True, timeout=30).stdout
     return {"ok": True, "self": allowed(Path("/proc/self/status").read_text()), "child": allowed(child),
             "threads": torch.get_num_threads()}
+
+
+def grab_device_lock(payload: dict[str, Any]) -> dict[str, Any]:
+    """What a candidate can do to another evaluation's device lock: take `DeviceLock(key)` itself,
+    and open and flock every file under `payload["lock_dir"]` (where lock files lived), then say so
+    in `payload["ready"]` (a file) and hold all of it for `payload["hold_s"]` seconds."""
+    import fcntl
+
+    from cudal1.bench.devicelock import DeviceLock
+
+    got: list[str] = []
+    lock = DeviceLock(payload["key"])
+    try:
+        lock.hold()
+        got.append("DeviceLock")
+    except OSError as e:
+        got.append(f"DeviceLock refused: {e}")
+    held = []
+    for path in Path(payload["lock_dir"]).glob("*"):
+        try:
+            fd = os.open(path, os.O_RDONLY)
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            held.append(fd)
+            got.append(f"flock {path.name}")
+        except OSError as e:
+            got.append(f"{path.name}: {type(e).__name__}")
+    Path(payload["ready"]).write_text("\n".join(got))
+    time.sleep(payload["hold_s"])
+    return {"ok": True, "got": got}
+
+
+def _sysv(name: str) -> Any:
+    libc = ctypes.CDLL(None, use_errno=True)
+    fn = getattr(libc, name)
+    return fn, libc
+
+
+def sysv_shm_leave(payload: dict[str, Any]) -> dict[str, Any]:
+    """Create a SysV shared-memory segment with key `payload["key"]`, write into it and leave it
+    (no IPC_RMID): state a later candidate could find."""
+    shmget, libc = _sysv("shmget")
+    libc.shmat.restype = ctypes.c_void_p
+    ident = shmget(ctypes.c_int(payload["key"]), ctypes.c_size_t(1 << 20), ctypes.c_int(0o1000 | 0o666))  # IPC_CREAT
+    if ident < 0:
+        return {"ok": False, "errno": errno.errorcode.get(ctypes.get_errno(), "")}
+    addr = libc.shmat(ctypes.c_int(ident), None, ctypes.c_int(0))
+    ctypes.memmove(addr, b"left by the first candidate", 27)
+    libc.shmdt(ctypes.c_void_p(addr))
+    return {"ok": True, "shmid": ident, "visible": Path("/proc/sysvipc/shm").read_text().count("\n") - 1}
+
+
+def sysv_shm_find(payload: dict[str, Any]) -> dict[str, Any]:
+    """Look for the segment of key `payload["key"]` and for any segment at all."""
+    shmget, _ = _sysv("shmget")
+    ident = shmget(ctypes.c_int(payload["key"]), ctypes.c_size_t(0), ctypes.c_int(0))
+    found = None if ident < 0 else ident
+    return {"ok": True, "found": found, "errno": errno.errorcode.get(ctypes.get_errno(), "") if found is None else "",
+            "segments": Path("/proc/sysvipc/shm").read_text().splitlines()[1:]}

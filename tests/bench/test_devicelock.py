@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
+from cudal1.bench import devicelock
 from cudal1.bench.devicelock import DeviceLock
 
 
-def test_a_second_holder_waits_until_the_first_releases(tmp_path, monkeypatch):
-    monkeypatch.setenv("CUDAL1_LOCK_DIR", str(tmp_path))
-    first, second = DeviceLock("GPU-1234"), DeviceLock("GPU-1234")
+def test_a_second_holder_waits_until_the_first_releases():
+    first, second = DeviceLock(f"GPU-test-{os.getpid()}"), DeviceLock(f"GPU-test-{os.getpid()}")
     assert first.hold() < 0.5 and first.held
     waited: list[float] = []
     t = threading.Thread(target=lambda: waited.append(second.hold()))
@@ -27,13 +30,50 @@ def test_a_second_holder_waits_until_the_first_releases(tmp_path, monkeypatch):
     second.release()  # idempotent
 
 
-def test_different_devices_do_not_wait_for_each_other(tmp_path, monkeypatch):
-    monkeypatch.setenv("CUDAL1_LOCK_DIR", str(tmp_path))
-    a, b = DeviceLock("GPU-a"), DeviceLock("GPU-b/../weird name")
+def test_different_devices_do_not_wait_for_each_other():
+    a, b = DeviceLock(f"GPU-a-{os.getpid()}"), DeviceLock(f"GPU-b/../weird name\0{os.getpid()}")
     a.hold()
     assert b.hold() < 0.5
-    assert b.path.parent == tmp_path  # the key cannot point the lock file elsewhere
+    assert b.name.startswith(devicelock.PREFIX) and "/" not in b.name[len(devicelock.PREFIX):] and "\0" not in b.name  # no other name
     a.release(), b.release()
+
+
+def test_a_sandboxed_process_can_neither_take_nor_stall_the_lock(tmp_path):
+    """Issue 21, kind 7: a candidate's process (sandboxed as every child is) takes the lock of a
+    device and flocks every file where lock files lived, and holds all of it; the evaluator's
+    lock of that device is still free at once. Before the lock left the filesystem, the
+    candidate's flock on the lock file (open for reading is enough, and the sandbox keeps
+    CAP_DAC_READ_SEARCH) stalled every evaluation of that GPU until it let go."""
+    import isolated_targets
+
+    from cudal1.bench.worker import WorkerLimits, run_isolated
+
+    key = f"GPU-kind7-{os.getpid()}"
+    ready = tmp_path / "ready"
+    folder = Path(os.environ.get("CUDAL1_LOCK_DIR") or Path(tempfile.gettempdir()) / "cudal1-device-locks")
+    mine = DeviceLock(key)
+    mine.hold()  # the device has been used before (a lock file kept its lock, before)
+    mine.release()
+    os.chmod(tmp_path, 0o777)
+    payload = {"key": key, "lock_dir": str(folder), "ready": str(ready), "hold_s": 4.0}
+    done: list = []
+    child = threading.Thread(target=lambda: done.append(run_isolated(
+        f"{isolated_targets.__name__}:grab_device_lock", payload, WorkerLimits(wall_timeout_s=60, writable_dirs=[str(tmp_path)]))))
+    child.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert ready.exists(), "the sandboxed child never got going"
+        waited = threading.Thread(target=mine.hold, daemon=True)
+        waited.start()
+        waited.join(2.0)
+        assert mine.held, f"the evaluator waited for a lock the candidate's process took: {ready.read_text()}"
+    finally:
+        mine.release()
+        child.join(60)
+    assert done and done[0].kind == "returned", done
+    assert done[0].value["sandbox"]["measures"]["network"]["active"], done[0].value["sandbox"]
 
 
 def test_a_stray_precompiled_header_in_torch_stops_the_evaluator_with_its_path(tmp_path, monkeypatch):

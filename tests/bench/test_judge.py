@@ -253,14 +253,13 @@ def test_a_host_that_cuts_corners_buys_next_to_nothing(cache_dir) -> None:
         assert cut_x < 1.25 * honest_x + 0.05, (name, [r.speedup for r in cut], [r.speedup for r in honest])
 
 
-def test_figures_a_host_garbles_are_counted_at_the_bound_not_a_harness_failure(cache_dir) -> None:
-    """A per-call list sent as a number and a part too large for a float: the judge keeps what is
-    sane, counts the calls at its own clock's bound, and the result is the candidate's."""
+def test_figures_a_host_garbles_are_a_protocol_hack_not_a_harness_failure(cache_dir) -> None:
+    """A per-call list sent as a number and a part too large for a float: a message the protocol
+    does not allow (`wire.expect_host`), so the candidate's fault (a hack), never the judge's."""
     r = run_task(RELU_TASK, "malformed_figures_relu", cache_dir, rounds=2, calls_per_round=2)
     assert "GARBLED FIGURES" in r.log, evalkit.describe(r)
-    assert r.status is Status.OK and "harness_error" not in r.labels, evalkit.describe(r)
-    assert r.round_trips["candidate"] and all(t["own_ms"] is None and t["host_parts_ms"] == {}
-                                              for t in r.round_trips["candidate"]), r.round_trips
+    assert r.status is Status.HACK and r.hack_kind is HackKind.HARNESS_TAMPERING, evalkit.describe(r)
+    assert "harness_error" not in r.labels and "done.inner_ms" in r.message, evalkit.describe(r)
 
 
 # -- a caught hack cannot escape its verdict ---------------------------------------------------

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -20,7 +22,7 @@ import pytest
 
 from cudal1.bench import buildcache
 from cudal1.bench.evaluator import extensions_dir, prebuild
-from cudal1.bench.result import Status
+from cudal1.bench.result import HackKind, Status
 
 MM = "matmul_relu"
 SLOW = os.environ.get("CUDAL1_SLOW_TESTS") == "1"
@@ -364,3 +366,90 @@ def test_triton_cache_puts_of_shared_objects_are_recorded(tmp_path, monkeypatch)
     manager.put(b"{}", "kernel.json", binary=False)
     assert buildcache.activity().built == [{"path": os.path.realpath(so), "sha256": buildcache.file_sha256(so)}]
     monkeypatch.delitem(sys.modules, "cudal1.bench.tritoncache")
+
+
+def test_a_candidate_cannot_forge_the_prebuilds_result_and_the_suite_records_every_result(tmp_path) -> None:
+    """Issue 21, kind 7: the process that imports the candidate in the prebuild holds no result
+    pipe and no nonce (`run_isolated(reply=False)`): a candidate that looks for them in its frames
+    and sends a forged build failure gets nothing, is built and timed as the honest code it is,
+    and `run_suite` records its result and its neighbour's. Before, it found both and its prebuild
+    came back compile_error with the message it chose."""
+    from cudal1.bench.suite import SuiteJob, run_suite
+
+    forger = evalkit.candidate("forge_prebuild_result")
+    honest = evalkit.candidate("honest_matmul_relu")
+    jobs = [SuiteJob(evalkit.task(MM), forger, tmp_path / "forger.py"), SuiteJob(evalkit.task(MM), honest, tmp_path / "honest.py")]
+    results: dict[str, object] = {}
+    run_suite(jobs, "cpu", evalkit.settings(tmp_path), lambda job, r: results.__setitem__(job.source, r), overlap=False)
+    assert set(results) == {forger, honest}, results
+    for source, r in results.items():
+        assert r.status is Status.OK and "FORGED" not in r.message, evalkit.describe(r)
+
+
+def test_the_prebuilds_record_is_checked_whole(tmp_path) -> None:
+    """The record the prebuild's child leaves is all the parent hears from it, and the candidate's
+    code runs in that child: a record of the right shape is taken, none is None (ended before it
+    wrote one), anything else is "malformed" (prebuild() then returns a harness_tampering hack),
+    never an exception in the parent."""
+    from cudal1.bench.evaluator import _child_record
+
+    good = {"stage": "done", "building": 0, "builds": 1, "build_seconds": 0.5, "failures": [], "built": [],
+            "wall_s": 1.0, "ok": True, "build_error": False, "message": "", "stopped": "forward on meta"}
+    path = tmp_path / "record.json"
+    assert _child_record(str(path)) is None
+    path.write_text(json.dumps(good))
+    assert _child_record(str(path)) == good
+    for bad in ("[1]", "{", "[" * 100_000, json.dumps({**good, "build_seconds": 10**400}),
+                json.dumps({**good, "building": "no"}), json.dumps({**good, "built": {"a": 1}}),
+                json.dumps({**good, "extra": 1}), '{"build_seconds": 1e999}'):
+        path.write_text(bad)
+        assert _child_record(str(path)) == "malformed", bad[:40]
+    path.unlink()
+    os.mkfifo(path)  # not a file: not read, not waited on
+    assert _child_record(str(path)) == "malformed"
+    path.unlink()
+    import random
+
+    rng = random.Random(21)
+    atoms = [None, True, 0, -1, 1.5, 10**400, "x", "nan", [], {}, [{"path": "/x", "sha256": "0" * 64}], {"a": 1}]
+    for _ in range(500):  # random records: taken whole or "malformed", never an exception
+        record = {k: rng.choice(atoms + [v]) for k, v in good.items() if rng.random() < 0.9}
+        path.write_text(json.dumps(record))
+        assert _child_record(str(path)) in (record, "malformed")
+
+
+def test_a_candidate_that_garbles_its_build_record_gets_a_hack(tmp_path) -> None:
+    """End to end: the candidate overwrites the prebuild's record with a 401-digit build time and
+    ends the child; the parent's check of the record makes that the candidate's hack, not an
+    exception in the parent (which a suite would stop on) nor a harness failure."""
+    r = run_prebuild(tmp_path, evalkit.candidate("garbles_the_build_record"))
+    assert r is not None and r.status is Status.HACK and r.hack_kind is HackKind.HARNESS_TAMPERING, r
+    assert "GARBLED THE RECORD" in r.log and "harness_error" not in r.labels, r.log[-500:]
+
+
+def test_a_candidate_cannot_borrow_another_candidates_build(tmp_path) -> None:
+    """Issue 21, kind 2: an honest candidate builds a library into the cache; another, with no
+    kernel of its own, globs the cache for shared objects and loads the honest one's by its exact
+    path, and reads a file in another evaluation's scratch directory (where Triton's cache lives).
+    Its process reads nothing of the cache but its own build directory and nothing of the
+    temporary directory but its own scratch (Landlock, whatever the files' modes and its
+    CAP_DAC_READ_SEARCH), so it loads nothing and maps nothing of another's: no custom_kernel, the
+    result of the plain PyTorch it is. Before, it found the library (build directories 0777,
+    libraries world-readable) and loaded it."""
+    builder = evalkit.candidate("tiny_build_in_init")
+    assert run_prebuild(tmp_path, builder) is None
+    library = ext_dir(tmp_path, builder) / "cudal1_tiny_init" / "cudal1_tiny_init.so"
+    assert library.exists()
+    foreign = Path(tempfile.mkdtemp(prefix="cudal1-eval-")) / ".triton" / "kernel.cubin"  # a concurrent scratch
+    foreign.parent.mkdir()
+    foreign.write_text("another evaluation's kernel")
+    try:
+        r = evalkit.run(MM, evalkit.candidate("borrows_a_build", target=library, foreign=foreign), tmp_path)
+    finally:
+        shutil.rmtree(foreign.parents[1])
+    assert "BORROWED: nothing" in r.log and str(library) in r.log and str(foreign) in r.log, evalkit.describe(r)
+    assert r.status is Status.OK and "custom_kernel" not in r.labels, evalkit.describe(r)
+    assert r.sandbox["measures"]["landlock_read"]["active"], r.sandbox
+    # Its own build directory stays readable: the builder's evaluation loads its library.
+    again = evalkit.run(MM, builder, tmp_path)
+    assert again.status is Status.OK and "custom_kernel" in again.labels, evalkit.describe(again)

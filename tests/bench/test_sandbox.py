@@ -33,11 +33,12 @@ def _refused(e: OSError) -> str:
     return type(e).__name__
 
 
-def _child(conn: Any, policy: SandboxPolicy, scratch: str, writable: list[str], body: Callable[[], Any], pre: Callable[[], None] | None) -> None:
+def _child(conn: Any, policy: SandboxPolicy, scratch: str, writable: list[str], body: Callable[[], Any], pre: Callable[[], None] | None,
+           hidden: list[str] = ()) -> None:
     try:
         if pre is not None:
             pre()
-        report = apply_sandbox(policy, Path(scratch), [Path(w) for w in writable])
+        report = apply_sandbox(policy, Path(scratch), [Path(w) for w in writable], [Path(h) for h in hidden])
         conn.send((report.to_dict(), body()))
     except BaseException as e:  # noqa: BLE001 - report anything to the test
         conn.send(({}, f"child raised {type(e).__name__}: {e}"))
@@ -46,10 +47,10 @@ def _child(conn: Any, policy: SandboxPolicy, scratch: str, writable: list[str], 
 
 
 def sandboxed(body: Callable[[], Any], policy: SandboxPolicy, scratch: str, writable: Sequence[str] = (), timeout_s: float = 10.0,
-              pre: Callable[[], None] | None = None) -> tuple[dict[str, Any], Any]:
+              pre: Callable[[], None] | None = None, hidden: Sequence[str] = ()) -> tuple[dict[str, Any], Any]:
     """Run `body()` in a forked child after `apply_sandbox`; returns (report dict, body's value)."""
     recv, send = _fork.Pipe(duplex=False)
-    p = _fork.Process(target=_child, args=(send, policy, scratch, list(writable), body, pre))
+    p = _fork.Process(target=_child, args=(send, policy, scratch, list(writable), body, pre, list(hidden)))
     p.start()
     send.close()
     try:
@@ -345,3 +346,58 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
+
+
+@pytest.mark.parametrize("confine_writes", [True, False])
+def test_a_hidden_dir_is_unreadable_but_for_the_processs_own_dirs(dirs, confine_writes: bool) -> None:
+    """Issue 21, kind 2, at the unit level: beneath a hidden dir (the build cache) the process reads
+    and lists only its own writable dir, whatever the modes (all world-readable here) and its
+    CAP_DAC_READ_SEARCH; outside it everything stays readable, and moving a file between
+    directories of its scratch still works (Landlock denies that unless a rule allows REFER)."""
+    base = Path(dirs["scratch"]).parent
+    cache = base / "cache"
+    own, other = cache / "ext" / "own", cache / "ext" / "other"
+    for d in (own, other):
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "lib.so").write_text(d.name)
+    (cache / "records.json").write_text("{}")
+    (Path(dirs["outside"]) / "f").write_text("outside")
+    os.chmod(cache, 0o777)
+
+    def body() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, path in [("own", own / "lib.so"), ("other", other / "lib.so"), ("records", cache / "records.json"),
+                           ("outside", Path(dirs["outside"]) / "f")]:
+            try:
+                out[name] = Path(path).read_text()
+            except OSError as e:
+                out[name] = _refused(e)
+        try:
+            out["list"] = sorted(os.listdir(cache / "ext"))
+        except OSError as e:
+            out["list"] = _refused(e)
+        moved = Path(dirs["scratch"], "sub")
+        moved.mkdir()
+        (moved / "x").write_text("x")
+        try:
+            os.rename(moved / "x", Path(dirs["scratch"], "x"))
+            out["rename"] = "ok"
+        except OSError as e:
+            out["rename"] = _refused(e)
+        return out
+
+    report, got = sandboxed(body, SandboxPolicy(confine_writes=confine_writes), dirs["scratch"], [str(own)],
+                            hidden=[str(cache)])
+    assert active(report, "landlock_read"), report["measures"]
+    assert got == {"own": "own", "other": "PermissionError", "records": "PermissionError", "outside": "outside",
+                   "list": "PermissionError", "rename": "ok"}, got
+
+
+def test_what_the_interpreter_needs_is_never_hidden(tmp_path) -> None:
+    """A temporary directory or cache set to "/" or to a dir that holds the interpreter or a sys.path
+    entry is not hidden (the process could import nothing); anything else is."""
+    import sys
+
+    from cudal1.bench.sandbox import _hideable
+
+    assert _hideable([Path("/"), Path(sys.prefix), Path(sys.prefix).parent, tmp_path]) == [tmp_path]

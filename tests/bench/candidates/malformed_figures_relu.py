@@ -1,7 +1,7 @@
 """relu, honestly computed, whose host then sends figures no float can hold or of the wrong
 shape with every answer: a number for the per-call list, a 400-digit integer among its parts.
-Anything the host sends is data: the judge must count the call at its own clock's bound, never
-fail on it."""
+Anything the host sends is data: a message the protocol does not allow is the candidate's fault
+(a hack), never a failure of the judge."""
 import sys
 
 import torch
