@@ -126,6 +126,27 @@ def _state(run_dir: Path) -> dict:
         return {}
 
 
+def _outside_error_reports(lines: list[str]) -> list[str]:
+    """`lines` without the body of Python's own error reports: a "Traceback (most recent call
+    last):" or "Exception ignored in: ..." line, the indented frame lines after it, up to and
+    including its exception line (Ray's ObjectRefGenerator.__del__ printed one at a driver's exit,
+    under load). Each report's "Traceback" line is kept, so the report still counts as an error."""
+    kept, inside = [], False
+    for line in lines:
+        if line.startswith("Exception ignored in"):
+            inside = True  # its "Traceback" line follows
+        elif line.startswith("Traceback (most recent call last)"):
+            kept.append(line)
+            inside = True
+        elif inside and (line.startswith((" ", "\t")) or line.lstrip().startswith("^")):
+            continue
+        elif inside:
+            inside = False  # the exception line ends the report
+        else:
+            kept.append(line)
+    return kept
+
+
 def test_driver_killed_after_sft_then_interrupted_then_resumed(ray_cluster, small_model_dir, tmp_path):
     run_dir, log = tmp_path / "run", tmp_path / "train.log"
     # The session's model instead of building one, and no seed validation (the first test covers
@@ -202,7 +223,8 @@ def test_driver_killed_after_sft_then_interrupted_then_resumed(ray_cluster, smal
 
     lines = log.read_bytes().decode(errors="replace").split("\n")
     engine = [line for line, kind in zip(lines, classify(lines)) if kind == "engine" and line.strip()]
-    assert [line for line in engine if not re.search(r"\bERROR\b|Error|Traceback", line)] == [], "\n".join(engine)
+    assert [line for line in _outside_error_reports(engine) if not re.search(r"\bERROR\b|Error|Traceback", line)] == [], \
+        "\n".join(engine)
     assert "Connecting to existing Ray cluster" in (run_dir / "logs" / "driver.log").read_text()
     assert "weights synced" in "".join(p.read_text() for p in (run_dir / "logs").glob("RolloutGenerator-*.log"))
 
