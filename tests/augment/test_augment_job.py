@@ -39,7 +39,12 @@ from tests.procs import stop_process_group  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 PROXY = Path(__file__).with_name("flaky_proxy.py")
-TASK_IDS = ["level1/13", "level1/12"]
+# Two builtin tasks cheap to evaluate on the CPU (4 MiB and 2 MiB of inputs: about 2.5 s and 2 s an
+# evaluation here, against 6-9 s and 4 s for level1/13 and level1/12): what is checked is the job's
+# bookkeeping and each record's verdict, not the tasks. The first task's answers (its seed, its
+# reference) take two inputs and no constructor arguments, so on the second task (one input,
+# Linear's two sizes) they fail with the evaluator's verdict.
+TASK_IDS = ["level1/1", "level2/1"]
 KEY_ENV = "CUDAL1_TEST_ENDPOINT_KEY"
 
 

@@ -99,8 +99,10 @@ def test_speedup_vs_torch_compile_per_pool_and_level():
 
 def test_the_job_on_two_pools(ray_cluster, tmp_path):
     """The job's plumbing on two pools with one task: each pool evaluates the solution and
-    torch.compile of the reference (a compile costs 20-35 s here). How the table combines several
-    tasks and a failed baseline is test_speedup_vs_torch_compile_per_pool_and_level's."""
+    torch.compile of the reference (a compile costs 20-35 s here), inductor's kernels going to the
+    candidate's build directory. How the table combines several tasks and a failed baseline is
+    test_speedup_vs_torch_compile_per_pool_and_level's. Two correctness trials, no shifted ones:
+    what is checked here is the plumbing (the trials themselves are the judge tests')."""
     from hydra import compose, initialize_config_dir
 
     from cudal1.config import load_evaluate_config, register_schema
@@ -108,9 +110,11 @@ def test_the_job_on_two_pools(ray_cluster, tmp_path):
 
     register_schema()
     out = tmp_path / "eval"
+    cache = tmp_path / "bench-cache"
     two_pools = {"cpu": {"backend": "cpu", "num_actors": 1, "resources": {"bench_test": 1},
                          "settings": {"rounds": 1, "calls_per_round": 2, "max_calls_per_round": 2, "warmup_calls": 0,
-                                      "calibration_calls": 3, "calibration_rounds": 2}}}
+                                      "calibration_calls": 3, "calibration_rounds": 2, "correctness_trials": 2,
+                                      "shifted_trials": 0, "cache_dir": str(cache)}}}
     two_pools["cpu_b"] = two_pools["cpu"]
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         cfg = compose("evaluate", overrides=[
@@ -136,6 +140,10 @@ def test_the_job_on_two_pools(ray_cluster, tmp_path):
         assert (row["compile_n"], row["compile_failed"]) == (1, 0)
         assert row["vs_compile_geomean"] == pytest.approx(vs[0])
         assert row["vs_compile_fast_1"] == float(vs[0] > 1)
+    # Under the sandbox, inductor's cache (its compiled kernels) goes to the candidate's build
+    # directory, the one persistent directory a candidate may write (cudal1.bench.baselines).
+    builds = list((cache / "ext").rglob("torchinductor/**/*.so"))
+    assert builds, "inductor's compiled kernels belong in the candidate's build directory"
     assert "vs_compile" in (out / "table.txt").read_text().splitlines()[0]
     assert json.loads((out / "table.json").read_text()) == json.loads(json.dumps(rows))
     assert (out / "speedups.png").read_bytes().startswith(b"\x89PNG")
