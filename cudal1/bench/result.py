@@ -1,8 +1,11 @@
-"""The record an evaluation returns: `EvalResult`, with its status and hack kinds.
+"""The record an evaluation returns: `EvalResult`, with its status, hack kinds and the labels
+the harness itself sets.
 
-Everything here is plain data that crosses process and actor boundaries as JSON. The reward
-policy (later, in `cudal1.rl`) reads `status`, `hack_kind`, `labels` and `speedup`; nothing in
-this module decides what a label is worth.
+An `EvalResult` is plain data. It leaves the evaluator's sandbox as JSON (`to_dict`, read back
+with `from_dict`), travels from a benchmark pool to every reader as the object itself (Ray
+pickles it), and is written to files as JSON again. The reward policy (`cudal1.rl.rewards`)
+reads `status`, `hack_kind`, `labels`, `speedup` and `second_opinion`; nothing in this module
+decides what a label is worth.
 """
 
 from __future__ import annotations
@@ -29,6 +32,11 @@ class Status(str, Enum):
     INVALID_TASK = "invalid_task"  # the reference itself failed to load or run: not the candidate's fault
 
 
+FAILED_STATUSES = frozenset({Status.COMPILE_ERROR, Status.RUNTIME_ERROR, Status.TIMEOUT, Status.RESOURCE_EXCEEDED,
+                             Status.INCORRECT, Status.INVALID_TASK})
+"""The statuses of a candidate that failed without being caught cheating (every status but ok and hack)."""
+
+
 class HackKind(str, Enum):
     """Why a candidate was judged to cheat. Each kind has a guard in `cudal1.bench.guards`."""
 
@@ -43,6 +51,39 @@ class HackKind(str, Enum):
     GLOBAL_STATE = "global_state"  # global flags changed in a way that could not be reset for the reference
     TIMER_TAMPERING = "timer_tampering"  # the clocks, events or synchronize were touched
     HARNESS_TAMPERING = "harness_tampering"  # the evaluator's own state or result channel was touched
+
+
+class Label:
+    """Result labels whose meaning a reader outside the evaluator relies on (the evaluator sets
+    many more: facts about the code, `cudal1.bench.labels`). A label is a string in
+    `EvalResult.labels`; a name here is only its spelling."""
+
+    ACTOR_DIED = "actor_died"
+    """The benchmark actor died (node lost, process killed) and its retries did too."""
+    HARNESS_ERROR = "harness_error"
+    """The evaluator itself raised: a fault of the harness, not of the candidate."""
+    ACTOR_TIMEOUT = "actor_timeout"
+    """The benchmark actor gave no result within its call timeout and was restarted."""
+    UNKNOWN_TASK = "unknown_task"
+    """The pool's suite holds no task of the candidate's task id (status invalid_task)."""
+    DEGENERATE_TASK = "degenerate_task"
+    """The task is degenerate (`EvalResult.task_degenerate`): wrong code passes on it."""
+    DEGENERATE_CHECK_FAILED = "degenerate_check_failed"
+    """The degenerate-task check itself failed, so nobody knows whether wrong code would pass."""
+    BELOW_RESOLUTION = "below_resolution"
+    """The candidate's time was below the measurement's resolution: its speedup is a lower bound."""
+    NO_CANDIDATE = "no_candidate"
+    """No response held usable code (a placeholder result, status compile_error)."""
+
+
+HARNESS_LABELS = frozenset({Label.ACTOR_DIED, Label.HARNESS_ERROR, Label.ACTOR_TIMEOUT})
+"""Labels that say the harness failed, not the candidate: such a result says nothing about it."""
+
+UNPAID_LABELS = frozenset({Label.DEGENERATE_TASK, Label.DEGENERATE_CHECK_FAILED})
+"""Labels under which "correct" says nothing about the candidate, so it is never paid nor kept as
+an example: on a degenerate task wrong code passes ("degenerate_task"); where the degenerate-task
+check itself failed nobody knows whether it would ("degenerate_check_failed"), and the check fails
+closed."""
 
 
 @dataclasses.dataclass
@@ -62,6 +103,42 @@ class Timing:
     """(max - min) / median of the round medians: 0.03 means the rounds agree within 3%."""
     calls: int
     """Timed calls in total."""
+
+
+@dataclasses.dataclass(frozen=True)
+class SecondOpinion:
+    """A correct result compared with its re-measurement on another actor of the same pool
+    (`cudal1.rl.rewards.second_opinion`).
+
+    Attributes:
+        speedup: the re-measurement's speedup (×), None when it was not a correct result.
+        status: the re-measurement's status.
+        actor: the index of the actor that re-measured it in its pool (None: not known).
+        disagreement: |s1 - s2| / min(s1, s2) of the two speedups; None when the re-measurement
+            was not a correct result.
+        tolerance: how far apart the two may be and still agree: the larger of the configured
+            tolerance and the two results' own `speedup_spread`s.
+        agrees: the two measurements agree (disagreement <= tolerance, or both speedups are
+            only lower bounds, label "below_resolution").
+    """
+
+    speedup: float | None
+    status: Status
+    actor: int | None
+    disagreement: float | None
+    tolerance: float
+    agrees: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe dict: {"speedup", "status" (its string), "actor", "disagreement", "tolerance", "agrees"}."""
+        return {"speedup": self.speedup, "status": self.status.value, "actor": self.actor,
+                "disagreement": self.disagreement, "tolerance": self.tolerance, "agrees": self.agrees}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "SecondOpinion":
+        """Inverse of `to_dict`. Raises KeyError/ValueError on a malformed record."""
+        return cls(d["speedup"], Status(d["status"]), d.get("actor"), d["disagreement"], float(d["tolerance"]),
+                   bool(d["agrees"]))
 
 
 @dataclasses.dataclass
@@ -145,6 +222,13 @@ class EvalResult:
     candidate_hash: str = ""
     seed: int | None = None
     """Base seed of the trial and timing inputs (drawn at random per evaluation unless set)."""
+    actor: int | None = None
+    """The index, in its benchmark pool, of the actor that measured this result; None when no
+    actor returned it (a build failure, a harness failure with no actor left, an evaluation
+    outside a pool). Set by the pool, never by the evaluator."""
+    second_opinion: SecondOpinion | None = None
+    """The comparison with a re-measurement on another actor, for a result that needed one
+    (`cudal1.pipeline.verify.verify_outliers`); None otherwise."""
 
     @property
     def correct(self) -> bool:
@@ -152,10 +236,16 @@ class EvalResult:
         return self.status is Status.OK
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe dict (enums as their string values)."""
-        d = dataclasses.asdict(self)
+        """A JSON-safe dict (enums as their string values). `actor` and `second_opinion` appear
+        only when set."""
+        d = dataclasses.asdict(dataclasses.replace(self, second_opinion=None))
         d["status"] = self.status.value
         d["hack_kind"] = self.hack_kind.value if self.hack_kind else None
+        if self.actor is None:
+            del d["actor"]
+        del d["second_opinion"]
+        if self.second_opinion is not None:
+            d["second_opinion"] = self.second_opinion.to_dict()
         return d
 
     def to_json(self) -> str:
@@ -170,6 +260,8 @@ class EvalResult:
         for key in ("reference", "candidate"):
             if d.get(key) is not None:
                 d[key] = Timing(**d[key])
+        if d.get("second_opinion") is not None:
+            d["second_opinion"] = SecondOpinion.from_dict(d["second_opinion"])
         fields = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in fields})
 
