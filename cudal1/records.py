@@ -1,14 +1,20 @@
 """Plain records that cross actor boundaries (driver ↔ generator ↔ benchmark pool ↔ buffer ↔ learner).
 
-Every record here is a dataclass of JSON-friendly fields (ints, floats, strings, lists, dicts), so
-it pickles through Ray, appends to a JSONL file, and can be built by hand in a test. Token ids are
-`list[int]`; log-probabilities are natural-log floats, one per response token.
+Every record here is a dataclass of plain fields (ints, floats, strings, lists, dicts, and the
+typed records of the evaluator and the reward policy), so it pickles through Ray, is written to a
+JSONL file (`Rollout.to_dict`, `Exemplar.to_dict`), and can be built by hand in a test. Token ids
+are `list[int]`; log-probabilities are natural-log floats, one per response token.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+from cudal1.bench.result import EvalResult
+
+if TYPE_CHECKING:  # cudal1.rl imports this module
+    from cudal1.rl.rewards import Priced
 
 
 @dataclasses.dataclass
@@ -72,14 +78,11 @@ class Rollout:
         prompt: prompt text.
         generation: what the engine produced.
         sections: parsed response sections ("analysis", "design", "code"); empty if unparsed.
-        parse_error: labelled reason when the response could not be parsed (reward 0), else None.
-        result: the `EvalResult.to_dict()` of its candidate, or None if not evaluated.
-        reward: scalar reward (`cudal1.rl.rewards.price`).
+        parse_error: labelled reason when the response could not be parsed, else None.
+        result: the evaluation of its candidate, or None if not evaluated.
+        priced: what it is worth (`cudal1.rl.rewards.price`), None until priced.
         advantage: group-normalized advantage.
-        reward_reason: why it got that reward ("ok", "ok:noisy", "truncated", "incorrect", ...).
-        paid_speedup: the speedup (×) the reward was computed from (rounded, gain rules and label
-            factors applied), for a correct candidate; None otherwise.
-        trainable: False when it stays out of the update (truncated, or the harness failed).
+        candidate: the candidate made of its code, None when it was not evaluated.
     """
 
     task_id: str
@@ -90,18 +93,48 @@ class Rollout:
     generation: Generation
     sections: dict[str, str] = dataclasses.field(default_factory=dict)
     parse_error: str | None = None
-    result: dict[str, Any] | None = None
-    reward: float = 0.0
+    result: EvalResult | None = None
+    priced: Priced | None = None
     advantage: float = 0.0
-    reward_reason: str = ""
-    paid_speedup: float | None = None
-    trainable: bool = True
+    candidate: Candidate | None = None
+
+    @property
+    def reward(self) -> float:
+        """The scalar reward (0.0 before pricing)."""
+        return self.priced.reward if self.priced is not None else 0.0
+
+    @property
+    def reward_reason(self) -> str:
+        """Why it got that reward ("ok", "ok:noisy", "truncated", "incorrect", ...; "" before pricing)."""
+        return self.priced.reason if self.priced is not None else ""
+
+    @property
+    def paid_speedup(self) -> float | None:
+        """The speedup (×) the reward was computed from (rounded, gain rules and label factors
+        applied), for a correct candidate; None otherwise."""
+        return self.priced.speedup if self.priced is not None else None
+
+    @property
+    def trainable(self) -> bool:
+        """False when it stays out of the update (truncated, or the harness failed; True before pricing)."""
+        return self.priced.trainable if self.priced is not None else True
 
     @property
     def origin(self) -> str:
         """Where its candidate came from: "step<k>/g<group>/s<sample>" (the `Candidate.origin` and
         `Exemplar.origin` of its code)."""
         return f"step{self.step}/g{self.group}/s{self.sample}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-safe record of a rollout (a line of rollouts/*.jsonl): its fields but the
+        candidate (its code is `sections["code"]`), with `result` as `EvalResult.to_dict()` and
+        the price as "reward", "reward_reason", "paid_speedup", "trainable"."""
+        return {"task_id": self.task_id, "step": self.step, "group": self.group, "sample": self.sample,
+                "prompt": self.prompt, "generation": dataclasses.asdict(self.generation),
+                "sections": dict(self.sections), "parse_error": self.parse_error,
+                "result": self.result.to_dict() if self.result is not None else None,
+                "reward": self.reward, "advantage": self.advantage, "reward_reason": self.reward_reason,
+                "paid_speedup": self.paid_speedup, "trainable": self.trainable}
 
     def to_example(self) -> PolicyExample:
         """The learner's view: token ids and the advantage."""

@@ -21,6 +21,8 @@ from typing import Any
 
 import pandas as pd
 
+from cudal1.bench.result import Status
+
 ROLLOUT_COLUMNS = [
     "stage", "unit", "task_id", "step", "group", "sample", "reward", "reward_reason", "advantage", "parse_error",
     "status", "hack_kind", "labels", "speedup", "reference_ms", "candidate_ms", "finish_reason",
@@ -198,7 +200,7 @@ def per_step_table(run: RunData) -> pd.DataFrame:
     r = run.rollouts
     if r.empty:
         return pd.DataFrame(columns=columns, index=pd.Index([], name="step"))
-    ok = r["status"] == "ok"
+    ok = r["status"] == Status.OK.value
     frame = r.assign(
         ok=ok.astype(float),
         ok_speedup=r["speedup"].where(ok),
@@ -249,7 +251,7 @@ def best_per_task(run: RunData) -> pd.DataFrame:
     """
     columns = ["speedup", "origin", "step", "model_version", "exemplars", "code"]
     e = run.exemplars
-    e = e[(e["status"] == "ok") & e["speedup"].notna()]
+    e = e[(e["status"] == Status.OK.value) & e["speedup"].notna()]
     if e.empty:
         return pd.DataFrame(columns=columns, index=pd.Index([], name="task_id"))
     best = e.loc[e.groupby("task_id", sort=True)["speedup"].idxmax()].set_index("task_id")

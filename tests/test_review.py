@@ -7,7 +7,6 @@ the file layout of cudal1.pipeline.stages, so no training is needed.
 from __future__ import annotations
 
 import ast
-import dataclasses
 import json
 import math
 import os
@@ -20,6 +19,7 @@ from cudal1.bench.result import EvalResult, HackKind, Status, Timing
 from cudal1.pipeline.metrics import rollout_metrics
 from cudal1.pipeline.state import RunState
 from cudal1.records import Exemplar, Generation, Rollout
+from cudal1.rl.rewards import Priced
 
 NOTEBOOK = Path(__file__).resolve().parents[1] / "notebooks" / "review.ipynb"
 
@@ -36,10 +36,10 @@ def _rollout(task: str, step: int, group: int, sample: int, *, status: Status | 
         timed = status is Status.OK
         result = EvalResult(task, status, hack_kind=hack, speedup=speedup,
                             reference=_timing(2.0) if timed else None,
-                            candidate=_timing(2.0 / speedup) if timed else None).to_dict()
+                            candidate=_timing(2.0 / speedup) if timed else None)
     gen = Generation([1, 2], [3, 4, 5], [-0.1, -0.2, -0.3], "text", model_version=step)
     sections = {} if parse_error else {"analysis": "a", "code": "class ModelNew: ..."}
-    return Rollout(task, step, group, sample, "prompt", gen, sections, parse_error, result, reward, 0.0)
+    return Rollout(task, step, group, sample, "prompt", gen, sections, parse_error, result, Priced(reward, ""), 0.0)
 
 
 ROLLOUTS = {
@@ -77,7 +77,7 @@ def write_run(run_dir: Path) -> Path:
         (run_dir / "rollouts").mkdir(exist_ok=True)
         with open(run_dir / "rollouts" / f"{name}.jsonl", "w") as f:
             for r in rollouts:
-                f.write(json.dumps(dataclasses.asdict(r)) + "\n")
+                f.write(json.dumps(r.to_dict()) + "\n")
         history.append({"step": rollouts[0].step, "stage": "x", "pass_rate": 0.0})
     RunState(completed=["sft", "self_train", "contrastive_rl"], step=4, history=history).save(run_dir)
     (run_dir / "buffer").mkdir()

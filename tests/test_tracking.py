@@ -117,16 +117,18 @@ def test_rollout_tables_append_across_units(tracker, client, tmp_path):
     from types import SimpleNamespace
 
     from cudal1.pipeline.stages import ROLLOUT_TABLE, save_rollouts
+    from cudal1.bench.result import EvalResult, Status
     from cudal1.records import Generation, Rollout
     from cudal1.review import ROLLOUT_COLUMNS
+    from cudal1.rl.rewards import Priced
 
     def rollout(task, step, result, reward, parse_error=None):
         gen = Generation(prompt_ids=[1, 2], response_ids=[3, 4, 5], text="...", logprobs=[-1.0] * 3)
-        return Rollout(task, step, 0, 0, "prompt", gen, parse_error=parse_error, result=result, reward=reward,
-                       reward_reason="ok" if result else "unparsed")
+        return Rollout(task, step, 0, 0, "prompt", gen, parse_error=parse_error, result=result,
+                       priced=Priced(reward, "ok" if result else "unparsed"))
 
     ctx = SimpleNamespace(run_dir=tmp_path, tracker=tracker)
-    ok = {"status": "ok", "speedup": 1.7, "labels": ["custom_kernel", "pytorch_only"], "message": "correct"}
+    ok = EvalResult("level1/1", Status.OK, speedup=1.7, labels=["custom_kernel", "pytorch_only"], message="correct")
     save_rollouts(ctx, [rollout("level1/1", 3, ok, 0.5)], "rl_step0")
     save_rollouts(ctx, [rollout("level1/2", 4, None, -2.3, parse_error="no code block")], "rl_step1")
     table = json.loads(_local(client.download_artifacts(tracker.run_id, ROLLOUT_TABLE)).read_text())

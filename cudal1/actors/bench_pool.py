@@ -33,7 +33,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from tqdm.auto import tqdm
 
 from ..bench.evaluator import default_device, device_info, evaluate, source_hash
-from ..bench.result import EvalResult, Status
+from ..bench.result import EvalResult, Label, Status
 from ..bench.settings import EvalSettings
 from ..records import Candidate
 from .cluster import alive_nodes
@@ -188,8 +188,8 @@ class BenchWorker:
             out[task.task_id] = {"degenerate": task.degenerate, "failure": None}
         return out
 
-    def evaluate(self, candidate: Candidate | dict[str, Any]) -> dict[str, Any]:
-        """Evaluate one candidate: `EvalResult.to_dict()`.
+    def evaluate(self, candidate: Candidate | dict[str, Any]) -> EvalResult:
+        """Evaluate one candidate.
 
         The task is `candidate.task` when set (a task outside the suite), else the suite's task of
         `candidate.task_id`; an id this worker does not know gives status invalid_task (label
@@ -210,11 +210,11 @@ class BenchWorker:
                 task = self._find_task(self.tasks, candidate.task_id)
             except LookupError as e:
                 result = EvalResult(task_id=candidate.task_id, status=Status.INVALID_TASK, backend=self.backend,
-                                    message=f"pool {self.pool!r}: {e}", labels=["unknown_task"])
+                                    message=f"pool {self.pool!r}: {e}", labels=[Label.UNKNOWN_TASK])
                 result.candidate_hash = source_hash(candidate.source)
-                return result.to_dict()
+                return result
         return evaluate(task, candidate.source, self.backend, device=self.device, settings=self.settings,
-                        cpus=self.cpus).to_dict()
+                        cpus=self.cpus)
 
 
 def timing_cores(backend: str) -> tuple[int, ...] | None:
@@ -261,9 +261,9 @@ class BuildWorker:
         self._by_id = {t.task_id: t for t in loaded}
         self.cpus = build_cores()
 
-    def build(self, candidate: Candidate | dict[str, Any]) -> dict[str, Any] | None:
+    def build(self, candidate: Candidate | dict[str, Any]) -> EvalResult | None:
         """None when the candidate is ready to be timed, else its result (a compile error, a build
-        that ran out of time or memory): `EvalResult.to_dict()`. A candidate whose task this worker
+        that ran out of time or memory). A candidate whose task this worker
         does not know is only imported (its builds in __init__ and forward are left to its
         evaluation)."""
         from ..bench.evaluator import prebuild
@@ -279,7 +279,7 @@ class BuildWorker:
         if result is None:
             return None
         result.task_id = candidate.task_id
-        return result.to_dict()
+        return result
 
 
 BuildActor = ray.remote(max_concurrency=1)(BuildWorker)
@@ -287,11 +287,11 @@ BuildActor = ray.remote(max_concurrency=1)(BuildWorker)
 
 
 def harness_failure(candidate: Candidate, backend: str, message: str, label: str,
-                    status: Status = Status.RUNTIME_ERROR) -> dict[str, Any]:
-    """A labelled `EvalResult.to_dict()` for a candidate the harness failed to evaluate."""
+                    status: Status = Status.RUNTIME_ERROR) -> EvalResult:
+    """A labelled result (`label`: one of `HARNESS_LABELS`) for a candidate the harness failed to evaluate."""
     result = EvalResult(task_id=candidate.task_id, status=status, backend=backend, message=message, labels=[label])
     result.candidate_hash = source_hash(candidate.source)
-    return result.to_dict()
+    return result
 
 
 def _short(exc: BaseException, limit: int = 300) -> str:
@@ -360,15 +360,15 @@ class BenchmarkPool:
         """{actor index: candidate index} of the calls now in flight (a snapshot)."""
         return dict(self._busy)
 
-    def evaluate(self, candidate: Candidate) -> dict[str, Any]:
+    def evaluate(self, candidate: Candidate) -> EvalResult:
         """Evaluate one candidate (see `evaluate_many`)."""
         return self.evaluate_many([candidate], progress=False)[0]
 
     def evaluate_many(self, candidates: Sequence[Candidate], progress: bool = True,
-                      avoid: Sequence[int | None] | None = None) -> list[dict[str, Any]]:
-        """Evaluate `candidates` across the pool: one `EvalResult.to_dict()` per candidate, in input order.
+                      avoid: Sequence[int | None] | None = None) -> list[EvalResult]:
+        """Evaluate `candidates` across the pool: one `EvalResult` per candidate, in input order.
 
-        Each result of an actor call carries "actor": the index of the actor that evaluated it.
+        Each result of an actor call carries its `actor`: the index of the actor that evaluated it.
         `avoid[i]`, when given, is an actor candidate i should not go to (a second opinion on
         another device); it goes there anyway only when no other actor is left to take it.
 
@@ -401,7 +401,7 @@ class BenchmarkPool:
         `evaluate_many` on this pool before `results()` (it would wait forever)."""
         return PoolStream(self, progress)
 
-    def _build_outcome(self, ref: Any) -> dict[str, Any] | None:
+    def _build_outcome(self, ref: Any) -> EvalResult | None:
         """None when a build went well (or its build actor failed: the timing actor then builds
         it as usual, no reason to fail the candidate), else the build's failure result."""
         try:
@@ -428,7 +428,7 @@ class BenchmarkPool:
         """A `ready` call that waits through restarts (safe to rerun: it only reports)."""
         return self.actors[a].ready.options(max_task_retries=-1).remote()
 
-    def _collect(self, ref: Any, candidate: Candidate) -> tuple[dict[str, Any], bool, bool]:
+    def _collect(self, ref: Any, candidate: Candidate) -> tuple[EvalResult, bool, bool]:
         """(result, whether the actor died, whether to ask it `ready` before more work) of one
         finished call."""
         try:
@@ -436,13 +436,13 @@ class BenchmarkPool:
         except RayActorError as e:  # died, and the retries (if any) died too
             log.warning("pool %s: benchmark actor died evaluating %s: %s", self.name, candidate.task_id, _short(e))
             msg = f"benchmark actor died: {_short(e)}"
-            return harness_failure(candidate, self.spec.backend, msg, "actor_died"), True, True
+            return harness_failure(candidate, self.spec.backend, msg, Label.ACTOR_DIED), True, True
         except RayTaskError as e:  # the evaluator raised: a harness fault, not the candidate's
             log.error("pool %s: evaluator raised on %s: %s", self.name, candidate.task_id, _short(e, 2000))
             msg = f"benchmark actor failed: {_short(e)}"
             # The evaluator can fail because its actor is being killed under it: the next call
             # would reach a restarting actor, so wait for it to answer `ready` first.
-            return harness_failure(candidate, self.spec.backend, msg, "harness_error"), False, True
+            return harness_failure(candidate, self.spec.backend, msg, Label.HARNESS_ERROR), False, True
 
     def _abandon(self, ref: Any, a: int) -> None:
         """Stop waiting for a call that hangs: cancel it (so it is not retried) and restart its actor."""
@@ -478,14 +478,14 @@ class _Run:
         self.pool = pool
         self.candidates: list[Candidate] = []
         self.avoid: list[int | None] = []
-        self.results: list[dict[str, Any] | None] = []
+        self.results: list[EvalResult | None] = []
         self.pending: collections.deque[int] = collections.deque()
         self.idle: collections.deque[int] = collections.deque()
         self.strikes = [0] * len(pool.actors)
         self.inflight: dict[Any, tuple[int, int, float]] = {}  # ref -> (candidate index, actor index, start)
         self.builds: dict[Any, str] = {}  # build ref -> source
         self.waiting_build: dict[str, list[int]] = {}  # source -> candidates waiting for its build
-        self.built: dict[str, dict[str, Any] | None] = {}  # source -> its build's outcome (None: ready to time)
+        self.built: dict[str, EvalResult | None] = {}  # source -> its build's outcome (None: ready to time)
         self.build_count = 0
         self.relaxed = False  # no other actor left for an avoided one: the same one beats no answer
         # An actor gets work only once it answers `ready`: a call sent to an actor that is still
@@ -526,16 +526,16 @@ class _Run:
         """Whether a candidate added so far has no result yet."""
         return bool(self.pending or self.inflight or self.builds)
 
-    def _finish(self, i: int, result: dict[str, Any]) -> None:
+    def _finish(self, i: int, result: EvalResult) -> None:
         self.results[i] = result
         self.bar.update(1)
 
-    def _after_build(self, i: int, failed: dict[str, Any] | None) -> None:
+    def _after_build(self, i: int, failed: EvalResult | None) -> None:
         if failed is None:
             self.pending.append(i)
         else:
             c = self.candidates[i]
-            self._finish(i, {**failed, "task_id": c.task_id, "candidate_hash": source_hash(c.source)})
+            self._finish(i, dataclasses.replace(failed, task_id=c.task_id, candidate_hash=source_hash(c.source)))
 
     def step(self, wait_s: float) -> None:
         """Hand pending candidates to idle actors, wait up to `wait_s` for one call (or probe, or
@@ -560,7 +560,7 @@ class _Run:
         if not self.inflight and not self.probes and not self.builds:
             for i in self.pending:  # candidates left, but no actor to take them
                 self._finish(i, harness_failure(self.candidates[i], pool.spec.backend, "benchmark actor died: no live "
-                                                f"benchmark actor left in pool {pool.name!r}", "actor_died"))
+                                                f"benchmark actor left in pool {pool.name!r}", Label.ACTOR_DIED))
             self.pending.clear()
             return
         ready, _ = ray.wait([*self.inflight, *self.probes, *self.builds], num_returns=1, timeout=wait_s)
@@ -582,7 +582,7 @@ class _Run:
             i, a, _ = self.inflight.pop(ref)
             del pool._busy[a]
             result, died, recheck = pool._collect(ref, self.candidates[i])
-            result["actor"] = a
+            result.actor = a
             self._finish(i, result)
             self.strikes[a] = self.strikes[a] + 1 if died else 0
             if self.strikes[a] >= 3:
@@ -598,7 +598,7 @@ class _Run:
                 del pool._busy[a]
                 pool._abandon(ref, a)
                 self._finish(i, harness_failure(self.candidates[i], pool.spec.backend, f"benchmark actor gave no result "
-                                                f"within {self.timeout_s:.0f} s; actor restarted", "actor_timeout",
+                                                f"within {self.timeout_s:.0f} s; actor restarted", Label.ACTOR_TIMEOUT,
                                                 Status.TIMEOUT))
                 self.probes[pool._probe(a)] = (a, now)
         for ref, (a, start) in list(self.probes.items()):
@@ -648,7 +648,7 @@ class PoolStream:
         self._stop = threading.Event()
         self._done = threading.Event()
         self._error: BaseException | None = None
-        self._results: list[dict[str, Any]] = []
+        self._results: list[EvalResult] = []
         pool._lock.acquire()
         try:
             self._thread = threading.Thread(target=self._serve, args=(progress,), name=f"pool-stream-{pool.name}",
@@ -674,7 +674,7 @@ class PoolStream:
         self.submitted += len(batch)
         return range(first, self.submitted)
 
-    def results(self, timeout_s: float | None = None) -> list[dict[str, Any]]:
+    def results(self, timeout_s: float | None = None) -> list[EvalResult]:
         """Close the stream to new candidates and wait for every result (submission order).
 
         Raises:

@@ -43,7 +43,7 @@ from cudal1.policy.parsing import parse_response
 from cudal1.policy.prompts import plain_prompt
 from cudal1.records import Candidate
 from cudal1.rl.buffer import code_hash
-from cudal1.rl.rewards import UNPAID_LABELS
+from cudal1.bench.result import UNPAID_LABELS, EvalResult, Status
 
 log = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ class AugmentCollector:
     Args:
         dataset: the open dataset (records already there are not asked again).
         clients: one `EndpointClient` per endpoint, in round-robin order.
-        evaluate: candidates -> one `EvalResult.to_dict()` each, in order (never raises for a
+        evaluate: candidates -> one `EvalResult` each, in order (never raises for a
             candidate's fault; `BenchmarkPool.evaluate_many`).
         k: correct variants kept per task (>= 1).
         attempts_per_task: attempt budget per task (>= 1), shared round robin by the endpoints.
@@ -91,7 +91,7 @@ class AugmentCollector:
     """
 
     def __init__(self, dataset: DatasetWriter, clients: Sequence[EndpointClient],
-                 evaluate: Callable[[list[Candidate]], list[dict[str, Any]]], k: int, attempts_per_task: int,
+                 evaluate: Callable[[list[Candidate]], list[EvalResult]], k: int, attempts_per_task: int,
                  seed: int = 0) -> None:
         if k < 1 or attempts_per_task < 1 or not clients:
             raise ValueError(f"need k >= 1, attempts_per_task >= 1 and an endpoint; got {k}, {attempts_per_task}, "
@@ -231,13 +231,12 @@ class AugmentCollector:
             results = self.evaluate([c for _, c in to_eval])
             summary.evaluated += len(to_eval)
             for (r, _), res in zip(to_eval, results):
-                res = {k: v for k, v in res.items() if k != "log"}
-                r.result = res
-                r.status = str(res.get("status"))
-                r.speedup = res.get("speedup") if r.status == "ok" else None
-                r.labels = list(res.get("labels") or [])
-                r.hack_kind = res.get("hack_kind")
-                r.message = str(res.get("message", ""))[:500]
+                r.result = {k: v for k, v in res.to_dict().items() if k != "log"}
+                r.status = res.status.value
+                r.speedup = res.speedup if res.status is Status.OK else None
+                r.labels = list(res.labels)
+                r.hack_kind = res.hack_kind.value if res.hack_kind is not None else None
+                r.message = res.message[:500]
         for r in records:
             if r.duplicate_of is not None:  # copy the verdict of the code's first record
                 first = self._codes.get((r.task_id, r.source_hash), {}).get(r.code_hash) \

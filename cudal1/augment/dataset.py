@@ -34,6 +34,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from cudal1.bench.result import Status
 from cudal1.records import Exemplar
 
 log = logging.getLogger(__name__)
@@ -101,7 +102,7 @@ class AugmentRecord:
 
     @property
     def correct(self) -> bool:
-        return self.status == "ok" and self.speedup is not None and math.isfinite(self.speedup) and self.speedup > 0
+        return self.status == Status.OK and self.speedup is not None and math.isfinite(self.speedup) and self.speedup > 0
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -22,15 +22,19 @@ stays out of the geometric mean.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cudal1.bench.result import EvalResult
 from cudal1.bench.summary import fast_p_key, geometric_mean, summarize
 from cudal1.records import Candidate
+
+if TYPE_CHECKING:
+    from cudal1.actors.bench_pool import BenchmarkPools
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +197,7 @@ def format_paper_table(rows: Sequence[Mapping[str, Any]], ps: Sequence[float] = 
     return "\n".join(lines)
 
 
-def evaluate_solutions(pools: Any, candidates: Sequence[Candidate], names: Sequence[str] | None = None,
+def evaluate_solutions(pools: BenchmarkPools, candidates: Sequence[Candidate], names: Sequence[str] | None = None,
                        ) -> dict[str, list[EvalResult]]:
     """Evaluate `candidates` on each pool of `pools` (a `BenchmarkPools`) named in `names` (default:
     all, primary first). Returns {pool name: [EvalResult per candidate, in order]}; a harness
@@ -202,11 +206,11 @@ def evaluate_solutions(pools: Any, candidates: Sequence[Candidate], names: Seque
     out = {}
     for name in names:
         log.info("evaluating %d solutions on pool %s", len(candidates), name)
-        out[name] = [EvalResult.from_dict(d) for d in pools.pool(name).evaluate_many(list(candidates))]
+        out[name] = pools.pool(name).evaluate_many(list(candidates))
     return out
 
 
-def evaluate_compile_baseline(pools: Any, tasks: Sequence[Any], candidates: Sequence[Candidate],
+def evaluate_compile_baseline(pools: BenchmarkPools, tasks: Sequence[Any], candidates: Sequence[Candidate],
                               names: Sequence[str] | None = None) -> dict[str, list[EvalResult]]:
     """torch.compile of the reference of each task that `candidates` has a solution for, evaluated
     on the pools `names` (default all) exactly as the solutions are (`evaluate_solutions`), each
@@ -279,7 +283,8 @@ def run_evaluate_job(cfg: Any) -> list[dict[str, Any]]:
             if cfg.compile_baseline else None
         for pool, rs in [*results.items(), *((f"{p}_torch_compile", rs) for p, rs in (compiled or {}).items())]:
             path = out / f"results_{pool}.jsonl"
-            path.write_text("".join(r.to_json() + "\n" for r in rs))
+            # The evaluator's columns: which actor of the pool measured a result is not part of the table.
+            path.write_text("".join(dataclasses.replace(r, actor=None).to_json() + "\n" for r in rs))
             tracker.log_table([{"task_id": r.task_id, "status": r.status.value, "speedup": r.speedup,
                                 "hack_kind": r.hack_kind.value if r.hack_kind else None, "labels": ",".join(r.labels),
                                 "message": r.message[:200]} for r in rs], f"tables/results_{pool}.json")

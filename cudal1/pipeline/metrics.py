@@ -16,7 +16,7 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 
-from cudal1.bench.result import EvalResult
+from cudal1.bench.result import EvalResult, Label, Status
 from cudal1.bench.summary import DEFAULT_PS, summarize
 from cudal1.records import Rollout
 from cudal1.tracking import metric_key  # mlflow itself is imported only when a Tracker is enabled
@@ -26,8 +26,7 @@ def rollout_metrics(rollouts: Sequence[Rollout], ps: Sequence[float] = DEFAULT_P
     """Statistics of one step's rollouts, keyed by MLflow-safe metric names.
 
     Args:
-        rollouts: the step's rollouts; `result` is an `EvalResult.to_dict()` or None (not evaluated,
-            e.g. after a parse failure).
+        rollouts: the step's rollouts; `result` is None when not evaluated (e.g. after a parse failure).
         ps: fast_p thresholds (× speedup, strict >).
 
     Returns:
@@ -52,14 +51,11 @@ def rollout_metrics(rollouts: Sequence[Rollout], ps: Sequence[float] = DEFAULT_P
           - "parse/<label>": count of each parse-error label seen.
           - "reason/<reason>": count of each reward reason seen ("ok", "ok:noisy", "ok:copy",
             "suspect:unverified", "format:missing_analysis", ...).
-
-    Raises:
-        KeyError, ValueError: a `result` that is not an `EvalResult.to_dict()`.
     """
     n = len(rollouts)
     if n == 0:
         return {"rollouts": 0.0}
-    results = [EvalResult.from_dict(r.result) for r in rollouts if r.result is not None]
+    results = [r.result for r in rollouts if r.result is not None]
     summary = summarize(results, ps)
     n_eval = summary["n"]
     rewards = [float(r.reward) for r in rollouts]
@@ -82,9 +78,9 @@ def rollout_metrics(rollouts: Sequence[Rollout], ps: Sequence[float] = DEFAULT_P
     # share * n_eval is an exact hit count up to rounding error, hence round().
     for key, share in summary["fast_p"].items():
         out[metric_key(key)] = round(share * n_eval) / n
-    correct = [r for r in rollouts if (r.result or {}).get("status") == "ok"]
+    correct = [r for r in results if r.status is Status.OK]
     if correct:
-        out["below_resolution_rate"] = sum("below_resolution" in (r.result.get("labels") or ()) for r in correct) / len(correct)
+        out["below_resolution_rate"] = sum(Label.BELOW_RESOLUTION in r.labels for r in correct) / len(correct)
     for name in ("mean", "median", "geomean"):
         value = summary[f"speedup_{name}"]
         if value is not None:
@@ -100,7 +96,7 @@ def rollout_metrics(rollouts: Sequence[Rollout], ps: Sequence[float] = DEFAULT_P
     return out
 
 
-def step_breakdown(wall_s: dict[str, float], results: Sequence[dict | None], pool_actors: int,
+def step_breakdown(wall_s: dict[str, float], results: Sequence[EvalResult | None], pool_actors: int,
                    step_s: float | None = None) -> dict[str, float]:
     """Where one training step's time went, and how long each role sat idle.
 
@@ -109,7 +105,7 @@ def step_breakdown(wall_s: dict[str, float], results: Sequence[dict | None], poo
             and "overlap", the part of generate and evaluate that ran at once (evaluation of the
             groups already finished while others are sampled; `sample_rollouts`); the phases
             otherwise run one after another (a missing phase counts 0).
-        results: the step's `EvalResult.to_dict()`s (None for a rollout not evaluated).
+        results: the step's results (None for a rollout not evaluated).
         pool_actors: timing actors in the primary pool.
         step_s: the step's wall time when its phases overlap (`pipeline.mode=async`: the next
             step is generated and evaluated while this one trains); None: the sum of the phases.
@@ -129,10 +125,9 @@ def step_breakdown(wall_s: dict[str, float], results: Sequence[dict | None], poo
                                                                          "overlap"))
     step = gen + ev - overlap + train + sync if step_s is None else float(step_s)
     done = [r for r in results if r]
-    build = sum(float(r.get("build_seconds") or 0.0) for r in done)
-    timing = sum(float((r.get("phases_s") or {}).get("timing", 0.0)) for r in done)
-    busy = sum(float(r.get("eval_seconds") or 0.0) + float((r.get("phases_s") or {}).get("processes", 0.0))
-               for r in done)
+    build = sum(float(r.build_seconds or 0.0) for r in done)
+    timing = sum(float(r.phases_s.get("timing", 0.0)) for r in done)
+    busy = sum(float(r.eval_seconds or 0.0) + float(r.phases_s.get("processes", 0.0)) for r in done)
 
     def idle(busy_s: float, capacity: float) -> float:
         return min(1.0, max(0.0, 1.0 - busy_s / capacity)) if capacity > 0 else 0.0

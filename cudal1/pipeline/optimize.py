@@ -36,10 +36,10 @@ import dataclasses
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from cudal1.bench.result import EvalResult, Status
+from cudal1.bench.result import EvalResult, Label, SecondOpinion, Status
 from cudal1.policy.parsing import parse_response
 from cudal1.policy.prompts import Feedback, contrastive_prompt, with_feedback
 from cudal1.records import Candidate, Exemplar
@@ -125,8 +125,8 @@ _ROLLOUT_KEYS = frozenset({"max_tokens", "max_model_len", "temperature", "top_p"
 class Attempt:
     """One candidate of one round (round 0: a starting solution).
 
-    `result` is the evaluator's `EvalResult.to_dict()`, None when the response held no usable code
-    (`parse_error` says why) or was cut at `max_tokens` (`finish_reason` "length").
+    `result` is the evaluation, None when the response held no usable code (`parse_error` says
+    why) or was cut at `max_tokens` (`finish_reason` "length").
     """
 
     round: int
@@ -136,12 +136,24 @@ class Attempt:
     sections: dict[str, str]
     parse_error: str | None
     finish_reason: str
-    result: dict[str, Any] | None
+    result: EvalResult | None
 
     @property
     def correct(self) -> bool:
-        r = self.result or {}
-        return r.get("status") == "ok" and isinstance(r.get("speedup"), (int, float)) and r["speedup"] > 0
+        """A correct result (status ok) with a speedup > 0."""
+        r = self.result
+        return r is not None and r.status is Status.OK and isinstance(r.speedup, (int, float)) and r.speedup > 0
+
+    @property
+    def speedup(self) -> float:
+        """The measured speedup (×) of a correct attempt (0.0 otherwise)."""
+        return float(self.result.speedup) if self.correct else 0.0  # type: ignore[union-attr,arg-type]
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe dict (the result as `EvalResult.to_dict()`)."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "result"}
+        d["result"] = self.result.to_dict() if self.result is not None else None
+        return d
 
     def feedback(self) -> Feedback:
         """What the next round's prompt says about this attempt."""
@@ -150,9 +162,8 @@ class Attempt:
                    else _PARSE_WHY.get(self.parse_error or "", "no usable code"))
             return Feedback(f"parse_error:{self.parse_error or 'truncated'}", why)
         r = self.result
-        ref, cand = r.get("reference") or {}, r.get("candidate") or {}
-        return Feedback(r["status"], r.get("message") or "", r.get("speedup"),
-                        ref.get("median_ms"), cand.get("median_ms"))
+        return Feedback(r.status.value, r.message, r.speedup, r.reference.median_ms if r.reference else None,
+                        r.candidate.median_ms if r.candidate else None)
 
 
 _PARSE_WHY = {
@@ -170,8 +181,8 @@ class Solution:
     """A task's verified solution.
 
     `speedup` is the slower of the two agreeing measurements (×), `spread` the larger of their
-    `speedup_spread`s; `result` is the first measurement's `EvalResult.to_dict()` and
-    `second_opinion` the comparison with the second (None with `verify` off).
+    `speedup_spread`s; `result` is the first measurement and `second_opinion` the comparison with
+    the second (None with `verify` off).
     """
 
     code: str
@@ -181,8 +192,16 @@ class Solution:
     analysis: str
     design: str
     origin: str
-    result: dict[str, Any]
-    second_opinion: dict[str, Any] | None = None
+    result: EvalResult
+    second_opinion: SecondOpinion | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-safe dict (`result` and `second_opinion` as their `to_dict()`)."""
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        d["labels"] = list(self.labels)
+        d["result"] = self.result.to_dict()
+        d["second_opinion"] = self.second_opinion.to_dict() if self.second_opinion is not None else None
+        return d
 
 
 @dataclasses.dataclass
@@ -194,7 +213,7 @@ class TaskOutcome:
         status: one of `OUTCOMES`.
         message: one line for the user.
         solution: the verified solution, or None.
-        reference: the reference check's result (`EvalResult.to_dict()`), or None when skipped.
+        reference: the reference check's result, or None when skipped.
         attempts: every candidate of every round, in order.
         prompts: each round's user message (round 1 first).
         seconds: wall time of the whole task.
@@ -205,7 +224,7 @@ class TaskOutcome:
     status: str
     message: str
     solution: Solution | None = None
-    reference: dict[str, Any] | None = None
+    reference: EvalResult | None = None
     attempts: list[Attempt] = dataclasses.field(default_factory=list)
     prompts: list[str] = dataclasses.field(default_factory=list)
     seconds: float = 0.0
@@ -219,27 +238,34 @@ class TaskOutcome:
         (its speedup and spread set to the verified ones); without one, the most informative
         failure (a wrong or slow answer before a crash before a build error), a failed reference's
         result, or a compile_error labelled "no_candidate" when no response held usable code."""
+        # A copy without the measuring actor: the table holds the evaluator's columns.
         if self.solution is not None:
-            r = EvalResult.from_dict(self.solution.result)
-            r.speedup, r.speedup_spread, r.labels = self.solution.speedup, self.solution.spread, list(self.solution.labels)
-            return r
+            return dataclasses.replace(self.solution.result, speedup=self.solution.speedup,
+                                       speedup_spread=self.solution.spread, labels=list(self.solution.labels),
+                                       actor=None, second_opinion=None)
         if self.status == "invalid_task" and self.reference is not None:
-            return EvalResult.from_dict(self.reference)
+            return dataclasses.replace(self.reference, actor=None, second_opinion=None)
         evaluated = [a.result for a in self.attempts if a.result is not None]
         if evaluated:
-            return EvalResult.from_dict(max(evaluated, key=lambda r: _FAILURE_RANK.get(r["status"], 0)))
-        return EvalResult(self.task_id, Status.COMPILE_ERROR, labels=["no_candidate"],
+            worst = max(evaluated, key=lambda r: _FAILURE_RANK[r.status])
+            return dataclasses.replace(worst, actor=None, second_opinion=None)
+        return EvalResult(self.task_id, Status.COMPILE_ERROR, labels=[Label.NO_CANDIDATE],
                           message=self.message or "no response held usable code")
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-safe dict (the job's report.json)."""
-        d = dataclasses.asdict(self)
-        d["speedup"] = self.speedup
-        return d
+        """A JSON-safe dict (the job's report.json): the fields, each result as `EvalResult.to_dict()`,
+        and "speedup"."""
+        return {"task_id": self.task_id, "name": self.name, "status": self.status, "message": self.message,
+                "solution": self.solution.to_dict() if self.solution is not None else None,
+                "reference": self.reference.to_dict() if self.reference is not None else None,
+                "attempts": [a.to_dict() for a in self.attempts], "prompts": list(self.prompts),
+                "seconds": self.seconds, "speedup": self.speedup}
 
 
-_FAILURE_RANK = {"ok": 6, "incorrect": 5, "hack": 4, "timeout": 3, "resource_exceeded": 3, "runtime_error": 2,
-                 "compile_error": 1, "invalid_task": 0}
+_FAILURE_RANK = {Status.OK: 6, Status.INCORRECT: 5, Status.HACK: 4, Status.TIMEOUT: 3, Status.RESOURCE_EXCEEDED: 3,
+                 Status.RUNTIME_ERROR: 2, Status.COMPILE_ERROR: 1, Status.INVALID_TASK: 0}
+"""Which failure `TaskOutcome.table_result` reports: the most informative (a wrong or slow answer
+before a crash before a build error)."""
 
 
 class Optimizer:
@@ -248,7 +274,7 @@ class Optimizer:
     Args:
         generator: has `generate(prompt_ids: list[list[int]], n, max_tokens, temperature, top_p)
             -> list[list[Generation]]` (`cudal1.rollout.RolloutGenerator`, or its actor's `ShellHandle`).
-        pool: has `evaluate_many(candidates, progress=bool, avoid=None) -> list[dict]`
+        pool: has `evaluate_many(candidates, progress=bool, avoid=None) -> list[EvalResult]`
             (`cudal1.actors.bench_pool.BenchmarkPool`); candidates carry their task (`Candidate.task`),
             so the pool need not hold the task in its suite.
         tokenizer: the policy's tokenizer (its chat template is applied).
@@ -296,10 +322,10 @@ class Optimizer:
             ref = self._evaluate([Candidate(task.task_id, reference_as_candidate(task.source), "reference",
                                             task=task_record)])[0]
             out.reference = ref
-            emit("reference", status=ref["status"], message=ref.get("message", ""))
-            if ref["status"] != "ok":
+            emit("reference", status=ref.status.value, message=ref.message)
+            if ref.status is not Status.OK:
                 out.status = "invalid_task"
-                out.message = f"the reference does not run as ModelNew: {ref['status']}: {ref.get('message', '')}"[:500]
+                out.message = f"the reference does not run as ModelNew: {ref.status.value}: {ref.message}"[:500]
                 return self._finish(out, t0, emit)
 
         pool_of_exemplars: list[Exemplar] = []
@@ -335,7 +361,7 @@ class Optimizer:
             feedback = self._absorb(task, attempts, pool_of_exemplars)
             statuses: dict[str, int] = {}
             for a in attempts:
-                key = a.result["status"] if a.result else f"parse_error:{a.parse_error or 'truncated'}"
+                key = a.result.status.value if a.result else f"parse_error:{a.parse_error or 'truncated'}"
                 statuses[key] = statuses.get(key, 0) + 1
             best = max((e.speedup for e in pool_of_exemplars), default=None)
             emit("round_done", round=rnd, rounds=s.rounds, evaluated=sum(a.result is not None for a in attempts),
@@ -356,10 +382,8 @@ class Optimizer:
 
     # -- steps ---------------------------------------------------------------------------------------
 
-    def _evaluate(self, candidates: list[Candidate], avoid: list[int | None] | None = None) -> list[dict[str, Any]]:
-        if avoid is None:
-            return self.pool.evaluate_many(candidates, progress=self.progress_bars)
-        return self.pool.evaluate_many(candidates, progress=self.progress_bars, avoid=avoid)
+    def _evaluate(self, candidates: list[Candidate]) -> list[EvalResult]:
+        return self.pool.evaluate_many(candidates, progress=self.progress_bars)
 
     def _evaluate_attempts(self, task: Task, task_record: dict[str, Any], attempts: list[Attempt]) -> None:
         todo = [a for a in attempts if a.code is not None]
@@ -376,10 +400,10 @@ class Optimizer:
         for a in attempts:
             if a.correct and a.code not in known:
                 known.add(a.code)
-                exemplars.append(Exemplar(task.task_id, a.code, float(a.result["speedup"]),
+                exemplars.append(Exemplar(task.task_id, a.code, a.speedup,
                                           analysis=a.sections.get("analysis", ""), step=a.round, origin=a.origin))
         failed = [a.feedback() for a in attempts if not a.correct]
-        slow = [a.feedback() for a in attempts if a.correct and a.result["speedup"] <= self.settings.min_gain]
+        slow = [a.feedback() for a in attempts if a.correct and a.speedup <= self.settings.min_gain]
         return failed + slow
 
     def _prompt(self, task: Task, shown: list[Exemplar], feedback: list[Feedback]) -> tuple[list[int] | None, Any]:
@@ -407,11 +431,12 @@ class Optimizer:
     def _verified_best(self, task: Task, task_record: dict[str, Any], attempts: list[Attempt],
                        emit: Callable[..., None]) -> Solution | None:
         """The fastest correct attempt that a second measurement confirms (`verify`), else None."""
-        from cudal1.rl.rewards import RewardConfig, second_opinion
+        from cudal1.pipeline.verify import second_opinions
+        from cudal1.rl.rewards import RewardConfig
 
         s = self.settings
         ranked, seen = [], set()
-        for a in sorted((a for a in attempts if a.correct), key=lambda a: -a.result["speedup"]):
+        for a in sorted((a for a in attempts if a.correct), key=lambda a: -a.speedup):
             if a.code not in seen:
                 seen.add(a.code)
                 ranked.append(a)
@@ -419,16 +444,12 @@ class Optimizer:
         for a in ranked[: s.verify_tries]:
             first = a.result
             if not s.verify:
-                return _solution(a, first["speedup"], first.get("speedup_spread"), None)
-            second = self._evaluate([Candidate(task.task_id, a.code, a.origin + "/verify", task=task_record)],
-                                    avoid=[first.get("actor")])[0]
-            opinion = second_opinion(first, second, cfg)
-            emit("verified", origin=a.origin, speedup=opinion["speedup"], agrees=opinion["agrees"])
-            if opinion["agrees"]:
-                spreads = [x for x in (first.get("speedup_spread"), second.get("speedup_spread")) if x is not None]
-                return _solution(a, min(first["speedup"], opinion["speedup"]), max(spreads) if spreads else None, opinion)
-            log.warning("%s: %s measured %.3fx, then %s on another actor: not confirmed", task.task_id, a.origin,
-                        first["speedup"], f"{opinion['speedup']:.3f}x" if opinion["speedup"] else opinion["status"])
+                return _solution(a, a.speedup, first.speedup_spread, None)
+            again = Candidate(task.task_id, a.code, a.origin + "/verify", task=task_record)
+            opinion, second = second_opinions(self.pool, [again], [first], cfg)[0]
+            emit("verified", origin=a.origin, speedup=opinion.speedup, agrees=opinion.agrees)
+            if opinion.agrees:
+                return _solution(a, min(a.speedup, opinion.speedup), _larger_spread(first, second), opinion)
         return None
 
     def _finish(self, out: TaskOutcome, t0: float, emit: Callable[..., None]) -> TaskOutcome:
@@ -459,10 +480,15 @@ def task_from_source(source: str, name: str = "program") -> Task:
     return dataclasses.replace(task, path="")
 
 
-def _solution(a: Attempt, speedup: float, spread: float | None, opinion: Mapping[str, Any] | None) -> Solution:
-    return Solution(a.code or "", float(speedup), spread, list(a.result.get("labels") or []),
-                    a.sections.get("analysis", ""), a.sections.get("design", ""), a.origin, dict(a.result),
-                    dict(opinion) if opinion is not None else None)
+def _larger_spread(first: EvalResult, second: EvalResult) -> float | None:
+    """The larger of the two measurements' `speedup_spread`s (None when neither has one)."""
+    spreads = [x for x in (first.speedup_spread, second.speedup_spread) if x is not None]
+    return max(spreads) if spreads else None
+
+
+def _solution(a: Attempt, speedup: float, spread: float | None, opinion: SecondOpinion | None) -> Solution:
+    return Solution(a.code or "", float(speedup), spread, list(a.result.labels), a.sections.get("analysis", ""),
+                    a.sections.get("design", ""), a.origin, a.result, opinion)
 
 
 def _emitter(callback: ProgressCallback | None, task_id: str) -> Callable[..., None]:

@@ -18,9 +18,13 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
+from cudal1.bench.result import EvalResult, Status
 from cudal1.records import Candidate
+
+if TYPE_CHECKING:
+    from cudal1.actors.bench_pool import BenchmarkPools
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +37,7 @@ class PoolRecorder:
     harness failures are recorded as its labelled results, never raised.
     """
 
-    def __init__(self, pools: Any, out_dir: Path) -> None:
+    def __init__(self, pools: BenchmarkPools, out_dir: Path) -> None:
         self.out_dir = Path(out_dir)
         self.out_dir.mkdir(parents=True, exist_ok=True)
         self.names = [n for n in pools.names if n != pools.primary.name]
@@ -50,9 +54,9 @@ class PoolRecorder:
         """The JSONL file of pool `name`."""
         return self.out_dir / f"record_{name}.jsonl"
 
-    def submit(self, step: int, candidates: Sequence[Candidate], results: Sequence[dict[str, Any]]) -> int:
+    def submit(self, step: int, candidates: Sequence[Candidate], results: Sequence[EvalResult]) -> int:
         """Queue the candidates whose primary result is ok for every other pool. Returns how many."""
-        picked = [(c, r) for c, r in zip(candidates, results) if r.get("status") == "ok"]
+        picked = [(c, r) for c, r in zip(candidates, results) if r.status is Status.OK]
         if picked:
             for q in self._queues.values():
                 q.put((step, picked))
@@ -71,11 +75,11 @@ class PoolRecorder:
                 workers = getattr(pool, "workers", None) or []
                 with open(self.path(name), "a", encoding="utf-8") as f:
                     for (c, primary), res in zip(picked, results):
-                        actor = res.get("actor")
-                        node = workers[actor].get("node_id") if isinstance(actor, int) and actor < len(workers) else None
+                        actor = res.actor
+                        node = workers[actor].get("node_id") if actor is not None and actor < len(workers) else None
                         f.write(json.dumps({"step": step, "task_id": c.task_id, "origin": c.origin,
-                                            "primary_speedup": primary.get("speedup"), "pool": name,
-                                            "node_id": node, "result": res}) + "\n")
+                                            "primary_speedup": primary.speedup, "pool": name,
+                                            "node_id": node, "result": res.to_dict()}) + "\n")
                     f.flush()
                     os.fsync(f.fileno())
                 self.recorded[name] += len(results)

@@ -23,7 +23,7 @@ from cudal1.policy.model import chat_prompt_ids
 from cudal1.pipeline.sft_data import sft_pairs, stage1_solutions
 from cudal1.policy.prompts import plain_prompt
 from cudal1.records import Candidate, Exemplar, PolicyExample, Rollout
-from cudal1.rl.rewards import UNPAID_LABELS
+from cudal1.bench.result import UNPAID_LABELS, Status
 from cudal1.tasks.suite import seeds_for
 from cudal1.tasks.task import reference_as_candidate
 
@@ -134,9 +134,10 @@ def progress(ctx: Any, total: int, stage: str, unit: str) -> tqdm:
 
 def log_samples(ctx: Any, rollouts: list[Rollout], name: str) -> None:
     for r in rollouts[: ctx.cfg.tracking.log_samples]:
-        res = r.result or {}
+        res = r.result
         head = (f"task {r.task_id}  reward {r.reward:.3f}  advantage {r.advantage:+.3f}  "
-                f"status {res.get('status', r.parse_error)}  speedup {res.get('speedup')}")
+                f"status {res.status.value if res is not None else r.parse_error}  "
+                f"speedup {res.speedup if res is not None else None}")
         ctx.tracker.log_text(f"{head}\n\n=== prompt ===\n{r.prompt}\n\n=== response ===\n{r.generation.text}\n",
                              f"samples/{name}/g{r.group}_s{r.sample}.txt")
 
@@ -149,19 +150,19 @@ task, reward, status; columns `cudal1.review.ROLLOUT_COLUMNS`)."""
 def save_rollouts(ctx: Any, rollouts: list[Rollout], name: str) -> None:
     """Every rollout of a unit, as JSONL under <run_dir>/rollouts (the raw record of the run), and
     its rows appended to the run's MLflow rollouts table (`ROLLOUT_TABLE`)."""
-    import dataclasses
     import json
 
     out = ctx.run_dir / "rollouts"
     out.mkdir(exist_ok=True)
+    records = [r.to_dict() for r in rollouts]
     with open(out / f"{name}.jsonl", "w") as f:
-        for r in rollouts:
-            f.write(json.dumps(dataclasses.asdict(r)) + "\n")
+        for record in records:
+            f.write(json.dumps(record) + "\n")
     if rollouts:
         from cudal1.review import file_unit, rollout_row
 
         stage, unit = file_unit(name)
-        rows = [rollout_row(dataclasses.asdict(r), stage, unit) for r in rollouts]
+        rows = [rollout_row(record, stage, unit) for record in records]
         ctx.tracker.log_table([{**row, "labels": ",".join(row["labels"])} for row in rows], ROLLOUT_TABLE)
 
 
@@ -248,14 +249,14 @@ def _validated_variants(ctx: Any, solutions: list[Exemplar], references: bool
     variants: dict[str, list[Exemplar]] = {}
     correct: list[Exemplar] = []
     for c, res, analysis in zip(candidates, results, analyses):
-        if res.get("status") == "ok" and not UNPAID_LABELS.intersection(res.get("labels") or ()):
-            e = Exemplar(c.task_id, c.source, float(res["speedup"]), analysis=analysis, origin=c.origin)
+        if res.status is Status.OK and not UNPAID_LABELS.intersection(res.labels):
+            e = Exemplar(c.task_id, c.source, float(res.speedup), analysis=analysis, origin=c.origin)
             variants.setdefault(c.task_id, []).append(e)
             if c.origin != "reference":
                 correct.append(e)
         else:
-            log.warning("sft: %s for %s is %s (%s): not trained on", c.origin, c.task_id, res.get("status"),
-                        str(res.get("message", ""))[:200])
+            log.warning("sft: %s for %s is %s (%s): not trained on", c.origin, c.task_id, res.status.value,
+                        res.message[:200])
     ctx.buffer.add([e for found in variants.values() for e in found])
     seeds = sum(e.origin == "seed" for e in solutions)
     seeds_ok = sum(e.origin == "seed" for e in correct)

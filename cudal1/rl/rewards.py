@@ -38,10 +38,9 @@ import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from cudal1.bench.result import EvalResult
+from cudal1.bench.result import FAILED_STATUSES, HARNESS_LABELS, EvalResult, Label, SecondOpinion, Status
 
 TRANSFORMS = ("log_speedup", "speedup")
-FAILED_STATUSES = ("compile_error", "runtime_error", "timeout", "resource_exceeded", "incorrect", "invalid_task")
 
 DEFAULT_LABEL_FACTORS: dict[str, float] = {
     "reduced_precision": 0.0,
@@ -179,8 +178,7 @@ class Priced:
         reward: the scalar reward.
         reason: "ok", "ok:noisy", "ok:copy", "suspect:unverified", or a failure label: "truncated",
             "parse_error:<label>", "format:missing_<section>", an evaluator status, "hack:<kind>",
-            "degenerate_task", "degenerate_check_failed", "not_evaluated", "bad_speedup",
-            "unknown_status:<s>".
+            "degenerate_task", "degenerate_check_failed", "not_evaluated", "bad_speedup".
         speedup: the speedup the reward was computed from (×, after rounding and the gain rules),
             for correct results; None otherwise.
         spread: the evaluator's `speedup_spread` of a correct result (0 when it gave none).
@@ -198,16 +196,6 @@ class Priced:
     @property
     def correct(self) -> bool:
         return self.speedup is not None
-
-
-HARNESS_LABELS = frozenset({"actor_died", "harness_error", "actor_timeout"})
-"""Result labels that say the harness failed, not the candidate."""
-
-UNPAID_LABELS = frozenset({"degenerate_task", "degenerate_check_failed"})
-"""Result labels under which "correct" says nothing about the candidate, so it is never paid nor
-kept as an example: on a degenerate task wrong code passes ("degenerate_task"); where the
-degenerate-task check itself failed nobody knows whether it would ("degenerate_check_failed"),
-and the check fails closed."""
 
 
 def credit(speedup: float, cfg: RewardConfig) -> float:
@@ -268,53 +256,53 @@ def normalized_code(code: str) -> str:
     return ast.dump(tree, annotate_fields=False)
 
 
-def _as_dict(result: Mapping[str, Any] | EvalResult | None) -> dict[str, Any] | None:
-    if result is None:
+def _finite_speedup(value: Any) -> float | None:
+    """`value` as a speedup (×) when it is a finite number > 0, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         return None
-    if isinstance(result, EvalResult):
-        return result.to_dict()
-    return dict(result)
+    return float(value)
 
 
-def needs_second_opinion(result: Mapping[str, Any] | None, best_known: float | None, cfg: RewardConfig) -> bool:
+def _spread(result: EvalResult) -> float:
+    """`result.speedup_spread` when it is a finite number >= 0, else 0."""
+    x = result.speedup_spread
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0 else 0.0
+
+
+def needs_second_opinion(result: EvalResult | None, best_known: float | None, cfg: RewardConfig) -> bool:
     """True for a correct result (status ok) whose speedup (×) exceeds `cfg.verify_above`, or
     `cfg.verify_over_best` × `best_known` (the task's best stored speedup, × ; None: unknown)."""
-    d = _as_dict(result)
-    if d is None or getattr(d.get("status"), "value", d.get("status")) != "ok":
+    if result is None or result.status is not Status.OK:
         return False
-    s = d.get("speedup")
-    if isinstance(s, bool) or not isinstance(s, (int, float)) or not math.isfinite(s):
+    s = _finite_speedup(result.speedup)
+    if s is None:
         return False
     return s > cfg.verify_above or (best_known is not None and best_known > 0 and s > cfg.verify_over_best * best_known)
 
 
-def second_opinion(first: Mapping[str, Any], second: Mapping[str, Any], cfg: RewardConfig) -> dict[str, Any]:
-    """Compare a result with its re-measurement on another actor.
+def second_opinion(first: EvalResult, second: EvalResult, cfg: RewardConfig) -> SecondOpinion:
+    """Compare a correct result (`first`, its speedup set) with its re-measurement on another actor.
 
-    Returns {"speedup": the second speedup (×) or None, "status", "actor": the second actor,
-    "disagreement": |s1 - s2| / min(s1, s2) (None when the second is not a correct result),
-    "tolerance": the larger of `cfg.verify_tolerance` and the two results' own spreads
-    (`speedup_spread`: two honest measurements differ by about that), "agrees": disagreement
-    <= tolerance, or both results below the measurement's resolution (label "below_resolution":
-    each speedup is then only a lower bound, and two bounds may differ without contradicting
-    each other)}. `price` pays the slower of two that agree and no gain for two that do not.
+    The disagreement is |s1 - s2| / min(s1, s2) (None when `second` is not a correct result with
+    a speedup); the tolerance the larger of `cfg.verify_tolerance` and the two results' own
+    spreads (`speedup_spread`: two honest measurements differ by about that); they agree when the
+    disagreement is within the tolerance, or both results are below the measurement's resolution
+    (label "below_resolution": each speedup is then only a lower bound, and two bounds may differ
+    without contradicting each other). `price` pays the slower of two that agree and no gain for
+    two that do not.
     """
-    s1 = float(first["speedup"])
-    status = getattr(second.get("status"), "value", second.get("status"))
-    s2 = second.get("speedup")
-    ok = status == "ok" and isinstance(s2, (int, float)) and not isinstance(s2, bool) and math.isfinite(s2) and s2 > 0
-    disagreement = abs(s1 - s2) / min(s1, s2) if ok else None
-    spreads = [float(x) for x in (first.get("speedup_spread"), second.get("speedup_spread"))
-               if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0]
-    tolerance = max([cfg.verify_tolerance, *spreads])
-    bounds = all("below_resolution" in (r.get("labels") or ()) for r in (first, second))
-    return {"speedup": float(s2) if ok else None, "status": status, "actor": second.get("actor"),
-            "disagreement": disagreement, "tolerance": tolerance,
-            "agrees": disagreement is not None and (disagreement <= tolerance or bounds)}
+    s1 = float(first.speedup)  # type: ignore[arg-type]
+    s2 = _finite_speedup(second.speedup) if second.status is Status.OK else None
+    disagreement = abs(s1 - s2) / min(s1, s2) if s2 is not None else None
+    tolerance = max(cfg.verify_tolerance, _spread(first), _spread(second))
+    bounds = all(Label.BELOW_RESOLUTION in r.labels for r in (first, second))
+    return SecondOpinion(speedup=s2, status=second.status, actor=second.actor, disagreement=disagreement,
+                         tolerance=tolerance,
+                         agrees=disagreement is not None and (disagreement <= tolerance or bounds))
 
 
 def price(
-    result: Mapping[str, Any] | EvalResult | None,
+    result: EvalResult | None,
     parse_error: str | None = None,
     cfg: RewardConfig | None = None,
     *,
@@ -326,8 +314,7 @@ def price(
     """The reward of one response and why (see the module docstring for the rules).
 
     Args:
-        result: the evaluation of the response's candidate (an `EvalResult` or its `to_dict()`),
-            or None when it was never evaluated.
+        result: the evaluation of the response's candidate, or None when it was never evaluated.
         parse_error: the parser's error label, or None when the response parsed.
         cfg: pricing; `RewardConfig()` when None.
         finish_reason: the generation's finish reason ("stop" or "length").
@@ -348,40 +335,35 @@ def price(
         for key in cfg.required_sections:
             if len((sections.get(key) or "").strip()) < cfg.min_section_chars:
                 return Priced(fail, f"format:missing_{key}")
-    d = _as_dict(result)
-    if d is None:
+    if result is None:
         return Priced(fail, "not_evaluated")
-    status = getattr(d.get("status"), "value", d.get("status"))  # a Status enum in a hand-built dict
-    labels = [str(x) for x in (d.get("labels") or ())]
-    if status == "hack":
-        kind = getattr(d.get("hack_kind"), "value", d.get("hack_kind")) or "unknown"
+    status, labels = result.status, result.labels
+    if status is Status.HACK:
+        kind = result.hack_kind.value if result.hack_kind is not None else "unknown"
         return Priced(hack, f"hack:{kind}")
     if status in FAILED_STATUSES:
-        untrainable = status == "invalid_task" or bool(HARNESS_LABELS.intersection(labels))
-        return Priced(fail, str(status), trainable=not untrainable)
-    if status != "ok":
-        return Priced(fail, f"unknown_status:{status}")
-    if "degenerate_task" in labels:
+        untrainable = status is Status.INVALID_TASK or bool(HARNESS_LABELS.intersection(labels))
+        return Priced(fail, status.value, trainable=not untrainable)
+    if Label.DEGENERATE_TASK in labels:
         # Wrong code passes on a degenerate task: a "correct" result there says nothing.
-        return Priced(fail, "degenerate_task")
-    if "degenerate_check_failed" in labels:
+        return Priced(fail, Label.DEGENERATE_TASK)
+    if Label.DEGENERATE_CHECK_FAILED in labels:
         # Paid as on a degenerate task (no speedup credit), but left out of the update: the check
         # failed on the reference, which says nothing about the response either way.
-        return Priced(fail, "degenerate_check_failed", trainable=False)
-    speedup = d.get("speedup")
-    if isinstance(speedup, bool) or not isinstance(speedup, (int, float)) or not math.isfinite(speedup) or speedup <= 0:
+        return Priced(fail, Label.DEGENERATE_CHECK_FAILED, trainable=False)
+    speedup = _finite_speedup(result.speedup)
+    if speedup is None:
         return Priced(fail, "bad_speedup")
-    spread = d.get("speedup_spread")
-    spread = float(spread) if isinstance(spread, (int, float)) and math.isfinite(spread) and spread >= 0 else 0.0
-    s, reason = conservative_speedup(float(speedup), cfg), "ok"
+    spread = _spread(result)
+    s, reason = conservative_speedup(speedup, cfg), "ok"
     if s > 1 and spread > cfg.max_spread:
         s, reason = 1.0, "ok:noisy"
-    check = d.get("second_opinion")
-    if s > 1 and isinstance(check, Mapping):
-        if not check.get("agrees"):
+    check = result.second_opinion
+    if s > 1 and check is not None:
+        if not check.agrees or check.speedup is None:
             s, reason = 1.0, "suspect:unverified"
         else:  # the slower of the two measurements
-            s = min(s, conservative_speedup(float(check["speedup"]), cfg))
+            s = min(s, conservative_speedup(check.speedup, cfg))
     if s > 1 and code is not None:
         mine = normalized_code(code)
         if any(normalized_code(other) == mine for other in shown):

@@ -16,7 +16,7 @@ import ray
 
 from cudal1.actors.bench_pool import BenchmarkPool, BenchmarkPools, BenchWorker, PoolSpec
 from cudal1.bench.result import Status
-from cudal1.pipeline.rollouts import verify_outliers
+from cudal1.pipeline.verify import verify_outliers
 from cudal1.records import Candidate
 from cudal1.rl.rewards import RewardConfig, price
 from cudal1.tasks import seed_solutions
@@ -47,19 +47,19 @@ def pool(ray_cluster, tmp_path_factory):
 def test_bench_worker_without_ray(tmp_path_factory):
     worker = BenchWorker("plain", "cpu", settings(tmp_path_factory))
     unknown = worker.evaluate(Candidate("level9/99", SEED))
-    assert unknown["status"] == Status.INVALID_TASK.value and unknown["labels"] == ["unknown_task"]
+    assert unknown.status is Status.INVALID_TASK and unknown.labels == ["unknown_task"]
 
 
 def test_results_in_input_order_with_correct_statuses(pool):
     candidates = [Candidate(TASK, SEED, origin="seed"), Candidate(TASK, NOT_PYTHON, origin="syntax"),
                   Candidate(TASK, BROKEN, origin="broken"), Candidate(TASK, SEED, origin="seed-again")]
     results = pool.evaluate_many(candidates, progress=False)
-    statuses = [r["status"] for r in results]
-    assert statuses[0] == "ok" and statuses[3] == "ok", [r["message"] for r in results]
+    statuses = [r.status for r in results]
+    assert statuses[0] == "ok" and statuses[3] == "ok", [r.message for r in results]
     assert statuses[1] == "compile_error"
-    assert statuses[2] == "runtime_error", results[2]["message"]
-    assert all(r["task_id"] == TASK for r in results)
-    assert results[0]["speedup"] > 0 and results[0]["correctness_trials"] >= 5
+    assert statuses[2] == "runtime_error", results[2].message
+    assert all(r.task_id == TASK for r in results)
+    assert results[0].speedup > 0 and results[0].correctness_trials >= 5
 
 
 def wait_for(condition, timeout_s: float = 300.0) -> bool:
@@ -83,9 +83,9 @@ def test_a_stream_evaluates_candidates_submitted_while_it_runs(pool):
         results = stream.results(timeout_s=600)
         with pytest.raises(RuntimeError, match="closed stream"):
             stream.submit([Candidate(TASK, SEED)])
-    assert [r["status"] for r in results] == ["ok", "compile_error", "ok"], [r["message"] for r in results]
+    assert [r.status for r in results] == ["ok", "compile_error", "ok"], [r.message for r in results]
     assert not pool._lock.locked() and pool.busy == {}
-    assert pool.evaluate_many([Candidate(TASK, NOT_PYTHON)], progress=False)[0]["status"] == "compile_error"
+    assert pool.evaluate_many([Candidate(TASK, NOT_PYTHON)], progress=False)[0].status == "compile_error"
 
 
 def test_a_cancelled_stream_releases_the_pool(pool):
@@ -101,18 +101,18 @@ def test_a_cancelled_stream_releases_the_pool(pool):
     assert not pool._lock.locked() and pool.busy == {}
     with pytest.raises(RuntimeError, match="closed stream"):
         stream.submit([Candidate(TASK, SEED)])
-    assert pool.evaluate_many([Candidate(TASK, SEED)], progress=False)[0]["status"] == "ok"
+    assert pool.evaluate_many([Candidate(TASK, SEED)], progress=False)[0].status == "ok"
 
 
 def test_a_second_opinion_comes_from_another_actor(pool):
     """Issue 9, item 9: `avoid` sends each candidate to an actor other than the one named."""
     firsts = pool.evaluate_many([Candidate(TASK, SEED, origin=f"first{i}") for i in range(2)], progress=False)
-    avoid = [r["actor"] for r in firsts]
+    avoid = [r.actor for r in firsts]
     assert all(a in (0, 1) for a in avoid)
     seconds = pool.evaluate_many([Candidate(TASK, SEED, origin=f"second{i}") for i in range(2)],
                                  progress=False, avoid=avoid)
-    assert [r["status"] for r in seconds] == ["ok", "ok"], [r["message"] for r in seconds]
-    assert all(s["actor"] != a for s, a in zip(seconds, avoid)), (avoid, [s["actor"] for s in seconds])
+    assert [r.status for r in seconds] == ["ok", "ok"], [r.message for r in seconds]
+    assert all(s.actor != a for s, a in zip(seconds, avoid)), (avoid, [s.actor for s in seconds])
     with pytest.raises(ValueError, match="avoid"):
         pool.evaluate_many([Candidate(TASK, SEED)], avoid=[0, 1])
 
@@ -124,10 +124,10 @@ def test_outliers_are_measured_again_on_another_actor_before_they_are_paid(pool)
     candidates = [Candidate(TASK, SEED, origin="outlier")]
     results = pool.evaluate_many(candidates, progress=False)
     assert verify_outliers(pool, candidates, results, {TASK: 1e-6}, cfg) == 1
-    opinion = results[0]["second_opinion"]
-    assert opinion["status"] == "ok" and opinion["actor"] != results[0]["actor"] and opinion["agrees"]
+    opinion = results[0].second_opinion
+    assert opinion.status == "ok" and opinion.actor != results[0].actor and opinion.agrees
     paid = price(results[0], None, cfg)
-    slower = min(results[0]["speedup"], opinion["speedup"])
+    slower = min(results[0].speedup, opinion.speedup)
     assert paid.speedup <= max(slower, 1.0) + 1e-9
     quiet = RewardConfig(verify_above=1e6)  # nothing is an outlier now: no second evaluation
     assert verify_outliers(pool, candidates, results, {TASK: 1e6}, quiet) == 0
@@ -138,7 +138,7 @@ def test_a_pool_of_one_gives_the_second_opinion_itself(ray_cluster, tmp_path_fac
     alone = BenchmarkPool(spec)
     try:
         [result] = alone.evaluate_many([Candidate(TASK, SEED)], progress=False, avoid=[0])
-        assert result["status"] == "ok" and result["actor"] == 0, result["message"]
+        assert result.status == "ok" and result.actor == 0, result.message
     finally:
         alone.shutdown()
 
@@ -196,13 +196,13 @@ def test_killed_actor_loses_no_result(pool):
     results = out["results"]
     assert len(results) == 4 and all(r is not None for r in results)
     for r in results:
-        assert r["status"] == "ok" or (r["status"] == "runtime_error" and r["message"].startswith("benchmark actor died")), r
-    print("after kill:", [(r["status"], r["message"][:80]) for r in results])
+        assert r.status == "ok" or (r.status == "runtime_error" and r.message.startswith("benchmark actor died")), r
+    print("after kill:", [(r.status, r.message[:80]) for r in results])
     gone, alive = psutil.wait_procs(tree, timeout=30)  # the killed actor's evaluator dies with it
     assert not alive
     # The pool goes on: the restarted actor evaluates again.
     again = pool.evaluate_many([Candidate(TASK, SEED), Candidate(TASK, SEED)], progress=False)
-    assert [r["status"] for r in again] == ["ok", "ok"]
+    assert [r.status for r in again] == ["ok", "ok"]
 
 
 def test_kill_without_retries_gives_a_labelled_result(ray_cluster, tmp_path_factory):
@@ -221,14 +221,14 @@ def test_kill_without_retries_gives_a_labelled_result(ray_cluster, tmp_path_fact
         ray.kill(pool.actors[0], no_restart=False)
         runner.join(timeout=400)
         first, second = out["results"]
-        print("killed, no retry:", first["message"])
+        print("killed, no retry:", first.message)
         # Which error the driver sees depends on timing: the actor's death itself (actor_died), or
         # the evaluator inside it failing first as its fork server is killed under it (harness_error,
         # e.g. an EOFError on the server's socket). Either way the candidate is labelled as a harness
         # failure, not lost, and not blamed on the candidate.
-        assert first["status"] == "runtime_error" and first["labels"] in (["actor_died"], ["harness_error"]), first
-        assert first["message"].startswith(("benchmark actor died", "benchmark actor failed")), first["message"]
-        assert second["status"] == "ok", second["message"]  # the restarted actor took the next one
+        assert first.status == "runtime_error" and first.labels in (["actor_died"], ["harness_error"]), first
+        assert first.message.startswith(("benchmark actor died", "benchmark actor failed")), first.message
+        assert second.status == "ok", second.message  # the restarted actor took the next one
     finally:
         pool.shutdown()
 
@@ -241,7 +241,7 @@ def test_call_past_its_timeout_is_labelled(ray_cluster, tmp_path_factory):
     try:
         start = time.monotonic()
         [result] = pool.evaluate_many([Candidate(TASK, SEED)], progress=False)
-        assert result["status"] == "timeout" and result["labels"] == ["actor_timeout"], result
+        assert result.status == "timeout" and result.labels == ["actor_timeout"], result
         assert time.monotonic() - start < 30
         assert pool.busy == {}
     finally:
@@ -276,14 +276,14 @@ def test_a_build_pool_builds_each_source_once_ahead_of_timing(ray_cluster, tmp_p
             streamed = stream.results(timeout_s=600)
     finally:
         p.shutdown()
-    assert [r["status"] for r in results] == ["ok", "compile_error", "ok"], [r["message"] for r in results]
+    assert [r.status for r in results] == ["ok", "compile_error", "ok"], [r.message for r in results]
     # The build actor's verdict (the timing actor would say "candidate failed to import/build").
-    assert results[1]["message"].startswith("SyntaxError"), results[1]["message"]
-    assert results[1]["task_id"] == TASK and results[1]["candidate_hash"]
+    assert results[1].message.startswith("SyntaxError"), results[1].message
+    assert results[1].task_id == TASK and results[1].candidate_hash
     # A stream builds as it goes; a source submitted again later takes its first build's verdict.
-    assert [r["status"] for r in streamed] == ["compile_error", "ok", "compile_error"], [r["message"] for r in streamed]
-    assert streamed[2]["message"] == streamed[0]["message"] and streamed[2]["message"].startswith("SyntaxError")
-    assert streamed[2]["task_id"] == "level1/13"
+    assert [r.status for r in streamed] == ["compile_error", "ok", "compile_error"], [r.message for r in streamed]
+    assert streamed[2].message == streamed[0].message and streamed[2].message.startswith("SyntaxError")
+    assert streamed[2].task_id == "level1/13"
 
 
 def test_a_build_worker_runs_the_candidate_up_to_its_builds(tmp_path_factory):
@@ -307,7 +307,7 @@ def test_a_build_worker_runs_the_candidate_up_to_its_builds(tmp_path_factory):
     assert worker.build(Candidate(TASK, source)) is None
     assert (folder / "cudal1_tiny_init" / "cudal1_tiny_init.so").exists()
     failed = worker.build(Candidate(TASK, NOT_PYTHON))
-    assert failed["status"] == "compile_error" and failed["task_id"] == TASK
+    assert failed.status == "compile_error" and failed.task_id == TASK
 
 
 def test_timing_and_build_actors_split_a_gpu_node(monkeypatch):

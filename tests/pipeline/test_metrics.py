@@ -8,13 +8,14 @@ from cudal1.bench.result import EvalResult, HackKind, Status
 from cudal1.pipeline.metrics import rollout_metrics
 from cudal1.tracking import metric_key
 from cudal1.records import Generation, Rollout
+from cudal1.rl.rewards import Priced
 
 
 def _rollout(sample, reward, result=None, parse_error=None, tokens=4, finish="stop"):
     gen = Generation(prompt_ids=[1, 2], response_ids=list(range(tokens)), logprobs=[-0.1] * tokens,
                      text="x", finish_reason=finish)
     return Rollout(task_id="level1/1", step=3, group=0, sample=sample, prompt="p", generation=gen,
-                   parse_error=parse_error, result=result.to_dict() if result else None, reward=reward)
+                   parse_error=parse_error, result=result, priced=Priced(reward, ""))
 
 
 def _ok(speedup):
@@ -105,8 +106,9 @@ def test_below_resolution_rate_is_over_correct_rollouts_only():
 def test_step_breakdown_shares_and_actor_seconds():
     from cudal1.pipeline.metrics import step_breakdown
 
-    results = [{"eval_seconds": 6.0, "build_seconds": 4.0, "phases_s": {"timing": 2.0, "processes": 1.0}},
-               {"eval_seconds": 3.0, "build_seconds": None, "phases_s": {"timing": 1.5}},
+    results = [EvalResult("level1/1", Status.OK, eval_seconds=6.0, build_seconds=4.0,
+                          phases_s={"timing": 2.0, "processes": 1.0}),
+               EvalResult("level1/1", Status.OK, eval_seconds=3.0, build_seconds=None, phases_s={"timing": 1.5}),
                None]  # a rollout that was never evaluated
     out = step_breakdown({"generate": 10.0, "evaluate": 8.0, "train": 1.5, "sync": 0.5}, results, pool_actors=2)
     assert out["time/step_s"] == 20.0

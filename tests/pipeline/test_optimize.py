@@ -61,13 +61,13 @@ def test_two_rounds_on_two_tasks_write_a_verified_solution_feedback_and_the_tabl
                                         progress=False, on_progress=events.append, tracker=tracker)
 
     kron, diag = outcomes
-    assert kron.reference["status"] == "ok" and diag.reference["status"] == "ok"
+    assert kron.reference.status == "ok" and diag.reference.status == "ok"
     start_ok, start_wrong = kron.attempts[:2]
-    assert start_ok.result["status"] == "ok" and start_wrong.result["status"] == "incorrect"
+    assert start_ok.result.status == "ok" and start_wrong.result.status == "incorrect"
     # Round 1's prompt shows the correct start with its measured speedup, and the wrong one's evaluator message.
-    assert len(kron.prompts) == 2 and f"{start_ok.result['speedup']:.2f}x speedup" in kron.prompts[0]
+    assert len(kron.prompts) == 2 and f"{start_ok.result.speedup:.2f}x speedup" in kron.prompts[0]
     assert seed.strip()[:200] in kron.prompts[0]
-    assert f"- Attempt 1: incorrect: {start_wrong.result['message'][:40]}" in kron.prompts[0]
+    assert f"- Attempt 1: incorrect: {start_wrong.result.message[:40]}" in kron.prompts[0]
     # Round 1's own failures (the untrained model writes no code block) are in round 2's prompt.
     round1 = [a for a in kron.attempts if a.round == 1]
     assert len(round1) == 2 and all(a.result is None and a.parse_error for a in round1)
@@ -77,12 +77,12 @@ def test_two_rounds_on_two_tasks_write_a_verified_solution_feedback_and_the_tabl
     # The solution: the seed, measured twice (the second time on the other actor), the slower figure kept.
     sol = kron.solution
     assert kron.status in ("improved", "correct") and sol.origin == "start/0" and sol.code == seed
-    assert sol.second_opinion["status"] == "ok" and sol.second_opinion["actor"] != start_ok.result["actor"]
-    assert sol.speedup == pytest.approx(min(start_ok.result["speedup"], sol.second_opinion["speedup"]))
+    assert sol.second_opinion.status == "ok" and sol.second_opinion.actor != start_ok.result.actor
+    assert sol.speedup == pytest.approx(min(start_ok.result.speedup, sol.second_opinion.speedup))
     file = tmp_path / "solutions" / "level1" / "4_Kronecker_matvec.py"
     assert file.read_text() == seed
     again = pool.evaluate(Candidate("level1/4", file.read_text(), task=tasks[0].to_dict()))
-    assert again["status"] == "ok" and again["speedup"] > 0
+    assert again.status == "ok" and again.speedup > 0
 
     # No correct candidate for level1/1: no file, its table row is the most informative failure.
     assert diag.solution is None and diag.status == "no_correct" and len(diag.attempts) == 4

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from cudal1.bench.result import EvalResult, Status
 from cudal1.records import Candidate
 from cudal1.tasks import seed_solutions
 
@@ -17,7 +18,7 @@ def test_other_pools_record_what_the_primary_found_correct(ray_cluster, tmp_path
     specs = [PoolSpec(name=n, num_actors=1, resources={"bench_test": 1}, settings=settings) for n in ("main", "other")]
     seed = seed_solutions("cpu")["level1/4"].read_text()  # the cheapest builtin task to evaluate
     candidates = [Candidate("level1/4", seed, origin="step4/g0/s0"), Candidate("level1/4", "broken", origin="step4/g0/s1")]
-    primary = [{"status": "ok", "speedup": 1.7}, {"status": "compile_error"}]
+    primary = [EvalResult("level1/4", Status.OK, speedup=1.7), EvalResult("level1/4", Status.COMPILE_ERROR)]
     with BenchmarkPools(specs, primary="main") as pools:
         recorder = PoolRecorder(pools, tmp_path)
         assert recorder.names == ["other"]

@@ -5,6 +5,7 @@ import math
 
 import pytest
 
+from cudal1.bench.result import EvalResult, Status
 from cudal1.pipeline.metrics import rollout_metrics
 from cudal1.pipeline.rollouts import assign_advantages, is_success, price_rollouts, update_examples
 from cudal1.records import Generation, Rollout
@@ -26,7 +27,11 @@ def rollout(group, sample, result=None, *, finish="stop", sections=None, parse_e
 
 
 def ok(speedup, spread=0.02, labels=()):
-    return {"task_id": "level1/1", "status": "ok", "speedup": speedup, "speedup_spread": spread, "labels": list(labels)}
+    return EvalResult("level1/1", Status.OK, speedup=speedup, speedup_spread=spread, labels=list(labels))
+
+
+def failed(status, labels=()):
+    return EvalResult("level1/1", Status(status), labels=list(labels))
 
 
 def run(rollouts, shown=(), cfg=None, scale="std"):
@@ -38,7 +43,7 @@ def run(rollouts, shown=(), cfg=None, scale="std"):
 
 def test_a_truncated_response_after_a_complete_code_block_is_paid_nothing_and_not_trained_on():
     # Issue 9, item 7: this response got reward 2.0 and advantage +1.73 before.
-    rs = [rollout(0, 0, ok(2.0), finish="length"), rollout(0, 1, ok(1.5)), rollout(0, 2, {"task_id": "level1/1", "status": "incorrect"})]
+    rs = [rollout(0, 0, ok(2.0), finish="length"), rollout(0, 1, ok(1.5)), rollout(0, 2, failed("incorrect"))]
     examples = run(rs)
     assert rs[0].reward_reason == "truncated" and rs[0].advantage == 0.0 and not rs[0].trainable
     assert len(examples) == 2 and all(e.advantage != 0 for e in examples)
@@ -70,7 +75,7 @@ def test_a_noise_only_group_sends_nothing_to_the_learner_and_a_real_one_does():
 
 def test_large_wins_keep_their_gradient_beside_ordinary_groups():
     big = [rollout(0, i, ok(s)) for i, s in enumerate((20.0, 25.0, 30.0, 40.0))]
-    ordinary = [rollout(1, i, r) for i, r in enumerate((ok(1.2), {"task_id": "level1/1", "status": "incorrect"}, ok(0.9), {"task_id": "level1/1", "status": "timeout"}))]
+    ordinary = [rollout(1, i, r) for i, r in enumerate((ok(1.2), failed("incorrect"), ok(0.9), failed("timeout")))]
     run(big + ordinary)
     adv = [r.advantage for r in big]
     assert adv == sorted(adv) and min(abs(a) for a in adv) > 0.3
@@ -78,7 +83,7 @@ def test_large_wins_keep_their_gradient_beside_ordinary_groups():
 
 def test_log_speedup_pays_a_slow_correct_candidate_more_than_a_failure():
     # Issue 9, item 4: advantages were [-1, +1] for [correct 0.5x, incorrect].
-    rs = [rollout(0, 0, ok(0.5)), rollout(0, 1, {"task_id": "level1/1", "status": "incorrect"})]
+    rs = [rollout(0, 0, ok(0.5)), rollout(0, 1, failed("incorrect"))]
     run(rs, cfg=RewardConfig(transform="log_speedup"))
     assert rs[0].advantage > 0 > rs[1].advantage
 
@@ -97,8 +102,8 @@ def test_labels_are_priced_in_the_update():
 
 
 def test_harness_failures_stay_out_and_an_all_failed_step_sends_nothing():
-    rs = [rollout(0, 0, {"task_id": "level1/1", "status": "runtime_error", "labels": ["actor_died"]}), rollout(0, 1, ok(2.0)),
+    rs = [rollout(0, 0, failed("runtime_error", ["actor_died"])), rollout(0, 1, ok(2.0)),
           rollout(0, 2, ok(2.0))]
     assert run(rs) == []  # the two evaluated ones tie; the harness failure is left out
-    assert run([rollout(0, i, {"task_id": "level1/1", "status": "incorrect"}) for i in range(3)]) == []
+    assert run([rollout(0, i, failed("incorrect")) for i in range(3)]) == []
     assert run([]) == []

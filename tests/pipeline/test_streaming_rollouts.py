@@ -18,6 +18,7 @@ from types import SimpleNamespace
 import pytest
 
 from cudal1.actors.bench_pool import BenchmarkPool, PoolSpec
+from cudal1.bench.result import Status
 from cudal1.config import RewardSettings
 from cudal1.pipeline.rollouts import sample_rollouts
 from cudal1.policy.model import load_policy
@@ -91,11 +92,12 @@ def context(tokenizer, generator, primary):
 
 def content(r):
     """What must not depend on the path a rollout took (measured times and speedups may)."""
-    res = r.result or {}
+    res = r.result
     # A correct candidate's reason depends on its measured speedup (noisy, or re-measured above 3x).
-    reason = "correct" if res.get("status") == "ok" else r.reward_reason
-    return (r.task_id, r.step, r.group, r.sample, r.prompt, r.generation, r.sections, r.parse_error,
-            res.get("status"), res.get("task_id"), res.get("candidate_hash"), reason, r.trainable)
+    reason = "correct" if res is not None and res.status is Status.OK else r.reward_reason
+    return (r.task_id, r.step, r.group, r.sample, r.prompt, r.generation, r.sections, r.parse_error, r.candidate,
+            *((res.status, res.task_id, res.candidate_hash) if res is not None else (None, None, None)), reason,
+            r.trainable)
 
 
 @pytest.fixture(scope="module")
@@ -121,19 +123,20 @@ def test_groups_are_evaluated_while_later_groups_generate_and_rollouts_match_the
     assert timings["overlap_s"] > 0 and timings["generate_s"] >= timings["overlap_s"]
     assert timings["evaluate_s"] > timings["overlap_s"] and timings["evaluations"] == 3
     assert [(r.group, r.sample) for r in streamed] == [(0, 0), (0, 1), (1, 0), (1, 1)]
-    assert [(r.result or {}).get("status") for r in streamed] == ["ok", None, "runtime_error", "ok"], \
-        [(r.result or {}).get("message") for r in streamed]
+    assert [r.result.status if r.result else None for r in streamed] == ["ok", None, "runtime_error", "ok"], \
+        [r.result.message if r.result else None for r in streamed]
+    assert [r.candidate.origin if r.candidate else None for r in streamed] == ["step7/g0/s0", None, "step7/g1/s0",
+                                                                              "step7/g1/s1"]
     assert streamed[1].parse_error == "no_code_block"
 
-    # The old order: all groups, then all candidates (a generator without generate_stream, a pool
-    # without stream): the same rollouts, and no overlap.
+    # All groups at once (a generator without generate_stream): the same rollouts, and the
+    # candidates reach the pool only once generation has ended.
     replay = ReplayGenerator(tokenizer, [0, 1])
     batch_timings: dict[str, float] = {}
-    batch = sample_rollouts(context(tokenizer, SimpleNamespace(generate=replay.generate),
-                                    SimpleNamespace(evaluate_many=pool.evaluate_many)),
+    batch = sample_rollouts(context(tokenizer, SimpleNamespace(generate=replay.generate), pool),
                             [task, task], prompts, 2, step=7, timings=batch_timings)
     assert [content(r) for r in streamed] == [content(r) for r in batch]
-    assert batch_timings["overlap_s"] == 0 and batch_timings["evaluations"] == 3
+    assert batch_timings["overlap_s"] < 0.5 < batch_timings["evaluate_s"] and batch_timings["evaluations"] == 3
 
 
 def test_a_generator_failing_mid_stream_raises_and_frees_the_pool(tokenizer, pool, task):
@@ -141,4 +144,4 @@ def test_a_generator_failing_mid_stream_raises_and_frees_the_pool(tokenizer, poo
     with pytest.raises(RuntimeError, match="engine 0 died"):
         sample_rollouts(context(tokenizer, generator, pool), [task, task], [plain_prompt(task.source)] * 2, 2, step=0)
     assert not pool._lock.locked() and pool.busy == {}
-    assert pool.evaluate_many([Candidate(TASK, "not python (")], progress=False)[0]["status"] == "compile_error"
+    assert pool.evaluate_many([Candidate(TASK, "not python (")], progress=False)[0].status is Status.COMPILE_ERROR

@@ -1,3 +1,4 @@
+import dataclasses
 import math
 
 import pytest
@@ -27,11 +28,10 @@ def ok(speedup, labels=(), spread=0.0):
     return EvalResult(task_id="level1/1", status=Status.OK, speedup=speedup, speedup_spread=spread, labels=list(labels))
 
 
-def test_a_correct_candidate_earns_bounded_log_speedup_credit_from_record_or_dict():
+def test_a_correct_candidate_earns_bounded_log_speedup_credit():
     p = price(ok(2.5), None)
     assert p.reason == "ok" and p.speedup == 2.5 and p.trainable
     assert p.reward == pytest.approx(softsign_credit(2.5))
-    assert price(ok(2.5).to_dict(), None) == p
     assert price(ok(1.0), None).reward == 0.0
     slow = price(ok(0.5), None)
     assert slow.reward == pytest.approx(softsign_credit(0.5)) and slow.reward < 0
@@ -138,10 +138,9 @@ def test_failures_hacks_and_malformed_results():
     assert price(None, None).reason == "not_evaluated"
     hack = EvalResult("t", status=Status.HACK, hack_kind=HackKind.RESULT_CACHE)
     assert (price(hack, None).reward, price(hack, None).reason) == (fail, "hack:result_cache")
-    assert price(hack.to_dict(), None, RewardConfig(hack_reward=-5.0)).reward == -5.0
+    assert price(hack, None, RewardConfig(hack_reward=-5.0)).reward == -5.0
     for bad in (None, float("nan"), float("inf"), 0.0, -2.0, True, "fast"):
-        assert price({"status": "ok", "speedup": bad}, None).reason == "bad_speedup"
-    assert price({"status": "weird"}, None).reason == "unknown_status:weird"
+        assert price(EvalResult("t", Status.OK, speedup=bad), None).reason == "bad_speedup"
     degenerate = price(ok(63.8, ["custom_kernel", "degenerate_task"]), None)
     assert degenerate.reason == "degenerate_task" and degenerate.reward == fail
     # A failed degenerate-task check fails closed: no speedup credit, and no signal for the update.
@@ -151,7 +150,7 @@ def test_failures_hacks_and_malformed_results():
 
 
 def test_harness_failures_and_invalid_tasks_carry_no_signal():
-    died = EvalResult("t", status=Status.RUNTIME_ERROR, labels=["actor_died"]).to_dict()
+    died = EvalResult("t", status=Status.RUNTIME_ERROR, labels=["actor_died"])
     assert not price(died, None).trainable
     assert not price(EvalResult("t", status=Status.INVALID_TASK), None).trainable
     assert price(EvalResult("t", status=Status.RUNTIME_ERROR), None).trainable  # the candidate's own crash
@@ -159,35 +158,41 @@ def test_harness_failures_and_invalid_tasks_carry_no_signal():
 
 def test_outliers_need_a_second_opinion():
     cfg = RewardConfig()  # verify above 3x, or above 2x the task's best known
-    assert needs_second_opinion(ok(3.5).to_dict(), None, cfg)
-    assert not needs_second_opinion(ok(2.9).to_dict(), None, cfg)
-    assert needs_second_opinion(ok(2.9).to_dict(), 1.4, cfg)  # 2.9 > 2 x 1.4
-    assert not needs_second_opinion(ok(2.7).to_dict(), 1.4, cfg)
-    assert not needs_second_opinion({"status": "incorrect", "speedup": 50.0}, None, cfg)
+    assert needs_second_opinion(ok(3.5), None, cfg)
+    assert not needs_second_opinion(ok(2.9), None, cfg)
+    assert needs_second_opinion(ok(2.9), 1.4, cfg)  # 2.9 > 2 x 1.4
+    assert not needs_second_opinion(ok(2.7), 1.4, cfg)
+    assert not needs_second_opinion(EvalResult("t", Status.INCORRECT, speedup=50.0), None, cfg)
     assert not needs_second_opinion(None, None, cfg)
 
 
 def test_two_measurements_that_disagree_are_not_paid_and_two_that_agree_pay_the_slower():
     cfg = RewardConfig()
-    first = {**ok(6.0).to_dict(), "actor": 0}
-    agree = second_opinion(first, {**ok(5.7).to_dict(), "actor": 1}, cfg)
-    assert agree["agrees"] and agree["disagreement"] == pytest.approx(0.3 / 5.7) and agree["actor"] == 1
-    paid = price({**first, "second_opinion": agree}, None)
+    first = dataclasses.replace(ok(6.0), actor=0)
+    agree = second_opinion(first, dataclasses.replace(ok(5.7), actor=1), cfg)
+    assert agree.agrees and agree.disagreement == pytest.approx(0.3 / 5.7) and agree.actor == 1
+    paid = price(dataclasses.replace(first, second_opinion=agree), None)
     assert paid.reason == "ok" and paid.speedup == pytest.approx(5.7)
-    apart = second_opinion(first, {**ok(4.0).to_dict(), "actor": 1}, cfg)  # 50% apart
-    assert not apart["agrees"] and apart["disagreement"] == pytest.approx(0.5)
-    unpaid = price({**first, "second_opinion": apart}, None)
+    apart = second_opinion(first, dataclasses.replace(ok(4.0), actor=1), cfg)  # 50% apart
+    assert not apart.agrees and apart.disagreement == pytest.approx(0.5)
+    unpaid = price(dataclasses.replace(first, second_opinion=apart), None)
     assert unpaid.reason == "suspect:unverified" and unpaid.reward == 0.0 and unpaid.trainable
-    failed = second_opinion(first, {"status": "incorrect", "speedup": None, "actor": 1}, cfg)
-    assert not failed["agrees"] and failed["disagreement"] is None and failed["speedup"] is None
+    failed = second_opinion(first, EvalResult("level1/1", Status.INCORRECT, actor=1), cfg)
+    assert not failed.agrees and failed.disagreement is None and failed.speedup is None
+    assert failed.status is Status.INCORRECT
     # two honest measurements differ by about their own spread: that much is tolerated
-    noisy = second_opinion({**ok(6.0, spread=0.3).to_dict()}, ok(4.8, spread=0.1).to_dict(), cfg)
-    assert noisy["tolerance"] == pytest.approx(0.3) and noisy["agrees"]
+    noisy = second_opinion(ok(6.0, spread=0.3), ok(4.8, spread=0.1), cfg)
+    assert noisy.tolerance == pytest.approx(0.3) and noisy.agrees
     # two lower bounds (both below the resolution) do not contradict each other: the smaller is paid
-    bounds = second_opinion(ok(8.0, labels=["below_resolution"]).to_dict(), ok(5.0, labels=["below_resolution"]).to_dict(), cfg)
-    assert bounds["agrees"] and bounds["speedup"] == 5.0
-    one_bound = second_opinion(ok(8.0, labels=["below_resolution"]).to_dict(), ok(5.0).to_dict(), cfg)
-    assert not one_bound["agrees"]
+    bounds = second_opinion(ok(8.0, labels=["below_resolution"]), ok(5.0, labels=["below_resolution"]), cfg)
+    assert bounds.agrees and bounds.speedup == 5.0
+    one_bound = second_opinion(ok(8.0, labels=["below_resolution"]), ok(5.0), cfg)
+    assert not one_bound.agrees
+    # the second opinion travels with its result into files and back
+    record = dataclasses.replace(first, second_opinion=agree).to_dict()
+    assert record["actor"] == 0 and record["second_opinion"] == {
+        "speedup": 5.7, "status": "ok", "actor": 1, "disagreement": agree.disagreement, "tolerance": 0.1, "agrees": True}
+    assert EvalResult.from_dict(record).second_opinion == agree
     with pytest.raises(ValueError):
         RewardConfig(verify_tolerance=0.0)
     with pytest.raises(ValueError):
