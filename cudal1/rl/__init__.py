@@ -3,18 +3,16 @@
 Everything here is plain Python (no Ray, no torch at import), tested without a cluster.
 """
 
-from .advantages import ADVANTAGE_ESTIMATORS, advantage_estimator, group_advantages, rollout_advantages, tie_clusters
+from .advantages import group_advantages, rollout_advantages, tie_clusters
 from .buffer import ExemplarBuffer
 from .exemplars import Bucket, bucket_probabilities, bucketize, sample_exemplars
 from .rewards import Priced, RewardConfig, price
 
 __all__ = [
-    "ADVANTAGE_ESTIMATORS",
     "Bucket",
     "ExemplarBuffer",
     "Priced",
     "RewardConfig",
-    "advantage_estimator",
     "bucket_probabilities",
     "bucketize",
     "group_advantages",

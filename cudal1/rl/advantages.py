@@ -21,7 +21,7 @@ Pure functions: no I/O, no torch.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from cudal1.rl.rewards import Priced, RewardConfig
@@ -136,29 +136,3 @@ def rollout_advantages(priced: Sequence[Priced], groups: Sequence[Any], cfg: Rew
     for i, a in zip(use, group_advantages([rewards[i] for i in use], [groups[i] for i in use], scale=scale)):
         out[i] = a
     return out
-
-
-def grpo_advantages(rewards: Sequence[float], groups: Sequence[int]) -> list[float]:
-    """GRPO: `group_advantages(..., scale="std")`."""
-    return group_advantages(rewards, groups, scale="std")
-
-
-def dr_grpo_advantages(rewards: Sequence[float], groups: Sequence[int]) -> list[float]:
-    """Dr. GRPO: `group_advantages(..., scale="none")`."""
-    return group_advantages(rewards, groups, scale="none")
-
-
-ADVANTAGE_ESTIMATORS: dict[str, Callable[[Sequence[float], Sequence[int]], list[float]]] = {
-    "grpo": grpo_advantages,
-    "dr_grpo": dr_grpo_advantages,
-}
-"""Estimators by config name, so `learner.advantage=dr_grpo` selects one."""
-
-
-def advantage_estimator(name: str) -> Callable[[Sequence[float], Sequence[int]], list[float]]:
-    """The estimator registered as `name`. Raises KeyError naming the known ones."""
-    try:
-        return ADVANTAGE_ESTIMATORS[name]
-    except KeyError:
-        known = sorted(ADVANTAGE_ESTIMATORS)
-        raise KeyError(f"unknown advantage estimator {name!r}: expected one of {known}") from None
