@@ -37,10 +37,14 @@ from ray.exceptions import RayActorError, RayError, RayTaskError
 from ray.util.placement_group import remove_placement_group
 
 from cudal1.actors.cluster import in_bundle, reserve
-from cudal1.actors.shells import RolloutActor, ShellHandle, wait_all
+from cudal1.actors.shells import ShellHandle, remote_class, wait_all
+from cudal1.rollout.generator import RolloutGenerator
 from cudal1.training.shards import contiguous_bounds as shard_bounds  # the learner group's split, for prompts
 
 log = logging.getLogger(__name__)
+
+RolloutActor = remote_class(RolloutGenerator)
+"""The rollout generator's shell (vLLM or transformers engine); give it GPUs with `.options(num_gpus=1)`."""
 
 
 class EngineStreamError(RuntimeError):

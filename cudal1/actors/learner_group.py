@@ -2,7 +2,7 @@
 
 `LearnerGroup.start(...)` reserves one placement-group bundle per rank (its CPUs and GPU; strategy
 PACK, which fills a node before it spills onto the next), finds a free port on rank 0's node, and
-starts each rank as a `cudal1.actors.shells.LearnerActor` in its bundle with its
+starts each rank as a `LearnerActor` in its bundle with its
 `cudal1.engines.deepspeed_engine.Rendezvous`: rank 0 serves the torch.distributed store, the
 others join it (gloo on the CPU, nccl on GPUs). One rank is started exactly like a single learner
 actor (no placement group).
@@ -33,10 +33,14 @@ from typing import Any
 
 import ray
 
-from cudal1.actors.shells import LearnerActor, ShellHandle
+from cudal1.actors.shells import ShellHandle, remote_class
 from cudal1.training import shards
+from cudal1.training.learner import GRPOLearner
 
 log = logging.getLogger(__name__)
+
+LearnerActor = remote_class(GRPOLearner)
+"""The GRPO learner's shell (DeepSpeed); give it GPUs with `.options(num_gpus=...)`."""
 
 _BY_MINIBATCH = ("sft_step", "grpo_step")
 

@@ -1,11 +1,11 @@
 """One generic thin actor shell for the plain classes: `remote_class`, `ActorShell`, `ShellHandle`.
 
 The rollout generator, the exemplar buffer and the learner are plain Python classes, tested
-without Ray. `remote_class("package.module:Class", **actor_options)` makes any of them an actor:
-the class is imported and constructed *inside* the actor (so the driver never imports vLLM or
-DeepSpeed, and this module imports without them), and method calls are forwarded by name:
+without Ray. `remote_class(Class, **actor_options)` makes any of them an actor: the class is
+constructed *inside* the actor (the driver imports its module, which imports its engine, vLLM or
+DeepSpeed, only when an object is built), and method calls are forwarded by name:
 
-    Buffer = remote_class("cudal1.rl.buffer:ExemplarBuffer", num_cpus=0)
+    Buffer = remote_class(ExemplarBuffer, num_cpus=0)
     buffer = Buffer.remote(root="runs/x/buffer")      # a ShellHandle
     ref = buffer.add.remote(exemplar)                  # ObjectRef, like any actor method
     n = buffer.size()                                  # blocking: ray.get of .remote()
@@ -25,37 +25,24 @@ which reruns it: only for methods that are safe to run twice.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 import ray
 
-
-def resolve(target: str | type) -> type:
-    """The class `target` names: a class, "package.module:Class" or "package.module.Class".
-
-    Raises ImportError (module missing) or AttributeError (no such class in it).
-    """
-    if isinstance(target, type):
-        return target
-    module_name, sep, attr = target.partition(":")
-    if not sep:
-        module_name, _, attr = target.rpartition(".")
-    return getattr(importlib.import_module(module_name), attr)
+from cudal1.rl.buffer import ExemplarBuffer
 
 
 class ActorShell:
     """The body of every shell actor: builds `target(*args, **kwargs)` here and forwards calls."""
 
-    def __init__(self, target: str | type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+    def __init__(self, target: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         from cudal1.engines.logs import route_engine_logs
 
         # With the job's $CUDAL1_LOG_DIR: engine logs to this actor's log file, before the object
         # imports its engine, and again after (a library may add its own handler on import).
-        name = target.__name__ if isinstance(target, type) else target.replace(":", ".").rpartition(".")[2]
-        route_engine_logs(process=name)
-        self.obj = resolve(target)(*args, **kwargs)
-        route_engine_logs(process=name)
+        route_engine_logs(process=target.__name__)
+        self.obj = target(*args, **kwargs)
+        route_engine_logs(process=target.__name__)
 
     def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
         """`obj.method(*args, **kwargs)`. Raises AttributeError for a missing or private method."""
@@ -170,12 +157,12 @@ class ShellHandle:
 class RemoteClass:
     """A plain class made remote: `.remote(*args, **kwargs)` starts an actor → `ShellHandle`."""
 
-    def __init__(self, target: str | type, actor_options: dict[str, Any]) -> None:
+    def __init__(self, target: type, actor_options: dict[str, Any]) -> None:
         self.target, self.actor_options = target, dict(actor_options)
 
     @property
     def class_name(self) -> str:
-        return self.target.__name__ if isinstance(self.target, type) else self.target.replace(":", ".").rpartition(".")[2]
+        return self.target.__name__
 
     def options(self, **actor_options: Any) -> "RemoteClass":
         """A copy with more Ray actor options (num_gpus, resources, max_restarts, name, ...)."""
@@ -193,21 +180,19 @@ def wait_all(refs: list[Any], timeout_s: float | None = None) -> list[Any]:
     return ray.get(list(refs), timeout=timeout_s)
 
 
-def remote_class(target: str | type, **actor_options: Any) -> RemoteClass:
-    """Make the plain class `target` (a class or "package.module:Class") constructible as an actor.
+def remote_class(target: type, **actor_options: Any) -> RemoteClass:
+    """Make the plain class `target` constructible as an actor (the actor imports its module by
+    name, as unpickling a class does).
 
     `actor_options` are Ray's actor options (num_cpus, num_gpus, resources, accelerator_type,
     max_restarts, max_concurrency, runtime_env, name, lifetime). Defaults: num_cpus=1,
     max_concurrency=1 (calls run one at a time, in submission order), max_restarts=0.
-    Nothing is imported until an actor starts.
     """
     return RemoteClass(target, {"num_cpus": 1, "max_concurrency": 1, "max_restarts": 0, **actor_options})
 
 
-RolloutActor = remote_class("cudal1.rollout.generator:RolloutGenerator")
-"""The rollout generator (vLLM or transformers engine); give it GPUs with `.options(num_gpus=1)`."""
-BufferActor = remote_class("cudal1.rl.buffer:ExemplarBuffer", num_cpus=0, max_restarts=-1, max_task_retries=3)
+BufferActor = remote_class(ExemplarBuffer, num_cpus=0, max_restarts=-1, max_task_retries=3)
 """The exemplar buffer. A restart rebuilds it from its log (it persists before `add` returns), and
-a call caught by the restart is rerun (safe: `add` dedupes by code, the rest only read)."""
-LearnerActor = remote_class("cudal1.training.learner:GRPOLearner")
-"""The GRPO learner (DeepSpeed); give it GPUs with `.options(num_gpus=...)`."""
+a call caught by the restart is rerun (safe: `add` dedupes by code, the rest only read). The
+rollout generator's shell is `cudal1.actors.generator_group.RolloutActor`, the learner's
+`cudal1.actors.learner_group.LearnerActor`."""

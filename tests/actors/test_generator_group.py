@@ -51,7 +51,8 @@ def test_two_engines_sample_in_order_and_take_one_broadcast(ray_cluster, small_m
     if backend == "vllm":
         pytest.importorskip("vllm")
     from cudal1.actors.generator_group import GeneratorGroup
-    from cudal1.actors.shells import LearnerActor, wait_all
+    from cudal1.actors.learner_group import LearnerActor
+    from cudal1.actors.shells import wait_all
     from cudal1.engines.weight_sync import free_port
     from cudal1.records import PolicyExample
 
@@ -95,7 +96,8 @@ def test_a_tensor_parallel_engine_takes_one_broadcast_on_every_worker(ray_cluste
     (computed by both workers' shards together) equal the learner's."""
     pytest.importorskip("vllm")
     from cudal1.actors.generator_group import GeneratorGroup
-    from cudal1.actors.shells import LearnerActor, wait_all
+    from cudal1.actors.learner_group import LearnerActor
+    from cudal1.actors.shells import wait_all
     from cudal1.engines.weight_sync import free_port
     from cudal1.records import PolicyExample
 
