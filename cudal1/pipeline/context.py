@@ -12,12 +12,24 @@ import logging
 import os
 import random
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from cudal1.pipeline.state import RunState
 from cudal1.tasks import Task, find_task, load_tasks
+
+if TYPE_CHECKING:
+    from ray.util.placement_group import PlacementGroup
+    from transformers import PreTrainedTokenizerBase
+
+    from cudal1.actors.bench_pool import BenchmarkPools, PoolSpec
+    from cudal1.actors.generator_group import GeneratorGroup
+    from cudal1.actors.learner_group import LearnerGroup
+    from cudal1.actors.shells import ShellHandle
+    from cudal1.engines.weight_sync import TensorSpec
+    from cudal1.pipeline.record import PoolRecorder
+    from cudal1.tracking import Tracker
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +69,7 @@ def usable_tasks(tasks: list[Task], probes: dict[str, dict[str, Any]]) -> list[T
     return kept
 
 
-def pool_specs(cfg: DictConfig) -> list[Any]:
+def pool_specs(cfg: DictConfig) -> list[PoolSpec]:
     """One `cudal1.actors.bench_pool.PoolSpec` per pool of `cfg.bench.pools`, loading `cfg.tasks.source`."""
     from cudal1.actors.bench_pool import PoolSpec
 
@@ -96,7 +108,7 @@ def start_ray(cfg: DictConfig, log_dir: Path | None = None) -> dict[str, Any]:
     return facts
 
 
-def check_shared_run_dir(run_dir: Path, actors: dict[str, Any]) -> None:
+def check_shared_run_dir(run_dir: Path, actors: dict[str, ShellHandle]) -> None:
     """Prove that each actor in `actors` (role → ShellHandle) and the driver see the same
     `run_dir` (`cudal1.actors.storage`). Raises SharedStorageError naming each actor that does not,
     with its node."""
@@ -137,27 +149,27 @@ def ensure_model(cfg: DictConfig, run_dir: Path) -> Path:
 
 @dataclasses.dataclass
 class RunContext:
-    """Handles of one run. `generator` is a `cudal1.actors.generator_group.GeneratorGroup`, `buffer` a
-    `cudal1.actors.shells.ShellHandle`, `learner` a `cudal1.actors.learner_group.LearnerGroup`;
-    `pools` is a `cudal1.actors.bench_pool.BenchmarkPools`; `tracker` a `cudal1.tracking.Tracker`."""
+    """Handles of one run: the config, the run directory, the tasks, the policy's tokenizer, the
+    run state and tracker, and the actors (None until `start` has started them)."""
 
     cfg: DictConfig
     run_dir: Path
     model_path: Path
     tasks: list[Task]
-    tokenizer: Any
+    tokenizer: PreTrainedTokenizerBase
     state: RunState
-    tracker: Any
+    tracker: Tracker
     rng: random.Random
-    pools: Any = None
-    generator: Any = None
-    learner: Any = None
-    buffer: Any = None
-    weight_specs: Any = None
+    pools: BenchmarkPools | None = None
+    generator: GeneratorGroup | None = None
+    learner: LearnerGroup | None = None
+    buffer: ShellHandle | None = None
+    """The exemplar buffer's shell (`cudal1.actors.shells.BufferActor`)."""
+    weight_specs: list[TensorSpec] | None = None
     """The learner's weight manifest once a broadcast group is open or the ipc colocation is
     checked (rollout.weight_sync=broadcast or ipc)."""
-    recorder: Any = None
-    """A `cudal1.pipeline.record.PoolRecorder` when there is more than one benchmark pool."""
+    recorder: PoolRecorder | None = None
+    """Records the primary pool's correct candidates on the other pools, when there is more than one."""
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -239,7 +251,7 @@ class RunContext:
         self.tracker.close(status)
 
 
-def start_colocated(cfg: DictConfig, pinned: dict[str, Any]) -> Any:
+def start_colocated(cfg: DictConfig, pinned: dict[str, Any]) -> PlacementGroup:
     """rollout.weight_sync=ipc: the placement group of one bundle {CPU: learner + engine CPUs,
     GPU: 1} that the learner and the engine both go into (`generator_group.colocated_placement_group`),
     on the driver's node under ray.storage=driver_node."""
@@ -251,7 +263,8 @@ def start_colocated(cfg: DictConfig, pinned: dict[str, Any]) -> Any:
     return colocated_placement_group(cfg.learner.num_cpus + cfg.rollout.num_cpus, node)
 
 
-def start_learner(cfg: DictConfig, model_path: Path, pinned: dict[str, Any], colocated: Any = None) -> Any:
+def start_learner(cfg: DictConfig, model_path: Path, pinned: dict[str, Any],
+                  colocated: PlacementGroup | None = None) -> LearnerGroup:
     """The learner: a `cudal1.actors.learner_group.LearnerGroup` of `learner.num_ranks` ranks (one
     rank: one actor, as a single learner always was). `pinned`: the driver-node placement of
     ray.storage=driver_node, which a group of several ranks gets as a node resource in each bundle.
@@ -282,7 +295,7 @@ def start_learner(cfg: DictConfig, model_path: Path, pinned: dict[str, Any], col
         gradient_checkpointing=lc.gradient_checkpointing, logprob_chunk=lc.logprob_chunk)
 
 
-def start_generator(cfg: DictConfig, model_path: str | Path, colocated: Any = None) -> Any:
+def start_generator(cfg: DictConfig, model_path: str | Path, colocated: PlacementGroup | None = None) -> GeneratorGroup:
     """Start the rollout engines `cfg.rollout` asks for (`rollout.num_engines`, each with
     `tensor_parallel_size` workers) as one `cudal1.actors.generator_group.GeneratorGroup`;
     returns at once (call `.ready()`). `colocated`: the learner's shared placement group (ipc)."""

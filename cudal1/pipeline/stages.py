@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from tqdm import tqdm
 
@@ -27,13 +27,16 @@ from cudal1.bench.result import UNPAID_LABELS, Status
 from cudal1.tasks.suite import seeds_for
 from cudal1.tasks.task import reference_as_candidate
 
+if TYPE_CHECKING:
+    from cudal1.pipeline.context import RunContext
+
 log = logging.getLogger(__name__)
 
 
 # ----- shared steps
 
 
-def sync_weights(ctx: Any) -> float:
+def sync_weights(ctx: RunContext) -> float:
     """Learner → generator weight sync, never through files: a copy through Ray's object store
     (`rollout.weight_sync=object_store`), or a broadcast over a process group the learner and the
     generator share (`broadcast`: NCCL between GPUs, gloo otherwise), or CUDA IPC handles of the
@@ -57,7 +60,7 @@ def sync_weights(ctx: Any) -> float:
     return time.perf_counter() - t0
 
 
-def open_weight_group(ctx: Any) -> None:
+def open_weight_group(ctx: RunContext) -> None:
     """Open the broadcast group: the learner serves it on its node (rank 0), every engine worker
     of the generator group joins (ranks 1 ... M·k); all join together, since each waits for the others."""
     host, port = ctx.learner.endpoint()
@@ -69,7 +72,7 @@ def open_weight_group(ctx: Any) -> None:
              len(ctx.weight_specs))
 
 
-def finish_unit(ctx: Any, metrics: dict[str, float], summary: dict[str, Any] | None = None,
+def finish_unit(ctx: RunContext, metrics: dict[str, float], summary: dict[str, Any] | None = None,
                 checkpoint: bool = True, log_step: int | None = None,
                 breakdown: list[dict[str, Any] | None] | None = None, sync: bool = True,
                 wall_step_s: float | None = None) -> None:
@@ -113,7 +116,7 @@ def response_ids(tokenizer: Any, text: str) -> list[int]:
     return tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id]
 
 
-def train_supervised(ctx: Any, examples: list[PolicyExample], epochs: int, batch_size: int, prefix: str) -> dict[str, float]:
+def train_supervised(ctx: RunContext, examples: list[PolicyExample], epochs: int, batch_size: int, prefix: str) -> dict[str, float]:
     """`epochs` passes of learner.sft_step over shuffled batches; logs each step. Returns the last metrics."""
     last: dict[str, float] = {}
     for _ in range(epochs):
@@ -127,12 +130,12 @@ def train_supervised(ctx: Any, examples: list[PolicyExample], epochs: int, batch
     return last
 
 
-def progress(ctx: Any, total: int, stage: str, unit: str) -> tqdm:
+def progress(ctx: RunContext, total: int, stage: str, unit: str) -> tqdm:
     """A progress bar over a stage's units, starting at the units already done (resume)."""
     return tqdm(total=total, initial=min(ctx.state.unit, total), desc=stage, unit=unit, dynamic_ncols=True)
 
 
-def log_samples(ctx: Any, rollouts: list[Rollout], name: str) -> None:
+def log_samples(ctx: RunContext, rollouts: list[Rollout], name: str) -> None:
     for r in rollouts[: ctx.cfg.tracking.log_samples]:
         res = r.result
         head = (f"task {r.task_id}  reward {r.reward:.3f}  advantage {r.advantage:+.3f}  "
@@ -147,7 +150,7 @@ ROLLOUT_TABLE = "tables/rollouts.json"
 task, reward, status; columns `cudal1.review.ROLLOUT_COLUMNS`)."""
 
 
-def save_rollouts(ctx: Any, rollouts: list[Rollout], name: str) -> None:
+def save_rollouts(ctx: RunContext, rollouts: list[Rollout], name: str) -> None:
     """Every rollout of a unit, as JSONL under <run_dir>/rollouts (the raw record of the run), and
     its rows appended to the run's MLflow rollouts table (`ROLLOUT_TABLE`)."""
     import json
@@ -175,7 +178,7 @@ def rollout_summary(metrics: dict[str, float], prefix: str) -> dict[str, float]:
 # ----- stage 1
 
 
-def run_sft(ctx: Any) -> None:
+def run_sft(ctx: RunContext) -> None:
     """Stage 1: validate the seed solutions of the selected tasks and, with `data.augmented`, the
     dataset's kept variants of them (`cudal1.pipeline.sft_data.stage1_solutions`) on the primary
     pool (and, with `reference_variants`, each task's reference as a candidate (`ModelNew = Model` appended), a correct
@@ -232,7 +235,7 @@ def run_sft(ctx: Any) -> None:
             bar.update()
 
 
-def _validated_variants(ctx: Any, solutions: list[Exemplar], references: bool
+def _validated_variants(ctx: RunContext, solutions: list[Exemplar], references: bool
                         ) -> tuple[list[Exemplar], dict[str, list[Exemplar]]]:
     """Evaluate `solutions` (and, with `references`, each of their tasks' reference as a
     candidate) on the primary pool; store the correct ones in the buffer. Returns (the solutions
@@ -272,7 +275,7 @@ def _validated_variants(ctx: Any, solutions: list[Exemplar], references: bool
 # ----- stage 2
 
 
-def run_self_train(ctx: Any) -> None:
+def run_self_train(ctx: RunContext) -> None:
     """Stage 2: per round, sample `samples_per_task` responses to plain prompts for
     `tasks_per_round` tasks, keep the correct candidates at least `min_speedup` fast (into the
     buffer), and fine-tune on those responses for `epochs`."""
@@ -307,7 +310,7 @@ def run_self_train(ctx: Any) -> None:
 # ----- stage 3
 
 
-def run_contrastive_rl(ctx: Any) -> None:
+def run_contrastive_rl(ctx: RunContext) -> None:
     """Stage 3: per step, `tasks_per_step` contrastive prompts (reference + exemplars with their
     measured speedups, from the buffer), `group_size` responses each, rewards from the primary
     pool, group-normalized advantages, one GRPO update, weight sync, successes into the buffer.
@@ -368,7 +371,7 @@ def run_contrastive_rl(ctx: Any) -> None:
         bar.close()
 
 
-def _sync_if_behind(ctx: Any) -> float:
+def _sync_if_behind(ctx: RunContext) -> float:
     """`sync_weights` unless every engine already holds the learner's version (the first async
     step: the last unit of the previous stage, or the resumed checkpoint, synced them). Seconds."""
     if set(ctx.generator.model_versions()) == {int(ctx.learner.attribute("version"))}:
@@ -376,7 +379,7 @@ def _sync_if_behind(ctx: Any) -> float:
     return sync_weights(ctx)
 
 
-def _sample_rl_step(ctx: Any, step: int) -> tuple[list[Rollout], dict[str, float], int]:
+def _sample_rl_step(ctx: RunContext, step: int) -> tuple[list[Rollout], dict[str, float], int]:
     """One RL step's rollouts (prompts drawn from the buffer as it stands now, then
     `sample_rollouts`): (rollouts, timings, step). In async mode this runs in the sampling thread."""
     cfg = ctx.cfg.stage.contrastive_rl
@@ -398,7 +401,7 @@ def _pipeline_metrics(versions: list[int], learner_version: int, waited_s: float
             "pipeline/staleness": float(learner_version - oldest), "pipeline/wait_s": waited_s}
 
 
-def _rollout_log(ctx: Any, rollouts: list[Rollout], timings: dict[str, float], prefix: str) -> dict[str, float]:
+def _rollout_log(ctx: RunContext, rollouts: list[Rollout], timings: dict[str, float], prefix: str) -> dict[str, float]:
     metrics = {f"{prefix}/{k}": v for k, v in rollout_metrics(rollouts).items()}
     gen_s, eval_s = timings.get("generate_s", 0.0), timings.get("evaluate_s", 0.0)
     metrics.update({
