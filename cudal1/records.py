@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any
 
-from cudal1.bench.result import EvalResult
+from cudal1.bench.result import EvalResult, Status
 
 if TYPE_CHECKING:  # cudal1.rl imports this module
     from cudal1.rl.rewards import Priced
@@ -153,7 +153,7 @@ class Exemplar:
     task_id: str
     code: str
     speedup: float
-    status: str = "ok"
+    status: str = Status.OK.value
     analysis: str = ""
     step: int = 0
     model_version: int = 0

@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cudal1.bench.result import EvalResult
+from cudal1.bench.result import EvalResult, Status
 from cudal1.bench.summary import fast_p_key, geometric_mean, summarize
 from cudal1.records import Candidate
 
@@ -190,7 +190,7 @@ def format_paper_table(rows: Sequence[Mapping[str, Any]], ps: Sequence[float] = 
              for line in [head, *body]]
     for r in rows:
         extra = {**{f"hack:{k}": v for k, v in r["hack_counts"].items()},
-                 **{f"status:{k}": v for k, v in r["status_counts"].items() if k != "ok"},
+                 **{f"status:{k}": v for k, v in r["status_counts"].items() if k != Status.OK},
                  **{f"label:{k}": v for k, v in r["label_counts"].items()}}
         if extra:
             lines.append(f"  {r['pool']}/{r['level']}: " + ", ".join(f"{k} {v}" for k, v in extra.items()))

@@ -27,6 +27,7 @@ import ast
 import dataclasses
 from collections.abc import Sequence
 
+from cudal1.bench.result import Status
 from cudal1.records import Exemplar
 
 SECTIONS: dict[str, str] = {
@@ -161,7 +162,7 @@ class Feedback:
 
     def line(self, max_chars: int = 300) -> str:
         """One line: status, then the message cut to `max_chars`, or the timing of a correct attempt."""
-        if self.status == "ok" and self.speedup is not None:
+        if self.status == Status.OK and self.speedup is not None:
             times = (f" (reference {self.reference_ms:.3f} ms, yours {self.candidate_ms:.3f} ms)"
                      if self.reference_ms is not None and self.candidate_ms is not None else "")
             what = f"correct but not faster: {self.speedup:.2f}x speedup{times}"

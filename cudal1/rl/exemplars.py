@@ -31,6 +31,7 @@ import math
 import random
 from collections.abc import Sequence
 
+from cudal1.bench.result import Status
 from cudal1.records import Exemplar
 
 SCALES = ("log", "linear")
@@ -68,7 +69,7 @@ class Bucket:
 
 def is_sampleable(e: Exemplar) -> bool:
     """True for a correct exemplar (status "ok") with a finite positive speedup."""
-    return e.status == "ok" and isinstance(e.speedup, (int, float)) and math.isfinite(e.speedup) and e.speedup > 0
+    return e.status == Status.OK and isinstance(e.speedup, (int, float)) and math.isfinite(e.speedup) and e.speedup > 0
 
 
 def bucketize(
