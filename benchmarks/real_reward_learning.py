@@ -58,6 +58,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from cudal1.bench.result import EvalResult, Status
+
 log = logging.getLogger("real_reward_learning")
 
 HEADER = "import torch\nimport torch.nn.functional as F\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, {args}):\n"
@@ -112,10 +114,10 @@ class Settings:
 
 
 class MeasuredPool:
-    """The `evaluate_many` of a benchmark pool, on one in-process `BenchWorker` (the real
-    evaluator, CPU backend), that measures each distinct (task, code) once and reuses the
+    """The `evaluate_many` and `stream` of a benchmark pool, on one in-process `BenchWorker` (the
+    real evaluator, CPU backend), that measures each distinct (task, code) once and reuses the
     result (`remeasure=True`: once per `new_step()`). A second opinion on an outlier (a call
-    with `avoid`, `cudal1.pipeline.rollouts.verify_outliers`) is a measurement of its own, kept
+    with `avoid`, `cudal1.pipeline.verify.verify_outliers`) is a measurement of its own, kept
     apart from the first."""
 
     def __init__(self, remeasure: bool = False) -> None:
@@ -123,14 +125,14 @@ class MeasuredPool:
 
         self.worker = BenchWorker("cpu", "cpu")
         self.remeasure = remeasure
-        self.memo: dict[tuple[str, str], dict[str, Any]] = {}
+        self.memo: dict[tuple[str, str, bool], EvalResult] = {}
         self.evaluations = 0
         self.reused = 0
         self.seconds = 0.0
 
     def save(self, path: Path) -> None:
         """Write the measured results (JSON lines of task, code, second-opinion flag, result)."""
-        path.write_text("".join(json.dumps({"task_id": t, "source": src, "second": second, "result": r}) + "\n"
+        path.write_text("".join(json.dumps({"task_id": t, "source": src, "second": second, "result": r.to_dict()}) + "\n"
                                 for (t, src, second), r in self.memo.items()))
 
     def load(self, path: Path) -> int:
@@ -138,7 +140,7 @@ class MeasuredPool:
         those codes again. Returns how many were loaded."""
         rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
         for row in rows:
-            self.memo[(row["task_id"], row["source"], bool(row["second"]))] = row["result"]
+            self.memo[(row["task_id"], row["source"], bool(row["second"]))] = EvalResult.from_dict(row["result"])
         return len(rows)
 
     def new_step(self) -> None:
@@ -146,7 +148,7 @@ class MeasuredPool:
             self.memo.clear()
 
     def evaluate_many(self, candidates: Sequence[Any], progress: bool = False, avoid: Sequence[Any] | None = None
-                      ) -> list[dict[str, Any]]:
+                      ) -> list[EvalResult]:
         out = []
         for c in candidates:
             key = (c.task_id, c.source, avoid is not None)
@@ -157,8 +159,35 @@ class MeasuredPool:
                 self.evaluations += 1
             else:
                 self.reused += 1
-            out.append(dict(self.memo[key]))
+            out.append(dataclasses.replace(self.memo[key]))
         return out
+
+    def stream(self, progress: bool = False) -> "BatchStream":
+        """A `PoolStream`-like evaluation that measures what was submitted when `results()` is called."""
+        return BatchStream(self)
+
+
+class BatchStream:
+    """`cudal1.actors.bench_pool.PoolStream`'s interface over `MeasuredPool.evaluate_many`: collects
+    the submitted candidates and evaluates them all in `results()` (which is then `started`)."""
+
+    def __init__(self, pool: MeasuredPool) -> None:
+        self.pool, self.candidates, self.started = pool, [], None
+
+    def submit(self, candidates: Sequence[Any]) -> range:
+        first = len(self.candidates)
+        self.candidates += list(candidates)
+        return range(first, len(self.candidates))
+
+    def results(self) -> list[EvalResult]:
+        self.started = time.perf_counter()
+        return self.pool.evaluate_many(self.candidates)
+
+    def __enter__(self) -> "BatchStream":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        pass
 
 
 def task_prompt(task: Any, kind: str) -> tuple[list[dict[str, str]], list[str]]:
@@ -236,11 +265,11 @@ class Experiment:
             cands = [Candidate(t, variant_code(t, kind), origin=kind) for t in pending for kind in ("slow", "fast")]
             results = self.pool.evaluate_many(cands)
             for c, r in zip(cands, results):
-                if r.get("status") != "ok":
-                    raise RuntimeError(f"{c.task_id} {c.origin} variant is {r.get('status')}: {r.get('message')}")
+                if r.status is not Status.OK:
+                    raise RuntimeError(f"{c.task_id} {c.origin} variant is {r.status.value}: {r.message}")
                 v = out.setdefault(c.task_id, {})
-                v[c.origin] = float(r["speedup"])
-                v[c.origin + "_spread"] = float(r.get("speedup_spread") or 0.0)
+                v[c.origin] = float(r.speedup)
+                v[c.origin + "_spread"] = float(r.speedup_spread or 0.0)
                 v["attempts"] = attempt
             apart = [t for t in pending if _told_apart(out[t], self.s.min_ratio)]
             for t in pending:

@@ -82,9 +82,8 @@ def main() -> None:
             for name in (["overlapped", "old order"] if rep % 2 == 0 else ["old order", "overlapped"]):
                 if name == "overlapped":
                     ctx_gen, ctx_pool = generator, pool
-                else:  # no generate_stream, no stream: everything generated, then everything evaluated
-                    ctx_gen = SimpleNamespace(generate=generator.generate)
-                    ctx_pool = SimpleNamespace(evaluate_many=pool.evaluate_many)
+                else:  # no generate_stream: everything generated, then everything evaluated
+                    ctx_gen, ctx_pool = SimpleNamespace(generate=generator.generate), pool
                 ctx = SimpleNamespace(cfg=cfg, tokenizer=tokenizer, generator=ctx_gen,
                                       pools=SimpleNamespace(primary=ctx_pool), buffer=None)
                 timings: dict[str, float] = {}
@@ -93,7 +92,7 @@ def main() -> None:
                 rollouts = sample_rollouts(ctx, tasks, prompts, 2, step=rep, timings=timings)
                 wall = time.perf_counter() - t0
                 walls[name].append(wall)
-                statuses = [(r.result or {}).get("status") for r in rollouts]
+                statuses = [r.result.status.value if r.result else None for r in rollouts]
                 print(f"rep {rep} {name:10s}: wall {wall:6.1f} s  generate {timings['generate_s']:5.1f}  evaluate "
                       f"{timings['evaluate_s']:5.1f}  overlap {timings['overlap_s']:5.1f}  evaluations "
                       f"{int(timings['evaluations'])} ({statuses.count('ok')} ok)  load {load:.1f}", flush=True)

@@ -95,13 +95,15 @@ DRIVER = """
     import ray
     from cudal1.actors.shells import remote_class
     from cudal1.engines.logs import engine_env
+    from cudal1.rollout.generator import RolloutGenerator
+    from tests.actors.test_engine_logs import Noisy
     log_dir, address, vllm_model = sys.argv[1], sys.argv[2], sys.argv[3]
     env = {"PYTHONPATH": %(root)r, **engine_env(log_dir)}
     ray.init(address=address, runtime_env={"env_vars": env}, log_to_driver=True)
-    noisy = remote_class("tests.actors.test_engine_logs:Noisy", num_cpus=0).remote()
+    noisy = remote_class(Noisy, num_cpus=0).remote()
     noisy.ready(timeout_s=120)
     if vllm_model:
-        gen = remote_class("cudal1.rollout.generator:RolloutGenerator", num_cpus=0).remote(
+        gen = remote_class(RolloutGenerator, num_cpus=0).remote(
             vllm_model, backend="vllm", dtype="float32", max_model_len=1024, seed=0, kv_cache_gib=0.1)
         gen.ready(timeout_s=600)
         print("sampled", len(gen.generate([[5, 17, 99]], n=1, max_tokens=4, temperature=1.0, top_p=1.0)), flush=True)

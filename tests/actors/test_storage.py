@@ -48,7 +48,9 @@ def test_actors_answer_the_probe_through_their_shell(ray_cluster, tmp_path):
     from cudal1.actors.shells import remote_class
     from cudal1.pipeline.context import check_shared_run_dir
 
-    actor = remote_class("collections:OrderedDict", num_cpus=0).remote()
+    from collections import OrderedDict
+
+    actor = remote_class(OrderedDict, num_cpus=0).remote()
     try:
         check_shared_run_dir(tmp_path, {"buffer": actor})  # one machine: shared
         with pytest.raises(SharedStorageError, match="buffer on node .*does not exist on this node"):
