@@ -94,7 +94,7 @@ class RewardConfig:
             as missing.
         verify_above, verify_over_best: a correct result faster than verify_above (×), or than
             verify_over_best × its task's best known speedup, is measured again on another
-            actor of the pool before it is paid (issue 9, item 9; `needs_second_opinion`).
+            actor of the pool before it is paid (`needs_second_opinion`, `cudal1.pipeline.verify`).
         verify_tolerance: the two measurements may differ by this much (relative to the
             smaller), or by their own spreads where larger; beyond it the result is not paid
             ("suspect:unverified").
