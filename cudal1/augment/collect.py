@@ -274,8 +274,8 @@ def run_augment_job(cfg: Any, pools: Any = None) -> AugmentSummary:
     creation raise."""
     import os
 
-    from cudal1.actors.bench_pool import BenchmarkPools
-    from cudal1.pipeline.context import pool_specs, select_tasks, start_ray, usable_tasks
+    from cudal1.actors.bench_pool import BenchmarkPools, pool_specs
+    from cudal1.pipeline.context import select_tasks, start_ray, usable_tasks
 
     out = Path(cfg.out_dir).expanduser().resolve()
     tasks = select_tasks(cfg)
@@ -306,7 +306,8 @@ def run_augment_job(cfg: Any, pools: Any = None) -> AugmentSummary:
             summary = collect(pools)
         else:
             start_ray(cfg)
-            with BenchmarkPools(pool_specs(cfg), primary=cfg.bench.primary) as running:
+            with BenchmarkPools(list(pool_specs(cfg.bench.pools, cfg.tasks.source).values()),
+                                primary=cfg.bench.primary) as running:
                 summary = collect(running)
         status = "finished" if not summary.failed else "incomplete"
     except KeyboardInterrupt:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from ray.util.placement_group import PlacementGroup
     from transformers import PreTrainedTokenizerBase
 
-    from cudal1.actors.bench_pool import BenchmarkPools, PoolSpec
+    from cudal1.actors.bench_pool import BenchmarkPools
     from cudal1.actors.generator_group import GeneratorGroup
     from cudal1.actors.learner_group import LearnerGroup
     from cudal1.actors.shells import ShellHandle
@@ -67,20 +67,6 @@ def usable_tasks(tasks: list[Task], probes: dict[str, dict[str, Any]]) -> list[T
     log.info("%d of %d tasks kept after probing their references: %s", len(kept), len(tasks),
              ", ".join(t.task_id for t in kept[:20]) + (", ..." if len(kept) > 20 else ""))
     return kept
-
-
-def pool_specs(cfg: DictConfig) -> list[PoolSpec]:
-    """One `cudal1.actors.bench_pool.PoolSpec` per pool of `cfg.bench.pools`, loading `cfg.tasks.source`."""
-    from cudal1.actors.bench_pool import PoolSpec
-
-    return [
-        PoolSpec(name=name, backend=p.backend, num_actors=p.num_actors, num_cpus=p.num_cpus,
-                 num_gpus=p.num_gpus, accelerator_type=p.accelerator_type, resources=dict(p.resources),
-                 settings=OmegaConf.to_container(p.settings), tasks=cfg.tasks.source,
-                 max_task_retries=p.max_task_retries, start_timeout_s=p.start_timeout_s,
-                 build_actors=p.build_actors, build_cpus=p.build_cpus)
-        for name, p in cfg.bench.pools.items()
-    ]
 
 
 def start_ray(cfg: DictConfig, log_dir: Path | None = None) -> dict[str, Any]:
@@ -178,7 +164,7 @@ class RunContext:
     @classmethod
     def start(cls, cfg: DictConfig) -> "RunContext":
         """Create the run directory, the tracker and all actors (Ray started or joined here)."""
-        from cudal1.actors.bench_pool import BenchmarkPools
+        from cudal1.actors.bench_pool import BenchmarkPools, pool_specs
         from cudal1.actors.shells import BufferActor
         from cudal1.actors.storage import driver_node_options
         from cudal1.policy.model import load_tokenizer
@@ -207,7 +193,7 @@ class RunContext:
             tracker.log_config(OmegaConf.to_container(cfg, resolve=True))
         ctx = cls(cfg, run_dir, model_path, tasks, tokenizer, state, tracker, random.Random(cfg.seed + state.step))
         try:
-            specs = pool_specs(cfg)
+            specs = list(pool_specs(cfg.bench.pools, cfg.tasks.source).values())
             # Actors start concurrently: the pools block until theirs are ready, meanwhile the
             # engine and the learner load.
             rl = cfg.stage.contrastive_rl

@@ -257,7 +257,8 @@ def run_evaluate_job(cfg: Any) -> list[dict[str, Any]]:
     MLflow, the table printed. Returns the table's rows (`paper_table`). Raises what `load_solutions`,
     `cudal1.pipeline.context.start_ray` and pool creation raise."""
     from cudal1.actors.bench_pool import BenchmarkPools
-    from cudal1.pipeline.context import pool_specs, select_tasks, start_ray
+    from cudal1.actors.bench_pool import pool_specs
+    from cudal1.pipeline.context import select_tasks, start_ray
     from cudal1.tracking import Tracker
 
     out = Path(cfg.out_dir).resolve()
@@ -274,7 +275,8 @@ def run_evaluate_job(cfg: Any) -> list[dict[str, Any]]:
     ps = list(cfg.ps)
     with Tracker(cfg.tracking.uri, cfg.tracking.experiment, out, enabled=cfg.tracking.enabled,
                  system_metrics_s=cfg.tracking.system_metrics_s) as tracker, \
-            BenchmarkPools(pool_specs(cfg), primary=cfg.bench.primary) as pools:
+            BenchmarkPools(list(pool_specs(cfg.bench.pools, cfg.tasks.source).values()),
+                           primary=cfg.bench.primary) as pools:
         tracker.log_config({"solutions": str(cfg.solutions), "tasks": dict(cfg.tasks), "pools": list(cfg.pools),
                             "compile_baseline": bool(cfg.compile_baseline),
                             "bench": {name: dict(p) for name, p in cfg.bench.pools.items()}})

@@ -170,7 +170,8 @@ def run_optimize_job(cfg: Any) -> tuple[list[TaskOutcome], list[dict[str, Any]]]
     from omegaconf import OmegaConf
 
     from cudal1.actors.bench_pool import BenchmarkPool
-    from cudal1.pipeline.context import ensure_model, pool_specs, start_generator, start_ray
+    from cudal1.actors.bench_pool import pool_specs
+    from cudal1.pipeline.context import ensure_model, start_generator, start_ray
     from cudal1.pipeline.evaluate import load_solutions
     from cudal1.policy.model import load_tokenizer
     from cudal1.tracking import Tracker
@@ -190,7 +191,7 @@ def run_optimize_job(cfg: Any) -> tuple[list[TaskOutcome], list[dict[str, Any]]]
     tokenizer = load_tokenizer(model_path)
     # Candidates carry their tasks (`Candidate.task`): the pool's own suite is never looked up, so
     # its actors load the small builtin one (a KernelBench checkout need not be on every node).
-    spec = dataclasses.replace(next(s for s in pool_specs(cfg) if s.name == cfg.bench.primary), tasks="builtin")
+    spec = pool_specs(cfg.bench.pools, tasks="builtin")[cfg.bench.primary]
     generator = pool = None
     with Tracker(cfg.tracking.uri, cfg.tracking.experiment, out, enabled=cfg.tracking.enabled,
                  system_metrics_s=cfg.tracking.system_metrics_s) as tracker:

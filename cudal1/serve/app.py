@@ -54,22 +54,6 @@ async def _json(request: Request) -> Any:
         raise ApiError(400, "the body is not valid JSON") from None
 
 
-def _pool_specs(cfg: Any) -> list[Any]:
-    """A `PoolSpec` per `cfg.bench.pools` entry, loading the small builtin suite: the pools' own
-    suite is never looked up, since every candidate carries its task (`Candidate.task`)."""
-    from omegaconf import OmegaConf
-
-    from cudal1.actors.bench_pool import PoolSpec
-
-    # Not `context.pool_specs`: a serve config has no `tasks` section.
-    return [PoolSpec(name=name, backend=p.backend, num_actors=p.num_actors, num_cpus=p.num_cpus, num_gpus=p.num_gpus,
-                     accelerator_type=p.accelerator_type, resources=dict(p.resources),
-                     settings=OmegaConf.to_container(p.settings), tasks="builtin",
-                     max_task_retries=p.max_task_retries, start_timeout_s=p.start_timeout_s,
-                     build_actors=p.build_actors, build_cpus=p.build_cpus)
-            for name, p in cfg.bench.pools.items()]
-
-
 # Module-level helpers the deployment calls are defined above it: Serve serializes the class when
 # it is decorated, and a global defined later would be missing in the replica (NameError).
 @serve.deployment(name="PolicyServer")
@@ -85,7 +69,7 @@ class PolicyServer:
     def __init__(self, cfg: dict[str, Any], model_path: str) -> None:
         from omegaconf import OmegaConf
 
-        from cudal1.actors.bench_pool import BenchmarkPool
+        from cudal1.actors.bench_pool import BenchmarkPool, pool_specs
         from cudal1.config import load_serve_config
         from cudal1.pipeline.context import _engine_kwargs
         from cudal1.pipeline.optimize import settings_from_config
@@ -106,7 +90,9 @@ class PolicyServer:
                                           dtype=c.model.dtype, seed=c.seed, **extra)
         route_engine_logs(log_dir, "serve-replica")
         shared = LockedGenerator(self.generator)
-        self.pools = {s.name: BenchmarkPool(s) for s in _pool_specs(c)}
+        # The pools load the small builtin suite: their own suite is never looked up, since every
+        # candidate carries its task (`Candidate.task`).
+        self.pools = {name: BenchmarkPool(spec) for name, spec in pool_specs(c.bench.pools, tasks="builtin").items()}
         self.chat = ChatService(shared, tokenizer, c.serve.model_name, c.rollout.max_model_len,
                                 c.serve.max_chat_tokens, min(c.rollout.max_tokens, c.serve.max_chat_tokens))
         settings = settings_from_config(c)
