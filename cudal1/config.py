@@ -19,6 +19,8 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
+from cudal1.rl.rewards import MIN_GAIN, VERIFY_TOLERANCE
+
 
 class ConfigError(ValueError):
     """A configuration value is out of range, not one of its choices, or refers to nothing."""
@@ -276,7 +278,7 @@ class RewardSettings:
     max_credit: float = 10.0
     """Scale (×) of the softsign that bounds credit (max_credit× earns half the bound): outliers
     keep their rank but cannot dwarf the rest."""
-    min_gain: float = 1.01
+    min_gain: float = MIN_GAIN
     """A speedup counts as a gain only above this (×)."""
     round_step: float = 0.01
     """Speedups are rounded toward 1.00 to this step (×)."""
@@ -300,7 +302,7 @@ class RewardSettings:
     """A correct result faster than this (×) is measured again on another actor before it is paid."""
     verify_over_best: float = 2.0
     """...and so is one faster than this × its task's best known speedup."""
-    verify_tolerance: float = 0.10
+    verify_tolerance: float = VERIFY_TOLERANCE
     """Two measurements further apart than this (relative; or than their own spreads, where
     larger) are not paid ("suspect:unverified")."""
 
@@ -487,10 +489,10 @@ class OptimizeJobConfig:
     """Evaluate each task's reference first; a task whose reference fails is reported and skipped."""
     verify: bool = True
     """Measure the best correct candidate again on another actor before it counts."""
-    verify_tolerance: float = 0.10
+    verify_tolerance: float = VERIFY_TOLERANCE
     verify_tries: int = 3
     """Correct candidates tried, fastest first, until one is confirmed on another actor."""
-    min_gain: float = 1.01
+    min_gain: float = MIN_GAIN
     """A verified speedup above this (×) counts as improved."""
     ps: list[float] = field(default_factory=lambda: [1.0, 1.01])
     """fast_p thresholds (×) of the table."""
@@ -558,9 +560,9 @@ class ServeJobConfig:
     feedback: bool = True
     check_reference: bool = True
     verify: bool = True
-    verify_tolerance: float = 0.10
+    verify_tolerance: float = VERIFY_TOLERANCE
     verify_tries: int = 3
-    min_gain: float = 1.01
+    min_gain: float = MIN_GAIN
     model_dir: str = "runs/serve"
     """Where the embedded small model is built (`model.path` null) or a registered one fetched."""
     seed: int = 0

@@ -44,6 +44,7 @@ from cudal1.policy.parsing import parse_response
 from cudal1.policy.prompts import Feedback, contrastive_prompt, with_feedback
 from cudal1.records import Candidate, Exemplar
 from cudal1.rl.exemplars import sample_exemplars
+from cudal1.rl.rewards import MIN_GAIN, VERIFY_TOLERANCE
 from cudal1.tasks.task import Task, reference_as_candidate
 
 log = logging.getLogger(__name__)
@@ -86,11 +87,11 @@ class OptimizeSettings:
     """Evaluate the reference (with `ModelNew = Model` appended) first; a task whose reference fails is skipped."""
     verify: bool = True
     """Measure the best correct candidate again on another actor before it counts."""
-    verify_tolerance: float = 0.10
+    verify_tolerance: float = VERIFY_TOLERANCE
     """Two measurements further apart than this (relative, or than their spreads) disagree."""
     verify_tries: int = 3
     """Candidates tried, fastest first, until one is confirmed."""
-    min_gain: float = 1.01
+    min_gain: float = MIN_GAIN
     """A verified speedup above this (×) makes the outcome "improved"."""
     seed: int = 0
 

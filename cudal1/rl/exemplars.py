@@ -33,6 +33,7 @@ from collections.abc import Sequence
 
 from cudal1.bench.result import Status
 from cudal1.records import Exemplar
+from cudal1.rl.rewards import MIN_GAIN
 
 SCALES = ("log", "linear")
 
@@ -218,7 +219,7 @@ def sample_exemplars(
     return sorted(chosen, key=lambda e: e.speedup)
 
 
-def contrastive_target(exemplars: Sequence[Exemplar], k: int = 2, min_gain: float = 1.01) -> tuple[list[Exemplar], Exemplar] | None:
+def contrastive_target(exemplars: Sequence[Exemplar], k: int = 2, min_gain: float = MIN_GAIN) -> tuple[list[Exemplar], Exemplar] | None:
     """A stage-1 contrastive example for one task: (shown, target), or None.
 
     The target is the task's fastest correct solution; shown are up to `k` correct solutions

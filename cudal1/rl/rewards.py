@@ -42,6 +42,14 @@ from cudal1.bench.result import FAILED_STATUSES, HARNESS_LABELS, EvalResult, Lab
 
 TRANSFORMS = ("log_speedup", "speedup")
 
+MIN_GAIN = 1.01
+"""The default gain bar (×): a speedup counts as a gain only above it (pricing, exemplar targets,
+an optimize outcome "improved")."""
+
+VERIFY_TOLERANCE = 0.10
+"""The default relative tolerance of a second opinion: two measurements of one candidate further
+apart than this (or than their own spreads, where larger) disagree."""
+
 DEFAULT_LABEL_FACTORS: dict[str, float] = {
     "reduced_precision": 0.0,
     "calls_reference_ops": 0.25,
@@ -106,7 +114,7 @@ class RewardConfig:
 
     transform: str = "log_speedup"
     max_credit: float = 10.0
-    min_gain: float = 1.01
+    min_gain: float = MIN_GAIN
     round_step: float = 0.01
     max_spread: float = 0.5
     tie_floor: float = 0.01
@@ -118,7 +126,7 @@ class RewardConfig:
     min_section_chars: int = 20
     verify_above: float = 3.0
     verify_over_best: float = 2.0
-    verify_tolerance: float = 0.10
+    verify_tolerance: float = VERIFY_TOLERANCE
 
     def __post_init__(self) -> None:
         if self.transform not in TRANSFORMS:
