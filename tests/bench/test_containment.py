@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
+import tempfile
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -227,3 +230,37 @@ def test_the_parent_never_unpickles_worker_data(tmp_path, cache_dir) -> None:
     assert not marker.exists(), "candidate code ran in the evaluator's own process:\n" + evalkit.describe(r)
     assert r.status is not Status.OK, evalkit.describe(r)
     assert_next_is_ok(cache_dir)
+
+
+def test_reads_outside_the_toolchain_find_nothing(tmp_path, cache_dir) -> None:
+    """Issue 21, public kind "filesystem reads": a candidate reads only the toolchain and its own
+    directories. Files it must not see, each world-readable (so only the sandbox stands in the
+    way): rollouts in a run directory and the exemplar buffer where the training job keeps them
+    (<checkout>/runs/), a file in the user's home, the checkout's README, and another
+    evaluation's scratch directory. Each read simply fails (PermissionError, no label: an honest
+    library that probes a config file must not be punished, and a read that fails gains nothing);
+    the verdict is the honest one."""
+    checkout = Path(__file__).resolve().parents[2]
+    tag = f"i21-reads-{os.getpid()}-{time.time_ns()}"
+    run_dir = checkout / "runs" / tag
+    home_file = Path.home() / f".{tag}"
+    foreign = Path(tempfile.mkdtemp(prefix="cudal1-eval-")) / "worker.log"
+    secrets = {run_dir / "rollouts.jsonl": "SECRET-ROLLOUT", run_dir / "buffer" / "exemplars.jsonl": "SECRET-EXEMPLAR",
+               home_file: "SECRET-HOME", foreign: "SECRET-FOREIGN"}
+    try:
+        for path, text in secrets.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            os.chmod(path, 0o644)
+        paths = [str(p) for p in secrets] + [str(checkout / "README.md")]
+        r = evalkit.run(MM, evalkit.candidate("reads_outside", paths=repr(paths)), cache_dir)
+        require_measure(r, "landlock_read")
+        assert r.status is Status.OK, evalkit.describe(r)
+        assert not any(text in r.log for text in secrets.values()), evalkit.describe(r)
+        assert not re.search(r"^(READ|LISTED) ", r.log, re.M), evalkit.describe(r)
+        for path in paths:
+            assert f"REFUSED READ {path}: PermissionError" in r.log, evalkit.describe(r)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        shutil.rmtree(foreign.parent, ignore_errors=True)
+        home_file.unlink(missing_ok=True)
