@@ -21,6 +21,7 @@ import psutil
 import pytest
 
 import evalkit
+from cudal1.bench.evaluator import evaluate
 from cudal1.bench.result import Status
 
 MM = "matmul_relu"
@@ -264,3 +265,53 @@ def test_reads_outside_the_toolchain_find_nothing(tmp_path, cache_dir) -> None:
         shutil.rmtree(run_dir, ignore_errors=True)
         shutil.rmtree(foreign.parent, ignore_errors=True)
         home_file.unlink(missing_ok=True)
+
+
+def _task_on_disk(tmp_path: Path):
+    """matmul_relu as a task file in a world-writable dir (only the sandbox stands in the way), and
+    its Task record: read from the file before any candidate exists, as the suite loader does."""
+    from cudal1.tasks.task import Task
+
+    path = tmp_path / "1_matmul_relu.py"
+    path.write_text(evalkit.TASKS[MM])
+    os.chmod(tmp_path, 0o777)
+    os.chmod(path, 0o666)
+    return path, Task(level=1, problem_id=1, name="matmul_relu", source=path.read_text(), path=str(path))
+
+
+def test_a_candidate_cannot_rewrite_the_task_or_its_tolerances(tmp_path, cache_dir) -> None:
+    """Issue 21, public kind "the task's source on disk": a candidate that returns zeros rewrites
+    the task file so that its reference returns zeros, and opens the evaluator's sources (where
+    the tolerances are) for writing. Landlock refuses every write (files of the task and of the
+    evaluator are outside its scratch and build directory), and the verdict is incorrect."""
+    import cudal1.bench.correctness as correctness_module
+    import cudal1.bench.settings as settings_module
+
+    path, task = _task_on_disk(tmp_path)
+    tolerances = [correctness_module.__file__, settings_module.__file__]
+    before = [Path(p).read_bytes() for p in tolerances]
+    source = evalkit.candidate("rewrites_the_task", task_file=path, tolerances=repr(tolerances))
+    r = evaluate(task, source, "cpu", settings=evalkit.settings(cache_dir))
+    require_measure(r, "landlock_fs")
+    assert "REFUSED THE TASK: PermissionError" in r.log, evalkit.describe(r)
+    assert all(f"REFUSED {p}: PermissionError" in r.log for p in tolerances), evalkit.describe(r)
+    assert path.read_text() == evalkit.TASKS[MM] and [Path(p).read_bytes() for p in tolerances] == before
+    assert r.status is Status.INCORRECT, evalkit.describe(r)
+
+
+def test_the_reference_comes_from_the_bytes_read_before_the_candidate(tmp_path, cache_dir) -> None:
+    """The same attack where nothing confines writes (the sandbox off: a machine without Landlock
+    and run as the user who owns the task files): the rewrite lands on disk, and changes nothing.
+    The judge and the reference host build the reference from the Task record's source, read
+    before any candidate existed (`Task.load_module` never opens `Task.path`): the candidate is
+    still wrong, and so is the next evaluation of the same record (which would pay zeros were
+    the reference read from the file)."""
+    path, task = _task_on_disk(tmp_path)
+    source = evalkit.candidate("rewrites_the_task", task_file=path, tolerances="[]")
+    off = evalkit.settings(cache_dir, sandbox=False)
+    first = evaluate(task, source, "cpu", settings=off)
+    assert "REWROTE THE TASK" in first.log and "zeros" in path.read_text(), evalkit.describe(first)
+    assert first.status is Status.INCORRECT, evalkit.describe(first)
+    second = evaluate(task, evalkit.candidate("rewrites_the_task", task_file=tmp_path / "x.py", tolerances="[]"), "cpu",
+                      settings=off)
+    assert second.status is Status.INCORRECT, evalkit.describe(second)
