@@ -1034,11 +1034,21 @@ class Judge:
             self.link.release_device()
 
     def _judge_failure(self, exc: BaseException, phase: str) -> Verdict:
-        """An exception in the judge's own code: a harness failure (re-raised), except a CUDA error
-        once the candidate exists, which may come from the candidate's side of the device."""
+        """An exception in the judge's own code: a harness failure (re-raised: the parent labels
+        it `harness_error`, which the reward leaves out of training), except a CUDA error once the
+        candidate exists. That one is the candidate's failure (`runtime_error`, `cuda_fault`, not
+        masked): the judge's device work ran clean up to the candidate's import, and a candidate
+        can fault the device or free the memory the judge reads from it (CUDA IPC), so a masked
+        status here would be one a policy could learn to provoke. A genuine device fault in that
+        window is charged to the candidate: rare, and the lesser harm. So is running out of
+        device memory then (GPU memory is not limited per candidate: one that takes it all makes
+        the judge's next allocation fail): `resource_exceeded`."""
         text = f"{type(exc).__name__}: {exc}"
+        if self.host_loaded and isinstance(exc, torch.OutOfMemoryError):
+            return Verdict(Status.RESOURCE_EXCEEDED, f"{phase}: the judge ran out of device memory while the candidate held "
+                           f"its own: {text[:300]}")
         if self.host_loaded and any(m in text for m in CUDA_FAULT_MARKERS):
-            return Verdict(Status.RUNTIME_ERROR, f"{phase}: CUDA error in the judge: {text[:300]}", labels=["cuda_fault", "harness_error"])
+            return Verdict(Status.RUNTIME_ERROR, f"{phase}: CUDA error in the judge: {text[:300]}", labels=["cuda_fault"])
         raise exc
 
 
