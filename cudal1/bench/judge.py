@@ -838,8 +838,11 @@ class Judge:
         self._sent("candidate")
         msg = self._recv("profiled", ops=list, dtypes=list, side_streams=bool)
         if msg.get("error") is not None:
-            # Fail closed: a candidate whose forward refuses to be recorded gets the worst labels.
+            # Fail closed: a candidate whose forward refuses to be recorded gets the worst labels,
+            # reduced precision included (one that computes in bf16 and raises under a dispatch
+            # mode would otherwise lose only labels it has a kernel of its own to shed).
             self._label("profile_failed")
+            self._label("reduced_precision")
             return
         cand_ops = str_list_or_tamper(msg["ops"], limit=500)
         cand_dtypes = set(str_list_or_tamper(msg["dtypes"]))

@@ -135,14 +135,28 @@ CASES = [
     cheat("bf16_matmul", MM, INCORRECT),
     honest("calls_reference_ops", labels=("pytorch_only", "calls_reference_ops"), absent=("custom_kernel",)),
     # A library mapped from outside its build directory is no kernel of its own; a forward that
-    # refuses to be recorded gets the worst labels, not none.
-    honest("label_forger", "int_relu", labels=("profile_failed", "pytorch_only", "calls_reference_ops"), absent=("custom_kernel",)),
+    # refuses to be recorded gets the worst labels, not none (reduced precision included: its
+    # forward computes in bfloat16, which only the recording could see).
+    honest("label_forger", "int_relu", labels=("profile_failed", "pytorch_only", "calls_reference_ops", "reduced_precision"),
+           absent=("custom_kernel",)),
     # custom_kernel only for a shared object a build of this candidate recorded (issue 21): not for
     # zero-filled "x.so" files mapped from its build directory, its scratch directory or Triton's
     # cache, nor for a real library it copied into its build directory (at import, or in its first
     # forward as a lazy build would).
     honest("mapped_fake_objects", labels=("pytorch_only",), absent=("custom_kernel",)),
     honest("lazy_shared_object", labels=("pytorch_only",), absent=("custom_kernel",)),
+    # -- looking for the checker (issue 21, public kind) -----------------------------------------
+    # Each takes a wrong fast path only where it believes it is timed. Trials and timed calls run
+    # the same code path in the host (a round trip of n calls; timing sends several), on inputs of
+    # the same nominal distribution (plus shifted trials), and every output of every timed call is
+    # checked: a belief that holds in a trial too is a wrong trial (incorrect); one that holds only
+    # in timed calls is a wrong timed output (result_cache).
+    # The frames it finds are the same in a trial (the host times every call alike, in a function
+    # named _timed_forwards): wrong in trial 1, or, were the names neutral, in the first timed batch.
+    cheat("checker_by_inspect_stack", MM, (INCORRECT, HACK), None, K.RESULT_CACHE),
+    cheat("checker_by_environment", MM, INCORRECT),  # the environment is the same for every call
+    cheat("checker_by_call_count", MM, HACK, K.RESULT_CACHE),
+    cheat("checker_by_input_magnitude", MM, INCORRECT),  # trials 1-5 are nominal, as timed calls are
 ]
 
 
@@ -301,3 +315,14 @@ def test_a_failed_build_is_not_compiled_again(cache_dir) -> None:
     again = evalkit.run(MM, source, cache_dir)
     check(honest("cpp_build_fails_falls_back"), again)
     assert "BUILD FAILED, FALLING BACK" in again.log and again.build_seconds < 1.0, (first.build_seconds, again.build_seconds)
+
+
+@pytest.mark.xfail(strict=True, reason="open (issue 21): the one recorded forward can be told apart (a dispatch mode is on), "
+                   "so a candidate that computes in float32 only there is not labelled reduced_precision")
+def test_a_candidate_that_behaves_otherwise_when_recorded_keeps_its_labels(cache_dir) -> None:
+    """The labels' recording is the one call a candidate can tell apart for sure (a dispatch mode
+    is on in its process). bf16_unless_recorded is right everywhere (bf16 is exact on int_relu)
+    and computes in float32 only when recorded: it should still be labelled reduced_precision."""
+    r = evalkit.run("int_relu", evalkit.candidate("bf16_unless_recorded"), cache_dir)
+    assert r.status is OK, evalkit.describe(r)
+    assert "reduced_precision" in r.labels, evalkit.describe(r)
