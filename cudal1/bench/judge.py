@@ -105,6 +105,9 @@ RE_READ = 3
 """Outputs of a batched round trip read again, at random, before the next round trip."""
 CALIBRATION_WARMUP = 4
 """At least this many reference calls before the candidate is imported."""
+RECORDED_SLACK = 4.0
+"""The recorded forward's outputs may differ from an unrecorded one's on the same inputs by at most
+this many times two unrecorded forwards differ (`Judge._recorded_as_run`)."""
 SNAPSHOT_CHUNKS = 64
 GRACE_S = 5.0
 """The judge waits this long past the evaluation's deadline (the parent kills at the deadline)."""
@@ -814,9 +817,11 @@ class Judge:
         self.result.max_abs_error = worst
 
     def collect_labels(self) -> None:
-        """Operators and dtypes of one forward each (facts for the reward policy; a failure here
-        only drops labels). Whether the candidate runs a kernel of its own is decided by the
-        parent, from the shared objects mapped into the candidate's process.
+        """Operators and dtypes of one forward each (facts for the reward policy). A candidate
+        whose recorded forward fails, or computes otherwise than an unrecorded one on the same
+        inputs (`_recorded_as_run`), gets the worst labels; a failure of the reference's
+        recording only drops labels. Whether the candidate runs a kernel of its own is decided by
+        the parent, from the shared objects mapped into the candidate's process.
 
         Runs after the timing and the late checks: recording a forward (a TorchDispatchMode)
         changes the candidate's process for good (torch.compile's dynamo then skips the compiled
@@ -837,10 +842,11 @@ class Judge:
         self._send("profile", fds=fds, **fields)
         self._sent("candidate")
         msg = self._recv("profiled", ops=list, dtypes=list, side_streams=bool)
-        if msg.get("error") is not None:
-            # Fail closed: a candidate whose forward refuses to be recorded gets the worst labels,
-            # reduced precision included (one that computes in bf16 and raises under a dispatch
-            # mode would otherwise lose only labels it has a kernel of its own to shed).
+        if msg.get("error") is not None or not self._recorded_as_run(x, msg):
+            # Fail closed: a candidate whose forward refuses to be recorded, or computes otherwise
+            # while recorded, gets the worst labels, reduced precision included (one that computes
+            # in bf16 and raises under a dispatch mode would otherwise lose only labels it has a
+            # kernel of its own to shed).
             self._label("profile_failed")
             self._label("reduced_precision")
             return
@@ -853,6 +859,30 @@ class Judge:
             self._label("reduced_precision")
         if msg["side_streams"]:
             self._label("side_streams")
+
+    def _recorded_as_run(self, x: list[Any], msg: dict[str, Any]) -> bool:
+        """Whether the recorded forward computed what an unrecorded one computes on the same
+        inputs `x`: the same bits, or, for a candidate whose own calls differ (atomics), a
+        difference no larger than `RECORDED_SLACK` times its own. A candidate can tell the recorded
+        forward apart (a dispatch mode is on); one that computes in float32 there and in lower
+        precision everywhere else is seen here. False also when the recorded outputs were not
+        described."""
+        if not isinstance(msg.get("leaves"), list) or not isinstance(msg.get("values"), list):
+            return False
+        recorded = [t.clone() for t in self._read([msg["leaves"]], 1, again=True)[0]]
+        self._sync()
+        self.last_snapshot = None  # the late checks are done; these calls only compare
+        runs = []
+        for _ in range(2):
+            _, answer, snapshot = self._call([x], timed=False)
+            runs.append(([t.clone() for t in snapshot[0]], answer["values"][0]))
+            if len(runs) == 1 and correctness.tree_equal(recorded, runs[0][0]) and msg["values"] == runs[0][1]:
+                return True
+        (first, first_values), (second, second_values) = runs
+        if msg["values"] != first_values:
+            return False
+        own = _max_difference(first, second)
+        return first_values == second_values and own > 0 and _max_difference(recorded, first) <= RECORDED_SLACK * own
 
     # -- phase 6: timing -----------------------------------------------------------------------
 
@@ -1113,6 +1143,22 @@ def _calls_described(leaves: Any, n: int, outputs: int) -> bool:
     """Whether `leaves` is one list of `outputs` descriptions (dicts) for each of `n` calls."""
     return (isinstance(leaves, list) and len(leaves) == n
             and all(isinstance(c, list) and len(c) == outputs and all(isinstance(d, dict) for d in c) for c in leaves))
+
+
+def _max_difference(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
+    """The largest |a - b| over two lists of same-shaped tensors (inf where NaNs or infinities
+    sit apart; 0.0 for equal bits)."""
+    worst = 0.0
+    for x, y in zip(a, b):
+        if correctness.tree_equal([x], [y]):
+            continue
+        if x.is_floating_point() or x.is_complex():
+            diff = (x.to(torch.complex128 if x.is_complex() else torch.float64)
+                    - y.to(torch.complex128 if y.is_complex() else torch.float64)).abs()
+            worst = max(worst, float(diff.nan_to_num(nan=math.inf).max()) if diff.numel() else 0.0)
+        else:
+            worst = math.inf
+    return worst
 
 
 def _flat(calls: list[list[Any]]) -> list[Any]:
