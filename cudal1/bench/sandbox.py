@@ -624,14 +624,16 @@ def _readable_devices() -> list[Path]:
 
 def toolchain_reads() -> list[Path]:
     """Where a candidate's process may read (besides its own dirs), derived from this process:
-    `SYSTEM_READS`; `ETC_READS` of /etc; the devices of `_readable_devices`; the interpreter's prefixes and its directory; every `sys.path` entry
-    under a prefix or named site-packages/dist-packages (the standard library, the virtualenv);
+    `SYSTEM_READS`; `ETC_READS` of /etc; the devices of `_readable_devices`; the interpreter's
+    prefixes and its directory; every `sys.path` entry under a prefix or named
+    site-packages/dist-packages (the standard library, the virtualenv);
     of any other `sys.path` entry (a project checkout on PYTHONPATH, a test directory) nothing
     but the top-level package of each module this process has already imported from it, and the
     same for modules an editable install maps from outside `sys.path` (the `cudal1` package, not
     the checkout's runs/, conf/ or tests/); CUDA's home ($CUDA_HOME, $CUDA_PATH, /usr/local/cuda
-    and the install nvcc on $PATH belongs to); the directory each of `TOOLS` is found in on
-    $PATH; torch's and Triton's install directories. Real paths, existing only, deduplicated
+    and the install nvcc on $PATH belongs to); the $LD_LIBRARY_PATH entries and Python's include
+    dirs; the directory each of `TOOLS` is found in on $PATH; torch's and Triton's install
+    directories. Real paths, existing only, deduplicated
     (a path beneath another is left out)."""
     import shutil
 
@@ -662,6 +664,15 @@ def toolchain_reads() -> list[Path]:
     if nvcc:
         cuda.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
     found += [c for c in cuda if c]
+    # Libraries the dynamic linker is told to look for elsewhere (the CUDA driver's, in some
+    # containers), and Python's headers (Triton compiles a stub against them).
+    found += [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d and os.path.isabs(d)]
+    try:
+        import sysconfig
+
+        found += [p for key in ("include", "platinclude") if (p := sysconfig.get_paths().get(key))]
+    except (ImportError, KeyError):
+        pass
     for tool in TOOLS:
         path = shutil.which(tool)
         if path:

@@ -342,3 +342,25 @@ def test_a_candidate_that_behaves_otherwise_when_recorded_keeps_its_labels(cache
     r = evalkit.run("int_relu", evalkit.candidate("bf16_unless_recorded"), cache_dir)
     assert r.status is OK, evalkit.describe(r)
     assert "reduced_precision" in r.labels, evalkit.describe(r)
+
+
+def test_the_recorded_forward_may_differ_by_rounding_not_by_precision() -> None:
+    """`judge._recorded_within`: the recorded forward's output against two unrecorded runs. Equal
+    bits, a reordering of float additions (a few ulps) and a difference within the candidate's own
+    run-to-run noise pass; float16 or bfloat16 rounding of a float32 output, and any change of an
+    integer output, do not."""
+    import torch
+
+    from cudal1.bench.judge import _recorded_within
+
+    torch.manual_seed(0)
+    a = torch.randn(64, 64)
+    ulps = a + a.abs() * torch.finfo(torch.float32).eps * 4
+    assert _recorded_within([a], [a.clone()], [a.clone()])
+    assert _recorded_within([ulps], [a], [a])
+    assert not _recorded_within([a], [a.half().float()], [a.half().float()])
+    assert not _recorded_within([a], [a.bfloat16().float()], [a.bfloat16().float()])
+    noisy = a + 1e-3 * torch.randn(64, 64)
+    assert _recorded_within([a + 1e-3 * torch.randn(64, 64)], [noisy], [a + 1e-3 * torch.randn(64, 64)])
+    ints = torch.arange(4)
+    assert not _recorded_within([ints + 1], [ints], [ints])
