@@ -622,6 +622,24 @@ def _readable_devices() -> list[Path]:
     return found
 
 
+def _linker_dirs() -> list[str]:
+    """The library directories /etc/ld.so.conf and /etc/ld.so.conf.d/*.conf name (a GPU driver's
+    libraries installed outside /usr, say): the dynamic linker's cache points into them."""
+    dirs: list[str] = []
+    confs = [Path("/etc/ld.so.conf")]
+    try:
+        confs += sorted(Path("/etc/ld.so.conf.d").glob("*.conf"))
+    except OSError:
+        pass
+    for conf in confs:
+        try:
+            lines = conf.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        dirs += [line.strip() for line in lines if line.strip().startswith("/")]
+    return dirs
+
+
 def toolchain_reads() -> list[Path]:
     """Where a candidate's process may read (besides its own dirs), derived from this process:
     `SYSTEM_READS`; `ETC_READS` of /etc; the devices of `_readable_devices`; the interpreter's
@@ -631,8 +649,8 @@ def toolchain_reads() -> list[Path]:
     but the top-level package of each module this process has already imported from it, and the
     same for modules an editable install maps from outside `sys.path` (the `cudal1` package, not
     the checkout's runs/, conf/ or tests/); CUDA's home ($CUDA_HOME, $CUDA_PATH, /usr/local/cuda
-    and the install nvcc on $PATH belongs to); the $LD_LIBRARY_PATH entries and Python's include
-    dirs; the directory each of `TOOLS` is found in on $PATH; torch's and Triton's install
+    and the install nvcc on $PATH belongs to); the $LD_LIBRARY_PATH entries, the dynamic
+    linker's configured library dirs (`_linker_dirs`) and Python's include dirs; the directory each of `TOOLS` is found in on $PATH; torch's and Triton's install
     directories. Real paths, existing only, deduplicated
     (a path beneath another is left out)."""
     import shutil
@@ -667,6 +685,7 @@ def toolchain_reads() -> list[Path]:
     # Libraries the dynamic linker is told to look for elsewhere (the CUDA driver's, in some
     # containers), and Python's headers (Triton compiles a stub against them).
     found += [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d and os.path.isabs(d)]
+    found += _linker_dirs()
     try:
         import sysconfig
 
