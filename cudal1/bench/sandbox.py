@@ -71,9 +71,9 @@ What it does (in this order):
    `writable` dirs are created if missing and made world-writable (mode | 0o777) when the
    unprivileged user could not write them; the parent creates `scratch` with mode 0o777.
    With `keep_read_access` (default) the process keeps exactly one capability,
-   CAP_DAC_READ_SEARCH, also across exec (ambient), so it can still read every file root could:
-   Python's standard library or the venv may sit in a directory only root can enter (here
-   /root is 0700). GPU device files must be usable by that user (usually mode 0666; if yours
+   CAP_DAC_READ_SEARCH, also across exec (ambient), so it can still read every file root could
+   where Landlock lets it read (with `confine_reads`, the toolchain and its own dirs): Python's
+   standard library or the venv may sit in a directory only root can enter (here /root is 0700). GPU device files must be usable by that user (usually mode 0666; if yours
    are 0660 with a group such as `video`, pass that gid in `groups`).
 
 What it does NOT protect against (be honest about these when trusting a reward):
