@@ -466,3 +466,23 @@ def test_the_toolchain_is_derived_from_this_process() -> None:
     assert covered(package) and covered(Path(os.path.realpath(sys.prefix))), reads
     assert Path("/") not in reads and not covered(package.parent / "README.md"), reads
     assert not covered(Path("/etc/shadow")) and not covered(Path(os.path.realpath(Path.home())) / ".bashrc"), reads
+
+
+def test_a_hidden_dir_inside_the_toolchain_is_carved_out(tmp_path) -> None:
+    """`allowed_reads`: a toolchain root that holds a hidden dir (a cache set inside it, say) is
+    replaced by the entries on the way to the hidden dir, so that of the hidden dir only the
+    process's own dirs are readable; other roots and files stay whole."""
+    from cudal1.bench.sandbox import allowed_reads
+
+    root = tmp_path / "root"
+    own = root / "cache" / "ext" / "own"
+    for d in (own, root / "cache" / "ext" / "other", root / "lib"):
+        d.mkdir(parents=True)
+    (root / "tool.py").write_text("")
+    (tmp_path / "file").write_text("")
+    dirs, files = allowed_reads([root, tmp_path / "file"], [root / "cache"], [own])
+    real = lambda p: Path(os.path.realpath(p))  # noqa: E731
+    assert real(root / "lib") in dirs and real(own) in dirs and real(root / "tool.py") in files, (dirs, files)
+    assert real(tmp_path / "file") in files
+    assert not any(d == real(root) or d == real(root / "cache") or real(root / "cache" / "ext" / "other") in [d, *d.parents]
+                   for d in dirs), dirs
