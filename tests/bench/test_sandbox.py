@@ -486,3 +486,19 @@ def test_a_hidden_dir_inside_the_toolchain_is_carved_out(tmp_path) -> None:
     assert real(tmp_path / "file") in files
     assert not any(d == real(root) or d == real(root / "cache") or real(root / "cache" / "ext" / "other") in [d, *d.parents]
                    for d in dirs), dirs
+
+
+def test_without_landlock_the_report_says_reads_are_not_confined(dirs) -> None:
+    """Where the kernel has no Landlock, confined reads degrade to nothing, and the report's
+    `landlock_read` says so and why (the result's `sandbox` carries it), while the other measures
+    still apply."""
+    import cudal1.bench.sandbox as sandbox_module
+
+    def no_landlock() -> None:
+        sandbox_module.landlock_abi = lambda: 0
+
+    report, _ = sandboxed(lambda: None, SandboxPolicy(confine_reads=True), dirs["scratch"], pre=no_landlock)
+    m = report["measures"]["landlock_read"]
+    assert m["requested"] and not m["active"] and "Landlock not available" in m["detail"], m
+    assert "reads whatever its uid" in m["detail"], m
+    assert active(report, "rlimit_core"), report["measures"]
