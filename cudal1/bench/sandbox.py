@@ -46,9 +46,10 @@ What it does (in this order):
    directory, for the candidate's processes) the process reads and lists only its own dirs,
    even where a toolchain path holds them (`readable_paths`: every entry of each directory on
    the way to a hidden dir is allowed one by one, as it exists when the sandbox is applied;
-   those directories themselves cannot be listed). Seen on the H200: CUDA, cuBLAS, nvcc and Triton work under such rules
-   (Triton's cache renames need LANDLOCK_ACCESS_FS_REFER in scratch, which the write rules
-   give). Opening a file for writing is a
+   those directories themselves cannot be listed). Seen on the H200 with the hidden dirs alone
+   (the allow-list is not yet run on a GPU): CUDA, cuBLAS, nvcc and Triton work under such
+   rules (Triton's cache renames need LANDLOCK_ACCESS_FS_REFER in scratch, which the write
+   rules give). Opening a file for writing is a
    Landlock write even for a character device, so write access is granted, file by file, to the
    character devices under /dev that everyone may write (null, zero, full, random, urandom, tty,
    ptmx) and to GPU devices (/dev/nvidia*, /dev/dri/*, /dev/kfd) - CUDA opens /dev/nvidia* with
@@ -73,8 +74,9 @@ What it does (in this order):
    With `keep_read_access` (default) the process keeps exactly one capability,
    CAP_DAC_READ_SEARCH, also across exec (ambient), so it can still read every file root could
    where Landlock lets it read (with `confine_reads`, the toolchain and its own dirs): Python's
-   standard library or the venv may sit in a directory only root can enter (here /root is 0700). GPU device files must be usable by that user (usually mode 0666; if yours
-   are 0660 with a group such as `video`, pass that gid in `groups`).
+   standard library or the venv may sit in a directory only root can enter (here /root is
+   0700). GPU device files must be usable by that user (usually mode 0666; if yours are 0660
+   with a group such as `video`, pass that gid in `groups`).
 
 What it does NOT protect against (be honest about these when trusting a reward):
 
@@ -644,19 +646,20 @@ def toolchain_reads() -> list[Path]:
     """Where a candidate's process may read (besides its own dirs), derived from this process:
     `SYSTEM_READS`; `ETC_READS` of /etc; the devices of `_readable_devices`; the interpreter's
     prefixes and its directory; every `sys.path` entry under a prefix or named
-    site-packages/dist-packages (the standard library, the virtualenv);
-    of any other `sys.path` entry (a project checkout on PYTHONPATH, a test directory) nothing
+    site-packages/dist-packages (the standard library, the virtualenv); of any other `sys.path`
+    entry (a project checkout on PYTHONPATH, a test directory) nothing
     but the top-level package of each module this process has already imported from it, and the
     same for modules an editable install maps from outside `sys.path` (the `cudal1` package, not
     the checkout's runs/, conf/ or tests/); CUDA's home ($CUDA_HOME, $CUDA_PATH, /usr/local/cuda
     and the install nvcc on $PATH belongs to); the $LD_LIBRARY_PATH entries, the dynamic
-    linker's configured library dirs (`_linker_dirs`) and Python's include dirs; the directory each of `TOOLS` is found in on $PATH; torch's and Triton's install
-    directories. Real paths, existing only, deduplicated
-    (a path beneath another is left out)."""
+    linker's configured library dirs (`_linker_dirs`) and Python's include dirs; the directory
+    each of `TOOLS` is found in on $PATH; torch's and Triton's install directories. Real paths,
+    existing only, deduplicated (a path beneath another is left out)."""
     import shutil
 
     found: list[str] = [*SYSTEM_READS, *(os.path.join("/etc", e) for e in ETC_READS), *map(str, _readable_devices())]
-    prefixes = [p for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable))} if p]
+    interpreter = os.path.dirname(os.path.realpath(sys.executable))
+    prefixes = [p for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, interpreter} if p]
     found += prefixes
     real_prefixes = [os.path.realpath(p) for p in prefixes]
 
@@ -739,8 +742,8 @@ def allowed_reads(roots: list[Path], hidden: list[Path], own: list[Path]) -> tup
 def readable_paths(hidden: list[Path], own: list[Path], top: Path = Path("/")) -> tuple[list[Path], list[Path]]:
     """Where a process may read beneath `top` when nothing beneath `hidden` is readable but `own`
     (dirs beneath them): every entry of each directory on the way from `top` to a hidden dir that
-    is not itself on that way, and `own`. Returns (directories, files) to allow reading beneath (real paths;
-    symbolic links are left out: their targets are entries of their own, or hidden). Only what
+    is not itself on that way, and `own`. Returns (directories, files) to allow reading beneath
+    (real paths; symbolic links are left out: their targets are entries of their own, or hidden). Only what
     exists now: an entry made later in a directory on the way (/, say) is not readable."""
     hidden = [Path(os.path.realpath(h)) for h in hidden]
     own = [Path(os.path.realpath(o)) for o in own]
