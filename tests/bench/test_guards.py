@@ -336,9 +336,9 @@ def test_a_candidate_that_computes_otherwise_when_recorded_loses_its_labels(cach
 def test_a_candidate_that_behaves_otherwise_when_recorded_keeps_its_labels(cache_dir) -> None:
     """The labels' recording is the one call a candidate can tell apart for sure (a dispatch mode
     is on in its process). bf16_unless_recorded is right everywhere (bf16 is exact on int_relu)
-    and computes in float32 only when recorded: it should still be labelled reduced_precision, but its outputs
-    are the same bits either way, so the check of the recorded forward against an unrecorded one
-    (`Judge._recorded_as_run`) sees nothing."""
+    and computes in float32 only when recorded: it should still be labelled reduced_precision,
+    but its outputs are the same bits either way, so the check of the recorded forward against an
+    unrecorded one (`Judge._recorded_as_run`) sees nothing."""
     r = evalkit.run("int_relu", evalkit.candidate("bf16_unless_recorded"), cache_dir)
     assert r.status is OK, evalkit.describe(r)
     assert "reduced_precision" in r.labels, evalkit.describe(r)
