@@ -146,11 +146,15 @@ def _limits(settings: EvalSettings, arch: str, source: str, wall_s: float) -> Wo
         max_processes=settings.max_processes,
         sandbox=settings.sandbox,
         writable_dirs=[str(ext)],
-        # Of the cache, the child reads only its own build directory, and of the temporary
-        # directory only its own scratch: another candidate's build (an extension, Triton's cache
-        # in its scratch), logs or the parent's records are not in its reach by path
-        # (`sandbox.apply_sandbox`'s hidden).
+        # The child reads only the toolchain (interpreter, site-packages, the cudal1 package,
+        # compilers, CUDA, /usr, /proc, /sys, /dev) and its own dirs (`sandbox.toolchain_reads`):
+        # not the run directory, other rollouts, the exemplar buffer, the user's home or the rest
+        # of the checkout. Of the cache it reads only its own build directory, and of the
+        # temporary directory only its own scratch, even where a toolchain path holds them: another
+        # candidate's build (an extension, Triton's cache in its scratch), logs or the parent's
+        # records are not in its reach by path (`sandbox.apply_sandbox`'s hidden).
         private_dirs=[str(Path(settings.cache_dir)), tempfile.gettempdir()],
+        confine_reads=True,
         env=env,
     )
 

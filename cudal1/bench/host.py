@@ -406,14 +406,24 @@ class Host:
         self.chan.send("checked", **reply)
 
     def profile(self, msg: dict[str, Any]) -> None:
+        """Record the operators and dtypes of one forward, and say where its outputs live (as
+        `call` does), so that the judge can hold them against an unrecorded forward on the same
+        inputs: a candidate that behaves otherwise while recorded is seen by its outputs."""
         reply: dict[str, Any] = {"ops": [], "dtypes": [], "side_streams": False, "error": None}
         self._map_inputs(msg)
         try:
             with torch.no_grad(), guards.OpRecorder() as rec:
-                self.model(*self.args)
+                out = self.model(*self.args)
             reply["ops"] = sorted(set(rec.ops))[:500]
             reply["dtypes"] = sorted(str(d).removeprefix("torch.") for d in rec.dtypes)
             self._sync()
+            found: dict[str, Any] = {"mismatch": None, "hack": None}
+            inputs = _Spans(a for a in self.args if isinstance(a, torch.Tensor))
+            earlier = _Spans(t for _, t in flatten(self.previous) if isinstance(t, torch.Tensor))
+            leaves, values = self._describe(out, found, self.candidate_loaded, inputs, earlier)
+            if found["mismatch"] is None and found["hack"] is None:
+                reply["leaves"], reply["values"] = leaves, values
+            self.previous = [*(self.previous or []), out]  # alive until the next call, as a call's outputs
             if self.cuda:
                 reply["side_streams"] = self._side_streams()
         except BaseException as exc:  # noqa: BLE001 - labels only: a failure here drops them

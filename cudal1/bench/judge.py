@@ -105,6 +105,9 @@ RE_READ = 3
 """Outputs of a batched round trip read again, at random, before the next round trip."""
 CALIBRATION_WARMUP = 4
 """At least this many reference calls before the candidate is imported."""
+RECORDED_SLACK = 4.0
+"""The recorded forward's outputs may differ from an unrecorded one's on the same inputs by at most
+this many times two unrecorded forwards differ (`Judge._recorded_as_run`)."""
 SNAPSHOT_CHUNKS = 64
 GRACE_S = 5.0
 """The judge waits this long past the evaluation's deadline (the parent kills at the deadline)."""
@@ -814,9 +817,11 @@ class Judge:
         self.result.max_abs_error = worst
 
     def collect_labels(self) -> None:
-        """Operators and dtypes of one forward each (facts for the reward policy; a failure here
-        only drops labels). Whether the candidate runs a kernel of its own is decided by the
-        parent, from the shared objects mapped into the candidate's process.
+        """Operators and dtypes of one forward each (facts for the reward policy). A candidate
+        whose recorded forward fails, or computes otherwise than an unrecorded one on the same
+        inputs (`_recorded_as_run`), gets the worst labels; a failure of the reference's
+        recording only drops labels. Whether the candidate runs a kernel of its own is decided by
+        the parent, from the shared objects mapped into the candidate's process.
 
         Runs after the timing and the late checks: recording a forward (a TorchDispatchMode)
         changes the candidate's process for good (torch.compile's dynamo then skips the compiled
@@ -837,9 +842,13 @@ class Judge:
         self._send("profile", fds=fds, **fields)
         self._sent("candidate")
         msg = self._recv("profiled", ops=list, dtypes=list, side_streams=bool)
-        if msg.get("error") is not None:
-            # Fail closed: a candidate whose forward refuses to be recorded gets the worst labels.
+        if msg.get("error") is not None or not self._recorded_as_run(x, msg):
+            # Fail closed: a candidate whose forward refuses to be recorded, or computes otherwise
+            # while recorded, gets the worst labels, reduced precision included (one that computes
+            # in bf16 and raises under a dispatch mode would otherwise lose only labels it has a
+            # kernel of its own to shed).
             self._label("profile_failed")
+            self._label("reduced_precision")
             return
         cand_ops = str_list_or_tamper(msg["ops"], limit=500)
         cand_dtypes = set(str_list_or_tamper(msg["dtypes"]))
@@ -850,6 +859,30 @@ class Judge:
             self._label("reduced_precision")
         if msg["side_streams"]:
             self._label("side_streams")
+
+    def _recorded_as_run(self, x: list[Any], msg: dict[str, Any]) -> bool:
+        """Whether the recorded forward computed what an unrecorded one computes on the same
+        inputs `x` (`_recorded_within`: the same bits, or a difference at the rounding level of
+        the output's dtype, or no larger than `RECORDED_SLACK` times the difference between two
+        unrecorded runs, for a candidate whose own runs differ). A candidate can tell the
+        recorded forward apart (a dispatch mode is on); one that computes in float32 there and in
+        lower precision everywhere else is seen here. False also when the recorded outputs were
+        not described. Raises Verdict as any call does (the candidate's process died, say)."""
+        if not isinstance(msg.get("leaves"), list) or not isinstance(msg.get("values"), list):
+            return False
+        recorded = [t.clone() for t in self._read([msg["leaves"]], 1, again=True)[0]]
+        self._sync()
+        self.last_snapshot = None  # the late checks are done; these calls only compare
+        runs = []
+        for _ in range(2):
+            _, answer, snapshot = self._call([x], timed=False)
+            runs.append(([t.clone() for t in snapshot[0]], answer["values"][0]))
+            if len(runs) == 1 and correctness.tree_equal(recorded, runs[0][0]) and msg["values"] == runs[0][1]:
+                return True
+        (first, first_values), (second, second_values) = runs
+        if first_values == second_values and msg["values"] != first_values:
+            return False  # deterministic plain values, other while recorded
+        return _recorded_within(recorded, first, second)
 
     # -- phase 6: timing -----------------------------------------------------------------------
 
@@ -1034,11 +1067,21 @@ class Judge:
             self.link.release_device()
 
     def _judge_failure(self, exc: BaseException, phase: str) -> Verdict:
-        """An exception in the judge's own code: a harness failure (re-raised), except a CUDA error
-        once the candidate exists, which may come from the candidate's side of the device."""
+        """An exception in the judge's own code: a harness failure (re-raised: the parent labels
+        it `harness_error`, which the reward leaves out of training), except a CUDA error once the
+        candidate exists. That one is the candidate's failure (`runtime_error`, `cuda_fault`, not
+        masked): the judge's device work ran clean up to the candidate's import, and a candidate
+        can fault the device or free the memory the judge reads from it (CUDA IPC), so a masked
+        status here would be one a policy could learn to provoke. A genuine device fault in that
+        window is charged to the candidate: rare, and the lesser harm. So is running out of
+        device memory then (GPU memory is not limited per candidate: one that takes it all makes
+        the judge's next allocation fail): `resource_exceeded`."""
         text = f"{type(exc).__name__}: {exc}"
+        if self.host_loaded and isinstance(exc, torch.OutOfMemoryError):
+            return Verdict(Status.RESOURCE_EXCEEDED, f"{phase}: the judge ran out of device memory while the candidate held "
+                           f"its own: {text[:300]}")
         if self.host_loaded and any(m in text for m in CUDA_FAULT_MARKERS):
-            return Verdict(Status.RUNTIME_ERROR, f"{phase}: CUDA error in the judge: {text[:300]}", labels=["cuda_fault", "harness_error"])
+            return Verdict(Status.RUNTIME_ERROR, f"{phase}: CUDA error in the judge: {text[:300]}", labels=["cuda_fault"])
         raise exc
 
 
@@ -1100,6 +1143,31 @@ def _calls_described(leaves: Any, n: int, outputs: int) -> bool:
     """Whether `leaves` is one list of `outputs` descriptions (dicts) for each of `n` calls."""
     return (isinstance(leaves, list) and len(leaves) == n
             and all(isinstance(c, list) and len(c) == outputs and all(isinstance(d, dict) for d in c) for c in leaves))
+
+
+RECORDED_ULPS = 64
+"""A recorded forward's output may differ from an unrecorded one's by this many times its dtype's
+epsilon, relative to the output's largest magnitude (float32: about 8e-6; float16's rounding is
+2^-11, about 5e-4): the reordering of float additions (atomics), never a lower precision."""
+
+
+def _recorded_within(recorded: list[torch.Tensor], first: list[torch.Tensor], second: list[torch.Tensor]) -> bool:
+    """Whether each recorded output tensor is the first unrecorded run's bit for bit, or a float
+    tensor within `RECORDED_ULPS` of its dtype's epsilon (relative to its largest magnitude) or
+    within `RECORDED_SLACK` times the first and second unrecorded runs' own difference."""
+    for r, a, b in zip(recorded, first, second):
+        if correctness.tree_equal([r], [a]):
+            continue
+        if not (a.is_floating_point() or a.is_complex()) or a.numel() == 0:
+            return False
+        wide = torch.complex128 if a.is_complex() else torch.float64
+        apart = float((r.to(wide) - a.to(wide)).abs().nan_to_num(nan=math.inf).max())
+        own = float((b.to(wide) - a.to(wide)).abs().nan_to_num(nan=math.inf).max())
+        scale = float(a.to(wide).abs().nan_to_num(nan=0.0, posinf=0.0).max())
+        eps = torch.finfo(a.real.dtype if a.is_complex() else a.dtype).eps
+        if not (apart <= RECORDED_ULPS * eps * scale or apart <= RECORDED_SLACK * own):
+            return False
+    return True
 
 
 def _flat(calls: list[list[Any]]) -> list[Any]:

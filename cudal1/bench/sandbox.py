@@ -29,16 +29,27 @@ What it does (in this order):
    Landlock, and /dev/shm is not writable.
 3. Writes confined (Landlock, ABI 1-7 handled): writing, truncating, creating, removing,
    renaming, linking and mknod are allowed only beneath `scratch` and the `writable` dirs.
-   Reading and executing stay allowed everywhere (torch, compilers and headers must be readable,
-   and nvcc, g++ and ninja must run for inline-extension builds) but beneath the `hidden` dirs
-   (the build cache and the temporary directory, for the candidate's processes): there Landlock
-   lets the process read and list only its own dirs (scratch, `writable`), so another
-   candidate's build is out of its reach whatever the files' modes and CAP_DAC_READ_SEARCH
-   (`readable_paths`: every entry of each directory on the way from / to a hidden dir is
-   allowed one by one, as it exists when the sandbox is applied; those directories themselves
-   cannot be listed). Seen on the H200: CUDA, cuBLAS, nvcc and Triton work under such rules
-   (Triton's cache renames need LANDLOCK_ACCESS_FS_REFER in scratch, which the write rules
-   give). Opening a file for writing is a
+   Reads (`confine_reads`, set for every process that runs candidate code): an allow-list. The
+   process reads and lists only the toolchain and its own dirs (scratch, `writable`), whatever
+   the files' modes and its CAP_DAC_READ_SEARCH. The toolchain (`toolchain_reads`) is derived
+   from the process itself when the sandbox is applied: the interpreter's prefixes, the
+   `sys.path` entries of the standard library and site-packages, the package directory of each
+   module already imported from anywhere else (the `cudal1` package of a checkout, not the
+   checkout), CUDA's home, the directories of the compilers and ninja on $PATH, /usr, /lib*,
+   /bin, /sbin, /proc, /sys, a few files of /etc (`ETC_READS`: the dynamic linker's, users,
+   hosts, time zone) and the world-readable and GPU character devices of /dev (no block device,
+   no /dev/shm). A file outside it (a run directory, the exemplar buffer, other rollouts, the
+   user's home, the checkout's other files) cannot be opened (EACCES). Executing needs reading
+   (Landlock checks READ_FILE for execve), so only programs of the toolchain and the process's
+   own dirs run. Without `confine_reads`, reading stays allowed everywhere but beneath the
+   `hidden` dirs. Either way, beneath the `hidden` dirs (the build cache and the temporary
+   directory, for the candidate's processes) the process reads and lists only its own dirs,
+   even where a toolchain path holds them (`readable_paths`: every entry of each directory on
+   the way to a hidden dir is allowed one by one, as it exists when the sandbox is applied;
+   those directories themselves cannot be listed). Seen on the H200 with the hidden dirs alone
+   (the allow-list is not yet run on a GPU): CUDA, cuBLAS, nvcc and Triton work under such
+   rules (Triton's cache renames need LANDLOCK_ACCESS_FS_REFER in scratch, which the write
+   rules give). Opening a file for writing is a
    Landlock write even for a character device, so write access is granted, file by file, to the
    character devices under /dev that everyone may write (null, zero, full, random, urandom, tty,
    ptmx) and to GPU devices (/dev/nvidia*, /dev/dri/*, /dev/kfd) - CUDA opens /dev/nvidia* with
@@ -61,20 +72,23 @@ What it does (in this order):
    `writable` dirs are created if missing and made world-writable (mode | 0o777) when the
    unprivileged user could not write them; the parent creates `scratch` with mode 0o777.
    With `keep_read_access` (default) the process keeps exactly one capability,
-   CAP_DAC_READ_SEARCH, also across exec (ambient), so it can still read every file root could:
-   Python's standard library or the venv may sit in a directory only root can enter (here
-   /root is 0700). GPU device files must be usable by that user (usually mode 0666; if yours
-   are 0660 with a group such as `video`, pass that gid in `groups`).
+   CAP_DAC_READ_SEARCH, also across exec (ambient), so it can still read every file root could
+   where Landlock lets it read (with `confine_reads`, the toolchain and its own dirs): Python's
+   standard library or the venv may sit in a directory only root can enter (here /root is
+   0700). GPU device files must be usable by that user (usually mode 0666; if yours are 0660
+   with a group such as `video`, pass that gid in `groups`).
 
 What it does NOT protect against (be honest about these when trusting a reward):
 
 - No syscall filter (seccomp): every syscall the kernel lets an unprivileged process make is
   allowed, including CUDA driver ioctls; a kernel bug is a way out.
-- Reads of the whole filesystem but the `hidden` dirs remain possible (with `keep_read_access`,
-  even of root-only files such as keys under /root): secrets on the machine are readable by
-  candidates (the evaluator hides the build cache and the temporary directory, where other
-  candidates' builds and scratch directories live). With the
-  network cut they can only leak through the result and logs the evaluator returns.
+- Reads: where Landlock is missing (the report's `landlock_read` says why), the process reads
+  whatever its uid and, with `keep_read_access`, CAP_DAC_READ_SEARCH allow: every file. With
+  Landlock, what the toolchain holds stays readable: the whole of /proc (other processes'
+  command lines; their memory, environment and descriptors only as ptrace rules allow), /sys,
+  /usr and site-packages, and the `cudal1` package with its builtin seed solutions. Without
+  `confine_reads`, everything but the `hidden` dirs is readable. With the network cut, what
+  a candidate reads can only leak through the result and logs the evaluator returns.
 - Unix sockets bound to a path are not covered by the network namespace nor (ABI <= 7) by
   Landlock: a candidate can connect to any socket file its user may write. In particular a
   candidate running as the *same* user as the evaluator can reach the multiprocessing fork
@@ -143,8 +157,8 @@ _FS_MAKE_BLOCK = 1 << 11
 _FS_MAKE_SYM = 1 << 12
 _FS_REFER = 1 << 13  # ABI 2
 _FS_TRUNCATE = 1 << 14  # ABI 3
-# Not handled on purpose: EXECUTE, IOCTL_DEV (ABI 5; CUDA). READ_FILE and READ_DIR only where
-# something is hidden (`apply_sandbox`'s `hidden`).
+# Not handled on purpose: EXECUTE, IOCTL_DEV (ABI 5; CUDA). READ_FILE and READ_DIR only where reads
+# are confined or something is hidden (`apply_sandbox`'s `reads` and `hidden`).
 
 _CLONE_NEWNET = 0x40000000
 _CLONE_NEWIPC = 0x08000000
@@ -192,7 +206,12 @@ class SandboxPolicy:
     groups: tuple[int, ...] = ()
     """Supplementary groups after the drop (e.g. the group of GPU device files that are not 0666)."""
     keep_read_access: bool = True
-    """Keep CAP_DAC_READ_SEARCH after the drop, so every file stays readable (see module doc)."""
+    """Keep CAP_DAC_READ_SEARCH after the drop, so every file the read rules allow stays readable
+    whatever its mode (see module doc)."""
+    confine_reads: bool = False
+    """Landlock read rules as an allow-list: the process reads only the toolchain
+    (`toolchain_reads`) and its own dirs (scratch, `writable`). False: everything but the
+    `hidden` dirs stays readable."""
 
 
 @dataclasses.dataclass
@@ -245,8 +264,9 @@ def apply_sandbox(policy: SandboxPolicy, scratch: Path, writable: list[Path] | N
     missing and made world-writable when a privilege drop needs it.
     hidden: directories nothing beneath which the process may read or list (Landlock), except
     `scratch` and the `writable` dirs that lie beneath them (e.g. the build cache, of which a
-    candidate reads only its own build directory). Everything else stays readable; "/" and a dir
-    that holds the interpreter or a `sys.path` entry are never hidden (`_hideable`).
+    candidate reads only its own build directory). Everything else stays readable, or with
+    `policy.confine_reads` only the toolchain (`toolchain_reads`) and the process's own dirs;
+    "/" and a dir that holds the interpreter or a `sys.path` entry are never hidden (`_hideable`).
     Returns what is in force. Call it while the process has a single thread.
     """
     writable = [Path(p) for p in (writable or [])]
@@ -276,8 +296,9 @@ def apply_sandbox(policy: SandboxPolicy, scratch: Path, writable: list[Path] | N
     # CUDA writes under /proc/self/task and fails to initialise without it. An unprivileged
     # process may only write its own processes' entries there; root keeps to its own.
     proc = Path("/proc") if will_drop or not root else Path(f"/proc/{os.getpid()}")
+    reads = toolchain_reads() if policy.confine_reads and policy.enabled else None
     _guarded(report, ["landlock_fs", "landlock_net", "landlock_scope", "landlock_read"], _landlock, policy, report,
-             [Path(scratch), *writable], proc, hidden)
+             [Path(scratch), *writable], proc, hidden, reads)
     if will_drop:
         _guarded(report, ["drop_privileges"], _drop_privileges, policy, report, uid, policy.uid is None, prepared)
     else:
@@ -564,20 +585,179 @@ def _hideable(hidden: list[Path]) -> list[Path]:
     return out
 
 
-def readable_paths(hidden: list[Path], own: list[Path]) -> tuple[list[Path], list[Path]]:
-    """Where a process may read when nothing beneath `hidden` is readable but `own` (dirs beneath
-    them): every entry of each directory on the way from / to a hidden dir that is not itself on
-    that way, and `own`. Returns (directories, files) to allow reading beneath (real paths;
-    symbolic links are left out: their targets are entries of their own, or hidden). Only what
+SYSTEM_READS = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", "/proc", "/sys")
+"""System trees a candidate's process reads whole: programs, libraries, headers (compilers, the CUDA
+driver under /usr/lib), and the kernel's views of processes and devices (/proc: CUDA, torch and
+psutil read /proc/self/* and /proc/cpuinfo, and a process's /proc/self is another pid in each
+child a build starts; /sys: CPU topology, PCI and NUMA data the CUDA driver reads)."""
+ETC_READS = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ld.so.preload", "alternatives", "passwd", "group",
+             "nsswitch.conf", "host.conf", "hosts", "gai.conf", "localtime", "timezone", "os-release", "lsb-release",
+             "debian_version", "locale.alias", "mime.types", "magic", "magic.mime")
+"""Entries of /etc a candidate's process reads: the dynamic linker's cache and configuration,
+`alternatives` (where /usr/bin/cc and friends point), user and host lookups, time zone and
+release files. Nothing else of /etc (keys, shadow, ssh, pip or git configuration)."""
+TOOLS = ("cc", "c++", "gcc", "g++", "ld", "ninja", "nvcc")
+"""Programs an inline-extension build runs: the directory each is found in on $PATH is readable."""
+_GPU_DEVICE_DIRS = ("/dev/dri", "/dev/nvidia-caps", "/dev/nvidia-caps-imex-channels")
+
+
+def _readable_devices() -> list[Path]:
+    """Of /dev: the character devices everyone may read (null, zero, random, tty, ...), the GPU
+    devices (/dev/nvidia*, /dev/kfd and the GPU dirs, any mode) and /dev/pts. Never a block
+    device (with CAP_DAC_READ_SEARCH a raw disk would give every file), /dev/shm or /dev/mqueue
+    (other processes' data), nor a symbolic link (/dev/stdout and /dev/fd point into /proc)."""
+    found = [Path(d) for d in (*_GPU_DEVICE_DIRS, "/dev/pts") if os.path.isdir(d)]
+    try:
+        entries = list(os.scandir("/dev"))
+    except OSError:
+        return found
+    for e in entries:
+        try:
+            if e.is_symlink() or e.is_dir(follow_symlinks=False):
+                continue
+            st = e.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        gpu = e.name.startswith("nvidia") or e.name == "kfd"
+        if stat.S_ISCHR(st.st_mode) and (gpu or st.st_mode & 0o004):
+            found.append(Path(e.path))
+    return found
+
+
+def _linker_dirs() -> list[str]:
+    """The library directories /etc/ld.so.conf and /etc/ld.so.conf.d/*.conf name (a GPU driver's
+    libraries installed outside /usr, say): the dynamic linker's cache points into them."""
+    dirs: list[str] = []
+    confs = [Path("/etc/ld.so.conf")]
+    try:
+        confs += sorted(Path("/etc/ld.so.conf.d").glob("*.conf"))
+    except OSError:
+        pass
+    for conf in confs:
+        try:
+            lines = conf.read_text(errors="replace").splitlines()
+        except OSError:
+            continue
+        dirs += [line.strip() for line in lines if line.strip().startswith("/")]
+    return dirs
+
+
+def toolchain_reads() -> list[Path]:
+    """Where a candidate's process may read (besides its own dirs), derived from this process:
+    `SYSTEM_READS`; `ETC_READS` of /etc; the devices of `_readable_devices`; the interpreter's
+    prefixes and its directory; every `sys.path` entry under a prefix or named
+    site-packages/dist-packages (the standard library, the virtualenv); of any other `sys.path`
+    entry (a project checkout on PYTHONPATH, a test directory) nothing
+    but the top-level package of each module this process has already imported from it, and the
+    same for modules an editable install maps from outside `sys.path` (the `cudal1` package, not
+    the checkout's runs/, conf/ or tests/); CUDA's home ($CUDA_HOME, $CUDA_PATH, /usr/local/cuda
+    and the install nvcc on $PATH belongs to); the $LD_LIBRARY_PATH entries, the dynamic
+    linker's configured library dirs (`_linker_dirs`) and Python's include dirs; the directory
+    each of `TOOLS` is found in on $PATH; torch's and Triton's install directories. Real paths,
+    existing only, deduplicated (a path beneath another is left out)."""
+    import shutil
+
+    found: list[str] = [*SYSTEM_READS, *(os.path.join("/etc", e) for e in ETC_READS), *map(str, _readable_devices())]
+    interpreter = os.path.dirname(os.path.realpath(sys.executable))
+    prefixes = [p for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, interpreter} if p]
+    found += prefixes
+    real_prefixes = [os.path.realpath(p) for p in prefixes]
+
+    def beneath(path: str, tops: list[str]) -> bool:
+        return any(path == t or path.startswith(t.rstrip("/") + "/") for t in tops)
+
+    for entry in sys.path:
+        if not entry or not os.path.isabs(entry):
+            continue  # "" is the working directory: the scratch, the process's own
+        real = os.path.realpath(entry)
+        if beneath(real, real_prefixes) or {"site-packages", "dist-packages"} & set(Path(real).parts):
+            found.append(real)
+    for name, module in list(sys.modules.items()):
+        if "." in name:
+            continue  # a submodule lies in its top-level package's directory
+        paths = list(getattr(module, "__path__", None) or [])
+        file = getattr(module, "__file__", None)
+        if not paths and isinstance(file, str):
+            paths = [file]
+        found += [p for p in paths if isinstance(p, str) and os.path.isabs(p)]
+    cuda = [os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"]
+    nvcc = shutil.which("nvcc")
+    if nvcc:
+        cuda.append(os.path.dirname(os.path.dirname(os.path.realpath(nvcc))))
+    found += [c for c in cuda if c]
+    # Libraries the dynamic linker is told to look for elsewhere (the CUDA driver's, in some
+    # containers), and Python's headers (Triton compiles a stub against them).
+    found += [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if d and os.path.isabs(d)]
+    found += _linker_dirs()
+    try:
+        import sysconfig
+
+        found += [p for key in ("include", "platinclude") if (p := sysconfig.get_paths().get(key))]
+    except (ImportError, KeyError):
+        pass
+    for tool in TOOLS:
+        path = shutil.which(tool)
+        if path:
+            found += [os.path.dirname(path), os.path.dirname(os.path.realpath(path))]
+    for package in ("torch", "triton"):
+        module = sys.modules.get(package)
+        if module is not None and getattr(module, "__file__", None):
+            found.append(os.path.dirname(module.__file__))
+    real_found = sorted({os.path.realpath(p) for p in found if os.path.exists(p)})
+    out: list[Path] = []
+    for path in real_found:
+        if path == "/":
+            continue  # never the whole filesystem (a module file at "/" would say so)
+        if not any(path.startswith(kept.rstrip("/") + "/") for kept in map(str, out)):
+            out.append(Path(path))
+    return out
+
+
+def allowed_reads(roots: list[Path], hidden: list[Path], own: list[Path]) -> tuple[list[Path], list[Path]]:
+    """Read rules for an allow-list: each of `roots` (`toolchain_reads`) and `own`, except what
+    lies beneath `hidden` but `own`: a root that holds a hidden dir is replaced by the entries on
+    the way to it (`readable_paths` from that root). Returns (directories, files)."""
+    hidden = [Path(os.path.realpath(h)) for h in hidden]
+    own = [Path(os.path.realpath(o)) for o in own]
+    dirs: list[Path] = []
+    files: list[Path] = []
+    for root in roots:
+        root = Path(os.path.realpath(root))
+        inside = [h for h in hidden if root in h.parents]
+        if any(root == h for h in hidden):
+            continue
+        if inside:
+            more_dirs, more_files = readable_paths(inside, [o for o in own if any(h == o or h in o.parents for h in inside)],
+                                                   top=root)
+            dirs += more_dirs
+            files += more_files
+        elif root.is_dir():
+            dirs.append(root)
+        else:
+            files.append(root)
+    dirs += [o for o in own if o not in dirs]
+    return dirs, files
+
+
+def readable_paths(hidden: list[Path], own: list[Path], top: Path = Path("/")) -> tuple[list[Path], list[Path]]:
+    """Where a process may read beneath `top` when nothing beneath `hidden` is readable but `own`
+    (dirs beneath them): every entry of each directory on the way from `top` to a hidden dir that
+    is not itself on that way, and `own`. Returns (directories, files) to allow reading beneath
+    (real paths; symbolic links are left out: their targets are entries of their own, or hidden). Only what
     exists now: an entry made later in a directory on the way (/, say) is not readable."""
     hidden = [Path(os.path.realpath(h)) for h in hidden]
     own = [Path(os.path.realpath(o)) for o in own]
+    top = Path(os.path.realpath(top))
+
+    def below_top(p: Path) -> bool:
+        return p == top or top in p.parents
+
     way: set[Path] = set()
     for h in hidden:
-        way.update([h, *h.parents])
+        way.update(p for p in [h, *h.parents] if below_top(p))
     for o in own:
         if any(o == h or h in o.parents for h in hidden):
-            way.update(p for p in [o, *o.parents] if p not in own)
+            way.update(p for p in [o, *o.parents] if p not in own and below_top(p))
     dirs: list[Path] = []
     files: list[Path] = []
     for node in sorted(way):
@@ -599,21 +779,23 @@ def readable_paths(hidden: list[Path], own: list[Path]) -> tuple[list[Path], lis
 
 
 def _landlock(policy: SandboxPolicy, report: SandboxReport, allowed: list[Path], proc: Path,
-              hidden: list[Path] | None = None) -> None:
+              hidden: list[Path] | None = None, reads: list[Path] | None = None) -> None:
     abi = landlock_abi()
     report.landlock_abi = abi
     want_fs, want_net = policy.confine_writes, policy.block_network
     hidden = hidden or []
+    want_read = bool(hidden) or reads is not None
     if abi < 1:
-        report._set("landlock_fs", want_fs, False, "Landlock not available (kernel too old, disabled, or syscall blocked)")
+        why = "Landlock not available (kernel too old, disabled, or syscall blocked)"
+        report._set("landlock_fs", want_fs, False, why)
         report._set("landlock_net", want_net, False, "Landlock not available")
         report._set("landlock_scope", True, False, "Landlock not available")
-        report._set("landlock_read", bool(hidden), False, "Landlock not available")
+        report._set("landlock_read", want_read, False, why + ": the process reads whatever its uid and capabilities allow")
         return
     libc = _lib()
     attr = _RulesetAttr()
     fs_rights = _write_rights(abi) if want_fs else 0
-    read_rights = _FS_READ_FILE | _FS_READ_DIR if hidden else 0
+    read_rights = _FS_READ_FILE | _FS_READ_DIR if want_read else 0
     attr.handled_access_fs = fs_rights | read_rights | (_FS_REFER if read_rights and abi >= 2 else 0)
     if want_net and abi >= 4:
         attr.handled_access_net = _NET_BIND_TCP | _NET_CONNECT_TCP  # no rule grants any port
@@ -630,7 +812,7 @@ def _landlock(policy: SandboxPolicy, report: SandboxReport, allowed: list[Path],
         )
         try:
             if read_rights:
-                dirs, files = readable_paths(hidden, allowed)
+                dirs, files = allowed_reads(reads, hidden, allowed) if reads is not None else readable_paths(hidden, allowed)
                 # Any ruleset denies moving files between directories unless a rule allows REFER:
                 # without write rules (which allow it in scratch), allow it wherever reading is.
                 refer = _FS_REFER if abi >= 2 and not fs_rights else 0
@@ -655,11 +837,15 @@ def _landlock(policy: SandboxPolicy, report: SandboxReport, allowed: list[Path],
         report._set("landlock_fs", want_fs, False, str(e))
         report._set("landlock_net", want_net, False, str(e))
         report._set("landlock_scope", True, False, str(e))
-        report._set("landlock_read", bool(hidden), False, str(e))
+        report._set("landlock_read", want_read, False, str(e))
         return
     threads = "" if report.threads == 1 else f"; only this thread is confined ({report.threads} threads existed)"
     single = report.threads == 1
-    if hidden:
+    if reads is not None:
+        report._set("landlock_read", True, single, f"reads only the toolchain ({len(reads)} paths: "
+                    f"{', '.join(str(r) for r in reads)[:1500]}) and the process's own dirs"
+                    + (f", nothing beneath {', '.join(str(h) for h in hidden)} but its own" if hidden else "") + threads)
+    elif hidden:
         report._set("landlock_read", True, single, f"nothing beneath {', '.join(str(h) for h in hidden)} readable but "
                     f"the process's own dirs; everything else readable as it was at the start" + threads)
     else:

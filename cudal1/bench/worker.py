@@ -147,6 +147,8 @@ class WorkerLimits:
     private_dirs: list[str] = dataclasses.field(default_factory=list)
     """Directories nothing beneath which the child may read, but its scratch and `writable_dirs`
     (e.g. the build cache: a candidate reads only its own build directory)."""
+    confine_reads: bool = False
+    """The child reads only the toolchain and its own dirs (`SandboxPolicy.confine_reads`)."""
     env: dict[str, str] = dataclasses.field(default_factory=dict)
     """Extra environment for the child (e.g. TORCH_EXTENSIONS_DIR, CUDA_VISIBLE_DEVICES)."""
     cpus: tuple[int, ...] | None = None
@@ -237,6 +239,7 @@ def _enter_child(limits: WorkerLimits, scratch: str, keep: set[int]) -> Any:
             cpu_time_s=limits.cpu_time_s,
             memory_mib=limits.memory_mib,
             max_processes=limits.max_processes,
+            confine_reads=limits.confine_reads,
         ),
         scratch=Path(scratch),
         writable=[Path(p) for p in limits.writable_dirs],

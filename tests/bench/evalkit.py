@@ -74,6 +74,19 @@ def get_inputs():
 def get_init_inputs():
     return []
 ''',
+    # A relu on normal inputs: float16 rounding (2^-11 relative) is within float32's tolerance, and
+    # changes the bits.
+    "relu": _HEADER + '''
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+def get_inputs():
+    return [torch.randn(64, 64)]
+
+def get_init_inputs():
+    return []
+''',
     # A reference that refuses to run under global flags (or input dtypes) other than those of its
     # first call. The reference runs in the judge, which no candidate code reaches; were a flag the
     # candidate set to reach it, this reference would raise (invalid_task).

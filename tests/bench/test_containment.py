@@ -10,14 +10,18 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
+import tempfile
 import time
+from pathlib import Path
 
 import psutil
 import pytest
 
 import evalkit
+from cudal1.bench.evaluator import evaluate
 from cudal1.bench.result import Status
 
 MM = "matmul_relu"
@@ -227,3 +231,87 @@ def test_the_parent_never_unpickles_worker_data(tmp_path, cache_dir) -> None:
     assert not marker.exists(), "candidate code ran in the evaluator's own process:\n" + evalkit.describe(r)
     assert r.status is not Status.OK, evalkit.describe(r)
     assert_next_is_ok(cache_dir)
+
+
+def test_reads_outside_the_toolchain_find_nothing(tmp_path, cache_dir) -> None:
+    """Issue 21, public kind "filesystem reads": a candidate reads only the toolchain and its own
+    directories. Files it must not see, each world-readable (so only the sandbox stands in the
+    way): rollouts in a run directory and the exemplar buffer where the training job keeps them
+    (<checkout>/runs/), a file in the user's home, the checkout's README, and another
+    evaluation's scratch directory. Each read simply fails (PermissionError, no label: an honest
+    library that probes a config file must not be punished, and a read that fails gains nothing);
+    the verdict is the honest one."""
+    checkout = Path(__file__).resolve().parents[2]
+    tag = f"i21-reads-{os.getpid()}-{time.time_ns()}"
+    run_dir = checkout / "runs" / tag
+    home_file = Path.home() / f".{tag}"
+    foreign = Path(tempfile.mkdtemp(prefix="cudal1-eval-")) / "worker.log"
+    secrets = {run_dir / "rollouts.jsonl": "SECRET-ROLLOUT", run_dir / "buffer" / "exemplars.jsonl": "SECRET-EXEMPLAR",
+               home_file: "SECRET-HOME", foreign: "SECRET-FOREIGN"}
+    try:
+        for path, text in secrets.items():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+            os.chmod(path, 0o644)
+        paths = [str(p) for p in secrets] + [str(checkout / "README.md")]
+        r = evalkit.run(MM, evalkit.candidate("reads_outside", paths=repr(paths)), cache_dir)
+        require_measure(r, "landlock_read")
+        assert r.status is Status.OK, evalkit.describe(r)
+        assert not any(text in r.log for text in secrets.values()), evalkit.describe(r)
+        assert not re.search(r"^(READ|LISTED) ", r.log, re.M), evalkit.describe(r)
+        for path in paths:
+            assert f"REFUSED READ {path}: PermissionError" in r.log, evalkit.describe(r)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+        shutil.rmtree(foreign.parent, ignore_errors=True)
+        home_file.unlink(missing_ok=True)
+
+
+def _task_on_disk(tmp_path: Path):
+    """matmul_relu as a task file in a world-writable dir (only the sandbox stands in the way), and
+    its Task record: read from the file before any candidate exists, as the suite loader does."""
+    from cudal1.tasks.task import Task
+
+    path = tmp_path / "1_matmul_relu.py"
+    path.write_text(evalkit.TASKS[MM])
+    os.chmod(tmp_path, 0o777)
+    os.chmod(path, 0o666)
+    return path, Task(level=1, problem_id=1, name="matmul_relu", source=path.read_text(), path=str(path))
+
+
+def test_a_candidate_cannot_rewrite_the_task_or_its_tolerances(tmp_path, cache_dir) -> None:
+    """Issue 21, public kind "the task's source on disk": a candidate that returns zeros rewrites
+    the task file so that its reference returns zeros, and opens the evaluator's sources (where
+    the tolerances are) for writing. Landlock refuses every write (files of the task and of the
+    evaluator are outside its scratch and build directory), and the verdict is incorrect."""
+    import cudal1.bench.correctness as correctness_module
+    import cudal1.bench.settings as settings_module
+
+    path, task = _task_on_disk(tmp_path)
+    tolerances = [correctness_module.__file__, settings_module.__file__]
+    before = [Path(p).read_bytes() for p in tolerances]
+    source = evalkit.candidate("rewrites_the_task", task_file=path, tolerances=repr(tolerances))
+    r = evaluate(task, source, "cpu", settings=evalkit.settings(cache_dir))
+    require_measure(r, "landlock_fs")
+    assert "REFUSED THE TASK: PermissionError" in r.log, evalkit.describe(r)
+    assert all(f"REFUSED {p}: PermissionError" in r.log for p in tolerances), evalkit.describe(r)
+    assert path.read_text() == evalkit.TASKS[MM] and [Path(p).read_bytes() for p in tolerances] == before
+    assert r.status is Status.INCORRECT, evalkit.describe(r)
+
+
+def test_the_reference_comes_from_the_bytes_read_before_the_candidate(tmp_path, cache_dir) -> None:
+    """The same attack where nothing confines writes (the sandbox off: a machine without Landlock
+    and run as the user who owns the task files): the rewrite lands on disk, and changes nothing.
+    The judge and the reference host build the reference from the Task record's source, read
+    before any candidate existed (`Task.load_module` never opens `Task.path`): the candidate is
+    still wrong, and so is the next evaluation of the same record (which would pay zeros were
+    the reference read from the file)."""
+    path, task = _task_on_disk(tmp_path)
+    source = evalkit.candidate("rewrites_the_task", task_file=path, tolerances="[]")
+    off = evalkit.settings(cache_dir, sandbox=False)
+    first = evaluate(task, source, "cpu", settings=off)
+    assert "REWROTE THE TASK" in first.log and "zeros" in path.read_text(), evalkit.describe(first)
+    assert first.status is Status.INCORRECT, evalkit.describe(first)
+    second = evaluate(task, evalkit.candidate("rewrites_the_task", task_file=tmp_path / "x.py", tolerances="[]"), "cpu",
+                      settings=off)
+    assert second.status is Status.INCORRECT, evalkit.describe(second)

@@ -135,14 +135,28 @@ CASES = [
     cheat("bf16_matmul", MM, INCORRECT),
     honest("calls_reference_ops", labels=("pytorch_only", "calls_reference_ops"), absent=("custom_kernel",)),
     # A library mapped from outside its build directory is no kernel of its own; a forward that
-    # refuses to be recorded gets the worst labels, not none.
-    honest("label_forger", "int_relu", labels=("profile_failed", "pytorch_only", "calls_reference_ops"), absent=("custom_kernel",)),
+    # refuses to be recorded gets the worst labels, not none (reduced precision included: its
+    # forward computes in bfloat16, which only the recording could see).
+    honest("label_forger", "int_relu", labels=("profile_failed", "pytorch_only", "calls_reference_ops", "reduced_precision"),
+           absent=("custom_kernel",)),
     # custom_kernel only for a shared object a build of this candidate recorded (issue 21): not for
     # zero-filled "x.so" files mapped from its build directory, its scratch directory or Triton's
     # cache, nor for a real library it copied into its build directory (at import, or in its first
     # forward as a lazy build would).
     honest("mapped_fake_objects", labels=("pytorch_only",), absent=("custom_kernel",)),
     honest("lazy_shared_object", labels=("pytorch_only",), absent=("custom_kernel",)),
+    # -- looking for the checker (issue 21, public kind) -----------------------------------------
+    # Each takes a wrong fast path only where it believes it is timed. Trials and timed calls run
+    # the same code path in the host (a round trip of n calls; timing sends several), on inputs of
+    # the same nominal distribution (plus shifted trials), and every output of every timed call is
+    # checked: a belief that holds in a trial too is a wrong trial (incorrect); one that holds only
+    # in timed calls is a wrong timed output (result_cache).
+    # The frames it finds are the same in a trial (the host times every call alike, in a function
+    # named _timed_forwards): wrong in trial 1, or, were the names neutral, in the first timed batch.
+    cheat("checker_by_inspect_stack", MM, (INCORRECT, HACK), None, K.RESULT_CACHE),
+    cheat("checker_by_environment", MM, INCORRECT),  # the environment is the same for every call
+    cheat("checker_by_call_count", MM, HACK, K.RESULT_CACHE),
+    cheat("checker_by_input_magnitude", MM, INCORRECT),  # trials 1-5 are nominal, as timed calls are
 ]
 
 
@@ -301,3 +315,52 @@ def test_a_failed_build_is_not_compiled_again(cache_dir) -> None:
     again = evalkit.run(MM, source, cache_dir)
     check(honest("cpp_build_fails_falls_back"), again)
     assert "BUILD FAILED, FALLING BACK" in again.log and again.build_seconds < 1.0, (first.build_seconds, again.build_seconds)
+
+
+def test_a_candidate_that_computes_otherwise_when_recorded_loses_its_labels(cache_dir) -> None:
+    """The labels' recording is the one call a candidate can tell apart for sure (a dispatch mode
+    is on in its process). fp16_unless_recorded is within tolerance everywhere and computes in
+    float32 only when recorded: the judge runs the recorded forward's inputs once more,
+    unrecorded, and the bits differ while two unrecorded runs agree, so it gets the worst labels
+    (`profile_failed`, `reduced_precision`); an honest candidate keeps its own."""
+    r = evalkit.run("relu", evalkit.candidate("fp16_unless_recorded"), cache_dir)
+    assert r.status is OK, evalkit.describe(r)
+    assert "reduced_precision" in r.labels and "profile_failed" in r.labels, evalkit.describe(r)
+    honest_relu = evalkit.run("relu", evalkit.candidate("honest_relu"), cache_dir)
+    assert honest_relu.status is OK and "profile_failed" not in honest_relu.labels, evalkit.describe(honest_relu)
+    assert "reduced_precision" not in honest_relu.labels, evalkit.describe(honest_relu)
+
+
+@pytest.mark.xfail(strict=True, reason="open (issue 21): the one recorded forward can be told apart (a dispatch mode is on); "
+                   "where lower precision gives the same bits, nothing shows that it computes otherwise there")
+def test_a_candidate_that_behaves_otherwise_when_recorded_keeps_its_labels(cache_dir) -> None:
+    """The labels' recording is the one call a candidate can tell apart for sure (a dispatch mode
+    is on in its process). bf16_unless_recorded is right everywhere (bf16 is exact on int_relu)
+    and computes in float32 only when recorded: it should still be labelled reduced_precision,
+    but its outputs are the same bits either way, so the check of the recorded forward against an
+    unrecorded one (`Judge._recorded_as_run`) sees nothing."""
+    r = evalkit.run("int_relu", evalkit.candidate("bf16_unless_recorded"), cache_dir)
+    assert r.status is OK, evalkit.describe(r)
+    assert "reduced_precision" in r.labels, evalkit.describe(r)
+
+
+def test_the_recorded_forward_may_differ_by_rounding_not_by_precision() -> None:
+    """`judge._recorded_within`: the recorded forward's output against two unrecorded runs. Equal
+    bits, a reordering of float additions (a few ulps) and a difference within the candidate's own
+    run-to-run noise pass; float16 or bfloat16 rounding of a float32 output, and any change of an
+    integer output, do not."""
+    import torch
+
+    from cudal1.bench.judge import _recorded_within
+
+    torch.manual_seed(0)
+    a = torch.randn(64, 64)
+    ulps = a + a.abs() * torch.finfo(torch.float32).eps * 4
+    assert _recorded_within([a], [a.clone()], [a.clone()])
+    assert _recorded_within([ulps], [a], [a])
+    assert not _recorded_within([a], [a.half().float()], [a.half().float()])
+    assert not _recorded_within([a], [a.bfloat16().float()], [a.bfloat16().float()])
+    noisy = a + 1e-3 * torch.randn(64, 64)
+    assert _recorded_within([a + 1e-3 * torch.randn(64, 64)], [noisy], [a + 1e-3 * torch.randn(64, 64)])
+    ints = torch.arange(4)
+    assert not _recorded_within([ints + 1], [ints], [ints])

@@ -401,3 +401,104 @@ def test_what_the_interpreter_needs_is_never_hidden(tmp_path) -> None:
     from cudal1.bench.sandbox import _hideable
 
     assert _hideable([Path("/"), Path(sys.prefix), Path(sys.prefix).parent, tmp_path]) == [tmp_path]
+
+
+def test_reads_are_an_allow_list(dirs, tmp_path_factory) -> None:
+    """Issue 21, public kind "filesystem reads", at the unit level: with `confine_reads` the process
+    reads the toolchain (the interpreter's prefixes, /usr, /etc/passwd, /proc/self) and its own dirs,
+    and nothing else: not a world-readable file outside them (a run directory, say), not a
+    root-only one (/etc/shadow: its CAP_DAC_READ_SEARCH does not help against Landlock), not a
+    raw disk. It still imports and runs a compiler. Without `confine_reads` the same file is read
+    (the test has its value)."""
+    import sys
+
+    outside = Path(dirs["outside"]) / "rollouts.jsonl"
+    outside.write_text("secret rollout")
+    os.chmod(outside, 0o644)
+    disks = [str(p) for p in Path("/dev").iterdir() if p.is_block_device()][:1]
+
+    def body() -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for path in [str(outside), "/etc/shadow", "/etc/passwd", "/proc/self/status", os.path.join(sys.prefix, "pyvenv.cfg"),
+                     str(Path(dirs["scratch"]) / "mine"), *disks]:
+            if path.endswith("mine"):
+                Path(path).write_text("mine")
+            try:
+                with open(path, "rb") as f:
+                    out[path] = f.read(4) and "ok"
+            except OSError as e:
+                out[path] = _refused(e)
+        try:
+            out["listdir"] = len(os.listdir(dirs["outside"]))
+        except OSError as e:
+            out["listdir"] = _refused(e)
+        out["cc"] = subprocess.run(["cc", "--version"], capture_output=True).returncode if shutil.which("cc") else 0
+        import json, email.mime.text  # noqa: F401, E401 - lazily imported stdlib modules
+        return out
+
+    report, got = sandboxed(body, SandboxPolicy(confine_reads=True), dirs["scratch"], [dirs["writable"]])
+    if landlock_abi() < 1:
+        assert not active(report, "landlock_read") and "Landlock not available" in report["measures"]["landlock_read"]["detail"]
+        pytest.skip("no Landlock here: the report says why reads are not confined")
+    assert active(report, "landlock_read"), report["measures"]
+    assert isinstance(got, dict), got
+    assert got[str(outside)] == "PermissionError" and got["/etc/shadow"] == "PermissionError", got
+    assert got["listdir"] == "PermissionError", got
+    assert all(got[d] == "PermissionError" for d in disks), got
+    assert got["/etc/passwd"] == "ok" and got["/proc/self/status"] == "ok" and got[str(Path(dirs["scratch"]) / "mine")] == "ok", got
+    assert got["cc"] == 0, got
+    _, unconfined = sandboxed(body, SandboxPolicy(confine_reads=False), dirs["scratch"], [dirs["writable"]])
+    assert unconfined[str(outside)] == "ok", unconfined
+
+
+def test_the_toolchain_is_derived_from_this_process() -> None:
+    """`toolchain_reads` holds the interpreter's prefix and the package directory of each imported
+    module outside it (here cudal1), never "/" nor the checkout that holds cudal1 (its runs/,
+    conf/ and tests/ are not the toolchain)."""
+    import sys
+
+    import cudal1
+    from cudal1.bench.sandbox import toolchain_reads
+
+    reads = toolchain_reads()
+    package = Path(os.path.realpath(os.path.dirname(cudal1.__file__)))
+    covered = lambda p: any(p == r or r in p.parents for r in reads)  # noqa: E731
+    assert covered(package) and covered(Path(os.path.realpath(sys.prefix))), reads
+    assert Path("/") not in reads and not covered(package.parent / "README.md"), reads
+    assert not covered(Path("/etc/shadow")) and not covered(Path(os.path.realpath(Path.home())) / ".bashrc"), reads
+
+
+def test_a_hidden_dir_inside_the_toolchain_is_carved_out(tmp_path) -> None:
+    """`allowed_reads`: a toolchain root that holds a hidden dir (a cache set inside it, say) is
+    replaced by the entries on the way to the hidden dir, so that of the hidden dir only the
+    process's own dirs are readable; other roots and files stay whole."""
+    from cudal1.bench.sandbox import allowed_reads
+
+    root = tmp_path / "root"
+    own = root / "cache" / "ext" / "own"
+    for d in (own, root / "cache" / "ext" / "other", root / "lib"):
+        d.mkdir(parents=True)
+    (root / "tool.py").write_text("")
+    (tmp_path / "file").write_text("")
+    dirs, files = allowed_reads([root, tmp_path / "file"], [root / "cache"], [own])
+    real = lambda p: Path(os.path.realpath(p))  # noqa: E731
+    assert real(root / "lib") in dirs and real(own) in dirs and real(root / "tool.py") in files, (dirs, files)
+    assert real(tmp_path / "file") in files
+    assert not any(d == real(root) or d == real(root / "cache") or real(root / "cache" / "ext" / "other") in [d, *d.parents]
+                   for d in dirs), dirs
+
+
+def test_without_landlock_the_report_says_reads_are_not_confined(dirs) -> None:
+    """Where the kernel has no Landlock, confined reads degrade to nothing, and the report's
+    `landlock_read` says so and why (the result's `sandbox` carries it), while the other measures
+    still apply."""
+    import cudal1.bench.sandbox as sandbox_module
+
+    def no_landlock() -> None:
+        sandbox_module.landlock_abi = lambda: 0
+
+    report, _ = sandboxed(lambda: None, SandboxPolicy(confine_reads=True), dirs["scratch"], pre=no_landlock)
+    m = report["measures"]["landlock_read"]
+    assert m["requested"] and not m["active"] and "Landlock not available" in m["detail"], m
+    assert "reads whatever its uid" in m["detail"], m
+    assert active(report, "rlimit_core"), report["measures"]

@@ -1,0 +1,140 @@
+"""Issue 21: an infrastructure failure is told apart from a candidate's, and only the first is
+masked by the reward.
+
+- A harness process killed mid-evaluation (the judge, or the reference host, which runs no
+  candidate code) comes back `runtime_error` labelled `harness_error`, which `rl.rewards.price`
+  leaves out of training. (The benchmark actor's own death is `actor_died`:
+  `tests/actors/test_bench_pool.py`.)
+- The candidate's own process killed is the candidate's failure (`worker_crashed`, not masked):
+  a candidate can kill itself (`crash_sigkill_self` in test_containment.py), so a masked status
+  there would be one a policy learns to reach.
+- Nothing a candidate does to the memory the judge reads (unmapping it under the read, making
+  its process non-dumpable) and no device error or out-of-memory in the judge once the candidate
+  is loaded makes its result the harness's fault.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import tempfile
+import threading
+import time
+
+import psutil
+import pytest
+
+import evalkit
+from cudal1.bench.judge import Judge
+from cudal1.bench.result import Status
+from cudal1.bench.verdicts import Verdict
+from cudal1.rl.rewards import HARNESS_LABELS, price
+
+MM = "matmul_relu"
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("cudal1-cache")
+
+
+_SLOW = evalkit.candidate("honest_matmul_relu") + '''
+
+import time as _time
+
+_forward = ModelNew.forward
+
+
+def _slow_forward(self, a, b):
+    _time.sleep(0.02)
+    return _forward(self, a, b)
+
+
+ModelNew.forward = _slow_forward
+'''
+
+
+def _ours(prefix: str) -> list[psutil.Process]:
+    """This test process's descendants whose working directory is a scratch dir named `prefix`
+    (the judge's "cudal1-judge-", the reference host's "cudal1-ref-", the candidate's
+    "cudal1-eval-"): never another run's processes on a shared machine."""
+    root = os.path.join(tempfile.gettempdir(), prefix)
+    found = []
+    for p in psutil.Process().children(recursive=True):
+        try:
+            if p.cwd().startswith(root):
+                found.append(p)
+        except psutil.Error:
+            continue
+    return found
+
+
+def _kill_once_alive(prefix: str, done: threading.Event, killed: list[int]) -> None:
+    """Kill our process of `prefix` once the candidate host has been alive a second."""
+    deadline = time.monotonic() + 60
+    seen = None
+    while not done.is_set() and time.monotonic() < deadline:
+        if _ours("cudal1-eval-"):
+            seen = seen or time.monotonic()
+            if time.monotonic() - seen > 1.0:
+                for p in _ours(prefix):
+                    p.send_signal(signal.SIGKILL)
+                    killed.append(p.pid)
+                if killed:
+                    return
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize("prefix", ["cudal1-judge-", "cudal1-ref-"])
+def test_a_harness_process_killed_mid_evaluation_is_the_harness_fault(prefix: str, cache_dir) -> None:
+    done, killed = threading.Event(), []
+    killer = threading.Thread(target=_kill_once_alive, args=(prefix, done, killed), daemon=True)
+    killer.start()
+    try:
+        r = evalkit.run(MM, _SLOW, cache_dir, rounds=40, calls_per_round=4)
+    finally:
+        done.set()
+        killer.join()
+    assert killed, f"no process of {prefix} was found to kill: " + evalkit.describe(r)
+    assert r.status is Status.RUNTIME_ERROR and "harness_error" in r.labels, evalkit.describe(r)
+    assert price(r).trainable is False, price(r)
+
+
+def test_the_candidates_process_killed_is_its_own_failure(cache_dir) -> None:
+    r = evalkit.run(MM, evalkit.candidate("crash_sigkill_self"), cache_dir)
+    assert r.status is Status.RUNTIME_ERROR and not HARNESS_LABELS & set(r.labels), evalkit.describe(r)
+    assert price(r).trainable is True, price(r)
+
+
+def test_memory_taken_away_under_the_judges_read_is_the_candidates_failure(cache_dir) -> None:
+    """Right answers in memory the candidate maps itself, unmapped by a thread a millisecond after
+    each timed forward returns, in a process made non-dumpable: the read fails or sees a crash,
+    and the result is the candidate's (a hack, a crash or a wrong answer), never masked."""
+    r = evalkit.run(MM, evalkit.candidate("unmaps_its_outputs"), cache_dir)
+    assert "UNMAPPED AN OUTPUT" in r.log, evalkit.describe(r)
+    assert r.status in (Status.HACK, Status.RUNTIME_ERROR, Status.INCORRECT), evalkit.describe(r)
+    assert not HARNESS_LABELS & set(r.labels), evalkit.describe(r)
+    assert price(r).trainable is True, price(r)
+
+
+class _Loaded:
+    host_loaded = True
+
+
+@pytest.mark.parametrize("exc,status,label", [
+    (RuntimeError("CUDA error: an illegal memory access was encountered"), Status.RUNTIME_ERROR, "cuda_fault"),
+    (__import__("torch").OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), Status.RESOURCE_EXCEEDED, None),
+])
+def test_a_device_failure_in_the_judge_after_the_import_is_the_candidates(exc, status, label) -> None:
+    """On a GPU the candidate can fault the device, free the memory the judge opened through CUDA
+    IPC, or take all its memory: a CUDA error or an out-of-memory in the judge once the candidate
+    is loaded is the candidate's failure, not `harness_error`. Before the import it is the
+    harness's (re-raised)."""
+    verdict = Judge._judge_failure(_Loaded(), exc, "timing")
+    assert isinstance(verdict, Verdict) and verdict.status is status, verdict
+    labels = verdict.extra.get("labels", [])
+    assert "harness_error" not in labels and (label is None or label in labels), labels
+    before = _Loaded()
+    before.host_loaded = False
+    with pytest.raises(type(exc)):
+        Judge._judge_failure(before, exc, "reference")
