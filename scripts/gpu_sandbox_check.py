@@ -28,7 +28,7 @@ import evalkit
 
 print("torch", torch.__version__, "gpus", torch.cuda.device_count(), "landlock", landlock_abi(), flush=True)
 print("toolchain", [str(p) for p in toolchain_reads() if not str(p).startswith(("/dev", "/etc"))], flush=True)
-cache = tempfile.mkdtemp()
+cache = os.environ.get("CUDAL1_CACHE") or tempfile.mkdtemp()
 s = EvalSettings.for_backend("cuda", cache_dir=cache, wall_timeout_s=300.0)
 RELU = Task(level=1, problem_id=1, name="relu", source=evalkit._HEADER + textwrap.dedent('''
 class Model(nn.Module):

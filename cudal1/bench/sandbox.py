@@ -598,6 +598,12 @@ ETC_READS = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ld.so.preload", "alte
 release files. Nothing else of /etc (keys, shadow, ssh, pip or git configuration)."""
 TOOLS = ("cc", "c++", "gcc", "g++", "ld", "ninja", "nvcc")
 """Programs an inline-extension build runs: the directory each is found in on $PATH is readable."""
+COMPILER_ENV = ("CC", "CXX", "CUDAHOSTCXX", "NVCC_CCBIN")
+"""Variables that name the compiler a build runs instead of the one on $PATH (torch's
+cpp_extension reads CXX, Triton CC, nvcc NVCC_CCBIN): a compiler outside /usr (a GCC under
+/opt/gcc) is readable with its install tree."""
+INSTALL_DIRS = ("lib", "lib32", "lib64", "libexec", "include")
+"""Beside a compiler's bin/: what it reads of its own install."""
 _GPU_DEVICE_DIRS = ("/dev/dri", "/dev/nvidia-caps", "/dev/nvidia-caps-imex-channels")
 
 
@@ -653,8 +659,9 @@ def toolchain_reads() -> list[Path]:
     the checkout's runs/, conf/ or tests/); CUDA's home ($CUDA_HOME, $CUDA_PATH, /usr/local/cuda
     and the install nvcc on $PATH belongs to); the $LD_LIBRARY_PATH entries, the dynamic
     linker's configured library dirs (`_linker_dirs`) and Python's include dirs; the directory
-    each of `TOOLS` is found in on $PATH; torch's and Triton's install directories. Real paths,
-    existing only, deduplicated (a path beneath another is left out)."""
+    each of `TOOLS` is found in on $PATH and the compilers
+    `COMPILER_ENV` names, with their install trees (`_compiler_dirs`); torch's and Triton's
+    install directories. Real paths, existing only, deduplicated (a path beneath another is left out)."""
     import shutil
 
     found: list[str] = [*SYSTEM_READS, *(os.path.join("/etc", e) for e in ETC_READS), *map(str, _readable_devices())]
@@ -695,10 +702,7 @@ def toolchain_reads() -> list[Path]:
         found += [p for key in ("include", "platinclude") if (p := sysconfig.get_paths().get(key))]
     except (ImportError, KeyError):
         pass
-    for tool in TOOLS:
-        path = shutil.which(tool)
-        if path:
-            found += [os.path.dirname(path), os.path.dirname(os.path.realpath(path))]
+    found += _compiler_dirs()
     for package in ("torch", "triton"):
         module = sys.modules.get(package)
         if module is not None and getattr(module, "__file__", None):
@@ -711,6 +715,27 @@ def toolchain_reads() -> list[Path]:
         if not any(path.startswith(kept.rstrip("/") + "/") for kept in map(str, out)):
             out.append(Path(path))
     return out
+
+
+def _compiler_dirs() -> list[str]:
+    """The install trees of the compilers and build tools a build may run: each of `TOOLS` on
+    $PATH and each program `COMPILER_ENV` names (a path, or a name looked up on $PATH), as found
+    and with links resolved: the program's directory and, for one in a "bin" directory, that
+    directory's siblings `INSTALL_DIRS` (a compiler reads its own lib/ and libexec/: cc1plus,
+    crtbegin.o, libstdc++), never the whole parent (for ~/bin that is the home)."""
+    import shutil
+
+    programs = [*TOOLS, *(v.split()[0] for e in COMPILER_ENV if (v := os.environ.get(e, "").strip()))]
+    dirs: list[str] = []
+    for program in programs:
+        path = shutil.which(program)
+        if not path:
+            continue
+        for where in (os.path.dirname(os.path.abspath(path)), os.path.dirname(os.path.realpath(path))):
+            dirs.append(where)
+            if os.path.basename(where) == "bin":
+                dirs += [os.path.join(os.path.dirname(where), d) for d in INSTALL_DIRS]
+    return dirs
 
 
 def allowed_reads(roots: list[Path], hidden: list[Path], own: list[Path]) -> tuple[list[Path], list[Path]]:

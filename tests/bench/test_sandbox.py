@@ -468,6 +468,33 @@ def test_the_toolchain_is_derived_from_this_process() -> None:
     assert not covered(Path("/etc/shadow")) and not covered(Path(os.path.realpath(Path.home())) / ".bashrc"), reads
 
 
+def test_a_compiler_named_by_the_environment_is_readable_with_its_install(tmp_path, monkeypatch) -> None:
+    """A GCC outside /usr that CXX names (as on the H200 machine: /opt/gcc/bin/g++, where the
+    first allow-list refused every build) is readable with its lib/ and libexec/, not the rest of
+    the directory that holds its install, and a compiler in ~/bin does not open the home."""
+    from cudal1.bench.sandbox import toolchain_reads
+
+    gcc = tmp_path / "opt" / "gcc"
+    for d in ("bin", "lib64", "libexec"):
+        (gcc / d).mkdir(parents=True)
+    (gcc / "bin" / "g++").write_text("#!/bin/sh\n")
+    (gcc / "bin" / "g++").chmod(0o755)
+    (tmp_path / "opt" / "secrets").mkdir()
+    home_bin = tmp_path / "home" / "bin"
+    home_bin.mkdir(parents=True)
+    (home_bin / "cc-wrapper").write_text("#!/bin/sh\n")
+    (home_bin / "cc-wrapper").chmod(0o755)
+    monkeypatch.setenv("CXX", str(gcc / "bin" / "g++"))
+    monkeypatch.setenv("CC", f"{home_bin / 'cc-wrapper'} -O2")
+    reads = toolchain_reads()
+    covered = lambda p: any(p == r or r in p.parents for r in reads)  # noqa: E731
+    real = Path(os.path.realpath(gcc))
+    assert covered(real / "bin" / "g++") and covered(real / "lib64") and covered(real / "libexec"), reads
+    assert not covered(real.parent / "secrets"), reads
+    home = Path(os.path.realpath(home_bin.parent))
+    assert covered(home / "bin" / "cc-wrapper") and not covered(home / ".bashrc"), reads
+
+
 def test_a_hidden_dir_inside_the_toolchain_is_carved_out(tmp_path) -> None:
     """`allowed_reads`: a toolchain root that holds a hidden dir (a cache set inside it, say) is
     replaced by the entries on the way to the hidden dir, so that of the hidden dir only the
