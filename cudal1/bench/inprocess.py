@@ -145,7 +145,9 @@ class _Clock:
         self.cuda = device.startswith("cuda")
         self.flush_buf = None
         if self.cuda:
-            self.dev = torch.device(device)
+            dev = torch.device(device)
+            # "cuda" alone names the current device; set_device needs an index.
+            self.dev = dev if dev.index is not None else torch.device("cuda", torch.cuda.current_device())
             torch.cuda.set_device(self.dev)  # the events record on this device's current stream
             if flush_l2:
                 l2 = getattr(torch.cuda.get_device_properties(self.dev), "L2_cache_size", 0) or 64 * 2**20
