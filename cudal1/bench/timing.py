@@ -8,8 +8,9 @@ host, which runs no candidate code.
   of every output of the round (read from the host's memory) and has synchronized; what the
   host does in between (the forwards, the synchronizes, describing the outputs) and whatever it
   leaves running that the outputs depend on is inside.
-- The reference host also times each forward on its own clock (CUDA events around the forward
-  and the device-wide synchronize that follows it; on the CPU `time.perf_counter_ns`): that is
+- The reference host also times each forward on its own clock (CUDA events on the current
+  stream around the forward, a device-wide synchronize after the end event; on the CPU
+  `time.perf_counter_ns`): that is
   the reference's time, and the judge's interval minus the round's sum is the fixed cost of a
   round trip (`fixed_costs`, `calibration`). The candidate host reports the same figures; the
   judge holds their sum (`claimed_total_ms`) to its own interval minus that fixed cost
