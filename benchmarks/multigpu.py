@@ -63,7 +63,7 @@ def qwen2(size: str, dtype: torch.dtype, device: str):
 
 
 def _sync_rank(rank: int, port: int, model_dir: str, sizes: list[str], out_q) -> None:
-    from cudal1.engines.weight_sync import WeightChannel, manifest
+    from cudal1.engines.weight_sync import manifest
     from cudal1.records import PolicyExample
 
     dev0, dev1, backend = devices()

@@ -125,7 +125,7 @@ def _read_records(path: Path, repair: bool) -> tuple[list[AugmentRecord], int]:
     if not path.exists():
         return [], 0
     data = path.read_bytes()
-    records, skipped, good_end, pos = [], 0, 0, 0
+    records, skipped, pos = [], 0, 0
     while pos < len(data):
         nl = data.find(b"\n", pos)
         end = len(data) if nl < 0 else nl + 1
@@ -138,7 +138,6 @@ def _read_records(path: Path, repair: bool) -> tuple[list[AugmentRecord], int]:
             log.warning("%s: skipping an unreadable line at byte %d", path, pos)
         else:
             records.append(record)
-            good_end = end
         pos = end
     if repair and data and not data.endswith(b"\n"):
         with open(path, "r+b") as f:  # drop the torn tail so appends start on a clean line

@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 
-from cudal1.engines.weight_sync import TensorSpec, plan_buckets
+from cudal1.engines.weight_sync import TensorSpec
 
 FORMAT = "cudal1-ipc-1"
 DEFAULT_WINDOW_MB = 2048

@@ -29,7 +29,6 @@ import random
 import socket
 import tempfile
 import time
-from typing import Any
 
 import evalkit
 import pytest

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import threading
 
-import pytest
 
 from cudal1.engines.weight_sync import TensorSpec, free_port, plan_buckets
 from cudal1.policy.model import load_policy
