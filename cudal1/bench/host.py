@@ -69,6 +69,7 @@ from .correctness import StructureMismatch, flatten, match_output, materializati
 from .readers import MAX_SPAN_FACTOR, describe, view_span
 from .result import HackKind, Status
 from .slots import Slot, TensorSpec
+from .timing import gc_paused
 from .verdicts import classify_exception
 from .wire import Channel, PeerGone, unblob
 
@@ -113,7 +114,11 @@ class Host:
             handler = handlers.get(op)
             if handler is None:
                 raise RuntimeError(f"the judge sent an unknown op {op!r}")
-            handler(msg)
+            if op == "call":
+                with gc_paused():  # as in the judge: no collection inside a round trip
+                    handler(msg)
+            else:
+                handler(msg)
 
     def _sync(self) -> None:
         if self.cuda and _cuda_sync is not None:

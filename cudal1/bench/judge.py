@@ -128,6 +128,15 @@ def _spends(part: str) -> Callable:
     return wrap
 
 
+def _gc_paused(method: Callable) -> Callable:
+    """Run the decorated round trip with the garbage collector off (`timing.gc_paused`)."""
+    @functools.wraps(method)
+    def paused(self: "Judge", *args: Any, **kwargs: Any) -> Any:
+        with timing.gc_paused():
+            return method(self, *args, **kwargs)
+    return paused
+
+
 class Judge:
     """One evaluation, judge side. `Judge(payload, chan, link).run()` returns the result dict.
 
@@ -450,6 +459,7 @@ class Judge:
             slot.close_fd()
 
     @_spends("reference call")
+    @_gc_paused
     def _ref_call(self, xs: list[list[Any]]) -> tuple[float, list[float], list[Expected]]:
         """One round trip to the reference host: the reference run on each input set of `xs`,
         back to back, timed exactly as a candidate round trip is.
@@ -498,6 +508,7 @@ class Judge:
              "own_ms": None if own is None else round(own, 4), "host_parts_ms": parts})
 
     @_spends("candidate call")
+    @_gc_paused
     def _call(self, xs: list[list[Any]], *, timed: bool) -> tuple[float, dict[str, Any], list[list[torch.Tensor]]]:
         """One round trip to the candidate host: `ModelNew` run on each input set of `xs`, back
         to back.

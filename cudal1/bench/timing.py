@@ -26,18 +26,38 @@ anywhere in the evaluation.
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import math
 import statistics
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
 from .result import Timing
 
 _perf_counter_ns = time.perf_counter_ns
+_gc_disable, _gc_enable, _gc_isenabled = gc.disable, gc.enable, gc.isenabled
 _cuda_synchronize = torch._C._cuda_synchronize if hasattr(torch._C, "_cuda_synchronize") else None
 _Event = torch.cuda.Event
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for the block, as it was after it. A round trip runs
+    inside one in the judge and in both hosts: a collection that falls inside a round trip adds
+    its pause to that round trip's fixed cost (a full collection of a process that imported torch
+    walks millions of objects), widening the jitter the resolution is made of. The objects
+    allocated meanwhile are collected at the first allocation after the block, outside the
+    round trip. Reference counting still frees everything that is not in a cycle."""
+    was = _gc_isenabled()
+    _gc_disable()
+    try:
+        yield
+    finally:
+        if was:
+            _gc_enable()
 
 
 class DeviceClock:

@@ -236,3 +236,30 @@ def test_figures_that_are_all_zero_summarize_without_dividing_by_zero():
     t = summarize_rounds([[0.0], [0.0], [0.0]], calls_per_figure=4)
     assert (t.median_ms, t.spread, t.calls) == (0.0, 0.0, 12)
     assert summarize_rounds([[0.0], [0.0], [0.3]]).spread == 0.0  # no scale to measure it against
+
+
+def test_gc_paused_turns_the_collector_off_and_back_as_it_was():
+    import gc
+
+    from cudal1.bench.timing import gc_paused
+
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+        with gc_paused():
+            assert not gc.isenabled()
+        assert not gc.isenabled()  # the inner block does not switch it back on early
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()  # off before, off after
+    finally:
+        gc.enable()
+    try:
+        with gc_paused():
+            raise KeyError("x")
+    except KeyError:
+        pass
+    assert gc.isenabled()
