@@ -447,6 +447,7 @@ class Judge:
         Returns (the clock's start in ns, the fields of the call message, descriptors to send)."""
         fields, fds = self._stage(who, xs, template)
         if timed:
+            self.clock.warm(self.settings.clock_warmup_ms)
             self.clock.flush()
         self._sync()
         self.k += 1

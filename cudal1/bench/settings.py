@@ -77,6 +77,11 @@ class EvalSettings:
     flush_l2: bool = True
     """Overwrite a buffer larger than the last-level cache before every timed round trip (the K
     calls of a round then run back to back, each on inputs no call has read before)."""
+    clock_warmup_ms: float = 0.0
+    """On CUDA, before every timed round trip, the judge keeps the GPU busy with matrix products of
+    its own for about this long (ms; `cudal1.bench.timing.DeviceClock.warm`), so that a round
+    trip does not start at whatever clock the GPU fell to while the judge was comparing outputs.
+    0 turns it off; ignored on the CPU."""
     remeasure_above: float = 3.0
     """A speedup (×) above this is measured a second time and the lower value is kept."""
     calibration_calls: int = 30
