@@ -291,7 +291,7 @@ def apply_sandbox(policy: SandboxPolicy, scratch: Path, writable: list[Path] | N
     uid = policy.uid if policy.uid is not None else default_uid(os.getpid())
     _guarded(report, ["network"], _isolate_network, policy, report, not will_drop)
     _guarded(report, ["ipc_namespace"], _isolate_ipc, policy, report)
-    prepared = _prepare_writable(writable) if will_drop else []
+    prepared = _prepare_writable(writable, policy.gid) if will_drop else []
     _guarded(report, ["no_new_privs"], _no_new_privs, report)
     # CUDA writes under /proc/self/task and fails to initialise without it. An unprivileged
     # process may only write its own processes' entries there; root keeps to its own.
@@ -908,16 +908,19 @@ def _add_path_rule(libc: Any, ruleset_fd: int, path: Path, rights: int) -> bool:
 _NEVER_CHMOD = ("/proc", "/sys", "/dev", "/etc", "/usr", "/bin", "/lib", "/boot")
 
 
-def _prepare_writable(writable: list[Path]) -> list[str]:
-    """Create the writable dirs and make them world-writable (mode | 0o777), so the dropped user
-    can write them; never touches "/", a top-level dir, or system trees. Returns notes."""
+def _prepare_writable(writable: list[Path], gid: int) -> list[str]:
+    """Create the writable dirs and, unless the dropped user's group `gid` owns one with group
+    rights (a build directory the parent gave that group alone), make them world-writable (mode |
+    0o777), so the dropped user can write them; never touches "/", a top-level dir, or system
+    trees. Returns notes."""
     notes = []
     for d in writable:
         try:
             d = d.resolve()
             d.mkdir(parents=True, exist_ok=True)
-            mode = d.stat().st_mode
-            if mode & 0o777 == 0o777:
+            info = d.stat()
+            mode = info.st_mode
+            if mode & 0o777 == 0o777 or (info.st_gid == gid and mode & 0o070 == 0o070):
                 continue
             if len(d.parts) <= 2 or str(d).startswith(_NEVER_CHMOD):
                 notes.append(f"{d} left at mode {oct(stat.S_IMODE(mode))} (system dir)")
@@ -949,8 +952,15 @@ def _keep_only_read_search() -> None:
 
 def _drop_privileges(policy: SandboxPolicy, report: SandboxReport, uid: int, unique_uid: bool, notes: list[str]) -> None:
     gid = policy.gid
+    # CAP_DAC_READ_SEARCH reads every file whatever its mode: kept only where the read rules asked
+    # for are in force, else it would reach what they hide (another candidate's build directory).
+    read = report.measures.get("landlock_read")
+    keep = policy.keep_read_access and not (read is not None and read.requested and not read.active)
+    if policy.keep_read_access and not keep:
+        notes.append("CAP_DAC_READ_SEARCH not kept: the read rules asked for are not in force, so file modes alone "
+                     "decide what it reads")
     try:
-        if policy.keep_read_access:
+        if keep:
             _prctl(_PR_SET_KEEPCAPS, 1, what="prctl(PR_SET_KEEPCAPS)")
         os.setgroups(list(policy.groups))
         os.setresgid(gid, gid, gid)
@@ -958,10 +968,10 @@ def _drop_privileges(policy: SandboxPolicy, report: SandboxReport, uid: int, uni
     except (OSError, AttributeError) as e:
         report._set("drop_privileges", True, False, f"could not switch to uid {uid}: {e}; still root, and Landlock allows writes beneath /proc")
         return
-    if policy.keep_read_access:
+    if keep:
         try:
             _keep_only_read_search()
-            notes.append("keeps CAP_DAC_READ_SEARCH (reads everywhere)")
+            notes.append("keeps CAP_DAC_READ_SEARCH (reads where the read rules allow)")
         except (OSError, AttributeError) as e:
             notes.append(f"could not keep CAP_DAC_READ_SEARCH ({e}): files only root may read are unreadable")
         try:
