@@ -526,3 +526,28 @@ def _closed_by_mode(cache: Path, build_group) -> None:
                                        "dlopen": "refused"}
     own = _as_group(build_group(builder), {"library": library})
     assert own == {"library": "read", "dlopen": "loaded"}, own
+
+
+def test_no_harness_handle_is_in_reach_of_the_candidates_processes(tmp_path) -> None:
+    """Issue 21, kind 7: a candidate that, at import (so in the prebuild's child and in its host),
+    writes a forged result into every descriptor it inherited, flocks every file where device
+    locks lived and binds the device lock's name. The prebuild's child holds nothing of the
+    harness's (no pipe, no nonce, no socket: only its std streams), so the prebuild comes back
+    as the success it is; its host holds only its own channel to the judge, so the garbage it
+    writes there is its protocol hack, labelled as such, never a harness_error or an exception in
+    the caller; and no lock of the harness was reachable. Before, the prebuild's child held the
+    result pipe: the forged frame made its prebuild a hack of the evaluator's result channel."""
+    lock_dir = tmp_path / "cudal1-device-locks"
+    lock_dir.mkdir()
+    (lock_dir / "GPU-kind7").write_text("")
+    os.chmod(lock_dir, 0o777)
+    os.chmod(lock_dir / "GPU-kind7", 0o666)
+    source = evalkit.candidate("scavenges_handles", lock_dir=lock_dir, key="GPU-kind7")
+    assert run_prebuild(tmp_path, source) is None
+    r = evalkit.run(MM, source, tmp_path)
+    assert r.status is Status.HACK and r.hack_kind is HackKind.HARNESS_TAMPERING, evalkit.describe(r)
+    assert "harness_error" not in r.labels and "FORGED" not in r.message, evalkit.describe(r)
+    handles = next(line for line in r.log.splitlines() if line.startswith("HANDLES:"))
+    assert handles.count("socket:") <= 1 and "pipe:" not in handles, handles  # the host's own channel, nothing else
+    locked = next(line for line in r.log.splitlines() if line.startswith("LOCKED:"))
+    assert "flocked" not in locked, locked
