@@ -226,7 +226,7 @@ class Measure:
 @dataclasses.dataclass
 class SandboxReport:
     """Per measure (names: rlimit_cpu, rlimit_core, rlimit_fsize, rlimit_nproc, rlimit_as,
-    network, ipc_namespace, no_new_privs, landlock_fs, landlock_net, landlock_scope, drop_privileges), whether
+    network, ipc_namespace, namespaces, no_new_privs, landlock_fs, landlock_net, landlock_scope, drop_privileges), whether
     it is in force; plus the identity the process ended with."""
 
     enabled: bool
@@ -274,13 +274,13 @@ def apply_sandbox(policy: SandboxPolicy, scratch: Path, writable: list[Path] | N
     report = SandboxReport(enabled=policy.enabled, threads=_thread_count())
     _apply_rlimits(policy, report)
     if not policy.enabled:
-        for name in ("network", "ipc_namespace", "no_new_privs", "landlock_fs", "landlock_net", "landlock_scope", "landlock_read",
+        for name in ("network", "ipc_namespace", "namespaces", "no_new_privs", "landlock_fs", "landlock_net", "landlock_scope", "landlock_read",
                      "drop_privileges"):
             report._set(name, False, False, "sandbox disabled")
         _finish(report)
         return report
     if not sys.platform.startswith("linux"):
-        for name in ("network", "ipc_namespace", "no_new_privs", "landlock_fs", "landlock_net", "landlock_scope", "landlock_read",
+        for name in ("network", "ipc_namespace", "namespaces", "no_new_privs", "landlock_fs", "landlock_net", "landlock_scope", "landlock_read",
                      "drop_privileges"):
             report._set(name, True, False, f"not available on {sys.platform}")
         _finish(report)
@@ -289,8 +289,10 @@ def apply_sandbox(policy: SandboxPolicy, scratch: Path, writable: list[Path] | N
     root = os.geteuid() == 0
     will_drop = policy.drop_privileges and root
     uid = policy.uid if policy.uid is not None else default_uid(os.getpid())
+    before = _namespaces()
     _guarded(report, ["network"], _isolate_network, policy, report, not will_drop)
     _guarded(report, ["ipc_namespace"], _isolate_ipc, policy, report)
+    _report_namespaces(report, before)
     prepared = _prepare_writable(writable, policy.gid) if will_drop else []
     _guarded(report, ["no_new_privs"], _no_new_privs, report)
     # CUDA writes under /proc/self/task and fails to initialise without it. An unprivileged
@@ -457,6 +459,30 @@ def _isolate_ipc(policy: SandboxPolicy, report: SandboxReport) -> None:
         report._set("ipc_namespace", True, False, f"{e}; the parent removes the SysV objects of the uid afterwards")
         return
     report._set("ipc_namespace", True, True, "new IPC and UTS namespaces: SysV and POSIX queue objects die with the process")
+
+
+_NAMESPACES = ("net", "ipc", "uts", "user", "pid", "mnt", "cgroup", "time")
+
+
+def _namespaces() -> dict[str, int]:
+    """The inode of each namespace this process is in (those /proc/self/ns shows here)."""
+    out = {}
+    for name in _NAMESPACES:
+        try:
+            out[name] = os.stat(f"/proc/self/ns/{name}").st_ino
+        except OSError:
+            pass
+    return out
+
+
+def _report_namespaces(report: SandboxReport, before: dict[str, int]) -> None:
+    """The `namespaces` measure: which namespaces the process now has of its own (its inode in
+    /proc/self/ns changed), read from the kernel rather than from what was asked."""
+    after = _namespaces()
+    own = [n for n in _NAMESPACES if n in before and after.get(n) != before[n]]
+    shared = [n for n in _NAMESPACES if n in before and n not in own]
+    report._set("namespaces", True, bool(own), f"own: {', '.join(own) or 'none'}; shared with the parent: "
+                f"{', '.join(shared) or 'none'} (pid and mnt are never made: see the module doc)")
 
 
 _IPC_KINDS = {"shm": "shmctl", "sem": "semctl", "msg": "msgctl"}
