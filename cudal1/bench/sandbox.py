@@ -23,7 +23,8 @@ What it does (in this order):
    message queues and POSIX message queues the process creates are its own and are destroyed with
    its last process, so nothing it leaves there outlives its evaluation or reaches a later one.
    Where that is refused, the parent removes the SysV objects the child's uid owns once it has
-   killed its processes (`remove_ipc_objects`). No PID namespace: after unshare(CLONE_NEWPID) the
+   killed its processes (`remove_ipc_objects`). The report's `namespaces` measure names the
+   namespaces the process has of its own, as /proc/self/ns shows them. No PID namespace: after unshare(CLONE_NEWPID) the
    process's first child becomes the namespace's init, and once that child exits (a compiler
    ninja started, say) no later fork succeeds. No mount namespace either: writes are confined by
    Landlock, and /dev/shm is not writable.
@@ -67,15 +68,20 @@ What it does (in this order):
    and gid with no supplementary groups. By default the uid is unique per child (UID_BASE + pid
    modulo UID_SPAN) so that RLIMIT_NPROC counts only this candidate's processes and threads (it
    counts all tasks of a real uid, and the kernel ignores it for root) and concurrent candidates
-   cannot signal each other. The gid is shared (nogroup, 65534) and the umask is 0o002, so build
-   products one candidate leaves in a shared `writable` dir stay writable for the next one. The
-   `writable` dirs are created if missing and made world-writable (mode | 0o777) when the
-   unprivileged user could not write them; the parent creates `scratch` with mode 0o777.
+   cannot signal each other. The gid is `policy.gid` (default nogroup, 65534; the evaluator gives
+   each candidate source a group of its own, `cudal1.bench.evaluator.build_group`) and the umask
+   is 0o002, so build products one candidate leaves in its `writable` build dir stay writable for
+   the next evaluation of the same source. The `writable` dirs are created if missing and made
+   world-writable (mode | 0o777) when the unprivileged user could not write them, unless `gid`
+   owns one with group rights (a build dir the parent gave that group alone); the parent makes
+   `scratch` mode 0o777, or root:gid 0o2770 (`cudal1.bench.worker.open_to_child`).
    With `keep_read_access` (default) the process keeps exactly one capability,
    CAP_DAC_READ_SEARCH, also across exec (ambient), so it can still read every file root could
    where Landlock lets it read (with `confine_reads`, the toolchain and its own dirs): Python's
    standard library or the venv may sit in a directory only root can enter (here /root is
-   0700). GPU device files must be usable by that user (usually mode 0666; if yours are 0660
+   0700). Where read rules were asked for (`confine_reads` or `hidden`) but Landlock could not
+   apply them, the capability is not kept (it would read what they hide, whatever the modes):
+   file modes alone then decide, and the report's drop_privileges says so. GPU device files must be usable by that user (usually mode 0666; if yours are 0660
    with a group such as `video`, pass that gid in `groups`).
 
 What it does NOT protect against (be honest about these when trusting a reward):
@@ -83,7 +89,8 @@ What it does NOT protect against (be honest about these when trusting a reward):
 - No syscall filter (seccomp): every syscall the kernel lets an unprivileged process make is
   allowed, including CUDA driver ioctls; a kernel bug is a way out.
 - Reads: where Landlock is missing (the report's `landlock_read` says why), the process reads
-  whatever its uid and, with `keep_read_access`, CAP_DAC_READ_SEARCH allow: every file. With
+  whatever its uid and group may read by mode (without the read rules it keeps no
+  CAP_DAC_READ_SEARCH). With
   Landlock, what the toolchain holds stays readable: the whole of /proc (other processes'
   command lines; their memory, environment and descriptors only as ptrace rules allow), /sys,
   /usr and site-packages, and the `cudal1` package with its builtin seed solutions. Without
