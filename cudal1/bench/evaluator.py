@@ -112,10 +112,13 @@ def extensions_dir(settings: EvalSettings, arch: str, source: str) -> Path:
     return Path(settings.cache_dir) / "ext" / tag / arch / source_hash(source)
 
 
-BUILD_GID_BASE = 100000
-BUILD_GID_SPAN = 1 << 30
+BUILD_GID_BASE = 20000
+BUILD_GID_SPAN = 40000
 """A sandboxed child that runs a candidate runs as group BUILD_GID_BASE + (its source hash modulo
-BUILD_GID_SPAN), one group per source (`build_group`), above the ids of a system's real groups."""
+BUILD_GID_SPAN), one group per source (`build_group`): inside 0..65535, as the sandbox's uids, so
+it exists in user namespaces that map only the first 65536 ids (where a group is refused, the
+drop fails and the child stays root). Two sources share a group with probability 1/BUILD_GID_SPAN;
+Landlock's read rules, where in force, keep them apart anyway."""
 
 
 def build_group(source: str) -> int:
@@ -143,9 +146,12 @@ def own_build_dir(ext: Path, gid: int | None) -> None:
         for top, dirs, files in os.walk(ext):
             for name in dirs + files:
                 path = os.path.join(top, name)
-                os.lchown(path, -1, gid)
-                if name in dirs and not os.path.islink(path):
-                    os.chmod(path, stat.S_IMODE(os.lstat(path).st_mode) | 0o2070)
+                try:
+                    os.lchown(path, -1, gid)
+                    if name in dirs and not os.path.islink(path):
+                        os.chmod(path, stat.S_IMODE(os.lstat(path).st_mode) | 0o2070)
+                except FileNotFoundError:
+                    pass  # removed by a build of the same source meanwhile
         os.chown(ext, 0, gid)
         os.chmod(ext, 0o2770)
 
