@@ -35,6 +35,7 @@ import json
 import os
 import platform
 import signal
+import stat
 import tempfile
 import threading
 from collections.abc import Sequence
@@ -111,6 +112,50 @@ def extensions_dir(settings: EvalSettings, arch: str, source: str) -> Path:
     return Path(settings.cache_dir) / "ext" / tag / arch / source_hash(source)
 
 
+BUILD_GID_BASE = 20000
+BUILD_GID_SPAN = 40000
+"""A sandboxed child that runs a candidate runs as group BUILD_GID_BASE + (its source hash modulo
+BUILD_GID_SPAN), one group per source (`build_group`): inside 0..65535, as the sandbox's uids, so
+it exists in user namespaces that map only the first 65536 ids (where a group is refused, the
+drop fails and the child stays root). Two sources share a group with probability 1/BUILD_GID_SPAN;
+Landlock's read rules, where in force, keep them apart anyway."""
+
+
+def build_group(source: str) -> int:
+    """The group whose members (the candidate processes of `source`) alone may enter its build
+    directory and scratch by mode."""
+    return BUILD_GID_BASE + int(source_hash(source), 16) % BUILD_GID_SPAN
+
+
+def own_build_dir(ext: Path, gid: int | None) -> None:
+    """Create the build directory `ext` for the children that build into it. With a group (the
+    evaluator runs as root and drops its children to an unprivileged uid of that group): root:gid,
+    mode 0o2770, so only processes of that source's group enter it (the candidate's other files
+    are group-writable by its umask, for the next evaluation of the same source, and inherit the
+    group); what an earlier layout left inside is handed to the group once. Without one: mode
+    0o777 (the children keep the evaluator's user, or the sandbox is off). The directories above
+    it are root's, mode 0o711: the cache cannot be listed by mode."""
+    ext.mkdir(parents=True, exist_ok=True)
+    if gid is None:
+        os.chmod(ext, 0o777)
+        return
+    for d in list(ext.parents)[:3]:  # <arch>, <torch tag>, ext
+        os.chmod(d, 0o711)
+    info = ext.stat()
+    if info.st_gid != gid or stat.S_IMODE(info.st_mode) != 0o2770:
+        for top, dirs, files in os.walk(ext):
+            for name in dirs + files:
+                path = os.path.join(top, name)
+                try:
+                    os.lchown(path, -1, gid)
+                    if name in dirs and not os.path.islink(path):
+                        os.chmod(path, stat.S_IMODE(os.lstat(path).st_mode) | 0o2070)
+                except FileNotFoundError:
+                    pass  # removed by a build of the same source meanwhile
+        os.chown(ext, 0, gid)
+        os.chmod(ext, 0o2770)
+
+
 def stray_precompiled_header() -> Path | None:
     """torch's precompiled `extension.h.gch`, if one exists (left by a `load_inline(use_pch=True)`
     run with write access to torch's install). Every later `load_inline` tries to delete it, which
@@ -124,8 +169,8 @@ def _limits(settings: EvalSettings, arch: str, source: str, wall_s: float) -> Wo
         raise RuntimeError(f"{pch} exists, and sandboxed builds cannot remove it (every candidate would fail to "
                            f"build): delete it and its .sign file as the user who installed torch")
     ext = extensions_dir(settings, arch, source)
-    ext.mkdir(parents=True, exist_ok=True)
-    os.chmod(ext, 0o777)  # the sandboxed child may run as an unprivileged user
+    gid = build_group(source) if settings.sandbox and os.geteuid() == 0 else None
+    own_build_dir(ext, gid)
     # One extension is a couple of translation units; suites run many builds side by side.
     env = {"TORCH_EXTENSIONS_DIR": str(ext), "MAX_JOBS": "2"}
     # Triton's and inductor's caches (Triton kernels, torch.compile's generated code) go into the
@@ -145,6 +190,7 @@ def _limits(settings: EvalSettings, arch: str, source: str, wall_s: float) -> Wo
         memory_mib=settings.memory_limit_mib,
         max_processes=settings.max_processes,
         sandbox=settings.sandbox,
+        gid=gid,
         writable_dirs=[str(ext)],
         # The child reads only the toolchain (interpreter, site-packages, the cudal1 package,
         # compilers, CUDA, /usr, /proc, /sys, /dev) and its own dirs (`sandbox.toolchain_reads`):

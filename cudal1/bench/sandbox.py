@@ -23,7 +23,8 @@ What it does (in this order):
    message queues and POSIX message queues the process creates are its own and are destroyed with
    its last process, so nothing it leaves there outlives its evaluation or reaches a later one.
    Where that is refused, the parent removes the SysV objects the child's uid owns once it has
-   killed its processes (`remove_ipc_objects`). No PID namespace: after unshare(CLONE_NEWPID) the
+   killed its processes (`remove_ipc_objects`). The report's `namespaces` measure names the
+   namespaces the process has of its own, as /proc/self/ns shows them. No PID namespace: after unshare(CLONE_NEWPID) the
    process's first child becomes the namespace's init, and once that child exits (a compiler
    ninja started, say) no later fork succeeds. No mount namespace either: writes are confined by
    Landlock, and /dev/shm is not writable.
@@ -67,15 +68,20 @@ What it does (in this order):
    and gid with no supplementary groups. By default the uid is unique per child (UID_BASE + pid
    modulo UID_SPAN) so that RLIMIT_NPROC counts only this candidate's processes and threads (it
    counts all tasks of a real uid, and the kernel ignores it for root) and concurrent candidates
-   cannot signal each other. The gid is shared (nogroup, 65534) and the umask is 0o002, so build
-   products one candidate leaves in a shared `writable` dir stay writable for the next one. The
-   `writable` dirs are created if missing and made world-writable (mode | 0o777) when the
-   unprivileged user could not write them; the parent creates `scratch` with mode 0o777.
+   cannot signal each other. The gid is `policy.gid` (default nogroup, 65534; the evaluator gives
+   each candidate source a group of its own, `cudal1.bench.evaluator.build_group`) and the umask
+   is 0o002, so build products one candidate leaves in its `writable` build dir stay writable for
+   the next evaluation of the same source. The `writable` dirs are created if missing and made
+   world-writable (mode | 0o777) when the unprivileged user could not write them, unless `gid`
+   owns one with group rights (a build dir the parent gave that group alone); the parent makes
+   `scratch` mode 0o777, or root:gid 0o2770 (`cudal1.bench.worker.open_to_child`).
    With `keep_read_access` (default) the process keeps exactly one capability,
    CAP_DAC_READ_SEARCH, also across exec (ambient), so it can still read every file root could
    where Landlock lets it read (with `confine_reads`, the toolchain and its own dirs): Python's
    standard library or the venv may sit in a directory only root can enter (here /root is
-   0700). GPU device files must be usable by that user (usually mode 0666; if yours are 0660
+   0700). Where read rules were asked for (`confine_reads` or `hidden`) but Landlock could not
+   apply them, the capability is not kept (it would read what they hide, whatever the modes):
+   file modes alone then decide, and the report's drop_privileges says so. GPU device files must be usable by that user (usually mode 0666; if yours are 0660
    with a group such as `video`, pass that gid in `groups`).
 
 What it does NOT protect against (be honest about these when trusting a reward):
@@ -83,7 +89,8 @@ What it does NOT protect against (be honest about these when trusting a reward):
 - No syscall filter (seccomp): every syscall the kernel lets an unprivileged process make is
   allowed, including CUDA driver ioctls; a kernel bug is a way out.
 - Reads: where Landlock is missing (the report's `landlock_read` says why), the process reads
-  whatever its uid and, with `keep_read_access`, CAP_DAC_READ_SEARCH allow: every file. With
+  whatever its uid and group may read by mode (without the read rules it keeps no
+  CAP_DAC_READ_SEARCH). With
   Landlock, what the toolchain holds stays readable: the whole of /proc (other processes'
   command lines; their memory, environment and descriptors only as ptrace rules allow), /sys,
   /usr and site-packages, and the `cudal1` package with its builtin seed solutions. Without
@@ -226,7 +233,7 @@ class Measure:
 @dataclasses.dataclass
 class SandboxReport:
     """Per measure (names: rlimit_cpu, rlimit_core, rlimit_fsize, rlimit_nproc, rlimit_as,
-    network, ipc_namespace, no_new_privs, landlock_fs, landlock_net, landlock_scope, drop_privileges), whether
+    network, ipc_namespace, namespaces, no_new_privs, landlock_fs, landlock_net, landlock_scope, drop_privileges), whether
     it is in force; plus the identity the process ended with."""
 
     enabled: bool
@@ -274,13 +281,13 @@ def apply_sandbox(policy: SandboxPolicy, scratch: Path, writable: list[Path] | N
     report = SandboxReport(enabled=policy.enabled, threads=_thread_count())
     _apply_rlimits(policy, report)
     if not policy.enabled:
-        for name in ("network", "ipc_namespace", "no_new_privs", "landlock_fs", "landlock_net", "landlock_scope", "landlock_read",
+        for name in ("network", "ipc_namespace", "namespaces", "no_new_privs", "landlock_fs", "landlock_net", "landlock_scope", "landlock_read",
                      "drop_privileges"):
             report._set(name, False, False, "sandbox disabled")
         _finish(report)
         return report
     if not sys.platform.startswith("linux"):
-        for name in ("network", "ipc_namespace", "no_new_privs", "landlock_fs", "landlock_net", "landlock_scope", "landlock_read",
+        for name in ("network", "ipc_namespace", "namespaces", "no_new_privs", "landlock_fs", "landlock_net", "landlock_scope", "landlock_read",
                      "drop_privileges"):
             report._set(name, True, False, f"not available on {sys.platform}")
         _finish(report)
@@ -289,9 +296,11 @@ def apply_sandbox(policy: SandboxPolicy, scratch: Path, writable: list[Path] | N
     root = os.geteuid() == 0
     will_drop = policy.drop_privileges and root
     uid = policy.uid if policy.uid is not None else default_uid(os.getpid())
+    before = _namespaces()
     _guarded(report, ["network"], _isolate_network, policy, report, not will_drop)
     _guarded(report, ["ipc_namespace"], _isolate_ipc, policy, report)
-    prepared = _prepare_writable(writable) if will_drop else []
+    _report_namespaces(report, before)
+    prepared = _prepare_writable(writable, policy.gid) if will_drop else []
     _guarded(report, ["no_new_privs"], _no_new_privs, report)
     # CUDA writes under /proc/self/task and fails to initialise without it. An unprivileged
     # process may only write its own processes' entries there; root keeps to its own.
@@ -457,6 +466,30 @@ def _isolate_ipc(policy: SandboxPolicy, report: SandboxReport) -> None:
         report._set("ipc_namespace", True, False, f"{e}; the parent removes the SysV objects of the uid afterwards")
         return
     report._set("ipc_namespace", True, True, "new IPC and UTS namespaces: SysV and POSIX queue objects die with the process")
+
+
+_NAMESPACES = ("net", "ipc", "uts", "user", "pid", "mnt", "cgroup", "time")
+
+
+def _namespaces() -> dict[str, int]:
+    """The inode of each namespace this process is in (those /proc/self/ns shows here)."""
+    out = {}
+    for name in _NAMESPACES:
+        try:
+            out[name] = os.stat(f"/proc/self/ns/{name}").st_ino
+        except OSError:
+            pass
+    return out
+
+
+def _report_namespaces(report: SandboxReport, before: dict[str, int]) -> None:
+    """The `namespaces` measure: which namespaces the process now has of its own (its inode in
+    /proc/self/ns changed), read from the kernel rather than from what was asked."""
+    after = _namespaces()
+    own = [n for n in _NAMESPACES if n in before and after.get(n) != before[n]]
+    shared = [n for n in _NAMESPACES if n in before and n not in own]
+    report._set("namespaces", True, bool(own), f"own: {', '.join(own) or 'none'}; shared with the parent: "
+                f"{', '.join(shared) or 'none'} (pid and mnt are never made: see the module doc)")
 
 
 _IPC_KINDS = {"shm": "shmctl", "sem": "semctl", "msg": "msgctl"}
@@ -908,16 +941,19 @@ def _add_path_rule(libc: Any, ruleset_fd: int, path: Path, rights: int) -> bool:
 _NEVER_CHMOD = ("/proc", "/sys", "/dev", "/etc", "/usr", "/bin", "/lib", "/boot")
 
 
-def _prepare_writable(writable: list[Path]) -> list[str]:
-    """Create the writable dirs and make them world-writable (mode | 0o777), so the dropped user
-    can write them; never touches "/", a top-level dir, or system trees. Returns notes."""
+def _prepare_writable(writable: list[Path], gid: int) -> list[str]:
+    """Create the writable dirs and, unless the dropped user's group `gid` owns one with group
+    rights (a build directory the parent gave that group alone), make them world-writable (mode |
+    0o777), so the dropped user can write them; never touches "/", a top-level dir, or system
+    trees. Returns notes."""
     notes = []
     for d in writable:
         try:
             d = d.resolve()
             d.mkdir(parents=True, exist_ok=True)
-            mode = d.stat().st_mode
-            if mode & 0o777 == 0o777:
+            info = d.stat()
+            mode = info.st_mode
+            if mode & 0o777 == 0o777 or (info.st_gid == gid and mode & 0o070 == 0o070):
                 continue
             if len(d.parts) <= 2 or str(d).startswith(_NEVER_CHMOD):
                 notes.append(f"{d} left at mode {oct(stat.S_IMODE(mode))} (system dir)")
@@ -949,8 +985,15 @@ def _keep_only_read_search() -> None:
 
 def _drop_privileges(policy: SandboxPolicy, report: SandboxReport, uid: int, unique_uid: bool, notes: list[str]) -> None:
     gid = policy.gid
+    # CAP_DAC_READ_SEARCH reads every file whatever its mode: kept only where the read rules asked
+    # for are in force, else it would reach what they hide (another candidate's build directory).
+    read = report.measures.get("landlock_read")
+    keep = policy.keep_read_access and not (read is not None and read.requested and not read.active)
+    if policy.keep_read_access and not keep:
+        notes.append("CAP_DAC_READ_SEARCH not kept: the read rules asked for are not in force, so file modes alone "
+                     "decide what it reads")
     try:
-        if policy.keep_read_access:
+        if keep:
             _prctl(_PR_SET_KEEPCAPS, 1, what="prctl(PR_SET_KEEPCAPS)")
         os.setgroups(list(policy.groups))
         os.setresgid(gid, gid, gid)
@@ -958,10 +1001,10 @@ def _drop_privileges(policy: SandboxPolicy, report: SandboxReport, uid: int, uni
     except (OSError, AttributeError) as e:
         report._set("drop_privileges", True, False, f"could not switch to uid {uid}: {e}; still root, and Landlock allows writes beneath /proc")
         return
-    if policy.keep_read_access:
+    if keep:
         try:
             _keep_only_read_search()
-            notes.append("keeps CAP_DAC_READ_SEARCH (reads everywhere)")
+            notes.append("keeps CAP_DAC_READ_SEARCH (reads where the read rules allow)")
         except (OSError, AttributeError) as e:
             notes.append(f"could not keep CAP_DAC_READ_SEARCH ({e}): files only root may read are unreadable")
         try:

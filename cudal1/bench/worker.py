@@ -151,6 +151,10 @@ class WorkerLimits:
     """The child reads only the toolchain and its own dirs (`SandboxPolicy.confine_reads`)."""
     env: dict[str, str] = dataclasses.field(default_factory=dict)
     """Extra environment for the child (e.g. TORCH_EXTENSIONS_DIR, CUDA_VISIBLE_DEVICES)."""
+    gid: int | None = None
+    """The group the child runs as after the privilege drop (None: nogroup, shared by every
+    child). Given, the child's scratch directory is made its group's alone (root:gid, mode
+    0o2770) instead of world-writable: a process of another group cannot enter it by mode."""
     cpus: tuple[int, ...] | None = None
     """Cores the child and everything it starts may run on (`cudal1.bench.cores`), set before any
     untrusted code; torch's intra-op threads are cut to their number. None: the fork server's."""
@@ -240,6 +244,7 @@ def _enter_child(limits: WorkerLimits, scratch: str, keep: set[int]) -> Any:
             memory_mib=limits.memory_mib,
             max_processes=limits.max_processes,
             confine_reads=limits.confine_reads,
+            **({"gid": limits.gid} if limits.gid is not None else {}),
         ),
         scratch=Path(scratch),
         writable=[Path(p) for p in limits.writable_dirs],
@@ -429,6 +434,19 @@ def _read_result(recv: Any, nonce: str, proc: Any) -> WorkerOutcome:
     return WorkerOutcome("raised", error=str(message["value"]))
 
 
+def open_to_child(path: str, limits: WorkerLimits | None) -> None:
+    """Make `path` (a directory the parent created) usable by the child that `limits` describe,
+    which may drop to an unprivileged user: its group's alone (root:gid, mode 0o2770, new files
+    inherit the group) when the limits name a group and this process may give it, else
+    world-writable (mode 0o777)."""
+    gid = limits.gid if limits is not None and limits.sandbox else None
+    if gid is not None and os.geteuid() == 0:
+        os.chown(path, 0, gid)
+        os.chmod(path, 0o2770)
+    else:
+        os.chmod(path, 0o777)
+
+
 def run_isolated(
     target: str,
     payload: Any,
@@ -450,7 +468,7 @@ def run_isolated(
     limits = limits or WorkerLimits()
     ctx = _context()
     scratch = tempfile.mkdtemp(prefix="cudal1-eval-", dir=scratch_root)
-    os.chmod(scratch, 0o777)  # the child may drop to an unprivileged user
+    open_to_child(scratch, limits)
     recv = send = None
     nonce = ""
     if reply:
@@ -638,9 +656,9 @@ def run_judged(
     j_scratch = tempfile.mkdtemp(prefix="cudal1-judge-")
     h_scratch = tempfile.mkdtemp(prefix="cudal1-eval-")
     r_scratch = tempfile.mkdtemp(prefix="cudal1-ref-") if reference_limits is not None else None
-    for d in (j_scratch, h_scratch, r_scratch):
+    for d, lim in ((j_scratch, judge_limits), (h_scratch, host_limits), (r_scratch, reference_limits)):
         if d is not None:
-            os.chmod(d, 0o777)  # the children drop to unprivileged users
+            open_to_child(d, lim)
     judge_end, host_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     link_judge, link_parent = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     channels = {"candidate": judge_end}

@@ -23,6 +23,7 @@ import pytest
 from cudal1.bench import buildcache
 from cudal1.bench.evaluator import extensions_dir, prebuild
 from cudal1.bench.result import HackKind, Status
+from cudal1.bench.sandbox import landlock_abi
 
 MM = "matmul_relu"
 SLOW = os.environ.get("CUDAL1_SLOW_TESTS") == "1"
@@ -436,6 +437,9 @@ def test_a_candidate_cannot_borrow_another_candidates_build(tmp_path) -> None:
     CAP_DAC_READ_SEARCH), so it loads nothing and maps nothing of another's: no custom_kernel, the
     result of the plain PyTorch it is. Before, it found the library (build directories 0777,
     libraries world-readable) and loaded it."""
+    if landlock_abi() < 1:
+        pytest.skip("Landlock is not available on this kernel: the read rules that close the cache whatever the modes are "
+                    "not in force (test_another_sources_build_is_closed_by_mode checks the modes alone)")
     builder = evalkit.candidate("tiny_build_in_init")
     assert run_prebuild(tmp_path, builder) is None
     library = ext_dir(tmp_path, builder) / "cudal1_tiny_init" / "cudal1_tiny_init.so"
@@ -453,3 +457,97 @@ def test_a_candidate_cannot_borrow_another_candidates_build(tmp_path) -> None:
     # Its own build directory stays readable: the builder's evaluation loads its library.
     again = evalkit.run(MM, builder, tmp_path)
     assert again.status is Status.OK and "custom_kernel" in again.labels, evalkit.describe(again)
+
+
+def _as_group(gid: int, paths: dict[str, Path]) -> dict[str, str]:
+    """What a process of uid 54321 and group `gid`, with no capability, gets from each path: its
+    listing for a directory, "read" for a file it can open, else the error's name."""
+    import ctypes
+
+    recv, send = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # in the forked child: no threads, plain syscalls, then _exit
+        out: dict[str, str] = {}
+        try:
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(54321, 54321, 54321)  # without PR_SET_KEEPCAPS: every capability goes
+            for name, path in paths.items():
+                try:
+                    out[name] = ",".join(sorted(os.listdir(path))) if path.is_dir() else (open(path, "rb").close() or "read")
+                except OSError as e:
+                    out[name] = type(e).__name__
+            try:
+                ctypes.CDLL(str(paths["library"]))
+                out["dlopen"] = "loaded"
+            except OSError:
+                out["dlopen"] = "refused"
+        finally:
+            os.write(send, json.dumps(out).encode())
+            os._exit(0)
+    os.close(send)
+    with os.fdopen(recv, "rb") as f:
+        data = f.read()
+    os.waitpid(pid, 0)
+    return json.loads(data)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="the evaluator gives build directories to a group only when it runs as root")
+def test_another_sources_build_is_closed_by_mode(tmp_path) -> None:
+    """Issue 21, kind 2, by file modes alone (what stands where Landlock is missing; the sandbox
+    then keeps no CAP_DAC_READ_SEARCH): a build directory is root:<its source's group>, mode
+    0o2770, and the cache above it cannot be listed. A process of another source's group can
+    neither list the cache nor open or load the honest candidate's library by its exact path; a
+    process of the builder's group (its next evaluation) can. Before, build directories were 0777
+    and libraries world-readable: any process could list, open and load them."""
+    from cudal1.bench.evaluator import build_group
+
+    cache = Path(tempfile.mkdtemp(prefix="cudal1-cache-test-"))  # /tmp/<it>: every user may pass through
+    os.chmod(cache, 0o755)
+    try:
+        _closed_by_mode(cache, build_group)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def _closed_by_mode(cache: Path, build_group) -> None:
+    builder = evalkit.candidate("tiny_build_in_init")
+    assert run_prebuild(cache, builder) is None
+    ext = ext_dir(cache, builder)
+    library = ext / "cudal1_tiny_init" / "cudal1_tiny_init.so"
+    assert library.exists()
+    info = ext.stat()
+    assert (info.st_uid, info.st_gid, oct(info.st_mode & 0o7777)) == (0, build_group(builder), "0o2770")
+    assert library.stat().st_gid == build_group(builder)
+    paths = {"arch": ext.parent, "build": ext, "library": library}
+    other = build_group(evalkit.candidate("borrows_a_build", target=library, foreign="/nonexistent"))
+    assert other != build_group(builder)
+    assert _as_group(other, paths) == {"arch": "PermissionError", "build": "PermissionError", "library": "PermissionError",
+                                       "dlopen": "refused"}
+    own = _as_group(build_group(builder), {"library": library})
+    assert own == {"library": "read", "dlopen": "loaded"}, own
+
+
+def test_no_harness_handle_is_in_reach_of_the_candidates_processes(tmp_path) -> None:
+    """Issue 21, kind 7: a candidate that, at import (so in the prebuild's child and in its host),
+    writes a forged result into every descriptor it inherited, flocks every file where device
+    locks lived and binds the device lock's name. The prebuild's child holds nothing of the
+    harness's (no pipe, no nonce, no socket: only its std streams), so the prebuild comes back
+    as the success it is; its host holds only its own channel to the judge, so the garbage it
+    writes there is its protocol hack, labelled as such, never a harness_error or an exception in
+    the caller; and no lock of the harness was reachable. Before, the prebuild's child held the
+    result pipe: the forged frame made its prebuild a hack of the evaluator's result channel."""
+    lock_dir = tmp_path / "cudal1-device-locks"
+    lock_dir.mkdir()
+    (lock_dir / "GPU-kind7").write_text("")
+    os.chmod(lock_dir, 0o777)
+    os.chmod(lock_dir / "GPU-kind7", 0o666)
+    source = evalkit.candidate("scavenges_handles", lock_dir=lock_dir, key="GPU-kind7")
+    assert run_prebuild(tmp_path, source) is None
+    r = evalkit.run(MM, source, tmp_path)
+    assert r.status is Status.HACK and r.hack_kind is HackKind.HARNESS_TAMPERING, evalkit.describe(r)
+    assert "harness_error" not in r.labels and "FORGED" not in r.message, evalkit.describe(r)
+    handles = next(line for line in r.log.splitlines() if line.startswith("HANDLES:"))
+    assert handles.count("socket:") <= 1 and "pipe:" not in handles, handles  # the host's own channel, nothing else
+    locked = next(line for line in r.log.splitlines() if line.startswith("LOCKED:"))
+    assert "flocked" not in locked, locked

@@ -393,6 +393,41 @@ def test_a_hidden_dir_is_unreadable_but_for_the_processs_own_dirs(dirs, confine_
                    "list": "PermissionError", "rename": "ok"}, got
 
 
+def _no_landlock() -> None:
+    from cudal1.bench import sandbox
+
+    sandbox.landlock_abi = lambda: 0  # in the forked child only: as on a kernel without Landlock
+
+
+@pytest.mark.skipif(not ROOT, reason="the privilege drop and the capability need root")
+def test_without_the_read_rules_the_capability_is_not_kept(dirs) -> None:
+    """Issue 21, kind 2, where Landlock is missing: CAP_DAC_READ_SEARCH reads every file whatever
+    its mode, so a process whose read rules were asked for but are not in force does not keep it,
+    and a build directory of another group (root:gid, 0o2770, as the evaluator makes it) is closed
+    to it by mode alone. Before, it kept the capability and read the other build's library."""
+    base = Path(dirs["scratch"]).parent
+    cache = base / "cache"
+    other = cache / "ext" / "other"
+    other.mkdir(parents=True)
+    (other / "lib.so").write_text("other")
+    os.chown(other, 0, 123457)
+    os.chmod(other, 0o2770)
+
+    def body() -> dict[str, Any]:
+        caps = next(line.split()[1] for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("CapEff"))
+        out: dict[str, Any] = {"caps": int(caps, 16)}
+        try:
+            out["other"] = (other / "lib.so").read_text()
+        except OSError as e:
+            out["other"] = _refused(e)
+        return out
+
+    report, got = sandboxed(body, SandboxPolicy(), dirs["scratch"], [dirs["writable"]], pre=_no_landlock, hidden=[str(cache)])
+    assert not active(report, "landlock_read") and active(report, "drop_privileges"), report["measures"]
+    assert "CAP_DAC_READ_SEARCH not kept" in report["measures"]["drop_privileges"]["detail"], report["measures"]
+    assert got == {"caps": 0, "other": "PermissionError"}, got
+
+
 def test_what_the_interpreter_needs_is_never_hidden(tmp_path) -> None:
     """A temporary directory or cache set to "/" or to a dir that holds the interpreter or a sys.path
     entry is not hidden (the process could import nothing); anything else is."""

@@ -37,7 +37,10 @@ def test_a_segment_a_candidate_leaves_is_gone_after_it_and_unseen_by_the_next() 
     first = run_isolated(f"{target}:sysv_shm_leave", {"key": key}, WorkerLimits(wall_timeout_s=60))
     assert first.kind == "returned" and first.value["ok"], (first.kind, first.error, first.value)
     assert key not in _keys_here()  # nothing of it outlives the evaluation
-    assert first.value["sandbox"]["measures"]["ipc_namespace"]["active"], first.value["sandbox"]
+    measures = first.value["sandbox"]["measures"]
+    assert measures["ipc_namespace"]["active"], measures
+    # The report names the namespaces in force, as the kernel shows them.
+    assert measures["namespaces"]["active"] and measures["namespaces"]["detail"].startswith("own: net, ipc, uts"), measures
     second = run_isolated(f"{target}:sysv_shm_find", {"key": key}, WorkerLimits(wall_timeout_s=60))
     assert second.kind == "returned", (second.kind, second.error)
     assert second.value["found"] is None and second.value["errno"] == "ENOENT", second.value
