@@ -30,7 +30,7 @@ TESTS = Path(__file__).resolve().parent
 
 FAST = frozenset({
     "test_config.py", "test_launch.py", "test_memory_plan.py", "test_review.py",
-    "augment/test_dataset.py",
+    "actors/test_weight_transport.py", "augment/test_dataset.py",
     "bench/test_agreement.py", "bench/test_correctness.py", "bench/test_degenerate.py", "bench/test_devicelock.py",
     "bench/test_guards_unit.py",
     "bench/test_host_spans.py", "bench/test_summary.py", "bench/test_timing.py", "bench/test_wire.py",

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from cudal1.actors.generator_group import GeneratorGroup
     from cudal1.actors.learner_group import LearnerGroup
     from cudal1.actors.shells import ShellHandle
-    from cudal1.engines.weight_sync import TensorSpec
+    from cudal1.actors.weight_transport import WeightTransport
     from cudal1.pipeline.record import PoolRecorder
     from cudal1.tracking import Tracker
 
@@ -68,9 +68,9 @@ class RunContext:
     learner: LearnerGroup | None = None
     buffer: ShellHandle | None = None
     """The exemplar buffer's shell (`cudal1.actors.shells.BufferActor`)."""
-    weight_specs: list[TensorSpec] | None = None
-    """The learner's weight manifest once a broadcast group is open or the ipc colocation is
-    checked (rollout.weight_sync=broadcast or ipc)."""
+    weights: WeightTransport | None = None
+    """The learner → generator weight transport `rollout.weight_sync` names
+    (`cudal1.actors.weight_transport`)."""
     recorder: PoolRecorder | None = None
     """Records the primary pool's correct candidates on the other pools, when there is more than one."""
 
@@ -84,6 +84,7 @@ class RunContext:
         from cudal1.actors.bench_pool import BenchmarkPools, pool_specs
         from cudal1.actors.shells import BufferActor
         from cudal1.actors.storage import driver_node_options
+        from cudal1.actors.weight_transport import weight_transport
         from cudal1.policy.model import load_tokenizer
 
         run_dir = Path(cfg.run_dir).resolve()
@@ -119,6 +120,8 @@ class RunContext:
             colocated = start_colocated(cfg, pinned) if cfg.rollout.weight_sync == "ipc" else None
             ctx.generator = start_generator(cfg, model_path, colocated)
             ctx.learner = start_learner(cfg, model_path, pinned, colocated)
+            ctx.weights = weight_transport(cfg.rollout.weight_sync, ctx.learner, ctx.generator,
+                                           on_gpus=cfg.learner.num_gpus > 0 and cfg.rollout.num_gpus > 0)
             ctx.pools = BenchmarkPools(specs, primary=cfg.bench.primary)
             if len(ctx.pools.names) > 1:
                 from cudal1.pipeline.record import PoolRecorder
