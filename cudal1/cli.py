@@ -41,15 +41,27 @@ def _settings(args: argparse.Namespace) -> EvalSettings:
     return EvalSettings.for_backend(args.backend, **overrides)
 
 
-def _load_suite(spec: str, backend: str, probe: bool = False, **probe_options: Any) -> Any:
-    """The `SuiteReport` of "builtin" or a KernelBench path, at the backend's size profile;
-    loader errors become usage errors. `probe_options` go to `load_suite` (probe_device, ...)."""
+def _load_suite(spec: str, backend: str, **options: Any) -> Any:
+    """The `SuiteReport` of "builtin" or a KernelBench path, at the backend's size profile
+    (`options`: levels, ids); loader errors become usage errors."""
     from cudal1.tasks import load_builtin, load_suite
 
     try:
         if spec == "builtin":
-            return load_builtin(probe=probe, profile=backend, **probe_options)
-        return load_suite(spec, probe=probe, profile=backend, **probe_options)
+            return load_builtin(profile=backend, **options)
+        return load_suite(spec, profile=backend, **options)
+    except (OSError, ValueError, LookupError, RuntimeError) as exc:
+        raise UsageError(f"cannot load tasks {spec!r}: {_error_text(exc)}") from exc
+
+
+def _probe_suite(spec: str, report: Any, backend: str, **probe: Any) -> None:
+    """Run each task's reference of `report` at the backend's size profile
+    (`cudal1.bench.probe.probe_suite` with `probe`: device, jobs, ...); a GPU that cannot be used
+    becomes a usage error."""
+    from cudal1.bench.probe import probe_suite
+
+    try:
+        probe_suite(report, backend, **probe)
     except (OSError, ValueError, LookupError, RuntimeError) as exc:
         raise UsageError(f"cannot load tasks {spec!r}: {_error_text(exc)}") from exc
 
@@ -317,7 +329,8 @@ def cmd_tasks(args: argparse.Namespace) -> int:
 
         device = args.device or default_device(args.backend)
         _check_device(args.backend, device)
-        total = len(_load_suite(args.tasks, args.backend, **options).tasks)
+        report = _load_suite(args.tasks, args.backend, **options)
+        total = len(report.tasks)
         done = [0]
         print(f"probing {total} tasks on {device} ({args.backend} profile)", file=sys.stderr, flush=True)
 
@@ -325,9 +338,10 @@ def cmd_tasks(args: argparse.Namespace) -> int:
             done[0] += 1
             print(f"[{done[0]:>{len(str(total))}}/{total}] {answer.line(task)}", file=sys.stderr, flush=True)
 
-        options.update(probe_device=device, probe_jobs=args.jobs, probe_timeout_s=args.probe_timeout,
-                       probe_device_mib=args.device_mib, probe_cache=args.cache, on_probed=probed)
-    report = _load_suite(args.tasks, args.backend, probe=args.probe, **options)
+        _probe_suite(args.tasks, report, args.backend, device=device, jobs=args.jobs, timeout_s=args.probe_timeout,
+                     device_mib=args.device_mib, cache_dir=args.cache, on_probed=probed)
+    else:
+        report = _load_suite(args.tasks, args.backend, **options)
     rows = []
     for t in sorted(report.tasks, key=lambda t: (t.level, t.problem_id)):
         note = f"DEGENERATE: {t.degenerate}" if t.degenerate else ""

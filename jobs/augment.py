@@ -19,14 +19,13 @@ import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from cudal1.config import load_augment_config, register_schema  # noqa: E402
+from cudal1.launch import user_errors  # noqa: E402
 
 register_schema()
 
 
 @hydra.main(config_path="../conf", config_name="augment", version_base=None)
 def main(cfg: DictConfig) -> None:
-    from cudal1.pipeline.entry import user_errors
-
     try:
         with user_errors("augment"):
             cfg = load_augment_config(cfg)

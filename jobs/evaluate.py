@@ -17,10 +17,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 import hydra  # noqa: E402
-from hydra.core.hydra_config import HydraConfig  # noqa: E402
-from omegaconf import DictConfig, OmegaConf  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
 
 from cudal1.config import load_evaluate_config, register_schema  # noqa: E402
+from cudal1.launch import output_dir, user_errors  # noqa: E402
 
 register_schema()
 log = logging.getLogger("cudal1.evaluate")
@@ -28,10 +28,7 @@ log = logging.getLogger("cudal1.evaluate")
 
 @hydra.main(config_path="../conf", config_name="evaluate", version_base=None)
 def main(cfg: DictConfig) -> None:
-    if OmegaConf.is_interpolation(cfg, "out_dir"):
-        cfg.out_dir = str(Path(HydraConfig.get().run.dir).parent)
-    from cudal1.pipeline.entry import user_errors
-
+    output_dir(cfg, "out_dir")
     with user_errors("evaluate"):
         cfg = load_evaluate_config(cfg)
         from cudal1.pipeline.evaluate import run_evaluate_job

@@ -16,20 +16,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 import hydra  # noqa: E402
-from hydra.core.hydra_config import HydraConfig  # noqa: E402
-from omegaconf import DictConfig, OmegaConf  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
 
 from cudal1.config import load_optimize_config, register_schema  # noqa: E402
+from cudal1.launch import output_dir, user_errors  # noqa: E402
 
 register_schema()
 
 
 @hydra.main(config_path="../conf", config_name="optimize", version_base=None)
 def main(cfg: DictConfig) -> None:
-    if OmegaConf.is_interpolation(cfg, "out_dir"):
-        cfg.out_dir = str(Path(HydraConfig.get().run.dir).parent)
-    from cudal1.pipeline.entry import user_errors
-
+    output_dir(cfg, "out_dir")
     try:
         with user_errors("optimize"):
             cfg = load_optimize_config(cfg)  # typed, validated, task files parsed: fails before anything starts

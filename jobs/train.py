@@ -14,22 +14,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
 import hydra  # noqa: E402
-from hydra.core.hydra_config import HydraConfig  # noqa: E402
-from omegaconf import DictConfig, OmegaConf  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
 
 from cudal1.config import load_config, register_schema  # noqa: E402
+from cudal1.launch import output_dir, user_errors  # noqa: E402
 
 register_schema()
 
 
 @hydra.main(config_path="../conf", config_name="config", version_base=None)
 def main(cfg: DictConfig) -> None:
-    if OmegaConf.is_interpolation(cfg, "run_dir"):
-        # The default runs/${now:...}: take the value Hydra resolved for its own run dir
-        # (${run_dir}/hydra), so that resolving it again later cannot name a second directory.
-        cfg.run_dir = str(Path(HydraConfig.get().run.dir).parent)
-    from cudal1.pipeline.entry import user_errors
-
+    output_dir(cfg, "run_dir")  # the default runs/${now:...}, as Hydra resolved it
     try:
         with user_errors("train"):
             cfg = load_config(cfg)  # typed, validated: fails here, before any actor starts

@@ -13,7 +13,7 @@ from torch import nn
 
 from cudal1.bench.evaluator import evaluate
 from cudal1.bench.settings import EvalSettings
-from cudal1.tasks.degenerate import check_degeneracy
+from cudal1.bench.degenerate import check_degeneracy
 from cudal1.tasks.task import Task
 
 class Fn(nn.Module):

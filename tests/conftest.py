@@ -29,16 +29,17 @@ ROOT = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
 
 FAST = frozenset({
-    "test_config.py", "test_memory_plan.py", "test_review.py",
-    "augment/test_dataset.py",
-    "bench/test_agreement.py", "bench/test_correctness.py", "bench/test_devicelock.py", "bench/test_guards_unit.py",
+    "test_config.py", "test_launch.py", "test_memory_plan.py", "test_review.py",
+    "actors/test_weight_transport.py", "augment/test_dataset.py",
+    "bench/test_agreement.py", "bench/test_correctness.py", "bench/test_degenerate.py", "bench/test_devicelock.py",
+    "bench/test_guards_unit.py",
     "bench/test_host_spans.py", "bench/test_summary.py", "bench/test_timing.py", "bench/test_wire.py",
-    "pipeline/test_context.py", "pipeline/test_metrics.py", "pipeline/test_report.py",
+    "pipeline/test_metrics.py", "pipeline/test_report.py",
     "pipeline/test_signal.py",
     "policy/test_parsing.py", "policy/test_prompts.py", "policy/test_small.py",
     "rl/test_advantages.py", "rl/test_buffer.py", "rl/test_exemplars.py", "rl/test_losses.py", "rl/test_rewards.py",
     "serve/test_service.py",
-    "tasks/test_degenerate.py", "tasks/test_find_task.py", "tasks/test_task.py",
+    "tasks/test_find_task.py", "tasks/test_task.py",
     "training/test_real_reward_criterion.py",
 })
 """The fast tier's modules, relative to tests/."""

@@ -173,8 +173,8 @@ class BenchWorker:
         """Run each task's reference on this worker's device (import, degenerate-task check; cached
         per task under the evaluator's cache): {task_id: {"degenerate": reason | None, "failure":
         reason | None}}. A task id this worker does not know gets failure "unknown task"."""
+        from ..bench.probe import probe_suite
         from ..tasks.kernelbench import SuiteReport
-        from ..tasks.probe import probe_suite
 
         known = [self._by_id[t] for t in task_ids if t in self._by_id]
         report = SuiteReport(root=self.pool, tasks=list(known))

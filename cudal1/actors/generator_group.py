@@ -15,6 +15,8 @@ learner's GPU (`rollout.weight_sync=ipc`), `sync_ipc` hands it CUDA IPC handles 
 buckets instead (`cudal1.engines.cuda_ipc`): `colocated_placement_group` reserves the one bundle
 {CPU: both actors' CPUs, GPU: 1} that the learner and the engine are both scheduled into, each with
 its fractional `num_gpus`, so Ray gives both the same GPU.
+The driver does not call these itself: it syncs through the one transport `rollout.weight_sync`
+chose (`cudal1.actors.weight_transport`).
 
 `generate_stream` hands out each prompt's group as its engine finishes it: every engine runs
 `RolloutGenerator.generate_stream` as a Ray streaming generator (`ShellHandle` `.stream`, an

@@ -275,7 +275,7 @@ def run_augment_job(cfg: Any, pools: Any = None) -> AugmentSummary:
     import os
 
     from cudal1.actors.bench_pool import BenchmarkPools, pool_specs
-    from cudal1.pipeline.context import select_tasks, start_ray, usable_tasks
+    from cudal1.launch import select_tasks, start_ray, usable_tasks
 
     out = Path(cfg.out_dir).expanduser().resolve()
     tasks = select_tasks(cfg)

@@ -9,7 +9,7 @@ the task's reference, so that the reference is timed exactly as the candidate is
 whatever happened (a result, a crash, a hang, a memory blow-up) into one labelled `EvalResult`
 and adds what it saw from outside (`cudal1.bench.labels`).
 
-Degenerate tasks: the judge runs the degenerate-task check (`cudal1.tasks.degenerate`) the first
+Degenerate tasks: the judge runs the degenerate-task check (`cudal1.bench.degenerate`) the first
 time it sees a task at a size profile; the answer is cached here and under
 `<cache>/tasks/`, and every result on a degenerate task carries the label "degenerate_task". A
 check that failed is not cached, and the result carries "degenerate_check_failed" (paid like a

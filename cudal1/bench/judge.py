@@ -339,7 +339,7 @@ class Judge:
         """Is the task degenerate (wrong code passes)? Cached by the parent per task and profile."""
         report = self.cached_degenerate
         if report is None:
-            from ..tasks.degenerate import check_degeneracy, error_line
+            from .degenerate import check_degeneracy, error_line
 
             def gen() -> list[Any]:
                 with torch.device(self.device):

@@ -22,7 +22,7 @@ saving (`HF_HUB_DISABLE_PROGRESS_BARS`, read by transformers; MLflow's artifact 
 warnings (`TORCH_CPP_LOG_LEVEL=ERROR`).
 
 `engine_env(log_dir)` holds the environment variables that make every actor of a job do the
-same: the driver puts them in the job's Ray runtime_env (`cudal1.pipeline.context.start_ray`), and
+same: the driver puts them in the job's Ray runtime_env (`cudal1.launch.start_ray`), and
 each actor shell (`cudal1.actors.shells.ActorShell`) calls `route_engine_logs` with them before it
 builds its object, so vLLM and DeepSpeed are imported after the routing is in place.
 

@@ -3,21 +3,23 @@
 `RunContext.start(cfg)` starts the actors in the order that fails fastest on a bad cluster
 (benchmark pools first: a pool asking for a GPU type nobody has fails in seconds), and
 `close()` stops them. The driver owns the loop and the step counter; actors own the resources.
+What every job starts the same way (Ray, the tracker, the tasks, the model, the rollout engines)
+comes from `cudal1.launch`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import random
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from cudal1.launch import ensure_model, open_tracker, select_tasks, start_generator, start_ray, usable_tasks
 from cudal1.pipeline.state import RunState
-from cudal1.tasks import Task, find_task, load_tasks
+from cudal1.tasks import Task
 
 if TYPE_CHECKING:
     from ray.util.placement_group import PlacementGroup
@@ -27,71 +29,11 @@ if TYPE_CHECKING:
     from cudal1.actors.generator_group import GeneratorGroup
     from cudal1.actors.learner_group import LearnerGroup
     from cudal1.actors.shells import ShellHandle
-    from cudal1.engines.weight_sync import TensorSpec
+    from cudal1.actors.weight_transport import WeightTransport
     from cudal1.pipeline.record import PoolRecorder
     from cudal1.tracking import Tracker
 
 log = logging.getLogger(__name__)
-
-
-def select_tasks(cfg: DictConfig) -> list[Task]:
-    """The tasks of `cfg.tasks`: the suite's tasks of the given levels, then `ids` (in their order)
-    if any, then the first `limit`. Raises LookupError for an id that names no task, ValueError
-    when nothing is left."""
-    suite = load_tasks(cfg.tasks.source)
-    tasks = [t for t in suite if t.level in set(cfg.tasks.levels)]
-    if cfg.tasks.ids:
-        tasks = [find_task(suite, ref) for ref in cfg.tasks.ids]
-    tasks = [t for t in tasks if not t.degenerate]
-    if cfg.tasks.limit:
-        tasks = tasks[: cfg.tasks.limit]
-    if not tasks:
-        raise ValueError(f"no tasks selected by tasks={OmegaConf.to_container(cfg.tasks)}")
-    return tasks
-
-
-def usable_tasks(tasks: list[Task], probes: dict[str, dict[str, Any]]) -> list[Task]:
-    """`tasks` without those whose reference failed to run or is degenerate on the primary pool's
-    device (a wrong candidate passes on a degenerate task, so it can teach nothing), each dropped
-    one logged. Raises ValueError when none is left."""
-    kept = []
-    for task in tasks:
-        probe = probes.get(task.task_id) or {}
-        why = probe.get("failure") or (f"degenerate: {probe['degenerate']}" if probe.get("degenerate") else None)
-        if why:
-            log.warning("task %s (%s) left out: %s", task.task_id, task.name, why)
-        else:
-            kept.append(task)
-    if not kept:
-        raise ValueError(f"none of the {len(tasks)} selected tasks can be used (each failed its probe or is degenerate)")
-    log.info("%d of %d tasks kept after probing their references: %s", len(kept), len(tasks),
-             ", ".join(t.task_id for t in kept[:20]) + (", ..." if len(kept) > 20 else ""))
-    return kept
-
-
-def start_ray(cfg: DictConfig, log_dir: Path | None = None) -> dict[str, Any]:
-    """Start or join Ray as `cfg.ray` says, then (with `ray.preflight`) check that the cluster's
-    nodes can hold every actor the job asks for. With `log_dir`, the engines' log records of the
-    driver and of every actor shell go to files there, not to the terminal
-    (`cudal1.engines.logs`). Returns `init_ray`'s facts. Raises
-    `cudal1.actors.preflight.InsufficientResources` naming each role's needs and each node's
-    resources when they cannot."""
-    from cudal1.actors.cluster import ClusterConfig, alive_nodes, code_runtime_env, init_ray
-    from cudal1.actors.preflight import check_cluster, job_needs
-
-    # Workers must import cudal1 from the same tree as the driver (a local cluster does not
-    # upload a working dir; `ray job submit --working-dir .` does).
-    env = code_runtime_env(Path(__file__).resolve().parents[2])
-    if log_dir is not None:
-        from cudal1.engines.logs import engine_env, route_engine_logs
-
-        route_engine_logs(log_dir, "driver")
-        env = {**env, "env_vars": {**env.get("env_vars", {}), **engine_env(log_dir)}}
-    facts = init_ray(ClusterConfig(address=cfg.ray.address, num_cpus=cfg.ray.num_cpus, num_gpus=cfg.ray.num_gpus,
-                                   object_store_mb=cfg.ray.object_store_mb, runtime_env=env))
-    if cfg.ray.preflight:
-        check_cluster(job_needs(cfg), alive_nodes())
-    return facts
 
 
 def check_shared_run_dir(run_dir: Path, actors: dict[str, ShellHandle]) -> None:
@@ -106,31 +48,6 @@ def check_shared_run_dir(run_dir: Path, actors: dict[str, ShellHandle]) -> None:
     replies = ray.get([handle.storage_probe(str(probe), token, role) for role, handle in actors.items()])
     check_answers(probe, token, replies)
     log.info("run directory shared with %s", ", ".join(f"{r['role']} ({r['node']})" for r in replies))
-
-
-def ensure_model(cfg: DictConfig, run_dir: Path) -> Path:
-    """The policy checkpoint directory: `model.path` (a registered "models:/name/version" is
-    downloaded under `<run_dir>/registry_model`), or the embedded small model built (once) under
-    `<run_dir>/base_model`."""
-    if cfg.model.path and str(cfg.model.path).startswith("models:/"):
-        from cudal1.tracking import checkpoint_from_registry, default_tracking_uri
-
-        log.info("fetching %s from the model registry", cfg.model.path)
-        uri = cfg.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(run_dir)
-        return checkpoint_from_registry(str(cfg.model.path), run_dir / "registry_model", tracking_uri=uri)
-    if cfg.model.path:
-        return Path(os.path.expanduser(cfg.model.path))
-    path = run_dir / "base_model"
-    if not (path / "config.json").exists():
-        from cudal1.policy.small import init_small
-
-        small = cfg.model.small
-        log.info("building the embedded small model in %s", path)
-        init_small(path, vocab_size=small.vocab_size, hidden_size=small.hidden_size,
-                   intermediate_size=small.intermediate_size, num_layers=small.num_layers,
-                   num_heads=small.num_heads, num_kv_heads=small.num_kv_heads,
-                   max_position_embeddings=small.max_position_embeddings, seed=small.seed)
-    return path
 
 
 @dataclasses.dataclass
@@ -151,9 +68,9 @@ class RunContext:
     learner: LearnerGroup | None = None
     buffer: ShellHandle | None = None
     """The exemplar buffer's shell (`cudal1.actors.shells.BufferActor`)."""
-    weight_specs: list[TensorSpec] | None = None
-    """The learner's weight manifest once a broadcast group is open or the ipc colocation is
-    checked (rollout.weight_sync=broadcast or ipc)."""
+    weights: WeightTransport | None = None
+    """The learner → generator weight transport `rollout.weight_sync` names
+    (`cudal1.actors.weight_transport`)."""
     recorder: PoolRecorder | None = None
     """Records the primary pool's correct candidates on the other pools, when there is more than one."""
 
@@ -167,8 +84,8 @@ class RunContext:
         from cudal1.actors.bench_pool import BenchmarkPools, pool_specs
         from cudal1.actors.shells import BufferActor
         from cudal1.actors.storage import driver_node_options
+        from cudal1.actors.weight_transport import weight_transport
         from cudal1.policy.model import load_tokenizer
-        from cudal1.tracking import Tracker
 
         run_dir = Path(cfg.run_dir).resolve()
         state_exists = (run_dir / "state.json").exists()
@@ -185,9 +102,7 @@ class RunContext:
         tokenizer = load_tokenizer(model_path)
         (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
 
-        tracker = Tracker(cfg.tracking.uri, cfg.tracking.experiment, run_dir, run_name=run_dir.name,
-                          enabled=cfg.tracking.enabled, resume_run_id=state.mlflow_run_id,
-                          system_metrics_s=cfg.tracking.system_metrics_s)
+        tracker = open_tracker(cfg, run_dir, run_name=run_dir.name, resume_run_id=state.mlflow_run_id)
         state.mlflow_run_id = tracker.run_id
         if not state_exists:
             tracker.log_config(OmegaConf.to_container(cfg, resolve=True))
@@ -205,6 +120,8 @@ class RunContext:
             colocated = start_colocated(cfg, pinned) if cfg.rollout.weight_sync == "ipc" else None
             ctx.generator = start_generator(cfg, model_path, colocated)
             ctx.learner = start_learner(cfg, model_path, pinned, colocated)
+            ctx.weights = weight_transport(cfg.rollout.weight_sync, ctx.learner, ctx.generator,
+                                           on_gpus=cfg.learner.num_gpus > 0 and cfg.rollout.num_gpus > 0)
             ctx.pools = BenchmarkPools(specs, primary=cfg.bench.primary)
             if len(ctx.pools.names) > 1:
                 from cudal1.pipeline.record import PoolRecorder
@@ -279,23 +196,3 @@ def start_learner(cfg: DictConfig, model_path: Path, pinned: dict[str, Any],
         recompute_old_logprobs=lc.recompute_old_logprobs, tis_cap=effective_tis_cap(cfg), dual_clip=lc.dual_clip,
         log_ratio_clamp=lc.log_ratio_clamp, offload_optimizer=lc.offload_optimizer, offload_param=lc.offload_param,
         gradient_checkpointing=lc.gradient_checkpointing, logprob_chunk=lc.logprob_chunk)
-
-
-def start_generator(cfg: DictConfig, model_path: str | Path, colocated: PlacementGroup | None = None) -> GeneratorGroup:
-    """Start the rollout engines `cfg.rollout` asks for (`rollout.num_engines`, each with
-    `tensor_parallel_size` workers) as one `cudal1.actors.generator_group.GeneratorGroup`;
-    returns at once (call `.ready()`). `colocated`: the learner's shared placement group (ipc)."""
-    from cudal1.actors.generator_group import GeneratorGroup
-
-    ro = cfg.rollout
-    return GeneratorGroup.start(str(model_path), ro.backend, num_engines=ro.num_engines,
-                                tensor_parallel_size=ro.tensor_parallel_size, num_cpus=ro.num_cpus,
-                                num_gpus=ro.num_gpus, max_model_len=ro.max_model_len, dtype=cfg.model.dtype,
-                                seed=cfg.seed, colocated=colocated, **_engine_kwargs(cfg))
-
-
-def _engine_kwargs(cfg: DictConfig) -> dict[str, Any]:
-    extra = dict(OmegaConf.to_container(cfg.rollout.engine_kwargs))
-    if cfg.rollout.backend in ("vllm", "auto"):
-        extra.setdefault("kv_cache_gib", cfg.rollout.kv_cache_gib)
-    return extra

@@ -255,11 +255,9 @@ def run_evaluate_job(cfg: Any) -> list[dict[str, Any]]:
     evaluated on `cfg.pools` (default every pool), with torch.compile of each reference beside
     them when `cfg.compile_baseline` (`evaluate_compile_baseline`), written to `cfg.out_dir` and
     MLflow, the table printed. Returns the table's rows (`paper_table`). Raises what `load_solutions`,
-    `cudal1.pipeline.context.start_ray` and pool creation raise."""
-    from cudal1.actors.bench_pool import BenchmarkPools
-    from cudal1.actors.bench_pool import pool_specs
-    from cudal1.pipeline.context import select_tasks, start_ray
-    from cudal1.tracking import Tracker
+    `cudal1.launch.start_ray` and pool creation raise."""
+    from cudal1.actors.bench_pool import BenchmarkPools, pool_specs
+    from cudal1.launch import open_tracker, select_tasks, start_ray
 
     out = Path(cfg.out_dir).resolve()
     tasks = select_tasks(cfg)
@@ -273,8 +271,7 @@ def run_evaluate_job(cfg: Any) -> list[dict[str, Any]]:
     start_ray(cfg)
     out.mkdir(parents=True, exist_ok=True)
     ps = list(cfg.ps)
-    with Tracker(cfg.tracking.uri, cfg.tracking.experiment, out, enabled=cfg.tracking.enabled,
-                 system_metrics_s=cfg.tracking.system_metrics_s) as tracker, \
+    with open_tracker(cfg, out) as tracker, \
             BenchmarkPools(list(pool_specs(cfg.bench.pools, cfg.tasks.source).values()),
                            primary=cfg.bench.primary) as pools:
         tracker.log_config({"solutions": str(cfg.solutions), "tasks": dict(cfg.tasks), "pools": list(cfg.pools),

@@ -155,7 +155,7 @@ def job_tasks(cfg: Any) -> list[Task]:
     """The tasks of an optimize job: its `task_files` (parsed, not executed), else what `cfg.tasks`
     selects (a builtin suite or a KernelBench checkout). Ids made distinct (`distinct_ids`).
     Raises ValueError naming a bad task file (`load_task_file`), LookupError for an unknown id."""
-    from cudal1.pipeline.context import select_tasks
+    from cudal1.launch import select_tasks
     from cudal1.tasks import load_task_file
 
     if cfg.task_files:
@@ -169,12 +169,10 @@ def run_optimize_job(cfg: Any) -> tuple[list[TaskOutcome], list[dict[str, Any]]]
     Returns `optimize_tasks`' value. Raises what `start_ray`, model loading and pool creation raise."""
     from omegaconf import OmegaConf
 
-    from cudal1.actors.bench_pool import BenchmarkPool
-    from cudal1.actors.bench_pool import pool_specs
-    from cudal1.pipeline.context import ensure_model, start_generator, start_ray
+    from cudal1.actors.bench_pool import BenchmarkPool, pool_specs
+    from cudal1.launch import ensure_model, open_tracker, start_generator, start_ray
     from cudal1.pipeline.evaluate import load_solutions
     from cudal1.policy.model import load_tokenizer
-    from cudal1.tracking import Tracker
 
     out = Path(cfg.out_dir).resolve()
     tasks = job_tasks(cfg)
@@ -193,8 +191,7 @@ def run_optimize_job(cfg: Any) -> tuple[list[TaskOutcome], list[dict[str, Any]]]
     # its actors load the small builtin one (a KernelBench checkout need not be on every node).
     spec = pool_specs(cfg.bench.pools, tasks="builtin")[cfg.bench.primary]
     generator = pool = None
-    with Tracker(cfg.tracking.uri, cfg.tracking.experiment, out, enabled=cfg.tracking.enabled,
-                 system_metrics_s=cfg.tracking.system_metrics_s) as tracker:
+    with open_tracker(cfg, out) as tracker:
         tracker.log_config(OmegaConf.to_container(cfg, resolve=True))
         try:
             generator = start_generator(cfg, model_path)

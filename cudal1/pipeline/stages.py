@@ -37,39 +37,12 @@ log = logging.getLogger(__name__)
 
 
 def sync_weights(ctx: RunContext) -> float:
-    """Learner → generator weight sync, never through files: a copy through Ray's object store
-    (`rollout.weight_sync=object_store`), or a broadcast over a process group the learner and the
-    generator share (`broadcast`: NCCL between GPUs, gloo otherwise), or CUDA IPC handles of the
-    learner's buckets for the engine on its GPU (`ipc`). Returns seconds."""
-    from cudal1.actors.shells import wait_all
-
+    """Learner → generator weight sync at the learner's version, by the run's transport
+    (`ctx.weights`, chosen from `rollout.weight_sync`: `cudal1.actors.weight_transport`). Returns
+    seconds."""
     t0 = time.perf_counter()
-    version = int(ctx.learner.attribute("version"))
-    if ctx.cfg.rollout.weight_sync == "broadcast":
-        if ctx.weight_specs is None:
-            open_weight_group(ctx)
-        wait_all([ctx.learner.broadcast_weights.remote(), *ctx.generator.receive_weights(ctx.weight_specs, version)])
-    elif ctx.cfg.rollout.weight_sync == "ipc":
-        if ctx.weight_specs is None:
-            uuid = ctx.generator.check_colocated(ctx.learner)
-            ctx.weight_specs = ctx.learner.weight_manifest()
-            log.info("weight sync by CUDA IPC: learner and engine share %s (%d tensors)", uuid, len(ctx.weight_specs))
-        ctx.generator.sync_ipc(ctx.learner, ctx.weight_specs, version)
-    else:
-        ctx.generator.update_weights(ctx.learner.named_weights.remote(), version)
+    ctx.weights.sync(int(ctx.learner.attribute("version")))
     return time.perf_counter() - t0
-
-
-def open_weight_group(ctx: RunContext) -> None:
-    """Open the broadcast group: the learner serves it on its node (rank 0), every engine worker
-    of the generator group joins (ranks 1 ... M·k); all join together, since each waits for the others."""
-    host, port = ctx.learner.endpoint()
-    on_gpus = ctx.cfg.learner.num_gpus > 0 and ctx.cfg.rollout.num_gpus > 0
-    backend = "nccl" if on_gpus else "gloo"
-    world = ctx.generator.open_broadcast(ctx.learner, host, port, backend)
-    ctx.weight_specs = ctx.learner.weight_manifest()
-    log.info("weight broadcast group open on %s:%d (%s, %d members, %d tensors)", host, port, backend, world,
-             len(ctx.weight_specs))
 
 
 def finish_unit(ctx: RunContext, metrics: dict[str, float], summary: dict[str, Any] | None = None,

@@ -71,9 +71,9 @@ class PolicyServer:
 
         from cudal1.actors.bench_pool import BenchmarkPool, pool_specs
         from cudal1.config import load_serve_config
-        from cudal1.pipeline.context import _engine_kwargs
-        from cudal1.pipeline.optimize import settings_from_config
         from cudal1.engines.logs import route_engine_logs
+        from cudal1.launch import engine_kwargs
+        from cudal1.pipeline.optimize import settings_from_config
         from cudal1.policy.model import load_tokenizer
         from cudal1.serve.jobs import JobStore, OptimizeRunner, OptimizeService
 
@@ -85,7 +85,7 @@ class PolicyServer:
         from cudal1.rollout import RolloutGenerator
         self.token = c.serve.token or os.environ.get(c.serve.token_env, "")
         tokenizer = load_tokenizer(model_path)
-        extra = _engine_kwargs(c)
+        extra = engine_kwargs(c)
         self.generator = RolloutGenerator(model_path, c.rollout.backend, max_model_len=c.rollout.max_model_len,
                                           dtype=c.model.dtype, seed=c.seed, **extra)
         route_engine_logs(log_dir, "serve-replica")
@@ -166,7 +166,7 @@ def application(cfg: Any) -> Any:
     policy checkpoint under `model_dir`, then binds `PolicyServer`. Raises what `ensure_model` raises."""
     from omegaconf import OmegaConf
 
-    from cudal1.pipeline.context import ensure_model
+    from cudal1.launch import ensure_model
 
     model_dir = Path(cfg.model_dir).expanduser().resolve()
     model_dir.mkdir(parents=True, exist_ok=True)
@@ -179,15 +179,10 @@ def application(cfg: Any) -> Any:
 def compose_config(overrides: list[str] | None = None) -> Any:
     """conf/serve.yaml with Hydra `overrides` ("key=value"), typed and validated
     (`load_serve_config`). Raises ConfigError / OmegaConf errors naming the bad key."""
-    from hydra import compose, initialize_config_dir
+    from cudal1.config import load_serve_config
+    from cudal1.launch import compose
 
-    from cudal1.config import load_serve_config, register_schema
-
-    register_schema()
-    conf = Path(__file__).resolve().parents[2] / "conf"
-    with initialize_config_dir(config_dir=str(conf), version_base=None):
-        cfg = compose(config_name="serve", overrides=list(overrides or []))
-    return load_serve_config(cfg)
+    return load_serve_config(compose("serve", overrides or []))
 
 
 def build_app(args: dict[str, str]) -> Any:
@@ -208,20 +203,24 @@ def run(cfg: Any, blocking: bool = True) -> None:
 def start(cfg: Any) -> None:
     """jobs/serve.py: join or start Ray as `cfg.ray` says (a local cluster unless RAY_ADDRESS, which
     `ray job submit` sets), check with `ray.preflight` that the nodes can hold the pools and the
-    replicas, then `run` the application and block. Raises InsufficientResources naming each role."""
-    from cudal1.actors.cluster import ClusterConfig, alive_nodes, code_runtime_env, init_ray
-    from cudal1.actors.preflight import ActorNeed, check_cluster
+    replicas (`replica_needs`), then `run` the application and block. Raises InsufficientResources
+    naming each role."""
+    from cudal1.launch import start_ray
 
-    env = code_runtime_env(Path(__file__).resolve().parents[2])
-    init_ray(ClusterConfig(address=cfg.ray.address, num_cpus=cfg.ray.num_cpus, num_gpus=cfg.ray.num_gpus,
-                           object_store_mb=cfg.ray.object_store_mb, runtime_env=env))
-    if cfg.ray.preflight:
-        replicas = cfg.serve.min_replicas if cfg.serve.autoscaling else cfg.serve.num_replicas
-        needs = [ActorNeed.of(f"benchmark pool {name!r} (per replica)", p.num_actors * replicas, p.num_cpus,
-                              p.num_gpus, p.accelerator_type, dict(p.resources)) for name, p in cfg.bench.pools.items()]
-        needs.append(ActorNeed.of("serve replica (holds the vLLM engine)", replicas, cfg.serve.replica_cpus,
-                                  cfg.rollout.num_gpus))
-        check_cluster(needs, alive_nodes())
+    start_ray(cfg, needs=replica_needs(cfg))
     print(f"serving {cfg.serve.model_name} at http://{cfg.serve.host}:{cfg.serve.port}{cfg.serve.route_prefix.rstrip('/')}"
           f"/v1 (bearer token required); Ctrl-C stops", flush=True)
     run(cfg, blocking=True)
+
+
+def replica_needs(cfg: Any) -> list[Any]:
+    """What the application asks of the cluster at its start: each replica's benchmark pools and the
+    replicas themselves (`min_replicas` when autoscaling), as `cudal1.actors.preflight.ActorNeed`s."""
+    from cudal1.actors.preflight import ActorNeed
+
+    replicas = cfg.serve.min_replicas if cfg.serve.autoscaling else cfg.serve.num_replicas
+    needs = [ActorNeed.of(f"benchmark pool {name!r} (per replica)", p.num_actors * replicas, p.num_cpus,
+                          p.num_gpus, p.accelerator_type, dict(p.resources)) for name, p in cfg.bench.pools.items()]
+    needs.append(ActorNeed.of("serve replica (holds the vLLM engine)", replicas, cfg.serve.replica_cpus,
+                              cfg.rollout.num_gpus))
+    return needs

@@ -1,7 +1,8 @@
 """Tasks: KernelBench-format reference programs, the builtin suite, and how to find one.
 
-Importing this package does not import torch; probing and the degenerate check
-(`cudal1.tasks.degenerate`) run task code in worker processes.
+Nothing here runs task code, and importing this package does not import torch. Running each
+task's reference (the probe and the degenerate-task check) is the benchmark's part:
+`cudal1.bench.probe`, `cudal1.bench.degenerate`.
 """
 
 from .kernelbench import LoadFailure, SuiteReport, load_suite, load_task_file

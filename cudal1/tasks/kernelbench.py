@@ -1,14 +1,14 @@
 """Load a directory of KernelBench-format problems: `load_suite` -> `SuiteReport`.
 
-Without probing nothing is executed: each file is parsed with `ast` and checked for the three
+Nothing is executed: each file is parsed with `ast` and checked for the three
 module-level definitions the format requires (`Model`, `get_inputs`, `get_init_inputs`) and for a
 well-formed `SIZE_PROFILES`. Refused at once, with the reason and without a worker: a file that
 needs the network (pretrained weights through `from_pretrained`, as in KernelBench's level 4, a
 torch.hub or a download call: nothing here reaches a model hub), and one that imports at module
-level a module not installed here (level 3's Mamba2 tasks import einops). With `probe=True` every
-parsed task is also imported and run (inputs, constructor, forward on several seeds, on the device
-the probe is for) in its own sandboxed worker, which catches files that fail at import, hang, or
-are degenerate (`cudal1.tasks.probe`). The parent process never imports task code.
+level a module not installed here (level 3's Mamba2 tasks import einops). Running every parsed
+task (inputs, constructor, forward on several seeds, on a device) in its own sandboxed worker,
+which catches files that fail at import, hang, or are degenerate, is the benchmark's probe
+(`cudal1.bench.probe.probe_suite`), which updates the report this module returns.
 """
 
 from __future__ import annotations
@@ -33,8 +33,6 @@ NETWORK_RE = re.compile(
     r"|\burlopen\s*\(|\burlretrieve\s*\(|\brequests\.(get|post)\s*\(|\bpretrained\s*=\s*True\b|\bweights\s*=\s*['\"]"
 )
 """Other calls that download (model hubs, URLs, torchvision's pretrained weights)."""
-STAGE_PREFIX = "cudal1-probe-stage: "
-"""Prefix of the progress lines a probe worker prints (`cudal1.tasks.degenerate.probe_task`)."""
 
 
 class LoadFailure(NamedTuple):
@@ -48,8 +46,8 @@ class LoadFailure(NamedTuple):
 class SuiteReport:
     """What `load_suite` found.
 
-    `tasks` are sorted by (level, id). `failures` lists files that did not parse or (with probing)
-    did not import or run. `levels` maps each level scanned to its directory. `probe_notes` maps a
+    `tasks` are sorted by (level, id). `failures` lists files that did not parse or (once probed,
+    `cudal1.bench.probe.probe_suite`) did not import or run. `levels` maps each level scanned to its directory. `probe_notes` maps a
     task id to facts the probe found that are not failures (e.g. a task whose output equals its
     input on its own distribution and only differs on shifted inputs). `probe_seconds` is the
     wall time of probing, 0 without it.
@@ -90,7 +88,7 @@ class SuiteReport:
         if self.probed:
             lines.append(f"probed in {self.probe_seconds:.0f} s")
         for title, rows in (
-            ("failed", [(_short(f.path), f.reason) for f in self.failures]),
+            ("failed", [(short_path(f.path), f.reason) for f in self.failures]),
             ("degenerate", [(t.task_id + " " + t.name, t.degenerate or "") for t in self.degenerate]),
         ):
             if rows:
@@ -121,7 +119,8 @@ class SuiteReport:
         }
 
 
-def _short(path: str) -> str:
+def short_path(path: str) -> str:
+    """`<level dir>/<file name>` of a task file's path, as reports name it."""
     p = Path(path)
     return f"{p.parent.name}/{p.name}"
 
@@ -142,39 +141,21 @@ def load_suite(
     root: str | Path,
     levels: Iterable[int] | None = None,
     ids: Iterable[int] | None = None,
-    probe: bool = False,
     profile: str | None = None,
     *,
     name: str | None = None,
-    probe_timeout_s: float = 60.0,
-    probe_memory_mib: int = 8192,
-    probe_seeds: tuple[int, ...] = (0, 1, 2),
-    probe_device: str = "cpu",
-    probe_jobs: int | None = None,
-    probe_device_mib: int | None = None,
-    probe_cache: str | Path | None = None,
-    on_probed: Any = None,
 ) -> SuiteReport:
     """Load the KernelBench-format tasks under `root`.
 
     `root` is a KernelBench checkout (the repo root, holding `KernelBench/level1`...) or the
     directory holding `level1/`... directly. `levels` (e.g. [1, 2]) and `ids` (problem ids,
     applied to every chosen level) restrict what is read; by default every `level<N>` directory.
-    `profile` is the size profile ("cpu", "cuda") a file's SIZE_PROFILES must define, and the one
-    probes run at (files without SIZE_PROFILES run at their own sizes). `name` is the suite name
-    stored in each Task (default: the levels directory's path).
+    `profile` is the size profile ("cpu", "cuda") a file's SIZE_PROFILES must define (files
+    without SIZE_PROFILES run at their own sizes). `name` is the suite name stored in each Task
+    (default: the levels directory's path). To run each task's reference as well, pass the report
+    to `cudal1.bench.probe.probe_suite`.
 
-    With `probe=True` each parsed task runs in a sandboxed worker (`probe_timeout_s` seconds,
-    `probe_memory_mib` MiB resident) that imports it, builds inputs and the model on
-    `probe_device` and runs forward on `probe_seeds` plus shifted inputs; tasks that fail move to
-    `failures`, the others get `Task.degenerate` set. At most `probe_jobs` workers run at once
-    (default: half the cores), on a GPU fewer when its free memory holds fewer probes of
-    `probe_device_mib` MiB each; answers are cached under `probe_cache` (default: the evaluator's
-    cache directory); `on_probed(task, answer)` is called as each task is done (a
-    `cudal1.tasks.probe.ProbeAnswer`). See `cudal1.tasks.probe.probe_suite`.
-
-    Raises FileNotFoundError if `root` has no level directories or a requested level is missing,
-    RuntimeError when the probe's GPU cannot be used.
+    Raises FileNotFoundError if `root` has no level directories or a requested level is missing.
     """
     levels_dir = find_levels_dir(root)
     present = {int(m.group(1)): p for p in levels_dir.iterdir() if p.is_dir() and (m := LEVEL_RE.match(p.name))}
@@ -187,7 +168,7 @@ def load_suite(
     suite = name or str(levels_dir)
     for level in wanted:
         seen: dict[int, str] = {}
-        for path in sorted(present[level].iterdir(), key=_file_order):
+        for path in sorted(present[level].iterdir(), key=file_order):
             if not path.is_file() or path.suffix != ".py" or path.name == "__init__.py":
                 continue
             m = FILE_RE.match(path.name)
@@ -208,16 +189,11 @@ def load_suite(
             else:
                 report.tasks.append(task_or_reason)
     report.tasks.sort(key=lambda t: (t.level, t.problem_id))
-    if probe:
-        from .probe import probe_suite
-
-        probe_suite(report, profile, timeout_s=probe_timeout_s, memory_mib=probe_memory_mib, seeds=probe_seeds,
-                    device=probe_device, jobs=probe_jobs, device_mib=probe_device_mib, cache_dir=probe_cache,
-                    on_probed=on_probed)
     return report
 
 
-def _file_order(path: Path) -> tuple[int, str]:
+def file_order(path: Path) -> tuple[int, str]:
+    """Sort key of a level directory's files: by problem id, files without one last."""
     m = FILE_RE.match(path.name)
     return (int(m.group(1)) if m else 1 << 30, path.name)
 

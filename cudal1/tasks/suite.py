@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from .kernelbench import FILE_RE, LEVEL_RE, SuiteReport, _file_order, load_suite
+from .kernelbench import FILE_RE, LEVEL_RE, SuiteReport, file_order, load_suite
 from .task import Task
 
 log = logging.getLogger(__name__)
@@ -27,14 +27,12 @@ def builtin_root() -> Path:
     return Path(__file__).resolve().parent / "builtin"
 
 
-def load_builtin(
-    levels: Iterable[int] | None = None, probe: bool = False, profile: str | None = "cpu", **kwargs: Any
-) -> SuiteReport:
+def load_builtin(levels: Iterable[int] | None = None, profile: str | None = "cpu", **kwargs: Any) -> SuiteReport:
     """Load the builtin suite (see `load_suite` for the arguments; tasks get suite "builtin").
 
-    `profile` defaults to "cpu": every builtin task must define it, and probes run at it.
+    `profile` defaults to "cpu": every builtin task must define it.
     """
-    return load_suite(builtin_root(), levels=levels, probe=probe, profile=profile, name=BUILTIN, **kwargs)
+    return load_suite(builtin_root(), levels=levels, profile=profile, name=BUILTIN, **kwargs)
 
 
 def seeds_for(tasks: Iterable[Task], kind: str = "cpu") -> dict[str, str]:
@@ -66,7 +64,7 @@ def seed_solutions(kind: str = "cpu") -> dict[str, Path]:
     if not root.is_dir():
         return found
     for level_dir in sorted(p for p in root.iterdir() if p.is_dir() and LEVEL_RE.match(p.name)):
-        for path in sorted(level_dir.glob("*.py"), key=_file_order):
+        for path in sorted(level_dir.glob("*.py"), key=file_order):
             if path.name == "__init__.py":
                 continue
             m = FILE_RE.match(path.name)

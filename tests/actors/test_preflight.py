@@ -68,7 +68,7 @@ def test_job_needs_follow_the_config():
 
 
 def test_start_ray_checks_the_running_cluster(ray_cluster):
-    from cudal1.pipeline.context import start_ray
+    from cudal1.launch import start_ray
 
     start_ray(composed())  # 4 CPUs asked, the session cluster has 4
     with pytest.raises(InsufficientResources, match="total: CPU 6"):

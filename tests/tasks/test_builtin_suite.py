@@ -7,7 +7,7 @@ import io
 import pytest
 
 from cudal1.tasks import builtin_root, find_task, load_builtin, load_tasks, seed_solutions
-from cudal1.tasks.degenerate import probe_task
+from cudal1.bench.degenerate import probe_task
 
 REPORT = load_builtin()
 

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from cudal1.tasks.degenerate import check_degeneracy, degeneracy, estimate_device_mib, is_out_of_memory, probe_task
+from cudal1.bench.degenerate import check_degeneracy, degeneracy, estimate_device_mib, is_out_of_memory, probe_task
 from cudal1.tasks.task import Task
 
 

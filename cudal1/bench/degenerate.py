@@ -13,7 +13,7 @@ inputs is the identity) is not degenerate, because the shifted correctness trial
 wrong candidate; it is returned as a note, since it relies on those trials.
 
 `degeneracy` is the pure check (run it on trusted code only: it calls the model); `probe_task` is
-the worker entry point used by `load_suite(probe=True)` through `cudal1.bench.worker.run_isolated`.
+the worker entry point the probe (`cudal1.bench.probe.probe_suite`) runs through `cudal1.bench.worker.run_isolated`.
 "Equal" means what the evaluator accepts (`cudal1.bench.correctness.compare_values`, same
 tolerances): the question is whether a wrong candidate's output would pass, and an output that is
 zero within the checker's tolerance lets a zeros candidate pass just as exact zeros do.
@@ -36,7 +36,7 @@ import torch
 
 from cudal1.bench.correctness import compare_values, tolerance
 
-from .kernelbench import STAGE_PREFIX
+from .probe import STAGE_PREFIX
 
 SHIFT_SCALE = 4.0
 SHIFT_OFFSET = -2.0
@@ -395,7 +395,7 @@ def estimate_device_mib(module: Any) -> float | None:
 
 
 def probe_task(payload: dict[str, Any]) -> dict[str, Any]:
-    """Worker entry point (`run_isolated("cudal1.tasks.degenerate:probe_task", payload)`).
+    """Worker entry point (`run_isolated("cudal1.bench.degenerate:probe_task", payload)`).
 
     payload: {"task": Task.to_dict(), "profile": str | None, "seeds": [int, ...], "device": str
     (default "cpu"), "budget_mib": float | None}. Imports the task at the profile, builds the
@@ -412,7 +412,7 @@ def probe_task(payload: dict[str, Any]) -> dict[str, Any]:
     context's own few hundred MiB are not in it) and "estimate_mib" (`estimate_device_mib`). Prints "cudal1-probe-stage: <stage>" lines to
     stdout so that a parent that kills a hung worker can tell where it hung.
     """
-    from .task import Task
+    from cudal1.tasks.task import Task
 
     task = Task.from_dict(payload["task"])
     seeds = list(payload.get("seeds") or (0, 1, 2))
@@ -476,7 +476,7 @@ def probe_task(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def device_memory(payload: dict[str, Any]) -> dict[str, Any]:
-    """Worker entry point (`run_isolated("cudal1.tasks.degenerate:device_memory", {"device":
+    """Worker entry point (`run_isolated("cudal1.bench.degenerate:device_memory", {"device":
     "cuda:0"})`), so that the asking process never makes a CUDA context of its own.
 
     Returns {"free_mib": float, "total_mib": float} of the device as the driver reports them now

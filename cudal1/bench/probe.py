@@ -1,9 +1,9 @@
 """Probing a suite: run every task's reference in its own sandboxed worker (`probe_suite`).
 
 A probe imports the task, builds its model and inputs on the probe's device and runs the
-degenerate-task check (`cudal1.tasks.degenerate.probe_task`). The parent process never imports task
+degenerate-task check (`cudal1.bench.degenerate.probe_task`). The parent process never imports task
 code and never makes a CUDA context: what it needs to know about a GPU (its free memory) it asks a
-child (`cudal1.tasks.degenerate.device_memory`).
+child (`cudal1.bench.degenerate.device_memory`).
 
 How many probes run at once:
 
@@ -14,7 +14,7 @@ How many probes run at once:
   two budgets, probes run one at a time). A probe starts with a budget of `device_mib` (default
   `DEFAULT_DEVICE_MIB`) plus `CONTEXT_MIB` for its CUDA context. After importing the task, and
   before touching the device, the worker estimates what the task needs on the meta device
-  (`cudal1.tasks.degenerate.estimate_device_mib`: parameters, inputs and outputs); a task that
+  (`cudal1.bench.degenerate.estimate_device_mib`: parameters, inputs and outputs); a task that
   needs more than its budget stops there and is queued again with what it needs (alone when that
   is more than the device has free).
 
@@ -40,9 +40,12 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Callable
 
-from .kernelbench import STAGE_PREFIX, LoadFailure, SuiteReport, _file_order, _short
-from .task import Task
+from cudal1.tasks.kernelbench import LoadFailure, SuiteReport, file_order, short_path
+from cudal1.tasks.task import Task
 
+STAGE_PREFIX = "cudal1-probe-stage: "
+"""Prefix of the progress lines a probe worker prints (`cudal1.bench.degenerate.probe_task`).
+Defined here, beside its reader, so that the parent process does not import torch."""
 DEFAULT_DEVICE_MIB = 16384
 """Device memory budgeted for one probe before it runs (MiB). Over KernelBench levels 1-3 most
 references peak far below this; the few that do not are run again alone if they fail."""
@@ -188,7 +191,7 @@ def probe_suite(
                    "budget_mib": budget}
         hold = gate.acquire(hold_mib, exclusive=exclusive)
         try:
-            outcome = run_isolated("cudal1.tasks.degenerate:probe_task", payload, limits)
+            outcome = run_isolated("cudal1.bench.degenerate:probe_task", payload, limits)
         finally:
             gate.release(hold)
         value = outcome.value if outcome.kind == "returned" and isinstance(outcome.value, dict) else {}
@@ -232,7 +235,7 @@ def probe_suite(
             answer.alone = True
         answer.seconds = round(seconds, 3)
         with report_lock:
-            key = _short(task.path).removesuffix(".py")
+            key = short_path(task.path).removesuffix(".py")
             report.probe_times[key] = answer.seconds
             report.probe_memory[key] = {"peak_mib": answer.peak_mib, "estimate_mib": answer.estimate_mib}
         return task, answer, value
@@ -250,7 +253,7 @@ def probe_suite(
                 report.probe_notes[task.task_id] = list(value["notes"])
             kept.append(dataclasses.replace(task, degenerate=value.get("degenerate")))
     report.tasks = sorted(kept, key=lambda t: (t.level, t.problem_id))
-    report.failures.sort(key=lambda f: (str(Path(f.path).parent), _file_order(Path(f.path))))
+    report.failures.sort(key=lambda f: (str(Path(f.path).parent), file_order(Path(f.path))))
     report.probed = True
     report.probe_seconds = round(time.monotonic() - start, 1)
 
@@ -260,7 +263,7 @@ def device_memory(device: str) -> dict[str, Any]:
     CUDA context). Raises RuntimeError, with the child's error, when it cannot be read."""
     from cudal1.bench.worker import WorkerLimits, run_isolated
 
-    out = run_isolated("cudal1.tasks.degenerate:device_memory", {"device": device},
+    out = run_isolated("cudal1.bench.degenerate:device_memory", {"device": device},
                        WorkerLimits(wall_timeout_s=120, sandbox=False))
     if out.kind != "returned" or not isinstance(out.value, dict):
         raise RuntimeError(f"device {device}: cannot read its free memory: {last_error_line(out.error or out.kind)}")

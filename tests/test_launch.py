@@ -1,0 +1,52 @@
+"""Job start-up without Ray: the tasks kept after the probe of each reference."""
+
+import logging
+
+import pytest
+
+from cudal1.launch import usable_tasks
+from cudal1.tasks.task import Task
+
+
+def _task(i: int) -> Task:
+    return Task(level=1, problem_id=i, name=f"t{i}", source="")
+
+
+def test_degenerate_and_failed_tasks_are_left_out_with_a_log_line(caplog):
+    tasks = [_task(1), _task(2), _task(3), _task(4)]
+    probes = {
+        "level1/1": {"degenerate": None, "failure": None},
+        "level1/2": {"degenerate": "output all zero on seeds [0, 1, 2]", "failure": None},
+        "level1/3": {"degenerate": None, "failure": "import failed: ImportError: x"},
+        # level1/4: not probed at all (an actor that did not answer for it): kept
+    }
+    with caplog.at_level(logging.WARNING, logger="cudal1.launch"):
+        kept = usable_tasks(tasks, probes)
+    assert [t.task_id for t in kept] == ["level1/1", "level1/4"]
+    assert "level1/2 (t2) left out: degenerate: output all zero" in caplog.text
+    assert "level1/3 (t3) left out: import failed" in caplog.text
+    with pytest.raises(ValueError, match="none of the 2 selected tasks"):
+        usable_tasks(tasks[1:3], probes)
+
+
+def test_compose_then_engine_kwargs_follow_the_rollout_backend():
+    from cudal1.config import load_config
+    from cudal1.launch import compose, engine_kwargs
+
+    vllm = load_config(compose("config", ["rollout=vllm", "rollout.kv_cache_gib=0.75"]))
+    assert engine_kwargs(vllm) == {"kv_cache_gib": 0.75}
+    named = load_config(compose("config", ["rollout=vllm", "+rollout.engine_kwargs.kv_cache_gib=0.25"]))
+    assert engine_kwargs(named) == {"kv_cache_gib": 0.25}  # what engine_kwargs names wins
+    assert "kv_cache_gib" not in engine_kwargs(load_config(compose("config", ["rollout=hf"])))
+
+
+def test_user_errors_turn_a_config_error_into_one_line_and_exit_code_2(capsys):
+    from cudal1.config import ConfigError
+    from cudal1.launch import user_errors
+
+    with pytest.raises(SystemExit) as exit_info, user_errors("train"):
+        raise ConfigError("learner.lr", "must be > 0, got -1")
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err == "train: config error at learner.lr: must be > 0, got -1\n"
+    with pytest.raises(RuntimeError), user_errors("train"):  # a bug keeps its traceback
+        raise RuntimeError("x")
