@@ -142,7 +142,7 @@ def test_the_std_scaling_turns_noise_into_unit_advantages_and_none_does_not():
     assert max(map(abs, none)) < 0.03
     # a real difference keeps its size under "none": 1.3x against a failure
     real = rollout_advantages([price(ok(1.3)), price(EvalResult("t", Status.INCORRECT))], [0, 0], scale="none")
-    assert real[0] == pytest.approx(-real[1]) and real[0] > 1.2
+    assert real[0] == pytest.approx(-real[1]) and real[0] == pytest.approx(1.27, abs=0.005)
 
 
 def test_a_noisy_result_does_not_tie_two_clean_ones_together():
