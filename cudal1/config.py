@@ -255,8 +255,9 @@ class RLConfig:
     n_buckets: int = 4
     bucket_scale: str = "log"
     """log (buckets of ln speedup: one 120x outlier leaves the rest spread out) | linear (×)."""
-    advantage_scale: str = "std"
-    """std (GRPO) | none (Dr. GRPO)."""
+    advantage_scale: str = "none"
+    """none (Dr. GRPO: advantages in reward units, so noise stays noise-sized; the default, see
+    `cudal1.rl.advantages`) | std (GRPO: divided by the group's std)."""
     lr: Optional[float] = None
     """Learning rate for this stage (None: learner.lr)."""
     checkpoint_every: int = 1
@@ -284,8 +285,9 @@ class RewardSettings:
     """Speedups are rounded toward 1.00 to this step (×)."""
     max_spread: float = 0.5
     """A result whose rounds disagree by more than this ((max - min) / median) earns no gain."""
-    tie_floor: float = 0.01
-    """Results of one group within this log-speedup of each other are ties..."""
+    tie_floor: float = 0.04
+    """Results of one group within this log-speedup of each other are ties: the pool's
+    between-evaluation noise (4%: docs/benchmarks.md, "Repeatability, second look")..."""
     tie_factor: float = 1.0
     """...or within this × the larger of their spreads."""
     failure_reward: Optional[float] = None

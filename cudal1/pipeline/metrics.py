@@ -49,7 +49,7 @@ def rollout_metrics(rollouts: Sequence[Rollout], ps: Sequence[float] = DEFAULT_P
           - "below_resolution_rate": share of the correct rollouts whose candidate time was below
             the measurement's resolution (label "below_resolution": their speedup is a bound).
           - "parse/<label>": count of each parse-error label seen.
-          - "reason/<reason>": count of each reward reason seen ("ok", "ok:noisy", "ok:copy",
+          - "reason/<reason>": count of each reward reason seen ("ok", "ok:noisy", "copy", "fallback",
             "suspect:unverified", "format:missing_analysis", ...).
     """
     n = len(rollouts)

@@ -9,6 +9,7 @@ reward (`cudal1.rl.rewards.price`) and, after `assign_advantages`, its advantage
 from __future__ import annotations
 
 import logging
+import math
 import time
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -18,7 +19,7 @@ from cudal1.policy.model import chat_prompt_ids
 from cudal1.policy.parsing import parse_response
 from cudal1.records import Candidate, Exemplar, Generation, PolicyExample, Rollout
 from cudal1.rl.advantages import rollout_advantages
-from cudal1.rl.rewards import Priced, RewardConfig, price
+from cudal1.rl.rewards import Priced, RewardConfig, price, share_identical
 from cudal1.tasks import Task
 
 if TYPE_CHECKING:
@@ -152,19 +153,38 @@ def _best_known(ctx: RunContext, candidates: Sequence[Candidate], results: Seque
 
 
 def price_rollouts(rollouts: Sequence[Rollout], reward_cfg: RewardConfig, shown: Sequence[Sequence[str]] = ()) -> None:
-    """Set each rollout's `priced` in place (`price`);
-    `shown[g]`: the code of the exemplars group g's prompt showed."""
-    for r in rollouts:
-        r.priced = price(r.result, r.parse_error, reward_cfg, finish_reason=r.generation.finish_reason,
-                         sections=r.sections, code=r.sections.get("code"),
-                         shown=shown[r.group] if r.group < len(shown) else ())
+    """Set each rollout's `priced` in place (`price`; a copy of a shown exemplar earns the failure
+    reward), then give the responses of one group with the same normalized code one shared price
+    (`share_identical`); `shown[g]`: the code of the exemplars group g's prompt showed."""
+    priced = [price(r.result, r.parse_error, reward_cfg, finish_reason=r.generation.finish_reason,
+                    sections=r.sections, code=r.sections.get("code"),
+                    shown=shown[r.group] if r.group < len(shown) else ()) for r in rollouts]
+    codes = [r.sections.get("code") if r.result is not None else None for r in rollouts]
+    for r, p in zip(rollouts, share_identical(priced, [r.group for r in rollouts], codes)):
+        r.priced = p
+
+
+def usable_logprobs(r: Rollout) -> bool:
+    """False when the engine reported a NaN or infinite log-probability for one of the response's
+    tokens: in the loss (the PPO ratio, or the truncated importance weight against the learner's
+    own) it would make the whole batch's loss NaN. None (no log-probabilities) is usable: the
+    learner computes its own."""
+    lp = r.generation.logprobs
+    return lp is None or all(math.isfinite(x) for x in lp)
 
 
 def update_examples(rollouts: Sequence[Rollout]) -> list[PolicyExample]:
     """What reaches the learner from a step's rollouts: the `PolicyExample` of each trainable
     rollout with a non-zero advantage (a zero advantage contributes no policy gradient, and a
-    truncated or harness-failed response must not enter the loss at all)."""
-    return [r.to_example() for r in rollouts if trainable(r) and r.advantage != 0.0]
+    truncated or harness-failed response must not enter the loss at all) and usable engine
+    log-probabilities (`usable_logprobs`; `unusable_logprob_count` counts those left out)."""
+    return [r.to_example() for r in rollouts if trainable(r) and r.advantage != 0.0 and usable_logprobs(r)]
+
+
+def unusable_logprob_count(rollouts: Sequence[Rollout]) -> int:
+    """How many trainable rollouts with a non-zero advantage `update_examples` leaves out for a
+    NaN or infinite engine log-probability."""
+    return sum(1 for r in rollouts if trainable(r) and r.advantage != 0.0 and not usable_logprobs(r))
 
 
 def assign_advantages(rollouts: list[Rollout], reward_cfg: RewardConfig, scale: str) -> None:

@@ -18,7 +18,8 @@ from tqdm import tqdm
 
 from cudal1.pipeline.metrics import rollout_metrics, step_breakdown
 from cudal1.pipeline.overlap import OneStepAhead
-from cudal1.pipeline.rollouts import assign_advantages, is_success, reward_config, sample_rollouts, successes, update_examples
+from cudal1.pipeline.rollouts import (assign_advantages, is_success, reward_config, sample_rollouts, successes,
+                                      unusable_logprob_count, update_examples)
 from cudal1.policy.model import chat_prompt_ids
 from cudal1.pipeline.sft_data import sft_pairs, stage1_solutions
 from cudal1.policy.prompts import plain_prompt
@@ -311,6 +312,7 @@ def run_contrastive_rl(ctx: RunContext) -> None:
             assign_advantages(rollouts, reward_config(ctx.cfg), cfg.advantage_scale)
             metrics = _rollout_log(ctx, rollouts, timings, "rl")
             examples = update_examples(rollouts)
+            metrics["learner/nan_logprob_samples"] = float(unusable_logprob_count(rollouts))
             learner_version = int(ctx.learner.attribute("version"))
             versions = [r.generation.model_version for r in rollouts]
             t_train = time.perf_counter()

@@ -8,12 +8,20 @@ which otherwise up-weights prompts whose rewards barely differ (too easy or too 
 `scale` picks between them.
 
 `rollout_advantages` is what training uses: the rewards of `cudal1.rl.rewards.price` (already
-bounded, so no batch-wide normalization or clipping is needed), with correct results whose
-speedups lie within each other's measured spread merged into ties (`tie_clusters`) before the
-group statistics, and responses that must stay out of the update (truncated ones, harness
-failures) left out of their group's statistics with advantage 0. A group of four results that
-differ only by noise, [2.01, 1.97, 2.05, 1.99]×, so gets advantage 0 for all four, where plain
-GRPO's division by the group's tiny std would turn the noise into full-size advantages.
+bounded, so no batch-wide normalization or clipping is needed), with correct results that the
+measurement cannot tell apart merged into ties (`tie_clusters`: within the pool's
+between-evaluation noise, `RewardConfig.tie_floor`, or their own spreads; below-resolution
+results all together) before the group statistics, and responses that must stay out of the
+update (truncated ones, harness failures) left out of their group's statistics with advantage 0.
+
+Its default scale is Dr. GRPO's "none": advantages stay in reward units, so two results just
+outside the tie window differ by about the window (0.04 for two correct results 4% apart), not
+by one group std. Measured in tests/rl/test_advantages.py
+(`test_the_std_scaling_turns_noise_into_unit_advantages_and_none_does_not`): four distinct codes
+at [1.97, 2.00, 2.05, 2.08]× (within 5.5% of each other, noise for separate evaluations) get
+advantages of at most 0.03 in size with "none" and up to 1.73 with "std", as large as those of
+[2.0×, failure]. A std floor at the noise level would not help: the std of such a group *is* the
+noise level, so dividing by it still makes unit-size advantages.
 
 Pure functions: no I/O, no torch.
 """
@@ -82,39 +90,54 @@ def _standardize(rewards: Sequence[float], groups: Sequence[Any], *, scale: bool
     return out
 
 
-def tie_clusters(speedups: Sequence[float], spreads: Sequence[float], floor: float = 0.01, factor: float = 1.0) -> list[int]:
+def tie_clusters(speedups: Sequence[float], spreads: Sequence[float], floor: float = 0.04, factor: float = 1.0,
+                 bounds: Sequence[bool] | None = None) -> list[int]:
     """Cluster id of each speedup: results the measurement cannot tell apart share one.
 
-    Speedups (× > 0) are sorted; a cluster starts at its slowest member and takes each next one
-    whose log-speedup exceeds the first member's by at most max(floor, factor × the larger of the
-    two spreads) (`spreads`: the evaluator's (max - min) / median of per-round speedups). Measuring
-    from the first member, not the previous one, keeps a chain of small steps (1.00, 1.02, 1.04,
-    ...) from becoming one tie. Returns ids 0, 1, ... in increasing speed, in input order.
-    Raises ValueError for lengths that differ or a speedup <= 0.
+    Two results i, j tie when |ln s_i - ln s_j| <= max(floor, factor × max(spread_i, spread_j))
+    (`floor`: the between-evaluation noise, `cudal1.rl.rewards.RewardConfig.tie_floor`; `spreads`:
+    the evaluator's (max - min) / median of per-round speedups). Speedups (× > 0) are taken in
+    increasing order and each joins the current cluster only when it ties with every member
+    already in it, else starts the next one: a chain of small steps (1.00, 1.02, 1.04, ...) is
+    not one tie, and one noisy result that ties with a clean 1.2× and a clean 2.0× does not tie
+    those two together. Results flagged in `bounds` (below the timer's resolution: each speedup
+    is only a lower bound) form one cluster of their own, whatever their speedups. Returns ids
+    0, 1, ... (the bounds' cluster last), in input order. Raises ValueError for lengths that
+    differ or a speedup <= 0.
     """
-    if len(speedups) != len(spreads):
-        raise ValueError(f"{len(speedups)} speedups but {len(spreads)} spreads")
+    bounds = [False] * len(speedups) if bounds is None else list(bounds)
+    if not len(speedups) == len(spreads) == len(bounds):
+        raise ValueError(f"{len(speedups)} speedups, {len(spreads)} spreads, {len(bounds)} bound flags")
     if any(not s > 0 for s in speedups):
         raise ValueError("speedups must be > 0")
-    order = sorted(range(len(speedups)), key=lambda i: speedups[i])
+
+    def tie(i: int, j: int) -> bool:
+        return abs(math.log(speedups[i] / speedups[j])) <= max(floor, factor * max(spreads[i], spreads[j]))
+
+    order = sorted((i for i in range(len(speedups)) if not bounds[i]), key=lambda i: speedups[i])
     ids = [0] * len(speedups)
-    cluster, first = -1, None
+    cluster, members = -1, []
     for i in order:
-        if first is None or math.log(speedups[i] / speedups[first]) > max(floor, factor * max(spreads[i], spreads[first])):
-            cluster, first = cluster + 1, i
+        if not members or not all(tie(i, j) for j in members):
+            cluster, members = cluster + 1, []
+        members.append(i)
         ids[i] = cluster
+    for i, b in enumerate(bounds):
+        if b:
+            ids[i] = cluster + 1
     return ids
 
 
 def rollout_advantages(priced: Sequence[Priced], groups: Sequence[Any], cfg: RewardConfig | None = None,
-                       scale: str = "std") -> list[float]:
+                       scale: str = "none") -> list[float]:
     """The advantage of each response, from its `Priced` reward and its group id (responses to one
     prompt share one).
 
     Untrainable responses get 0 and are left out of their group's mean and std. Within a group,
-    correct results in one `tie_clusters` cluster all get the cluster's mean reward, so noise
-    between them is no signal. Then `group_advantages` with `scale` ("std": GRPO, "none": Dr.
-    GRPO). Returns N floats in input order. Raises ValueError for lengths that differ.
+    correct results in one `tie_clusters` cluster (below-resolution results in one of their own)
+    all get the cluster's mean reward, so noise between them is no signal. Then
+    `group_advantages` with `scale`: "none" (Dr. GRPO, the default) or "std" (GRPO). Returns N
+    floats in input order. Raises ValueError for lengths that differ.
     """
     cfg = cfg or RewardConfig()
     if len(priced) != len(groups):
@@ -126,7 +149,8 @@ def rollout_advantages(priced: Sequence[Priced], groups: Sequence[Any], cfg: Rew
         if priced[i].correct:
             members.setdefault(groups[i], []).append(i)
     for idx in members.values():
-        ids = tie_clusters([priced[i].speedup for i in idx], [priced[i].spread for i in idx], cfg.tie_floor, cfg.tie_factor)
+        ids = tie_clusters([priced[i].speedup for i in idx], [priced[i].spread for i in idx], cfg.tie_floor,
+                           cfg.tie_factor, [priced[i].bound for i in idx])
         for cluster in set(ids):
             tied = [i for i, c in zip(idx, ids) if c == cluster]
             mean = math.fsum(rewards[i] for i in tied) / len(tied)

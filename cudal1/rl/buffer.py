@@ -12,7 +12,9 @@ rebuilds the same state. A crash mid-write can leave a torn last line: it is ski
 off, so the next append starts on a clean line. Evicted exemplars stay in the file until
 `compact()` rewrites it (atomically: temp file, fsync, rename).
 
-Dedupe: per task, by the SHA-256 of the code with trailing whitespace removed from each line;
+Dedupe: per task, by the SHA-256 of the code's normal form (`cudal1.rl.similarity.normalized_code`:
+comments, docstrings, formatting and no-op statements removed, identifiers renamed by first
+occurrence), so a near-copy of a stored solution (a rename, a comment, `x = x`) is a duplicate;
 the first measurement of a code is kept (a re-measurement of the same code adds nothing new to
 contrast). Cap: when a task holds more than `max_per_task`, the oldest exemplar that is not the
 task's best is evicted, so the pool follows the current policy but never loses its best.
@@ -46,6 +48,7 @@ from typing import Any
 from cudal1.policy.prompts import contrastive_prompt, plain_prompt
 from cudal1.records import Exemplar
 from cudal1.rl.exemplars import SCALES, is_sampleable, sample_exemplars
+from cudal1.rl.similarity import normalized_code
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +59,12 @@ def code_hash(code: str) -> str:
     """SHA-256 hex digest of `code` with trailing whitespace removed from every line."""
     canon = "\n".join(line.rstrip() for line in code.strip("\n").split("\n"))
     return hashlib.sha256(canon.encode()).hexdigest()
+
+
+def program_key(code: str) -> str:
+    """The dedupe key of a stored solution: `code_hash` of its `normalized_code`, equal for two
+    codes that differ only by renaming, comments, formatting or no-op statements."""
+    return code_hash(normalized_code(code))
 
 
 class ExemplarBuffer:
@@ -175,7 +184,7 @@ class ExemplarBuffer:
         if not is_sampleable(e):
             self._counts["rejected"] += 1
             return 0
-        h = code_hash(e.code)
+        h = program_key(e.code)
         hashes = self._hashes.setdefault(e.task_id, set())
         if h in hashes:
             self._counts["duplicates"] += 1
@@ -187,7 +196,7 @@ class ExemplarBuffer:
             best = max(pool, key=lambda x: x.speedup)
             victim = next(x for x in pool if x is not best)  # oldest that is not the best
             pool.remove(victim)
-            hashes.discard(code_hash(victim.code))
+            hashes.discard(program_key(victim.code))
             self._counts["evicted"] += 1
         return 1
 
@@ -195,7 +204,7 @@ class ExemplarBuffer:
         """Store new correct solutions and persist them before returning.
 
         Exemplars that are not status "ok" with a finite positive speedup are rejected; a code
-        already held for its task (see `code_hash`) is a duplicate. Returns how many were
+        already held for its task up to renaming and no-op edits (see `program_key`) is a duplicate. Returns how many were
         stored. Raises OSError if the write fails (memory then holds them but the file may not).
         """
         kept = [e for e in exemplars if self._accept(e)]

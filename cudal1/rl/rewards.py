@@ -14,14 +14,37 @@ The reward is the product's learning signal, so it is built to rank honestly:
   cannot dwarf the rest. This replaces CUDA-L1's batch-wide standardize-then-clip at ±1.5, which
   maps a whole group of large wins to the clip and so to advantage 0.
 - **Noise is not signal.** A speedup is rounded toward 1.00 (to `round_step`), counts as a gain
-  only above `min_gain` (1.01×), and a result whose rounds disagree by more than `max_spread`
-  earns no gain (paid as 1.00×, reason "ok:noisy"); results of one group within each other's
-  measured spread are ties (`cudal1.rl.advantages.tie_clusters`).
+  only above `min_gain` (1.01×), and a result whose rounds disagree by more than `max_spread`, or
+  whose spread is missing, NaN or infinite (its noise is unknown), earns no gain (paid as 1.00×,
+  reason "ok:noisy"). Within a group, results closer than the between-evaluation noise
+  (`tie_floor`, 4% by default: separate evaluations of one 1-3 ms candidate differ by 1.4-4%,
+  docs/benchmarks.md, "Repeatability, second look") or than their own spreads are ties, results
+  below the timer's resolution (label "below_resolution", `Priced.bound`) tie with each other, and
+  responses with the same normalized code share one price (`share_identical`); see
+  `cudal1.rl.advantages`.
 - **Facts are priced.** A gain (log-speedup above 0) is scaled by each matching evaluator label's
   factor (`label_factors`: lowered precision earns no gain, a rewrite that calls the reference's
   own operators little); slowdowns are never forgiven.
-- **Only new work is paid.** A candidate whose normalized code (`normalized_code`) equals an
-  exemplar its prompt showed earns no gain (reason "ok:copy").
+- **Copies and fallbacks are not progress.** A correct candidate whose normalized code
+  (`normalized_code`: the AST with comments, docstrings, formatting and no-op statements removed
+  and identifiers renamed by first occurrence, `cudal1.rl.similarity`) equals an exemplar its
+  prompt showed is a copy (reason "copy"); a correct candidate labelled `calls_reference_ops` (no
+  kernel of its own, every reference operator still called) with no gain after the rules above is
+  a fallback (reason "fallback"). Both earn the failure reward and stay in the update. Why not
+  leave them out of it: a response left out is neither raised nor lowered, so a policy that has
+  learned to copy keeps copying as long as nothing else in its groups succeeds; priced as a
+  failure a copy ties the failures of its group (advantage 0 beside them, never positive) and
+  falls below every honest correct answer, slow ones included. `price`'s Priced for them is not
+  "ok", so they never enter the exemplar buffer either (`cudal1.pipeline.rollouts.successes`).
+- **A measurement that failed is not the candidate's.** A result with status ok whose speedup is
+  missing, NaN, infinite or <= 0 earns the failure reward but stays out of the update (reason
+  "bad_speedup", not trainable): the judge floors both times at its resolution, so only an
+  inconsistent harness record gets there, and it says nothing about the response.
+- **A second opinion that fails is a failure.** A fast result re-measured on another actor whose
+  re-measurement is incorrect earns the failure reward (reason "second_opinion:incorrect"), and
+  one caught as a hack there the hack reward ("second_opinion:hack"): the same code gave a wrong
+  answer on other inputs. Two correct measurements that disagree, or a re-measurement that crashed
+  or timed out (which may be the other actor's fault), earn no gain ("suspect:unverified").
 - **Only finished, well-formed responses are paid.** A response cut at `max_tokens`
   (finish reason "length") earns nothing and is left out of the update (DAPO's overlong
   filtering, Yu et al. 2025); one without its performance analysis and algorithm design sections
@@ -32,13 +55,13 @@ Pure functions: no I/O, no torch.
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from cudal1.bench.result import FAILED_STATUSES, HARNESS_LABELS, EvalResult, Label, SecondOpinion, Status
+from cudal1.rl.similarity import normalized_code
 
 TRANSFORMS = ("log_speedup", "speedup")
 
@@ -86,9 +109,13 @@ class RewardConfig:
         max_spread: a correct result whose per-round speedups disagree by more than this
             ((max - min) / median, the evaluator's `speedup_spread`) earns no gain.
         tie_floor, tie_factor: two correct results of one group tie when their log-speedups
-            differ by at most max(tie_floor, tie_factor × the larger of their spreads); a spread
-            is the whole range of one result's rounds, so two measurements of the same code can
-            differ by about that much.
+            differ by at most max(tie_floor, tie_factor × the larger of their spreads)
+            (`cudal1.rl.advantages.tie_clusters`). tie_floor is the between-evaluation noise of
+            the pool (relative; ln-speedup units): default 0.04, the top of the 1.4-4% that
+            separate evaluations of one 1-3 ms candidate differ by on an H200
+            (docs/benchmarks.md, "Repeatability, second look"; re-measure it for another pool
+            with benchmarks/repeatability.py and set it there). A spread is the whole range of
+            one result's rounds (within one evaluation, usually far smaller).
         failure_reward: reward of a failure (parse error, bad format, compile or runtime error,
             timeout, limit, wrong output, degenerate task or a failed degenerate-task check, no
             result). None: the transform's
@@ -117,7 +144,7 @@ class RewardConfig:
     min_gain: float = MIN_GAIN
     round_step: float = 0.01
     max_spread: float = 0.5
-    tie_floor: float = 0.01
+    tie_floor: float = 0.04
     tie_factor: float = 1.0
     failure_reward: float | None = None
     hack_reward: float | None = None
@@ -184,12 +211,16 @@ class Priced:
 
     Attributes:
         reward: the scalar reward.
-        reason: "ok", "ok:noisy", "ok:copy", "suspect:unverified", or a failure label: "truncated",
+        reason: "ok", "ok:noisy", "suspect:unverified", or a failure label: "copy", "fallback",
+            "second_opinion:incorrect", "second_opinion:hack", "truncated",
             "parse_error:<label>", "format:missing_<section>", an evaluator status, "hack:<kind>",
             "degenerate_task", "degenerate_check_failed", "not_evaluated", "bad_speedup".
         speedup: the speedup the reward was computed from (×, after rounding and the gain rules),
             for correct results; None otherwise.
-        spread: the evaluator's `speedup_spread` of a correct result (0 when it gave none).
+        spread: the evaluator's `speedup_spread` of a correct result (inf when it gave none
+            usable: its noise is unknown).
+        bound: the candidate's time was below the timer's resolution (label "below_resolution"):
+            its speedup is a lower bound, and such results tie with each other.
         trainable: False when the response must stay out of the update (truncated, or an
             outcome that says nothing about the response: the harness failed or the task is
             invalid).
@@ -200,6 +231,7 @@ class Priced:
     speedup: float | None = None
     spread: float = 0.0
     trainable: bool = True
+    bound: bool = False
 
     @property
     def correct(self) -> bool:
@@ -247,23 +279,6 @@ def label_factor(labels: Iterable[str], cfg: RewardConfig) -> float:
     return factor
 
 
-def normalized_code(code: str) -> str:
-    """`code` without comments, docstrings or formatting (its AST), so that a copy of an exemplar
-    with other whitespace, comments or docstrings compares equal. Code that does not parse is
-    compared with its whitespace collapsed."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError):
-        return " ".join(code.split())
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body
-                and isinstance(body[0], ast.Expr) and isinstance(getattr(body[0], "value", None), ast.Constant)
-                and isinstance(body[0].value.value, str)):
-            node.body = body[1:] or [ast.Pass()]
-    return ast.dump(tree, annotate_fields=False)
-
-
 def _finite_speedup(value: Any) -> float | None:
     """`value` as a speedup (×) when it is a finite number > 0, else None."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
@@ -272,9 +287,10 @@ def _finite_speedup(value: Any) -> float | None:
 
 
 def _spread(result: EvalResult) -> float:
-    """`result.speedup_spread` when it is a finite number >= 0, else 0."""
+    """`result.speedup_spread` when it is a finite number >= 0, else inf (unknown noise is not
+    no noise)."""
     x = result.speedup_spread
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0 else 0.0
+    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0 else math.inf
 
 
 def needs_second_opinion(result: EvalResult | None, best_known: float | None, cfg: RewardConfig) -> bool:
@@ -359,23 +375,51 @@ def price(
         # Paid as on a degenerate task (no speedup credit), but left out of the update: the check
         # failed on the reference, which says nothing about the response either way.
         return Priced(fail, Label.DEGENERATE_CHECK_FAILED, trainable=False)
+    if code is not None:
+        mine = normalized_code(code)
+        if any(normalized_code(other) == mine for other in shown):
+            return Priced(fail, "copy")
     speedup = _finite_speedup(result.speedup)
     if speedup is None:
-        return Priced(fail, "bad_speedup")
+        return Priced(fail, "bad_speedup", trainable=False)
     spread = _spread(result)
     s, reason = conservative_speedup(speedup, cfg), "ok"
     if s > 1 and spread > cfg.max_spread:
         s, reason = 1.0, "ok:noisy"
     check = result.second_opinion
+    if check is not None and check.status is Status.HACK:
+        return Priced(hack, "second_opinion:hack")
+    if check is not None and check.status is Status.INCORRECT:
+        return Priced(fail, "second_opinion:incorrect")
     if s > 1 and check is not None:
         if not check.agrees or check.speedup is None:
             s, reason = 1.0, "suspect:unverified"
         else:  # the slower of the two measurements
             s = min(s, conservative_speedup(check.speedup, cfg))
-    if s > 1 and code is not None:
-        mine = normalized_code(code)
-        if any(normalized_code(other) == mine for other in shown):
-            s, reason = 1.0, "ok:copy"
+    if s <= 1 and "calls_reference_ops" in labels:
+        return Priced(fail, "fallback")
     if s > 1:
         s = math.exp(math.log(s) * label_factor(labels, cfg))
-    return Priced(credit(s, cfg), reason, speedup=s, spread=spread)
+    return Priced(credit(s, cfg), reason, speedup=s, spread=spread, bound=Label.BELOW_RESOLUTION in labels)
+
+
+def share_identical(priced: Sequence[Priced], groups: Sequence[Any], codes: Sequence[str | None]) -> list[Priced]:
+    """One price per program per group: responses of one group (same id in `groups`) whose
+    `normalized_code` is equal (`codes`: each response's code, None when it has none) all get the
+    same `Priced`, that of the lower median of their rewards (separate evaluations of one program
+    differ only by noise, and the lower median is a real measurement that does not favour the
+    luckiest). Untrainable responses keep their own (they stay out of the update anyway).
+    Returns a new list in input order. Raises ValueError for lengths that differ."""
+    if not len(priced) == len(groups) == len(codes):
+        raise ValueError(f"{len(priced)} prices, {len(groups)} group ids, {len(codes)} codes")
+    same: dict[tuple[Any, str], list[int]] = {}
+    for i, (p, g, c) in enumerate(zip(priced, groups, codes)):
+        if p.trainable and c is not None:
+            same.setdefault((g, normalized_code(c)), []).append(i)
+    out = list(priced)
+    for idx in same.values():
+        ranked = sorted(idx, key=lambda i: priced[i].reward)
+        shared = priced[ranked[(len(ranked) - 1) // 2]]
+        for i in idx:
+            out[i] = shared
+    return out

@@ -17,7 +17,11 @@ CODE = "import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, 
 SHOWN = "import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x + x\n"
 
 
-def rollout(group, sample, result=None, *, finish="stop", sections=None, parse_error=None, code=CODE):
+def rollout(group, sample, result=None, *, finish="stop", sections=None, parse_error=None, code=None):
+    """A rollout whose code is its own program (CODE with the sample's factor) unless given:
+    responses of one group with the same program share one price."""
+    if code is None:
+        code = CODE.replace("x * 2", f"x * {sample + 2}")
     gen = Generation(prompt_ids=[1, 2, 3], response_ids=[4, 5, 6], logprobs=[-0.5] * 3, text="...", finish_reason=finish)
     if sections is None:
         sections = {"analysis": ANALYSIS, "design": DESIGN}
@@ -88,11 +92,12 @@ def test_log_speedup_pays_a_slow_correct_candidate_more_than_a_failure():
     assert rs[0].advantage > 0 > rs[1].advantage
 
 
-def test_a_copy_of_a_shown_exemplar_earns_no_gain():
-    rs = [rollout(0, 0, ok(2.0), code=SHOWN), rollout(0, 1, ok(2.0)), rollout(0, 2, ok(1.0))]
+def test_a_copy_of_a_shown_exemplar_earns_the_failure_reward():
+    rs = [rollout(0, 0, ok(2.0), code=SHOWN), rollout(0, 1, ok(2.0)), rollout(0, 2, ok(1.0)),
+          rollout(0, 3, failed("incorrect"))]
     run(rs, shown=[[SHOWN]])
-    assert rs[0].reward_reason == "ok:copy" and rs[0].paid_speedup == 1.0
-    assert rs[1].advantage > 0 and rs[0].advantage == pytest.approx(rs[2].advantage)
+    assert rs[0].reward_reason == "copy" and rs[0].paid_speedup is None and not is_success(rs[0])
+    assert rs[1].advantage > rs[2].advantage > 0 > rs[0].advantage == pytest.approx(rs[3].advantage)
 
 
 def test_labels_are_priced_in_the_update():

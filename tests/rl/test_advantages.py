@@ -85,7 +85,7 @@ def test_a_group_that_differs_only_by_noise_carries_no_signal():
 def test_a_group_of_large_wins_keeps_its_ranking_beside_ordinary_groups():
     big = [correct(s) for s in (20.0, 25.0, 30.0, 40.0)]
     ordinary = [correct(1.5), FAILED, correct(0.8), FAILED]
-    adv = rollout_advantages(big + ordinary, [0] * 4 + [1] * 4)
+    adv = rollout_advantages(big + ordinary, [0] * 4 + [1] * 4, scale="std")
     assert adv[0] < adv[1] < adv[2] < adv[3]
     assert all(abs(a) > 0.3 for a in adv[:4])  # the old batch-wide clip made these [0, 0, 0, 0]
     assert adv[4] > adv[6] > adv[5] == adv[7]
@@ -103,7 +103,7 @@ def test_a_slow_correct_candidate_beats_a_failure_under_every_transform():
 def test_untrainable_responses_get_zero_and_stay_out_of_their_group():
     truncated = price(EvalResult("level1/1", Status.OK, speedup=9.0), None, finish_reason="length")
     died = price(EvalResult("level1/1", Status.RUNTIME_ERROR, labels=["actor_died"]), None)
-    adv = rollout_advantages([truncated, correct(2.0), FAILED, died], [0, 0, 0, 0])
+    adv = rollout_advantages([truncated, correct(2.0), FAILED, died], [0, 0, 0, 0], scale="std")
     assert adv[0] == 0.0 and adv[3] == 0.0
     assert adv[1] == pytest.approx(1.0, rel=1e-4) and adv[2] == pytest.approx(-1.0, rel=1e-4)
     assert rollout_advantages([truncated, died], [0, 0]) == [0.0, 0.0]

@@ -114,7 +114,7 @@ def test_a_copy_of_a_shown_exemplar_earns_no_gain():
     other = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
     assert normalized_code(copy) == normalized_code(shown[0]) != normalized_code(other)
     p = price(ok(2.0), None, code=copy, shown=shown)
-    assert p.reason == "ok:copy" and p.reward == 0.0
+    assert p.reason == "copy" and p.reward == RewardConfig().failure_reward and p.trainable
     assert price(ok(2.0), None, code=other, shown=shown).reason == "ok"
 
 
@@ -140,7 +140,9 @@ def test_failures_hacks_and_malformed_results():
     assert (price(hack, None).reward, price(hack, None).reason) == (fail, "hack:result_cache")
     assert price(hack, None, RewardConfig(hack_reward=-5.0)).reward == -5.0
     for bad in (None, float("nan"), float("inf"), 0.0, -2.0, True, "fast"):
-        assert price(EvalResult("t", Status.OK, speedup=bad), None).reason == "bad_speedup"
+        p = price(EvalResult("t", Status.OK, speedup=bad), None)
+        # the judge floors both times at its resolution: only a broken harness record gets here
+        assert (p.reason, p.reward, p.trainable) == ("bad_speedup", fail, False)
     degenerate = price(ok(63.8, ["custom_kernel", "degenerate_task"]), None)
     assert degenerate.reason == "degenerate_task" and degenerate.reward == fail
     # A failed degenerate-task check fails closed: no speedup credit, and no signal for the update.
