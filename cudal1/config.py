@@ -305,8 +305,8 @@ class RewardSettings:
     verify_over_best: float = 2.0
     """...and so is one faster than this × its task's best known speedup."""
     verify_tolerance: float = VERIFY_TOLERANCE
-    """Two measurements further apart than this (relative; or than their own spreads, where
-    larger) are not paid ("suspect:unverified")."""
+    """Two measurements s1, s2 (×) with |s1 - s2| / min(s1, s2) above this are not paid
+    ("suspect:unverified")."""
 
 
 @dataclasses.dataclass

@@ -116,10 +116,9 @@ class SecondOpinion:
         actor: the index of the actor that re-measured it in its pool (None: not known).
         disagreement: |s1 - s2| / min(s1, s2) of the two speedups; None when the re-measurement
             was not a correct result.
-        tolerance: how far apart the two may be and still agree: the larger of the configured
-            tolerance and the two results' own `speedup_spread`s.
-        agrees: the two measurements agree (disagreement <= tolerance, or both speedups are
-            only lower bounds, label "below_resolution").
+        tolerance: how far apart the two may be and still agree, in the unit of `disagreement`
+            (the configured `verify_tolerance`).
+        agrees: disagreement is set and disagreement <= tolerance; nothing else.
     """
 
     speedup: float | None

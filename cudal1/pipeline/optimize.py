@@ -88,7 +88,7 @@ class OptimizeSettings:
     verify: bool = True
     """Measure the best correct candidate again on another actor before it counts."""
     verify_tolerance: float = VERIFY_TOLERANCE
-    """Two measurements further apart than this (relative, or than their spreads) disagree."""
+    """Two measurements s1, s2 (×) with |s1 - s2| / min(s1, s2) above this disagree."""
     verify_tries: int = 3
     """Candidates tried, fastest first, until one is confirmed."""
     min_gain: float = MIN_GAIN

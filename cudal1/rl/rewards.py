@@ -44,7 +44,8 @@ The reward is the product's learning signal, so it is built to rank honestly:
   re-measurement is incorrect earns the failure reward (reason "second_opinion:incorrect"), and
   one caught as a hack there the hack reward ("second_opinion:hack"): the same code gave a wrong
   answer on other inputs. Two correct measurements that disagree, or a re-measurement that crashed
-  or timed out (which may be the other actor's fault), earn no gain ("suspect:unverified").
+  or timed out (which may be the other actor's fault), earn no gain ("suspect:unverified"). Two
+  measurements agree only within `verify_tolerance` (`second_opinion`).
 - **Only finished, well-formed responses are paid.** A response cut at `max_tokens`
   (finish reason "length") earns nothing and is left out of the update (DAPO's overlong
   filtering, Yu et al. 2025); one without its performance analysis and algorithm design sections
@@ -70,8 +71,8 @@ MIN_GAIN = 1.01
 an optimize outcome "improved")."""
 
 VERIFY_TOLERANCE = 0.10
-"""The default relative tolerance of a second opinion: two measurements of one candidate further
-apart than this (or than their own spreads, where larger) disagree."""
+"""The default tolerance of a second opinion: two measurements of one candidate whose speedups
+s1, s2 (×) have |s1 - s2| / min(s1, s2) above this disagree."""
 
 DEFAULT_LABEL_FACTORS: dict[str, float] = {
     "reduced_precision": 0.0,
@@ -130,9 +131,8 @@ class RewardConfig:
         verify_above, verify_over_best: a correct result faster than verify_above (×), or than
             verify_over_best × its task's best known speedup, is measured again on another
             actor of the pool before it is paid (`needs_second_opinion`, `cudal1.pipeline.verify`).
-        verify_tolerance: the two measurements may differ by this much (relative to the
-            smaller), or by their own spreads where larger; beyond it the result is not paid
-            ("suspect:unverified").
+        verify_tolerance: the two measurements may differ by this much, |s1 - s2| / min(s1, s2)
+            (unitless; 0.10 = 10%); beyond it the result is not paid ("suspect:unverified").
 
     Raises:
         ValueError: an unknown transform, a non-finite or out-of-range value, or a failure or
@@ -307,22 +307,21 @@ def needs_second_opinion(result: EvalResult | None, best_known: float | None, cf
 def second_opinion(first: EvalResult, second: EvalResult, cfg: RewardConfig) -> SecondOpinion:
     """Compare a correct result (`first`, its speedup set) with its re-measurement on another actor.
 
-    The disagreement is |s1 - s2| / min(s1, s2) (None when `second` is not a correct result with
-    a speedup); the tolerance the larger of `cfg.verify_tolerance` and the two results' own
-    spreads (`speedup_spread`: two honest measurements differ by about that); they agree when the
-    disagreement is within the tolerance, or both results are below the measurement's resolution
-    (label "below_resolution": each speedup is then only a lower bound, and two bounds may differ
-    without contradicting each other). `price` pays the slower of two that agree and no gain for
-    two that do not.
+    With s1 and s2 the two speedups (×), the disagreement is the relative difference
+    |s1 - s2| / min(s1, s2) (unitless: 0.10 means the faster figure is 10% above the slower; None
+    when `second` is not a correct result with a usable speedup). The tolerance is
+    `cfg.verify_tolerance` (same unit), fixed: neither result's own `speedup_spread` nor a
+    "below_resolution" label widens it, because a noisy or unresolved measurement is exactly what
+    a second opinion must not wave through. The two agree if and only if the disagreement is set
+    and disagreement <= tolerance. `price` pays the slower of two that agree and no gain for two
+    that do not.
     """
     s1 = float(first.speedup)  # type: ignore[arg-type]
     s2 = _finite_speedup(second.speedup) if second.status is Status.OK else None
     disagreement = abs(s1 - s2) / min(s1, s2) if s2 is not None else None
-    tolerance = max(cfg.verify_tolerance, _spread(first), _spread(second))
-    bounds = all(Label.BELOW_RESOLUTION in r.labels for r in (first, second))
+    tolerance = float(cfg.verify_tolerance)
     return SecondOpinion(speedup=s2, status=second.status, actor=second.actor, disagreement=disagreement,
-                         tolerance=tolerance,
-                         agrees=disagreement is not None and (disagreement <= tolerance or bounds))
+                         tolerance=tolerance, agrees=disagreement is not None and disagreement <= tolerance)
 
 
 def price(

@@ -182,14 +182,20 @@ def test_two_measurements_that_disagree_are_not_paid_and_two_that_agree_pay_the_
     failed = second_opinion(first, EvalResult("level1/1", Status.INCORRECT, actor=1), cfg)
     assert not failed.agrees and failed.disagreement is None and failed.speedup is None
     assert failed.status is Status.INCORRECT
-    # two honest measurements differ by about their own spread: that much is tolerated
+    # the tolerance is verify_tolerance and nothing else: a result's own spread does not widen it
     noisy = second_opinion(ok(6.0, spread=0.3), ok(4.8, spread=0.1), cfg)
-    assert noisy.tolerance == pytest.approx(0.3) and noisy.agrees
-    # two lower bounds (both below the resolution) do not contradict each other: the smaller is paid
+    assert noisy.tolerance == pytest.approx(0.1) and noisy.disagreement == pytest.approx(0.25) and not noisy.agrees
+    # nor do two lower bounds (both below the resolution): 8x and 5x are 60% apart
     bounds = second_opinion(ok(8.0, labels=["below_resolution"]), ok(5.0, labels=["below_resolution"]), cfg)
-    assert bounds.agrees and bounds.speedup == 5.0
+    assert not bounds.agrees and bounds.speedup == 5.0
     one_bound = second_opinion(ok(8.0, labels=["below_resolution"]), ok(5.0), cfg)
     assert not one_bound.agrees
+    # the case: 1.01x, then 0.61x on another actor (spread 0.358, both below the resolution)
+    case = second_opinion(ok(1.01, spread=0.358, labels=["below_resolution"]),
+                          ok(0.61, spread=0.2, labels=["below_resolution"]), cfg)
+    assert case.disagreement == pytest.approx(0.40 / 0.61) and case.tolerance == 0.1 and not case.agrees
+    close = second_opinion(ok(1.05), ok(1.0), cfg)
+    assert close.disagreement == pytest.approx(0.05) and close.agrees
     # the second opinion travels with its result into files and back
     record = dataclasses.replace(first, second_opinion=agree).to_dict()
     assert record["actor"] == 0 and record["second_opinion"] == {
