@@ -17,7 +17,13 @@ feedback):
 4. the fastest correct candidate is measured again on another actor of the pool (`verify`;
    `cudal1.rl.rewards.second_opinion` decides whether two measurements agree); one that does not
    hold up is dropped and the next is tried. The verified one is the task's solution, with the
-   slower of its two speedups, the larger spread, its labels and the model's analysis.
+   slower of its two speedups, the larger spread, its labels and the model's analysis;
+5. the solution is delivered (status "improved") only when its paid speedup (`Solution.paid`:
+   `cudal1.rl.rewards.price` of the first measurement with its second opinion, so reduced
+   precision, a fallback, a noisy or unconfirmed figure earn no gain) is above `min_gain` × and
+   above `min_gain` × the best paid speedup of the starting solutions. Otherwise the outcome is
+   "not_faster" (or "no_correct") and its message says "no faster solution found" with the best
+   figures measured; the solution stays in the outcome for the record.
 
 `Optimizer.optimize(task, start=(), on_progress=None) -> TaskOutcome` is the stable entry point
 (the optimize job calls it per task; a Ray Serve application may call it per request). The
@@ -52,9 +58,10 @@ log = logging.getLogger(__name__)
 ProgressCallback = Callable[[dict[str, Any]], None]
 """Called with one event dict per step of `Optimizer.optimize` (see `Optimizer.optimize`)."""
 
-OUTCOMES = ("improved", "correct", "no_correct", "invalid_task", "prompt_too_long")
-"""`TaskOutcome.status`: a verified solution faster than `min_gain` × / a verified solution that
-is not / no verified solution / the reference itself does not run / the prompt does not fit."""
+OUTCOMES = ("improved", "not_faster", "no_correct", "invalid_task", "prompt_too_long")
+"""`TaskOutcome.status`: a verified solution whose paid speedup beats the reference and the
+starting solutions (delivered) / a verified solution that does not (not delivered) / no verified
+solution / the reference itself does not run / the prompt does not fit."""
 
 
 @dataclasses.dataclass
@@ -183,7 +190,10 @@ class Solution:
 
     `speedup` is the slower of the two agreeing measurements (×), `spread` the larger of their
     `speedup_spread`s; `result` is the first measurement and `second_opinion` the comparison with
-    the second (None with `verify` off).
+    the second (None with `verify` off). `paid` is the speedup (×) `cudal1.rl.rewards.price` pays
+    for the first measurement with that second opinion (rounded toward 1.00, no gain for a noisy,
+    unconfirmed or reduced-precision figure), None when it pays it as no correct result (a
+    fallback, ...); `paid_reason` is the price's reason.
     """
 
     code: str
@@ -195,6 +205,8 @@ class Solution:
     origin: str
     result: EvalResult
     second_opinion: SecondOpinion | None = None
+    paid: float | None = None
+    paid_reason: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe dict (`result` and `second_opinion` as their `to_dict()`)."""
@@ -233,6 +245,11 @@ class TaskOutcome:
     @property
     def speedup(self) -> float | None:
         return self.solution.speedup if self.solution else None
+
+    @property
+    def delivered(self) -> bool:
+        """The solution is handed back (written to `solutions/`, returned as code): status "improved"."""
+        return self.status == "improved" and self.solution is not None
 
     def table_result(self) -> EvalResult:
         """The task's row for `cudal1.pipeline.evaluate.paper_table`: the verified solution's result
@@ -369,17 +386,41 @@ class Optimizer:
                  correct=sum(a.correct for a in attempts), best_speedup=best, statuses=statuses)
 
         out.solution = self._verified_best(task, task_record, out.attempts, emit)
+        start_paid = [p for p in (self._paid(a.result).speedup for a in out.attempts if a.round == 0 and a.correct)
+                      if p is not None]
+        start_best = max(start_paid, default=None)
+        best_measured = max((a.speedup for a in out.attempts if a.correct), default=None)
+        start_text = f", start paid {start_best:.2f}x" if start_best is not None else ""
         if out.solution is None:
             n_correct = sum(a.correct for a in out.attempts)
             out.status = "no_correct"
-            out.message = (f"{n_correct} correct candidates, none confirmed by a second measurement" if n_correct
-                           else f"no correct candidate in {len(out.attempts)} attempts")
+            out.message = (f"no faster solution found: {n_correct} correct candidates (best measured "
+                           f"{best_measured:.2f}x), none confirmed by a second measurement{start_text}" if n_correct
+                           else f"no faster solution found: no correct candidate in {len(out.attempts)} attempts")
         else:
-            faster = out.solution.speedup > s.min_gain
-            out.status = "improved" if faster else "correct"
-            out.message = (f"{out.solution.speedup:.2f}x speedup (verified), from {out.solution.origin}" if faster else
-                           f"correct but not faster than {s.min_gain}x: {out.solution.speedup:.2f}x, from {out.solution.origin}")
+            sol = out.solution
+            bar = max(s.min_gain, s.min_gain * start_best if start_best is not None else 0.0)
+            paid = "not paid" if sol.paid is None else f"{sol.paid:.2f}x"
+            if sol.paid is not None and sol.paid > bar:
+                out.status = "improved"
+                out.message = f"{sol.paid:.2f}x speedup (paid, verified), from {sol.origin}"
+            else:
+                out.status = "not_faster"
+                again = f", {sol.second_opinion.speedup:.2f}x on another actor" if (
+                    sol.second_opinion is not None and sol.second_opinion.speedup is not None) else ""
+                out.message = (f"no faster solution found: best {sol.origin} measured {sol.result.speedup:.2f}x"
+                               f"{again}, paid {paid} ({sol.paid_reason}){start_text}; needs above {bar:.2f}x "
+                               f"(the reference x {s.min_gain}" + (" and the start" if start_best is not None else "")
+                               + ")")
         return self._finish(out, t0, emit)
+
+    def _paid(self, result: EvalResult | None) -> Any:
+        """`cudal1.rl.rewards.price` of a result (no format or copy check), with this search's
+        gain bar and verify tolerance."""
+        from cudal1.rl.rewards import RewardConfig, price
+
+        return price(result, cfg=RewardConfig(min_gain=self.settings.min_gain,
+                                              verify_tolerance=self.settings.verify_tolerance))
 
     # -- steps ---------------------------------------------------------------------------------------
 
@@ -445,12 +486,13 @@ class Optimizer:
         for a in ranked[: s.verify_tries]:
             first = a.result
             if not s.verify:
-                return _solution(a, a.speedup, first.speedup_spread, None)
+                return _solution(a, a.speedup, first.speedup_spread, None, self._paid(first))
             again = Candidate(task.task_id, a.code, a.origin + "/verify", task=task_record)
             opinion, second = second_opinions(self.pool, [again], [first], cfg)[0]
             emit("verified", origin=a.origin, speedup=opinion.speedup, agrees=opinion.agrees)
             if opinion.agrees:
-                return _solution(a, min(a.speedup, opinion.speedup), _larger_spread(first, second), opinion)
+                priced = self._paid(dataclasses.replace(first, second_opinion=opinion))
+                return _solution(a, min(a.speedup, opinion.speedup), _larger_spread(first, second), opinion, priced)
         return None
 
     def _finish(self, out: TaskOutcome, t0: float, emit: Callable[..., None]) -> TaskOutcome:
@@ -487,9 +529,10 @@ def _larger_spread(first: EvalResult, second: EvalResult) -> float | None:
     return max(spreads) if spreads else None
 
 
-def _solution(a: Attempt, speedup: float, spread: float | None, opinion: SecondOpinion | None) -> Solution:
+def _solution(a: Attempt, speedup: float, spread: float | None, opinion: SecondOpinion | None,
+              priced: Any) -> Solution:
     return Solution(a.code or "", float(speedup), spread, list(a.result.labels), a.sections.get("analysis", ""),
-                    a.sections.get("design", ""), a.origin, a.result, opinion)
+                    a.sections.get("design", ""), a.origin, a.result, opinion, priced.speedup, priced.reason)
 
 
 def _emitter(callback: ProgressCallback | None, task_id: str) -> Callable[..., None]:

@@ -2,8 +2,10 @@
 
 `optimize_tasks` runs an `Optimizer` on each task and writes, under `out_dir`:
 
-    solutions/level<L>/<id>_<Name>.py   the best verified solution per task (the layout
-                                        `cudal1 eval-suite --solutions` and jobs/evaluate.py read)
+    solutions/level<L>/<id>_<Name>.py   the delivered solution per task (`TaskOutcome.delivered`:
+                                        its paid speedup beats the reference and the starting
+                                        solutions; none otherwise), in the layout
+                                        `cudal1 eval-suite --solutions` and jobs/evaluate.py read
     reports/level<L>_<id>.json          the task's `TaskOutcome`: every attempt with its evaluation,
                                         each round's prompt, the solution's analysis and design
     results.jsonl                       one `EvalResult` per task (`TaskOutcome.table_result`): the
@@ -61,12 +63,12 @@ def distinct_ids(tasks: Sequence[Task]) -> list[Task]:
 
 def task_line(o: TaskOutcome) -> str:
     """One summary line of a task's outcome."""
-    if o.solution is None:
+    if not o.delivered:
         return f"{o.task_id} {o.name}: {o.status}: {o.message}"
     s = o.solution
     spread = f" (spread {s.spread:.0%})" if s.spread is not None else ""
     labels = f" [{', '.join(s.labels)}]" if s.labels else ""
-    return f"{o.task_id} {o.name}: {o.status}: {s.speedup:.2f}x{spread}{labels}, from {s.origin}"
+    return f"{o.task_id} {o.name}: {o.status}: {s.paid:.2f}x paid{spread}{labels}, from {s.origin}"
 
 
 def optimize_tasks(optimizer: Optimizer, tasks: Sequence[Task], out_dir: str | Path, *,
@@ -111,7 +113,7 @@ def optimize_tasks(optimizer: Optimizer, tasks: Sequence[Task], out_dir: str | P
         for i, task in enumerate(tasks):
             o = optimizer.optimize(task, start=list((starts or {}).get(task.task_id, ())), on_progress=show)
             outcomes.append(o)
-            if o.solution is not None:
+            if o.delivered:
                 path = solution_path(out / "solutions", task)
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_text(o.solution.code, encoding="utf-8")
@@ -207,7 +209,7 @@ def run_optimize_job(cfg: Any) -> tuple[list[TaskOutcome], list[dict[str, Any]]]
             if generator is not None:
                 generator.kill()
     for o in outcomes:
-        if o.solution is not None and o.solution.analysis:
+        if o.delivered and o.solution.analysis:
             print(f"\n{o.task_id} analysis ({o.solution.origin}):\n{o.solution.analysis[:1200]}")
     print("\n" + "\n".join(task_line(o) for o in outcomes))
     print("\n" + format_paper_table(rows, list(cfg.ps)), flush=True)

@@ -263,8 +263,11 @@ class OptimizeRunner:
         self.generator, self.pools, self.tokenizer, self.settings = generator, dict(pools), tokenizer, settings
 
     def __call__(self, request: Mapping[str, Any], on_progress: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
-        """Returns the `TaskOutcome` as a dict plus "speedup", "spread", "labels", "analysis",
-        "code" of the verified solution (None / [] / "" without one) and "pool"."""
+        """Returns the `TaskOutcome` as a dict (its "message" says "no faster solution found" with
+        the best figures when nothing is delivered) plus "delivered", "pool", and "paid",
+        "spread", "labels", "analysis", "code" of the delivered solution (None / [] / "" when
+        none is delivered: `TaskOutcome.delivered`, a paid speedup above the reference's and the
+        starting solutions')."""
         import dataclasses
 
         from cudal1.pipeline.optimize import Optimizer, task_from_source
@@ -273,8 +276,14 @@ class OptimizeRunner:
         settings = dataclasses.replace(self.settings, rounds=request["rounds"], samples=request["samples"])
         optimizer = Optimizer(self.generator, self.pools[request["pool"]], self.tokenizer, settings)
         outcome = optimizer.optimize(task, start=list(request.get("start") or []), on_progress=on_progress)
-        d = outcome.to_dict()
-        sol = outcome.solution
-        d.update(pool=request["pool"], spread=sol.spread if sol else None, labels=list(sol.labels) if sol else [],
-                 analysis=sol.analysis if sol else "", code=sol.code if sol else None)
-        return d
+        return runner_result(outcome, request["pool"])
+
+
+def runner_result(outcome: Any, pool: str) -> dict[str, Any]:
+    """What `OptimizeRunner` returns for a `TaskOutcome` on `pool` (see `OptimizeRunner.__call__`)."""
+    d = outcome.to_dict()
+    sol = outcome.solution if outcome.delivered else None
+    d.update(pool=pool, delivered=sol is not None, paid=sol.paid if sol else None, spread=sol.spread if sol else None,
+             labels=list(sol.labels) if sol else [], analysis=sol.analysis if sol else "",
+             code=sol.code if sol else None)
+    return d

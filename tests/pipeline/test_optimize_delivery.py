@@ -1,0 +1,130 @@
+"""What the optimize job and the Serve runner hand back: a program only when its paid speedup
+beats the reference and the starting solutions, after a second opinion. Fakes for the generator,
+the pool and the tokenizer: each program's successive measurements are scripted."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from cudal1.bench.result import EvalResult, Status
+from cudal1.pipeline.optimize import OptimizeSettings, Optimizer, task_from_source
+from cudal1.pipeline.optimize_job import optimize_tasks, task_line
+from cudal1.records import Generation
+from cudal1.serve.jobs import runner_result
+
+PROGRAM = ("import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n\n"
+           "def get_inputs():\n    return [torch.randn(8, 8)]\n\ndef get_init_inputs():\n    return []\n")
+
+
+def modelnew(tag: str) -> str:
+    return (f"import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+            f"        return torch.relu(x)  # {tag}\n")
+
+
+START, MODEL = modelnew("start"), modelnew("model")
+
+
+class Tokenizer:
+    chat_template = "plain"
+
+    def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):
+        return "\n".join(m["content"] for m in messages)
+
+    def encode(self, text, add_special_tokens=False):
+        return list(range(len(text) // 8))
+
+
+class Generator:
+    """Every response holds MODEL."""
+
+    def generate(self, prompt_ids, n, max_tokens, temperature, top_p):
+        text = (f"## Performance analysis\nThe relu is memory bound, one pass.\n\n## Algorithm design\n"
+                f"Fuse it into one pass over the data.\n\n## Code\n```python\n{MODEL.rstrip()}\n```")
+        return [[Generation(list(p), [1, 2], [-0.1, -0.1], text, "stop") for _ in range(n)] for p in prompt_ids]
+
+
+class Pool:
+    """Measures each program from a script: `plan[code]` is a list of (status, speedup, labels),
+    one per evaluation in order (the last repeats); the reference is always correct at 1.0x.
+    Actors alternate, so a re-measurement comes from another actor."""
+
+    def __init__(self, plan):
+        self.plan, self.seen, self.calls = plan, {}, 0
+
+    def evaluate_many(self, candidates, progress=False, avoid=None):
+        out = []
+        for c in candidates:
+            self.calls += 1
+            if c.origin == "reference":
+                out.append(EvalResult(c.task_id, Status.OK, speedup=1.0, speedup_spread=0.01, actor=0))
+                continue
+            steps = self.plan[c.source]
+            k = self.seen.get(c.source, 0)
+            self.seen[c.source] = k + 1
+            status, speedup, labels = steps[min(k, len(steps) - 1)]
+            out.append(EvalResult(c.task_id, status, speedup=speedup if status is Status.OK else None,
+                                  speedup_spread=0.01, labels=list(labels), actor=self.calls % 2))
+        return out
+
+
+OK, WRONG = Status.OK, Status.INCORRECT
+
+
+def run(tmp_path, plan, start=(START,)):
+    task = task_from_source(PROGRAM, "relu")
+    settings = OptimizeSettings(rounds=1, samples=2, max_tokens=64, max_model_len=100000)
+    optimizer = Optimizer(Generator(), Pool(plan), Tokenizer(), settings)
+    (outcome,), _ = optimize_tasks(optimizer, [task], tmp_path, starts={task.task_id: list(start)}, progress=False)
+    files = sorted(p.name for p in (tmp_path / "solutions").rglob("*.py"))
+    report = json.loads((tmp_path / "reports" / "level0_0.json").read_text())
+    return outcome, files, report
+
+
+def test_the_issue_case_a_start_rechecked_slower_is_not_delivered(tmp_path):
+    # start: 1.01x, then 0.61x on the other actor (both below the resolution); the model's code is wrong
+    plan = {START: [(OK, 1.01, ["below_resolution"]), (OK, 0.61, ["below_resolution"])], MODEL: [(WRONG, None, [])]}
+    o, files, report = run(tmp_path, plan)
+    assert o.status == "no_correct" and not o.delivered and o.solution is None
+    assert o.message.startswith("no faster solution found") and "1.01x" in o.message
+    assert files == []
+    assert [a["result"]["status"] for a in report["attempts"]] == ["ok", "incorrect", "incorrect"]
+    assert runner_result(o, "cpu")["code"] is None and runner_result(o, "cpu")["delivered"] is False
+
+
+def test_a_verified_solution_that_does_not_beat_the_start_is_not_delivered(tmp_path):
+    plan = {START: [(OK, 1.5, [])], MODEL: [(OK, 1.4, [])]}
+    o, files, report = run(tmp_path, plan)
+    assert o.status == "not_faster" and not o.delivered
+    assert o.solution.origin == "start/0" and o.solution.paid == pytest.approx(1.5)
+    assert o.message.startswith("no faster solution found: best start/0 measured 1.50x, 1.50x on another actor, "
+                                "paid 1.50x (ok), start paid 1.50x; needs above 1.52x")
+    assert files == [] and report["solution"]["paid"] == pytest.approx(1.5) and report["status"] == "not_faster"
+    assert task_line(o) == f"level0/0 relu: not_faster: {o.message}"
+    d = runner_result(o, "cpu")
+    assert (d["delivered"], d["code"], d["paid"], d["labels"]) == (False, None, None, [])
+
+
+def test_a_faster_confirmed_solution_is_delivered_at_its_paid_speedup(tmp_path):
+    plan = {START: [(OK, 1.5, [])], MODEL: [(OK, 2.0, []), (OK, 1.9, [])]}
+    o, files, _ = run(tmp_path, plan)
+    assert o.status == "improved" and o.delivered
+    assert o.solution.origin == "round1/s0" and o.solution.paid == pytest.approx(1.9)
+    assert files == ["0_relu.py"] and (tmp_path / "solutions" / "level0" / "0_relu.py").read_text() == MODEL
+    assert task_line(o) == "level0/0 relu: improved: 1.90x paid (spread 1%), from round1/s0"
+    d = runner_result(o, "cpu")
+    assert d["delivered"] is True and d["code"] == MODEL and d["paid"] == pytest.approx(1.9)
+
+
+def test_without_a_start_the_bar_is_the_reference_and_unpaid_gains_do_not_count(tmp_path):
+    # 1.3x in reduced precision is paid 1.00x: not faster than the reference
+    o, files, _ = run(tmp_path, {MODEL: [(OK, 1.3, ["reduced_precision"])]}, start=())
+    assert o.status == "not_faster" and o.solution.paid == 1.0 and files == []
+    assert "needs above 1.01x (the reference x 1.01)" in o.message
+    # 1.3x that the other actor measures at 1.0x does not agree: nothing is verified
+    o, files, _ = run(tmp_path, {MODEL: [(OK, 1.3, []), (OK, 1.0, [])]}, start=())
+    assert o.status == "no_correct" and files == [] and o.message.startswith("no faster solution found")
+    # 1.3x confirmed at 1.25x: delivered at 1.25x
+    o, files, _ = run(tmp_path, {MODEL: [(OK, 1.3, []), (OK, 1.25, [])]}, start=())
+    assert o.status == "improved" and o.solution.paid == pytest.approx(1.25) and files == ["0_relu.py"]
