@@ -4,22 +4,34 @@ Pure (no I/O, no torch): the driver calls `rollout_metrics` on each step's rollo
 dict to `cudal1.tracking.Tracker.log_metrics`. Speedup statistics and fast_p come from
 `cudal1.bench.summary.summarize`, so a training step and `cudal1 bench` report the same numbers.
 
+Headline figures count only what the reward pays: a rollout passes when its price
+(`cudal1.rl.rewards.price`) is "ok" or "ok:noisy", and its speedup is the paid one
+(`Rollout.paid_speedup`: rounded toward 1.00, the slower of two confirming measurements, label
+factors applied). Copies, fallbacks, hacks (caught, or on a second opinion), unconfirmed
+("suspect:unverified") and unpriced rollouts do not pass; reduced precision passes at 1.00×, so it
+is never fast. The status and hack counts stay the evaluator's raw facts.
+
 Denominators: rates (pass rate, fast_p, parse-failure rate) are over *all* rollouts of the step,
 so a response that failed to parse, or was never evaluated, counts as a failure and a rate never
 rises by dropping failures (as fast_p does in KernelBench). Speedup mean / median / geomean are
-over the correct (status ok) rollouts only, and left out when there is none.
+over the passing rollouts only, and left out when there is none.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter
 from collections.abc import Sequence
 
 from cudal1.bench.result import EvalResult, Label, Status
-from cudal1.bench.summary import DEFAULT_PS, summarize
+from cudal1.bench.summary import DEFAULT_PS, fast_p_key, summarize
 from cudal1.records import Rollout
 from cudal1.tracking import metric_key  # mlflow itself is imported only when a Tracker is enabled
+
+
+PASSING = ("ok", "ok:noisy")
+"""Reward reasons of a rollout paid as correct."""
 
 
 def rollout_metrics(rollouts: Sequence[Rollout], ps: Sequence[float] = DEFAULT_PS) -> dict[str, float]:
@@ -33,19 +45,19 @@ def rollout_metrics(rollouts: Sequence[Rollout], ps: Sequence[float] = DEFAULT_P
         Always present (an empty batch gives `rollouts` = 0 and nothing else):
           - "rollouts", "evaluated": counts.
           - "reward/mean", "reward/std" (population std; 0 for one rollout), "reward/max".
-          - "pass_rate": share with result status "ok".
+          - "pass_rate": share that passes (paid as correct: reason "ok" or "ok:noisy").
           - "parse_failure_rate": share with a `parse_error`.
           - "truncated_rate": share whose generation hit max_tokens (finish_reason "length").
           - "format_ok_rate": share that parsed and has every required section (a reward reason
             that is neither "truncated", "parse_error:*" nor "format:*").
           - "trainable_rate": share that takes part in the update.
-          - "fast_1", "fast_1.5", "fast_2" (one per p, names from `fast_p_key`): share correct AND
-            speedup > p.
+          - "fast_1", "fast_1.5", "fast_2" (one per p, names from `fast_p_key`): share that passes
+            with a paid speedup > p.
           - "status/<status>" for every `Status` (zeros included): counts over evaluated rollouts.
           - "hack/<kind>" for every `HackKind` (zeros included): counts.
           - "response_tokens/mean": mean response length in tokens.
         Present when defined:
-          - "speedup/mean", "speedup/median", "speedup/geomean" (×) over correct rollouts.
+          - "speedup/mean", "speedup/median", "speedup/geomean" (×): paid speedups of the passing rollouts.
           - "below_resolution_rate": share of the correct rollouts whose candidate time was below
             the measurement's resolution (label "below_resolution": their speedup is a bound).
           - "parse/<label>": count of each parse-error label seen.
@@ -57,6 +69,7 @@ def rollout_metrics(rollouts: Sequence[Rollout], ps: Sequence[float] = DEFAULT_P
         return {"rollouts": 0.0}
     results = [r.result for r in rollouts if r.result is not None]
     summary = summarize(results, ps)
+    paid = [float(r.paid_speedup) for r in rollouts if r.reward_reason in PASSING and r.paid_speedup is not None]
     n_eval = summary["n"]
     rewards = [float(r.reward) for r in rollouts]
 
@@ -66,7 +79,7 @@ def rollout_metrics(rollouts: Sequence[Rollout], ps: Sequence[float] = DEFAULT_P
         "reward/mean": statistics.fmean(rewards),
         "reward/std": statistics.pstdev(rewards),
         "reward/max": max(rewards),
-        "pass_rate": summary["n_correct"] / n,
+        "pass_rate": len(paid) / n,
         "parse_failure_rate": sum(r.parse_error is not None for r in rollouts) / n,
         "truncated_rate": sum(r.generation.finish_reason == "length" for r in rollouts) / n,
         "response_tokens/mean": statistics.fmean(len(r.generation.response_ids) for r in rollouts),
@@ -74,17 +87,15 @@ def rollout_metrics(rollouts: Sequence[Rollout], ps: Sequence[float] = DEFAULT_P
                               and r.parse_error is None for r in rollouts) / n,
         "trainable_rate": sum(r.trainable for r in rollouts) / n,
     }
-    # summarize's fast_p is a share of the evaluated results; re-base it on all rollouts.
-    # share * n_eval is an exact hit count up to rounding error, hence round().
-    for key, share in summary["fast_p"].items():
-        out[metric_key(key)] = round(share * n_eval) / n
+    for p in ps:
+        out[metric_key(fast_p_key(p))] = sum(s > p for s in paid) / n
     correct = [r for r in results if r.status is Status.OK]
     if correct:
         out["below_resolution_rate"] = sum(Label.BELOW_RESOLUTION in r.labels for r in correct) / len(correct)
-    for name in ("mean", "median", "geomean"):
-        value = summary[f"speedup_{name}"]
-        if value is not None:
-            out[f"speedup/{name}"] = float(value)
+    if paid:
+        out["speedup/mean"] = statistics.fmean(paid)
+        out["speedup/median"] = statistics.median(paid)
+        out["speedup/geomean"] = math.exp(statistics.fmean(math.log(s) for s in paid))
     for status, count in summary["status_counts"].items():
         out[metric_key(f"status/{status}")] = float(count)
     for kind, count in summary["hack_counts"].items():

@@ -11,11 +11,14 @@ from cudal1.records import Generation, Rollout
 from cudal1.rl.rewards import Priced
 
 
-def _rollout(sample, reward, result=None, parse_error=None, tokens=4, finish="stop"):
+def _rollout(sample, reward, result=None, parse_error=None, tokens=4, finish="stop", priced=None):
     gen = Generation(prompt_ids=[1, 2], response_ids=list(range(tokens)), logprobs=[-0.1] * tokens,
                      text="x", finish_reason=finish)
+    if priced is None:  # paid as measured when correct, else a failure
+        correct = result is not None and result.status is Status.OK
+        priced = Priced(reward, "ok" if correct else "failed", speedup=result.speedup if correct else None)
     return Rollout(task_id="level1/1", step=3, group=0, sample=sample, prompt="p", generation=gen,
-                   parse_error=parse_error, result=result, priced=Priced(reward, ""))
+                   parse_error=parse_error, result=result, priced=priced)
 
 
 def _ok(speedup):
@@ -119,3 +122,29 @@ def test_step_breakdown_shares_and_actor_seconds():
     assert step_breakdown({}, [], pool_actors=1) == {"time/step_s": 0.0, "time/build_actor_s": 0.0,
                                                      "time/timing_actor_s": 0.0, "idle/generator": 0.0,
                                                      "idle/learner": 0.0, "idle/pool": 0.0}
+
+
+def test_headline_metrics_count_only_paid_results():
+    """A copying, falling-back, hacking or unconfirmed policy shows no pass rate, fast_p or speedup;
+    reduced precision passes at its paid 1.00x; the paid speedup, not the measured one, is averaged."""
+    fast = _ok(3.0)
+    rs = [
+        _rollout(0, -2.3, fast, priced=Priced(-2.3, "copy")),
+        _rollout(1, -2.3, _ok(1.0), priced=Priced(-2.3, "fallback")),
+        _rollout(2, 0.0, fast, priced=Priced(0.0, "suspect:unverified", speedup=1.0)),
+        _rollout(3, -3.0, fast, priced=Priced(-3.0, "second_opinion:hack")),
+        _rollout(4, 0.0, _ok(1.8), priced=Priced(0.0, "ok", speedup=1.0)),  # reduced precision
+        _rollout(5, 0.5, _ok(2.0), priced=Priced(0.5, "ok", speedup=1.5)),  # confirmed at 1.5x
+        _rollout(6, 0.0, _ok(4.0), priced=Priced(0.0, "ok:noisy", speedup=1.0)),
+        _rollout(7, 0.0, _ok(2.5)),
+    ]
+    rs[7].priced = None  # not priced: not counted
+    m = rollout_metrics(rs)
+    assert m["status/ok"] == 8  # the evaluator's facts stay as measured
+    assert m["pass_rate"] == pytest.approx(3 / 8)  # 4, 5 and 6
+    assert m["fast_1"] == pytest.approx(1 / 8) and m["fast_1.5"] == 0.0  # only the 1.5x, and 1.5 is not > 1.5
+    assert m["speedup/mean"] == pytest.approx((1.0 + 1.5 + 1.0) / 3)
+    assert m["speedup/median"] == pytest.approx(1.0)
+    assert m["speedup/geomean"] == pytest.approx(1.5 ** (1 / 3))
+    copies = rollout_metrics(rs[:4])
+    assert copies["pass_rate"] == 0.0 and copies["fast_1"] == 0.0 and "speedup/mean" not in copies
