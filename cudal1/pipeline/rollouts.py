@@ -219,14 +219,18 @@ def assign_advantages(rollouts: list[Rollout], reward_cfg: RewardConfig, scale: 
 
 
 def is_success(r: Rollout, min_speedup: float = 0.0) -> bool:
-    """A correct, finished, paid candidate at least `min_speedup` (×) fast (measured speedup)."""
-    res = r.result
-    return bool(r.trainable and r.reward_reason.startswith("ok") and res is not None and res.status is Status.OK
-                and res.speedup and res.speedup >= min_speedup)
+    """A correct, finished candidate whose price stands: reason "ok" (not noisy, not an
+    unconfirmed second opinion, not a copy or fallback), no unpaid label (`Priced.unpaid`), and a
+    paid speedup (`Rollout.paid_speedup`: rounded, second opinion and label factors applied) of at
+    least `min_speedup` (×)."""
+    res, p = r.result, r.priced
+    return bool(r.trainable and p is not None and p.reason == "ok" and not p.unpaid and res is not None
+                and res.status is Status.OK and p.speedup is not None and p.speedup >= min_speedup)
 
 
 def successes(rollouts: Sequence[Rollout], min_speedup: float = 0.0) -> list[Exemplar]:
-    """The successful rollouts (`is_success`) as exemplars for the buffer."""
-    return [Exemplar(r.task_id, r.sections["code"], float(r.result.speedup), analysis=r.sections.get("analysis", ""),
+    """The successful rollouts (`is_success`) as exemplars for the buffer, each with its paid
+    speedup (what the prompts will show and the buffer ranks by), never the raw measured one."""
+    return [Exemplar(r.task_id, r.sections["code"], float(r.paid_speedup), analysis=r.sections.get("analysis", ""),
                      step=r.step, model_version=r.generation.model_version, origin=r.origin)
             for r in rollouts if is_success(r, min_speedup)]
