@@ -20,6 +20,7 @@ from cudal1.policy.parsing import parse_response
 from cudal1.records import Candidate, Exemplar, Generation, PolicyExample, Rollout
 from cudal1.rl.advantages import rollout_advantages
 from cudal1.rl.rewards import Priced, RewardConfig, price, share_identical
+from cudal1.rl.similarity import normalized_code
 from cudal1.tasks import Task
 
 if TYPE_CHECKING:
@@ -44,6 +45,11 @@ def sample_rollouts(ctx: RunContext, tasks: Sequence[Task], prompts: Sequence[li
     """Generate `n` responses per prompt, parse them, evaluate the parsed candidates on the
     primary benchmark pool, and price them (`price`; no advantages yet).
 
+    Each distinct program of the step is evaluated once: a candidate whose task and
+    `normalized_code` equal those of a candidate already submitted in this step (in any group) is
+    not submitted again, and its rollout shares that candidate's `EvalResult` (the same object, so
+    a second opinion on it is measured once and holds for every copy; `program_key`).
+
     Generation and evaluation overlap: each prompt's group is parsed and its candidates handed to
     the pool as soon as the generator finishes that group (`generate_stream`, `pool.stream()`),
     while the other groups are still being sampled. Outlier verification
@@ -60,7 +66,8 @@ def sample_rollouts(ctx: RunContext, tasks: Sequence[Task], prompts: Sequence[li
             arrival; "evaluate_s": the first candidate's submission (or, with none, the end of
             generation) to the end of evaluation, outlier verification included; "overlap_s": how
             long both ran at once; so the round's wall time is generate_s + evaluate_s - overlap_s.
-            Also "tokens" and "evaluations" (counts).
+            Also "tokens", "evaluations" (candidates submitted to the pool) and
+            "evaluations_saved" (candidates that shared an earlier copy's result instead), counts.
         shown: per prompt, the code of the exemplars it showed (a copy of one earns no gain).
     Returns:
         len(tasks) × n rollouts, ordered by group (= prompt index among the kept prompts) then
@@ -85,35 +92,50 @@ def sample_rollouts(ctx: RunContext, tasks: Sequence[Task], prompts: Sequence[li
         return []
     pool = ctx.pools.primary
     groups: dict[int, list[Rollout]] = {}
-    position: dict[tuple[int, int], int] = {}  # (group, sample) -> index in the evaluation (submission order)
+    submitted: dict[tuple[str, str], int] = {}  # program_key -> index in the evaluation (submission order)
+    keys: dict[tuple[int, int], tuple[str, str]] = {}  # (group, sample) -> its candidate's program_key
     t0 = time.perf_counter()
     with pool.stream(progress=True) as evaluation:
         for g, gens in _groups(ctx.generator, [ids for _, _, ids, _ in kept], n, cfg.rollout):
             task, messages = kept[g][0], kept[g][1]
             groups[g] = [_parsed(task.task_id, step, g, s, messages[-1]["content"], gen) for s, gen in enumerate(gens)]
-            batch = [r for r in groups[g] if r.candidate is not None]
-            for r, k in zip(batch, evaluation.submit([r.candidate for r in batch])):
-                position[(r.group, r.sample)] = k
+            batch: dict[tuple[str, str], Candidate] = {}
+            for r in groups[g]:
+                if r.candidate is not None:
+                    key = keys[(g, r.sample)] = program_key(r.candidate)
+                    if key not in submitted and key not in batch:
+                        batch[key] = r.candidate
+            for key, k in zip(batch, evaluation.submit(list(batch.values()))):
+                submitted[key] = k
         t1 = time.perf_counter()
         by_submission = evaluation.results()
     rollouts = [r for g in sorted(groups) for r in groups[g]]
     evaluable = [r for r in rollouts if r.candidate is not None]
-    candidates = [r.candidate for r in evaluable]  # rollout order
-    results = [by_submission[position[(r.group, r.sample)]] for r in evaluable]
+    for r in evaluable:  # copies of one program get the same EvalResult object
+        r.result = by_submission[submitted[keys[(r.group, r.sample)]]]
+    firsts: dict[tuple[str, str], Rollout] = {}  # one rollout per distinct program, its first, in rollout order
+    for r in evaluable:
+        firsts.setdefault(keys[(r.group, r.sample)], r)
+    candidates = [r.candidate for r in firsts.values()]
+    results = [r.result for r in firsts.values()]
     reward_cfg = reward_config(cfg)
     verify_outliers(pool, candidates, results, _best_known(ctx, candidates, results), reward_cfg)
     if getattr(ctx, "recorder", None) is not None:  # the other architectures, for the record
         ctx.recorder.submit(step, candidates, results)
     t2 = time.perf_counter()
-    for r, res in zip(evaluable, results):
-        r.result = res
     price_rollouts(rollouts, reward_cfg, [shown_codes for _, _, _, shown_codes in kept])
     if timings is not None:
         eval_start = evaluation.started if evaluation.started is not None else t1
         timings.update(generate_s=t1 - t0, evaluate_s=t2 - eval_start, overlap_s=max(0.0, t1 - eval_start),
-                       evaluations=float(len(candidates)),
+                       evaluations=float(len(candidates)), evaluations_saved=float(len(evaluable) - len(candidates)),
                        tokens=float(sum(len(r.generation.response_ids) for r in rollouts)))
     return rollouts
+
+
+def program_key(candidate: Candidate) -> tuple[str, str]:
+    """(task id, `normalized_code` of the source): equal for two candidates that are one program
+    of one task up to formatting, comments, docstrings, no-op statements and identifier renaming."""
+    return candidate.task_id, normalized_code(candidate.source)
 
 
 def _groups(generator: Any, prompt_ids: list[list[int]], n: int, rollout_cfg: Any) -> Any:
@@ -197,14 +219,18 @@ def assign_advantages(rollouts: list[Rollout], reward_cfg: RewardConfig, scale: 
 
 
 def is_success(r: Rollout, min_speedup: float = 0.0) -> bool:
-    """A correct, finished, paid candidate at least `min_speedup` (×) fast (measured speedup)."""
-    res = r.result
-    return bool(r.trainable and r.reward_reason.startswith("ok") and res is not None and res.status is Status.OK
-                and res.speedup and res.speedup >= min_speedup)
+    """A correct, finished candidate whose price stands: reason "ok" (not noisy, not an
+    unconfirmed second opinion, not a copy or fallback), no unpaid label (`Priced.unpaid`), and a
+    paid speedup (`Rollout.paid_speedup`: rounded, second opinion and label factors applied) of at
+    least `min_speedup` (×)."""
+    res, p = r.result, r.priced
+    return bool(r.trainable and p is not None and p.reason == "ok" and not p.unpaid and res is not None
+                and res.status is Status.OK and p.speedup is not None and p.speedup >= min_speedup)
 
 
 def successes(rollouts: Sequence[Rollout], min_speedup: float = 0.0) -> list[Exemplar]:
-    """The successful rollouts (`is_success`) as exemplars for the buffer."""
-    return [Exemplar(r.task_id, r.sections["code"], float(r.result.speedup), analysis=r.sections.get("analysis", ""),
+    """The successful rollouts (`is_success`) as exemplars for the buffer, each with its paid
+    speedup (what the prompts will show and the buffer ranks by), never the raw measured one."""
+    return [Exemplar(r.task_id, r.sections["code"], float(r.paid_speedup), analysis=r.sections.get("analysis", ""),
                      step=r.step, model_version=r.generation.model_version, origin=r.origin)
             for r in rollouts if is_success(r, min_speedup)]

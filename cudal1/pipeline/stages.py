@@ -385,6 +385,7 @@ def _rollout_log(ctx: RunContext, rollouts: list[Rollout], timings: dict[str, fl
         "time/overlap_s": timings.get("overlap_s", 0.0),  # evaluation while generating: inside both
         "rollout/tokens_per_s": timings.get("tokens", 0.0) / gen_s if gen_s else 0.0,
         "bench/evaluations_per_s": timings.get("evaluations", 0.0) / eval_s if eval_s else 0.0,
+        "bench/evaluations_saved": timings.get("evaluations_saved", 0.0),  # copies that shared one result
     })
     reasons = Counter(r.reward_reason for r in rollouts if r.reward_reason)
     log.info("%s: %d rollouts, reward mean %.3f, pass rate %.2f (%s)", prefix, len(rollouts),

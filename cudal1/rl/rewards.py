@@ -224,6 +224,9 @@ class Priced:
         trainable: False when the response must stay out of the update (truncated, or an
             outcome that says nothing about the response: the harness failed or the task is
             invalid).
+        unpaid: a correct result carries a label whose gain factor is 0 (`label_factors`, e.g.
+            "reduced_precision"): whatever it measured, none of it is paid, so it is not kept as
+            an example (`cudal1.pipeline.rollouts.is_success`).
     """
 
     reward: float
@@ -232,6 +235,7 @@ class Priced:
     spread: float = 0.0
     trainable: bool = True
     bound: bool = False
+    unpaid: bool = False
 
     @property
     def correct(self) -> bool:
@@ -399,7 +403,8 @@ def price(
         return Priced(fail, "fallback")
     if s > 1:
         s = math.exp(math.log(s) * label_factor(labels, cfg))
-    return Priced(credit(s, cfg), reason, speedup=s, spread=spread, bound=Label.BELOW_RESOLUTION in labels)
+    return Priced(credit(s, cfg), reason, speedup=s, spread=spread, bound=Label.BELOW_RESOLUTION in labels,
+                  unpaid=label_factor(labels, cfg) == 0.0)
 
 
 def share_identical(priced: Sequence[Priced], groups: Sequence[Any], codes: Sequence[str | None]) -> list[Priced]:

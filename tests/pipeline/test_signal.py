@@ -2,13 +2,15 @@
 the learner, on hand-built rollouts with the values issue 9 names."""
 
 import math
+from types import SimpleNamespace
 
 import pytest
 
-from cudal1.bench.result import EvalResult, Status
+from cudal1.bench.result import EvalResult, SecondOpinion, Status
 from cudal1.pipeline.metrics import rollout_metrics
-from cudal1.pipeline.rollouts import assign_advantages, is_success, price_rollouts, update_examples
+from cudal1.pipeline.rollouts import assign_advantages, is_success, price_rollouts, successes, update_examples
 from cudal1.records import Generation, Rollout
+from cudal1.rl.buffer import ExemplarBuffer
 from cudal1.rl.rewards import RewardConfig
 
 ANALYSIS = "The reference launches three kernels and reads its input three times."
@@ -112,3 +114,45 @@ def test_harness_failures_stay_out_and_an_all_failed_step_sends_nothing():
     assert run(rs) == []  # the two evaluated ones tie; the harness failure is left out
     assert run([rollout(0, i, failed("incorrect")) for i in range(3)]) == []
     assert run([]) == []
+
+
+def verified(speedup, second, agrees):
+    """A correct result re-measured on another actor at `second` (×)."""
+    res = ok(speedup)
+    res.second_opinion = SecondOpinion(speedup=second, status=Status.OK, actor=1,
+                                       disagreement=abs(speedup - second) / min(speedup, second), tolerance=0.1,
+                                       agrees=agrees)
+    return res
+
+
+def test_only_paid_results_become_exemplars_and_the_prompt_shows_the_paid_speedup(tmp_path):
+    rs = [rollout(0, 0, verified(9.0, 1.1, agrees=False)),  # a noisy 9x another actor measured at 1.1x
+          rollout(0, 1, ok(1.5)),
+          rollout(0, 2, ok(3.0, labels=["reduced_precision"])),  # unpaid label: its gain is worth 0
+          rollout(0, 3, ok(2.0, spread=0.9)),  # rounds disagree: "ok:noisy"
+          rollout(0, 4, verified(6.0, 5.5, agrees=True)),  # confirmed: the slower of the two
+          rollout(0, 5, ok(2.0, labels=["pytorch_only"]))]  # paid 2^0.75
+    run(rs)
+    assert [r.reward_reason for r in rs] == ["suspect:unverified", "ok", "ok", "ok:noisy", "ok", "ok"]
+    assert [is_success(r) for r in rs] == [False, True, False, False, True, True]
+    kept = successes(rs)
+    assert [(e.code, e.speedup) for e in kept] == [(rs[1].sections["code"], 1.5), (rs[4].sections["code"], 5.5),
+                                                   (rs[5].sections["code"], pytest.approx(2.0 ** 0.75))]
+    buffer = ExemplarBuffer(tmp_path, k=3)
+    assert buffer.add(kept) == 3 and buffer.best("level1/1").speedup == 5.5
+    prompt = buffer.build_prompt(SimpleNamespace(task_id="level1/1", source="reference"))[-1]["content"]
+    assert "5.50x speedup" in prompt and "1.68x speedup" in prompt and "9.00x" not in prompt and "6.00x" not in prompt
+
+    # Alone, the noisy 9x is still nobody's best: nothing is stored.
+    alone = [rollout(0, 0, verified(9.0, 1.1, agrees=False))]
+    run(alone)
+    assert successes(alone) == []
+
+
+def test_stage_two_selects_by_the_paid_speedup():
+    # 1.2x measured with the reference's own operators: paid 1.2^0.25 = 1.047x, below a 1.1x bar.
+    rs = [rollout(0, 0, ok(1.2, labels=["calls_reference_ops"])), rollout(0, 1, ok(1.2))]
+    run(rs)
+    assert rs[0].paid_speedup == pytest.approx(1.2 ** 0.25)
+    assert [is_success(r, 1.1) for r in rs] == [False, True]
+    assert [e.speedup for e in successes(rs, 1.1)] == [1.2]

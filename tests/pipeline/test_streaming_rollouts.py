@@ -23,7 +23,7 @@ from cudal1.config import RewardSettings
 from cudal1.pipeline.rollouts import sample_rollouts
 from cudal1.policy.model import load_policy
 from cudal1.policy.prompts import plain_prompt
-from cudal1.records import Candidate, Generation
+from cudal1.records import Candidate, Exemplar, Generation
 from cudal1.tasks import load_tasks, seed_solutions
 
 TASK = "level1/4"
@@ -45,12 +45,13 @@ class ReplayGenerator:
     """Fixed responses handed out like a rollout engine's: `generate_stream` yields group g of
     `order` after calling `before(g)`, `generate` returns them all in prompt order."""
 
-    def __init__(self, tokenizer, order, before=lambda g: None, fail_after: int | None = None) -> None:
+    def __init__(self, tokenizer, order, before=lambda g: None, fail_after: int | None = None, texts=None) -> None:
         self.tokenizer, self.order, self.before, self.fail_after = tokenizer, order, before, fail_after
+        self.texts = TEXTS if texts is None else texts
 
     def _group(self, prompt, g):
         out = []
-        for text in TEXTS[g]:
+        for text in self.texts[g]:
             ids = self.tokenizer.encode(text, add_special_tokens=False) + [self.tokenizer.eos_token_id]
             out.append(Generation(list(prompt), ids, [-1.0] * len(ids), text, "stop", 0))
         return out
@@ -121,7 +122,7 @@ def test_groups_are_evaluated_while_later_groups_generate_and_rollouts_match_the
                                prompts, 2, step=7, timings=timings)
     assert seen["busy"], "no candidate reached the pool before generation ended"
     assert timings["overlap_s"] > 0 and timings["generate_s"] >= timings["overlap_s"]
-    assert timings["evaluate_s"] > timings["overlap_s"] and timings["evaluations"] == 3
+    assert timings["evaluate_s"] > timings["overlap_s"] and timings["evaluations"] == 2  # SEED in both groups: once
     assert [(r.group, r.sample) for r in streamed] == [(0, 0), (0, 1), (1, 0), (1, 1)]
     assert [r.result.status if r.result else None for r in streamed] == ["ok", None, "runtime_error", "ok"], \
         [r.result.message if r.result else None for r in streamed]
@@ -136,7 +137,7 @@ def test_groups_are_evaluated_while_later_groups_generate_and_rollouts_match_the
     batch = sample_rollouts(context(tokenizer, SimpleNamespace(generate=replay.generate), pool),
                             [task, task], prompts, 2, step=7, timings=batch_timings)
     assert [content(r) for r in streamed] == [content(r) for r in batch]
-    assert batch_timings["overlap_s"] < 0.5 < batch_timings["evaluate_s"] and batch_timings["evaluations"] == 3
+    assert batch_timings["overlap_s"] < 0.5 < batch_timings["evaluate_s"] and batch_timings["evaluations"] == 2
 
 
 def test_a_generator_failing_mid_stream_raises_and_frees_the_pool(tokenizer, pool, task):
@@ -145,3 +146,35 @@ def test_a_generator_failing_mid_stream_raises_and_frees_the_pool(tokenizer, poo
         sample_rollouts(context(tokenizer, generator, pool), [task, task], [plain_prompt(task.source)] * 2, 2, step=0)
     assert not pool._lock.locked() and pool.busy == {}
     assert pool.evaluate_many([Candidate(TASK, "not python (")], progress=False)[0].status is Status.COMPILE_ERROR
+
+
+RENAMED = "# the same program: a comment, renamed locals\n" + SEED.replace("X", "Y").replace("n = ", "size = ").replace(
+    "(n, ", "(size, ")
+"""SEED up to a comment and renamed locals: one program (`normalized_code`), not one text."""
+
+
+def test_each_distinct_program_of_a_step_is_evaluated_once_and_its_copies_share_the_result(tokenizer, pool, task):
+    assert RENAMED != SEED
+    texts = {0: [response(SEED), response(RENAMED)], 1: [response(SEED), response(BROKEN)]}
+    measured = []
+    evaluate_many = pool.evaluate_many
+
+    def counting(candidates, **kw):  # the second opinions
+        measured.extend(candidates)
+        return evaluate_many(candidates, **kw)
+
+    ctx = context(tokenizer, ReplayGenerator(tokenizer, [0, 1], texts=texts), pool)
+    # Any correct result is an outlier against a best of 1e-6x: each distinct correct program is re-measured.
+    ctx.buffer = SimpleNamespace(best=lambda task_id: Exemplar(task_id, "", 1e-6))
+    ctx.cfg.reward = {**ctx.cfg.reward, "verify_over_best": 1.0}
+    timings: dict[str, float] = {}
+    pool.evaluate_many = counting
+    try:
+        rollouts = sample_rollouts(ctx, [task, task], [plain_prompt(task.source)] * 2, 2, step=3, timings=timings)
+    finally:
+        del pool.evaluate_many
+    assert timings["evaluations"] == 2 and timings["evaluations_saved"] == 2
+    assert [r.result.status for r in rollouts] == ["ok", "ok", "ok", "runtime_error"]
+    assert rollouts[0].result is rollouts[1].result is rollouts[2].result
+    assert [c.origin for c in measured] == ["step3/g0/s0"]  # one second opinion for the three copies
+    assert rollouts[2].result.second_opinion is not None
