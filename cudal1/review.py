@@ -22,10 +22,11 @@ from typing import Any
 import pandas as pd
 
 from cudal1.bench.result import Status
+from cudal1.pipeline.metrics import PASSING
 
 ROLLOUT_COLUMNS = [
     "stage", "unit", "task_id", "step", "group", "sample", "reward", "reward_reason", "advantage", "parse_error",
-    "status", "hack_kind", "labels", "speedup", "reference_ms", "candidate_ms", "finish_reason",
+    "status", "hack_kind", "labels", "speedup", "paid_speedup", "reference_ms", "candidate_ms", "finish_reason",
     "response_tokens", "model_version", "message",
 ]
 EXEMPLAR_COLUMNS = ["task_id", "speedup", "status", "step", "model_version", "origin", "analysis", "code"]
@@ -46,8 +47,8 @@ class RunData:
         history: one row per finished unit from `state["history"]`: step, stage and the summary
             metrics (`reward/mean`, `pass_rate`, `speedup/mean` (×), `fast_1`, or `sft_loss`).
         rollouts: one row per rollout, columns `ROLLOUT_COLUMNS`. `status` is the evaluator's
-            status, or `UNPARSED` when the response failed to parse; `speedup` (×) is set only for
-            status ok; `reference_ms` / `candidate_ms` are median ms per forward call (NaN when not
+            status, or `UNPARSED` when the response failed to parse; `speedup` (×) is the
+            measured one, set only for status ok, `paid_speedup` (×) the one the reward paid; `reference_ms` / `candidate_ms` are median ms per forward call (NaN when not
             timed); `labels` is a list of strings.
         exemplars: one row per line of the buffer log, columns `EXEMPLAR_COLUMNS` (evicted
             exemplars stay in the log, so this is everything ever accepted).
@@ -134,6 +135,7 @@ def rollout_row(record: dict[str, Any], stage: str, unit: int | None) -> dict[st
         "hack_kind": res.get("hack_kind"),
         "labels": list(res.get("labels") or []),
         "speedup": res.get("speedup"),
+        "paid_speedup": record.get("paid_speedup"),
         "reference_ms": _median_ms(res.get("reference")),
         "candidate_ms": _median_ms(res.get("candidate")),
         "finish_reason": gen.get("finish_reason"),
@@ -165,7 +167,8 @@ def load_run(run_dir: str | os.PathLike[str]) -> RunData:
         stage, unit = file_unit(path.stem)
         rows += [rollout_row(r, stage, unit) for r in _read_jsonl(path)]
     rollouts = pd.DataFrame(rows, columns=ROLLOUT_COLUMNS)
-    rollouts["speedup"] = pd.to_numeric(rollouts["speedup"], errors="coerce")
+    for col in ("speedup", "paid_speedup"):
+        rollouts[col] = pd.to_numeric(rollouts[col], errors="coerce")
     for col in ("reference_ms", "candidate_ms", "reward", "advantage"):
         rollouts[col] = pd.to_numeric(rollouts[col], errors="coerce")
     rollouts = rollouts.sort_values(["step", "group", "sample"], kind="stable").reset_index(drop=True)
@@ -184,9 +187,10 @@ def per_step_table(run: RunData) -> pd.DataFrame:
     """Rollout statistics per step, recomputed from the raw rollouts.
 
     Same definitions as `cudal1.pipeline.metrics.rollout_metrics`: rates are over all rollouts
-    of the step (a parse failure counts as a failure); `speedup_mean` (×) is over the correct
-    (status ok) rollouts only and NaN when there is none; `fast_1` is the share that is correct
-    and strictly faster than the reference.
+    of the step (a parse failure counts as a failure); a rollout passes when the reward paid it
+    as correct (`reward_reason` in `metrics.PASSING`); `speedup_mean` (×) is the mean paid
+    speedup of the passing rollouts, NaN when there is none; `fast_1` is the share that passes
+    with a paid speedup above 1.
 
     `step` is the rollouts' own step (the global step when they were sampled). The training loop
     logs a unit's metrics to MLflow and `state.json` history after its update has advanced the
@@ -200,11 +204,11 @@ def per_step_table(run: RunData) -> pd.DataFrame:
     r = run.rollouts
     if r.empty:
         return pd.DataFrame(columns=columns, index=pd.Index([], name="step"))
-    ok = r["status"] == Status.OK.value
+    ok = r["reward_reason"].isin(PASSING) & r["paid_speedup"].notna()
     frame = r.assign(
         ok=ok.astype(float),
-        ok_speedup=r["speedup"].where(ok),
-        faster=(ok & (r["speedup"] > 1.0)).astype(float),
+        ok_speedup=r["paid_speedup"].where(ok),
+        faster=(ok & (r["paid_speedup"] > 1.0)).astype(float),
         unparsed=r["parse_error"].notna().astype(float),
     )
     table = frame.groupby("step").agg(

@@ -30,7 +30,9 @@ def _timing(ms: float) -> Timing:
 
 def _rollout(task: str, step: int, group: int, sample: int, *, status: Status | None = None,
              speedup: float | None = None, hack: HackKind | None = None, parse_error: str | None = None,
-             reward: float = 0.0) -> Rollout:
+             reward: float = 0.0, reason: str | None = None) -> Rollout:
+    """A rollout priced as the reward prices it: status ok is paid its speedup (reason "ok")
+    unless `reason` says otherwise (a copy is status ok, paid as a failure)."""
     result = None
     if status is not None:
         timed = status is Status.OK
@@ -39,7 +41,11 @@ def _rollout(task: str, step: int, group: int, sample: int, *, status: Status | 
                             candidate=_timing(2.0 / speedup) if timed else None)
     gen = Generation([1, 2], [3, 4, 5], [-0.1, -0.2, -0.3], "text", model_version=step)
     sections = {} if parse_error else {"analysis": "a", "code": "class ModelNew: ..."}
-    return Rollout(task, step, group, sample, "prompt", gen, sections, parse_error, result, Priced(reward, ""), 0.0)
+    if reason is None:
+        reason = "ok" if status is Status.OK else (parse_error or (status.value if status else "not_evaluated"))
+    paid = speedup if reason == "ok" else None
+    return Rollout(task, step, group, sample, "prompt", gen, sections, parse_error, result,
+                   Priced(reward, reason, speedup=paid), 0.0)
 
 
 ROLLOUTS = {
@@ -52,6 +58,7 @@ ROLLOUTS = {
         _rollout("level1/1", 2, 0, 1, status=Status.HACK, hack=HackKind.OUTPUT_ALIASES_INPUT),
         _rollout("level1/2", 2, 1, 0, status=Status.OK, speedup=2.0, reward=2.0),
         _rollout("level1/2", 2, 1, 1, status=Status.INCORRECT),
+        _rollout("level1/2", 2, 1, 2, status=Status.OK, speedup=3.0, reward=-1.0, reason="copy"),
     ],
     "rl_step1": [
         _rollout("level1/2", 3, 0, 0, parse_error="no_code_block"),
@@ -97,9 +104,9 @@ def test_load_run_reads_every_file(run_dir):
     run = review.load_run(run_dir)
     assert run.state["completed"] == ["sft", "self_train", "contrastive_rl"]
     assert list(run.history["step"]) == [1, 1, 2, 3]
-    assert len(run.rollouts) == 9 and list(run.rollouts.columns) == review.ROLLOUT_COLUMNS
+    assert len(run.rollouts) == 10 and list(run.rollouts.columns) == review.ROLLOUT_COLUMNS
     assert list(run.rollouts["step"]) == sorted(run.rollouts["step"])
-    assert run.rollouts.groupby("stage", sort=False).size().to_dict() == {"self_train": 2, "contrastive_rl": 7}
+    assert run.rollouts.groupby("stage", sort=False).size().to_dict() == {"self_train": 2, "contrastive_rl": 8}
     assert sorted(run.rollouts["unit"].unique()) == [0, 1]
     first = run.rollouts.iloc[0]
     assert (first["status"], first["speedup"], first["reference_ms"]) == ("ok", 1.5, 2.0)
@@ -137,7 +144,9 @@ def test_per_step_table_matches_the_logged_metrics(run_dir):
             assert row["speedup_mean"] == pytest.approx(m["speedup/mean"])
         else:  # no correct rollout at that step
             assert math.isnan(row["speedup_mean"])
-    assert table.loc[2, "speedup_mean"] == pytest.approx(1.4) and table.loc[2, "fast_1"] == 0.25
+    # Step 2: the copy measured at 3.0x is paid as a failure, so it neither passes nor is fast.
+    assert table.loc[2, "speedup_mean"] == pytest.approx(1.4) and table.loc[2, "fast_1"] == pytest.approx(1 / 5)
+    assert table.loc[2, "pass_rate"] == pytest.approx(2 / 5)
 
 
 def test_status_hack_and_parse_counts_per_stage(run_dir):
@@ -147,7 +156,7 @@ def test_status_hack_and_parse_counts_per_stage(run_dir):
     assert status.loc["self_train"].to_dict() == {
         "compile_error": 0, "hack": 0, "incorrect": 0, "ok": 1, "unparsed": 1}
     assert status.loc["contrastive_rl"].to_dict() == {
-        "compile_error": 1, "hack": 1, "incorrect": 1, "ok": 2, "unparsed": 2}
+        "compile_error": 1, "hack": 1, "incorrect": 1, "ok": 3, "unparsed": 2}
     hacks = review.status_counts(run, "hack_kind")
     assert hacks.to_dict() == {"output_aliases_input": {"contrastive_rl": 1}}
     parse = review.status_counts(run, "parse_error")
