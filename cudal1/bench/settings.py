@@ -81,7 +81,8 @@ class EvalSettings:
     """On CUDA, before every timed round trip, the judge keeps the GPU busy with matrix products of
     its own for about this long (ms; `cudal1.bench.timing.DeviceClock.warm`), so that a round
     trip does not start at whatever clock the GPU fell to while the judge was comparing outputs.
-    0 turns it off; ignored on the CPU."""
+    0 turns it off (the default: on an H200, 2 and 10 ms did not remove a fast candidate's slow
+    rounds, docs/benchmarks.md); ignored on the CPU."""
     remeasure_above: float = 3.0
     """A speedup (×) above this is measured a second time and the lower value is kept."""
     calibration_calls: int = 30
