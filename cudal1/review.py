@@ -48,8 +48,9 @@ class RunData:
             metrics (`reward/mean`, `pass_rate`, `speedup/mean` (×), `fast_1`, or `sft_loss`).
         rollouts: one row per rollout, columns `ROLLOUT_COLUMNS`. `status` is the evaluator's
             status, or `UNPARSED` when the response failed to parse; `speedup` (×) is the
-            measured one, set only for status ok, `paid_speedup` (×) the one the reward paid; `reference_ms` / `candidate_ms` are median ms per forward call (NaN when not
-            timed); `labels` is a list of strings.
+            measured one, set only for status ok, `paid_speedup` (×) the one the reward paid;
+            `reference_ms` / `candidate_ms` are median ms per forward call (NaN when not timed);
+            `labels` is a list of strings.
         exemplars: one row per line of the buffer log, columns `EXEMPLAR_COLUMNS` (evicted
             exemplars stay in the log, so this is everything ever accepted).
         exports: names of the stages with an exported checkpoint under `exports/`.
