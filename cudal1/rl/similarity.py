@@ -36,6 +36,7 @@ Pure functions: no I/O.
 from __future__ import annotations
 
 import ast
+import functools
 import re
 
 __all__ = ["normalized_code", "normalized_c"]
@@ -237,10 +238,13 @@ class _Renamer(ast.NodeTransformer):
         return node
 
 
+@functools.lru_cache(maxsize=1024)
 def normalized_code(code: str) -> str:
     """The normal form of a Python candidate (see the module docstring): two codes are the same
     program up to formatting, comments, docstrings, no-op statements and identifier renaming
-    exactly when their normal forms are equal."""
+    exactly when their normal forms are equal. Cached: one step asks for the same codes several
+    times (submission, the copy check against every shown exemplar of each response, shared
+    prices, the buffer's dedupe)."""
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError):
