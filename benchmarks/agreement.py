@@ -62,13 +62,25 @@ def with_batch_size(task: Task, profile: str, batch_size: int) -> Task:
 
     if task.size_profiles:
         raise ValueError(f"{task.task_id} already has size profiles")
-    names = {t.id for node in ast.parse(task.source).body if isinstance(node, ast.Assign)
-             for t in node.targets if isinstance(t, ast.Name)}
+    names = {
+        t.id
+        for node in ast.parse(task.source).body
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+        if isinstance(t, ast.Name)
+    }
     if "batch_size" not in names:
         raise ValueError(f"{task.task_id} has no module-level batch_size")
     source = task.source.rstrip() + f"\n\n\nSIZE_PROFILES = {{{profile!r}: {{'batch_size': {batch_size}}}}}\n"
-    return Task(level=task.level, problem_id=task.problem_id, name=task.name, source=source, suite=task.suite,
-                path=task.path, size_profiles=(profile,))
+    return Task(
+        level=task.level,
+        problem_id=task.problem_id,
+        name=task.name,
+        source=source,
+        suite=task.suite,
+        path=task.path,
+        size_profiles=(profile,),
+    )
 
 
 def choose_tasks(args: argparse.Namespace) -> list[tuple[str, Task]]:
@@ -95,11 +107,13 @@ def choose_tasks(args: argparse.Namespace) -> list[tuple[str, Task]]:
         groups = {g: [t for t in ts if f"{g.split('/')[0]}/{t.task_id}" in wanted] for g, ts in groups.items()}
         found = {f"{g.split('/')[0]}/{t.task_id}" for g, ts in groups.items() for t in ts}
         if wanted - found:
-            raise SystemExit(f"--tasks: no such task(s): {sorted(wanted - found)} "
-                             "(names look like kernelbench/level1/19, builtin/level2/1)")
+            raise SystemExit(
+                f"--tasks: no such task(s): {sorted(wanted - found)} "
+                "(names look like kernelbench/level1/19, builtin/level2/1)"
+            )
         groups = {g: ts for g, ts in groups.items() if ts}
     if args.limit:
-        groups = {g: ts[:args.limit] for g, ts in groups.items()}
+        groups = {g: ts[: args.limit] for g, ts in groups.items()}
     order, lists = [], [list(ts) for ts in groups.values()]
     names = list(groups)
     while any(lists):
@@ -109,13 +123,23 @@ def choose_tasks(args: argparse.Namespace) -> list[tuple[str, Task]]:
     return order
 
 
-def run_task(group: str, task: Task, args: argparse.Namespace, settings: EvalSettings, device: str, arch: str,
-             lock_key: str, timeout_s: float) -> dict[str, Any]:
+def run_task(
+    group: str,
+    task: Task,
+    args: argparse.Namespace,
+    settings: EvalSettings,
+    device: str,
+    arch: str,
+    lock_key: str,
+    timeout_s: float,
+) -> dict[str, Any]:
     """Judge both baselines, then time them in a plain child process; the task's record."""
     judged = {}
     for kind in BASELINES:
         started = time.monotonic()
-        result = label_baseline(evaluate(task, baseline_source(kind, task.source), args.backend, device, settings), kind)
+        result = label_baseline(
+            evaluate(task, baseline_source(kind, task.source), args.backend, device, settings), kind
+        )
         judged[kind] = agreement.judge_entry(result, time.monotonic() - started)
     sources = {kind: baseline_source(kind, task.source) for kind in BASELINES}
     timing, error = None, None
@@ -129,9 +153,18 @@ def run_task(group: str, task: Task, args: argparse.Namespace, settings: EvalSet
     # the kernels the judge compiled and autotuned, so only the measurements differ.
     build_dir = extensions_dir(settings, arch, sources[TORCH_COMPILE])
     try:
-        timing = measure_isolated(task, sources, device, timeout_s=timeout_s, build_dir=build_dir, calls=args.calls,
-                                  warmup=args.warmup, seed=args.seed, flush_l2=args.backend == "cuda",
-                                  profile=args.backend).to_dict()
+        timing = measure_isolated(
+            task,
+            sources,
+            device,
+            timeout_s=timeout_s,
+            build_dir=build_dir,
+            calls=args.calls,
+            warmup=args.warmup,
+            seed=args.seed,
+            flush_l2=args.backend == "cuda",
+            profile=args.backend,
+        ).to_dict()
     except (RuntimeError, TimeoutError) as exc:
         error = str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else type(exc).__name__
     finally:
@@ -145,16 +178,25 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--kernelbench", default=None, help="a KernelBench checkout (or its directory of level<N>/)")
     ap.add_argument("--levels", type=int, nargs="+", default=[1, 2], help="KernelBench levels (default 1 2)")
     ap.add_argument("--builtin", action="store_true", help="also every builtin task (all its levels)")
-    ap.add_argument("--tasks", nargs="+", action="extend", default=None,
-                    help="only these, e.g. kernelbench/level1/19 builtin/level2/1 (may be repeated)")
+    ap.add_argument(
+        "--tasks",
+        nargs="+",
+        action="extend",
+        default=None,
+        help="only these, e.g. kernelbench/level1/19 builtin/level2/1 (may be repeated)",
+    )
     ap.add_argument("--backend", default="cuda", choices=["cuda", "cpu"])
     ap.add_argument("--device", default=None, help="default: the backend's first device")
     ap.add_argument("--limit", type=int, default=None, help="at most N tasks per group")
     ap.add_argument("--calls", type=int, default=100, help="timed in-process calls per program (>= 100 for the report)")
     ap.add_argument("--warmup", type=int, default=3, help="untimed in-process calls per program first")
     ap.add_argument("--seed", type=int, default=0, help="seed of the in-process inputs and call order")
-    ap.add_argument("--batch-size", type=int, default=None,
-                    help="set KernelBench's batch_size (CPU smoke runs only: its sizes are GPU-sized)")
+    ap.add_argument(
+        "--batch-size",
+        type=int,
+        default=None,
+        help="set KernelBench's batch_size (CPU smoke runs only: its sizes are GPU-sized)",
+    )
     ap.add_argument("--time-budget-s", type=float, default=None, help="stop starting tasks when this is spent")
     ap.add_argument("--cache-dir", default=None, help="the evaluator's cache (default: a new temporary directory)")
     ap.add_argument("--out", default=None, help="write the records and the summary here (JSON)")
@@ -177,8 +219,11 @@ def main(argv: list[str] | None = None) -> int:
         records = json.loads(Path(args.resume).read_text())["records"]
     done = {(r["group"], r["task_id"]) for r in records}
     todo = [(g, t) for g, t in choose_tasks(args) if (g, t.task_id) not in done]
-    print(f"{len(todo)} tasks to run on {info['name']} ({args.backend}), {len(done)} from {args.resume}; "
-          f"evaluator cache {cache}", file=sys.stderr)
+    print(
+        f"{len(todo)} tasks to run on {info['name']} ({args.backend}), {len(done)} from {args.resume}; "
+        f"evaluator cache {cache}",
+        file=sys.stderr,
+    )
     slowest, stopped = 0.0, None
     bar = tqdm(todo, file=sys.stderr, unit="task", dynamic_ncols=True, disable=not sys.stderr.isatty())
     for group, task in bar:
@@ -189,36 +234,56 @@ def main(argv: list[str] | None = None) -> int:
         bar.set_postfix_str(f"{group}/{task.task_id.split('/')[-1]}")
         t0 = time.monotonic()
         timeout = 600.0 if left is None else max(60.0, min(600.0, left))
-        record = run_task(group, task, args, settings, device, info["arch"],
-                          info.get("uuid") or f"{os.uname().nodename}-{device}", timeout)
+        record = run_task(
+            group,
+            task,
+            args,
+            settings,
+            device,
+            info["arch"],
+            info.get("uuid") or f"{os.uname().nodename}-{device}",
+            timeout,
+        )
         record["seconds"] = round(time.monotonic() - t0, 1)
         slowest = max(slowest, record["seconds"])
         records.append(record)
         j = record["judge"]
-        bar.write(f"{group}/{task.task_id.split('/')[-1]} {task.name}: judge ref {j['reference']['status']} "
-              f"{agreement._x(j['reference']['speedup'])}x, compile {j['torch_compile']['status']} "
-              f"{agreement._x(j['torch_compile']['speedup'])}x | in-process "
-              f"{agreement._x(agreement.inprocess_ratio(record, 'reference'))}x, "
-              f"{agreement._x(agreement.inprocess_ratio(record, 'torch_compile'))}x "
-              f"{record['inprocess_error'] or ''} ({record['seconds']:.0f} s)", file=sys.stderr)
+        bar.write(
+            f"{group}/{task.task_id.split('/')[-1]} {task.name}: judge ref {j['reference']['status']} "
+            f"{agreement._x(j['reference']['speedup'])}x, compile {j['torch_compile']['status']} "
+            f"{agreement._x(j['torch_compile']['speedup'])}x | in-process "
+            f"{agreement._x(agreement.inprocess_ratio(record, 'reference'))}x, "
+            f"{agreement._x(agreement.inprocess_ratio(record, 'torch_compile'))}x "
+            f"{record['inprocess_error'] or ''} ({record['seconds']:.0f} s)",
+            file=sys.stderr,
+        )
         if args.out:
             write(args.out, records, info, args, stopped)
     bar.close()
     kb = [r for r in records if r["group"].startswith(KERNELBENCH) and r["group"].split("level")[-1] in ("1", "2")]
     scope = "KernelBench levels 1-2" if kb else "all tasks run (no KernelBench level 1-2 task)"
     print(agreement.format_report(records, kb or records, scope))
-    print(f"{len(records)} tasks on {info['name']} ({args.backend}) in {time.monotonic() - started:.0f} s"
-          + (f"; {stopped}" if stopped else ""))
+    print(
+        f"{len(records)} tasks on {info['name']} ({args.backend}) in {time.monotonic() - started:.0f} s"
+        + (f"; {stopped}" if stopped else "")
+    )
     if args.out:
         write(args.out, records, info, args, stopped)
     return 0
 
 
-def write(path: str, records: list[dict[str, Any]], info: dict[str, Any], args: argparse.Namespace,
-          stopped: str | None) -> None:
+def write(
+    path: str, records: list[dict[str, Any]], info: dict[str, Any], args: argparse.Namespace, stopped: str | None
+) -> None:
     """The records and their summary as JSON (written to a temporary file, then renamed)."""
-    out = {"device": info, "args": vars(args), "stopped": stopped, "records": records,
-           "groups": agreement.group_summaries(records), "outliers": agreement.outliers(records)}
+    out = {
+        "device": info,
+        "args": vars(args),
+        "stopped": stopped,
+        "records": records,
+        "groups": agreement.group_summaries(records),
+        "outliers": agreement.outliers(records),
+    }
     tmp = Path(f"{path}.tmp{os.getpid()}")
     tmp.write_text(json.dumps(out, indent=1, default=str))
     tmp.replace(path)

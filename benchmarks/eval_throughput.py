@@ -39,8 +39,16 @@ from cudal1.bench.suite import ResultWriter, SuiteJob, run_suite
 from cudal1.tasks import find_task, load_tasks, seed_solutions
 
 
-def run_jobs(jobs: list[SuiteJob], backend: str, settings: EvalSettings, build_jobs: int | None, jsonl: Path | None,
-             per_device: int = 1, reserve_cores: bool = True, by_job: dict | None = None) -> dict:
+def run_jobs(
+    jobs: list[SuiteJob],
+    backend: str,
+    settings: EvalSettings,
+    build_jobs: int | None,
+    jsonl: Path | None,
+    per_device: int = 1,
+    reserve_cores: bool = True,
+    by_job: dict | None = None,
+) -> dict:
     """Run `jobs` through the suite pipeline; print and return the run's figures. `by_job`, when
     given, gets each job's index -> its result."""
     results = []
@@ -55,12 +63,16 @@ def run_jobs(jobs: list[SuiteJob], backend: str, settings: EvalSettings, build_j
             writer.write(r, solution=str(job.solution))
 
     t0 = time.perf_counter()
-    run_suite(jobs, backend, settings, on_result, build_jobs=build_jobs, per_device=per_device, reserve_cores=reserve_cores)
+    run_suite(
+        jobs, backend, settings, on_result, build_jobs=build_jobs, per_device=per_device, reserve_cores=reserve_cores
+    )
     wall = time.perf_counter() - t0
     print(format_summary(summarize(results)))
     for r in sorted(results, key=lambda r: r.task_id):
         speed = f"{r.speedup:.2f}x" if r.speedup else "-"
-        print(f"  {r.task_id:11s} {r.status.value:14s} {speed:>8s}  build {r.build_seconds or 0:6.1f}s  {','.join(r.labels)}  {r.message[:120]}")
+        print(
+            f"  {r.task_id:11s} {r.status.value:14s} {speed:>8s}  build {r.build_seconds or 0:6.1f}s  {','.join(r.labels)}  {r.message[:120]}"
+        )
     ok = [r for r in results if r.status is Status.OK]
     builds = [r.build_seconds for r in results if r.build_seconds]
     return {
@@ -85,35 +97,58 @@ def cold_against_warm(jobs: list[SuiteJob], cold: dict, warm: dict) -> dict:
     = cold / warm speedup, over candidates correct in both runs; worst = farthest from 1)."""
     rows = []
     seeds = len({j.task.task_id for j in jobs})  # jobs are laid out copy by copy, seeds in order
-    print(f"{'candidate':22s} {'cold':>8s} {'warm':>8s} {'cold/warm':>9s}  {'build cold':>10s} {'import cold':>11s} "
-          f"{'import warm':>11s} {'res cold':>9s} {'res warm':>9s}  statuses")
+    print(
+        f"{'candidate':22s} {'cold':>8s} {'warm':>8s} {'cold/warm':>9s}  {'build cold':>10s} {'import cold':>11s} "
+        f"{'import warm':>11s} {'res cold':>9s} {'res warm':>9s}  statuses"
+    )
     for i, job in enumerate(jobs):
         c, w = cold.get(i), warm.get(i)
-        ok = c is not None and w is not None and c.status is Status.OK and w.status is Status.OK and c.speedup and w.speedup
+        ok = (
+            c is not None
+            and w is not None
+            and c.status is Status.OK
+            and w.status is Status.OK
+            and c.speedup
+            and w.speedup
+        )
         ratio = c.speedup / w.speedup if ok else None
         name = f"{job.task.task_id}#{i // seeds}"
-        row = {"candidate": name, "cold": c.speedup if c else None, "warm": w.speedup if w else None,
-               "ratio": round(ratio, 4) if ratio else None, "build_s_cold": c.build_seconds if c else None,
-               "build_s_warm": w.build_seconds if w else None,
-               "import_s_cold": (c.phases_s or {}).get("import") if c else None,
-               "import_s_warm": (w.phases_s or {}).get("import") if w else None,
-               "resolution_ms_cold": c.resolution_ms if c else None, "resolution_ms_warm": w.resolution_ms if w else None,
-               "status_cold": c.status.value if c else None, "status_warm": w.status.value if w else None}
+        row = {
+            "candidate": name,
+            "cold": c.speedup if c else None,
+            "warm": w.speedup if w else None,
+            "ratio": round(ratio, 4) if ratio else None,
+            "build_s_cold": c.build_seconds if c else None,
+            "build_s_warm": w.build_seconds if w else None,
+            "import_s_cold": (c.phases_s or {}).get("import") if c else None,
+            "import_s_warm": (w.phases_s or {}).get("import") if w else None,
+            "resolution_ms_cold": c.resolution_ms if c else None,
+            "resolution_ms_warm": w.resolution_ms if w else None,
+            "status_cold": c.status.value if c else None,
+            "status_warm": w.status.value if w else None,
+        }
         rows.append(row)
 
         def num(x, unit="", width=8):
             return f"{x:{width}.2f}{unit}" if isinstance(x, (int, float)) else f"{'-':>{width + len(unit)}s}"
 
-        print(f"{name:22s} {num(row['cold'], 'x', 7)} {num(row['warm'], 'x', 7)} {num(ratio, '', 9)}  "
-              f"{num(row['build_s_cold'], 's', 9)} {num(row['import_s_cold'], 's', 10)} {num(row['import_s_warm'], 's', 10)} "
-              f"{num(row['resolution_ms_cold'], 'ms', 7)} {num(row['resolution_ms_warm'], 'ms', 7)}  "
-              f"{row['status_cold']}/{row['status_warm']}")
+        print(
+            f"{name:22s} {num(row['cold'], 'x', 7)} {num(row['warm'], 'x', 7)} {num(ratio, '', 9)}  "
+            f"{num(row['build_s_cold'], 's', 9)} {num(row['import_s_cold'], 's', 10)} {num(row['import_s_warm'], 's', 10)} "
+            f"{num(row['resolution_ms_cold'], 'ms', 7)} {num(row['resolution_ms_warm'], 'ms', 7)}  "
+            f"{row['status_cold']}/{row['status_warm']}"
+        )
     ratios = [r["ratio"] for r in rows if r["ratio"]]
-    summary = {"rows": rows, "ok_both": len(ratios),
-               "median_ratio": round(statistics.median(ratios), 4) if ratios else None,
-               "worst_ratio": max(ratios, key=lambda x: abs(x - 1.0)) if ratios else None}
-    print(f"cold/warm speedup ratio over {len(ratios)} candidates correct in both: median {summary['median_ratio']}, "
-          f"farthest from 1: {summary['worst_ratio']}")
+    summary = {
+        "rows": rows,
+        "ok_both": len(ratios),
+        "median_ratio": round(statistics.median(ratios), 4) if ratios else None,
+        "worst_ratio": max(ratios, key=lambda x: abs(x - 1.0)) if ratios else None,
+    }
+    print(
+        f"cold/warm speedup ratio over {len(ratios)} candidates correct in both: median {summary['median_ratio']}, "
+        f"farthest from 1: {summary['worst_ratio']}"
+    )
     return summary
 
 
@@ -140,9 +175,20 @@ def build_edges(cache: str) -> dict:
             if line.startswith("#") or len(parts) < 4:
                 continue
             out = parts[3]
-            kind = "link" if out.endswith(".so") else "cuda" if ".cuda" in out else "cpp" if out.endswith(".o") else "other"
+            kind = (
+                "link"
+                if out.endswith(".so")
+                else "cuda"
+                if ".cuda" in out
+                else "cpp"
+                if out.endswith(".o")
+                else "other"
+            )
             kinds.setdefault(kind, []).append((int(parts[1]) - int(parts[0])) / 1e3)
-    return {k: {"n": len(v), "median_s": round(statistics.median(v), 1), "total_s": round(sum(v), 1)} for k, v in kinds.items()}
+    return {
+        k: {"n": len(v), "median_s": round(statistics.median(v), 1), "total_s": round(sum(v), 1)}
+        for k, v in kinds.items()
+    }
 
 
 def _median_of(results: list, field: str) -> float | None:
@@ -158,12 +204,22 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--copies", type=int, default=2)
     ap.add_argument("--tasks", nargs="+", default=None, help="only these seeds (task ids), e.g. for a quick run")
     ap.add_argument("--build-jobs", type=int, default=None, help="parallel builds (default: half the cores)")
-    ap.add_argument("--per-device", type=int, default=1,
-                    help="evaluations at a time on the device (setup overlaps, timing takes turns); also for the repeats")
-    ap.add_argument("--reserve-cores", action=argparse.BooleanOptionalAction, default=True,
-                    help="keep compilers off the timing slot's cores (default on; --no-reserve-cores: the old way)")
+    ap.add_argument(
+        "--per-device",
+        type=int,
+        default=1,
+        help="evaluations at a time on the device (setup overlaps, timing takes turns); also for the repeats",
+    )
+    ap.add_argument(
+        "--reserve-cores",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="keep compilers off the timing slot's cores (default on; --no-reserve-cores: the old way)",
+    )
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--repeat-task", nargs="+", default=None, help="tasks for the repeatability runs (default: the first seed)")
+    ap.add_argument(
+        "--repeat-task", nargs="+", default=None, help="tasks for the repeatability runs (default: the first seed)"
+    )
     ap.add_argument("--out", default=None, help="JSON file for the figures")
     ap.add_argument("--results-dir", default=None, help="write every result to cold.jsonl / warm.jsonl here")
     args = ap.parse_args(argv)
@@ -171,8 +227,11 @@ def main(argv: list[str] | None = None) -> int:
     cache = tempfile.mkdtemp(prefix="cudal1-bench-cache-")
     settings = EvalSettings.for_backend(args.backend, cache_dir=cache)
     tasks = load_tasks("builtin")
-    seeds = {tid: p for tid, p in seed_solutions(args.backend).items()
-             if int(tid.split("/")[0][5:]) in args.levels and (args.tasks is None or tid in args.tasks)}
+    seeds = {
+        tid: p
+        for tid, p in seed_solutions(args.backend).items()
+        if int(tid.split("/")[0][5:]) in args.levels and (args.tasks is None or tid in args.tasks)
+    }
     if not seeds:
         print(f"no {args.backend} seed solutions for levels {args.levels}", file=sys.stderr)
         return 1
@@ -181,8 +240,13 @@ def main(argv: list[str] | None = None) -> int:
         for tid, path in sorted(seeds.items()):
             source = path.read_text() + f"\n# throughput-benchmark variant {copy}\n"
             jobs.append(SuiteJob(find_task(tasks, tid), source, path))
-    report: dict = {"backend": args.backend, "levels": args.levels, "build_jobs": args.build_jobs,
-                    "cpu_count": os.cpu_count(), "date": time.strftime("%Y-%m-%d")}
+    report: dict = {
+        "backend": args.backend,
+        "levels": args.levels,
+        "build_jobs": args.build_jobs,
+        "cpu_count": os.cpu_count(),
+        "date": time.strftime("%Y-%m-%d"),
+    }
     print(f"{len(jobs)} candidates ({len(seeds)} seeds × {args.copies} variants), build jobs {args.build_jobs}")
     results_dir = Path(args.results_dir) if args.results_dir else None
     if results_dir:
@@ -190,18 +254,36 @@ def main(argv: list[str] | None = None) -> int:
     report["per_device"] = args.per_device
     report["reserve_cores"] = args.reserve_cores
     cold, warm = {}, {}
-    report["cold"] = run_jobs(jobs, args.backend, settings, args.build_jobs, results_dir / "cold.jsonl" if results_dir else None,
-                              args.per_device, args.reserve_cores, cold)
+    report["cold"] = run_jobs(
+        jobs,
+        args.backend,
+        settings,
+        args.build_jobs,
+        results_dir / "cold.jsonl" if results_dir else None,
+        args.per_device,
+        args.reserve_cores,
+        cold,
+    )
     print("cold cache:", json.dumps(report["cold"]))
     report["build_edges"] = build_edges(cache)
     print("build edges:", json.dumps(report["build_edges"]))
-    report["warm"] = run_jobs(jobs, args.backend, settings, args.build_jobs, results_dir / "warm.jsonl" if results_dir else None,
-                              args.per_device, args.reserve_cores, warm)
+    report["warm"] = run_jobs(
+        jobs,
+        args.backend,
+        settings,
+        args.build_jobs,
+        results_dir / "warm.jsonl" if results_dir else None,
+        args.per_device,
+        args.reserve_cores,
+        warm,
+    )
     print("warm cache:", json.dumps(report["warm"]))
     report["cold_against_warm"] = cold_against_warm(jobs, cold, warm)
     print_phases(report["cold"]["median_phases_s"], report["warm"]["median_phases_s"])
-    print(f"candidates/hour: cold {report['cold']['per_hour']}, warm {report['warm']['per_hour']} "
-          f"({len(jobs)} candidates, {os.cpu_count()} cores, reserve_cores={args.reserve_cores})")
+    print(
+        f"candidates/hour: cold {report['cold']['per_hour']}, warm {report['warm']['per_hour']} "
+        f"({len(jobs)} candidates, {os.cpu_count()} cores, reserve_cores={args.reserve_cores})"
+    )
 
     report["repeatability"] = []
     for tid in (args.repeat_task or [sorted(seeds)[0]]) if args.repeats > 0 else []:
@@ -209,8 +291,13 @@ def main(argv: list[str] | None = None) -> int:
         # The repeats run as the suite does (per_device at a time), so their spread includes
         # whatever sharing the device costs.
         runs: list = []
-        run_suite([SuiteJob(task, source, seeds[tid])] * args.repeats, args.backend, settings,
-                  lambda job, r: runs.append(r), per_device=args.per_device)
+        run_suite(
+            [SuiteJob(task, source, seeds[tid])] * args.repeats,
+            args.backend,
+            settings,
+            lambda job, r: runs.append(r),
+            per_device=args.per_device,
+        )
         speedups = [r.speedup if r.status is Status.OK else float("nan") for r in runs]
         med = statistics.median(speedups)
         entry = {

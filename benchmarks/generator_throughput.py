@@ -46,13 +46,28 @@ def compare(model: str, prompts: list[list[int]], args: argparse.Namespace) -> l
 
     cpus = args.engine_cpus or max(1, (os.cpu_count() or 1) // args.engines)
     init_ray(address="local", num_cpus=max(os.cpu_count() or 1, cpus * args.engines), include_dashboard=False)
-    llm = LLM(model=model, dtype=args.dtype, max_model_len=args.max_model_len, seed=0, enforce_eager=True,
-              kv_cache_memory_bytes=int(args.kv_cache_gib * (1 << 30)), enable_prefix_caching=True)
+    llm = LLM(
+        model=model,
+        dtype=args.dtype,
+        max_model_len=args.max_model_len,
+        seed=0,
+        enforce_eager=True,
+        kv_cache_memory_bytes=int(args.kv_cache_gib * (1 << 30)),
+        enable_prefix_caching=True,
+    )
     params = SamplingParams(n=args.n, max_tokens=args.max_tokens, temperature=1.0, top_p=1.0, logprobs=0)
     batch = [{"prompt_token_ids": p} for p in prompts]
-    gen = GeneratorGroup.start(model, "vllm", num_engines=args.engines, num_cpus=cpus, num_gpus=args.num_gpus,
-                               max_model_len=args.max_model_len, dtype=args.dtype, seed=0,
-                               kv_cache_gib=args.kv_cache_gib)
+    gen = GeneratorGroup.start(
+        model,
+        "vllm",
+        num_engines=args.engines,
+        num_cpus=cpus,
+        num_gpus=args.num_gpus,
+        max_model_len=args.max_model_len,
+        dtype=args.dtype,
+        seed=0,
+        kv_cache_gib=args.kv_cache_gib,
+    )
     sampling = dict(n=args.n, max_tokens=args.max_tokens, temperature=1.0, top_p=1.0)
 
     def raw() -> int:
@@ -67,7 +82,7 @@ def compare(model: str, prompts: list[list[int]], args: argparse.Namespace) -> l
         gen.ready(timeout_s=1800)
         raw(), ours()  # warm-up
         for r in range(args.repeats):
-            for name in (list(sides) if r % 2 == 0 else list(sides)[::-1]):
+            for name in list(sides) if r % 2 == 0 else list(sides)[::-1]:
                 t0 = time.perf_counter()
                 tokens = sides[name]()
                 dt = time.perf_counter() - t0
@@ -78,17 +93,23 @@ def compare(model: str, prompts: list[list[int]], args: argparse.Namespace) -> l
         gen.kill()
         llm.llm_engine.engine_core.shutdown()
         shutdown_ray()
-    return [{"side": name, "tokens": t, "seconds": round(sec, 3), "tokens_per_s": round(t / sec, 1), "calls_s": calls}
-            for name, (t, sec, calls) in totals.items()]
+    return [
+        {"side": name, "tokens": t, "seconds": round(sec, 3), "tokens_per_s": round(t / sec, 1), "calls_s": calls}
+        for name, (t, sec, calls) in totals.items()
+    ]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", help="checkpoint directory (default: build the small local model)")
     ap.add_argument("--engines", type=int, default=1)
-    ap.add_argument("--engine-cpus", type=int, default=0,
-                    help="CPUs per engine actor (default: the machine's cores / engines, as many as the baseline"
-                         " has; Ray caps an actor's OpenMP threads at its CPUs, and vLLM's processes inherit that)")
+    ap.add_argument(
+        "--engine-cpus",
+        type=int,
+        default=0,
+        help="CPUs per engine actor (default: the machine's cores / engines, as many as the baseline"
+        " has; Ray caps an actor's OpenMP threads at its CPUs, and vLLM's processes inherit that)",
+    )
     ap.add_argument("--num-gpus", type=float, default=0.0, help="GPUs per engine")
     ap.add_argument("--prompts", type=int, default=16)
     ap.add_argument("--prompt-len", type=int, default=64)
@@ -108,7 +129,11 @@ def main() -> None:
     base, ours = compare(model, prompts, args)
     print(json.dumps(base), flush=True)
     print(json.dumps(ours), flush=True)
-    overhead = 100.0 * (ours["seconds"] / ours["tokens"] - base["seconds"] / base["tokens"]) / (base["seconds"] / base["tokens"])
+    overhead = (
+        100.0
+        * (ours["seconds"] / ours["tokens"] - base["seconds"] / base["tokens"])
+        / (base["seconds"] / base["tokens"])
+    )
     # The median call is the figure to quote on a shared machine: one call slowed by another
     # process's burst moves the total, not the median.
     median = 100.0 * (statistics.median(ours["calls_s"]) / statistics.median(base["calls_s"]) - 1.0)

@@ -45,10 +45,25 @@ def start_pair(model_dir: str, on_gpu: bool, *, learner_kwargs: dict, engine_dty
     from cudal1.actors.learner_group import LearnerGroup
 
     pg = colocated_placement_group(2.0, timeout_s=120)
-    learner = LearnerGroup.start(model_dir, 1, num_cpus=1, num_gpus=0.5, actor_options={"scheduling_strategy": in_bundle(pg)},
-                                 device="cuda" if on_gpu else "cpu", **learner_kwargs)
-    generator = GeneratorGroup.start(model_dir, "hf", num_cpus=1, num_gpus=0.5, colocated=pg, dtype=engine_dtype,
-                                     max_model_len=512, device="cuda:0" if on_gpu else "cpu")
+    learner = LearnerGroup.start(
+        model_dir,
+        1,
+        num_cpus=1,
+        num_gpus=0.5,
+        actor_options={"scheduling_strategy": in_bundle(pg)},
+        device="cuda" if on_gpu else "cpu",
+        **learner_kwargs,
+    )
+    generator = GeneratorGroup.start(
+        model_dir,
+        "hf",
+        num_cpus=1,
+        num_gpus=0.5,
+        colocated=pg,
+        dtype=engine_dtype,
+        max_model_len=512,
+        device="cuda:0" if on_gpu else "cpu",
+    )
     learner.ready(timeout_s=900)
     generator.ready(timeout_s=900)
     return learner, generator
@@ -59,8 +74,12 @@ def correctness(workdir: Path, on_gpu: bool, expect_refusal: bool) -> dict:
     from cudal1.records import PolicyExample
 
     model_dir = str(init_small(workdir / "small", overwrite=True))
-    learner, generator = start_pair(model_dir, on_gpu, engine_dtype="float32",
-                                    learner_kwargs=dict(zero_stage=2, precision="fp32", lr=1e-2, micro_batch=2))
+    learner, generator = start_pair(
+        model_dir,
+        on_gpu,
+        engine_dtype="float32",
+        learner_kwargs=dict(zero_stage=2, precision="fp32", lr=1e-2, micro_batch=2),
+    )
     try:
         before = generator.score(PROMPT, RESPONSE)
         learner.sft_step([PolicyExample(PROMPT, RESPONSE)] * 2)
@@ -76,11 +95,15 @@ def correctness(workdir: Path, on_gpu: bool, expect_refusal: bool) -> dict:
             out["refusal"] = f"{type(e).__name__}: {e}"[:400]
             return out
         after = generator.score(PROMPT, RESPONSE)
-        out.update(max_abs_diff_before_sync=max(abs(a - b) for a, b in zip(expected, before)),
-                   max_abs_diff_after_sync=max(abs(a - b) for a, b in zip(expected, after)),
-                   sync_s=[r["seconds"] for r in runs], windows=runs[0]["windows"], bytes=runs[0]["bytes"],
-                   held_bytes=runs[0]["held_bytes"],
-                   engine_version=generator.model_versions()[0])
+        out.update(
+            max_abs_diff_before_sync=max(abs(a - b) for a, b in zip(expected, before)),
+            max_abs_diff_after_sync=max(abs(a - b) for a, b in zip(expected, after)),
+            sync_s=[r["seconds"] for r in runs],
+            windows=runs[0]["windows"],
+            bytes=runs[0]["bytes"],
+            held_bytes=runs[0]["held_bytes"],
+            engine_version=generator.model_versions()[0],
+        )
         return out
     finally:
         generator.kill()
@@ -99,8 +122,12 @@ def timing(workdir: Path, shape_name: str, train: bool) -> dict:
     built = time.perf_counter() - t0
     torch.cuda.empty_cache()
     t0 = time.perf_counter()
-    learner, generator = start_pair(str(model_dir), True, engine_dtype="bfloat16",
-                                    learner_kwargs=dict(zero_stage=3, precision="bf16", lr=1e-3, micro_batch=1))
+    learner, generator = start_pair(
+        str(model_dir),
+        True,
+        engine_dtype="bfloat16",
+        learner_kwargs=dict(zero_stage=3, precision="bf16", lr=1e-3, micro_batch=1),
+    )
     started = time.perf_counter() - t0
     diff = lambda a, b: max(abs(x - y) for x, y in zip(a, b))  # noqa: E731
     try:
@@ -114,16 +141,26 @@ def timing(workdir: Path, shape_name: str, train: bool) -> dict:
         seconds = [r["seconds"] for r in runs]
         lp_learner, lp_engine = learner.logprobs(PROMPT, RESPONSE), generator.score(PROMPT, RESPONSE)
         median = statistics.median(seconds)
-        result = {"shape": shape_name, "params_b": round(shape.params / 1e9, 3), "gpu": gpu, "tensors": len(specs),
-                  "bytes": runs[0]["bytes"], "windows": runs[0]["windows"], "seconds": [round(s, 4) for s in seconds],
-                  "median_s": round(median, 4), "gb_per_s": round(runs[0]["bytes"] / median / 1e9, 1),
-                  "engine_s": [round(r["engine_s"], 4) for r in runs],
-                  "learner_held_gib": round(runs[0]["held_bytes"] / 2**30, 2), "trained": train,
-                  "logprob_diff_engine_vs_learner_same_weights_before": diff(engine_before, learner_before),
-                  "logprob_diff_engine_vs_learner_after_sync": diff(lp_engine, lp_learner),
-                  "logprob_change_engine_after_vs_before": diff(lp_engine, engine_before),
-                  "logprob_change_learner_after_vs_before": diff(lp_learner, learner_before),
-                  "build_s": round(built, 1), "start_s": round(started, 1)}
+        result = {
+            "shape": shape_name,
+            "params_b": round(shape.params / 1e9, 3),
+            "gpu": gpu,
+            "tensors": len(specs),
+            "bytes": runs[0]["bytes"],
+            "windows": runs[0]["windows"],
+            "seconds": [round(s, 4) for s in seconds],
+            "median_s": round(median, 4),
+            "gb_per_s": round(runs[0]["bytes"] / median / 1e9, 1),
+            "engine_s": [round(r["engine_s"], 4) for r in runs],
+            "learner_held_gib": round(runs[0]["held_bytes"] / 2**30, 2),
+            "trained": train,
+            "logprob_diff_engine_vs_learner_same_weights_before": diff(engine_before, learner_before),
+            "logprob_diff_engine_vs_learner_after_sync": diff(lp_engine, lp_learner),
+            "logprob_change_engine_after_vs_before": diff(lp_engine, engine_before),
+            "logprob_change_learner_after_vs_before": diff(lp_learner, learner_before),
+            "build_s": round(built, 1),
+            "start_s": round(started, 1),
+        }
         # The path a colocated pair has without ipc: a full CPU copy through Ray's object store.
         print(json.dumps(result), flush=True)
         try:
@@ -153,8 +190,12 @@ def main() -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     on_gpu = torch.cuda.is_available()
     ray.init(address="local", num_cpus=4, num_gpus=1, include_dashboard=False, log_to_driver=False)
-    result: dict = {"gpu_name": torch.cuda.get_device_name(0) if on_gpu else None, "torch": torch.__version__,
-                    "ray": ray.__version__, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    result: dict = {
+        "gpu_name": torch.cuda.get_device_name(0) if on_gpu else None,
+        "torch": torch.__version__,
+        "ray": ray.__version__,
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+    }
     out = Path(args.out)
     ok = True
     try:
@@ -162,8 +203,11 @@ def main() -> int:
         print(json.dumps(result["correctness"]), flush=True)
         out.write_text(json.dumps(result, indent=1))
         c = result["correctness"]
-        ok = ("refusal" in c) if args.expect_refusal else (c["max_abs_diff_after_sync"] < 1e-5
-                                                           and c["max_abs_diff_before_sync"] > 1e-3)
+        ok = (
+            ("refusal" in c)
+            if args.expect_refusal
+            else (c["max_abs_diff_after_sync"] < 1e-5 and c["max_abs_diff_before_sync"] > 1e-3)
+        )
         for name in args.shapes:
             try:
                 result[name] = timing(workdir, name, name in args.train_shapes)

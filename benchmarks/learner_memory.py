@@ -34,10 +34,17 @@ def build(shape, out: Path) -> Path:
     """Write a random-initialised Qwen2 checkpoint of `shape` (bf16) to `out`."""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    config = Qwen2Config(hidden_size=shape.hidden, num_hidden_layers=shape.layers, num_attention_heads=shape.heads,
-                         num_key_value_heads=shape.kv_heads, intermediate_size=shape.intermediate,
-                         vocab_size=shape.vocab, tie_word_embeddings=shape.tied, max_position_embeddings=32768,
-                         torch_dtype="bfloat16")
+    config = Qwen2Config(
+        hidden_size=shape.hidden,
+        num_hidden_layers=shape.layers,
+        num_attention_heads=shape.heads,
+        num_key_value_heads=shape.kv_heads,
+        intermediate_size=shape.intermediate,
+        vocab_size=shape.vocab,
+        tie_word_embeddings=shape.tied,
+        max_position_embeddings=32768,
+        torch_dtype="bfloat16",
+    )
     with torch.device("cuda"):
         model = Qwen2ForCausalLM(config).to(torch.bfloat16)
     model.save_pretrained(out, safe_serialization=True)
@@ -50,32 +57,60 @@ def measure(model_dir: Path, shape, args: argparse.Namespace) -> dict:
     from cudal1.records import PolicyExample
     from cudal1.training import GRPOLearner
 
-    learner = GRPOLearner(model_dir, zero_stage=3, precision="bf16", device="cuda", lr=1e-6, micro_batch=1,
-                          grad_accum=1, kl_beta=args.kl_beta, gradient_checkpointing=not args.no_checkpointing,
-                          offload_optimizer=args.offload_optimizer, max_response_len=args.response,
-                          recompute_old_logprobs=True)
+    learner = GRPOLearner(
+        model_dir,
+        zero_stage=3,
+        precision="bf16",
+        device="cuda",
+        lr=1e-6,
+        micro_batch=1,
+        grad_accum=1,
+        kl_beta=args.kl_beta,
+        gradient_checkpointing=not args.no_checkpointing,
+        offload_optimizer=args.offload_optimizer,
+        max_response_len=args.response,
+        recompute_old_logprobs=True,
+    )
     rng = random.Random(0)
     seconds = []
     torch.cuda.reset_peak_memory_stats()
     for step in range(args.steps):
         prompt = [rng.randrange(3, shape.vocab) for _ in range(args.prompt)]
-        examples = [PolicyExample(prompt, [rng.randrange(3, shape.vocab) for _ in range(args.response)], advantage=a)
-                    for a in (1.0, -1.0)]
+        examples = [
+            PolicyExample(prompt, [rng.randrange(3, shape.vocab) for _ in range(args.response)], advantage=a)
+            for a in (1.0, -1.0)
+        ]
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         learner.grpo_step(examples)
         torch.cuda.synchronize()
         seconds.append(time.perf_counter() - t0)
     setting = "+offload_opt" if args.offload_optimizer else "zero3+ckpt"
-    planned, host = plan(shape, 1, setting, prompt=args.prompt, response=args.response, kl=args.kl_beta > 0,
-                         checkpointing=not args.no_checkpointing)
-    return {"shape": shape.name, "params_b": round(shape.params / 1e9, 3), "setting": setting,
-            "kl": args.kl_beta > 0, "checkpointing": not args.no_checkpointing, "prompt": args.prompt,
-            "response": args.response, "sequences_per_step": 2,
-            "peak_allocated_gib": round(torch.cuda.max_memory_allocated() / GIB, 2),
-            "peak_reserved_gib": round(torch.cuda.max_memory_reserved() / GIB, 2),
-            "planned_gpu_gib": round(planned, 2), "planned_host_gib": round(host, 1),
-            "seconds_per_step": [round(s, 2) for s in seconds], "gpu": torch.cuda.get_device_name(0)}
+    planned, host = plan(
+        shape,
+        1,
+        setting,
+        prompt=args.prompt,
+        response=args.response,
+        kl=args.kl_beta > 0,
+        checkpointing=not args.no_checkpointing,
+    )
+    return {
+        "shape": shape.name,
+        "params_b": round(shape.params / 1e9, 3),
+        "setting": setting,
+        "kl": args.kl_beta > 0,
+        "checkpointing": not args.no_checkpointing,
+        "prompt": args.prompt,
+        "response": args.response,
+        "sequences_per_step": 2,
+        "peak_allocated_gib": round(torch.cuda.max_memory_allocated() / GIB, 2),
+        "peak_reserved_gib": round(torch.cuda.max_memory_reserved() / GIB, 2),
+        "planned_gpu_gib": round(planned, 2),
+        "planned_host_gib": round(host, 1),
+        "seconds_per_step": [round(s, 2) for s in seconds],
+        "gpu": torch.cuda.get_device_name(0),
+    }
 
 
 def main() -> None:

@@ -80,8 +80,18 @@ SETTINGS = ("zero3+ckpt", "+offload_opt", "+offload_param")
 HOST_GIB = {1: 128, 2: 256, 8: 560}  # the lent machines' host memory (1, 2, 8 H200s on one host)
 
 
-def plan(m: Shape, n: int, setting: str, *, prompt: int, response: int, micro_batch: int = 1,
-         chunk: int = 1024, kl: bool = True, checkpointing: bool = True) -> tuple[float, float]:
+def plan(
+    m: Shape,
+    n: int,
+    setting: str,
+    *,
+    prompt: int,
+    response: int,
+    micro_batch: int = 1,
+    chunk: int = 1024,
+    kl: bool = True,
+    checkpointing: bool = True,
+) -> tuple[float, float]:
     """(GPU GiB per rank, host GiB per node) for model `m` on `n` ranks of one node under `setting`."""
     p, s, r, b = m.params, prompt + response, response, micro_batch
     params, grads, optim = 2 * p / n, 2 * p / n, 12 * p / n
@@ -109,8 +119,10 @@ def main() -> None:
     ap.add_argument("--gpu-gib", type=float, default=140.0, help="usable memory of one GPU (H200: ~140 GiB)")
     ap.add_argument("--no-kl", action="store_true", help="kl_beta = 0: no reference model")
     args = ap.parse_args()
-    print(f"tokens per sequence: {args.prompt} prompt + {args.response} response; micro-batch {args.micro_batch}; "
-          f"GPU {args.gpu_gib:g} GiB; KL reference {'no' if args.no_kl else 'yes'}; activation checkpointing on")
+    print(
+        f"tokens per sequence: {args.prompt} prompt + {args.response} response; micro-batch {args.micro_batch}; "
+        f"GPU {args.gpu_gib:g} GiB; KL reference {'no' if args.no_kl else 'yes'}; activation checkpointing on"
+    )
     head = f"{'model':>5} {'params':>7} {'GPUs':>4} | " + " | ".join(f"{s:>17}" for s in SETTINGS) + " | fits with"
     print(head)
     print("-" * len(head))
@@ -118,15 +130,29 @@ def main() -> None:
         for n in (1, 2, 8):
             cells, verdict = [], "does not fit"
             for setting in SETTINGS:
-                gpu, host = plan(m, n, setting, prompt=args.prompt, response=args.response,
-                                 micro_batch=args.micro_batch, kl=not args.no_kl)
+                gpu, host = plan(
+                    m,
+                    n,
+                    setting,
+                    prompt=args.prompt,
+                    response=args.response,
+                    micro_batch=args.micro_batch,
+                    kl=not args.no_kl,
+                )
                 ok = gpu <= args.gpu_gib and host <= HOST_GIB[n]
                 cells.append(f"{gpu:6.1f} / {host:5.0f}{' ok' if ok else '   '}")
                 if ok and verdict == "does not fit":
                     verdict = setting
-            print(f"{m.name:>5} {m.params / 1e9:6.2f}B {n:>4} | " + " | ".join(f"{c:>17}" for c in cells) + f" | {verdict}")
-    print("cells: GPU GiB per rank / host GiB per node (host available: "
-          + ", ".join(f"{n} GPU: {g} GiB" for n, g in HOST_GIB.items()) + ")")
+            print(
+                f"{m.name:>5} {m.params / 1e9:6.2f}B {n:>4} | "
+                + " | ".join(f"{c:>17}" for c in cells)
+                + f" | {verdict}"
+            )
+    print(
+        "cells: GPU GiB per rank / host GiB per node (host available: "
+        + ", ".join(f"{n} GPU: {g} GiB" for n, g in HOST_GIB.items())
+        + ")"
+    )
 
 
 if __name__ == "__main__":

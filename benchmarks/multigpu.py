@@ -48,8 +48,16 @@ def qwen2(size: str, dtype: torch.dtype, device: str):
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     h, layers, inter, heads, kv, vocab = SHAPES[size]
-    cfg = Qwen2Config(hidden_size=h, num_hidden_layers=layers, intermediate_size=inter, num_attention_heads=heads,
-                      num_key_value_heads=kv, vocab_size=vocab, tie_word_embeddings=False, max_position_embeddings=4096)
+    cfg = Qwen2Config(
+        hidden_size=h,
+        num_hidden_layers=layers,
+        intermediate_size=inter,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        vocab_size=vocab,
+        tie_word_embeddings=False,
+        max_position_embeddings=4096,
+    )
     old = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
@@ -73,8 +81,14 @@ def _sync_rank(rank: int, port: int, model_dir: str, sizes: list[str], out_q) ->
         if rank == 0:
             from cudal1.training import GRPOLearner
 
-            learner = GRPOLearner(model_dir, zero_stage=2, precision="fp32", lr=1e-2, micro_batch=2,
-                                  device="cuda" if backend == "nccl" else "cpu")
+            learner = GRPOLearner(
+                model_dir,
+                zero_stage=2,
+                precision="fp32",
+                lr=1e-2,
+                micro_batch=2,
+                device="cuda" if backend == "nccl" else "cpu",
+            )
             learner.sft_step([PolicyExample(prompt, response)] * 2)
             learner.init_weight_group("127.0.0.1", port, world_size=2, backend=backend)
             specs = learner.weight_manifest()
@@ -91,8 +105,11 @@ def _sync_rank(rank: int, port: int, model_dir: str, sizes: list[str], out_q) ->
             specs = out_q.get_specs()
             for _ in range(3):
                 gen.receive_weights(specs, version=1)
-            report["small"] = {"before": before, "after": gen.score(prompt, response),
-                               "receive_s": gen.last_sync_seconds}
+            report["small"] = {
+                "before": before,
+                "after": gen.score(prompt, response),
+                "receive_s": gen.last_sync_seconds,
+            }
             channel = gen.engine.channel
         # Larger random models: the same channel, weights only (what a sync costs at that size).
         for size in sizes:
@@ -106,10 +123,13 @@ def _sync_rank(rank: int, port: int, model_dir: str, sizes: list[str], out_q) ->
             specs = manifest(named)
             if rank == 0:
                 runs = [channel.send(named, specs) for _ in range(3)]
-                report[size] = {"params": sum(p.numel() for _, p in named), "bytes": runs[0]["bytes"],
-                                "seconds": [r["seconds"] for r in runs],
-                                "median_s": statistics.median(r["seconds"] for r in runs),
-                                "gb_per_s": runs[0]["bytes"] / statistics.median(r["seconds"] for r in runs) / 1e9}
+                report[size] = {
+                    "params": sum(p.numel() for _, p in named),
+                    "bytes": runs[0]["bytes"],
+                    "seconds": [r["seconds"] for r in runs],
+                    "median_s": statistics.median(r["seconds"] for r in runs),
+                    "gb_per_s": runs[0]["bytes"] / statistics.median(r["seconds"] for r in runs) / 1e9,
+                }
             else:
                 own = dict(named)
                 t = []
@@ -177,7 +197,10 @@ def cmd_sync(args) -> int:
         if "error" in rep:
             print("rank", rep["rank"], "error:", rep["error"])
     Path(args.out).write_text(json.dumps(result, indent=1))
-    ok = result.get("small_max_abs_diff_after_sync", 1.0) < 1e-4 and result.get("small_max_abs_diff_before_sync", 0) > 1e-3
+    ok = (
+        result.get("small_max_abs_diff_after_sync", 1.0) < 1e-4
+        and result.get("small_max_abs_diff_before_sync", 0) > 1e-3
+    )
     print("logprobs equal after sync:", ok)
     return 0 if ok else 1
 
@@ -193,8 +216,9 @@ def cmd_zero3(args) -> int:
     rank, world = int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
     model_dir = Path(args.workdir) / "z3_model"
     if rank == 0 and not (model_dir / "config.json").exists():
-        init_small(model_dir, hidden_size=256, num_layers=4, num_heads=8, num_kv_heads=4, intermediate_size=768,
-                   overwrite=True)
+        init_small(
+            model_dir, hidden_size=256, num_layers=4, num_heads=8, num_kv_heads=4, intermediate_size=768, overwrite=True
+        )
     on_gpu = torch.cuda.is_available()
     if on_gpu:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
@@ -204,26 +228,46 @@ def cmd_zero3(args) -> int:
         time.sleep(0.5)
     g = torch.Generator().manual_seed(0)
     total = 8  # sequences per step, split evenly over the ranks
-    examples = [PolicyExample(torch.randint(10, 4000, (24,), generator=g).tolist(),
-                              torch.randint(10, 4000, (32,), generator=g).tolist(),
-                              advantage=float(torch.randn((), generator=g))) for _ in range(total * args.steps)]
+    examples = [
+        PolicyExample(
+            torch.randint(10, 4000, (24,), generator=g).tolist(),
+            torch.randint(10, 4000, (32,), generator=g).tolist(),
+            advantage=float(torch.randn((), generator=g)),
+        )
+        for _ in range(total * args.steps)
+    ]
     per_rank = total // world
-    learner = GRPOLearner(model_dir, zero_stage=3, precision="bf16" if on_gpu else "fp32", lr=1e-4,
-                          micro_batch=per_rank, grad_accum=1, loss_agg="grpo", device="cuda" if on_gpu else "cpu", seed=0)
+    learner = GRPOLearner(
+        model_dir,
+        zero_stage=3,
+        precision="bf16" if on_gpu else "fp32",
+        lr=1e-4,
+        micro_batch=per_rank,
+        grad_accum=1,
+        loss_agg="grpo",
+        device="cuda" if on_gpu else "cpu",
+        seed=0,
+    )
     # The GRPO loss at the start of a step is -mean(advantage) whatever the weights (the ratio is
     # 1), so it cannot tell two runs apart: compare the NLL of a fixed probe batch after each step
     # (it depends on every update so far) and the gradient norms.
     probe = examples[:4]
     losses, norms = [], []
     for step in range(args.steps):
-        batch = examples[step * total:(step + 1) * total][rank * per_rank:(rank + 1) * per_rank]
+        batch = examples[step * total : (step + 1) * total][rank * per_rank : (rank + 1) * per_rank]
         m = learner.grpo_step(batch)
         norms.append(m["grad_norm"])
         nll = -statistics.fmean(x for row in learner.score(probe) for x in row)  # same on every rank
         losses.append(nll)
     if rank == 0:
-        out = {"world_size": world, "losses": losses, "grad_norms": norms, "precision": "bf16" if on_gpu else "fp32",
-               "zero_stage": 3, "device": torch.cuda.get_device_name(0) if on_gpu else "cpu"}
+        out = {
+            "world_size": world,
+            "losses": losses,
+            "grad_norms": norms,
+            "precision": "bf16" if on_gpu else "fp32",
+            "zero_stage": 3,
+            "device": torch.cuda.get_device_name(0) if on_gpu else "cpu",
+        }
         Path(args.out).write_text(json.dumps(out))
         print(json.dumps(out))
     return 0
@@ -234,9 +278,19 @@ def cmd_compare(args) -> int:
     diffs = [abs(x - y) / max(abs(x), 1e-6) for x, y in zip(a["losses"], b["losses"])]
     norm_diffs = [abs(x - y) / max(abs(x), 1e-6) for x, y in zip(a["grad_norms"], b["grad_norms"])]
     tol = 2e-2 if a.get("precision") == "bf16" else 1e-4
-    print(json.dumps({"probe_nll_one": a["losses"], "probe_nll_many": b["losses"], "relative_diffs": diffs,
-                      "grad_norm_one": a["grad_norms"], "grad_norm_many": b["grad_norms"],
-                      "grad_norm_relative_diffs": norm_diffs, "tolerance": tol}))
+    print(
+        json.dumps(
+            {
+                "probe_nll_one": a["losses"],
+                "probe_nll_many": b["losses"],
+                "relative_diffs": diffs,
+                "grad_norm_one": a["grad_norms"],
+                "grad_norm_many": b["grad_norms"],
+                "grad_norm_relative_diffs": norm_diffs,
+                "tolerance": tol,
+            }
+        )
+    )
     return 0 if max(diffs) <= tol else 1
 
 

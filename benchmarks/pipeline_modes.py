@@ -47,9 +47,19 @@ def one_run(config_name: str, run_dir: Path, mode: str, steps: int, overrides: l
 
     register_schema()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        cfg = load_config(compose(config_name=config_name, overrides=[
-            f"run_dir={run_dir}", "stage=contrastive_rl", f"stage.contrastive_rl.steps={steps}",
-            f"pipeline.mode={mode}", "tracking=none", *overrides]))
+        cfg = load_config(
+            compose(
+                config_name=config_name,
+                overrides=[
+                    f"run_dir={run_dir}",
+                    "stage=contrastive_rl",
+                    f"stage.contrastive_rl.steps={steps}",
+                    f"pipeline.mode={mode}",
+                    "tracking=none",
+                    *overrides,
+                ],
+            )
+        )
     ctx = RunContext.start(cfg)
     try:
         ctx.state.stage, ctx.state.unit = "contrastive_rl", 0
@@ -60,9 +70,14 @@ def one_run(config_name: str, run_dir: Path, mode: str, steps: int, overrides: l
     finally:
         ctx.close("FINISHED")
     rows = [h for h in ctx.state.history if h["stage"] == "contrastive_rl"]
-    return {"mode": mode, "steps": steps, "wall_s": round(wall, 2), "per_step_s": round(wall / steps, 2),
-            "rollout_versions": [h["rollout_version"] for h in rows],
-            "learner_versions": [h["learner_version"] for h in rows]}
+    return {
+        "mode": mode,
+        "steps": steps,
+        "wall_s": round(wall, 2),
+        "per_step_s": round(wall / steps, 2),
+        "rollout_versions": [h["rollout_version"] for h in rows],
+        "learner_versions": [h["learner_version"] for h in rows],
+    }
 
 
 def synthetic_run(model_dir: str, mode: str, steps: int, max_tokens: int) -> dict:
@@ -80,8 +95,11 @@ def synthetic_run(model_dir: str, mode: str, steps: int, max_tokens: int) -> dic
     gen = RolloutGenerator(model_dir, backend="hf", dtype="float32", max_model_len=4096, seed=0)
     learner = GRPOLearner(model_dir, lr=1e-2, micro_batch=8, seed=0, tis_cap=2.0)
     vocab = learner.vocab_size
-    pipe = OneStepAhead(mode, lambda step: [g for grp in gen.generate(prompts, n=4, max_tokens=max_tokens) for g in grp],
-                        lambda: gen.update_weights(learner.named_weights(), version=learner.version))
+    pipe = OneStepAhead(
+        mode,
+        lambda step: [g for grp in gen.generate(prompts, n=4, max_tokens=max_tokens) for g in grp],
+        lambda: gen.update_weights(learner.named_weights(), version=learner.version),
+    )
     rows, t0 = [], time.perf_counter()
     try:
         for step in range(steps):
@@ -91,20 +109,33 @@ def synthetic_run(model_dir: str, mode: str, steps: int, max_tokens: int) -> dic
             rewards = [sum(t >= vocab // 2 for t in g.response_ids) / len(g.response_ids) for g in samples]
             adv = group_advantages(rewards, [i // 4 for i in range(len(samples))])
             before = learner.version
-            m = learner.grpo_step([PolicyExample(g.prompt_ids, g.response_ids, a, g.logprobs)
-                                   for g, a in zip(samples, adv)])
-            rows.append({"rollout_version": min(g.model_version for g in samples), "learner_version": before,
-                         "tis_weight_mean": round(m.get("tis_weight_mean", 0.0), 4),
-                         "tis_clip_frac": round(m.get("tis_clip_frac", 0.0), 4), "waited_s": round(pipe.waited_s, 2),
-                         "reward_mean": round(sum(rewards) / len(rewards), 3)})
+            m = learner.grpo_step(
+                [PolicyExample(g.prompt_ids, g.response_ids, a, g.logprobs) for g, a in zip(samples, adv)]
+            )
+            rows.append(
+                {
+                    "rollout_version": min(g.model_version for g in samples),
+                    "learner_version": before,
+                    "tis_weight_mean": round(m.get("tis_weight_mean", 0.0), 4),
+                    "tis_clip_frac": round(m.get("tis_clip_frac", 0.0), 4),
+                    "waited_s": round(pipe.waited_s, 2),
+                    "reward_mean": round(sum(rewards) / len(rewards), 3),
+                }
+            )
             if mode == "sync" or step + 1 == steps:
                 gen.update_weights(learner.named_weights(), version=learner.version)
         wall = time.perf_counter() - t0
     finally:
         pipe.drop()
         gen.close()
-    return {"mode": mode, "synthetic": True, "steps": steps, "wall_s": round(wall, 2), "per_step_s": round(wall / steps, 2),
-            "per_step": rows}
+    return {
+        "mode": mode,
+        "synthetic": True,
+        "steps": steps,
+        "wall_s": round(wall, 2),
+        "per_step_s": round(wall / steps, 2),
+        "per_step": rows,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -126,19 +157,26 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="cudal1-modes-"))
     model = args.model_path or str(init_small(work / "small", seed=0))
     if args.synthetic:
-        runs = [synthetic_run(model, mode, args.steps, args.max_tokens)
-                for i in range(args.repeats) for mode in _order(i)]
+        runs = [
+            synthetic_run(model, mode, args.steps, args.max_tokens) for i in range(args.repeats) for mode in _order(i)
+        ]
         for run in runs:
             print(json.dumps(run), flush=True)
         return _summary(runs, args.out)
-    init_ray(address="local", num_cpus=args.num_cpus, include_dashboard=False, log_to_driver=False,
-             runtime_env=code_runtime_env(ROOT))
+    init_ray(
+        address="local",
+        num_cpus=args.num_cpus,
+        include_dashboard=False,
+        log_to_driver=False,
+        runtime_env=code_runtime_env(ROOT),
+    )
     runs = []
     try:
         for i in range(args.repeats):
             for mode in _order(i):
-                run = one_run(args.config_name, work / f"{mode}{i}", mode, args.steps,
-                              [f"model.path={model}", *args.overrides])
+                run = one_run(
+                    args.config_name, work / f"{mode}{i}", mode, args.steps, [f"model.path={model}", *args.overrides]
+                )
                 print(json.dumps(run), flush=True)
                 runs.append(run)
     finally:

@@ -58,7 +58,9 @@ def main(argv: list[str] | None = None) -> int:
                 per_placement[i].append(start.elapsed_time(stop))
     medians = [statistics.median(v) for v in per_placement.values()]
     out = {
-        "op": args.op, "shape": args.shape, "ptrs_mod_2MiB": [x.data_ptr() % (2 << 20) for x in inputs],
+        "op": args.op,
+        "shape": args.shape,
+        "ptrs_mod_2MiB": [x.data_ptr() % (2 << 20) for x in inputs],
         "median_ms_per_placement": [round(m, 5) for m in medians],
         "spread_across_placements": round((max(medians) - min(medians)) / statistics.median(medians), 4),
     }

@@ -68,10 +68,16 @@ VARIANTS: dict[str, tuple[str, str, str]] = {
     # small chunks of the inputs (one or two tiny ops per chunk); the fast ones are one or two
     # vectorized calls. Both are correct; the outputs are small (a scalar, a vector), so the
     # judge's fixed cost per call stays small next to the call itself.
-    "level1/17": ("p, t", "return torch.stack([((a - b) ** 2).sum() for a, b in zip(p.view(-1, 1024), t.view(-1, 1024))]).sum() / p.numel()",
-                  "return F.mse_loss(p, t)"),
-    "level1/3": ("A, B", "return torch.stack([a @ b for a, b in zip(A.view(-1, 16), B.view(-1, 16))]).view(len(A), -1).sum(1)",
-                 "return (A @ B.T).diagonal()"),
+    "level1/17": (
+        "p, t",
+        "return torch.stack([((a - b) ** 2).sum() for a, b in zip(p.view(-1, 1024), t.view(-1, 1024))]).sum() / p.numel()",
+        "return F.mse_loss(p, t)",
+    ),
+    "level1/3": (
+        "A, B",
+        "return torch.stack([a @ b for a, b in zip(A.view(-1, 16), B.view(-1, 16))]).view(len(A), -1).sum(1)",
+        "return (A @ B.T).diagonal()",
+    ),
 }
 # The analysis and design sections of the SFT targets: few tokens, because after SFT every target
 # token keeps about the same small chance of going astray (measured: the target tokens other than
@@ -132,8 +138,12 @@ class MeasuredPool:
 
     def save(self, path: Path) -> None:
         """Write the measured results (JSON lines of task, code, second-opinion flag, result)."""
-        path.write_text("".join(json.dumps({"task_id": t, "source": src, "second": second, "result": r.to_dict()}) + "\n"
-                                for (t, src, second), r in self.memo.items()))
+        path.write_text(
+            "".join(
+                json.dumps({"task_id": t, "source": src, "second": second, "result": r.to_dict()}) + "\n"
+                for (t, src, second), r in self.memo.items()
+            )
+        )
 
     def load(self, path: Path) -> int:
         """Take the results `save` wrote (measured on this machine earlier) instead of measuring
@@ -147,8 +157,9 @@ class MeasuredPool:
         if self.remeasure:
             self.memo.clear()
 
-    def evaluate_many(self, candidates: Sequence[Any], progress: bool = False, avoid: Sequence[Any] | None = None
-                      ) -> list[EvalResult]:
+    def evaluate_many(
+        self, candidates: Sequence[Any], progress: bool = False, avoid: Sequence[Any] | None = None
+    ) -> list[EvalResult]:
         out = []
         for c in candidates:
             key = (c.task_id, c.source, avoid is not None)
@@ -210,7 +221,7 @@ def task_prompt(task: Any, kind: str) -> tuple[list[dict[str, str]], list[str]]:
 
 
 def classify(code: str | None, task_id: str) -> str:
-    """"fast", "slow" or "other": which variant of `task_id` a response's code is."""
+    """ "fast", "slow" or "other": which variant of `task_id` a response's code is."""
     from cudal1.rl.rewards import normalized_code
 
     if code is None:
@@ -281,8 +292,10 @@ class Experiment:
             if not pending:
                 self.variant_results = out
                 return out
-        raise RuntimeError(f"the evaluator did not tell the variants apart in {attempts} attempts on this machine now: "
-                           + "; ".join(f"{t}: {out[t]}" for t in pending))
+        raise RuntimeError(
+            f"the evaluator did not tell the variants apart in {attempts} attempts on this machine now: "
+            + "; ".join(f"{t}: {out[t]}" for t in pending)
+        )
 
     def sft_examples(self) -> list[Any]:
         from cudal1.policy.model import chat_prompt_ids
@@ -312,8 +325,10 @@ class Experiment:
         """The `k` target tokens with the lowest probability under the learner, over `examples`."""
         scored = [(lp, i, j) for i, row in enumerate(learner.score(examples)) for j, lp in enumerate(row)]
         worst = sorted(scored)[:k]
-        return ", ".join(f"ex{i} #{j} {self.tokenizer.decode([examples[i].response_ids[j]])!r} p={math.exp(lp):.2f}"
-                         for lp, i, j in worst)
+        return ", ".join(
+            f"ex{i} #{j} {self.tokenizer.decode([examples[i].response_ids[j]])!r} p={math.exp(lp):.2f}"
+            for lp, i, j in worst
+        )
 
     def use_sft(self, sft_dir: Path) -> dict[str, Any]:
         """Take an SFT checkpoint exported by an earlier `run_sft` instead of training one; its
@@ -323,8 +338,12 @@ class Experiment:
         t0 = time.perf_counter()
         learner = GRPOLearner(sft_dir, lr=0.0, micro_batch=self.s.micro_batch, seed=self.s.seed)
         self.sft_dir = Path(sft_dir)
-        self.sft_report = {"steps": None, "loss": None, "probs": self.sequence_probs(learner),
-                           "seconds": time.perf_counter() - t0}
+        self.sft_report = {
+            "steps": None,
+            "loss": None,
+            "probs": self.sequence_probs(learner),
+            "seconds": time.perf_counter() - t0,
+        }
         del learner
         return self.sft_report
 
@@ -344,15 +363,24 @@ class Experiment:
                 loss = learner.sft_step(examples)["loss"]
                 steps += 1
             probs = self.sequence_probs(learner)
-            log.info("sft step %d: loss %.4f, %s; least likely target tokens: %s", steps, loss, _fmt_probs(probs),
-                     self._hardest_tokens(learner, examples))
+            log.info(
+                "sft step %d: loss %.4f, %s; least likely target tokens: %s",
+                steps,
+                loss,
+                _fmt_probs(probs),
+                self._hardest_tokens(learner, examples),
+            )
             self.sft_dir = learner.export(self.work_dir / "sft")  # each round, so a long SFT is never lost
-            if all(p["slow"] + p["fast"] >= self.s.min_clean and 0.3 <= p["fast"] / (p["slow"] + p["fast"]) <= 0.7
-                   for p in probs.values()):
+            if all(
+                p["slow"] + p["fast"] >= self.s.min_clean and 0.3 <= p["fast"] / (p["slow"] + p["fast"]) <= 0.7
+                for p in probs.values()
+            ):
                 break
         else:
-            raise RuntimeError(f"SFT did not reach P(slow)+P(fast) >= {self.s.min_clean} with a balanced split in "
-                               f"{steps} steps: {_fmt_probs(probs)}")
+            raise RuntimeError(
+                f"SFT did not reach P(slow)+P(fast) >= {self.s.min_clean} with a balanced split in "
+                f"{steps} steps: {_fmt_probs(probs)}"
+            )
         self.sft_report = {"steps": steps, "loss": loss, "probs": probs, "seconds": time.perf_counter() - t0}
         del learner
         return self.sft_report
@@ -362,11 +390,17 @@ class Experiment:
     def _ctx(self) -> Any:
         from cudal1.config import RewardSettings
 
-        rollout = SimpleNamespace(max_model_len=self.s.max_model_len, max_tokens=self.s.max_tokens,
-                                  temperature=1.0, top_p=1.0)
+        rollout = SimpleNamespace(
+            max_model_len=self.s.max_model_len, max_tokens=self.s.max_tokens, temperature=1.0, top_p=1.0
+        )
         cfg = SimpleNamespace(rollout=rollout, reward=dataclasses.asdict(RewardSettings()))
-        return SimpleNamespace(cfg=cfg, tokenizer=self.tokenizer, generator=self.generator,
-                               pools=SimpleNamespace(primary=self.pool), buffer=None)
+        return SimpleNamespace(
+            cfg=cfg,
+            tokenizer=self.tokenizer,
+            generator=self.generator,
+            pools=SimpleNamespace(primary=self.pool),
+            buffer=None,
+        )
 
     def run_rl(self, name: str, lr: float, negate: bool = False) -> dict[str, Any]:
         """One RL run from the SFT weights: `steps` steps at `lr`, advantages negated when
@@ -385,8 +419,16 @@ class Experiment:
         self.generator.update_weights(list(model.named_parameters()), version=0)
         del model
         learner = GRPOLearner(self.sft_dir, lr=lr, micro_batch=self.s.micro_batch, seed=self.s.seed)
-        trace: dict[str, Any] = {"name": name, "lr": lr, "negate": negate, "fast": [], "slow": [], "other": [],
-                                 "reward": [], "reasons": {}}
+        trace: dict[str, Any] = {
+            "name": name,
+            "lr": lr,
+            "negate": negate,
+            "fast": [],
+            "slow": [],
+            "other": [],
+            "reward": [],
+            "reasons": {},
+        }
         for step in range(self.s.steps):
             self.pool.new_step()
             messages = [self.prompts[t.task_id][0] for t in self.tasks]
@@ -406,9 +448,18 @@ class Experiment:
             if examples:
                 learner.grpo_step(examples)
                 self.generator.update_weights(learner.named_weights(), version=learner.version)
-            log.info("%s step %d: fast %.2f slow %.2f other %.2f reward %.3f (%d examples; %d evaluations, %d reused)",
-                     name, step, trace["fast"][-1], trace["slow"][-1], trace["other"][-1], trace["reward"][-1],
-                     len(examples), self.pool.evaluations, self.pool.reused)
+            log.info(
+                "%s step %d: fast %.2f slow %.2f other %.2f reward %.3f (%d examples; %d evaluations, %d reused)",
+                name,
+                step,
+                trace["fast"][-1],
+                trace["slow"][-1],
+                trace["other"][-1],
+                trace["reward"][-1],
+                len(examples),
+                self.pool.evaluations,
+                self.pool.reused,
+            )
         trace["seconds"] = time.perf_counter() - t0
         del learner
         return trace
@@ -470,27 +521,43 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prompt", default=Settings.prompt, choices=["plain", "contrastive"])
     ap.add_argument("--remeasure", action="store_true", help="measure every distinct code again at every step")
     ap.add_argument("--out", type=Path, default=None, help="write the JSON lines here too")
-    ap.add_argument("--work-dir", type=Path, default=None,
-                    help="keep the small model and the SFT checkpoint here (default: a temporary directory)")
+    ap.add_argument(
+        "--work-dir",
+        type=Path,
+        default=None,
+        help="keep the small model and the SFT checkpoint here (default: a temporary directory)",
+    )
     ap.add_argument("--reuse-sft", action="store_true", help="start from WORK_DIR/sft when it exists")
-    ap.add_argument("--measured", type=Path, default=None,
-                    help="JSONL of earlier measurements: read when it exists (those codes are not measured again), "
-                         "then rewritten with every measurement of this run")
+    ap.add_argument(
+        "--measured",
+        type=Path,
+        default=None,
+        help="JSONL of earlier measurements: read when it exists (those codes are not measured again), "
+        "then rewritten with every measurement of this run",
+    )
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     from cudal1.policy.small import init_small
     from cudal1.rollout import RolloutGenerator
 
-    s = Settings(tasks=tuple(args.tasks), group=args.group, steps=args.steps, lr=args.lr, seed=args.seed,
-                 remeasure=args.remeasure, prompt=args.prompt)
+    s = Settings(
+        tasks=tuple(args.tasks),
+        group=args.group,
+        steps=args.steps,
+        lr=args.lr,
+        seed=args.seed,
+        remeasure=args.remeasure,
+        prompt=args.prompt,
+    )
     lines = []
     with tempfile.TemporaryDirectory() as tmp:
         work = args.work_dir or Path(tmp)
         model_dir = work / "small"
         if not (model_dir / "config.json").exists():
             init_small(model_dir, seed=s.seed)
-        with RolloutGenerator(model_dir, backend="vllm", dtype="float32", max_model_len=s.max_model_len, seed=s.seed,
-                              kv_cache_gib=0.25) as gen:
+        with RolloutGenerator(
+            model_dir, backend="vllm", dtype="float32", max_model_len=s.max_model_len, seed=s.seed, kv_cache_gib=0.25
+        ) as gen:
             exp = Experiment(model_dir, gen, s, work)
             if args.measured and args.measured.exists():
                 log.info("%d measurements read from %s", exp.pool.load(args.measured), args.measured)
@@ -503,15 +570,24 @@ def main(argv: list[str] | None = None) -> int:
             for name in args.runs:
                 lr, negate = RUNS[name]
                 trace = exp.run_rl(name, s.lr if lr is None else lr, negate)
-                trace.update(choice=choice_shares(trace), final=final_share(trace), learned=learned(trace),
-                             evaluations=exp.pool.evaluations,
-                             reused=exp.pool.reused, eval_seconds=round(exp.pool.seconds, 1))
+                trace.update(
+                    choice=choice_shares(trace),
+                    final=final_share(trace),
+                    learned=learned(trace),
+                    evaluations=exp.pool.evaluations,
+                    reused=exp.pool.reused,
+                    eval_seconds=round(exp.pool.seconds, 1),
+                )
                 lines.append(trace)
                 if args.measured:
                     exp.pool.save(args.measured)
-                print(f"{name}: share of the fast variant per step, of all responses: "
-                      + " ".join(f"{x:.2f}" for x in trace["fast"]) + "; of the two variants: "
-                      + " ".join(f"{x:.2f}" for x in trace["choice"]), flush=True)
+                print(
+                    f"{name}: share of the fast variant per step, of all responses: "
+                    + " ".join(f"{x:.2f}" for x in trace["fast"])
+                    + "; of the two variants: "
+                    + " ".join(f"{x:.2f}" for x in trace["choice"]),
+                    flush=True,
+                )
                 print(json.dumps(trace), flush=True)
     if args.out:
         args.out.write_text("".join(json.dumps(x) + "\n" for x in lines))

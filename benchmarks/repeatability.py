@@ -33,8 +33,9 @@ def variants(backend: str, cache: str) -> dict[str, EvalSettings]:
     base = EvalSettings.for_backend(backend, cache_dir=cache)
     return {
         "default": base,
-        "long": EvalSettings.for_backend(backend, cache_dir=cache, rounds=base.rounds * 3,
-                                         min_round_ms=max(base.min_round_ms, 1.0) * 5),
+        "long": EvalSettings.for_backend(
+            backend, cache_dir=cache, rounds=base.rounds * 3, min_round_ms=max(base.min_round_ms, 1.0) * 5
+        ),
         "fixed_seed": EvalSettings.for_backend(backend, cache_dir=cache, seed=1234),
         "overhead_q50": EvalSettings.for_backend(backend, cache_dir=cache, overhead_quantile=0.5),
     }
@@ -63,8 +64,12 @@ def main(argv: list[str] | None = None) -> int:
             cand = [r.candidate.median_ms for r in ok]
             sp = [r.speedup for r in ok]
             entry = {
-                "task": tid, "variant": name, "ok": len(ok), "of": len(runs),
-                "reference_ms": [round(x, 5) for x in ref], "candidate_ms": [round(x, 5) for x in cand],
+                "task": tid,
+                "variant": name,
+                "ok": len(ok),
+                "of": len(runs),
+                "reference_ms": [round(x, 5) for x in ref],
+                "candidate_ms": [round(x, 5) for x in cand],
                 "speedups": [round(x, 4) for x in sp],
                 "within_eval_spread": [round(r.speedup_spread or 0, 4) for r in ok],
                 "spread_reference": round(spread(ref), 4) if ref else None,

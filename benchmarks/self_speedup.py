@@ -35,9 +35,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--overhead-quantile", type=float, default=None, help="EvalSettings.overhead_quantile")
     ap.add_argument("--out", default=None)
-    ap.add_argument("--kernelbench", default=None, help="take the tasks from this KernelBench checkout, not the builtin suite")
-    ap.add_argument("--band", type=float, nargs=2, default=None, metavar=("LO", "HI"),
-                    help="end with PASS/FAIL: >= 95%% of the evaluations within [LO, HI]")
+    ap.add_argument(
+        "--kernelbench", default=None, help="take the tasks from this KernelBench checkout, not the builtin suite"
+    )
+    ap.add_argument(
+        "--band",
+        type=float,
+        nargs=2,
+        default=None,
+        metavar=("LO", "HI"),
+        help="end with PASS/FAIL: >= 95%% of the evaluations within [LO, HI]",
+    )
     args = ap.parse_args(argv)
 
     overrides = {} if args.overhead_quantile is None else {"overhead_quantile": args.overhead_quantile}
@@ -50,12 +58,16 @@ def main(argv: list[str] | None = None) -> int:
     report = []
     for tid in args.tasks:
         task = find_task(tasks, tid)
-        runs = [evaluate(task, reference_as_candidate(task.source), args.backend, settings=settings) for _ in range(args.repeats)]
+        runs = [
+            evaluate(task, reference_as_candidate(task.source), args.backend, settings=settings)
+            for _ in range(args.repeats)
+        ]
         ok = [r for r in runs if r.status is Status.OK]
         speedups = [r.speedup for r in ok]
         entry = {
             "task": tid,
-            "ok": len(ok), "of": len(runs),
+            "ok": len(ok),
+            "of": len(runs),
             "speedups": [round(x, 3) for x in speedups],
             "median": round(statistics.median(speedups), 3) if speedups else None,
             "reference_ms": [round(r.reference.median_ms, 3) for r in ok],
@@ -73,8 +85,10 @@ def main(argv: list[str] | None = None) -> int:
         all_runs = [x for e in report for x in e["speedups"]] + [None] * sum(e["of"] - e["ok"] for e in report)
         inside = sum(1 for x in all_runs if x is not None and lo <= x <= hi)
         share = inside / len(all_runs) if all_runs else 0.0
-        print(f"{'PASS' if share >= 0.95 else 'FAIL'} reference as candidate: {inside} of {len(all_runs)} evaluations "
-              f"({share:.0%}) in {lo}-{hi}x (needs 95%)")
+        print(
+            f"{'PASS' if share >= 0.95 else 'FAIL'} reference as candidate: {inside} of {len(all_runs)} evaluations "
+            f"({share:.0%}) in {lo}-{hi}x (needs 95%)"
+        )
         return 0 if share >= 0.95 else 1
     return 0
 

@@ -23,9 +23,11 @@ from urllib.parse import urlparse
 
 import requests
 
-PROGRAM = ("import torch\n\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super(Model, self).__init__()\n\n"
-           "    def forward(self, x):\n        return torch.relu(x)\n\ndef get_inputs():\n    return [torch.randn(256, 256)]\n\n"
-           "def get_init_inputs():\n    return []\n")
+PROGRAM = (
+    "import torch\n\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super(Model, self).__init__()\n\n"
+    "    def forward(self, x):\n        return torch.relu(x)\n\ndef get_inputs():\n    return [torch.randn(256, 256)]\n\n"
+    "def get_init_inputs():\n    return []\n"
+)
 
 
 def percentile(xs: list[float], q: float) -> float | None:
@@ -40,20 +42,33 @@ def percentile(xs: list[float], q: float) -> float | None:
 def chat(url: str, headers: dict[str, str], max_tokens: int) -> tuple[str, float, str | None]:
     t = time.perf_counter()
     try:
-        r = requests.post(f"{url}/v1/chat/completions", headers=headers, timeout=120,
-                          json={"model": "cudal1-policy", "max_tokens": max_tokens,
-                                "messages": [{"role": "user", "content": "Write a faster ReLU as ModelNew."}]})
+        r = requests.post(
+            f"{url}/v1/chat/completions",
+            headers=headers,
+            timeout=120,
+            json={
+                "model": "cudal1-policy",
+                "max_tokens": max_tokens,
+                "messages": [{"role": "user", "content": "Write a faster ReLU as ModelNew."}],
+            },
+        )
         err = None if r.status_code == 200 and r.json()["choices"] else f"HTTP {r.status_code}: {r.text[:120]}"
     except requests.RequestException as e:
         err = f"{type(e).__name__}: {e}"[:160]
     return "chat", time.perf_counter() - t, err
 
 
-def optimize(url: str, headers: dict[str, str], rounds: int, samples: int, deadline: float) -> tuple[str, float, str | None]:
+def optimize(
+    url: str, headers: dict[str, str], rounds: int, samples: int, deadline: float
+) -> tuple[str, float, str | None]:
     t = time.perf_counter()
     try:
-        r = requests.post(f"{url}/v1/optimize", headers=headers, timeout=60,
-                          json={"program": PROGRAM, "rounds": rounds, "samples": samples})
+        r = requests.post(
+            f"{url}/v1/optimize",
+            headers=headers,
+            timeout=60,
+            json={"program": PROGRAM, "rounds": rounds, "samples": samples},
+        )
         if r.status_code != 202:
             return "optimize", time.perf_counter() - t, f"HTTP {r.status_code}: {r.text[:120]}"
         job = r.json()["id"]
@@ -101,14 +116,24 @@ def main(argv: list[str] | None = None) -> int:
             f.cancel()
     wall = time.perf_counter() - t0
     missing = a.chat + a.optimize - len(results)
-    report = {"wall_s": round(wall, 2), "requests": len(results), "not_finished": missing,
-              "requests_per_s": round(len(results) / wall, 3), "kinds": {}}
+    report = {
+        "wall_s": round(wall, 2),
+        "requests": len(results),
+        "not_finished": missing,
+        "requests_per_s": round(len(results) / wall, 3),
+        "kinds": {},
+    }
     for kind in ("chat", "optimize"):
         lat = [t for k, t, e in results if k == kind and e is None]
         errs = [e for k, t, e in results if k == kind and e is not None]
-        report["kinds"][kind] = {"ok": len(lat), "errors": len(errs), "first_errors": errs[:3],
-                                 "p50_s": percentile(lat, 0.5), "p95_s": percentile(lat, 0.95),
-                                 "ok_per_s": round(len(lat) / wall, 3)}
+        report["kinds"][kind] = {
+            "ok": len(lat),
+            "errors": len(errs),
+            "first_errors": errs[:3],
+            "p50_s": percentile(lat, 0.5),
+            "p95_s": percentile(lat, 0.95),
+            "ok_per_s": round(len(lat) / wall, 3),
+        }
     print(json.dumps(report, indent=1))
     if a.json:
         with open(a.json, "w") as f:

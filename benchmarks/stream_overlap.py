@@ -22,8 +22,10 @@ from types import SimpleNamespace
 
 
 def response(code: str) -> str:
-    return (f"## Performance analysis\nOne pass over the input.\n\n## Algorithm design\nKeep it in one kernel.\n\n"
-            f"## Code\n```python\n{code.rstrip()}\n```\n")
+    return (
+        f"## Performance analysis\nOne pass over the input.\n\n## Algorithm design\nKeep it in one kernel.\n\n"
+        f"## Code\n```python\n{code.rstrip()}\n```\n"
+    )
 
 
 class SeedTexts:
@@ -68,24 +70,43 @@ def main() -> None:
     texts = [response(seeds[t.task_id].read_text()) for t in tasks]
     init_ray(address="local", num_cpus=3, object_store_mb=256, include_dashboard=False, log_to_driver=False)
     try:
-        group = GeneratorGroup.start(str(model), "hf", num_engines=1, num_cpus=1, max_model_len=4096,
-                                     dtype="float32", seed=0, batch_size=2)
+        group = GeneratorGroup.start(
+            str(model), "hf", num_engines=1, num_cpus=1, max_model_len=4096, dtype="float32", seed=0, batch_size=2
+        )
         group.ready(timeout_s=600)
-        pool = BenchmarkPool(PoolSpec(name="cpu", num_actors=1, num_cpus=1, start_timeout_s=300, settings={
-            "rounds": 1, "calls_per_round": 1, "warmup_calls": 0, "correctness_trials": 2, "shifted_trials": 0}))
+        pool = BenchmarkPool(
+            PoolSpec(
+                name="cpu",
+                num_actors=1,
+                num_cpus=1,
+                start_timeout_s=300,
+                settings={
+                    "rounds": 1,
+                    "calls_per_round": 1,
+                    "warmup_calls": 0,
+                    "correctness_trials": 2,
+                    "shifted_trials": 0,
+                },
+            )
+        )
         generator = SeedTexts(group, texts)
         rollout = SimpleNamespace(max_model_len=4096, max_tokens=args.max_tokens, temperature=1.0, top_p=1.0)
         cfg = SimpleNamespace(rollout=rollout, reward=dataclasses.asdict(RewardSettings()))
         walls: dict[str, list[float]] = {"overlapped": [], "old order": []}
         prompts = [plain_prompt(t.source) for t in tasks]
         for rep in range(args.reps):
-            for name in (["overlapped", "old order"] if rep % 2 == 0 else ["old order", "overlapped"]):
+            for name in ["overlapped", "old order"] if rep % 2 == 0 else ["old order", "overlapped"]:
                 if name == "overlapped":
                     ctx_gen, ctx_pool = generator, pool
                 else:  # no generate_stream: everything generated, then everything evaluated
                     ctx_gen, ctx_pool = SimpleNamespace(generate=generator.generate), pool
-                ctx = SimpleNamespace(cfg=cfg, tokenizer=tokenizer, generator=ctx_gen,
-                                      pools=SimpleNamespace(primary=ctx_pool), buffer=None)
+                ctx = SimpleNamespace(
+                    cfg=cfg,
+                    tokenizer=tokenizer,
+                    generator=ctx_gen,
+                    pools=SimpleNamespace(primary=ctx_pool),
+                    buffer=None,
+                )
                 timings: dict[str, float] = {}
                 load = os.getloadavg()[0]
                 t0 = time.perf_counter()
@@ -93,9 +114,12 @@ def main() -> None:
                 wall = time.perf_counter() - t0
                 walls[name].append(wall)
                 statuses = [r.result.status.value if r.result else None for r in rollouts]
-                print(f"rep {rep} {name:10s}: wall {wall:6.1f} s  generate {timings['generate_s']:5.1f}  evaluate "
-                      f"{timings['evaluate_s']:5.1f}  overlap {timings['overlap_s']:5.1f}  evaluations "
-                      f"{int(timings['evaluations'])} ({statuses.count('ok')} ok)  load {load:.1f}", flush=True)
+                print(
+                    f"rep {rep} {name:10s}: wall {wall:6.1f} s  generate {timings['generate_s']:5.1f}  evaluate "
+                    f"{timings['evaluate_s']:5.1f}  overlap {timings['overlap_s']:5.1f}  evaluations "
+                    f"{int(timings['evaluations'])} ({statuses.count('ok')} ok)  load {load:.1f}",
+                    flush=True,
+                )
         for name, values in walls.items():
             print(f"{name}: median wall {statistics.median(values):.1f} s over {len(values)}")
         pool.shutdown()

@@ -29,7 +29,7 @@ _JOB_ERROR = re.compile(r"^(train|optimize|evaluate|augment|serve): ")
 
 
 def classify(lines: list[str]) -> list[str]:
-    """"product" or "engine" for each line (see the module docstring)."""
+    """ "product" or "engine" for each line (see the module docstring)."""
     kinds, in_summary = [], False
     for line in lines:
         plain = re.sub(r"\x1b\[[0-9;]*m", "", line)
@@ -40,8 +40,11 @@ def classify(lines: list[str]) -> list[str]:
             kinds.append("product")
         else:
             in_summary = False
-            product = (plain.lstrip("\r").startswith(_BARS) or bool(_JOB_ERROR.match(plain))
-                       or bool(_ACTOR_RECORD.search(plain)))
+            product = (
+                plain.lstrip("\r").startswith(_BARS)
+                or bool(_JOB_ERROR.match(plain))
+                or bool(_ACTOR_RECORD.search(plain))
+            )
             kinds.append("product" if product else "engine")
     return kinds
 
@@ -72,8 +75,10 @@ def main(argv: list[str] | None = None) -> int:
         text, rc = proc.stdout.decode(errors="replace"), proc.returncode
     counts = count(text)
     total = counts["product"] + counts["engine"]
-    print(f"lines: {total}, product: {counts['product']} ({counts['product'] / max(total, 1):.0%}), "
-          f"engine: {counts['engine']} ({counts['engine'] / max(total, 1):.0%})")
+    print(
+        f"lines: {total}, product: {counts['product']} ({counts['product'] / max(total, 1):.0%}), "
+        f"engine: {counts['engine']} ({counts['engine'] / max(total, 1):.0%})"
+    )
     if args.show:
         lines = text.rstrip("\n").split("\n")
         for line, kind in zip(lines, classify(lines)):

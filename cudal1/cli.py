@@ -131,10 +131,17 @@ def format_result(result: EvalResult, task: Any = None, solution: Path | None = 
     rows.append(("labels", ", ".join(result.labels) or "-"))
     for key, timing in (("reference", result.reference), ("candidate", result.candidate)):
         if timing is not None:
-            rows.append((key, f"{_fmt_ms(timing.median_ms)} median  (spread {timing.spread:.1%}, {timing.calls} calls)"))
+            rows.append(
+                (key, f"{_fmt_ms(timing.median_ms)} median  (spread {timing.spread:.1%}, {timing.calls} calls)")
+            )
     if result.calls_per_round is not None and result.resolution_ms is not None:
         cap = f", reference capped at {_fmt_ms(result.baseline_ms)}" if result.baseline_ms is not None else ""
-        rows.append(("resolution", f"{_fmt_ms(result.resolution_ms)} a call  ({result.calls_per_round} calls a round trip{cap})"))
+        rows.append(
+            (
+                "resolution",
+                f"{_fmt_ms(result.resolution_ms)} a call  ({result.calls_per_round} calls a round trip{cap})",
+            )
+        )
     if result.speedup is not None:
         extra = f"  (spread {result.speedup_spread:.1%})" if result.speedup_spread is not None else ""
         if result.remeasured:
@@ -217,7 +224,11 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
 
     suite = _load_suite(args.tasks, args.backend)
     matched, unmatched, source_desc = _solutions_for(args, suite)
-    out = Path(args.out) if args.out else Path("runs") / f"eval_suite_{args.backend}_{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+    out = (
+        Path(args.out)
+        if args.out
+        else Path("runs") / f"eval_suite_{args.backend}_{time.strftime('%Y%m%d-%H%M%S')}.jsonl"
+    )
     if out.exists() and out.stat().st_size > 0 and not (args.resume or args.overwrite):
         raise UsageError(f"{out} exists: pass --resume to continue it or --overwrite to start over")
     if args.overwrite and out.exists():
@@ -241,7 +252,11 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
     order = sorted(matched, key=lambda tid: (by_id[tid].level, by_id[tid].problem_id))
     sources = {tid: matched[tid].read_text(encoding="utf-8") for tid in order}
     # A result is reused only for the same candidate source: an edited solution is evaluated again.
-    stale = [tid for tid in order if tid in done and done[tid].get("candidate_hash") not in (None, "", source_hash(sources[tid]))]
+    stale = [
+        tid
+        for tid in order
+        if tid in done and done[tid].get("candidate_hash") not in (None, "", source_hash(sources[tid]))
+    ]
     skipped = [tid for tid in order if tid in done and tid not in stale]
     if skipped:
         print(f"resume: {len(skipped)} task(s) already in {out} are skipped", file=err)
@@ -261,7 +276,10 @@ def cmd_eval_suite(args: argparse.Namespace) -> int:
         bar.set_postfix(counts, refresh=False)
         bar.update(1)
         if bar.disable:  # no terminal: one line per result instead of a bar
-            print(f"{result.task_id}: {result.status.value}" + (f" {result.speedup:.3f}×" if result.speedup else ""), file=err)
+            print(
+                f"{result.task_id}: {result.status.value}" + (f" {result.speedup:.3f}×" if result.speedup else ""),
+                file=err,
+            )
 
     try:
         run_suite(
@@ -338,8 +356,17 @@ def cmd_tasks(args: argparse.Namespace) -> int:
             done[0] += 1
             print(f"[{done[0]:>{len(str(total))}}/{total}] {answer.line(task)}", file=sys.stderr, flush=True)
 
-        _probe_suite(args.tasks, report, args.backend, device=device, jobs=args.jobs, timeout_s=args.probe_timeout,
-                     device_mib=args.device_mib, cache_dir=args.cache, on_probed=probed)
+        _probe_suite(
+            args.tasks,
+            report,
+            args.backend,
+            device=device,
+            jobs=args.jobs,
+            timeout_s=args.probe_timeout,
+            device_mib=args.device_mib,
+            cache_dir=args.cache,
+            on_probed=probed,
+        )
     else:
         report = _load_suite(args.tasks, args.backend, **options)
     rows = []
@@ -391,7 +418,9 @@ def cmd_model_init_small(args: argparse.Namespace) -> int:
 
 
 def _add_common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--tasks", default="builtin", help="task suite: 'builtin' or a KernelBench checkout path (default builtin)")
+    p.add_argument(
+        "--tasks", default="builtin", help="task suite: 'builtin' or a KernelBench checkout path (default builtin)"
+    )
     p.add_argument("--backend", choices=("cpu", "cuda"), default="cpu", help="where to run and time (default cpu)")
     p.add_argument("--seed", type=int, default=None, help="base seed of the correctness and timing inputs")
     p.add_argument("--rounds", type=int, default=None, help="timing rounds (default: the backend's EvalSettings)")
@@ -416,10 +445,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--resume", action="store_true", help="skip task ids already in --out and append to it")
     p.add_argument("--overwrite", action="store_true", help="delete an existing --out first")
     p.add_argument("--build-jobs", type=int, default=None, help="parallel builds (default: half the build cores)")
-    p.add_argument("--per-device", type=int, default=1,
-                   help="cuda: evaluations at a time per device; their setup overlaps, their timing takes turns (default 1)")
     p.add_argument(
-        "--device", action="append", default=None, help="cuda device to time on; repeat for one timing stream per device"
+        "--per-device",
+        type=int,
+        default=1,
+        help="cuda: evaluations at a time per device; their setup overlaps, their timing takes turns (default 1)",
+    )
+    p.add_argument(
+        "--device",
+        action="append",
+        default=None,
+        help="cuda device to time on; repeat for one timing stream per device",
     )
     p.add_argument(
         "--overlap",
@@ -433,25 +469,44 @@ def build_parser() -> argparse.ArgumentParser:
         default=True,
         help="with --overlap, keep compilers off the cores the evaluations time on (default: on; see cudal1.bench.cores)",
     )
-    p.add_argument("--p", type=float, nargs="+", default=list(DEFAULT_PS), help="fast_p thresholds (default 1.0 1.5 2.0)")
+    p.add_argument(
+        "--p", type=float, nargs="+", default=list(DEFAULT_PS), help="fast_p thresholds (default 1.0 1.5 2.0)"
+    )
     _add_common(p)
     p.set_defaults(func=cmd_eval_suite)
 
     p = sub.add_parser("tasks", help="list the tasks of a suite and the files that failed to load")
     p.add_argument("--tasks", default="builtin", help="task suite: 'builtin' or a KernelBench checkout path")
     p.add_argument("--backend", choices=("cpu", "cuda"), default="cpu", help="size profile to load (and probe) at")
-    p.add_argument("--probe", action="store_true",
-                   help="also run each reference in a worker (import, degenerate-task check), cached per task")
-    p.add_argument("--levels", type=int, nargs="+", default=None, help="levels to load, e.g. --levels 1 2 (default all)")
-    p.add_argument("--ids", type=int, nargs="+", default=None, help="problem ids to load in every chosen level (default all)")
+    p.add_argument(
+        "--probe",
+        action="store_true",
+        help="also run each reference in a worker (import, degenerate-task check), cached per task",
+    )
+    p.add_argument(
+        "--levels", type=int, nargs="+", default=None, help="levels to load, e.g. --levels 1 2 (default all)"
+    )
+    p.add_argument(
+        "--ids", type=int, nargs="+", default=None, help="problem ids to load in every chosen level (default all)"
+    )
     p.add_argument("--device", default=None, help="device the probes run on (default: the backend's first)")
-    p.add_argument("--jobs", type=int, default=None,
-                   help="most probes at a time (default: half the cores; on a GPU also as many as its free memory holds)")
-    p.add_argument("--device-mib", type=int, default=None,
-                   help="GPU memory budgeted per probe, MiB (default 16384); a probe that fails beside others runs again alone")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="most probes at a time (default: half the cores; on a GPU also as many as its free memory holds)",
+    )
+    p.add_argument(
+        "--device-mib",
+        type=int,
+        default=None,
+        help="GPU memory budgeted per probe, MiB (default 16384); a probe that fails beside others runs again alone",
+    )
     p.add_argument("--probe-timeout", type=float, default=60.0, help="seconds per probe (default 60)")
     p.add_argument("--cache", default=None, help="probe cache directory (default: the evaluator's cache)")
-    p.add_argument("--json", default=None, help="also write the report (tasks, failures, probe times) to this JSON file")
+    p.add_argument(
+        "--json", default=None, help="also write the report (tasks, failures, probe times) to this JSON file"
+    )
     p.set_defaults(func=cmd_tasks)
 
     p = sub.add_parser("model", help="policy checkpoints")

@@ -503,7 +503,6 @@ class OptimizeJobConfig:
     seed: int = 0
 
 
-
 @dataclasses.dataclass
 class ServeSettings:
     """The Ray Serve application (`cudal1.serve`): HTTP, auth, replicas and the optimize jobs' limits."""
@@ -624,17 +623,24 @@ def validate_ipc(cfg: DictConfig) -> None:
     """rollout.weight_sync=ipc: the learner (one rank) and one engine of one worker share one GPU,
     each with a fraction of it. Raises ConfigError saying what is needed."""
     lc, ro = cfg.learner, cfg.rollout
-    need = ("rollout.weight_sync=ipc puts the learner and one rollout engine on one GPU: set learner.num_gpus and "
-            "rollout.num_gpus to fractions summing to at most 1 (e.g. 0.5 and 0.5)")
+    need = (
+        "rollout.weight_sync=ipc puts the learner and one rollout engine on one GPU: set learner.num_gpus and "
+        "rollout.num_gpus to fractions summing to at most 1 (e.g. 0.5 and 0.5)"
+    )
     if lc.num_gpus <= 0 or ro.num_gpus <= 0:
-        raise ConfigError("rollout.weight_sync", f"ipc needs CUDA GPUs (CUDA IPC has no CPU path; use object_store "
-                                                 f"or broadcast on CPUs); {need}")
+        raise ConfigError(
+            "rollout.weight_sync",
+            f"ipc needs CUDA GPUs (CUDA IPC has no CPU path; use object_store or broadcast on CPUs); {need}",
+        )
     if lc.num_gpus + ro.num_gpus > 1 + 1e-9 or lc.num_gpus >= 1 or ro.num_gpus >= 1:
         raise ConfigError("rollout.num_gpus", f"{need}; got learner {lc.num_gpus} + rollout {ro.num_gpus}")
     for key in ("learner.num_ranks", "rollout.num_engines", "rollout.tensor_parallel_size"):
         if int(OmegaConf.select(cfg, key)) != 1:
-            raise ConfigError(key, f"rollout.weight_sync=ipc serves one learner rank and one engine worker on one GPU; "
-                                   f"got {key}={OmegaConf.select(cfg, key)} (use broadcast for several GPUs)")
+            raise ConfigError(
+                key,
+                f"rollout.weight_sync=ipc serves one learner rank and one engine worker on one GPU; "
+                f"got {key}={OmegaConf.select(cfg, key)} (use broadcast for several GPUs)",
+            )
 
 
 def validate(cfg: DictConfig) -> None:
@@ -645,15 +651,35 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(key, f"must be one of {', '.join(choices)}; got {value!r}")
     if cfg.learner.zero_stage not in (0, 1, 2, 3):
         raise ConfigError("learner.zero_stage", f"must be 0, 1, 2 or 3; got {cfg.learner.zero_stage}")
-    for key in ("rollout.max_model_len", "rollout.max_tokens", "learner.lr", "learner.micro_batch",
-                "learner.grad_accum", "learner.clip_eps", "stage.sft.epochs", "stage.sft.batch_size",
-                "stage.self_train.tasks_per_round", "stage.self_train.samples_per_task",
-                "stage.self_train.batch_size", "stage.contrastive_rl.tasks_per_step",
-                "stage.contrastive_rl.tau", "stage.contrastive_rl.n_buckets",
-                "stage.contrastive_rl.checkpoint_every", "rollout.kv_cache_gib", "learner.log_ratio_clamp"):
+    for key in (
+        "rollout.max_model_len",
+        "rollout.max_tokens",
+        "learner.lr",
+        "learner.micro_batch",
+        "learner.grad_accum",
+        "learner.clip_eps",
+        "stage.sft.epochs",
+        "stage.sft.batch_size",
+        "stage.self_train.tasks_per_round",
+        "stage.self_train.samples_per_task",
+        "stage.self_train.batch_size",
+        "stage.contrastive_rl.tasks_per_step",
+        "stage.contrastive_rl.tau",
+        "stage.contrastive_rl.n_buckets",
+        "stage.contrastive_rl.checkpoint_every",
+        "rollout.kv_cache_gib",
+        "learner.log_ratio_clamp",
+    ):
         _positive(cfg, key)
-    for key in ("rollout.temperature", "learner.kl_beta", "learner.weight_decay", "stage.self_train.rounds",
-                "stage.self_train.epochs", "stage.contrastive_rl.steps", "stage.contrastive_rl.exemplars"):
+    for key in (
+        "rollout.temperature",
+        "learner.kl_beta",
+        "learner.weight_decay",
+        "stage.self_train.rounds",
+        "stage.self_train.epochs",
+        "stage.contrastive_rl.steps",
+        "stage.contrastive_rl.exemplars",
+    ):
         _positive(cfg, key, allow_zero=True)
     for stage in STAGES:
         lr = cfg.stage[stage].lr
@@ -673,25 +699,36 @@ def validate(cfg: DictConfig) -> None:
         # makes those (and the learner's) the behaviour policy's, so the PPO ratio is exact.
         for key, want in (("rollout.temperature", 1.0), ("rollout.top_p", 1.0)):
             if OmegaConf.select(cfg, key) != want:
-                raise ConfigError(key, f"contrastive RL samples at temperature 1 and top_p 1 (the ratio's "
-                                       f"log-probabilities are the raw logits'); got {OmegaConf.select(cfg, key)}")
+                raise ConfigError(
+                    key,
+                    f"contrastive RL samples at temperature 1 and top_p 1 (the ratio's "
+                    f"log-probabilities are the raw logits'); got {OmegaConf.select(cfg, key)}",
+                )
     _validate_learner_group(cfg)
     if cfg.learner.tis_cap is not None and not cfg.learner.tis_cap > 1:
         # A cap at or below 1 would cut the weights of on-policy tokens too (their weight is 1):
         # it would no longer truncate the rare large weights only.
         raise ConfigError("learner.tis_cap", f"must be > 1 or null; got {cfg.learner.tis_cap}")
     if cfg.pipeline.mode == "async" and not cfg.learner.recompute_old_logprobs:
-        raise ConfigError("learner.recompute_old_logprobs", "pipeline.mode=async needs it true: the importance "
-                                                             "weight compares the learner's own old log-probabilities "
-                                                             "with the generator's (one step behind)")
+        raise ConfigError(
+            "learner.recompute_old_logprobs",
+            "pipeline.mode=async needs it true: the importance "
+            "weight compares the learner's own old log-probabilities "
+            "with the generator's (one step behind)",
+        )
     if cfg.learner.dual_clip is not None and not cfg.learner.dual_clip > 1:
         raise ConfigError("learner.dual_clip", f"must be > 1 or null; got {cfg.learner.dual_clip}")
     if cfg.stage.contrastive_rl.group_size < 2:
-        raise ConfigError("stage.contrastive_rl.group_size",
-                          f"a GRPO group needs at least 2 responses; got {cfg.stage.contrastive_rl.group_size}")
+        raise ConfigError(
+            "stage.contrastive_rl.group_size",
+            f"a GRPO group needs at least 2 responses; got {cfg.stage.contrastive_rl.group_size}",
+        )
     if cfg.rollout.max_tokens >= cfg.rollout.max_model_len:
-        raise ConfigError("rollout.max_tokens", f"{cfg.rollout.max_tokens} leaves no room for the prompt in "
-                                                f"rollout.max_model_len={cfg.rollout.max_model_len}")
+        raise ConfigError(
+            "rollout.max_tokens",
+            f"{cfg.rollout.max_tokens} leaves no room for the prompt in "
+            f"rollout.max_model_len={cfg.rollout.max_model_len}",
+        )
     validate_bench(cfg)
     validate_model(cfg)
     validate_tasks(cfg)
@@ -699,7 +736,9 @@ def validate(cfg: DictConfig) -> None:
     if cfg.data.augmented is not None:
         manifest = Path(os.path.expanduser(cfg.data.augmented)) / "manifest.json"
         if not manifest.is_file():
-            raise ConfigError("data.augmented", f"{cfg.data.augmented!r} is not a dataset of jobs/augment.py (no manifest.json)")
+            raise ConfigError(
+                "data.augmented", f"{cfg.data.augmented!r} is not a dataset of jobs/augment.py (no manifest.json)"
+            )
 
 
 def _validate_learner_group(cfg: DictConfig) -> None:
@@ -710,7 +749,9 @@ def _validate_learner_group(cfg: DictConfig) -> None:
     if lc.num_ranks > 1 and lc.zero_stage == 0:
         raise ConfigError("learner.zero_stage", "a learner group (learner.num_ranks > 1) needs zero_stage 1, 2 or 3")
     if lc.num_ranks > 1 and lc.num_gpus not in (0, 1):
-        raise ConfigError("learner.num_gpus", f"with learner.num_ranks > 1 each rank drives one GPU: 0 or 1; got {lc.num_gpus}")
+        raise ConfigError(
+            "learner.num_gpus", f"with learner.num_ranks > 1 each rank drives one GPU: 0 or 1; got {lc.num_gpus}"
+        )
     if lc.offload_param and lc.zero_stage != 3:
         raise ConfigError("learner.offload_param", f"parameter offload needs zero_stage 3; got {lc.zero_stage}")
     if lc.offload_optimizer and lc.zero_stage == 0:
@@ -726,7 +767,9 @@ def load_evaluate_config(cfg: Any = None) -> DictConfig:
     validate_bench(merged)
     validate_tasks(merged)
     if merged.ray.storage not in CHOICES["ray.storage"]:
-        raise ConfigError("ray.storage", f"must be one of {', '.join(CHOICES['ray.storage'])}; got {merged.ray.storage!r}")
+        raise ConfigError(
+            "ray.storage", f"must be one of {', '.join(CHOICES['ray.storage'])}; got {merged.ray.storage!r}"
+        )
     if not merged.solutions:
         raise ConfigError("solutions", "required: a directory of solutions, a JSONL of records, or a run directory")
     if not Path(os.path.expanduser(merged.solutions)).exists():
@@ -748,7 +791,9 @@ def load_augment_config(cfg: Any = None) -> DictConfig:
     validate_bench(merged)
     validate_tasks(merged)
     if merged.ray.storage not in CHOICES["ray.storage"]:
-        raise ConfigError("ray.storage", f"must be one of {', '.join(CHOICES['ray.storage'])}; got {merged.ray.storage!r}")
+        raise ConfigError(
+            "ray.storage", f"must be one of {', '.join(CHOICES['ray.storage'])}; got {merged.ray.storage!r}"
+        )
     if not merged.endpoints:
         raise ConfigError("endpoints", "at least one endpoint is needed (base_url, model, api_key_env)")
     names = set()
@@ -764,11 +809,19 @@ def load_augment_config(cfg: Any = None) -> DictConfig:
         if not str(e.base_url).startswith(("http://", "https://")):
             raise ConfigError(f"{key}.base_url", f"must be an http(s) URL; got {e.base_url!r}")
         if e.api_key_env and not os.environ.get(e.api_key_env):
-            raise ConfigError(f"{key}.api_key_env", f"environment variable {e.api_key_env} is not set "
-                                                    "(null for an endpoint without a key)")
-        for field_name, lo, strict in (("concurrency", 1, False), ("max_tokens", 1, False), ("max_retries", 0, False),
-                                       ("timeout_s", 0, True), ("backoff_s", 0, False), ("backoff_max_s", 0, False),
-                                       ("temperature", 0, False)):
+            raise ConfigError(
+                f"{key}.api_key_env",
+                f"environment variable {e.api_key_env} is not set (null for an endpoint without a key)",
+            )
+        for field_name, lo, strict in (
+            ("concurrency", 1, False),
+            ("max_tokens", 1, False),
+            ("max_retries", 0, False),
+            ("timeout_s", 0, True),
+            ("backoff_s", 0, False),
+            ("backoff_max_s", 0, False),
+            ("temperature", 0, False),
+        ):
             value = e[field_name]
             if value < lo or (strict and value == lo):
                 raise ConfigError(f"{key}.{field_name}", f"must be {'>' if strict else '>='} {lo}; got {value}")
@@ -788,17 +841,22 @@ def load_augment_config(cfg: Any = None) -> DictConfig:
         except ValueError as exc:
             raise ConfigError("out_dir", f"{manifest} is unreadable: {exc}") from exc
         if str(found) != str(merged.version):
-            raise ConfigError("version", f"{merged.out_dir} holds version {found!r} of the dataset, not "
-                                         f"{merged.version!r}: pass version={found} to continue it, or another out_dir")
+            raise ConfigError(
+                "version",
+                f"{merged.out_dir} holds version {found!r} of the dataset, not "
+                f"{merged.version!r}: pass version={found} to continue it, or another out_dir",
+            )
     return merged
 
 
 def validate_model(cfg: DictConfig) -> None:
     """Check `cfg.model.path`: a registered "models:/<name>/<version>" or a checkpoint directory. Raises ConfigError."""
     if cfg.model.path is not None and str(cfg.model.path).startswith("models:/"):
-        parts = str(cfg.model.path)[len("models:/"):].split("/")
+        parts = str(cfg.model.path)[len("models:/") :].split("/")
         if len(parts) != 2 or not all(parts):
-            raise ConfigError("model.path", f"{cfg.model.path!r}: a registered model is 'models:/<name>/<version or alias>'")
+            raise ConfigError(
+                "model.path", f"{cfg.model.path!r}: a registered model is 'models:/<name>/<version or alias>'"
+            )
     elif cfg.model.path is not None:
         path = Path(os.path.expanduser(cfg.model.path))
         if not (path / "config.json").is_file():
@@ -817,16 +875,28 @@ def load_optimize_config(cfg: Any = None) -> DictConfig:
             raise ConfigError(key, f"must be one of {', '.join(choices)}; got {value!r}")
     if merged.bucket_scale not in CHOICES["stage.contrastive_rl.bucket_scale"]:
         raise ConfigError("bucket_scale", f"must be log or linear; got {merged.bucket_scale!r}")
-    for key in ("rollout.max_model_len", "rollout.max_tokens", "rollout.kv_cache_gib", "rounds", "samples",
-                "feedback_items", "feedback_chars", "tau", "n_buckets"):
+    for key in (
+        "rollout.max_model_len",
+        "rollout.max_tokens",
+        "rollout.kv_cache_gib",
+        "rounds",
+        "samples",
+        "feedback_items",
+        "feedback_chars",
+        "tau",
+        "n_buckets",
+    ):
         _positive(merged, key)
     for key in ("rollout.temperature", "exemplars", "verify_tolerance"):
         _positive(merged, key, allow_zero=True)
     if not 0 < merged.rollout.top_p <= 1:
         raise ConfigError("rollout.top_p", f"must be in (0, 1]; got {merged.rollout.top_p}")
     if merged.rollout.max_tokens >= merged.rollout.max_model_len:
-        raise ConfigError("rollout.max_tokens", f"{merged.rollout.max_tokens} leaves no room for the prompt in "
-                                                f"rollout.max_model_len={merged.rollout.max_model_len}")
+        raise ConfigError(
+            "rollout.max_tokens",
+            f"{merged.rollout.max_tokens} leaves no room for the prompt in "
+            f"rollout.max_model_len={merged.rollout.max_model_len}",
+        )
     if not merged.ps or any(not p > 0 for p in merged.ps):
         raise ConfigError("ps", f"fast_p thresholds must be > 0; got {list(merged.ps)}")
     validate_bench(merged)
@@ -855,11 +925,25 @@ def load_serve_config(cfg: Any = None) -> DictConfig:
         value, choices = OmegaConf.select(merged, key), CHOICES[key]
         if value not in choices:
             raise ConfigError(key, f"must be one of {', '.join(choices)}; got {value!r}")
-    for key in ("rollout.max_model_len", "rollout.max_tokens", "rollout.kv_cache_gib", "rounds", "samples",
-                "serve.port", "serve.num_replicas", "serve.min_replicas", "serve.max_replicas",
-                "serve.target_ongoing_requests", "serve.max_ongoing_requests", "serve.max_pending_jobs",
-                "serve.stale_after_s", "serve.max_rounds", "serve.max_samples", "serve.max_program_chars",
-                "serve.max_chat_tokens"):
+    for key in (
+        "rollout.max_model_len",
+        "rollout.max_tokens",
+        "rollout.kv_cache_gib",
+        "rounds",
+        "samples",
+        "serve.port",
+        "serve.num_replicas",
+        "serve.min_replicas",
+        "serve.max_replicas",
+        "serve.target_ongoing_requests",
+        "serve.max_ongoing_requests",
+        "serve.max_pending_jobs",
+        "serve.stale_after_s",
+        "serve.max_rounds",
+        "serve.max_samples",
+        "serve.max_program_chars",
+        "serve.max_chat_tokens",
+    ):
         _positive(merged, key)
     for key in ("exemplars", "verify_tolerance", "serve.replica_cpus"):
         _positive(merged, key, allow_zero=True)
@@ -875,15 +959,22 @@ def load_serve_config(cfg: Any = None) -> DictConfig:
     if merged.samples > s.max_samples:
         raise ConfigError("samples", f"{merged.samples} > serve.max_samples={s.max_samples}")
     if merged.rollout.max_tokens >= merged.rollout.max_model_len:
-        raise ConfigError("rollout.max_tokens", f"{merged.rollout.max_tokens} leaves no room for the prompt in "
-                                                f"rollout.max_model_len={merged.rollout.max_model_len}")
+        raise ConfigError(
+            "rollout.max_tokens",
+            f"{merged.rollout.max_tokens} leaves no room for the prompt in "
+            f"rollout.max_model_len={merged.rollout.max_model_len}",
+        )
     if not (s.token or os.environ.get(s.token_env)):
-        raise ConfigError("serve.token", f"a bearer token is required: set serve.token or the {s.token_env} "
-                                         "environment variable")
+        raise ConfigError(
+            "serve.token", f"a bearer token is required: set serve.token or the {s.token_env} environment variable"
+        )
     for key in ("rollout.num_engines", "rollout.tensor_parallel_size"):  # a replica holds one engine in-process
         if OmegaConf.select(merged, key) != 1:
-            raise ConfigError(key, f"a serve replica holds one engine on its own GPUs: must be 1 (scale with "
-                                   f"serve.num_replicas); got {OmegaConf.select(merged, key)}")
+            raise ConfigError(
+                key,
+                f"a serve replica holds one engine on its own GPUs: must be 1 (scale with "
+                f"serve.num_replicas); got {OmegaConf.select(merged, key)}",
+            )
     validate_bench(merged)
     validate_model(merged)
     return merged
@@ -910,7 +1001,9 @@ def validate_bench(cfg: DictConfig) -> None:
             raise ConfigError(f"{key}.num_gpus", "a cuda pool needs num_gpus > 0 per actor")
         for setting in pool.settings:
             if setting not in known:
-                raise ConfigError(f"{key}.settings.{setting}", f"not an EvalSettings field; known: {', '.join(sorted(known))}")
+                raise ConfigError(
+                    f"{key}.settings.{setting}", f"not an EvalSettings field; known: {', '.join(sorted(known))}"
+                )
 
 
 def validate_tasks(cfg: DictConfig) -> None:

@@ -111,8 +111,15 @@ def start_ray(cfg: Any, log_dir: Path | None = None, needs: list[ActorNeed] | No
 
         route_engine_logs(log_dir, "driver")
         env = {**env, "env_vars": {**env.get("env_vars", {}), **engine_env(log_dir)}}
-    facts = init_ray(ClusterConfig(address=cfg.ray.address, num_cpus=cfg.ray.num_cpus, num_gpus=cfg.ray.num_gpus,
-                                   object_store_mb=cfg.ray.object_store_mb, runtime_env=env))
+    facts = init_ray(
+        ClusterConfig(
+            address=cfg.ray.address,
+            num_cpus=cfg.ray.num_cpus,
+            num_gpus=cfg.ray.num_gpus,
+            object_store_mb=cfg.ray.object_store_mb,
+            runtime_env=env,
+        )
+    )
     if cfg.ray.preflight:
         check_cluster(job_needs(cfg) if needs is None else needs, alive_nodes())
     return facts
@@ -124,8 +131,15 @@ def open_tracker(cfg: Any, out_dir: Path, run_name: str | None = None, resume_ru
     from cudal1.tracking import Tracker
 
     t = cfg.tracking
-    return Tracker(t.uri, t.experiment, out_dir, run_name=run_name, enabled=t.enabled, resume_run_id=resume_run_id,
-                   system_metrics_s=t.system_metrics_s)
+    return Tracker(
+        t.uri,
+        t.experiment,
+        out_dir,
+        run_name=run_name,
+        enabled=t.enabled,
+        resume_run_id=resume_run_id,
+        system_metrics_s=t.system_metrics_s,
+    )
 
 
 def select_tasks(cfg: Any) -> list[Task]:
@@ -159,9 +173,15 @@ def usable_tasks(tasks: list[Task], probes: dict[str, dict[str, Any]]) -> list[T
         else:
             kept.append(task)
     if not kept:
-        raise ValueError(f"none of the {len(tasks)} selected tasks can be used (each failed its probe or is degenerate)")
-    log.info("%d of %d tasks kept after probing their references: %s", len(kept), len(tasks),
-             ", ".join(t.task_id for t in kept[:20]) + (", ..." if len(kept) > 20 else ""))
+        raise ValueError(
+            f"none of the {len(tasks)} selected tasks can be used (each failed its probe or is degenerate)"
+        )
+    log.info(
+        "%d of %d tasks kept after probing their references: %s",
+        len(kept),
+        len(tasks),
+        ", ".join(t.task_id for t in kept[:20]) + (", ..." if len(kept) > 20 else ""),
+    )
     return kept
 
 
@@ -183,10 +203,17 @@ def ensure_model(cfg: Any, out_dir: Path) -> Path:
 
         small = cfg.model.small
         log.info("building the embedded small model in %s", path)
-        init_small(path, vocab_size=small.vocab_size, hidden_size=small.hidden_size,
-                   intermediate_size=small.intermediate_size, num_layers=small.num_layers,
-                   num_heads=small.num_heads, num_kv_heads=small.num_kv_heads,
-                   max_position_embeddings=small.max_position_embeddings, seed=small.seed)
+        init_small(
+            path,
+            vocab_size=small.vocab_size,
+            hidden_size=small.hidden_size,
+            intermediate_size=small.intermediate_size,
+            num_layers=small.num_layers,
+            num_heads=small.num_heads,
+            num_kv_heads=small.num_kv_heads,
+            max_position_embeddings=small.max_position_embeddings,
+            seed=small.seed,
+        )
     return path
 
 
@@ -206,7 +233,16 @@ def start_generator(cfg: Any, model_path: str | Path, colocated: PlacementGroup 
     from cudal1.actors.generator_group import GeneratorGroup
 
     ro = cfg.rollout
-    return GeneratorGroup.start(str(model_path), ro.backend, num_engines=ro.num_engines,
-                                tensor_parallel_size=ro.tensor_parallel_size, num_cpus=ro.num_cpus,
-                                num_gpus=ro.num_gpus, max_model_len=ro.max_model_len, dtype=cfg.model.dtype,
-                                seed=cfg.seed, colocated=colocated, **engine_kwargs(cfg))
+    return GeneratorGroup.start(
+        str(model_path),
+        ro.backend,
+        num_engines=ro.num_engines,
+        tensor_parallel_size=ro.tensor_parallel_size,
+        num_cpus=ro.num_cpus,
+        num_gpus=ro.num_gpus,
+        max_model_len=ro.max_model_len,
+        dtype=cfg.model.dtype,
+        seed=cfg.seed,
+        colocated=colocated,
+        **engine_kwargs(cfg),
+    )

@@ -129,12 +129,22 @@ class Rollout:
         """The JSON-safe record of a rollout (a line of rollouts/*.jsonl): its fields but the
         candidate (its code is `sections["code"]`), with `result` as `EvalResult.to_dict()` and
         the price as "reward", "reward_reason", "paid_speedup", "trainable"."""
-        return {"task_id": self.task_id, "step": self.step, "group": self.group, "sample": self.sample,
-                "prompt": self.prompt, "generation": dataclasses.asdict(self.generation),
-                "sections": dict(self.sections), "parse_error": self.parse_error,
-                "result": self.result.to_dict() if self.result is not None else None,
-                "reward": self.reward, "advantage": self.advantage, "reward_reason": self.reward_reason,
-                "paid_speedup": self.paid_speedup, "trainable": self.trainable}
+        return {
+            "task_id": self.task_id,
+            "step": self.step,
+            "group": self.group,
+            "sample": self.sample,
+            "prompt": self.prompt,
+            "generation": dataclasses.asdict(self.generation),
+            "sections": dict(self.sections),
+            "parse_error": self.parse_error,
+            "result": self.result.to_dict() if self.result is not None else None,
+            "reward": self.reward,
+            "advantage": self.advantage,
+            "reward_reason": self.reward_reason,
+            "paid_speedup": self.paid_speedup,
+            "trainable": self.trainable,
+        }
 
     def to_example(self) -> PolicyExample:
         """The learner's view: token ids and the advantage."""

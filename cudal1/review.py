@@ -25,9 +25,27 @@ from cudal1.bench.result import Status
 from cudal1.pipeline.metrics import PASSING
 
 ROLLOUT_COLUMNS = [
-    "stage", "unit", "task_id", "step", "group", "sample", "reward", "reward_reason", "advantage", "parse_error",
-    "status", "hack_kind", "labels", "speedup", "paid_speedup", "reference_ms", "candidate_ms", "finish_reason",
-    "response_tokens", "model_version", "message",
+    "stage",
+    "unit",
+    "task_id",
+    "step",
+    "group",
+    "sample",
+    "reward",
+    "reward_reason",
+    "advantage",
+    "parse_error",
+    "status",
+    "hack_kind",
+    "labels",
+    "speedup",
+    "paid_speedup",
+    "reference_ms",
+    "candidate_ms",
+    "finish_reason",
+    "response_tokens",
+    "model_version",
+    "message",
 ]
 EXEMPLAR_COLUMNS = ["task_id", "speedup", "status", "step", "model_version", "origin", "analysis", "code"]
 UNPARSED = "unparsed"
@@ -297,8 +315,12 @@ def mlflow_metrics(run: RunData, tracking_uri: str | None = None) -> pd.DataFram
         exp = client.get_experiment_by_name("cudal1")
         if exp is None:
             return None
-        found = client.search_runs([exp.experiment_id], filter_string=f"attributes.run_name = '{run.run_dir.name}'",
-                                   order_by=["attributes.start_time DESC"], max_results=1)
+        found = client.search_runs(
+            [exp.experiment_id],
+            filter_string=f"attributes.run_name = '{run.run_dir.name}'",
+            order_by=["attributes.start_time DESC"],
+            max_results=1,
+        )
         if not found:
             return None
         run_id = found[0].info.run_id

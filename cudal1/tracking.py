@@ -60,7 +60,7 @@ def _local_artifact_root(uri: str) -> Path | None:
     prefix = "sqlite:///"
     if not uri.startswith(prefix):
         return None
-    path = uri[len(prefix):]
+    path = uri[len(prefix) :]
     if not path or path.startswith(":memory:"):
         return None
     return Path(path).resolve().parent / "mlartifacts"
@@ -132,8 +132,16 @@ class Tracker:
             unreachable server after MLflow's retries) or `resume_run_id` does not exist.
     """
 
-    def __init__(self, uri: str | None, experiment: str, run_dir: Path, run_name: str | None = None,
-                 enabled: bool = True, resume_run_id: str | None = None, system_metrics_s: float = 0.0):
+    def __init__(
+        self,
+        uri: str | None,
+        experiment: str,
+        run_dir: Path,
+        run_name: str | None = None,
+        enabled: bool = True,
+        resume_run_id: str | None = None,
+        system_metrics_s: float = 0.0,
+    ):
         self.enabled = enabled
         self.errors = 0
         """Logging calls that failed inside MLflow (each also logged)."""
@@ -149,8 +157,11 @@ class Tracker:
         from mlflow import MlflowClient
         from mlflow.utils import validation
 
-        self._limits = (validation.MAX_PARAM_VAL_LENGTH, validation.MAX_PARAMS_TAGS_PER_BATCH,
-                        validation.MAX_METRICS_PER_BATCH)
+        self._limits = (
+            validation.MAX_PARAM_VAL_LENGTH,
+            validation.MAX_PARAMS_TAGS_PER_BATCH,
+            validation.MAX_METRICS_PER_BATCH,
+        )
         run_dir = Path(run_dir)
         self.uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(run_dir)
         try:
@@ -168,24 +179,28 @@ class Tracker:
                     exp_id = self._client.create_experiment(experiment, artifact_location=location)
                 else:
                     exp_id = exp.experiment_id
-                run = self._client.create_run(exp_id, run_name=run_name or run_dir.name,
-                                              tags={"cudal1.run_dir": str(run_dir.resolve())})
+                run = self._client.create_run(
+                    exp_id, run_name=run_name or run_dir.name, tags={"cudal1.run_dir": str(run_dir.resolve())}
+                )
         except Exception as e:  # MLflow raises many types (MlflowException, OSError, requests, ...)
             what = f"run {resume_run_id!r}" if resume_run_id else f"experiment {experiment!r}"
-            raise TrackingError(f"cannot open MLflow tracking store {self.uri!r} ({what}): "
-                                f"{type(e).__name__}: {e}") from e
+            raise TrackingError(
+                f"cannot open MLflow tracking store {self.uri!r} ({what}): {type(e).__name__}: {e}"
+            ) from e
         self._run_id = run.info.run_id
         self._artifact_uri = run.info.artifact_uri
         log.info("MLflow run %s in %s", self._run_id, self.uri)
         if system_metrics_s > 0:
-            self._system_metrics = self._guard("system metrics", lambda: self._start_system_metrics(
-                system_metrics_s, resume=bool(resume_run_id)))
+            self._system_metrics = self._guard(
+                "system metrics", lambda: self._start_system_metrics(system_metrics_s, resume=bool(resume_run_id))
+            )
 
     def _start_system_metrics(self, interval_s: float, resume: bool) -> Any:
         from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
 
-        monitor = SystemMetricsMonitor(self._run_id, sampling_interval=interval_s, resume_logging=resume,
-                                       tracking_uri=self.uri)
+        monitor = SystemMetricsMonitor(
+            self._run_id, sampling_interval=interval_s, resume_logging=resume, tracking_uri=self.uri
+        )
         monitor.start()
         return monitor
 
@@ -210,8 +225,13 @@ class Tracker:
             self.errors += 1
             level = logging.DEBUG if what in self._warned else logging.WARNING
             self._warned.add(what)
-            log.log(level, "MLflow %s failed (training goes on; later failures of this call are "
-                    "logged at debug level): %s: %s", what, type(e).__name__, e)
+            log.log(
+                level,
+                "MLflow %s failed (training goes on; later failures of this call are logged at debug level): %s: %s",
+                what,
+                type(e).__name__,
+                e,
+            )
             return None
 
     # -- params and metrics -----------------------------------------------------------------------
@@ -241,11 +261,13 @@ class Tracker:
             existing = self._client.get_run(self._run_id).data.params
             changed = sorted(k for k, v in params.items() if k in existing and existing[k] != v)
             if changed:
-                log.warning("MLflow params are immutable; keeping the first value of %s (the new "
-                            "values are in config.json)", ", ".join(changed))
+                log.warning(
+                    "MLflow params are immutable; keeping the first value of %s (the new values are in config.json)",
+                    ", ".join(changed),
+                )
             new = [Param(k, v) for k, v in params.items() if k not in existing]
             for i in range(0, len(new), max_batch):
-                self._client.log_batch(self._run_id, params=new[i:i + max_batch], synchronous=True)
+                self._client.log_batch(self._run_id, params=new[i : i + max_batch], synchronous=True)
 
         return self._guard("log_config", write)
 
@@ -267,7 +289,7 @@ class Tracker:
             entries = [Metric(k, v, now, int(step)) for k, v in values.items()]
             batch = self._limits[2]
             for i in range(0, len(entries), batch):
-                self._client.log_batch(self._run_id, metrics=entries[i:i + batch], synchronous=True)
+                self._client.log_batch(self._run_id, metrics=entries[i : i + batch], synchronous=True)
 
         return self._guard("log_metrics", write)
 
@@ -298,8 +320,7 @@ class Tracker:
         path = Path(path)
         if not path.exists():
             raise FileNotFoundError(path)
-        return self._guard("log_artifact",
-                           lambda: self._client.log_artifact(self._run_id, str(path), artifact_path))
+        return self._guard("log_artifact", lambda: self._client.log_artifact(self._run_id, str(path), artifact_path))
 
     def log_table(self, rows: Sequence[Mapping[str, Any]], artifact_file: str) -> None:
         """Log a results table, one dict per row (e.g. one per task: id, status, speedup).
@@ -323,8 +344,7 @@ class Tracker:
             if artifact_file.endswith(".json"):
                 import pandas as pd
 
-                self._client.log_table(self._run_id, pd.DataFrame(cells, columns=list(columns)),
-                                       artifact_file)
+                self._client.log_table(self._run_id, pd.DataFrame(cells, columns=list(columns)), artifact_file)
                 return
             with tempfile.TemporaryDirectory() as tmp:
                 local = Path(tmp) / Path(artifact_file).name
@@ -336,8 +356,9 @@ class Tracker:
 
         return self._guard("log_table", write)
 
-    def log_curves(self, history: Sequence[Mapping[str, Any]], keys: Sequence[str], artifact_file: str,
-                   title: str = "") -> None:
+    def log_curves(
+        self, history: Sequence[Mapping[str, Any]], keys: Sequence[str], artifact_file: str, title: str = ""
+    ) -> None:
         """Plot each of `keys` against step, one panel per key, and log the PNG.
 
         Args:
@@ -365,8 +386,9 @@ class Tracker:
 
     # -- model registry ---------------------------------------------------------------------------
 
-    def register_checkpoint(self, local_dir: str | os.PathLike, model_name: str,
-                            tags: Mapping[str, Any] | None = None) -> str | None:
+    def register_checkpoint(
+        self, local_dir: str | os.PathLike, model_name: str, tags: Mapping[str, Any] | None = None
+    ) -> str | None:
         """Save a Hugging Face causal-LM checkpoint directory as an MLflow transformers model
         ("text-generation") and register it as a model version.
 
@@ -404,8 +426,8 @@ class Tracker:
                 if e.error_code != ErrorCode.Name(RESOURCE_ALREADY_EXISTS):
                     raise
             version = self._client.create_model_version(
-                model_name, source=f"{self._artifact_uri}/{artifact_path}", run_id=self._run_id,
-                tags=str_tags)
+                model_name, source=f"{self._artifact_uri}/{artifact_path}", run_id=self._run_id, tags=str_tags
+            )
             return str(version.version)
 
         return self._guard("register_checkpoint", write)
@@ -457,8 +479,12 @@ def save_transformers_model(checkpoint: str | os.PathLike, dest: str | os.PathLi
     import mlflow.transformers
 
     dest = Path(dest)
-    mlflow.transformers.save_model(transformers_model=str(checkpoint), path=str(dest), task="text-generation",
-                                   pip_requirements=_pinned_requirements())
+    mlflow.transformers.save_model(
+        transformers_model=str(checkpoint),
+        path=str(dest),
+        task="text-generation",
+        pip_requirements=_pinned_requirements(),
+    )
     return dest
 
 
@@ -534,11 +560,22 @@ def plot_curves(history: Sequence[Mapping[str, Any]], keys: Sequence[str], path:
         for step, _ in starts:
             ax.axvline(step, color="0.5", linestyle="--", linewidth=0.8)
     for step, stage in starts:
-        axes[0].annotate(stage, (step, 1.0), xycoords=("data", "axes fraction"), xytext=(2, -2),
-                         textcoords="offset points", va="top", fontsize=8, color="0.3")
+        axes[0].annotate(
+            stage,
+            (step, 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(2, -2),
+            textcoords="offset points",
+            va="top",
+            fontsize=8,
+            color="0.3",
+        )
     for ax, key in zip(axes, keys):
-        points = [(float(entry.get("step", i)), y) for i, entry in enumerate(history)
-                  if (y := _finite(entry.get(key))) is not None]
+        points = [
+            (float(entry.get("step", i)), y)
+            for i, entry in enumerate(history)
+            if (y := _finite(entry.get(key))) is not None
+        ]
         if points:
             xs, ys = zip(*points)
             ax.plot(xs, ys, marker="o" if len(points) <= 50 else None, markersize=3, linewidth=1.2)

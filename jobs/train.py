@@ -34,8 +34,13 @@ def main(cfg: DictConfig) -> None:
     except KeyboardInterrupt:  # Ctrl-C / SIGTERM: the driver has closed the actors and said how to resume
         sys.exit(130)
     log = logging.getLogger("cudal1")
-    log.info("done: stages %s, %d learner steps (optimizer updates, all stages); run in %s%s",
-             state.completed, state.step, cfg.run_dir, "; also notebooks/review.ipynb" if cfg.tracking.enabled else "")
+    log.info(
+        "done: stages %s, %d learner steps (optimizer updates, all stages); run in %s%s",
+        state.completed,
+        state.step,
+        cfg.run_dir,
+        "; also notebooks/review.ipynb" if cfg.tracking.enabled else "",
+    )
 
 
 if __name__ == "__main__":

@@ -43,9 +43,13 @@ def moved(source: str, where: str) -> str:
     out = source.replace("_ext = load_inline(", "_ext = None\n_build = lambda: load_inline(")
     hook = "        global _ext\n        if _ext is None:\n            _ext = _build()\n"
     if where == "init":
-        out, n = re.subn(r"(class ModelNew\(.*?\n(?:.*\n)*?        super\(\).__init__\(\)\n)", lambda m: m.group(1) + hook, out, 1)
+        out, n = re.subn(
+            r"(class ModelNew\(.*?\n(?:.*\n)*?        super\(\).__init__\(\)\n)", lambda m: m.group(1) + hook, out, 1
+        )
     else:
-        out, n = re.subn(r"(class ModelNew\(.*?\n(?:.*\n)*?    def forward\(self.*\n)", lambda m: m.group(1) + hook, out, 1)
+        out, n = re.subn(
+            r"(class ModelNew\(.*?\n(?:.*\n)*?    def forward\(self.*\n)", lambda m: m.group(1) + hook, out, 1
+        )
     if n != 1:
         raise ValueError(f"could not place the build in {where}")
     return out
@@ -74,11 +78,20 @@ def main() -> int:
         folder = extensions_dir(settings, arch, source)
         before = objects(folder)
         r = evaluate(task, source, "cuda", settings=settings)
-        row = {"task": tid, "build_in": where, "prebuild": "ok" if failed is None else failed.status.value,
-               "prebuild_wall_s": round(pre_s, 1), "built_objects": len(before), "status": r.status.value,
-               "speedup": r.speedup, "build_seconds": r.build_seconds, "import_s": r.phases_s.get("import"),
-               "prebuild_s": r.phases_s.get("prebuild"), "compiled_in_evaluation": objects(folder) != before,
-               "message": r.message[:200]}
+        row = {
+            "task": tid,
+            "build_in": where,
+            "prebuild": "ok" if failed is None else failed.status.value,
+            "prebuild_wall_s": round(pre_s, 1),
+            "built_objects": len(before),
+            "status": r.status.value,
+            "speedup": r.speedup,
+            "build_seconds": r.build_seconds,
+            "import_s": r.phases_s.get("import"),
+            "prebuild_s": r.phases_s.get("prebuild"),
+            "compiled_in_evaluation": objects(folder) != before,
+            "message": r.message[:200],
+        }
         report["cases"].append(row)
         print(json.dumps(row))
 
@@ -89,11 +102,21 @@ def main() -> int:
     runs = []
     for what in ("prebuild", "prebuild again", "evaluate"):
         t0 = time.perf_counter()
-        r = prebuild(task, broken, "cuda", settings) if what.startswith("prebuild") else \
-            evaluate(task, broken, "cuda", settings=settings)
-        runs.append({"run": what, "status": r.status.value if r else "ok", "wall_s": round(time.perf_counter() - t0, 1),
-                     "build_seconds": r.build_seconds if r else None,
-                     "not_rebuilt": bool(r and "not rebuilt" in r.message), "message": (r.message if r else "")[:160]})
+        r = (
+            prebuild(task, broken, "cuda", settings)
+            if what.startswith("prebuild")
+            else evaluate(task, broken, "cuda", settings=settings)
+        )
+        runs.append(
+            {
+                "run": what,
+                "status": r.status.value if r else "ok",
+                "wall_s": round(time.perf_counter() - t0, 1),
+                "build_seconds": r.build_seconds if r else None,
+                "not_rebuilt": bool(r and "not rebuilt" in r.message),
+                "message": (r.message if r else "")[:160],
+            }
+        )
         print(json.dumps(runs[-1]))
     report["failing_build"] = runs
     if args.out:

@@ -46,14 +46,38 @@ def main() -> None:
         d = Path(tempfile.mkdtemp(prefix=f"probe-{name}-"))
         src = d / "cand.py"
         src.write_text(path.read_text() + f"\n# probe {name}\n")
-        e = {**os.environ, "TORCH_EXTENSIONS_DIR": str(d / "ext"), "CUDA_VISIBLE_DEVICES": "",
-             "TORCH_CUDA_ARCH_LIST": "9.0", "MAX_JOBS": "2", **env}
-        procs[name] = (d, time.time(), subprocess.Popen([sys.executable, "-c", CHILD, str(src)], env=e,
-                                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        e = {
+            **os.environ,
+            "TORCH_EXTENSIONS_DIR": str(d / "ext"),
+            "CUDA_VISIBLE_DEVICES": "",
+            "TORCH_CUDA_ARCH_LIST": "9.0",
+            "MAX_JOBS": "2",
+            **env,
+        }
+        procs[name] = (
+            d,
+            time.time(),
+            subprocess.Popen(
+                [sys.executable, "-c", CHILD, str(src)],
+                env=e,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            ),
+        )
     for name, (d, t0, p) in procs.items():
         out = p.communicate()[0]
-        print(json.dumps({"variant": name, "task": tid, "rc": p.returncode, "wall_s": round(time.time() - t0, 1),
-                          "edges_s": edges(d)}))
+        print(
+            json.dumps(
+                {
+                    "variant": name,
+                    "task": tid,
+                    "rc": p.returncode,
+                    "wall_s": round(time.time() - t0, 1),
+                    "edges_s": edges(d),
+                }
+            )
+        )
         if p.returncode:
             print(out[-3000:])
 

@@ -21,10 +21,23 @@ settings = EvalSettings.for_backend("cuda", cache_dir=tempfile.mkdtemp(prefix="c
 tasks, seeds = load_tasks("builtin"), seed_solutions("cuda")
 jobs = [(find_task(tasks, t), seeds[t].read_text()) for t in ids]
 with ThreadPoolExecutor(len(jobs)) as pool:
-    print("builds:", [r if r is None else r.status.value for r in pool.map(lambda j: prebuild(*j, "cuda", settings), jobs)])
+    print(
+        "builds:",
+        [r if r is None else r.status.value for r in pool.map(lambda j: prebuild(*j, "cuda", settings), jobs)],
+    )
 for task, source in jobs:
     for _ in range(2):
         r = evaluate(task, source, "cuda", settings=settings)
-        print(json.dumps({"task": task.task_id, "status": r.status.value, "speedup": r.speedup, "remeasured": r.remeasured,
-                          "calls": r.candidate.calls if r.candidate else None, "eval_s": r.eval_seconds,
-                          "phases_s": r.phases_s}))
+        print(
+            json.dumps(
+                {
+                    "task": task.task_id,
+                    "status": r.status.value,
+                    "speedup": r.speedup,
+                    "remeasured": r.remeasured,
+                    "calls": r.candidate.calls if r.candidate else None,
+                    "eval_s": r.eval_seconds,
+                    "phases_s": r.phases_s,
+                }
+            )
+        )

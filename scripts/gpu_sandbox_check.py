@@ -10,6 +10,7 @@ candidate that reads the home and the checkout (must be refused).
 Prints one block per evaluation: status, labels, the landlock_read measure, and any log line
 that says a read was refused (Permission denied, EACCES, REFUSED) or the log tail when not ok.
 """
+
 import os
 import sys
 import tempfile
@@ -30,7 +31,12 @@ print("torch", torch.__version__, "gpus", torch.cuda.device_count(), "landlock",
 print("toolchain", [str(p) for p in toolchain_reads() if not str(p).startswith(("/dev", "/etc"))], flush=True)
 cache = os.environ.get("CUDAL1_CACHE") or tempfile.mkdtemp()
 s = EvalSettings.for_backend("cuda", cache_dir=cache, wall_timeout_s=300.0)
-RELU = Task(level=1, problem_id=1, name="relu", source=evalkit._HEADER + textwrap.dedent('''
+RELU = Task(
+    level=1,
+    problem_id=1,
+    name="relu",
+    source=evalkit._HEADER
+    + textwrap.dedent("""
 class Model(nn.Module):
     def forward(self, x):
         return torch.relu(x)
@@ -40,8 +46,9 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''))
-TRITON = textwrap.dedent('''
+"""),
+)
+TRITON = textwrap.dedent("""
 import torch, torch.nn as nn, triton, triton.language as tl
 
 @triton.jit
@@ -56,8 +63,8 @@ class ModelNew(nn.Module):
         n = x.numel()
         _relu[(triton.cdiv(n, 1024),)](x, y, n, BLOCK=1024)
         return y
-''')
-COMPILE = textwrap.dedent('''
+""")
+COMPILE = textwrap.dedent("""
 import torch, torch.nn as nn
 
 class ModelNew(nn.Module):
@@ -66,13 +73,21 @@ class ModelNew(nn.Module):
         self.f = torch.compile(lambda x: torch.relu(x) * 1.0)
     def forward(self, x):
         return self.f(x)
-''')
+""")
 import test_judge
+
 SDPA = Task(level=1, problem_id=2, name="sdpa", source=test_judge.SDPA_TASK.source)
-cases = [("relu triton", RELU, TRITON), ("relu torch.compile", RELU, COMPILE),
-         ("relu fp16_unless_recorded", RELU, evalkit.candidate("fp16_unless_recorded")),
-         ("relu reads_outside", RELU, evalkit.candidate("reads_outside", paths=repr(["/root/.bashrc", os.path.join(ROOT, "README.md")]))),
-         ("sdpa honest", SDPA, evalkit.candidate("honest_sdpa"))]
+cases = [
+    ("relu triton", RELU, TRITON),
+    ("relu torch.compile", RELU, COMPILE),
+    ("relu fp16_unless_recorded", RELU, evalkit.candidate("fp16_unless_recorded")),
+    (
+        "relu reads_outside",
+        RELU,
+        evalkit.candidate("reads_outside", paths=repr(["/root/.bashrc", os.path.join(ROOT, "README.md")])),
+    ),
+    ("sdpa honest", SDPA, evalkit.candidate("honest_sdpa")),
+]
 tasks = {t.task_id: t for t in load_builtin(profile=None).tasks}
 seeds = seed_solutions("cuda")
 for tid in ("level1/7", "level2/1"):
@@ -87,8 +102,11 @@ for name, task, src in cases:
         print(f"== {name}: RAISED {type(e).__name__}: {e}", flush=True)
         continue
     lr = r.sandbox.get("measures", {}).get("landlock_read", {})
-    print(f"== {name}: {r.status.value} {r.hack_kind} labels={r.labels} speedup={r.speedup} {time.time()-t0:.0f}s "
-          f"landlock_read={lr.get('active')}: {str(lr.get('detail'))[:200]}\n   {r.message[:300]}", flush=True)
+    print(
+        f"== {name}: {r.status.value} {r.hack_kind} labels={r.labels} speedup={r.speedup} {time.time() - t0:.0f}s "
+        f"landlock_read={lr.get('active')}: {str(lr.get('detail'))[:200]}\n   {r.message[:300]}",
+        flush=True,
+    )
     bad = [l for l in r.log.splitlines() if "ermission" in l or "EACCES" in l or "REFUSED" in l or "READ " in l]
     if bad or r.status.value != "ok":
         print("   log:", "\n   ".join((bad or r.log.splitlines())[-25:]), flush=True)

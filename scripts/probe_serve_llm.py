@@ -32,9 +32,12 @@ def main() -> None:
     engine = {"max_model_len": 2048, "dtype": "float32", "enforce_eager": True}
     if a.kv_cache_bytes:
         engine["kv_cache_memory_bytes"] = a.kv_cache_bytes
-    cfg = LLMConfig(model_loading_config={"model_id": "small", "model_source": str(model)},
-                    placement_group_config={"bundles": [{"CPU": 1}]}, engine_kwargs=engine,
-                    deployment_config={"autoscaling_config": {"min_replicas": 1, "max_replicas": 1}})
+    cfg = LLMConfig(
+        model_loading_config={"model_id": "small", "model_source": str(model)},
+        placement_group_config={"bundles": [{"CPU": 1}]},
+        engine_kwargs=engine,
+        deployment_config={"autoscaling_config": {"min_replicas": 1, "max_replicas": 1}},
+    )
     serve.start(http_options={"host": "127.0.0.1", "port": a.port})
     t = time.time()
     try:

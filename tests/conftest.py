@@ -28,26 +28,50 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 TESTS = Path(__file__).resolve().parent
 
-FAST = frozenset({
-    "test_config.py", "test_launch.py", "test_memory_plan.py", "test_review.py",
-    "actors/test_weight_transport.py", "augment/test_dataset.py",
-    "bench/test_agreement.py", "bench/test_correctness.py", "bench/test_degenerate.py", "bench/test_devicelock.py",
-    "bench/test_guards_unit.py",
-    "bench/test_host_spans.py", "bench/test_summary.py", "bench/test_timing.py", "bench/test_wire.py",
-    "pipeline/test_metrics.py", "pipeline/test_report.py",
-    "pipeline/test_signal.py",
-    "policy/test_parsing.py", "policy/test_prompts.py", "policy/test_small.py",
-    "rl/test_advantages.py", "rl/test_buffer.py", "rl/test_exemplars.py", "rl/test_losses.py", "rl/test_rewards.py",
-    "serve/test_service.py",
-    "tasks/test_find_task.py", "tasks/test_task.py",
-    "training/test_real_reward_criterion.py",
-})
+FAST = frozenset(
+    {
+        "test_config.py",
+        "test_launch.py",
+        "test_memory_plan.py",
+        "test_review.py",
+        "actors/test_weight_transport.py",
+        "augment/test_dataset.py",
+        "bench/test_agreement.py",
+        "bench/test_correctness.py",
+        "bench/test_degenerate.py",
+        "bench/test_devicelock.py",
+        "bench/test_guards_unit.py",
+        "bench/test_host_spans.py",
+        "bench/test_summary.py",
+        "bench/test_timing.py",
+        "bench/test_wire.py",
+        "pipeline/test_metrics.py",
+        "pipeline/test_report.py",
+        "pipeline/test_signal.py",
+        "policy/test_parsing.py",
+        "policy/test_prompts.py",
+        "policy/test_small.py",
+        "rl/test_advantages.py",
+        "rl/test_buffer.py",
+        "rl/test_exemplars.py",
+        "rl/test_losses.py",
+        "rl/test_rewards.py",
+        "serve/test_service.py",
+        "tasks/test_find_task.py",
+        "tasks/test_task.py",
+        "training/test_real_reward_criterion.py",
+    }
+)
 """The fast tier's modules, relative to tests/."""
 
 
 def pytest_addoption(parser):
-    parser.addoption("--fast", action="store_true", default=False,
-                     help="run only the fast Ray-free tier (the modules in tests/conftest.py's FAST)")
+    parser.addoption(
+        "--fast",
+        action="store_true",
+        default=False,
+        help="run only the fast Ray-free tier (the modules in tests/conftest.py's FAST)",
+    )
 
 
 def _fast_module(path: Path) -> bool:
@@ -83,7 +107,9 @@ def vllm_generator(small_model_dir):
     pytest.importorskip("vllm")
     from cudal1.rollout import RolloutGenerator
 
-    gen = RolloutGenerator(small_model_dir, backend="vllm", dtype="float32", max_model_len=4096, seed=0, kv_cache_gib=0.25)
+    gen = RolloutGenerator(
+        small_model_dir, backend="vllm", dtype="float32", max_model_len=4096, seed=0, kv_cache_gib=0.25
+    )
     yield gen
     gen.close()
 
@@ -104,8 +130,14 @@ def ray_cluster():
     pytest.importorskip("ray")
     from cudal1.actors.cluster import init_ray, shutdown_ray
 
-    facts = init_ray(address="local", num_cpus=4, resources={"bench_test": 2}, object_store_mb=256,
-                     include_dashboard=False, log_to_driver=False)
+    facts = init_ray(
+        address="local",
+        num_cpus=4,
+        resources={"bench_test": 2},
+        object_store_mb=256,
+        include_dashboard=False,
+        log_to_driver=False,
+    )
     yield facts
     shutdown_ray()
 
@@ -146,7 +178,9 @@ def smoke_run(ray_cluster, tmp_path_factory) -> SmokeRun:
     from cudal1.tracking import default_tracking_uri
 
     run_dir = tmp_path_factory.mktemp("smoke") / "runs" / "smoke"
-    cfg = compose_smoke(run_dir, SMOKE_TASKS, "rollout.weight_sync=broadcast", "tracking.system_metrics_s=2", tracking="local")
+    cfg = compose_smoke(
+        run_dir, SMOKE_TASKS, "rollout.weight_sync=broadcast", "tracking.system_metrics_s=2", tracking="local"
+    )
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
         state = train(cfg)

@@ -65,7 +65,11 @@ def wrong_solution(seed: Path) -> str:
 
 def test_eval_seed_solution_json(seeds, env, tmp_path):
     task_id, seed = next(iter(seeds.items()))
-    proc = cli(["eval", "--task", task_id, "--solution", str(seed), "--backend", "cpu", "--json", "--rounds", ROUNDS], env, tmp_path)
+    proc = cli(
+        ["eval", "--task", task_id, "--solution", str(seed), "--backend", "cpu", "--json", "--rounds", ROUNDS],
+        env,
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     record = json.loads(proc.stdout)
     assert record["task_id"] == task_id
@@ -189,7 +193,19 @@ def test_eval_suite_results_resume_and_summary(seeds, env, tmp_path):
     (sol / "level1" / bad_seed.name).write_text(wrong_solution(bad_seed))
     (sol / "notes.py").write_text("# not a solution\n")
     out = tmp_path / "res" / "results.jsonl"
-    args = ["eval-suite", "--solutions", str(sol), "--backend", "cpu", "--out", str(out), "--rounds", ROUNDS, "--build-jobs", "2"]
+    args = [
+        "eval-suite",
+        "--solutions",
+        str(sol),
+        "--backend",
+        "cpu",
+        "--out",
+        str(out),
+        "--rounds",
+        ROUNDS,
+        "--build-jobs",
+        "2",
+    ]
 
     proc = cli(args, env, tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # one candidate is wrong
@@ -245,12 +261,15 @@ def _jsonl_lenient(path: Path) -> list[dict]:
     return out
 
 
-@pytest.mark.parametrize("ref, cand, baseline, floor", [
-    (45.0, 7.6, 50.0, 0.5),  # plain ratio
-    (45.0, 7.6, 40.0, 0.5),  # the reference capped by its clean baseline
-    (0.098, 0.055, 0.2, 0.16),  # both below the resolution: equal
-    (2.0, 0.01, 2.1, 0.1),  # the candidate below the resolution: a bound
-])
+@pytest.mark.parametrize(
+    "ref, cand, baseline, floor",
+    [
+        (45.0, 7.6, 50.0, 0.5),  # plain ratio
+        (45.0, 7.6, 40.0, 0.5),  # the reference capped by its clean baseline
+        (0.098, 0.055, 0.2, 0.16),  # both below the resolution: equal
+        (2.0, 0.01, 2.1, 0.1),  # the candidate below the resolution: a bound
+    ],
+)
 def test_the_printed_result_shows_the_figures_that_make_the_speedup(ref, cand, baseline, floor):
     """The figures `cudal1 eval` prints give the speedup it prints (the CPU backend once printed
     45 ms and 7.6 ms beside 2.00×, from a resolution it did not show)."""
@@ -264,8 +283,17 @@ def test_the_printed_result_shows_the_figures_that_make_the_speedup(ref, cand, b
         return Timing(median_ms=ms, mean_ms=ms, min_ms=ms, max_ms=ms, round_medians_ms=[ms], spread=0.0, calls=10)
 
     speedup, _ = speedup_stats([[ref]], [[cand]], ref_cap_ms=baseline, floor_ms=floor)
-    result = EvalResult("level1/1", Status.OK, reference=timing(ref), candidate=timing(cand), baseline_ms=baseline,
-                        resolution_ms=floor, calls_per_round=10, speedup=speedup, speedup_spread=0.0)
+    result = EvalResult(
+        "level1/1",
+        Status.OK,
+        reference=timing(ref),
+        candidate=timing(cand),
+        baseline_ms=baseline,
+        resolution_ms=floor,
+        calls_per_round=10,
+        speedup=speedup,
+        speedup_spread=0.0,
+    )
     text = format_result(result)
     line = next(row for row in text.splitlines() if row.startswith("speedup"))
     shown, num, den = re.search(r"([\d.]+)×.*= ([\d.]+)(?: \(\w+\))? / ([\d.]+)(?: \(\w+\))? ms", line).groups()
@@ -279,19 +307,28 @@ def test_tasks_probe_prints_one_line_per_task(env, tmp_path):
     the listing, the summary and, with --json, the report; a hub model fails without a worker."""
     head = "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n        return "
     tail = "\n\ndef get_inputs():\n    return [torch.randn(8, 4)]\n\ndef get_init_inputs():\n    return []\n"
-    files = {"1_Add_one.py": head + "x + 1" + tail, "2_Zeros.py": head + "x * 0" + tail,
-             "3_Bad_matmul.py": head + "x @ x" + tail,
-             "4_Hub.py": head + "x" + tail + "W = torch.hub.load('pytorch/vision', 'resnet18')\n"}
+    files = {
+        "1_Add_one.py": head + "x + 1" + tail,
+        "2_Zeros.py": head + "x * 0" + tail,
+        "3_Bad_matmul.py": head + "x @ x" + tail,
+        "4_Hub.py": head + "x" + tail + "W = torch.hub.load('pytorch/vision', 'resnet18')\n",
+    }
     (tmp_path / "level1").mkdir()
     for name, text in files.items():
         (tmp_path / "level1" / name).write_text(text)
     report = tmp_path / "report.json"
-    proc = cli(["tasks", "--tasks", str(tmp_path), "--levels", "1", "--probe", "--jobs", "1", "--json", str(report)],
-               env, tmp_path)
+    proc = cli(
+        ["tasks", "--tasks", str(tmp_path), "--levels", "1", "--probe", "--jobs", "1", "--json", str(report)],
+        env,
+        tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("[")]
-    assert [ln.split()[1:3] for ln in lines] == [["level1/1", "ok"], ["level1/2", "degenerate"],
-                                                 ["level1/3", "FAILED"]], proc.stderr
+    assert [ln.split()[1:3] for ln in lines] == [
+        ["level1/1", "ok"],
+        ["level1/2", "degenerate"],
+        ["level1/3", "FAILED"],
+    ], proc.stderr
     assert re.match(r"\[3/3\] level1/3 +FAILED +\d+\.\d s +\d+ MiB  Bad_matmul ", lines[2]), lines[2]
     assert "Bad_matmul" in lines[2] and "forward seed=0 failed: RuntimeError" in lines[2]
     assert "output all zero" in lines[1]

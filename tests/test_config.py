@@ -41,28 +41,31 @@ def test_a_bench_group_replaces_the_pools():
     assert sorted(cfg.bench.pools) == ["a100", "h100", "l40"] and cfg.bench.pools.h100.accelerator_type == "H100"
 
 
-@pytest.mark.parametrize("override, key", [
-    ("learner.zero_stage=5", "learner.zero_stage"),
-    ("learner.loss_agg=ppo", "learner.loss_agg"),
-    ("bench.primary=a100", "bench.primary"),
-    ("stage.contrastive_rl.group_size=1", "stage.contrastive_rl.group_size"),
-    ("rollout.max_tokens=9000", "rollout.max_tokens"),
-    ("rollout.top_p=1.5", "rollout.top_p"),
-    ("stage.contrastive_rl.bucket_scale=cubic", "stage.contrastive_rl.bucket_scale"),
-    ("rollout.temperature=0.7", "rollout.temperature"),  # RL needs the engines' raw logprobs exact
-    ("rollout.top_p=0.9", "rollout.top_p"),
-    ("learner.dual_clip=1.0", "learner.dual_clip"),
-    ("learner.tis_cap=0", "learner.tis_cap"),
-    ("learner.tis_cap=1.0", "learner.tis_cap"),  # a cap at 1 would cut on-policy tokens too
-    ("pipeline.mode=eager", "pipeline.mode"),
-    ("model.path=/nonexistent/model", "model.path"),
-    ("model.path=models:/cudal1-policy", "model.path"),  # no version or alias
-    ("tasks.source=/nonexistent/kb", "tasks.source"),
-    ("+bench.pools.cpu.settings.roundz=3", "bench.pools.cpu.settings.roundz"),
-    ("learner.num_ranks=0", "learner.num_ranks"),
-    ("learner.offload_param=true", "learner.offload_param"),  # the cpu learner is ZeRO-2
-    ("learner.logprob_chunk=0", "learner.logprob_chunk"),
-])
+@pytest.mark.parametrize(
+    "override, key",
+    [
+        ("learner.zero_stage=5", "learner.zero_stage"),
+        ("learner.loss_agg=ppo", "learner.loss_agg"),
+        ("bench.primary=a100", "bench.primary"),
+        ("stage.contrastive_rl.group_size=1", "stage.contrastive_rl.group_size"),
+        ("rollout.max_tokens=9000", "rollout.max_tokens"),
+        ("rollout.top_p=1.5", "rollout.top_p"),
+        ("stage.contrastive_rl.bucket_scale=cubic", "stage.contrastive_rl.bucket_scale"),
+        ("rollout.temperature=0.7", "rollout.temperature"),  # RL needs the engines' raw logprobs exact
+        ("rollout.top_p=0.9", "rollout.top_p"),
+        ("learner.dual_clip=1.0", "learner.dual_clip"),
+        ("learner.tis_cap=0", "learner.tis_cap"),
+        ("learner.tis_cap=1.0", "learner.tis_cap"),  # a cap at 1 would cut on-policy tokens too
+        ("pipeline.mode=eager", "pipeline.mode"),
+        ("model.path=/nonexistent/model", "model.path"),
+        ("model.path=models:/cudal1-policy", "model.path"),  # no version or alias
+        ("tasks.source=/nonexistent/kb", "tasks.source"),
+        ("+bench.pools.cpu.settings.roundz=3", "bench.pools.cpu.settings.roundz"),
+        ("learner.num_ranks=0", "learner.num_ranks"),
+        ("learner.offload_param=true", "learner.offload_param"),  # the cpu learner is ZeRO-2
+        ("learner.logprob_chunk=0", "learner.logprob_chunk"),
+    ],
+)
 def test_bad_values_name_their_key(override, key):
     with pytest.raises(ConfigError) as err:
         load_config(composed(overrides=[override]))
@@ -70,7 +73,9 @@ def test_bad_values_name_their_key(override, key):
 
 
 def test_a_registered_model_version_is_a_valid_model_path():
-    assert load_config(composed(overrides=["model.path=models:/cudal1-policy/3"])).model.path == "models:/cudal1-policy/3"
+    assert (
+        load_config(composed(overrides=["model.path=models:/cudal1-policy/3"])).model.path == "models:/cudal1-policy/3"
+    )
 
 
 def test_wrong_types_and_unknown_keys_fail_with_the_full_key():
@@ -88,9 +93,11 @@ def test_learner_group_settings():
     assert cfg.learner.num_ranks == 1  # the embedded default: one learner actor
     cfg = load_config(composed(overrides=["learner=gpu_zero3", "learner.num_ranks=8", "learner.offload_param=true"]))
     assert cfg.learner.num_ranks == 8 and cfg.learner.zero_stage == 3
-    for overrides, key in ((["learner.num_ranks=2", "learner.zero_stage=0"], "learner.zero_stage"),
-                           (["learner.num_ranks=2", "learner.num_gpus=2"], "learner.num_gpus"),
-                           (["learner.offload_optimizer=true", "learner.zero_stage=0"], "learner.offload_optimizer")):
+    for overrides, key in (
+        (["learner.num_ranks=2", "learner.zero_stage=0"], "learner.zero_stage"),
+        (["learner.num_ranks=2", "learner.num_gpus=2"], "learner.num_gpus"),
+        (["learner.offload_optimizer=true", "learner.zero_stage=0"], "learner.offload_optimizer"),
+    ):
         with pytest.raises(ConfigError) as err:
             load_config(composed(overrides=overrides))
         assert err.value.key == key

@@ -38,9 +38,12 @@ def browser_paths() -> tuple[str, str]:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     driver = shutil.which("chromedriver")
     if not chromium or not driver:
-        pytest.fail("the MLflow UI test needs Debian's chromium and chromedriver on PATH (found chromium="
-                    f"{chromium}, chromedriver={driver}): apt-get install -y chromium chromium-driver, "
-                    "or run scripts/install.sh as root", pytrace=False)
+        pytest.fail(
+            "the MLflow UI test needs Debian's chromium and chromedriver on PATH (found chromium="
+            f"{chromium}, chromedriver={driver}): apt-get install -y chromium chromium-driver, "
+            "or run scripts/install.sh as root",
+            pytrace=False,
+        )
     return chromium, driver
 
 
@@ -57,11 +60,25 @@ def mlflow_server(smoke_run, tmp_path_factory):
     log = tmp_path_factory.mktemp("mlflow-ui") / "server.log"
     # The server's working directory is a scratch folder: it creates the Default experiment's
     # ./mlruns there.
-    cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", smoke_run.tracking_uri,
-           "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--backend-store-uri",
+        smoke_run.tracking_uri,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--workers",
+        "1",
+    ]
     env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}
     with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, cwd=log.parent, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, cwd=log.parent, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 240
@@ -92,7 +109,13 @@ def browser():
         pytest.fail(f"the MLflow UI test needs selenium (the test extra: pip install -e '.[test]'): {e}", pytrace=False)
     options = Options()
     options.binary_location = chromium
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1600,1200"):
+    for arg in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1600,1200",
+    ):
         options.add_argument(arg)
     driver = webdriver.Chrome(service=Service(driver_path), options=options)
     driver.set_page_load_timeout(PAGE_TIMEOUT_S)
@@ -126,8 +149,10 @@ class Page:
             if not missing:
                 return text
             if time.monotonic() > deadline:
-                pytest.fail(f"{self.driver.current_url} does not show {missing} after {timeout_s:.0f} s; "
-                            f"it shows:\n{text[:3000]}")
+                pytest.fail(
+                    f"{self.driver.current_url} does not show {missing} after {timeout_s:.0f} s; "
+                    f"it shows:\n{text[:3000]}"
+                )
             time.sleep(0.5)
 
     def click(self, label: str) -> None:
@@ -189,8 +214,7 @@ def test_mlflow_ui_shows_the_smoke_runs_curves_tables_and_registered_model(brows
     assert "contrastive_rl" in text and "self_train" in text  # rows of both sampling stages
 
     # The registered model with the run's versions and their stage tags.
-    text = page.open(f"{mlflow_server}/#/models/cudal1-policy", "cudal1-policy",
-                     *(f"Version {v}" for v in versions))
+    text = page.open(f"{mlflow_server}/#/models/cudal1-policy", "cudal1-policy", *(f"Version {v}" for v in versions))
     for stage in ("sft", "self_train", "contrastive_rl"):
         assert stage in text
     assert f"Version {int(versions[-1]) + 1}" not in text  # this store holds this run's versions only

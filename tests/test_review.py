@@ -28,24 +28,50 @@ def _timing(ms: float) -> Timing:
     return Timing(median_ms=ms, mean_ms=ms, min_ms=ms, max_ms=ms, round_medians_ms=[ms], spread=0.0, calls=10)
 
 
-def _rollout(task: str, step: int, group: int, sample: int, *, status: Status | None = None,
-             speedup: float | None = None, hack: HackKind | None = None, parse_error: str | None = None,
-             reward: float = 0.0, reason: str | None = None) -> Rollout:
+def _rollout(
+    task: str,
+    step: int,
+    group: int,
+    sample: int,
+    *,
+    status: Status | None = None,
+    speedup: float | None = None,
+    hack: HackKind | None = None,
+    parse_error: str | None = None,
+    reward: float = 0.0,
+    reason: str | None = None,
+) -> Rollout:
     """A rollout priced as the reward prices it: status ok is paid its speedup (reason "ok")
     unless `reason` says otherwise (a copy is status ok, paid as a failure)."""
     result = None
     if status is not None:
         timed = status is Status.OK
-        result = EvalResult(task, status, hack_kind=hack, speedup=speedup,
-                            reference=_timing(2.0) if timed else None,
-                            candidate=_timing(2.0 / speedup) if timed else None)
+        result = EvalResult(
+            task,
+            status,
+            hack_kind=hack,
+            speedup=speedup,
+            reference=_timing(2.0) if timed else None,
+            candidate=_timing(2.0 / speedup) if timed else None,
+        )
     gen = Generation([1, 2], [3, 4, 5], [-0.1, -0.2, -0.3], "text", model_version=step)
     sections = {} if parse_error else {"analysis": "a", "code": "class ModelNew: ..."}
     if reason is None:
         reason = "ok" if status is Status.OK else (parse_error or (status.value if status else "not_evaluated"))
     paid = speedup if reason == "ok" else None
-    return Rollout(task, step, group, sample, "prompt", gen, sections, parse_error, result,
-                   Priced(reward, reason, speedup=paid), 0.0)
+    return Rollout(
+        task,
+        step,
+        group,
+        sample,
+        "prompt",
+        gen,
+        sections,
+        parse_error,
+        result,
+        Priced(reward, reason, speedup=paid),
+        0.0,
+    )
 
 
 ROLLOUTS = {
@@ -153,10 +179,14 @@ def test_status_hack_and_parse_counts_per_stage(run_dir):
     run = review.load_run(run_dir)
     status = review.status_counts(run)
     assert list(status.index) == ["self_train", "contrastive_rl"]
-    assert status.loc["self_train"].to_dict() == {
-        "compile_error": 0, "hack": 0, "incorrect": 0, "ok": 1, "unparsed": 1}
+    assert status.loc["self_train"].to_dict() == {"compile_error": 0, "hack": 0, "incorrect": 0, "ok": 1, "unparsed": 1}
     assert status.loc["contrastive_rl"].to_dict() == {
-        "compile_error": 1, "hack": 1, "incorrect": 1, "ok": 3, "unparsed": 2}
+        "compile_error": 1,
+        "hack": 1,
+        "incorrect": 1,
+        "ok": 3,
+        "unparsed": 2,
+    }
     hacks = review.status_counts(run, "hack_kind")
     assert hacks.to_dict() == {"output_aliases_input": {"contrastive_rl": 1}}
     parse = review.status_counts(run, "parse_error")
@@ -170,7 +200,11 @@ def test_best_per_task_is_the_fastest_correct_exemplar(run_dir):
     best = review.best_per_task(review.load_run(run_dir))
     assert list(best.index) == ["level1/1", "level1/2"]
     assert best.loc["level1/1", ["speedup", "origin", "code", "exemplars"]].tolist() == [
-        1.5, "step1/g0/s0", "fast a", 3]
+        1.5,
+        "step1/g0/s0",
+        "fast a",
+        3,
+    ]
     assert best.loc["level1/2", ["speedup", "origin", "step"]].tolist() == [2.0, "step2/g1/s0", 2]
 
 
@@ -234,8 +268,11 @@ def run_notebook(path: Path) -> list[object]:
         tree = ast.parse("".join(cell["source"]), filename=f"{path.name}[{i}]")
         last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
         exec(compile(tree, f"{path.name}[{i}]", "exec"), namespace)
-        values.append(eval(compile(ast.Expression(last.value), f"{path.name}[{i}]", "eval"), namespace)
-                      if last is not None else None)
+        values.append(
+            eval(compile(ast.Expression(last.value), f"{path.name}[{i}]", "eval"), namespace)
+            if last is not None
+            else None
+        )
     return values
 
 
@@ -249,8 +286,9 @@ def test_notebook_runs_top_to_bottom(tracked_run, monkeypatch, capsys):
     monkeypatch.setenv("CUDAL1_RUN_DIR", str(tracked_run))
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     nb = json.loads(NOTEBOOK.read_text())
-    assert all(not c.get("outputs") and c.get("execution_count") is None
-               for c in nb["cells"] if c["cell_type"] == "code"), "commit the notebook without outputs"
+    assert all(
+        not c.get("outputs") and c.get("execution_count") is None for c in nb["cells"] if c["cell_type"] == "code"
+    ), "commit the notebook without outputs"
     try:
         values = run_notebook(NOTEBOOK)
     finally:
@@ -272,8 +310,9 @@ def execute_headless(path: Path, run_dir: Path, timeout_s: int = 300):
     previous = os.environ.get("CUDAL1_RUN_DIR")
     os.environ["CUDAL1_RUN_DIR"] = str(run_dir)  # the kernel inherits this process's environment
     try:
-        nbclient.NotebookClient(nb, timeout=timeout_s, kernel_name="python3",
-                                resources={"metadata": {"path": str(path.parent)}}).execute()
+        nbclient.NotebookClient(
+            nb, timeout=timeout_s, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+        ).execute()
     finally:
         if previous is None:
             os.environ.pop("CUDAL1_RUN_DIR", None)
@@ -291,4 +330,3 @@ def outputs_text(nb) -> str:
             if out.get("output_type") == "error":
                 parts.append(f"{out['ename']}: {out['evalue']}")
     return "\n".join(parts)
-

@@ -54,9 +54,13 @@ def test_default_store_is_sqlite_beside_the_run_dirs(root, tracker, client):
 
 
 def test_config_becomes_dotted_params(tracker, client):
-    cfg = {"model": {"name": "small", "dtype": "float32"}, "rollout": {"n": 4, "stop": ["```"]},
-           "tracking": {"uri": None}, "notes": "x" * 7000,
-           "many": {f"k{i}": i for i in range(150)}}  # more than one params batch (100)
+    cfg = {
+        "model": {"name": "small", "dtype": "float32"},
+        "rollout": {"n": 4, "stop": ["```"]},
+        "tracking": {"uri": None},
+        "notes": "x" * 7000,
+        "many": {f"k{i}": i for i in range(150)},
+    }  # more than one params batch (100)
     tracker.log_config(cfg)
     params = client.get_run(tracker.run_id).data.params
     assert params["model.name"] == "small"
@@ -72,8 +76,16 @@ def test_config_becomes_dotted_params(tracker, client):
 
 def test_metrics_over_steps(tracker, client):
     for step in range(3):
-        tracker.log_metrics({"reward/mean": 0.5 * step, "speedup/mean": None, "kl": float("nan"),
-                             "fast_1.5": 0.25, "parse/bad (label)": 1}, step=step)
+        tracker.log_metrics(
+            {
+                "reward/mean": 0.5 * step,
+                "speedup/mean": None,
+                "kl": float("nan"),
+                "fast_1.5": 0.25,
+                "parse/bad (label)": 1,
+            },
+            step=step,
+        )
     history = client.get_metric_history(tracker.run_id, "reward/mean")
     assert [(m.step, m.value) for m in history] == [(0, 0.0), (1, 0.5), (2, 1.0)]
     metrics = client.get_run(tracker.run_id).data.metrics
@@ -91,8 +103,10 @@ def test_artifacts_text_dict_files_tables(tracker, client, tmp_path):
     (tmp_path / "buffer").mkdir()
     (tmp_path / "buffer" / "level1_1.jsonl").write_text("{}\n")
     tracker.log_artifact(tmp_path / "buffer")
-    rows = [{"task": "level1/1", "status": "ok", "speedup": 1.5, "labels": ["custom_kernel"]},
-            {"task": "level1/2", "status": "incorrect"}]
+    rows = [
+        {"task": "level1/1", "status": "ok", "speedup": 1.5, "labels": ["custom_kernel"]},
+        {"task": "level1/2", "status": "incorrect"},
+    ]
     tracker.log_table(rows, "results.json")
     tracker.log_table(rows, "tables/results.csv")
 
@@ -124,8 +138,17 @@ def test_rollout_tables_append_across_units(tracker, client, tmp_path):
 
     def rollout(task, step, result, reward, parse_error=None):
         gen = Generation(prompt_ids=[1, 2], response_ids=[3, 4, 5], text="...", logprobs=[-1.0] * 3)
-        return Rollout(task, step, 0, 0, "prompt", gen, parse_error=parse_error, result=result,
-                       priced=Priced(reward, "ok" if result else "unparsed"))
+        return Rollout(
+            task,
+            step,
+            0,
+            0,
+            "prompt",
+            gen,
+            parse_error=parse_error,
+            result=result,
+            priced=Priced(reward, "ok" if result else "unparsed"),
+        )
 
     ctx = SimpleNamespace(run_dir=tmp_path, tracker=tracker)
     ok = EvalResult("level1/1", Status.OK, speedup=1.7, labels=["custom_kernel", "pytorch_only"], message="correct")
@@ -135,7 +158,9 @@ def test_rollout_tables_append_across_units(tracker, client, tmp_path):
     assert table["columns"] == ROLLOUT_COLUMNS
     rows = [dict(zip(table["columns"], row)) for row in table["data"]]
     assert [(r["stage"], r["unit"], r["task_id"], r["status"], r["reward"]) for r in rows] == [
-        ("contrastive_rl", 0, "level1/1", "ok", 0.5), ("contrastive_rl", 1, "level1/2", "unparsed", -2.3)]
+        ("contrastive_rl", 0, "level1/1", "ok", 0.5),
+        ("contrastive_rl", 1, "level1/2", "unparsed", -2.3),
+    ]
     assert rows[0]["speedup"] == 1.7 and rows[0]["labels"] == "custom_kernel,pytorch_only"
     assert rows[0]["message"] == "correct" and rows[1]["parse_error"] == "no code block"
     assert (tmp_path / "rollouts" / "rl_step1.jsonl").is_file()  # the raw record is still written
@@ -145,8 +170,7 @@ def test_rollout_tables_append_across_units(tracker, client, tmp_path):
 
 
 def test_curves_are_a_png(tracker, client):
-    history = [{"step": s, "reward/mean": s / 10, "speedup/mean": 1 + s / 20 if s % 2 else None}
-               for s in range(10)]
+    history = [{"step": s, "reward/mean": s / 10, "speedup/mean": 1 + s / 20 if s % 2 else None} for s in range(10)]
     tracker.log_curves(history, ["reward/mean", "speedup/mean", "fast_1"], "plots/reward.png", "stage 3")
     png = _local(client.download_artifacts(tracker.run_id, "plots/reward.png")).read_bytes()
     assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 5000
@@ -170,12 +194,18 @@ def test_system_metrics_are_sampled_until_close(root, monkeypatch):
 def test_stage_boundaries_are_marked(tmp_path):
     from cudal1.tracking import plot_curves, stage_starts
 
-    history = [{"step": 1, "stage": "sft"}, {"step": 2, "stage": "sft", "reward/mean": 0.1},
-               {"step": 3, "stage": "self_train", "reward/mean": 0.2}, {"step": 5},
-               {"step": 6, "stage": "contrastive_rl", "reward/mean": 0.4}, {"step": 7, "stage": "contrastive_rl"}]
+    history = [
+        {"step": 1, "stage": "sft"},
+        {"step": 2, "stage": "sft", "reward/mean": 0.1},
+        {"step": 3, "stage": "self_train", "reward/mean": 0.2},
+        {"step": 5},
+        {"step": 6, "stage": "contrastive_rl", "reward/mean": 0.4},
+        {"step": 7, "stage": "contrastive_rl"},
+    ]
     assert stage_starts(history) == [(1.0, "sft"), (3.0, "self_train"), (6.0, "contrastive_rl")]
-    plain = plot_curves([{k: v for k, v in h.items() if k != "stage"} for h in history], ["reward/mean"],
-                        tmp_path / "plain.png")
+    plain = plot_curves(
+        [{k: v for k, v in h.items() if k != "stage"} for h in history], ["reward/mean"], tmp_path / "plain.png"
+    )
     marked = plot_curves(history, ["reward/mean"], tmp_path / "marked.png")
     assert marked.read_bytes() != plain.read_bytes()  # the lines and names are drawn
 
@@ -209,8 +239,9 @@ def test_checkpoint_registered_as_a_transformers_model_that_loads_back(tracker, 
     original = transformers.AutoModelForCausalLM.from_pretrained(small_model_dir, local_files_only=True)
     for (name, p), (_, q) in zip(model.state_dict().items(), original.state_dict().items()):
         assert p.equal(q), name
-    assert transformers.AutoTokenizer.from_pretrained(local, local_files_only=True).encode("def f") == \
-        transformers.AutoTokenizer.from_pretrained(small_model_dir, local_files_only=True).encode("def f")
+    assert transformers.AutoTokenizer.from_pretrained(local, local_files_only=True).encode(
+        "def f"
+    ) == transformers.AutoTokenizer.from_pretrained(small_model_dir, local_files_only=True).encode("def f")
     assert checkpoint_from_registry("models:/policy-reg-test/1", tmp_path / "fetched") == local  # reused
     with pytest.raises(ValueError, match="models:/"):
         checkpoint_from_registry(str(small_model_dir), tmp_path / "x")
@@ -230,8 +261,11 @@ def test_resume_continues_the_same_run(root, client, tracker):
     resumed.log_metrics({"loss": 1.0}, step=2)
     resumed.close()
     run = client.get_run(tracker.run_id)
-    assert [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "loss")] == \
-        [(0, 2.0), (1, 1.5), (2, 1.0)]
+    assert [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "loss")] == [
+        (0, 2.0),
+        (1, 1.5),
+        (2, 1.0),
+    ]
     assert run.data.params == {"lr": "1e-05", "resume": "True"}
     assert run.info.status == "FINISHED"
     assert resumed.errors == 0

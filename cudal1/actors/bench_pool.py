@@ -103,8 +103,10 @@ class PoolSpec:
         if self.build_actors < 0:
             raise ValueError(f"pool {self.name!r}: build_actors must be >= 0, not {self.build_actors}")
         if self.max_task_retries < 0:
-            raise ValueError(f"pool {self.name!r}: max_task_retries must be >= 0 (a finite number: a candidate "
-                             "that kills its actor every time must not be retried forever)")
+            raise ValueError(
+                f"pool {self.name!r}: max_task_retries must be >= 0 (a finite number: a candidate "
+                "that kills its actor every time must not be retried forever)"
+            )
 
     def eval_settings(self) -> EvalSettings:
         """The evaluator settings the actors use. Raises TypeError for an unknown field name."""
@@ -162,8 +164,13 @@ class BenchWorker:
     def ready(self) -> dict[str, Any]:
         """Where this worker runs: {"pool", "pid", "node_id", "assigned", "device", "tasks", "cpus"}
         (cpus: the cores its evaluations are pinned to, None for any)."""
-        info: dict[str, Any] = {"pool": self.pool, "pid": os.getpid(), "device": self.device_info, "tasks": len(self.tasks),
-                                "cpus": list(self.cpus) if self.cpus else None}
+        info: dict[str, Any] = {
+            "pool": self.pool,
+            "pid": os.getpid(),
+            "device": self.device_info,
+            "tasks": len(self.tasks),
+            "cpus": list(self.cpus) if self.cpus else None,
+        }
         if ray.is_initialized():
             ctx = ray.get_runtime_context()
             info.update(node_id=ctx.get_node_id(), assigned=ctx.get_assigned_resources())
@@ -178,8 +185,14 @@ class BenchWorker:
 
         known = [self._by_id[t] for t in task_ids if t in self._by_id]
         report = SuiteReport(root=self.pool, tasks=list(known))
-        probe_suite(report, self.settings.size_profile or self.backend, device=self.device,
-                    memory_mib=self.settings.memory_limit_mib, cache_dir=self.settings.cache_dir, jobs=1)
+        probe_suite(
+            report,
+            self.settings.size_profile or self.backend,
+            device=self.device,
+            memory_mib=self.settings.memory_limit_mib,
+            cache_dir=self.settings.cache_dir,
+            jobs=1,
+        )
         by_path = {f.path: f.reason for f in report.failures}
         out: dict[str, dict[str, Any]] = {t: {"degenerate": None, "failure": "unknown task"} for t in task_ids}
         for task in known:
@@ -209,12 +222,18 @@ class BenchWorker:
             try:
                 task = self._find_task(self.tasks, candidate.task_id)
             except LookupError as e:
-                result = EvalResult(task_id=candidate.task_id, status=Status.INVALID_TASK, backend=self.backend,
-                                    message=f"pool {self.pool!r}: {e}", labels=[Label.UNKNOWN_TASK])
+                result = EvalResult(
+                    task_id=candidate.task_id,
+                    status=Status.INVALID_TASK,
+                    backend=self.backend,
+                    message=f"pool {self.pool!r}: {e}",
+                    labels=[Label.UNKNOWN_TASK],
+                )
                 result.candidate_hash = source_hash(candidate.source)
                 return result
-        return evaluate(task, candidate.source, self.backend, device=self.device, settings=self.settings,
-                        cpus=self.cpus)
+        return evaluate(
+            task, candidate.source, self.backend, device=self.device, settings=self.settings, cpus=self.cpus
+        )
 
 
 def pool_specs(pools: Mapping[str, Any], tasks: str = "builtin") -> dict[str, PoolSpec]:
@@ -269,8 +288,14 @@ class BuildWorker:
     for `BenchWorker` (the task gives the constructor arguments and inputs). Builds are pinned off
     the node's timing cores (`build_cores`). Raises FileNotFoundError for a suite without tasks."""
 
-    def __init__(self, backend: str, settings: EvalSettings, arch: str, tasks: str = "builtin",
-                 task_options: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        backend: str,
+        settings: EvalSettings,
+        arch: str,
+        tasks: str = "builtin",
+        task_options: dict[str, Any] | None = None,
+    ) -> None:
         from ..tasks import load_tasks
 
         self.backend, self.settings, self.arch = backend, settings, arch
@@ -305,8 +330,9 @@ BuildActor = ray.remote(max_concurrency=1)(BuildWorker)
 """The Ray actor class of `BuildWorker` (created by `BenchmarkPool` with the spec's options)."""
 
 
-def harness_failure(candidate: Candidate, backend: str, message: str, label: str,
-                    status: Status = Status.RUNTIME_ERROR) -> EvalResult:
+def harness_failure(
+    candidate: Candidate, backend: str, message: str, label: str, status: Status = Status.RUNTIME_ERROR
+) -> EvalResult:
     """A labelled result (`label`: one of `HARNESS_LABELS`) for a candidate the harness failed to evaluate."""
     result = EvalResult(task_id=candidate.task_id, status=status, backend=backend, message=message, labels=[label])
     result.candidate_hash = source_hash(candidate.source)
@@ -352,8 +378,12 @@ class BenchmarkPool:
             self.workers = self._wait_ready()
             if spec.build_actors:
                 arch = self.workers[0]["device"]["arch"]
-                self.builders = [BuildActor.options(num_cpus=spec.build_cpus, max_restarts=-1, max_task_retries=1).remote(
-                    spec.backend, self.settings, arch, spec.tasks, spec.task_options) for _ in range(spec.build_actors)]
+                self.builders = [
+                    BuildActor.options(num_cpus=spec.build_cpus, max_restarts=-1, max_task_retries=1).remote(
+                        spec.backend, self.settings, arch, spec.tasks, spec.task_options
+                    )
+                    for _ in range(spec.build_actors)
+                ]
         except BaseException:
             self.shutdown()
             raise
@@ -364,7 +394,8 @@ class BenchmarkPool:
         if pending:
             raise TimeoutError(
                 f"pool {self.spec.name!r}: {len(pending)} of {len(refs)} benchmark actors not running after "
-                f"{self.spec.start_timeout_s:.0f} s; each needs {self.spec.demand()} (nodes busy, or slow start)")
+                f"{self.spec.start_timeout_s:.0f} s; each needs {self.spec.demand()} (nodes busy, or slow start)"
+            )
         try:
             return ray.get(refs)
         except (RayActorError, RayTaskError) as e:
@@ -383,8 +414,9 @@ class BenchmarkPool:
         """Evaluate one candidate (see `evaluate_many`)."""
         return self.evaluate_many([candidate], progress=False)[0]
 
-    def evaluate_many(self, candidates: Sequence[Candidate], progress: bool = True,
-                      avoid: Sequence[int | None] | None = None) -> list[EvalResult]:
+    def evaluate_many(
+        self, candidates: Sequence[Candidate], progress: bool = True, avoid: Sequence[int | None] | None = None
+    ) -> list[EvalResult]:
         """Evaluate `candidates` across the pool: one `EvalResult` per candidate, in input order.
 
         Each result of an actor call carries its `actor`: the index of the actor that evaluated it.
@@ -433,7 +465,7 @@ class BenchmarkPool:
         """Probe the tasks' references on the pool's devices, spread over its actors (see
         `BenchWorker.probe`). Raises RuntimeError when an actor fails."""
         ids = list(task_ids)
-        shares = [ids[a::len(self.actors)] for a in range(len(self.actors))]
+        shares = [ids[a :: len(self.actors)] for a in range(len(self.actors))]
         refs = [actor.probe.remote(share) for actor, share in zip(self.actors, shares) if share]
         out: dict[str, dict[str, Any]] = {}
         try:
@@ -509,7 +541,9 @@ class _Run:
         self.relaxed = False  # no other actor left for an avoided one: the same one beats no answer
         # An actor gets work only once it answers `ready`: a call sent to an actor that is still
         # restarting would fail at once (ActorUnavailableError) without ever being evaluated.
-        self.probes: dict[Any, tuple[int, float]] = {pool._probe(a): (a, time.monotonic()) for a in range(len(pool.actors))}
+        self.probes: dict[Any, tuple[int, float]] = {
+            pool._probe(a): (a, time.monotonic()) for a in range(len(pool.actors))
+        }
         self.timeout_s = pool.spec.timeout_per_call_s()
         self.progress = progress
         self.bar: Any = None  # made by the first `add` with candidates (a stream may never get any)
@@ -523,7 +557,9 @@ class _Run:
         self.avoid += avoid if avoid is not None else [None] * len(candidates)
         self.results += [None] * len(candidates)
         if self.bar is None:
-            self.bar = tqdm(total=0, desc=f"bench[{self.pool.name}]", unit="cand", disable=not self.progress, leave=False)
+            self.bar = tqdm(
+                total=0, desc=f"bench[{self.pool.name}]", unit="cand", disable=not self.progress, leave=False
+            )
         self.bar.total += len(candidates)
         self.bar.refresh()
         for i in range(start, len(self.candidates)):
@@ -578,8 +614,15 @@ class _Run:
             return  # the next step hands them out
         if not self.inflight and not self.probes and not self.builds:
             for i in self.pending:  # candidates left, but no actor to take them
-                self._finish(i, harness_failure(self.candidates[i], pool.spec.backend, "benchmark actor died: no live "
-                                                f"benchmark actor left in pool {pool.name!r}", Label.ACTOR_DIED))
+                self._finish(
+                    i,
+                    harness_failure(
+                        self.candidates[i],
+                        pool.spec.backend,
+                        f"benchmark actor died: no live benchmark actor left in pool {pool.name!r}",
+                        Label.ACTOR_DIED,
+                    ),
+                )
             self.pending.clear()
             return
         ready, _ = ray.wait([*self.inflight, *self.probes, *self.builds], num_returns=1, timeout=wait_s)
@@ -616,16 +659,27 @@ class _Run:
                 self.inflight.pop(ref)
                 del pool._busy[a]
                 pool._abandon(ref, a)
-                self._finish(i, harness_failure(self.candidates[i], pool.spec.backend, f"benchmark actor gave no result "
-                                                f"within {self.timeout_s:.0f} s; actor restarted", Label.ACTOR_TIMEOUT,
-                                                Status.TIMEOUT))
+                self._finish(
+                    i,
+                    harness_failure(
+                        self.candidates[i],
+                        pool.spec.backend,
+                        f"benchmark actor gave no result within {self.timeout_s:.0f} s; actor restarted",
+                        Label.ACTOR_TIMEOUT,
+                        Status.TIMEOUT,
+                    ),
+                )
                 self.probes[pool._probe(a)] = (a, now)
         for ref, (a, start) in list(self.probes.items()):
             if now - start > pool.spec.start_timeout_s:
                 self.probes.pop(ref)
                 ray.cancel(ref)
-                log.warning("pool %s: actor %d not back after %.0f s; left out of this batch",
-                            pool.name, a, pool.spec.start_timeout_s)
+                log.warning(
+                    "pool %s: actor %d not back after %.0f s; left out of this batch",
+                    pool.name,
+                    a,
+                    pool.spec.start_timeout_s,
+                )
 
     def close(self) -> None:
         """End the run: cancel whatever is still in flight (only left after an error or a
@@ -670,8 +724,9 @@ class PoolStream:
         self._results: list[EvalResult] = []
         pool._lock.acquire()
         try:
-            self._thread = threading.Thread(target=self._serve, args=(progress,), name=f"pool-stream-{pool.name}",
-                                            daemon=True)
+            self._thread = threading.Thread(
+                target=self._serve, args=(progress,), name=f"pool-stream-{pool.name}", daemon=True
+            )
             self._thread.start()
         except BaseException:
             pool._lock.release()
@@ -704,11 +759,13 @@ class PoolStream:
             self._closed = True
             self._queue.put(_CLOSED)
         if not self._done.wait(timeout_s):
-            raise TimeoutError(f"pool {self.pool.name!r}: {self.submitted} candidates not all evaluated "
-                               f"after {timeout_s} s")
+            raise TimeoutError(
+                f"pool {self.pool.name!r}: {self.submitted} candidates not all evaluated after {timeout_s} s"
+            )
         if self._error is not None:
-            raise RuntimeError(f"pool {self.pool.name!r}: the evaluation stream failed: {_short(self._error)}") \
-                from self._error
+            raise RuntimeError(
+                f"pool {self.pool.name!r}: the evaluation stream failed: {_short(self._error)}"
+            ) from self._error
         return list(self._results)
 
     def cancel(self) -> None:
@@ -784,7 +841,8 @@ def check_fits(spec: PoolSpec) -> None:
     raise ValueError(
         f"pool {spec.name!r}: no node of the cluster can host one benchmark actor: it needs {need}; "
         f"the best node has {have} (missing: {sorted(missing) or 'no single node has all of them'}). "
-        f"{len(nodes)} alive node(s). Set check_nodes=False on an autoscaling cluster.")
+        f"{len(nodes)} alive node(s). Set check_nodes=False on an autoscaling cluster."
+    )
 
 
 class BenchmarkPools:

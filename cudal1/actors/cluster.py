@@ -101,7 +101,9 @@ def init_ray(config: ClusterConfig | None = None, **overrides: Any) -> dict[str,
         if config.resources:
             ignored.append("resources")
         if ignored:
-            log.warning("joining the Ray cluster at %s: node sizes %s apply only to a local cluster; ignored", address, ignored)
+            log.warning(
+                "joining the Ray cluster at %s: node sizes %s apply only to a local cluster; ignored", address, ignored
+            )
         kwargs["address"] = address
     ray.init(**kwargs)
     return _facts(started_local=address is None)

@@ -66,8 +66,10 @@ class EngineStreamError(RuntimeError):
         inner = getattr(cause, "cause", None) if isinstance(cause, RayTaskError) else None
         shown = inner if isinstance(inner, BaseException) else cause  # the engine's own exception, when it raised
         first = str(shown).strip().splitlines()
-        super().__init__(f"rollout engine {engine} {kind} after {delivered} of its {assigned} groups: "
-                         f"{type(shown).__name__}: {first[0] if first else ''}")
+        super().__init__(
+            f"rollout engine {engine} {kind} after {delivered} of its {assigned} groups: "
+            f"{type(shown).__name__}: {first[0] if first else ''}"
+        )
         self.engine, self.delivered, self.assigned = engine, delivered, assigned
 
 
@@ -79,15 +81,21 @@ def broadcast_ranks(num_engines: int, workers_per_engine: int) -> tuple[list[int
     return [1 + i * workers_per_engine for i in range(num_engines)], 1 + num_engines * workers_per_engine
 
 
-def colocated_placement_group(num_cpus: float, node_resources: dict[str, float] | None = None,
-                              timeout_s: float = 900.0) -> Any:
+def colocated_placement_group(
+    num_cpus: float, node_resources: dict[str, float] | None = None, timeout_s: float = 900.0
+) -> Any:
     """Reserve one bundle {CPU: num_cpus, GPU: 1} (plus `node_resources`, e.g. {"node:IP": 0.001}
     to pin it) for a learner rank 0 and a rollout engine that share its GPU: actors scheduled into
     bundle 0 of the returned placement group with fractional num_gpus (summing to at most 1) are
     given that bundle's one GPU. Raises TimeoutError when no node grants it within `timeout_s`."""
     bundle = {"CPU": float(num_cpus), "GPU": 1.0, **(node_resources or {})}
-    return reserve([bundle], "STRICT_PACK", "cudal1-colocated", timeout_s,
-                   f"no node could reserve the colocated learner+engine bundle {bundle}")
+    return reserve(
+        [bundle],
+        "STRICT_PACK",
+        "cudal1-colocated",
+        timeout_s,
+        f"no node could reserve the colocated learner+engine bundle {bundle}",
+    )
 
 
 class GeneratorGroup:
@@ -100,8 +108,9 @@ class GeneratorGroup:
         placement_groups: the placement groups to remove on `kill` (one per engine, or none).
     """
 
-    def __init__(self, engines: Sequence[ShellHandle], workers_per_engine: int = 1,
-                 placement_groups: Sequence[Any] = ()) -> None:
+    def __init__(
+        self, engines: Sequence[ShellHandle], workers_per_engine: int = 1, placement_groups: Sequence[Any] = ()
+    ) -> None:
         if not engines:
             raise ValueError("a generator group needs at least one engine")
         self.engines = list(engines)
@@ -109,9 +118,19 @@ class GeneratorGroup:
         self._placement_groups = list(placement_groups)
 
     @classmethod
-    def start(cls, model_path: str, backend: str, *, num_engines: int = 1, tensor_parallel_size: int = 1,
-              num_cpus: float = 1.0, num_gpus: float = 0.0, ready_timeout_s: float = 900.0,
-              colocated: Any = None, **generator_kwargs: Any) -> "GeneratorGroup":
+    def start(
+        cls,
+        model_path: str,
+        backend: str,
+        *,
+        num_engines: int = 1,
+        tensor_parallel_size: int = 1,
+        num_cpus: float = 1.0,
+        num_gpus: float = 0.0,
+        ready_timeout_s: float = 900.0,
+        colocated: Any = None,
+        **generator_kwargs: Any,
+    ) -> "GeneratorGroup":
         """Start `num_engines` engines, each in a placement group of one bundle
         {CPU: num_cpus, GPU: num_gpus × tensor_parallel_size} (STRICT_PACK: an engine's workers on
         one node); `generator_kwargs` go to `RolloutGenerator`, engine i with seed + i. Blocks
@@ -129,28 +148,42 @@ class GeneratorGroup:
                 cluster lacks the resources; the preflight check normally says so earlier).
         """
         if num_engines < 1 or tensor_parallel_size < 1:
-            raise ValueError(f"num_engines ({num_engines}) and tensor_parallel_size ({tensor_parallel_size}) must be >= 1")
+            raise ValueError(
+                f"num_engines ({num_engines}) and tensor_parallel_size ({tensor_parallel_size}) must be >= 1"
+            )
         bundle: dict[str, float] = {"CPU": float(num_cpus)}
         if num_gpus > 0:
             bundle["GPU"] = float(num_gpus) * tensor_parallel_size
         kwargs = dict(generator_kwargs)
         if colocated is not None:
             if num_engines != 1 or tensor_parallel_size != 1 or not 0 < num_gpus < 1:
-                raise ValueError("a colocated engine is one engine of one worker with a fraction of the GPU "
-                                 f"(0 < num_gpus < 1); got {num_engines} x {tensor_parallel_size}, num_gpus={num_gpus}")
-            engine = RolloutActor.options(num_cpus=num_cpus, num_gpus=num_gpus, scheduling_strategy=in_bundle(colocated))
+                raise ValueError(
+                    "a colocated engine is one engine of one worker with a fraction of the GPU "
+                    f"(0 < num_gpus < 1); got {num_engines} x {tensor_parallel_size}, num_gpus={num_gpus}"
+                )
+            engine = RolloutActor.options(
+                num_cpus=num_cpus, num_gpus=num_gpus, scheduling_strategy=in_bundle(colocated)
+            )
             return cls([engine.remote(model_path, backend, **kwargs)], 1, [colocated])
         if tensor_parallel_size > 1:
             kwargs["tensor_parallel_size"] = tensor_parallel_size
         groups, engines = [], []
         try:
             for i in range(num_engines):
-                pg = reserve([bundle], "STRICT_PACK", f"cudal1-rollout-{i}", ready_timeout_s,
-                             f"rollout engine {i}: no node could reserve {bundle}")
+                pg = reserve(
+                    [bundle],
+                    "STRICT_PACK",
+                    f"cudal1-rollout-{i}",
+                    ready_timeout_s,
+                    f"rollout engine {i}: no node could reserve {bundle}",
+                )
                 groups.append(pg)
                 own = {**kwargs, "seed": int(kwargs.get("seed", 0)) + i}  # engines must not draw the same samples
-                engines.append(RolloutActor.options(num_cpus=num_cpus, num_gpus=bundle.get("GPU", 0.0),
-                                                    scheduling_strategy=in_bundle(pg)).remote(model_path, backend, **own))
+                engines.append(
+                    RolloutActor.options(
+                        num_cpus=num_cpus, num_gpus=bundle.get("GPU", 0.0), scheduling_strategy=in_bundle(pg)
+                    ).remote(model_path, backend, **own)
+                )
         except BaseException:
             _release(engines, groups)
             raise
@@ -176,8 +209,9 @@ class GeneratorGroup:
             out.extend(part)
         return out
 
-    def generate_stream(self, prompts: Sequence[Sequence[int]], n: int = 1, **sampling: Any
-                        ) -> Iterator[tuple[int, list[Any]]]:
+    def generate_stream(
+        self, prompts: Sequence[Sequence[int]], n: int = 1, **sampling: Any
+    ) -> Iterator[tuple[int, list[Any]]]:
         """`RolloutGenerator.generate_stream` over the group: yields (prompt index, its `n`
         generations) as each group finishes, whichever engine made it (the split is `generate`'s).
         `sampling`: max_tokens (one, or one per prompt), temperature, top_p.
@@ -260,17 +294,21 @@ class GeneratorGroup:
         from cudal1.engines.cuda_ipc import NotColocatedError
 
         if len(self.engines) != 1 or self.workers_per_engine != 1:
-            raise ValueError(f"ipc weight sync serves one engine of one worker, not {len(self.engines)} x "
-                             f"{self.workers_per_engine}")
+            raise ValueError(
+                f"ipc weight sync serves one engine of one worker, not {len(self.engines)} x {self.workers_per_engine}"
+            )
         mine, theirs = wait_all([self.engines[0].gpu_uuid.remote(), learner.gpu_uuid.remote()])
         if mine != theirs:
-            raise NotColocatedError(f"rollout.weight_sync=ipc: the engine is on {mine} and the learner's rank 0 on "
-                                    f"{theirs}; both must be scheduled into one placement-group bundle with one GPU "
-                                    "(fractional num_gpus), or use rollout.weight_sync=broadcast")
+            raise NotColocatedError(
+                f"rollout.weight_sync=ipc: the engine is on {mine} and the learner's rank 0 on "
+                f"{theirs}; both must be scheduled into one placement-group bundle with one GPU "
+                "(fractional num_gpus), or use rollout.weight_sync=broadcast"
+            )
         return mine
 
-    def sync_ipc(self, learner: Any, specs: list[Any], version: int, bucket_mb: float = 256,
-                 window_mb: float | None = None) -> dict[str, float]:
+    def sync_ipc(
+        self, learner: Any, specs: list[Any], version: int, bucket_mb: float = 256, window_mb: float | None = None
+    ) -> dict[str, float]:
         """One learner → engine sync by CUDA IPC: for each window of buckets
         (`cudal1.engines.cuda_ipc.windows`), the learner exports it (`export_ipc`: handles, not
         bytes, pass through Ray), the engine maps, loads and answers, and only then the learner
@@ -288,12 +326,18 @@ class GeneratorGroup:
         for k, window in enumerate(parts):
             payload = learner.export_ipc.remote(window, bucket_mb)
             try:
-                engine_s += wait_all([self.engines[0].receive_weights_ipc.remote(payload, specs, version,
-                                                                                   k == len(parts) - 1)])[0]
+                engine_s += wait_all(
+                    [self.engines[0].receive_weights_ipc.remote(payload, specs, version, k == len(parts) - 1)]
+                )[0]
             finally:
                 held = max(held, learner.release_ipc())
-        return {"seconds": time.perf_counter() - start, "windows": float(len(parts)),
-                "bytes": float(sum(s.nbytes for s in specs)), "engine_s": engine_s, "held_bytes": held}
+        return {
+            "seconds": time.perf_counter() - start,
+            "windows": float(len(parts)),
+            "bytes": float(sum(s.nbytes for s in specs)),
+            "engine_s": engine_s,
+            "held_bytes": held,
+        }
 
     def kill(self) -> None:
         """Stop the engines and release their placement groups."""

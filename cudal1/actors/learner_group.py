@@ -89,7 +89,8 @@ class _GroupMethod:
             return [h.method("score").remote(part, *args[1:], **kwargs) for h, part in zip(g.ranks, parts)]
         if self._name == "logprobs":
             return [g.ranks[0].method("logprobs").remote(*args, **kwargs)] + [
-                h.method("score").remote([]) for h in g.ranks[1:]]
+                h.method("score").remote([]) for h in g.ranks[1:]
+            ]
         return [h.method(self._name).remote(*args, **kwargs) for h in g.ranks]
 
     def remote(self, *args: Any, **kwargs: Any) -> Any:
@@ -97,7 +98,9 @@ class _GroupMethod:
         if len(refs) == 1:
             return refs[0]
         if self._name == "score":
-            raise TypeError("score.remote() on a group of several ranks: call group.score(...) (it joins the ranks' rows)")
+            raise TypeError(
+                "score.remote() on a group of several ranks: call group.score(...) (it joins the ranks' rows)"
+            )
         if self._name == "named_weights":
             # Rank 0's full weights go straight to the caller (a `_first` task would deserialise and
             # re-serialise them); the other ranks only take part in the gathers and return [].
@@ -125,9 +128,19 @@ class LearnerGroup:
         self.class_name = "LearnerGroup"
 
     @classmethod
-    def start(cls, model_path: str, num_ranks: int = 1, *, num_cpus: float = 1.0, num_gpus: float = 0.0,
-              actor_options: dict[str, Any] | None = None, bundle_resources: dict[str, float] | None = None,
-              strategy: str = "PACK", placement_timeout_s: float = 600.0, **learner_kwargs: Any) -> "LearnerGroup":
+    def start(
+        cls,
+        model_path: str,
+        num_ranks: int = 1,
+        *,
+        num_cpus: float = 1.0,
+        num_gpus: float = 0.0,
+        actor_options: dict[str, Any] | None = None,
+        bundle_resources: dict[str, float] | None = None,
+        strategy: str = "PACK",
+        placement_timeout_s: float = 600.0,
+        **learner_kwargs: Any,
+    ) -> "LearnerGroup":
         """Start `num_ranks` ranks (asynchronously: call `ready()` to wait for their constructors).
 
         Args:
@@ -155,28 +168,39 @@ class LearnerGroup:
             rank = LearnerActor.options(num_cpus=num_cpus, num_gpus=num_gpus, **(actor_options or {}))
             return cls([rank.remote(model_path, **learner_kwargs)], None, per_rank)
         if actor_options and "scheduling_strategy" in actor_options:
-            raise ValueError("several learner ranks are placed by their placement group: pass node constraints "
-                             "as bundle_resources")
+            raise ValueError(
+                "several learner ranks are placed by their placement group: pass node constraints as bundle_resources"
+            )
         from ray.util.placement_group import remove_placement_group
 
         from cudal1.actors.cluster import in_bundle, reserve
         from cudal1.engines.deepspeed_engine import Rendezvous
 
         bundle = {k: float(v) for k, v in {"CPU": num_cpus, "GPU": num_gpus, **(bundle_resources or {})}.items() if v}
-        pg = reserve([bundle] * num_ranks, strategy, "", placement_timeout_s,
-                     f"the cluster did not grant {num_ranks} learner bundles of {bundle} ({strategy})")
+        pg = reserve(
+            [bundle] * num_ranks,
+            strategy,
+            "",
+            placement_timeout_s,
+            f"the cluster did not grant {num_ranks} learner bundles of {bundle} ({strategy})",
+        )
         try:
             host, port = ray.get(_endpoint.options(scheduling_strategy=in_bundle(pg, 0)).remote())
             ranks = []
             for i in range(num_ranks):
                 options = {k: v for k, v in (actor_options or {}).items() if k != "scheduling_strategy"}
-                actor = LearnerActor.options(num_cpus=num_cpus, num_gpus=num_gpus, scheduling_strategy=in_bundle(pg, i),
-                                             **options)
-                ranks.append(actor.remote(model_path, rendezvous=Rendezvous(i, num_ranks, host, port), **learner_kwargs))
+                actor = LearnerActor.options(
+                    num_cpus=num_cpus, num_gpus=num_gpus, scheduling_strategy=in_bundle(pg, i), **options
+                )
+                ranks.append(
+                    actor.remote(model_path, rendezvous=Rendezvous(i, num_ranks, host, port), **learner_kwargs)
+                )
         except BaseException:
             remove_placement_group(pg)
             raise
-        log.info("learner group: %d ranks, rendezvous at %s:%d, bundles %s (%s)", num_ranks, host, port, bundle, strategy)
+        log.info(
+            "learner group: %d ranks, rendezvous at %s:%d, bundles %s (%s)", num_ranks, host, port, bundle, strategy
+        )
         return cls(ranks, pg, per_rank)
 
     def __getattr__(self, name: str) -> _GroupMethod:

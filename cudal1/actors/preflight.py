@@ -36,8 +36,15 @@ class ActorNeed:
     resources: Mapping[str, float]
 
     @classmethod
-    def of(cls, role: str, count: int = 1, num_cpus: float = 1.0, num_gpus: float = 0.0,
-           accelerator_type: str | None = None, resources: Mapping[str, float] | None = None) -> "ActorNeed":
+    def of(
+        cls,
+        role: str,
+        count: int = 1,
+        num_cpus: float = 1.0,
+        num_gpus: float = 0.0,
+        accelerator_type: str | None = None,
+        resources: Mapping[str, float] | None = None,
+    ) -> "ActorNeed":
         """An ActorNeed from Ray's actor options (num_cpus, num_gpus, accelerator_type, resources)."""
         need = {"CPU": float(num_cpus), "GPU": float(num_gpus)}
         if accelerator_type:
@@ -67,8 +74,9 @@ def unplaced(needs: Sequence[ActorNeed], nodes: Sequence[Mapping[str, float]]) -
     """
     free = [dict(n) for n in nodes]
     actors = [n for n in needs for _ in range(n.count)]
-    actors.sort(key=lambda n: (n.resources.get("GPU", 0.0), len(n.resources), n.resources.get("CPU", 0.0)),
-                reverse=True)
+    actors.sort(
+        key=lambda n: (n.resources.get("GPU", 0.0), len(n.resources), n.resources.get("CPU", 0.0)), reverse=True
+    )
     missing = []
     for actor in actors:
         for node in free:
@@ -88,8 +96,10 @@ def check_cluster(needs: Sequence[ActorNeed], nodes: Sequence[Mapping[str, Any]]
     or plain resource mappings. The message lists each role's needs, the job's total, each node's
     resources and the roles left without a node.
     """
-    named = [(n.get("address") or f"node {i}", dict(n["resources"])) if "resources" in n else (f"node {i}", dict(n))
-             for i, n in enumerate(nodes)]
+    named = [
+        (n.get("address") or f"node {i}", dict(n["resources"])) if "resources" in n else (f"node {i}", dict(n))
+        for i, n in enumerate(nodes)
+    ]
     resources = [r for _, r in named]
     missing = unplaced(needs, resources)
     if not missing:
@@ -104,9 +114,11 @@ def check_cluster(needs: Sequence[ActorNeed], nodes: Sequence[Mapping[str, Any]]
     for name, res in named:
         lines.append(f"  {name}: " + _fmt({k: v for k, v in res.items() if _shown(k)}))
     lines.append("No node left for: " + ", ".join(f"{r} × {c}" for r, c in counts.items()) + ".")
-    lines.append("Give the cluster more (e.g. `ray start --head --num-cpus 6`: logical CPUs are scheduling "
-                 "tokens), or ask for less (pool num_actors, num_cpus / num_gpus of each role), "
-                 "or set ray.preflight=false on an autoscaling cluster.")
+    lines.append(
+        "Give the cluster more (e.g. `ray start --head --num-cpus 6`: logical CPUs are scheduling "
+        "tokens), or ask for less (pool num_actors, num_cpus / num_gpus of each role), "
+        "or set ray.preflight=false on an autoscaling cluster."
+    )
     raise InsufficientResources("\n".join(lines))
 
 
@@ -132,19 +144,39 @@ def job_needs(cfg: Any) -> list[ActorNeed]:
     config (or anything with the same attributes)."""
     needs = []
     for name, pool in cfg.bench.pools.items():
-        needs.append(ActorNeed.of(f"benchmark pool {name!r}", pool.num_actors, pool.num_cpus, pool.num_gpus,
-                                  pool.accelerator_type, dict(pool.resources)))
+        needs.append(
+            ActorNeed.of(
+                f"benchmark pool {name!r}",
+                pool.num_actors,
+                pool.num_cpus,
+                pool.num_gpus,
+                pool.accelerator_type,
+                dict(pool.resources),
+            )
+        )
         if pool.build_actors:
             needs.append(ActorNeed.of(f"build actors of pool {name!r}", pool.build_actors, pool.build_cpus))
     if "rollout" in cfg and "learner" in cfg and cfg.rollout.get("weight_sync") == "ipc":
         # one placement-group bundle with one whole GPU for both (`generator_group.colocated_placement_group`)
-        needs.append(ActorNeed.of("learner + rollout engine (colocated, weight_sync=ipc)", 1,
-                                  cfg.learner.num_cpus + cfg.rollout.num_cpus, 1.0))
+        needs.append(
+            ActorNeed.of(
+                "learner + rollout engine (colocated, weight_sync=ipc)",
+                1,
+                cfg.learner.num_cpus + cfg.rollout.num_cpus,
+                1.0,
+            )
+        )
         return needs
     if "rollout" in cfg:
         tp = int(cfg.rollout.get("tensor_parallel_size", 1) or 1)
-        needs.append(ActorNeed.of("rollout engine", int(cfg.rollout.get("num_engines", 1) or 1), cfg.rollout.num_cpus,
-                                  cfg.rollout.num_gpus * tp))
+        needs.append(
+            ActorNeed.of(
+                "rollout engine",
+                int(cfg.rollout.get("num_engines", 1) or 1),
+                cfg.rollout.num_cpus,
+                cfg.rollout.num_gpus * tp,
+            )
+        )
     if "learner" in cfg:
         ranks = int(cfg.learner.get("num_ranks", 1) or 1)
         needs.append(ActorNeed.of("learner", ranks, cfg.learner.num_cpus, cfg.learner.num_gpus))

@@ -100,15 +100,18 @@ def check_answers(probe: Path, token: str, replies: list[Mapping[str, Any]]) -> 
         except (OSError, ValueError):
             ok = False
         if not ok:
-            failures.append(f"{reply['role']} on node {reply['node']}: wrote {answer.name}, which the driver "
-                            f"on node {_node()} cannot read back")
+            failures.append(
+                f"{reply['role']} on node {reply['node']}: wrote {answer.name}, which the driver "
+                f"on node {_node()} cannot read back"
+            )
     for path in [probe, *(_answer_path(probe, str(r["role"])) for r in replies)]:
         path.unlink(missing_ok=True)
     if failures:
         raise SharedStorageError(
             f"the run directory {probe.parent} is not shared between the driver (node {_node()}) and "
             "these actors:\n  " + "\n  ".join(failures) + "\nPut run_dir on storage every node mounts at the "
-            "same path, or set ray.storage=driver_node to keep the buffer and the learner on the driver's node.")
+            "same path, or set ray.storage=driver_node to keep the buffer and the learner on the driver's node."
+        )
 
 
 def driver_node_options() -> dict[str, Any]:

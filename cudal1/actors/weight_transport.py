@@ -66,9 +66,15 @@ class BroadcastTransport:
 
     kind = "broadcast"
 
-    def __init__(self, learner: Any, generator: GeneratorGroup, backend: str,
-                 endpoint: tuple[str, int] | None = None, bucket_mb: float = DEFAULT_BUCKET_MB,
-                 timeout_s: float = 900.0) -> None:
+    def __init__(
+        self,
+        learner: Any,
+        generator: GeneratorGroup,
+        backend: str,
+        endpoint: tuple[str, int] | None = None,
+        bucket_mb: float = DEFAULT_BUCKET_MB,
+        timeout_s: float = 900.0,
+    ) -> None:
         self.learner, self.generator, self.backend = learner, generator, backend
         self.endpoint, self.bucket_mb, self.timeout_s = endpoint, bucket_mb, timeout_s
         self.specs: list[TensorSpec] | None = None
@@ -82,8 +88,14 @@ class BroadcastTransport:
         host, port = self.endpoint or self.learner.endpoint()
         world = self.generator.open_broadcast(self.learner, host, port, self.backend, timeout_s=self.timeout_s)
         self.specs = self.learner.weight_manifest()
-        log.info("weight broadcast group open on %s:%d (%s, %d members, %d tensors)", host, port, self.backend, world,
-                 len(self.specs))
+        log.info(
+            "weight broadcast group open on %s:%d (%s, %d members, %d tensors)",
+            host,
+            port,
+            self.backend,
+            world,
+            len(self.specs),
+        )
         return world
 
     def sync(self, version: int) -> None:
@@ -91,8 +103,12 @@ class BroadcastTransport:
 
         if self.specs is None:
             self.open()
-        self.last, *_ = wait_all([self.learner.broadcast_weights.remote(self.bucket_mb),
-                                  *self.generator.receive_weights(self.specs, version, self.bucket_mb)])
+        self.last, *_ = wait_all(
+            [
+                self.learner.broadcast_weights.remote(self.bucket_mb),
+                *self.generator.receive_weights(self.specs, version, self.bucket_mb),
+            ]
+        )
 
 
 class IpcTransport:

@@ -74,7 +74,7 @@ class AugmentSummary:
 
 def attempt_seed(task_id: str, attempt: int, base: int = 0) -> int:
     """The request seed of one attempt: crc32("<task_id>/<attempt>") + base, below 2^31."""
-    return (zlib.crc32(f"{task_id}/{attempt}".encode()) + base) % (2 ** 31)
+    return (zlib.crc32(f"{task_id}/{attempt}".encode()) + base) % (2**31)
 
 
 class AugmentCollector:
@@ -90,12 +90,19 @@ class AugmentCollector:
         seed: added to every request seed.
     """
 
-    def __init__(self, dataset: DatasetWriter, clients: Sequence[EndpointClient],
-                 evaluate: Callable[[list[Candidate]], list[EvalResult]], k: int, attempts_per_task: int,
-                 seed: int = 0) -> None:
+    def __init__(
+        self,
+        dataset: DatasetWriter,
+        clients: Sequence[EndpointClient],
+        evaluate: Callable[[list[Candidate]], list[EvalResult]],
+        k: int,
+        attempts_per_task: int,
+        seed: int = 0,
+    ) -> None:
         if k < 1 or attempts_per_task < 1 or not clients:
-            raise ValueError(f"need k >= 1, attempts_per_task >= 1 and an endpoint; got {k}, {attempts_per_task}, "
-                             f"{len(clients)}")
+            raise ValueError(
+                f"need k >= 1, attempts_per_task >= 1 and an endpoint; got {k}, {attempts_per_task}, {len(clients)}"
+            )
         self.dataset, self.clients, self.evaluate = dataset, list(clients), evaluate
         self.k, self.attempts, self.seed = k, attempts_per_task, seed
         # per (task_id, source_hash): code_hash -> first record of that code; kept count
@@ -117,8 +124,9 @@ class AugmentCollector:
         for t in tasks:
             if self._kept[(t.task_id, t.source_hash)] >= self.k:
                 continue
-            out += [(t, i, i % len(self.clients)) for i in range(self.attempts)
-                    if (t.task_id, t.source_hash, i) not in done]
+            out += [
+                (t, i, i % len(self.clients)) for i in range(self.attempts) if (t.task_id, t.source_hash, i) not in done
+            ]
         return out
 
     def run(self, tasks: Sequence[Any]) -> AugmentSummary:
@@ -129,11 +137,16 @@ class AugmentCollector:
         t0 = time.perf_counter()
         plan = self.plan(tasks)
         summary.asked = len(plan)
-        log.info("augment: %d attempts to ask for %d tasks (%d already recorded)", len(plan), len(tasks),
-                 len(self.dataset.records))
+        log.info(
+            "augment: %d attempts to ask for %d tasks (%d already recorded)",
+            len(plan),
+            len(tasks),
+            len(self.dataset.records),
+        )
         answers: queue.Queue = queue.Queue()
-        full: set[tuple[str, str]] = {(t.task_id, t.source_hash) for t in tasks
-                                      if self._kept[(t.task_id, t.source_hash)] >= self.k}
+        full: set[tuple[str, str]] = {
+            (t.task_id, t.source_hash) for t in tasks if self._kept[(t.task_id, t.source_hash)] >= self.k
+        }
         dead: set[int] = set()
         stop = threading.Event()
 
@@ -142,7 +155,9 @@ class AugmentCollector:
                 answers.put(("skipped", task, attempt, e, None))
                 return
             try:
-                answer = self.clients[e].complete(plain_prompt(task.source), attempt_seed(task.task_id, attempt, self.seed))
+                answer = self.clients[e].complete(
+                    plain_prompt(task.source), attempt_seed(task.task_id, attempt, self.seed)
+                )
                 answers.put(("answer", task, attempt, e, answer))
             except EndpointError as err:
                 if err.fatal:
@@ -151,9 +166,12 @@ class AugmentCollector:
             except BaseException as err:  # a bug: reported by the driver thread, never lost silently
                 answers.put(("error", task, attempt, e, err))
 
-        pools = [concurrent.futures.ThreadPoolExecutor(max_workers=c.spec.concurrency,
-                                                       thread_name_prefix=f"augment-{c.spec.name}")
-                 for c in self.clients]
+        pools = [
+            concurrent.futures.ThreadPoolExecutor(
+                max_workers=c.spec.concurrency, thread_name_prefix=f"augment-{c.spec.name}"
+            )
+            for c in self.clients
+        ]
         try:
             for task, attempt, e in plan:
                 pools[e].submit(ask, task, attempt, e)
@@ -210,10 +228,22 @@ class AugmentCollector:
         for task, attempt, e, answer in got:
             spec = self.clients[e].spec
             parsed = parse_response(answer.text)
-            r = AugmentRecord(task.task_id, task.source_hash, attempt, spec.name, spec.model, status="parse_error",
-                              analysis=parsed.sections.get("analysis", ""), design=parsed.sections.get("design", ""),
-                              response=answer.text, finish_reason=answer.finish_reason, retries=answer.retries,
-                              latency_s=round(answer.latency_s, 3), usage=answer.usage, time=utc_now())
+            r = AugmentRecord(
+                task.task_id,
+                task.source_hash,
+                attempt,
+                spec.name,
+                spec.model,
+                status="parse_error",
+                analysis=parsed.sections.get("analysis", ""),
+                design=parsed.sections.get("design", ""),
+                response=answer.text,
+                finish_reason=answer.finish_reason,
+                retries=answer.retries,
+                latency_s=round(answer.latency_s, 3),
+                usage=answer.usage,
+                time=utc_now(),
+            )
             records.append(r)
             if parsed.code is None:
                 r.labels = [f"parse_error:{parsed.error}"]
@@ -239,11 +269,17 @@ class AugmentCollector:
                 r.message = res.message[:500]
         for r in records:
             if r.duplicate_of is not None:  # copy the verdict of the code's first record
-                first = self._codes.get((r.task_id, r.source_hash), {}).get(r.code_hash) \
+                first = (
+                    self._codes.get((r.task_id, r.source_hash), {}).get(r.code_hash)
                     or pending[((r.task_id, r.source_hash), r.code_hash)]
+                )
                 r.status, r.speedup, r.labels = first.status, first.speedup, list(first.labels)
                 r.hack_kind, r.message = first.hack_kind, first.message
-            elif r.correct and not UNPAID_LABELS.intersection(r.labels) and self._kept[(r.task_id, r.source_hash)] < self.k:
+            elif (
+                r.correct
+                and not UNPAID_LABELS.intersection(r.labels)
+                and self._kept[(r.task_id, r.source_hash)] < self.k
+            ):
                 r.kept = True
                 summary.kept += 1
             self._remember(r)
@@ -282,9 +318,13 @@ def run_augment_job(cfg: Any, pools: Any = None) -> AugmentSummary:
     specs = endpoint_specs(cfg)
     keys = {e.name: (os.environ.get(e.api_key_env) if e.api_key_env else None) for e in cfg.endpoints}
     dataset = DatasetWriter(out, cfg.version)
-    manifest_fields = {"k": cfg.k, "attempts_per_task": cfg.attempts_per_task, "seed": cfg.seed,
-                       "prompt": "plain", "bench": {"pool": cfg.bench.primary,
-                                                    "backend": cfg.bench.pools[cfg.bench.primary].backend}}
+    manifest_fields = {
+        "k": cfg.k,
+        "attempts_per_task": cfg.attempts_per_task,
+        "seed": cfg.seed,
+        "prompt": "plain",
+        "bench": {"pool": cfg.bench.primary, "backend": cfg.bench.pools[cfg.bench.primary].backend},
+    }
     task_rows = [{"task_id": t.task_id, "name": t.name, "suite": t.suite, "source_hash": t.source_hash} for t in tasks]
     endpoints = [s.public() for s in specs]
     dataset.write_manifest(endpoints, task_rows, **manifest_fields)
@@ -293,10 +333,17 @@ def run_augment_job(cfg: Any, pools: Any = None) -> AugmentSummary:
     clients = [EndpointClient(s, keys[s.name]) for s in specs]
     status = "failed"
     try:
+
         def collect(running: Any) -> AugmentSummary:
             usable = usable_tasks(tasks, running.primary.probe_tasks([t.task_id for t in tasks]))
-            collector = AugmentCollector(dataset, clients, lambda cs: running.primary.evaluate_many(cs, progress=False),
-                                         k=cfg.k, attempts_per_task=cfg.attempts_per_task, seed=cfg.seed)
+            collector = AugmentCollector(
+                dataset,
+                clients,
+                lambda cs: running.primary.evaluate_many(cs, progress=False),
+                k=cfg.k,
+                attempts_per_task=cfg.attempts_per_task,
+                seed=cfg.seed,
+            )
             return collector.run(usable)
 
         planner = AugmentCollector(dataset, clients, lambda cs: [], k=cfg.k, attempts_per_task=cfg.attempts_per_task)
@@ -306,8 +353,9 @@ def run_augment_job(cfg: Any, pools: Any = None) -> AugmentSummary:
             summary = collect(pools)
         else:
             start_ray(cfg)
-            with BenchmarkPools(list(pool_specs(cfg.bench.pools, cfg.tasks.source).values()),
-                                primary=cfg.bench.primary) as running:
+            with BenchmarkPools(
+                list(pool_specs(cfg.bench.pools, cfg.tasks.source).values()), primary=cfg.bench.primary
+            ) as running:
                 summary = collect(running)
         status = "finished" if not summary.failed else "incomplete"
     except KeyboardInterrupt:
@@ -319,12 +367,26 @@ def run_augment_job(cfg: Any, pools: Any = None) -> AugmentSummary:
         m = dataset.write_manifest(endpoints, task_rows, run={**summary.to_dict(), "status": status}, **manifest_fields)
         dataset.close()
         counts = m["counts"]
-        log.info("augment: %s; this run: %d asked, %d recorded, %d failed at the endpoint, %d retries, %d evaluated, "
-                 "%d kept; dataset: %d records, %d correct, %d kept variants for %d tasks, in %s",
-                 status, summary.asked, summary.recorded, summary.failed, summary.retries, summary.evaluated,
-                 summary.kept, counts["records"], counts["correct"], counts["kept"],
-                 sum(1 for t in counts["tasks"].values() if t["kept"]), out)
+        log.info(
+            "augment: %s; this run: %d asked, %d recorded, %d failed at the endpoint, %d retries, %d evaluated, "
+            "%d kept; dataset: %d records, %d correct, %d kept variants for %d tasks, in %s",
+            status,
+            summary.asked,
+            summary.recorded,
+            summary.failed,
+            summary.retries,
+            summary.evaluated,
+            summary.kept,
+            counts["records"],
+            counts["correct"],
+            counts["kept"],
+            sum(1 for t in counts["tasks"].values() if t["kept"]),
+            out,
+        )
         if summary.failed:
-            log.warning("augment: %d attempts failed at their endpoint and are not recorded: run the same command "
-                        "again to ask for them", summary.failed)
+            log.warning(
+                "augment: %d attempts failed at their endpoint and are not recorded: run the same command "
+                "again to ask for them",
+                summary.failed,
+            )
     return summary

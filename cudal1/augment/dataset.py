@@ -102,7 +102,9 @@ class AugmentRecord:
 
     @property
     def correct(self) -> bool:
-        return self.status == Status.OK and self.speedup is not None and math.isfinite(self.speedup) and self.speedup > 0
+        return (
+            self.status == Status.OK and self.speedup is not None and math.isfinite(self.speedup) and self.speedup > 0
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -115,8 +117,14 @@ class AugmentRecord:
 
     def to_exemplar(self) -> Exemplar:
         """The exemplar-buffer record of a correct answer (origin "augmented:<endpoint>/<attempt>")."""
-        return Exemplar(self.task_id, self.code or "", float(self.speedup or 0.0), status=self.status,
-                        analysis=self.analysis, origin=f"augmented:{self.endpoint}/{self.attempt}")
+        return Exemplar(
+            self.task_id,
+            self.code or "",
+            float(self.speedup or 0.0),
+            status=self.status,
+            analysis=self.analysis,
+            origin=f"augmented:{self.endpoint}/{self.attempt}",
+        )
 
 
 def _read_records(path: Path, repair: bool) -> tuple[list[AugmentRecord], int]:
@@ -205,9 +213,11 @@ class DatasetWriter:
             if self.manifest.get("format") != FORMAT:
                 raise ValueError(f"{self.directory} holds no {FORMAT} dataset (format {self.manifest.get('format')!r})")
             if str(self.manifest.get("version")) != self.version:
-                raise ValueError(f"{self.directory} holds version {self.manifest.get('version')!r} of the dataset, "
-                                 f"not {self.version!r}: pass version={self.manifest.get('version')} to continue it, "
-                                 "or another out_dir")
+                raise ValueError(
+                    f"{self.directory} holds version {self.manifest.get('version')!r} of the dataset, "
+                    f"not {self.version!r}: pass version={self.manifest.get('version')} to continue it, "
+                    "or another out_dir"
+                )
         self.path = self.directory / RECORDS
         self.records, self.skipped_lines = _read_records(self.path, repair=True)
         self._file = open(self.path, "a", encoding="utf-8")
@@ -226,8 +236,13 @@ class DatasetWriter:
         os.fsync(self._file.fileno())
         self.records.extend(records)
 
-    def write_manifest(self, endpoints: Sequence[dict[str, Any]], tasks: Sequence[dict[str, Any]],
-                       run: dict[str, Any] | None = None, **fields: Any) -> dict[str, Any]:
+    def write_manifest(
+        self,
+        endpoints: Sequence[dict[str, Any]],
+        tasks: Sequence[dict[str, Any]],
+        run: dict[str, Any] | None = None,
+        **fields: Any,
+    ) -> dict[str, Any]:
         """Rewrite manifest.json from the records: the endpoints and tasks of this and earlier
         runs (merged by name / task_id + source_hash), `fields` (k, attempts_per_task, ...),
         counts and the records' SHA-256; `run` (this run's summary) replaces the last entry of
@@ -246,10 +261,19 @@ class DatasetWriter:
                 runs.append(run)
         self._file.flush()
         m.update(fields)
-        m.update({"format": FORMAT, "format_version": FORMAT_VERSION, "version": self.version, "updated": utc_now(),
-                  "endpoints": list(known.values()), "tasks": list(seen.values()), "runs": runs,
-                  "counts": dataset_counts(self.records),
-                  "records_sha256": hashlib.sha256(self.path.read_bytes()).hexdigest()})
+        m.update(
+            {
+                "format": FORMAT,
+                "format_version": FORMAT_VERSION,
+                "version": self.version,
+                "updated": utc_now(),
+                "endpoints": list(known.values()),
+                "tasks": list(seen.values()),
+                "runs": runs,
+                "counts": dataset_counts(self.records),
+                "records_sha256": hashlib.sha256(self.path.read_bytes()).hexdigest(),
+            }
+        )
         _write_json_atomic(self.directory / MANIFEST, m)
         self.manifest = m
         return m
@@ -287,8 +311,10 @@ def load_dataset(directory: str | os.PathLike[str]) -> AugmentedDataset:
     if manifest.get("format") != FORMAT:
         raise ValueError(f"{directory}: format {manifest.get('format')!r} is not {FORMAT!r}")
     if int(manifest.get("format_version", 0)) > FORMAT_VERSION:
-        raise ValueError(f"{directory}: format version {manifest['format_version']} is newer than this cudal1 reads "
-                         f"({FORMAT_VERSION})")
+        raise ValueError(
+            f"{directory}: format version {manifest['format_version']} is newer than this cudal1 reads "
+            f"({FORMAT_VERSION})"
+        )
     records, skipped = _read_records(directory / RECORDS, repair=False)
     return AugmentedDataset(directory, manifest, records, skipped)
 

@@ -61,8 +61,14 @@ class EndpointSpec:
 
     def public(self) -> dict[str, Any]:
         """What a dataset manifest records about the endpoint (no key)."""
-        return {"name": self.name, "base_url": self.base_url, "model": self.model,
-                "temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens}
+        return {
+            "name": self.name,
+            "base_url": self.base_url,
+            "model": self.model,
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_tokens": self.max_tokens,
+        }
 
 
 @dataclasses.dataclass
@@ -108,8 +114,9 @@ class EndpointClient:
 
         self.spec = spec
         self._openai = openai
-        self._client = openai.OpenAI(base_url=spec.base_url, api_key=api_key or "EMPTY", timeout=spec.timeout_s,
-                                     max_retries=0)
+        self._client = openai.OpenAI(
+            base_url=spec.base_url, api_key=api_key or "EMPTY", timeout=spec.timeout_s, max_retries=0
+        )
         self._sleep = sleep
         self._rng = random.Random()
         self._lock = threading.Lock()
@@ -118,7 +125,7 @@ class EndpointClient:
         self._client.close()
 
     def _backoff(self, n: int, exc: BaseException) -> float:
-        wait = min(self.spec.backoff_max_s, self.spec.backoff_s * 2 ** n)
+        wait = min(self.spec.backoff_max_s, self.spec.backoff_s * 2**n)
         with self._lock:
             wait *= self._rng.uniform(0.5, 1.0)
         response = getattr(exc, "response", None)
@@ -152,8 +159,13 @@ class EndpointClient:
         `spec.send_seed`. Returns the first choice's text. Raises EndpointError (see the module
         docstring for what is retried)."""
         spec = self.spec
-        kwargs: dict[str, Any] = dict(model=spec.model, messages=messages, temperature=spec.temperature,
-                                      top_p=spec.top_p, max_tokens=spec.max_tokens)
+        kwargs: dict[str, Any] = dict(
+            model=spec.model,
+            messages=messages,
+            temperature=spec.temperature,
+            top_p=spec.top_p,
+            max_tokens=spec.max_tokens,
+        )
         if spec.send_seed and seed is not None:
             kwargs["seed"] = seed
         if spec.extra_body:
@@ -169,10 +181,13 @@ class EndpointClient:
                 errors.append(what)
                 if not retryable or n == spec.max_retries:
                     why = "not retryable" if not retryable else f"after {n + 1} tries"
-                    raise EndpointError(f"endpoint {spec.name}: {what} ({why})", retries=n, fatal=fatal,
-                                        errors=errors) from None
+                    raise EndpointError(
+                        f"endpoint {spec.name}: {what} ({why})", retries=n, fatal=fatal, errors=errors
+                    ) from None
                 wait = self._backoff(n, exc)
-                log.info("endpoint %s: %s; retrying in %.1f s (%d of %d)", spec.name, what, wait, n + 1, spec.max_retries)
+                log.info(
+                    "endpoint %s: %s; retrying in %.1f s (%d of %d)", spec.name, what, wait, n + 1, spec.max_retries
+                )
                 self._sleep(wait)
                 continue
             usage = completion.usage.model_dump() if getattr(completion, "usage", None) is not None else {}

@@ -68,15 +68,26 @@ def judge_entry(result: Any, seconds: float | None = None) -> dict[str, Any]:
     }
 
 
-def task_record(task_id: str, group: str, judged: Mapping[str, dict[str, Any]],
-                inprocess: Mapping[str, Any] | None, inprocess_error: str | None = None,
-                name: str = "") -> dict[str, Any]:
+def task_record(
+    task_id: str,
+    group: str,
+    judged: Mapping[str, dict[str, Any]],
+    inprocess: Mapping[str, Any] | None,
+    inprocess_error: str | None = None,
+    name: str = "",
+) -> dict[str, Any]:
     """One task's record: `judged[kind]` from `judge_entry` for kind in ("reference",
     "torch_compile"), `inprocess` an `InProcessTiming.to_dict()` (its candidates named as the
     kinds) or None with `inprocess_error` saying why. `group` names the level it is reported
     under (e.g. "kernelbench/level1", "builtin/level2")."""
-    return {"task_id": task_id, "name": name, "group": group, "judge": dict(judged),
-            "inprocess": dict(inprocess) if inprocess is not None else None, "inprocess_error": inprocess_error}
+    return {
+        "task_id": task_id,
+        "name": name,
+        "group": group,
+        "judge": dict(judged),
+        "inprocess": dict(inprocess) if inprocess is not None else None,
+        "inprocess_error": inprocess_error,
+    }
 
 
 def judge_speedup(record: Mapping[str, Any], kind: str) -> float | None:
@@ -173,10 +184,16 @@ def group_summaries(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str,
     for group in dict.fromkeys(r["group"] for r in records):
         rows = [r for r in records if r["group"] == group]
         small = [r for r in rows if (ms := reference_ms(r)) is not None and ms < SMALL_MS]
-        out[group] = {"count": len(rows), REFERENCE: kind_summary(rows, REFERENCE),
-                      TORCH_COMPILE: kind_summary(rows, TORCH_COMPILE),
-                      "small": {"count": len(small), REFERENCE: kind_summary(small, REFERENCE),
-                                TORCH_COMPILE: kind_summary(small, TORCH_COMPILE)}}
+        out[group] = {
+            "count": len(rows),
+            REFERENCE: kind_summary(rows, REFERENCE),
+            TORCH_COMPILE: kind_summary(rows, TORCH_COMPILE),
+            "small": {
+                "count": len(small),
+                REFERENCE: kind_summary(small, REFERENCE),
+                TORCH_COMPILE: kind_summary(small, TORCH_COMPILE),
+            },
+        }
     return out
 
 
@@ -200,18 +217,33 @@ def outliers(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
                 continue
             entry = r["judge"][kind]
             timing = r.get("inprocess") or {}
-            found.append({
-                "task_id": r["task_id"], "group": r["group"], "name": r.get("name", ""), "kind": kind, "compared": how,
-                "judge_status": entry["status"], "judge_speedup": judge_speedup(r, kind),
-                "judge_reference_ms": entry.get("reference_ms"), "judge_candidate_ms": entry.get("candidate_ms"),
-                "inprocess_ratio": inprocess_ratio(r, kind), "inprocess_reference_ms": timing.get("reference_ms"),
-                "inprocess_candidate_ms": (timing.get("candidates_ms") or {}).get(kind),
-                "agreement": a,
-                "why": entry.get("message", "") if entry["status"] != "ok" else
-                       ((timing.get("errors") or {}).get(kind) or r.get("inprocess_error") or ""),
-            })
-    return sorted(found, key=lambda o: (o["agreement"] is not None or o["judge_speedup"] is not None,
-                                        -abs(math.log(o["agreement"] or o["judge_speedup"] or 1.0))))
+            found.append(
+                {
+                    "task_id": r["task_id"],
+                    "group": r["group"],
+                    "name": r.get("name", ""),
+                    "kind": kind,
+                    "compared": how,
+                    "judge_status": entry["status"],
+                    "judge_speedup": judge_speedup(r, kind),
+                    "judge_reference_ms": entry.get("reference_ms"),
+                    "judge_candidate_ms": entry.get("candidate_ms"),
+                    "inprocess_ratio": inprocess_ratio(r, kind),
+                    "inprocess_reference_ms": timing.get("reference_ms"),
+                    "inprocess_candidate_ms": (timing.get("candidates_ms") or {}).get(kind),
+                    "agreement": a,
+                    "why": entry.get("message", "")
+                    if entry["status"] != "ok"
+                    else ((timing.get("errors") or {}).get(kind) or r.get("inprocess_error") or ""),
+                }
+            )
+    return sorted(
+        found,
+        key=lambda o: (
+            o["agreement"] is not None or o["judge_speedup"] is not None,
+            -abs(math.log(o["agreement"] or o["judge_speedup"] or 1.0)),
+        ),
+    )
 
 
 def target_results(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -221,8 +253,10 @@ def target_results(records: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
     ref, comp = kind_summary(records, REFERENCE), kind_summary(records, TORCH_COMPILE)
     counted = comp["n"] - comp["outcomes"]["neither"]
     shares = [(ref["judge_in_band"], ref["n"]), (comp["within_5"], counted), (comp["within_10"], counted)]
-    return [{"target": t.name, "needed": t.share, "share": s, "n": n, "passed": s is not None and s >= t.share}
-            for t, (s, n) in zip(TARGETS, shares)]
+    return [
+        {"target": t.name, "needed": t.share, "share": s, "n": n, "passed": s is not None and s >= t.share}
+        for t, (s, n) in zip(TARGETS, shares)
+    ]
 
 
 def _x(v: float | None, digits: int = 3) -> str:
@@ -233,8 +267,12 @@ def _pct(v: float | None) -> str:
     return "-" if v is None else f"{100 * v:.1f}%"
 
 
-def format_report(records: Sequence[Mapping[str, Any]], target_records: Sequence[Mapping[str, Any]] | None = None,
-                  target_scope: str = "all tasks", max_outliers: int = 25) -> str:
+def format_report(
+    records: Sequence[Mapping[str, Any]],
+    target_records: Sequence[Mapping[str, Any]] | None = None,
+    target_scope: str = "all tasks",
+    max_outliers: int = 25,
+) -> str:
     """The printed report: per group the count, the distribution of agreement (median, p5, p95),
     the shares within ±5% / ±10%, the reference's share within 0.98-1.02x (judge, and the
     in-process yardstick's own), the same for tasks under 0.1 ms; then the outliers with their
@@ -250,28 +288,38 @@ def format_report(records: Sequence[Mapping[str, Any]], target_records: Sequence
                 k = part[kind]
                 d = k["agreement"]
                 o = k["outcomes"]
-                band = (f" | speedup in 0.98-1.02x: judge {_pct(k['judge_in_band'])} in-process "
-                        f"{_pct(k['inprocess_in_band'])}" if kind == REFERENCE else "")
+                band = (
+                    f" | speedup in 0.98-1.02x: judge {_pct(k['judge_in_band'])} in-process "
+                    f"{_pct(k['inprocess_in_band'])}"
+                    if kind == REFERENCE
+                    else ""
+                )
                 lines.append(
                     f"  {kind:<13}{label} judge/in-process median {_x(d['median'])} p5 {_x(d['p5'])} p95 {_x(d['p95'])}"
                     f" | within ±5% {_pct(k['within_5'])} ±10% {_pct(k['within_10'])}{band}"
                     f" | measured both {o['both']}, judge only {o['judge_only']}, in-process only {o['inprocess_only']},"
-                    f" {'failed both ways' if kind == REFERENCE else 'compile failed both ways'} {o['neither']}")
+                    f" {'failed both ways' if kind == REFERENCE else 'compile failed both ways'} {o['neither']}"
+                )
     found = outliers(records)
     lines.append(f"== outliers: {len(found)} (reference outside 0.98-1.02x; torch.compile outside ±10% or one-sided)")
-    lines.append("  task                 kind           judge: ref ms   cand ms  speedup | in-process: ref ms   cand ms  ratio"
-                 " | judge/in-proc  note")
+    lines.append(
+        "  task                 kind           judge: ref ms   cand ms  speedup | in-process: ref ms   cand ms  ratio"
+        " | judge/in-proc  note"
+    )
     for o in found[:max_outliers]:
         lines.append(
             f"  {o['group'] + ':' + o['task_id'].split('/')[-1]:<20} {o['kind']:<14} {_x(o['judge_reference_ms'], 4):>10} "
             f"{_x(o['judge_candidate_ms'], 4):>9} {_x(o['judge_speedup']):>8} | {_x(o['inprocess_reference_ms'], 4):>17} "
             f"{_x(o['inprocess_candidate_ms'], 4):>9} {_x(o['inprocess_ratio']):>6} | {_x(o['agreement']):>13}  "
-            f"{o['judge_status'] if o['judge_status'] != 'ok' else ''} {o['why'][:80]}".rstrip())
+            f"{o['judge_status'] if o['judge_status'] != 'ok' else ''} {o['why'][:80]}".rstrip()
+        )
     if len(found) > max_outliers:
         lines.append(f"  ... {len(found) - max_outliers} more in the JSON output")
     for t in target_results(list(records) if target_records is None else target_records):
         verdict = "PASS" if t["passed"] else "FAIL"
-        lines.append(f"{verdict} {t['target']}: {_pct(t['share'])} of {t['n']} ({target_scope}; needs {t['needed']:.0%})")
+        lines.append(
+            f"{verdict} {t['target']}: {_pct(t['share'])} of {t['n']} ({target_scope}; needs {t['needed']:.0%})"
+        )
     return "\n".join(lines)
 
 

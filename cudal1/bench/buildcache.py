@@ -239,8 +239,14 @@ def built_claims(value: Any) -> list[dict[str, str]]:
         if not isinstance(item, dict):
             continue
         path, digest = item.get("path"), item.get("sha256")
-        if (isinstance(path, str) and path.startswith("/") and len(path) <= 4096 and isinstance(digest, str)
-                and len(digest) == 64 and all(c in "0123456789abcdef" for c in digest)):
+        if (
+            isinstance(path, str)
+            and path.startswith("/")
+            and len(path) <= 4096
+            and isinstance(digest, str)
+            and len(digest) == 64
+            and all(c in "0123456789abcdef" for c in digest)
+        ):
             entry = {"path": path, "sha256": digest}
             if entry not in out:
                 out.append(entry)

@@ -105,8 +105,13 @@ class CoreSplit:
     """Cores builds may use: every usable core in no slot."""
 
     @classmethod
-    def reserve(cls, slots: int, per_evaluation: int = PER_EVALUATION, cores: Sequence[int] | None = None,
-                siblings: Callable[[int], tuple[int, ...]] | None = None) -> "CoreSplit | None":
+    def reserve(
+        cls,
+        slots: int,
+        per_evaluation: int = PER_EVALUATION,
+        cores: Sequence[int] | None = None,
+        siblings: Callable[[int], tuple[int, ...]] | None = None,
+    ) -> "CoreSplit | None":
         """Reserve `per_evaluation` cores for each of `slots` evaluations from `cores` (default:
         `usable_cores()`), the highest first (core 0 takes more of the kernel's own work), and leave
         the rest to builds.
@@ -143,12 +148,15 @@ class CoreSplit:
             if core not in reserved:
                 reserved.append(core)
         if len(reserved) >= need:  # in reservation order, so a slot keeps a physical core's threads together
-            groups = [reserved[i * per_evaluation:(i + 1) * per_evaluation] for i in range(slots)]
+            groups = [reserved[i * per_evaluation : (i + 1) * per_evaluation] for i in range(slots)]
         else:  # not enough for disjoint slots: deal the reserved cores out round robin
-            groups = [[reserved[(i * per_evaluation + j) % len(reserved)] for j in range(per_evaluation)]
-                      for i in range(slots)]
-        return cls(slots=tuple(tuple(sorted(set(g))) for g in groups),
-                   builds=tuple(c for c in have if c not in reserved))
+            groups = [
+                [reserved[(i * per_evaluation + j) % len(reserved)] for j in range(per_evaluation)]
+                for i in range(slots)
+            ]
+        return cls(
+            slots=tuple(tuple(sorted(set(g))) for g in groups), builds=tuple(c for c in have if c not in reserved)
+        )
 
     def slot(self, i: int) -> tuple[int, ...]:
         """Timing cores of slot `i` (taken modulo the number of slots)."""

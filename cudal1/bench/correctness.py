@@ -30,7 +30,12 @@ TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     torch.float16: (1e-2, 1e-2),
     torch.bfloat16: (2e-2, 2e-2),
 }
-for _name, _tol in (("float8_e4m3fn", 0.125), ("float8_e4m3fnuz", 0.125), ("float8_e5m2", 0.25), ("float8_e5m2fnuz", 0.25)):
+for _name, _tol in (
+    ("float8_e4m3fn", 0.125),
+    ("float8_e4m3fnuz", 0.125),
+    ("float8_e5m2", 0.25),
+    ("float8_e5m2fnuz", 0.25),
+):
     if hasattr(torch, _name):  # 3 and 2 mantissa bits: one unit in the last place
         TOLERANCES[getattr(torch, _name)] = (_tol, _tol)
 
@@ -39,7 +44,8 @@ if hasattr(torch, "complex32"):
     COMPLEX_PARTS[torch.complex32] = torch.float16
 
 EXACT_DTYPES = frozenset(
-    getattr(torch, n) for n in ("bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64")
+    getattr(torch, n)
+    for n in ("bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64")
     if hasattr(torch, n)
 )
 """Compared bit for bit: integers and bool."""
@@ -50,7 +56,7 @@ class NoComparisonRule(ValueError):
 
 
 def comparison_rule(dtype: torch.dtype) -> str | tuple[float, float]:
-    """"exact" for integers and bool, else the (rtol, atol) default of `dtype` (complex dtypes:
+    """ "exact" for integers and bool, else the (rtol, atol) default of `dtype` (complex dtypes:
     that of their parts). Raises NoComparisonRule for any other dtype, never a silent rtol 0."""
     if dtype in EXACT_DTYPES:
         return "exact"
@@ -123,8 +129,9 @@ def output_tree(out: Any) -> tuple[dict[str, Any], list[tuple[str, torch.Tensor]
     return tree, tensors, values
 
 
-def _tree_of(x: Any, path: str, depth: int, tensors: list[tuple[str, torch.Tensor]],
-             values: list[tuple[str, Any]]) -> dict[str, Any]:
+def _tree_of(
+    x: Any, path: str, depth: int, tensors: list[tuple[str, torch.Tensor]], values: list[tuple[str, Any]]
+) -> dict[str, Any]:
     """`output_tree`'s walk: the subtree of `x`, its leaves appended to `tensors` and `values`."""
     if depth > MAX_OUTPUT_DEPTH:
         raise NoComparisonRule(f"{path}: the output is nested deeper than {MAX_OUTPUT_DEPTH} levels")
@@ -147,7 +154,9 @@ def _tree_of(x: Any, path: str, depth: int, tensors: list[tuple[str, torch.Tenso
     if container == "dict":
         for key in x:
             if type(key) not in (str, int):
-                raise NoComparisonRule(f"{path}: a dict key of type {_type_name(key)} (only str and int keys are judged)")
+                raise NoComparisonRule(
+                    f"{path}: a dict key of type {_type_name(key)} (only str and int keys are judged)"
+                )
         return {"dict": [[k, _tree_of(v, f"{path}[{k!r}]", depth + 1, tensors, values)] for k, v in x.items()]}
     items = [_tree_of(v, f"{path}[{i}]", depth + 1, tensors, values) for i, v in enumerate(x)]
     if container == "named":
@@ -170,7 +179,9 @@ def match_output(out: Any, tree: dict[str, Any]) -> tuple[list[tuple[str, Any]],
     return tensors, values
 
 
-def _match(x: Any, node: dict[str, Any], path: str, tensors: list[tuple[str, Any]], values: list[tuple[str, Any]]) -> None:
+def _match(
+    x: Any, node: dict[str, Any], path: str, tensors: list[tuple[str, Any]], values: list[tuple[str, Any]]
+) -> None:
     """`match_output`'s walk: checks `x` against `node`, its leaves appended to `tensors` and `values`."""
     if "tensor" in node:
         # Anything but a container or a plain value goes to the caller's materialization check,
@@ -200,7 +211,9 @@ def _match(x: Any, node: dict[str, Any], path: str, tensors: list[tuple[str, Any
             _match(x[k], child, f"{path}[{k!r}]", tensors, values)
         return
     if want == "named" and (_named_type(x) != node["named"] or list(_fields(x)) != node["fields"]):
-        raise StructureMismatch(f"{path}: a {_named_type(x)}{tuple(_fields(x))}, the reference a {node['named']}{tuple(node['fields'])}")
+        raise StructureMismatch(
+            f"{path}: a {_named_type(x)}{tuple(_fields(x))}, the reference a {node['named']}{tuple(node['fields'])}"
+        )
     items = node["items"] if want == "named" else node[want]
     if len(x) != len(items):
         raise StructureMismatch(f"{path}: {len(x)} items, the reference {len(items)}")
@@ -238,8 +251,12 @@ def compare_value(kind: str, got: Any, want: Any, rtol: float | None = None, ato
         if g is None:
             return f"{str(got)[:60]} is not a float"
         rule = comparison_rule(FLOAT_VALUE_DTYPE)
-        ok, _, _ = compare_values(torch.tensor([g], dtype=torch.float64), torch.tensor([w], dtype=torch.float64),
-                                  rule[0] if rtol is None else rtol, rule[1] if atol is None else atol)
+        ok, _, _ = compare_values(
+            torch.tensor([g], dtype=torch.float64),
+            torch.tensor([w], dtype=torch.float64),
+            rule[0] if rtol is None else rtol,
+            rule[1] if atol is None else atol,
+        )
         return None if ok else f"{g!r} != reference {w!r}"
     if type(got) is not type(want) or got != want:
         return f"{str(got)[:60]} != reference {str(want)[:60]}"
@@ -257,7 +274,7 @@ def _float_of(encoded: Any) -> float | None:
 
 
 def _container(x: Any) -> str | None:
-    """"list", "tuple", "named", "dict" for the container types with a rule, else None."""
+    """ "list", "tuple", "named", "dict" for the container types with a rule, else None."""
     t = type(x)
     if t is list:
         return "list"
@@ -395,7 +412,11 @@ def compare_values(
     if not bool(torch.isfinite(c).all()):
         return False, float("inf"), "non-finite values (NaN/inf) where the reference is finite"
     max_err, n = float(err.max()), int(bad.sum())
-    return False, max_err, f"{n}/{r.numel()} values differ (max abs error {max_err:.3g}, rtol {r_tol}, atol {a_tol}×{scale:.3g})"
+    return (
+        False,
+        max_err,
+        f"{n}/{r.numel()} values differ (max abs error {max_err:.3g}, rtol {r_tol}, atol {a_tol}×{scale:.3g})",
+    )
 
 
 def _compare_nonfinite(c: torch.Tensor, r: torch.Tensor, r_tol: float, a_tol: float) -> tuple[bool, float, str]:
@@ -453,8 +474,12 @@ def fingerprint(out: Any) -> list[float]:
         if isinstance(leaf, torch.Tensor):
             t = leaf.detach().double()
             finite = torch.nan_to_num(t, nan=0.0, posinf=0.0, neginf=0.0)
-            stats += [float((~torch.isfinite(t)).sum()), float(finite.sum()), float(finite.abs().sum()),
-                      float((finite * finite).sum())]
+            stats += [
+                float((~torch.isfinite(t)).sum()),
+                float(finite.sum()),
+                float(finite.abs().sum()),
+                float((finite * finite).sum()),
+            ]
     return stats
 
 

@@ -353,8 +353,13 @@ def _fingerprint(x: Any) -> Any:
     )
 
 
-OUT_OF_MEMORY_MARKS = ("out of memory", "CUBLAS_STATUS_ALLOC_FAILED", "CUDNN_STATUS_ALLOC_FAILED",
-                       "CUFFT_ALLOC_FAILED", "cudaErrorMemoryAllocation")
+OUT_OF_MEMORY_MARKS = (
+    "out of memory",
+    "CUBLAS_STATUS_ALLOC_FAILED",
+    "CUDNN_STATUS_ALLOC_FAILED",
+    "CUFFT_ALLOC_FAILED",
+    "cudaErrorMemoryAllocation",
+)
 """Error texts that mean the device ran out of memory (torch.OutOfMemoryError's message and the
 libraries' own codes): a failure that depends on what else held the device, not on the task."""
 
@@ -443,8 +448,13 @@ def probe_task(payload: dict[str, Any]) -> dict[str, Any]:
             if need is not None:
                 sizing["estimate_mib"] = round(need, 1)
                 if budget is not None and need > budget:
-                    return {"ok": False, "deferred": True, "need_mib": round(need, 1), "stage": "sizing",
-                            "error": f"needs about {need:.0f} MiB of device memory, {budget:.0f} MiB granted"}
+                    return {
+                        "ok": False,
+                        "deferred": True,
+                        "need_mib": round(need, 1),
+                        "stage": "sizing",
+                        "error": f"needs about {need:.0f} MiB of device memory, {budget:.0f} MiB granted",
+                    }
         if cuda:
             torch.cuda.set_device(device)  # cuBLAS handles and bare torch.randn(device="cuda") go there
         start = time.perf_counter()
@@ -459,8 +469,14 @@ def probe_task(payload: dict[str, Any]) -> dict[str, Any]:
         report = check_degeneracy(factory, inputs, seeds, on_stage=mark)
         seconds["check"] = round(time.perf_counter() - start, 3)
     except Exception as e:  # noqa: BLE001 - every failure is reported as data
-        return {"ok": False, "stage": stage[0], "error": error_line(e), "out_of_memory": is_out_of_memory(e), **peak(),
-                **sizing}
+        return {
+            "ok": False,
+            "stage": stage[0],
+            "error": error_line(e),
+            "out_of_memory": is_out_of_memory(e),
+            **peak(),
+            **sizing,
+        }
     mark("done")
     return {
         "ok": True,
@@ -485,5 +501,8 @@ def device_memory(payload: dict[str, Any]) -> dict[str, Any]:
     """
     device = torch.device(payload["device"])
     free, total = torch.cuda.mem_get_info(device)
-    return {"free_mib": round(free / 2**20, 1), "total_mib": round(total / 2**20, 1),
-            "name": torch.cuda.get_device_name(device)}
+    return {
+        "free_mib": round(free / 2**20, 1),
+        "total_mib": round(total / 2**20, 1),
+        "name": torch.cuda.get_device_name(device),
+    }

@@ -63,7 +63,7 @@ PARSE_LIMIT_CHARS = 1_000_000
 
 
 def syntax_error(source: str) -> str | None:
-    """"SyntaxError: <msg> (<candidate>, line N)" when `source` is not valid Python, else None.
+    """ "SyntaxError: <msg> (<candidate>, line N)" when `source` is not valid Python, else None.
 
     Parsing only (`ast.parse`): nothing of the source runs. Sources over `PARSE_LIMIT_CHARS`, and
     any parser failure other than a syntax error (nesting too deep, memory), give None: the
@@ -98,9 +98,15 @@ def device_info(device: str) -> dict:
     cannot be used (e.g. "cuda:0" on a machine without a GPU).
     """
     if device == "cpu":
-        return {"name": platform.processor() or platform.machine(), "arch": f"cpu-{platform.machine()}",
-                "torch": torch.__version__, "cuda": None}
-    out = run_isolated("cudal1.bench.targets:device_info", {"device": device}, WorkerLimits(wall_timeout_s=120, sandbox=False))
+        return {
+            "name": platform.processor() or platform.machine(),
+            "arch": f"cpu-{platform.machine()}",
+            "torch": torch.__version__,
+            "cuda": None,
+        }
+    out = run_isolated(
+        "cudal1.bench.targets:device_info", {"device": device}, WorkerLimits(wall_timeout_s=120, sandbox=False)
+    )
     if out.kind != "returned":
         raise RuntimeError(f"device {device} is not usable: {out.error or out.kind}\n{out.log}")
     return out.value
@@ -166,8 +172,10 @@ def stray_precompiled_header() -> Path | None:
 
 def _limits(settings: EvalSettings, arch: str, source: str, wall_s: float) -> WorkerLimits:
     if settings.sandbox and (pch := stray_precompiled_header()) is not None:
-        raise RuntimeError(f"{pch} exists, and sandboxed builds cannot remove it (every candidate would fail to "
-                           f"build): delete it and its .sign file as the user who installed torch")
+        raise RuntimeError(
+            f"{pch} exists, and sandboxed builds cannot remove it (every candidate would fail to "
+            f"build): delete it and its .sign file as the user who installed torch"
+        )
     ext = extensions_dir(settings, arch, source)
     gid = build_group(source) if settings.sandbox and os.geteuid() == 0 else None
     own_build_dir(ext, gid)
@@ -179,8 +187,11 @@ def _limits(settings: EvalSettings, arch: str, source: str, wall_s: float) -> Wo
     # cannot write: every Triton or torch.compile candidate failed on a GPU), kept per source so a
     # second evaluation reuses the kernels. Inductor compiles in the candidate's own process, so
     # no pool of compile workers outlives a call or spends the sandbox's process limit.
-    env.update(TRITON_CACHE_DIR=str(ext / "triton"), TORCHINDUCTOR_CACHE_DIR=str(ext / "torchinductor"),
-               TORCHINDUCTOR_COMPILE_THREADS="1")
+    env.update(
+        TRITON_CACHE_DIR=str(ext / "triton"),
+        TORCHINDUCTOR_CACHE_DIR=str(ext / "torchinductor"),
+        TORCHINDUCTOR_COMPILE_THREADS="1",
+    )
     if arch.startswith("sm_"):
         digits = arch[3:]
         env["TORCH_CUDA_ARCH_LIST"] = f"{digits[:-1]}.{digits[-1]}"
@@ -258,8 +269,14 @@ def evaluate(
     info = device_info(device)
     syntax = syntax_error(candidate_source)
     if syntax is not None:  # no process needed to say so
-        return EvalResult(task.task_id, Status.COMPILE_ERROR, backend=backend, device=info["name"], arch=info["arch"],
-                          message=f"candidate failed to import/build: {syntax}")
+        return EvalResult(
+            task.task_id,
+            Status.COMPILE_ERROR,
+            backend=backend,
+            device=info["name"],
+            arch=info["arch"],
+            message=f"candidate failed to import/build: {syntax}",
+        )
     profile = settings.size_profile or backend
     payload = {
         "task": task.to_dict(),
@@ -285,14 +302,24 @@ def evaluate(
     # One evaluation times on a GPU at a time, however many share it (`cudal1.bench.devicelock`).
     lock = DeviceLock(info.get("uuid") or f"{platform.node()}-{device}") if backend == "cuda" else None
     # The reference host runs only the task's reference, under the judge's limits.
-    out = run_judged("cudal1.bench.judge:main", payload, judge_limits, "cudal1.bench.host:main", {}, host_limits,
-                     watch_dirs=[host_limits.env["TORCH_EXTENSIONS_DIR"]], reference_limits=judge_limits,
-                     device_lock=lock)
+    out = run_judged(
+        "cudal1.bench.judge:main",
+        payload,
+        judge_limits,
+        "cudal1.bench.host:main",
+        {},
+        host_limits,
+        watch_dirs=[host_limits.env["TORCH_EXTENSIONS_DIR"]],
+        reference_limits=judge_limits,
+        device_lock=lock,
+    )
     result = _from_judged(task, backend, out, settings.memory_limit_mib)
     # custom_kernel: a mapped shared object counts only where a build of this source recorded it
     # (the prebuild's records, kept by this process; the candidate host's, sent with its answers).
     judged = (out.value.get("judge") or {}) if isinstance(out.value, dict) else {}
-    claims = buildcache.remembered_built(host_limits.env["TORCH_EXTENSIONS_DIR"]) + buildcache.built_claims(judged.get("built"))
+    claims = buildcache.remembered_built(host_limits.env["TORCH_EXTENSIONS_DIR"]) + buildcache.built_claims(
+        judged.get("built")
+    )
     kernels = built_objects(out.host_objects, claims)
     if not result.device:
         result.device, result.arch = info["name"], info["arch"]
@@ -308,7 +335,10 @@ def evaluate(
                 result.phases_s["processes"] = round(max(0.0, out.wall_s - result.eval_seconds), 3)
     if isinstance(result.sandbox, dict):
         result.sandbox.setdefault("measures", {})["cgroup"] = {
-            "requested": settings.sandbox, "active": out.containment.startswith("cgroup"), "detail": out.containment}
+            "requested": settings.sandbox,
+            "active": out.containment.startswith("cgroup"),
+            "detail": out.containment,
+        }
         failed = "profile_failed" in result.labels
         for label in kernel_labels(kernels, judged.get("ops"), failed) if result.status is Status.OK else []:
             _add(result, label)
@@ -339,8 +369,13 @@ def _from_judged(task: Task, backend: str, out: JudgedOutcome, limit_mib: int) -
         try:
             result = EvalResult.from_dict(value)
         except (KeyError, TypeError, ValueError) as exc:
-            result = EvalResult(task_id=task.task_id, status=Status.RUNTIME_ERROR, backend=backend,
-                                message=f"the judge returned a malformed result: {exc}", labels=["harness_error"])
+            result = EvalResult(
+                task_id=task.task_id,
+                status=Status.RUNTIME_ERROR,
+                backend=backend,
+                message=f"the judge returned a malformed result: {exc}",
+                labels=["harness_error"],
+            )
         if "host_died" in result.labels:
             result.labels.remove("host_died")
             _host_death(result, out)
@@ -473,8 +508,13 @@ def prebuild(
     limits.cpus = tuple(cpus) if cpus else None
     ext = limits.env["TORCH_EXTENSIONS_DIR"]
     record_path = os.path.join(ext, f".prebuild-{os.getpid()}-{threading.get_ident()}-{os.urandom(4).hex()}.json")
-    payload = {"source": candidate_source, "task": task.to_dict() if task.source else None,
-               "profile": settings.size_profile or backend, "grace_s": settings.build_grace_s, "record": record_path}
+    payload = {
+        "source": candidate_source,
+        "task": task.to_dict() if task.source else None,
+        "profile": settings.size_profile or backend,
+        "grace_s": settings.build_grace_s,
+        "record": record_path,
+    }
     try:
         # The child that imports the candidate has no result pipe and no nonce (`reply=False`):
         # what it says is its exit status and the record it keeps, checked here as untrusted data.
@@ -487,9 +527,17 @@ def prebuild(
             except OSError:
                 pass
     if record == "malformed":
-        return EvalResult(task_id=task.task_id, status=Status.HACK, backend=backend, hack_kind=HackKind.HARNESS_TAMPERING,
-                          device=info["name"], arch=info["arch"], candidate_hash=source_hash(candidate_source),
-                          message="the prebuild's record of itself was not the harness's", log=truncate_log(out.log))
+        return EvalResult(
+            task_id=task.task_id,
+            status=Status.HACK,
+            backend=backend,
+            hack_kind=HackKind.HARNESS_TAMPERING,
+            device=info["name"],
+            arch=info["arch"],
+            candidate_hash=source_hash(candidate_source),
+            message="the prebuild's record of itself was not the harness's",
+            log=truncate_log(out.log),
+        )
     building = record is None or bool(record.get("building"))
     if out.kind == "exited" or (not building and out.kind != "tampered"):
         # Done, or ended outside any build (the grace timer, a forward too large or crashing
@@ -500,8 +548,13 @@ def prebuild(
         if not (isinstance(record, dict) and record.get("build_error")):
             buildcache.write_record(ext, {"build_seconds": seconds, "prebuild_s": out.wall_s})
             return None
-        result = EvalResult(task_id=task.task_id, status=Status.COMPILE_ERROR, backend=backend,
-                            message=str(record.get("message", ""))[:1000], build_seconds=seconds)
+        result = EvalResult(
+            task_id=task.task_id,
+            status=Status.COMPILE_ERROR,
+            backend=backend,
+            message=str(record.get("message", ""))[:1000],
+            build_seconds=seconds,
+        )
     else:
         result = _from_outcome(task, backend, out, settings.memory_limit_mib)
         if out.kind == "timeout":

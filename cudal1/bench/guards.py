@@ -31,6 +31,7 @@ from typing import Any, Callable
 
 import torch
 import torch._dynamo  # noqa: F401 - imported lazily it rebinds torch functions (e.g. torch.manual_seed),
+
 # which the first dispatch mode or torch.compile in the child would trigger and the guard would
 # read as a monkey patch; importing it here, before any snapshot, keeps the snapshot stable.
 from torch._dynamo.mutation_guard import install_generation_tagging_init
@@ -55,8 +56,12 @@ def _flag_getters() -> dict[str, Callable[[], Any]]:
     b = torch.backends
     getters: dict[str, Callable[[], Any]] = {
         "cuda.matmul.allow_tf32": lambda: b.cuda.matmul.allow_tf32,
-        "cuda.matmul.allow_fp16_reduced_precision_reduction": lambda: b.cuda.matmul.allow_fp16_reduced_precision_reduction,
-        "cuda.matmul.allow_bf16_reduced_precision_reduction": lambda: b.cuda.matmul.allow_bf16_reduced_precision_reduction,
+        "cuda.matmul.allow_fp16_reduced_precision_reduction": lambda: (
+            b.cuda.matmul.allow_fp16_reduced_precision_reduction
+        ),
+        "cuda.matmul.allow_bf16_reduced_precision_reduction": lambda: (
+            b.cuda.matmul.allow_bf16_reduced_precision_reduction
+        ),
         "cuda.matmul.allow_fp16_accumulation": lambda: b.cuda.matmul.allow_fp16_accumulation,
         "cuda.flash_sdp": lambda: b.cuda.flash_sdp_enabled(),
         "cuda.mem_efficient_sdp": lambda: b.cuda.mem_efficient_sdp_enabled(),
@@ -127,7 +132,9 @@ def reduced_precision_flags(pristine: GlobalFlags, flags: GlobalFlags) -> list[s
 # ---------------------------------------------------------------------------------------------
 # monkey patches
 
-_TIMER_NAMES = re.compile(r"(^time\.)|(synchronize)|(Event)|(elapsed_time)|(perf_counter)|(monotonic)|(record)|(DeviceClock)|(time_call)")
+_TIMER_NAMES = re.compile(
+    r"(^time\.)|(synchronize)|(Event)|(elapsed_time)|(perf_counter)|(monotonic)|(record)|(DeviceClock)|(time_call)"
+)
 
 
 def _watched_namespaces() -> dict[str, Any]:

@@ -183,8 +183,9 @@ class Host:
                 raise RuntimeError(f"the judge sent {len(fds)} slot descriptors with {msg['op']!r}")
             self.in_slot = Slot.attach(msg["in_slot"], self.device, fds[0] if fds else None)
             sets = self.batch_cap if self.cuda else n
-            self.in_views = [[self.in_slot.view(s.moved(j * self.set_bytes)) for s in self.in_specs]
-                             for j in range(sets)]
+            self.in_views = [
+                [self.in_slot.view(s.moved(j * self.set_bytes)) for s in self.in_specs] for j in range(sets)
+            ]
         if "args" in msg and msg["op"] != "setup":
             self.template = unblob(msg["args"])
         templates = unblob(msg["args_each"]) if "args_each" in msg else [self.template] * n
@@ -206,8 +207,16 @@ class Host:
         t0 = _now()
         self._keep_alive = []  # the last call's copies: the judge is done with them by now
         self._map_inputs(msg)
-        reply: dict[str, Any] = {"k": msg["k"], "inner_ms": [], "leaves": [], "values": [], "mismatch": None,
-                                 "hack": None, "error": None, "parts_ms": {}}
+        reply: dict[str, Any] = {
+            "k": msg["k"],
+            "inner_ms": [],
+            "leaves": [],
+            "values": [],
+            "mismatch": None,
+            "hack": None,
+            "error": None,
+            "parts_ms": {},
+        }
         outs: list[Any] = []
         try:
             t1 = _now()
@@ -227,7 +236,11 @@ class Host:
                 for _, t in flatten(out):
                     earlier.add(t)
             # Where this host's side of the round trip went (ms; data for the judge's record).
-            reply["parts_ms"] = {"inputs": (t1 - t0) / 1e6, "forwards": (t2 - t1) / 1e6, "describe": (_now() - t2) / 1e6}
+            reply["parts_ms"] = {
+                "inputs": (t1 - t0) / 1e6,
+                "forwards": (t2 - t1) / 1e6,
+                "describe": (_now() - t2) / 1e6,
+            }
         except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its result
             traceback.print_exc()
             reply["error"] = classify_exception(exc, "forward")
@@ -268,8 +281,9 @@ class Host:
             self._event_pool.append(_Event(enable_timing=True))
         return self._event_pool[: 2 * n]
 
-    def _describe(self, out: Any, reply: dict[str, Any], check: bool, inputs: "_Spans",
-                  earlier: "_Spans") -> tuple[list[dict[str, Any]], list[Any]]:
+    def _describe(
+        self, out: Any, reply: dict[str, Any], check: bool, inputs: "_Spans", earlier: "_Spans"
+    ) -> tuple[list[dict[str, Any]], list[Any]]:
         """Check one call's output `out` against the expected layout (`out_tree`: the reference's
         structure, `correctness.match_output`) and say where each of its tensors lives:
         (descriptions of its tensor leaves, its non-tensor leaves encoded by
@@ -301,11 +315,16 @@ class Host:
                 reply["mismatch"] = f"{path}: shape {tuple(leaf.shape)}, reference {spec.shape}"
                 return described, values
             if not self.ref_aliases_inputs and inputs.overlaps(leaf) and check:
-                reply["hack"] = {"kind": HackKind.OUTPUT_ALIASES_INPUT.value, "message": f"{path}: output shares memory with an input"}
+                reply["hack"] = {
+                    "kind": HackKind.OUTPUT_ALIASES_INPUT.value,
+                    "message": f"{path}: output shares memory with an input",
+                }
                 return described, values
             if earlier.overlaps(leaf) and check:
-                reply["hack"] = {"kind": HackKind.OUTPUT_CHANGED_LATER.value,
-                                 "message": f"{path}: returned the storage of an earlier call's output (that output is overwritten)"}
+                reply["hack"] = {
+                    "kind": HackKind.OUTPUT_CHANGED_LATER.value,
+                    "message": f"{path}: returned the storage of an earlier call's output (that output is overwritten)",
+                }
                 return described, values
             described.append(self._locate(leaf, spec))
         return described, values
@@ -343,8 +362,16 @@ class Host:
         self._drop_stand_in()
         self.candidate_loaded = True
         buildcache.install(os.environ.get("TORCH_EXTENSIONS_DIR", ""))
-        reply: dict[str, Any] = {"ok": False, "status": None, "hack": None, "message": "", "build_seconds": 0.0,
-                                 "labels": [], "patches": [], "canary": None}
+        reply: dict[str, Any] = {
+            "ok": False,
+            "status": None,
+            "hack": None,
+            "message": "",
+            "build_seconds": 0.0,
+            "labels": [],
+            "patches": [],
+            "canary": None,
+        }
         builds = buildcache.activity()  # build_seconds: time inside the extension builds of import and ModelNew()
         before = builds.seconds
         try:
@@ -353,10 +380,14 @@ class Host:
             traceback.print_exc()
             reply["build_seconds"] = round(builds.seconds - before, 3)
             if isinstance(exc, (MemoryError, torch.OutOfMemoryError)):
-                reply.update(status=Status.RESOURCE_EXCEEDED.value, message=f"import: {type(exc).__name__}: {exc}"[:500])
+                reply.update(
+                    status=Status.RESOURCE_EXCEEDED.value, message=f"import: {type(exc).__name__}: {exc}"[:500]
+                )
             else:
-                reply.update(status=Status.COMPILE_ERROR.value,
-                             message=f"candidate failed to import/build: {type(exc).__name__}: {str(exc)[:500]}")
+                reply.update(
+                    status=Status.COMPILE_ERROR.value,
+                    message=f"candidate failed to import/build: {type(exc).__name__}: {str(exc)[:500]}",
+                )
             self.chan.send("loaded", **reply)
             return
         reply["build_seconds"] = round(builds.seconds - before, 3)
@@ -375,8 +406,12 @@ class Host:
             reply["build_seconds"] = round(builds.seconds - before, 3)
             failure = classify_exception(exc, "ModelNew()")
             if buildcache.is_build_failure(exc):
-                failure.update(status=Status.COMPILE_ERROR.value, hack=None, labels=[],
-                               message=f"candidate failed to build in ModelNew(): {type(exc).__name__}: {str(exc)[:500]}")
+                failure.update(
+                    status=Status.COMPILE_ERROR.value,
+                    hack=None,
+                    labels=[],
+                    message=f"candidate failed to build in ModelNew(): {type(exc).__name__}: {str(exc)[:500]}",
+                )
             reply.update(status=failure["status"], message=failure["message"], hack=failure.get("hack"))
             reply["labels"] += failure["labels"]
             self.chan.send("loaded", **reply)

@@ -270,17 +270,28 @@ def measure(
     counters = sys.modules["torch._dynamo.utils"].counters["inductor"] if "torch._dynamo.utils" in sys.modules else {}
     cache = {k: int(counters[k]) for k in ("fxgraph_cache_hit", "fxgraph_cache_miss") if counters.get(k)}
     return InProcessTiming(
-        task_id=task.task_id, device=device, calls=calls,
+        task_id=task.task_id,
+        device=device,
+        calls=calls,
         reference_ms=statistics.median(ref),
         candidates_ms={k: statistics.median(v) for k, v in times.items()},
         ratios={k: median_ratio(ref, v) for k, v in times.items()},
         spreads={REFERENCE: spread(ref), **{k: spread(v) for k, v in times.items()}},
         max_abs_error={k: v for k, v in max_err.items() if k in times},
-        errors=errors, compile_cache=cache, seconds=time.monotonic() - started)
+        errors=errors,
+        compile_cache=cache,
+        seconds=time.monotonic() - started,
+    )
 
 
-def measure_isolated(task: Any, sources: Mapping[str, str], device: str = "cpu", timeout_s: float = 600.0,
-                     build_dir: str | Path | None = None, **kwargs: Any) -> InProcessTiming:
+def measure_isolated(
+    task: Any,
+    sources: Mapping[str, str],
+    device: str = "cpu",
+    timeout_s: float = 600.0,
+    build_dir: str | Path | None = None,
+    **kwargs: Any,
+) -> InProcessTiming:
     """`measure` in a fresh child interpreter (plain: not sandboxed), so that compile caches,
     memory and CUDA state of one task do not reach the next and a crash ends only the child.
 
@@ -313,11 +324,20 @@ def measure_isolated(task: Any, sources: Mapping[str, str], device: str = "cpu",
         # The evaluator's processes run with these OpenMP and glibc malloc settings; without them
         # a CPU call here could take ten times as long on a loaded machine (OpenMP threads spinning
         # for up to 200 ms after each parallel region), a difference that is not the judge's.
-        env = dict(os.environ, **SERVER_ENV, PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
-                   TORCH_EXTENSIONS_DIR=str(builds))
+        env = dict(
+            os.environ,
+            **SERVER_ENV,
+            PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
+            TORCH_EXTENSIONS_DIR=str(builds),
+        )
         try:
-            proc = subprocess.run([sys.executable, "-m", "cudal1.bench.inprocess", str(request), str(answer)],
-                                  env=env, capture_output=True, text=True, timeout=timeout_s)
+            proc = subprocess.run(
+                [sys.executable, "-m", "cudal1.bench.inprocess", str(request), str(answer)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+            )
         except subprocess.TimeoutExpired as exc:
             raise TimeoutError(f"in-process measurement of {task.task_id} ran past {timeout_s:.0f} s") from exc
         if proc.returncode != 0 or not answer.exists():

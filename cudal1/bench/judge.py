@@ -116,6 +116,7 @@ GRACE_S = 5.0
 def _spends(part: str) -> Callable:
     """Add the wall time of every call of the decorated method to `self.spent[part]` (seconds):
     where the calls of an evaluation spend the judge's time (parts may nest)."""
+
     def wrap(method: Callable) -> Callable:
         @functools.wraps(method)
         def timed(self: "Judge", *args: Any, **kwargs: Any) -> Any:
@@ -124,16 +125,20 @@ def _spends(part: str) -> Callable:
                 return method(self, *args, **kwargs)
             finally:
                 self.spent[part] = self.spent.get(part, 0.0) + time.perf_counter() - started
+
         return timed
+
     return wrap
 
 
 def _gc_paused(method: Callable) -> Callable:
     """Run the decorated round trip with the garbage collector off (`timing.gc_paused`)."""
+
     @functools.wraps(method)
     def paused(self: "Judge", *args: Any, **kwargs: Any) -> Any:
         with timing.gc_paused():
             return method(self, *args, **kwargs)
+
     return paused
 
 
@@ -210,29 +215,44 @@ class Judge:
             msg = self.chan.recv(self.deadline + GRACE_S)
             return expect(expect_host(msg, op), op, **types)
         except Timeout as exc:
-            raise Verdict(Status.TIMEOUT, f"no answer from the candidate within {self.settings.wall_timeout_s:.0f} s") from exc
+            raise Verdict(
+                Status.TIMEOUT, f"no answer from the candidate within {self.settings.wall_timeout_s:.0f} s"
+            ) from exc
         except PeerGone as exc:
-            raise Verdict(Status.RUNTIME_ERROR, "the candidate process died", labels=["worker_crashed", _HOST_FAULT]) from exc
+            raise Verdict(
+                Status.RUNTIME_ERROR, "the candidate process died", labels=["worker_crashed", _HOST_FAULT]
+            ) from exc
         except ProtocolError as exc:
-            raise Verdict(Status.HACK, f"the candidate process broke the protocol: {exc}", HackKind.HARNESS_TAMPERING) from exc
+            raise Verdict(
+                Status.HACK, f"the candidate process broke the protocol: {exc}", HackKind.HARNESS_TAMPERING
+            ) from exc
 
     def _send(self, op: str, fds: list[int] | None = None, **fields: Any) -> None:
         if self.chan.pending():
-            raise Verdict(Status.HACK, "the candidate process sent a message nobody asked for", HackKind.HARNESS_TAMPERING)
+            raise Verdict(
+                Status.HACK, "the candidate process sent a message nobody asked for", HackKind.HARNESS_TAMPERING
+            )
         try:
             self.chan.send(op, fds=fds, **fields)
         except PeerGone as exc:
-            raise Verdict(Status.RUNTIME_ERROR, "the candidate process died", labels=["worker_crashed", _HOST_FAULT]) from exc
+            raise Verdict(
+                Status.RUNTIME_ERROR, "the candidate process died", labels=["worker_crashed", _HOST_FAULT]
+            ) from exc
 
     def _host_labels(self, value: Any) -> None:
         try:
             labels = str_list(value)
         except ProtocolError as exc:
-            raise Verdict(Status.HACK, f"the candidate process broke the protocol: {exc}", HackKind.HARNESS_TAMPERING) from exc
+            raise Verdict(
+                Status.HACK, f"the candidate process broke the protocol: {exc}", HackKind.HARNESS_TAMPERING
+            ) from exc
         for label in labels:
             if label not in HOST_LABELS and not _FLAG_LABEL.match(label):
-                raise Verdict(Status.HACK, f"the candidate process sent a label it may not report: {label[:60]!r}",
-                              HackKind.HARNESS_TAMPERING)
+                raise Verdict(
+                    Status.HACK,
+                    f"the candidate process sent a label it may not report: {label[:60]!r}",
+                    HackKind.HARNESS_TAMPERING,
+                )
             self._label(label)
 
     def _host_failure(self, error: Any) -> Verdict:
@@ -245,7 +265,9 @@ class Judge:
         except ValueError:
             return Verdict(Status.HACK, "the candidate process sent a malformed error", HackKind.HARNESS_TAMPERING)
         if status is Status.OK or status is Status.INVALID_TASK:
-            return Verdict(Status.HACK, "the candidate process claimed a status it cannot report", HackKind.HARNESS_TAMPERING)
+            return Verdict(
+                Status.HACK, "the candidate process claimed a status it cannot report", HackKind.HARNESS_TAMPERING
+            )
         if status is Status.HACK and hack is None:
             hack = HackKind.HARNESS_TAMPERING
         self._host_labels(error.get("labels", []))
@@ -291,18 +313,29 @@ class Judge:
         self.value_kinds = _value_kinds(self.out_tree, [path for path, _ in values])
         for path, t in leaves:
             if type(t) is not torch.Tensor or t.layout is not torch.strided:
-                raise Verdict(Status.INVALID_TASK, f"the reference returns a {type(t).__name__} ({t.layout}) at {path}: not comparable")
+                raise Verdict(
+                    Status.INVALID_TASK,
+                    f"the reference returns a {type(t).__name__} ({t.layout}) at {path}: not comparable",
+                )
             try:
                 correctness.comparison_rule(t.dtype)
             except correctness.NoComparisonRule as exc:
                 raise Verdict(Status.INVALID_TASK, f"the reference output cannot be judged: {exc}") from exc
         self.out_specs, out_bytes = plan(tensors)
-        self.ref_aliases_inputs = any(correctness.shares_memory(t, [v for v in x if isinstance(v, torch.Tensor)]) for t in tensors)
+        self.ref_aliases_inputs = any(
+            correctness.shares_memory(t, [v for v in x if isinstance(v, torch.Tensor)]) for t in tensors
+        )
         self.in_bytes, self.out_bytes = in_bytes, out_bytes
         self.args_template = self._template(kept)
         free = torch.cuda.mem_get_info(self.device)[0] if self.cuda else None
-        self.batch_cap = batch_capacity(in_bytes, out_bytes, len(self.out_specs), self.settings, free,
-                                        answer_bytes=_answer_bytes(len(self.out_specs), [v for _, v in values]))
+        self.batch_cap = batch_capacity(
+            in_bytes,
+            out_bytes,
+            len(self.out_specs),
+            self.settings,
+            free,
+            answer_bytes=_answer_bytes(len(self.out_specs), [v for _, v in values]),
+        )
 
     def _template(self, x: list[Any]) -> list[Any]:
         """The forward arguments as the host gets them: {"slot": i} for the i-th input tensor."""
@@ -371,8 +404,14 @@ class Judge:
         try:
             if self.cuda:  # one slot per host for the whole evaluation (CPU: a fresh one per call)
                 cap = self.batch_cap
-                self.in_slot, self.ref_slot = Slot(self.in_bytes * cap, self.device), Slot(self.in_bytes * cap, self.device)
-                self.views = {"candidate": self._set_views(self.in_slot, cap), "reference": self._set_views(self.ref_slot, cap)}
+                self.in_slot, self.ref_slot = (
+                    Slot(self.in_bytes * cap, self.device),
+                    Slot(self.in_bytes * cap, self.device),
+                )
+                self.views = {
+                    "candidate": self._set_views(self.in_slot, cap),
+                    "reference": self._set_views(self.ref_slot, cap),
+                }
                 self.reader: Any = IpcReader(self.device)
                 self.ref_reader: Any = IpcReader(self.device)
             else:
@@ -384,17 +423,28 @@ class Judge:
         except (OSError, RuntimeError, ProtocolError, Timeout, PeerGone) as exc:
             raise RuntimeError(f"the judge could not set up its slots and readers: {exc}") from exc
         self.ref_template = self.args_template
-        common = dict(device=self.device, task=self.task.to_dict(), profile=self.profile,
-                      in_specs=[s.to_dict() for s in self.in_specs], out_specs=[s.to_dict() for s in self.out_specs],
-                      out_tree=self.out_tree, args=blob(list(self.args_template)), init=blob(self.init),
-                      init_seed=self.init_seed, ref_aliases_inputs=self.ref_aliases_inputs,
-                      set_bytes=self.in_bytes, batch_cap=self.batch_cap)
+        common = dict(
+            device=self.device,
+            task=self.task.to_dict(),
+            profile=self.profile,
+            in_specs=[s.to_dict() for s in self.in_specs],
+            out_specs=[s.to_dict() for s in self.out_specs],
+            out_tree=self.out_tree,
+            args=blob(list(self.args_template)),
+            init=blob(self.init),
+            init_seed=self.init_seed,
+            ref_aliases_inputs=self.ref_aliases_inputs,
+            set_bytes=self.in_bytes,
+            batch_cap=self.batch_cap,
+        )
         ref_meta = self.ref_slot.export()[0] if self.cuda else None
         try:
             self.ref_chan.send("setup", role="reference", in_slot=ref_meta, **common)
         except PeerGone as exc:
             raise RuntimeError("the reference host died before its setup") from exc
-        self._send("setup", role="candidate", in_slot=self.in_slot.export()[0] if self.cuda else None, stand_in=True, **common)
+        self._send(
+            "setup", role="candidate", in_slot=self.in_slot.export()[0] if self.cuda else None, stand_in=True, **common
+        )
         self._ref_recv("ready")
         self._recv("ready")
 
@@ -442,7 +492,9 @@ class Judge:
                 view.copy_(x[i])
         return fields, fds
 
-    def _go(self, who: str, xs: list[list[Any]], template: list[Any], timed: bool) -> tuple[int, dict[str, Any], list[int]]:
+    def _go(
+        self, who: str, xs: list[list[Any]], template: list[Any], timed: bool
+    ) -> tuple[int, dict[str, Any], list[int]]:
         """Stage the input sets `xs` for `who`'s host, flush and synchronize, and start the clock.
         Returns (the clock's start in ns, the fields of the call message, descriptors to send)."""
         fields, fds = self._stage(who, xs, template)
@@ -480,7 +532,12 @@ class Judge:
         msg = self._ref_recv("done", k=int, inner_ms=list, leaves=list, values=list)
         answered = self.clock.now_ns()
         n = len(xs)
-        if msg["k"] != self.k or msg.get("error") is not None or msg.get("mismatch") is not None or msg.get("hack") is not None:
+        if (
+            msg["k"] != self.k
+            or msg.get("error") is not None
+            or msg.get("mismatch") is not None
+            or msg.get("hack") is not None
+        ):
             raise RuntimeError(f"the reference failed in the reference host: {str(msg)[:600]}")
         inner = timing.claimed_total_ms(msg["inner_ms"], n)
         if inner is None or len(msg["values"]) != n or not _calls_described(msg["leaves"], n, len(self.out_specs)):
@@ -500,13 +557,21 @@ class Judge:
             return
         # Everything here may come from the candidate's process: kept only where it is sane data.
         parts = msg.get("parts_ms")
-        parts = {k: round(v, 4) for k, v in parts.items() if isinstance(k, str) and type(v) is float and math.isfinite(v)} \
-            if isinstance(parts, dict) and len(parts) <= 8 else {}
+        parts = (
+            {k: round(v, 4) for k, v in parts.items() if isinstance(k, str) and type(v) is float and math.isfinite(v)}
+            if isinstance(parts, dict) and len(parts) <= 8
+            else {}
+        )
         inner = msg.get("inner_ms")
         own = timing.claimed_total_ms(inner, len(inner)) if isinstance(inner, list) and inner else None
         self.result.round_trips.setdefault(self.recording + who, []).append(
-            {"wall_ms": round(wall_ms, 4), "answered_ms": round(answered_ms, 4),
-             "own_ms": None if own is None else round(own, 4), "host_parts_ms": parts})
+            {
+                "wall_ms": round(wall_ms, 4),
+                "answered_ms": round(answered_ms, 4),
+                "own_ms": None if own is None else round(own, 4),
+                "host_parts_ms": parts,
+            }
+        )
 
     @_spends("candidate call")
     @_gc_paused
@@ -520,13 +585,17 @@ class Judge:
         """
         self._last_output_unchanged()
         if self.chan.pending():
-            raise Verdict(Status.HACK, "the candidate process sent a message nobody asked for", HackKind.HARNESS_TAMPERING)
+            raise Verdict(
+                Status.HACK, "the candidate process sent a message nobody asked for", HackKind.HARNESS_TAMPERING
+            )
         t0, fields, fds = self._go("candidate", xs, self.args_template, timed)
         self.args_template = _sent_template(fields, self.args_template)
         try:
             self.chan.send("call", fds=fds, **fields)
         except PeerGone as exc:
-            raise Verdict(Status.RUNTIME_ERROR, "the candidate process died", labels=["worker_crashed", _HOST_FAULT]) from exc
+            raise Verdict(
+                Status.RUNTIME_ERROR, "the candidate process died", labels=["worker_crashed", _HOST_FAULT]
+            ) from exc
         self._sent("candidate")
         msg = self._recv("done", k=int, leaves=list, values=list)
         answered = self.clock.now_ns()
@@ -549,16 +618,23 @@ class Judge:
         """The judge's copy of the outputs of `n` calls as the candidate host described them
         (`leaves`: one list of descriptions per call; `cudal1.bench.readers`)."""
         if not _calls_described(leaves, n, len(self.out_specs)):
-            raise Verdict(Status.HACK, "the candidate process described its outputs wrongly", HackKind.HARNESS_TAMPERING)
+            raise Verdict(
+                Status.HACK, "the candidate process described its outputs wrongly", HackKind.HARNESS_TAMPERING
+            )
         try:
             return _regroup(self.reader.read(_flat(leaves), self.out_specs * n, again=again), n)
         except ReadError as exc:
             if exc.why == "harness":
                 raise RuntimeError(f"the judge could not read the outputs: {exc}") from exc
             if exc.why == "gone":
-                raise Verdict(Status.RUNTIME_ERROR, "the candidate process died", labels=["worker_crashed", _HOST_FAULT]) from exc
-            raise Verdict(Status.HACK, f"the candidate process reported outputs that cannot be read: {exc}",
-                          HackKind.HARNESS_TAMPERING) from exc
+                raise Verdict(
+                    Status.RUNTIME_ERROR, "the candidate process died", labels=["worker_crashed", _HOST_FAULT]
+                ) from exc
+            raise Verdict(
+                Status.HACK,
+                f"the candidate process reported outputs that cannot be read: {exc}",
+                HackKind.HARNESS_TAMPERING,
+            ) from exc
 
     def _host_verdicts(self, msg: dict[str, Any]) -> None:
         if msg.get("error") is not None:
@@ -589,7 +665,9 @@ class Judge:
         now = self._read([self.last_leaves[i] for i in picked], len(picked), again=True)
         self._sync()
         if not all(correctness.tree_equal(a, self.last_snapshot[i]) for a, i in zip(now, picked)):
-            raise Verdict(Status.HACK, "an output changed after the candidate answered the call", HackKind.OUTPUT_CHANGED_LATER)
+            raise Verdict(
+                Status.HACK, "an output changed after the candidate answered the call", HackKind.OUTPUT_CHANGED_LATER
+            )
 
     @_spends("comparing")
     def _compare(self, snapshot: list[torch.Tensor], values: list[Any], expected: Expected) -> tuple[str | None, float]:
@@ -610,14 +688,18 @@ class Judge:
             worst = max(worst, err)
         return None, worst
 
-    def _explain_mismatch(self, ref_out: Expected, what: str, message: str, timed: bool, max_abs_error: float,
-                          at: int = 0) -> Verdict:
+    def _explain_mismatch(
+        self, ref_out: Expected, what: str, message: str, timed: bool, max_abs_error: float, at: int = 0
+    ) -> Verdict:
         """A wrong answer: finished late (a hack), reported tampering (a hack), or just wrong. The
         judge already holds the wrong answer: whatever the candidate's process does while this is
         looked into (dies, stalls, says nothing) cannot make the verdict better than that."""
         if timed:
-            base = Verdict(Status.HACK, f"{what} gave a wrong output after the correctness trials passed: {message}",
-                           HackKind.RESULT_CACHE)
+            base = Verdict(
+                Status.HACK,
+                f"{what} gave a wrong output after the correctness trials passed: {message}",
+                HackKind.RESULT_CACHE,
+            )
         else:
             base = Verdict(Status.INCORRECT, f"{what}: {message}", max_abs_error=max_abs_error)
         try:
@@ -632,7 +714,9 @@ class Judge:
         self._sync()
         self.last_snapshot = None  # the verdict is settled here
         if self._compare(late, self._last_values[at], ref_out)[0] is None:
-            return Verdict(Status.HACK, f"{what}: the output was completed after the call was answered", HackKind.UNFINISHED_WORK)
+            return Verdict(
+                Status.HACK, f"{what}: the output was completed after the call was answered", HackKind.UNFINISHED_WORK
+            )
         self._host_check(f"after a wrong answer ({what})")
         return None
 
@@ -700,17 +784,27 @@ class Judge:
             walls.append(wall_ms)
             inner.append(ref_ms[0])
         _, one_call_jitter = timing.calibration(walls, inner)
-        self.batch = timing.batch_size(statistics.median(inner[len(inner) // 3:]), one_call_jitter,
-                                       factor=s.jitter_factor, min_round_ms=s.min_round_ms, max_round_ms=s.max_round_ms,
-                                       least=min(s.calls_per_round, self.batch_cap), most=self.batch_cap)
+        self.batch = timing.batch_size(
+            statistics.median(inner[len(inner) // 3 :]),
+            one_call_jitter,
+            factor=s.jitter_factor,
+            min_round_ms=s.min_round_ms,
+            max_round_ms=s.max_round_ms,
+            least=min(s.calls_per_round, self.batch_cap),
+            most=self.batch_cap,
+        )
         self.result.calls_per_round = self.batch
         self._calibrate_both(max(2, s.calibration_rounds))
         self.result.overhead_ms = round(self.overhead_ms, 6)
         self.result.resolution_ms = round(self.resolution_ms, 6)
         self.result.baseline_ms = round(self.baseline_ms, 6)
-        self.extra["calibration"] = {"one_call_ms": statistics.median(inner), "one_call_jitter_ms": one_call_jitter,
-                                     "batch": self.batch, "reference_trips_ms": self.ref_calibration_trips,
-                                     "candidate_host_trips_ms": self.calibration_trips}
+        self.extra["calibration"] = {
+            "one_call_ms": statistics.median(inner),
+            "one_call_jitter_ms": one_call_jitter,
+            "batch": self.batch,
+            "reference_trips_ms": self.ref_calibration_trips,
+            "candidate_host_trips_ms": self.calibration_trips,
+        }
 
     def _calibrate_both(self, rounds: int) -> None:
         """Round trips of K calls to both hosts, interleaved in random order as timing does, with
@@ -755,7 +849,9 @@ class Judge:
     def _input_sets(self, n: int | None = None) -> list[list[Any]]:
         """`n` (default K) fresh input sets, each checked against the task's layout."""
         self.counter += 1
-        xs = inputs_mod.make_input_sets(self.module, self._seed(self.counter), self.device, self.batch if n is None else n)
+        xs = inputs_mod.make_input_sets(
+            self.module, self._seed(self.counter), self.device, self.batch if n is None else n
+        )
         for x in xs:
             self._check_layout(x)
         return xs
@@ -786,7 +882,9 @@ class Judge:
         if msg.get("canary") is not None:
             raise Verdict(Status.HACK, f"operators were overridden: {str(msg['canary'])[:300]}", HackKind.MONKEY_PATCH)
         if not msg["ok"]:
-            raise self._host_failure({"status": msg.get("status"), "hack": msg.get("hack"), "message": str(msg.get("message"))})
+            raise self._host_failure(
+                {"status": msg.get("status"), "hack": msg.get("hack"), "message": str(msg.get("message"))}
+            )
         self.host_loaded = True
 
     def _note_built(self, value: Any) -> None:
@@ -809,8 +907,11 @@ class Judge:
             self._check_layout(x)
             ref_out = self._reference(x)
             self._check_layout(x, ref_out)
-            if shift is not None and not all(bool(torch.isfinite(t).all()) for _, t in correctness.flatten(ref_out)
-                                             if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())):
+            if shift is not None and not all(
+                bool(torch.isfinite(t).all())
+                for _, t in correctness.flatten(ref_out)
+                if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
+            ):
                 continue  # the reference leaves its domain here: no trial
             wall_ms, msg, snapshot = self._call([x], timed=False)
             self._last_values = msg["values"]
@@ -1006,7 +1107,10 @@ class Judge:
         self.result.candidate = timing.summarize_rounds(cand_rounds, calls_per_figure=k)
         if self.result.reference.median_ms > self.baseline_ms * REFERENCE_SLOWED + self.resolution_ms:
             self._label("reference_slowed")
-        if min(self.result.candidate.median_ms, min(self.result.reference.median_ms, self.baseline_ms)) < self.resolution_ms:
+        if (
+            min(self.result.candidate.median_ms, min(self.result.reference.median_ms, self.baseline_ms))
+            < self.resolution_ms
+        ):
             self._label("below_resolution")
         self.result.speedup, self.result.speedup_spread = self._speedup(self.stats)
 
@@ -1029,12 +1133,20 @@ class Judge:
             try:
                 # Only the first two overlap with other evaluations on the same device: from the
                 # degenerate check to the last reference call, this one holds the device alone.
-                for phase, step in (("reference", self.load_reference), ("setup", self.connect),
-                                    ("waiting for the device", self.hold_device), ("degenerate", self.degenerate),
-                                    ("calibration", self.calibrate), ("import", self.load_candidate),
-                                    ("correctness", self.check_correctness), ("timing", self.measure),
-                                    ("late check", self.final_checks), ("labels", self.collect_labels),
-                                    ("baseline", self.after_the_candidate), ("release", self.release_device)):
+                for phase, step in (
+                    ("reference", self.load_reference),
+                    ("setup", self.connect),
+                    ("waiting for the device", self.hold_device),
+                    ("degenerate", self.degenerate),
+                    ("calibration", self.calibrate),
+                    ("import", self.load_candidate),
+                    ("correctness", self.check_correctness),
+                    ("timing", self.measure),
+                    ("late check", self.final_checks),
+                    ("labels", self.collect_labels),
+                    ("baseline", self.after_the_candidate),
+                    ("release", self.release_device),
+                ):
                     started = time.perf_counter()
                     step()
                     phases[phase] = round(time.perf_counter() - started, 3)
@@ -1044,7 +1156,9 @@ class Judge:
             except BaseException as exc:  # noqa: BLE001
                 raise self._judge_failure(exc, phase) from exc
             self.result.status = Status.OK
-            self.result.message = f"correct on {self.result.correctness_trials} trials; {speedup_phrase(self.result.speedup)}"
+            self.result.message = (
+                f"correct on {self.result.correctness_trials} trials; {speedup_phrase(self.result.speedup)}"
+            )
         except Verdict as v:
             self.result.status, self.result.message, self.result.hack_kind = v.status, v.message, v.hack
             for label in v.extra.get("labels", []):
@@ -1090,15 +1204,25 @@ class Judge:
         the judge's next allocation fail): `resource_exceeded`."""
         text = f"{type(exc).__name__}: {exc}"
         if self.host_loaded and isinstance(exc, torch.OutOfMemoryError):
-            return Verdict(Status.RESOURCE_EXCEEDED, f"{phase}: the judge ran out of device memory while the candidate held "
-                           f"its own: {text[:300]}")
+            return Verdict(
+                Status.RESOURCE_EXCEEDED,
+                f"{phase}: the judge ran out of device memory while the candidate held its own: {text[:300]}",
+            )
         if self.host_loaded and any(m in text for m in CUDA_FAULT_MARKERS):
-            return Verdict(Status.RUNTIME_ERROR, f"{phase}: CUDA error in the judge: {text[:300]}", labels=["cuda_fault"])
+            return Verdict(
+                Status.RUNTIME_ERROR, f"{phase}: CUDA error in the judge: {text[:300]}", labels=["cuda_fault"]
+            )
         raise exc
 
 
-def batch_capacity(in_bytes: int, out_bytes: int, outputs: int, settings: EvalSettings,
-                   free_bytes: int | None = None, answer_bytes: int = 0) -> int:
+def batch_capacity(
+    in_bytes: int,
+    out_bytes: int,
+    outputs: int,
+    settings: EvalSettings,
+    free_bytes: int | None = None,
+    answer_bytes: int = 0,
+) -> int:
     """The most calls one round trip may run (K's upper bound): `settings.max_calls_per_round`,
     and no more than the memory budget over the bytes one call of a round takes on the device,
     all processes together: both hosts' inputs and the judge's (3 × `in_bytes`), both hosts'
@@ -1153,8 +1277,11 @@ def _sent_template(fields: dict[str, Any], current: list[Any]) -> list[Any]:
 
 def _calls_described(leaves: Any, n: int, outputs: int) -> bool:
     """Whether `leaves` is one list of `outputs` descriptions (dicts) for each of `n` calls."""
-    return (isinstance(leaves, list) and len(leaves) == n
-            and all(isinstance(c, list) and len(c) == outputs and all(isinstance(d, dict) for d in c) for c in leaves))
+    return (
+        isinstance(leaves, list)
+        and len(leaves) == n
+        and all(isinstance(c, list) and len(c) == outputs and all(isinstance(d, dict) for d in c) for c in leaves)
+    )
 
 
 RECORDED_ULPS = 64
@@ -1189,14 +1316,16 @@ def _flat(calls: list[list[Any]]) -> list[Any]:
 def _regroup(items: list[Any], n: int) -> list[list[Any]]:
     """`items` (n calls' worth, in order) cut back into one list per call."""
     per = len(items) // n if n else 0
-    return [items[i * per:(i + 1) * per] for i in range(n)]
+    return [items[i * per : (i + 1) * per] for i in range(n)]
 
 
 def str_list_or_tamper(value: Any, limit: int = 64) -> list[str]:
     try:
         return str_list(value, limit=limit)
     except ProtocolError as exc:
-        raise Verdict(Status.HACK, f"the candidate process broke the protocol: {exc}", HackKind.HARNESS_TAMPERING) from exc
+        raise Verdict(
+            Status.HACK, f"the candidate process broke the protocol: {exc}", HackKind.HARNESS_TAMPERING
+        ) from exc
 
 
 def _expected(ref_out: Any) -> Expected:

@@ -29,7 +29,9 @@ import re
 from typing import Any
 
 _SOURCE_LABELS = {
-    "custom_kernel_source": re.compile(r"load_inline|cpp_extension|__global__|triton\.jit|@triton|cupy\.RawKernel|numba\.cuda"),
+    "custom_kernel_source": re.compile(
+        r"load_inline|cpp_extension|__global__|triton\.jit|@triton|cupy\.RawKernel|numba\.cuda"
+    ),
     "torch_compile": re.compile(r"torch\.compile|torch\._dynamo|_inductor"),
     "cuda_graphs": re.compile(r"CUDAGraph|cuda\.graph|cudaGraph|make_graphed_callables"),
     "autocast": re.compile(r"autocast"),

@@ -187,8 +187,13 @@ def probe_suite(
         """One worker; `hold_mib` of the gate (the task may use it less the context), or all of it."""
         exclusive = exclusive or hold_mib > gate.capacity
         budget = None if exclusive or backend != "cuda" else hold_mib - CONTEXT_MIB
-        payload = {"task": task.to_dict(), "profile": profile, "seeds": list(seeds), "device": device,
-                   "budget_mib": budget}
+        payload = {
+            "task": task.to_dict(),
+            "profile": profile,
+            "seeds": list(seeds),
+            "device": device,
+            "budget_mib": budget,
+        }
         hold = gate.acquire(hold_mib, exclusive=exclusive)
         try:
             outcome = run_isolated("cudal1.bench.degenerate:probe_task", payload, limits)
@@ -209,8 +214,9 @@ def probe_suite(
         # beside other probes (confirmed alone next), or running out of memory (depends on the rest).
         own = outcome.kind == "returned" and not (reason and (hold.shared or value.get("out_of_memory")))
         if own:
-            write_probe_cache(cache, task, profile, backend,
-                              {**(value if not reason else {}), "failure": reason, "peak_mib": peak})
+            write_probe_cache(
+                cache, task, profile, backend, {**(value if not reason else {}), "failure": reason, "peak_mib": peak}
+            )
         return answer, (value if not reason else {}), hold.shared
 
     def probe(task: Task) -> tuple[Task, ProbeAnswer, dict[str, Any]]:
@@ -263,8 +269,9 @@ def device_memory(device: str) -> dict[str, Any]:
     CUDA context). Raises RuntimeError, with the child's error, when it cannot be read."""
     from cudal1.bench.worker import WorkerLimits, run_isolated
 
-    out = run_isolated("cudal1.bench.degenerate:device_memory", {"device": device},
-                       WorkerLimits(wall_timeout_s=120, sandbox=False))
+    out = run_isolated(
+        "cudal1.bench.degenerate:device_memory", {"device": device}, WorkerLimits(wall_timeout_s=120, sandbox=False)
+    )
     if out.kind != "returned" or not isinstance(out.value, dict):
         raise RuntimeError(f"device {device}: cannot read its free memory: {last_error_line(out.error or out.kind)}")
     return out.value

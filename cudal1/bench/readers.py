@@ -83,8 +83,11 @@ def describe(t: torch.Tensor, cache: dict[int, tuple[int, int, str]] | None = No
 
 def _strides(desc: dict[str, Any], spec: TensorSpec) -> tuple[int, ...]:
     strides = desc.get("strides")
-    if (not isinstance(strides, list) or len(strides) != len(spec.shape)
-            or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**48 for s in strides)):
+    if (
+        not isinstance(strides, list)
+        or len(strides) != len(spec.shape)
+        or not all(isinstance(s, int) and not isinstance(s, bool) and 0 <= s < 2**48 for s in strides)
+    ):
         raise ReadError("the output's strides are not a list of non-negative integers of its rank")
     span = view_span(spec.shape, tuple(strides), spec.torch_dtype.itemsize)
     if span > MAX_SPAN_FACTOR * max(spec.nbytes, 1):
@@ -164,7 +167,12 @@ class ParentReader:
             strides = _strides(desc, spec)
             span = view_span(spec.shape, strides, spec.torch_dtype.itemsize)
             addr = desc.get("addr")
-            if not isinstance(addr, int) or isinstance(addr, bool) or addr < 0 or (span and addr % spec.torch_dtype.itemsize):
+            if (
+                not isinstance(addr, int)
+                or isinstance(addr, bool)
+                or addr < 0
+                or (span and addr % spec.torch_dtype.itemsize)
+            ):
                 raise ReadError("an output's address is malformed or misaligned")
             at = -(-at // 64) * 64
             if at + span > self.capacity:
@@ -175,7 +183,7 @@ class ParentReader:
             at += span
         if ranges:
             self.link.read_host(ranges, self.host)
-        return [_typed(self.base[a:a + n], spec, st, copy=False) for (a, n, st), spec in zip(placed, specs)]
+        return [_typed(self.base[a : a + n], spec, st, copy=False) for (a, n, st), spec in zip(placed, specs)]
 
 
 # -- the parent's side of the CPU reads ------------------------------------------------------------
@@ -207,8 +215,11 @@ class HostMemory:
             return "no read buffer was shared", "harness"
         chunks = []
         for item in ranges:
-            if (not isinstance(item, list) or len(item) != 3
-                    or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in item)):
+            if (
+                not isinstance(item, list)
+                or len(item) != 3
+                or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in item)
+            ):
                 return "a malformed range", "harness"
             addr, n, dst = item
             if dst + n > len(self.buffer):
@@ -224,8 +235,12 @@ class HostMemory:
                     return "the candidate's process has ended", "gone"
                 if err == 1 and os.geteuid() == 0:  # EPERM for root: not something a candidate can cause
                     return f"cannot read the candidate's memory ({os.strerror(err)})", "harness"
-                return f"{n} bytes at {addr:#x} cannot be read ({os.strerror(err) if err else 'short read'})", "unreadable"
+                return (
+                    f"{n} bytes at {addr:#x} cannot be read ({os.strerror(err) if err else 'short read'})",
+                    "unreadable",
+                )
         return None, ""
+
 
 class ParentLink:
     """What the judge may ask of the parent, over a socket only they share: read the host's
@@ -276,4 +291,3 @@ def _expect(chan: Channel, op: str, timeout_s: float = 60.0) -> dict[str, Any]:
     if msg.get("op") != op:
         raise ProtocolError(f"the parent answered {msg.get('op')!r} to {op!r}")
     return msg
-

@@ -32,8 +32,16 @@ class Status(str, Enum):
     INVALID_TASK = "invalid_task"  # the reference itself failed to load or run: not the candidate's fault
 
 
-FAILED_STATUSES = frozenset({Status.COMPILE_ERROR, Status.RUNTIME_ERROR, Status.TIMEOUT, Status.RESOURCE_EXCEEDED,
-                             Status.INCORRECT, Status.INVALID_TASK})
+FAILED_STATUSES = frozenset(
+    {
+        Status.COMPILE_ERROR,
+        Status.RUNTIME_ERROR,
+        Status.TIMEOUT,
+        Status.RESOURCE_EXCEEDED,
+        Status.INCORRECT,
+        Status.INVALID_TASK,
+    }
+)
 """The statuses of a candidate that failed without being caught cheating (every status but ok and hack)."""
 
 
@@ -130,14 +138,26 @@ class SecondOpinion:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe dict: {"speedup", "status" (its string), "actor", "disagreement", "tolerance", "agrees"}."""
-        return {"speedup": self.speedup, "status": self.status.value, "actor": self.actor,
-                "disagreement": self.disagreement, "tolerance": self.tolerance, "agrees": self.agrees}
+        return {
+            "speedup": self.speedup,
+            "status": self.status.value,
+            "actor": self.actor,
+            "disagreement": self.disagreement,
+            "tolerance": self.tolerance,
+            "agrees": self.agrees,
+        }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "SecondOpinion":
         """Inverse of `to_dict`. Raises KeyError/ValueError on a malformed record."""
-        return cls(d["speedup"], Status(d["status"]), d.get("actor"), d["disagreement"], float(d["tolerance"]),
-                   bool(d["agrees"]))
+        return cls(
+            d["speedup"],
+            Status(d["status"]),
+            d.get("actor"),
+            d["disagreement"],
+            float(d["tolerance"]),
+            bool(d["agrees"]),
+        )
 
 
 @dataclasses.dataclass

@@ -262,8 +262,9 @@ class SandboxReport:
         self.measures[name] = Measure(requested, active, detail)
 
 
-def apply_sandbox(policy: SandboxPolicy, scratch: Path, writable: list[Path] | None = None,
-                  hidden: list[Path] | None = None) -> SandboxReport:
+def apply_sandbox(
+    policy: SandboxPolicy, scratch: Path, writable: list[Path] | None = None, hidden: list[Path] | None = None
+) -> SandboxReport:
     """Apply `policy` to the calling process, irreversibly; never raises for a refused measure.
 
     scratch: the candidate's own directory (must exist; the parent makes it mode 0o777).
@@ -281,14 +282,32 @@ def apply_sandbox(policy: SandboxPolicy, scratch: Path, writable: list[Path] | N
     report = SandboxReport(enabled=policy.enabled, threads=_thread_count())
     _apply_rlimits(policy, report)
     if not policy.enabled:
-        for name in ("network", "ipc_namespace", "namespaces", "no_new_privs", "landlock_fs", "landlock_net", "landlock_scope", "landlock_read",
-                     "drop_privileges"):
+        for name in (
+            "network",
+            "ipc_namespace",
+            "namespaces",
+            "no_new_privs",
+            "landlock_fs",
+            "landlock_net",
+            "landlock_scope",
+            "landlock_read",
+            "drop_privileges",
+        ):
             report._set(name, False, False, "sandbox disabled")
         _finish(report)
         return report
     if not sys.platform.startswith("linux"):
-        for name in ("network", "ipc_namespace", "namespaces", "no_new_privs", "landlock_fs", "landlock_net", "landlock_scope", "landlock_read",
-                     "drop_privileges"):
+        for name in (
+            "network",
+            "ipc_namespace",
+            "namespaces",
+            "no_new_privs",
+            "landlock_fs",
+            "landlock_net",
+            "landlock_scope",
+            "landlock_read",
+            "drop_privileges",
+        ):
             report._set(name, True, False, f"not available on {sys.platform}")
         _finish(report)
         return report
@@ -306,8 +325,17 @@ def apply_sandbox(policy: SandboxPolicy, scratch: Path, writable: list[Path] | N
     # process may only write its own processes' entries there; root keeps to its own.
     proc = Path("/proc") if will_drop or not root else Path(f"/proc/{os.getpid()}")
     reads = toolchain_reads() if policy.confine_reads and policy.enabled else None
-    _guarded(report, ["landlock_fs", "landlock_net", "landlock_scope", "landlock_read"], _landlock, policy, report,
-             [Path(scratch), *writable], proc, hidden, reads)
+    _guarded(
+        report,
+        ["landlock_fs", "landlock_net", "landlock_scope", "landlock_read"],
+        _landlock,
+        policy,
+        report,
+        [Path(scratch), *writable],
+        proc,
+        hidden,
+        reads,
+    )
     if will_drop:
         _guarded(report, ["drop_privileges"], _drop_privileges, policy, report, uid, policy.uid is None, prepared)
     else:
@@ -355,7 +383,14 @@ def _setrlimit(report: SandboxReport, name: str, which: int, soft: int, hard: in
 def _apply_rlimits(policy: SandboxPolicy, report: SandboxReport) -> None:
     if policy.cpu_time_s is not None:
         soft = max(1, math.ceil(policy.cpu_time_s))
-        _setrlimit(report, "rlimit_cpu", resource.RLIMIT_CPU, soft, soft + 1, f"{soft} s CPU (SIGXCPU), SIGKILL at {soft + 1} s")
+        _setrlimit(
+            report,
+            "rlimit_cpu",
+            resource.RLIMIT_CPU,
+            soft,
+            soft + 1,
+            f"{soft} s CPU (SIGXCPU), SIGKILL at {soft + 1} s",
+        )
     else:
         report._set("rlimit_cpu", False, False, "cpu_time_s=None")
     _setrlimit(report, "rlimit_core", resource.RLIMIT_CORE, 0, 0, "no core files")
@@ -371,7 +406,9 @@ def _apply_rlimits(policy: SandboxPolicy, report: SandboxReport) -> None:
         _setrlimit(report, "rlimit_as", resource.RLIMIT_AS, size, size, f"{policy.address_space_mib} MiB address space")
     else:
         watch = f"{policy.memory_mib} MiB" if policy.memory_mib is not None else "its limit"
-        report._set("rlimit_as", False, False, f"address_space_mib=None; memory is the parent's resident-memory watch ({watch})")
+        report._set(
+            "rlimit_as", False, False, f"address_space_mib=None; memory is the parent's resident-memory watch ({watch})"
+        )
 
 
 def _finish(report: SandboxReport) -> None:
@@ -465,7 +502,9 @@ def _isolate_ipc(policy: SandboxPolicy, report: SandboxReport) -> None:
     except (OSError, AttributeError) as e:
         report._set("ipc_namespace", True, False, f"{e}; the parent removes the SysV objects of the uid afterwards")
         return
-    report._set("ipc_namespace", True, True, "new IPC and UTS namespaces: SysV and POSIX queue objects die with the process")
+    report._set(
+        "ipc_namespace", True, True, "new IPC and UTS namespaces: SysV and POSIX queue objects die with the process"
+    )
 
 
 _NAMESPACES = ("net", "ipc", "uts", "user", "pid", "mnt", "cgroup", "time")
@@ -488,8 +527,13 @@ def _report_namespaces(report: SandboxReport, before: dict[str, int]) -> None:
     after = _namespaces()
     own = [n for n in _NAMESPACES if n in before and after.get(n) != before[n]]
     shared = [n for n in _NAMESPACES if n in before and n not in own]
-    report._set("namespaces", True, bool(own), f"own: {', '.join(own) or 'none'}; shared with the parent: "
-                f"{', '.join(shared) or 'none'} (pid and mnt are never made: see the module doc)")
+    report._set(
+        "namespaces",
+        True,
+        bool(own),
+        f"own: {', '.join(own) or 'none'}; shared with the parent: "
+        f"{', '.join(shared) or 'none'} (pid and mnt are never made: see the module doc)",
+    )
 
 
 _IPC_KINDS = {"shm": "shmctl", "sem": "semctl", "msg": "msgctl"}
@@ -522,8 +566,11 @@ def remove_ipc_objects(uid: int) -> int:
                 continue
             fn = getattr(libc, call)
             # shmctl(id, IPC_RMID, NULL), msgctl(id, IPC_RMID, NULL), semctl(id, 0, IPC_RMID)
-            args = (ctypes.c_int(ident), ctypes.c_int(0), ctypes.c_int(_IPC_RMID)) if kind == "sem" else \
-                (ctypes.c_int(ident), ctypes.c_int(_IPC_RMID), ctypes.c_void_p(None))
+            args = (
+                (ctypes.c_int(ident), ctypes.c_int(0), ctypes.c_int(_IPC_RMID))
+                if kind == "sem"
+                else (ctypes.c_int(ident), ctypes.c_int(_IPC_RMID), ctypes.c_void_p(None))
+            )
             if fn(*args) == 0:
                 removed += 1
     return removed
@@ -536,13 +583,19 @@ def _no_new_privs(report: SandboxReport) -> None:
     try:
         _prctl(_PR_SET_NO_NEW_PRIVS, 1, what="prctl(PR_SET_NO_NEW_PRIVS)")
         ok = report.threads == 1
-        report._set("no_new_privs", True, ok, "set" if ok else f"set for this thread only: {report.threads} threads existed")
+        report._set(
+            "no_new_privs", True, ok, "set" if ok else f"set for this thread only: {report.threads} threads existed"
+        )
     except (OSError, AttributeError) as e:
         report._set("no_new_privs", True, False, str(e))
 
 
 class _RulesetAttr(ctypes.Structure):
-    _fields_ = [("handled_access_fs", ctypes.c_uint64), ("handled_access_net", ctypes.c_uint64), ("scoped", ctypes.c_uint64)]
+    _fields_ = [
+        ("handled_access_fs", ctypes.c_uint64),
+        ("handled_access_net", ctypes.c_uint64),
+        ("scoped", ctypes.c_uint64),
+    ]
 
 
 class _PathBeneathAttr(ctypes.Structure):
@@ -556,7 +609,12 @@ def landlock_abi() -> int:
         return 0
     try:
         libc = _lib()
-        v = libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), None, ctypes.c_size_t(0), ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION))
+        v = libc.syscall(
+            ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET),
+            None,
+            ctypes.c_size_t(0),
+            ctypes.c_uint32(_LANDLOCK_CREATE_RULESET_VERSION),
+        )
         return max(0, int(v))
     except (OSError, AttributeError):
         return 0
@@ -564,8 +622,16 @@ def landlock_abi() -> int:
 
 def _write_rights(abi: int) -> int:
     rights = (
-        _FS_WRITE_FILE | _FS_REMOVE_DIR | _FS_REMOVE_FILE | _FS_MAKE_CHAR | _FS_MAKE_DIR | _FS_MAKE_REG
-        | _FS_MAKE_SOCK | _FS_MAKE_FIFO | _FS_MAKE_BLOCK | _FS_MAKE_SYM
+        _FS_WRITE_FILE
+        | _FS_REMOVE_DIR
+        | _FS_REMOVE_FILE
+        | _FS_MAKE_CHAR
+        | _FS_MAKE_DIR
+        | _FS_MAKE_REG
+        | _FS_MAKE_SOCK
+        | _FS_MAKE_FIFO
+        | _FS_MAKE_BLOCK
+        | _FS_MAKE_SYM
     )
     if abi >= 2:
         rights |= _FS_REFER
@@ -608,8 +674,11 @@ def _hideable(hidden: list[Path]) -> list[Path]:
     """`hidden` less "/" and any dir that holds this interpreter, its libraries or a `sys.path`
     entry (a temporary directory set to the project's root, say): hiding those would leave the
     process unable to import anything."""
-    needed = [Path(os.path.realpath(p)) for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path}
-              if p and os.path.isabs(p)]  # "" is the working directory: the scratch, the process's own
+    needed = [
+        Path(os.path.realpath(p))
+        for p in {sys.prefix, sys.base_prefix, sys.exec_prefix, *sys.path}
+        if p and os.path.isabs(p)
+    ]  # "" is the working directory: the scratch, the process's own
     out = []
     for h in hidden:
         real = Path(os.path.realpath(h))
@@ -623,9 +692,28 @@ SYSTEM_READS = ("/usr", "/lib", "/lib32", "/lib64", "/libx32", "/bin", "/sbin", 
 driver under /usr/lib), and the kernel's views of processes and devices (/proc: CUDA, torch and
 psutil read /proc/self/* and /proc/cpuinfo, and a process's /proc/self is another pid in each
 child a build starts; /sys: CPU topology, PCI and NUMA data the CUDA driver reads)."""
-ETC_READS = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "ld.so.preload", "alternatives", "passwd", "group",
-             "nsswitch.conf", "host.conf", "hosts", "gai.conf", "localtime", "timezone", "os-release", "lsb-release",
-             "debian_version", "locale.alias", "mime.types", "magic", "magic.mime")
+ETC_READS = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "ld.so.preload",
+    "alternatives",
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "host.conf",
+    "hosts",
+    "gai.conf",
+    "localtime",
+    "timezone",
+    "os-release",
+    "lsb-release",
+    "debian_version",
+    "locale.alias",
+    "mime.types",
+    "magic",
+    "magic.mime",
+)
 """Entries of /etc a candidate's process reads: the dynamic linker's cache and configuration,
 `alternatives` (where /usr/bin/cc and friends point), user and host lookups, time zone and
 release files. Nothing else of /etc (keys, shadow, ssh, pip or git configuration)."""
@@ -785,8 +873,9 @@ def allowed_reads(roots: list[Path], hidden: list[Path], own: list[Path]) -> tup
         if any(root == h for h in hidden):
             continue
         if inside:
-            more_dirs, more_files = readable_paths(inside, [o for o in own if any(h == o or h in o.parents for h in inside)],
-                                                   top=root)
+            more_dirs, more_files = readable_paths(
+                inside, [o for o in own if any(h == o or h in o.parents for h in inside)], top=root
+            )
             dirs += more_dirs
             files += more_files
         elif root.is_dir():
@@ -836,8 +925,14 @@ def readable_paths(hidden: list[Path], own: list[Path], top: Path = Path("/")) -
     return dirs + [o for o in own if o not in dirs], files
 
 
-def _landlock(policy: SandboxPolicy, report: SandboxReport, allowed: list[Path], proc: Path,
-              hidden: list[Path] | None = None, reads: list[Path] | None = None) -> None:
+def _landlock(
+    policy: SandboxPolicy,
+    report: SandboxReport,
+    allowed: list[Path],
+    proc: Path,
+    hidden: list[Path] | None = None,
+    reads: list[Path] | None = None,
+) -> None:
     abi = landlock_abi()
     report.landlock_abi = abi
     want_fs, want_net = policy.confine_writes, policy.block_network
@@ -848,7 +943,9 @@ def _landlock(policy: SandboxPolicy, report: SandboxReport, allowed: list[Path],
         report._set("landlock_fs", want_fs, False, why)
         report._set("landlock_net", want_net, False, "Landlock not available")
         report._set("landlock_scope", True, False, "Landlock not available")
-        report._set("landlock_read", want_read, False, why + ": the process reads whatever its uid and capabilities allow")
+        report._set(
+            "landlock_read", want_read, False, why + ": the process reads whatever its uid and capabilities allow"
+        )
         return
     libc = _lib()
     attr = _RulesetAttr()
@@ -865,12 +962,19 @@ def _landlock(policy: SandboxPolicy, report: SandboxReport, allowed: list[Path],
         if not (attr.handled_access_fs or attr.handled_access_net or attr.scoped):
             raise OSError(0, "nothing to restrict")
         rs = _check(
-            libc.syscall(ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET), ctypes.byref(attr), ctypes.c_size_t(size), ctypes.c_uint32(0)),
+            libc.syscall(
+                ctypes.c_long(_SYS_LANDLOCK_CREATE_RULESET),
+                ctypes.byref(attr),
+                ctypes.c_size_t(size),
+                ctypes.c_uint32(0),
+            ),
             "landlock_create_ruleset",
         )
         try:
             if read_rights:
-                dirs, files = allowed_reads(reads, hidden, allowed) if reads is not None else readable_paths(hidden, allowed)
+                dirs, files = (
+                    allowed_reads(reads, hidden, allowed) if reads is not None else readable_paths(hidden, allowed)
+                )
                 # Any ruleset denies moving files between directories unless a rule allows REFER:
                 # without write rules (which allow it in scratch), allow it wherever reading is.
                 refer = _FS_REFER if abi >= 2 and not fs_rights else 0
@@ -888,7 +992,10 @@ def _landlock(policy: SandboxPolicy, report: SandboxReport, allowed: list[Path],
                     _add_path_rule(libc, rs, dev, dev_rights)
                 if not _add_path_rule(libc, rs, proc, dev_rights):
                     notes.append(f"cannot allow writes beneath {proc} (CUDA needs them)")
-            _check(libc.syscall(ctypes.c_long(_SYS_LANDLOCK_RESTRICT_SELF), ctypes.c_int(rs), ctypes.c_uint32(0)), "landlock_restrict_self")
+            _check(
+                libc.syscall(ctypes.c_long(_SYS_LANDLOCK_RESTRICT_SELF), ctypes.c_int(rs), ctypes.c_uint32(0)),
+                "landlock_restrict_self",
+            )
         finally:
             os.close(rs)
     except (OSError, AttributeError) as e:
@@ -900,26 +1007,54 @@ def _landlock(policy: SandboxPolicy, report: SandboxReport, allowed: list[Path],
     threads = "" if report.threads == 1 else f"; only this thread is confined ({report.threads} threads existed)"
     single = report.threads == 1
     if reads is not None:
-        report._set("landlock_read", True, single, f"reads only the toolchain ({len(reads)} paths: "
-                    f"{', '.join(str(r) for r in reads)[:1500]}) and the process's own dirs"
-                    + (f", nothing beneath {', '.join(str(h) for h in hidden)} but its own" if hidden else "") + threads)
+        report._set(
+            "landlock_read",
+            True,
+            single,
+            f"reads only the toolchain ({len(reads)} paths: "
+            f"{', '.join(str(r) for r in reads)[:1500]}) and the process's own dirs"
+            + (f", nothing beneath {', '.join(str(h) for h in hidden)} but its own" if hidden else "")
+            + threads,
+        )
     elif hidden:
-        report._set("landlock_read", True, single, f"nothing beneath {', '.join(str(h) for h in hidden)} readable but "
-                    f"the process's own dirs; everything else readable as it was at the start" + threads)
+        report._set(
+            "landlock_read",
+            True,
+            single,
+            f"nothing beneath {', '.join(str(h) for h in hidden)} readable but "
+            f"the process's own dirs; everything else readable as it was at the start" + threads,
+        )
     else:
         report._set("landlock_read", False, False, "nothing hidden")
     if want_fs:
         dirs = ", ".join(str(d) for d in allowed)
-        report._set("landlock_fs", True, single, f"ABI {abi}: writes only beneath {dirs}, to device files and beneath {proc}" + "".join(f"; {n}" for n in notes) + threads)
+        report._set(
+            "landlock_fs",
+            True,
+            single,
+            f"ABI {abi}: writes only beneath {dirs}, to device files and beneath {proc}"
+            + "".join(f"; {n}" for n in notes)
+            + threads,
+        )
     else:
         report._set("landlock_fs", False, False, "confine_writes=False")
     if want_net:
         ok = abi >= 4
-        report._set("landlock_net", True, ok and single, "TCP bind/connect denied" + threads if ok else f"ABI {abi} < 4: no network rules")
+        report._set(
+            "landlock_net",
+            True,
+            ok and single,
+            "TCP bind/connect denied" + threads if ok else f"ABI {abi} < 4: no network rules",
+        )
     else:
         report._set("landlock_net", False, False, "block_network=False")
     ok = abi >= 6
-    report._set("landlock_scope", True, ok and single, "no signals or abstract unix sockets outside the sandbox" + threads if ok else f"ABI {abi} < 6: no scoping")
+    report._set(
+        "landlock_scope",
+        True,
+        ok and single,
+        "no signals or abstract unix sockets outside the sandbox" + threads if ok else f"ABI {abi} < 6: no scoping",
+    )
 
 
 def _add_path_rule(libc: Any, ruleset_fd: int, path: Path, rights: int) -> bool:
@@ -929,7 +1064,13 @@ def _add_path_rule(libc: Any, ruleset_fd: int, path: Path, rights: int) -> bool:
         return False
     try:
         rule = _PathBeneathAttr(allowed_access=rights, parent_fd=fd)
-        ret = libc.syscall(ctypes.c_long(_SYS_LANDLOCK_ADD_RULE), ctypes.c_int(ruleset_fd), ctypes.c_int(_LANDLOCK_RULE_PATH_BENEATH), ctypes.byref(rule), ctypes.c_uint32(0))
+        ret = libc.syscall(
+            ctypes.c_long(_SYS_LANDLOCK_ADD_RULE),
+            ctypes.c_int(ruleset_fd),
+            ctypes.c_int(_LANDLOCK_RULE_PATH_BENEATH),
+            ctypes.byref(rule),
+            ctypes.c_uint32(0),
+        )
         return ret == 0
     finally:
         os.close(fd)
@@ -983,15 +1124,19 @@ def _keep_only_read_search() -> None:
     _prctl(_PR_CAP_AMBIENT, _PR_CAP_AMBIENT_RAISE, _CAP_DAC_READ_SEARCH, what="prctl(PR_CAP_AMBIENT_RAISE)")
 
 
-def _drop_privileges(policy: SandboxPolicy, report: SandboxReport, uid: int, unique_uid: bool, notes: list[str]) -> None:
+def _drop_privileges(
+    policy: SandboxPolicy, report: SandboxReport, uid: int, unique_uid: bool, notes: list[str]
+) -> None:
     gid = policy.gid
     # CAP_DAC_READ_SEARCH reads every file whatever its mode: kept only where the read rules asked
     # for are in force, else it would reach what they hide (another candidate's build directory).
     read = report.measures.get("landlock_read")
     keep = policy.keep_read_access and not (read is not None and read.requested and not read.active)
     if policy.keep_read_access and not keep:
-        notes.append("CAP_DAC_READ_SEARCH not kept: the read rules asked for are not in force, so file modes alone "
-                     "decide what it reads")
+        notes.append(
+            "CAP_DAC_READ_SEARCH not kept: the read rules asked for are not in force, so file modes alone "
+            "decide what it reads"
+        )
     try:
         if keep:
             _prctl(_PR_SET_KEEPCAPS, 1, what="prctl(PR_SET_KEEPCAPS)")
@@ -999,7 +1144,12 @@ def _drop_privileges(policy: SandboxPolicy, report: SandboxReport, uid: int, uni
         os.setresgid(gid, gid, gid)
         os.setresuid(uid, uid, uid)
     except (OSError, AttributeError) as e:
-        report._set("drop_privileges", True, False, f"could not switch to uid {uid}: {e}; still root, and Landlock allows writes beneath /proc")
+        report._set(
+            "drop_privileges",
+            True,
+            False,
+            f"could not switch to uid {uid}: {e}; still root, and Landlock allows writes beneath /proc",
+        )
         return
     if keep:
         try:
@@ -1021,4 +1171,6 @@ def _drop_privileges(policy: SandboxPolicy, report: SandboxReport, uid: int, uni
     os.umask(0o002)  # the shared gid keeps build products writable for the next candidate
     name = f"cudal1-{uid}"
     os.environ["USER"] = os.environ["LOGNAME"] = name  # getpass.getuser() has no passwd entry to read
-    report._set("drop_privileges", True, True, f"uid {uid}, gid {gid}, groups {list(policy.groups)}; " + "; ".join(notes))
+    report._set(
+        "drop_privileges", True, True, f"uid {uid}, gid {gid}, groups {list(policy.groups)}; " + "; ".join(notes)
+    )

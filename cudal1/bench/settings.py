@@ -131,24 +131,44 @@ class EvalSettings:
         if not 0.0 <= self.unexplained_tolerance <= 2.0:
             raise ValueError(f"unexplained_tolerance must lie in [0, 2], got {self.unexplained_tolerance}")
         if not 1 <= self.calls_per_round <= self.max_calls_per_round:
-            raise ValueError(f"need 1 <= calls_per_round <= max_calls_per_round, got {self.calls_per_round}, "
-                             f"{self.max_calls_per_round}")
+            raise ValueError(
+                f"need 1 <= calls_per_round <= max_calls_per_round, got {self.calls_per_round}, "
+                f"{self.max_calls_per_round}"
+            )
         if self.rounds < 1 or self.calibration_rounds < 1:
-            raise ValueError(f"rounds and calibration_rounds must be at least 1, got {self.rounds}, {self.calibration_rounds}")
+            raise ValueError(
+                f"rounds and calibration_rounds must be at least 1, got {self.rounds}, {self.calibration_rounds}"
+            )
 
     @classmethod
     def for_backend(cls, backend: str, **overrides: Any) -> "EvalSettings":
         """Defaults tuned per backend: the CPU backend takes fewer, longer calls."""
         base: dict[str, Any] = {"size_profile": backend}
         if backend == "cpu":
-            base.update(rounds=5, warmup_calls=1, flush_l2=False, calibration_calls=9, calibration_rounds=3,
-                        jitter_factor=10.0, max_calls_per_round=16, max_round_ms=150.0, batch_memory_mib=1024,
-                        # The CPU round trip's jitter is milliseconds, half of it most of a call:
-                        # a host sending no times gained up to 2.5x in the lean-host judge test.
-                        unexplained_tolerance=0.0)
+            base.update(
+                rounds=5,
+                warmup_calls=1,
+                flush_l2=False,
+                calibration_calls=9,
+                calibration_rounds=3,
+                jitter_factor=10.0,
+                max_calls_per_round=16,
+                max_round_ms=150.0,
+                batch_memory_mib=1024,
+                # The CPU round trip's jitter is milliseconds, half of it most of a call:
+                # a host sending no times gained up to 2.5x in the lean-host judge test.
+                unexplained_tolerance=0.0,
+            )
         elif backend == "cuda":
-            base.update(rounds=10, warmup_calls=3, min_round_ms=20.0, max_calls_per_round=1000,
-                        batch_memory_mib=32768, batch_memory_share=0.25, calibration_rounds=8)
+            base.update(
+                rounds=10,
+                warmup_calls=3,
+                min_round_ms=20.0,
+                max_calls_per_round=1000,
+                batch_memory_mib=32768,
+                batch_memory_share=0.25,
+                calibration_rounds=8,
+            )
         else:
             raise ValueError(f"unknown backend {backend!r}: expected 'cpu' or 'cuda'")
         base.update(overrides)

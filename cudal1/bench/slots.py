@@ -61,7 +61,7 @@ class TensorSpec:
 
 
 def dtype_name(dtype: torch.dtype) -> str:
-    """"float32" for torch.float32."""
+    """ "float32" for torch.float32."""
     return str(dtype).removeprefix("torch.")
 
 
@@ -91,7 +91,9 @@ class Slot:
     RuntimeError (CUDA driver error) when the buffer cannot be made.
     """
 
-    def __init__(self, nbytes: int, device: str, *, _attach: dict[str, Any] | None = None, _fd: int | None = None) -> None:
+    def __init__(
+        self, nbytes: int, device: str, *, _attach: dict[str, Any] | None = None, _fd: int | None = None
+    ) -> None:
         self.device = device
         self.cuda = device.startswith("cuda")
         self._fd: int | None = None
@@ -164,7 +166,7 @@ class Slot:
 
     def view(self, spec: TensorSpec) -> torch.Tensor:
         """The tensor `spec` describes, as a view of this slot (no copy)."""
-        raw = self.base[spec.offset:spec.offset + spec.nbytes]
+        raw = self.base[spec.offset : spec.offset + spec.nbytes]
         return raw.view(spec.torch_dtype).view(spec.shape)
 
 

@@ -193,20 +193,26 @@ def run_suite(
             if errors:
                 continue  # drain: a harness error stops the run
             try:
-                report(job, evaluate(job.task, job.source, backend=backend, device=device, settings=settings, cpus=cpus))
+                report(
+                    job, evaluate(job.task, job.source, backend=backend, device=device, settings=settings, cpus=cpus)
+                )
             except BaseException as exc:  # noqa: BLE001 - re-raised in the calling thread
                 errors.append(exc)
 
     places = [d for d in devices for _ in range(per_device)]  # one timing thread each, on slot k
-    timers = [threading.Thread(target=time_on, args=(d, split.slot(k) if split else None), daemon=True,
-                               name=f"time-{d}-{k}") for k, d in enumerate(places)]
+    timers = [
+        threading.Thread(target=time_on, args=(d, split.slot(k) if split else None), daemon=True, name=f"time-{d}-{k}")
+        for k, d in enumerate(places)
+    ]
     if overlap:
         for t in timers:
             t.start()
     built: list[int] = []  # without overlap, timing follows the jobs' order, not build completion
     with ThreadPoolExecutor(max_workers=build_jobs, thread_name_prefix="build") as pool:
-        futures = {pool.submit(prebuild, job.task, job.source, backend, settings, devices[0], cpus=build_cpus): i
-                   for i, job in enumerate(jobs)}
+        futures = {
+            pool.submit(prebuild, job.task, job.source, backend, settings, devices[0], cpus=build_cpus): i
+            for i, job in enumerate(jobs)
+        }
         try:
             for future in as_completed(futures):
                 i = futures[future]

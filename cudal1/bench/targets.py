@@ -56,9 +56,16 @@ class _Progress:
 
     def record(self, **extra: Any) -> dict[str, Any]:
         act = buildcache.activity()
-        return {"stage": self.stage, "building": act.active, "builds": act.calls,
-                "build_seconds": round(act.seconds, 3), "failures": act.failures[-5:], "built": act.built,
-                "wall_s": round(time.perf_counter() - self.started, 3), **extra}
+        return {
+            "stage": self.stage,
+            "building": act.active,
+            "builds": act.calls,
+            "build_seconds": round(act.seconds, 3),
+            "failures": act.failures[-5:],
+            "built": act.built,
+            "wall_s": round(time.perf_counter() - self.started, 3),
+            **extra,
+        }
 
     def write(self, record: dict[str, Any] | None = None) -> None:
         if not self.path:
@@ -182,7 +189,8 @@ class _CudaAs(torch.overrides.TorchFunctionMode):
 
 def _is_cuda(value: Any) -> bool:
     return (isinstance(value, str) and value.startswith("cuda")) or (
-        isinstance(value, torch.device) and value.type == "cuda")
+        isinstance(value, torch.device) and value.type == "cuda"
+    )
 
 
 def _clone(values: list[Any]) -> list[Any]:

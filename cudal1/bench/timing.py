@@ -156,6 +156,7 @@ def speedup_stats(
     below the resolution are reported as equal (1.0×) rather than as the reference over the
     floor. Raises statistics.StatisticsError for empty rounds.
     """
+
     def ratio(ref_ms: float, cand_ms: float) -> float:
         return max(min(ref_ms, ref_cap_ms), floor_ms) / max(cand_ms, floor_ms, 1e-12)
 
@@ -309,5 +310,5 @@ def calibration(round_trips_ms: list[float], reference_ms: list[float]) -> tuple
     round trip runs (`batch_size`). Raises ValueError as `fixed_costs` does.
     """
     costs = fixed_costs(round_trips_ms, reference_ms)
-    trips = round_trips_ms[len(round_trips_ms) - len(costs):]
+    trips = round_trips_ms[len(round_trips_ms) - len(costs) :]
     return max(statistics.median(costs), 0.0), jitter(trips)

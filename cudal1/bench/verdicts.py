@@ -10,8 +10,15 @@ import torch
 
 from .result import HackKind, Status
 
-CUDA_FAULT_MARKERS = ("CUDA error", "illegal memory access", "device-side assert", "cudaError", "CUBLAS_STATUS",
-                      "misaligned address", "CUresult")
+CUDA_FAULT_MARKERS = (
+    "CUDA error",
+    "illegal memory access",
+    "device-side assert",
+    "cudaError",
+    "CUBLAS_STATUS",
+    "misaligned address",
+    "CUresult",
+)
 
 
 class Verdict(Exception):
@@ -34,14 +41,30 @@ def classify_exception(exc: BaseException, during: str) -> dict[str, Any]:
     """
     text = f"{type(exc).__name__}: {exc}"
     first = text.strip().splitlines()[0][:300] if text.strip() else type(exc).__name__
-    if isinstance(exc, (MemoryError, torch.OutOfMemoryError)) or "out of memory" in text or "can't allocate memory" in text:
+    if (
+        isinstance(exc, (MemoryError, torch.OutOfMemoryError))
+        or "out of memory" in text
+        or "can't allocate memory" in text
+    ):
         return {"status": Status.RESOURCE_EXCEEDED.value, "message": f"{during}: {first}", "labels": []}
     if any(s in text for s in CUDA_FAULT_MARKERS):
-        return {"status": Status.RUNTIME_ERROR.value, "message": f"{during}: CUDA fault: {first}", "labels": ["cuda_fault"]}
+        return {
+            "status": Status.RUNTIME_ERROR.value,
+            "message": f"{during}: CUDA fault: {first}",
+            "labels": ["cuda_fault"],
+        }
     if signature_error(exc):
-        what = "ModelNew rejected the task's constructor args" if during == "ModelNew()" else \
-            "ModelNew.forward rejected the task's inputs"
-        return {"status": Status.HACK.value, "hack": HackKind.WRONG_SIGNATURE.value, "message": f"{what}: {exc}", "labels": []}
+        what = (
+            "ModelNew rejected the task's constructor args"
+            if during == "ModelNew()"
+            else "ModelNew.forward rejected the task's inputs"
+        )
+        return {
+            "status": Status.HACK.value,
+            "hack": HackKind.WRONG_SIGNATURE.value,
+            "message": f"{what}: {exc}",
+            "labels": [],
+        }
     return {"status": Status.RUNTIME_ERROR.value, "message": f"{during}: {first}", "labels": []}
 
 

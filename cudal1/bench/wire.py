@@ -89,8 +89,8 @@ class Channel:
                 if n > MAX_FRAME:
                     raise ProtocolError(f"frame of {n} bytes (limit {MAX_FRAME})")
                 if len(self._buf) >= _HEADER.size + n:
-                    raw = bytes(self._buf[_HEADER.size:_HEADER.size + n])
-                    del self._buf[:_HEADER.size + n]
+                    raw = bytes(self._buf[_HEADER.size : _HEADER.size + n])
+                    del self._buf[: _HEADER.size + n]
                     return _decode(raw)
             self._wait(deadline)
             try:
@@ -324,36 +324,75 @@ MAX_CALLS = 1 << 16
 _LABELS = List(Str(1 << 16), 64)
 _STRIDES = List(Int(0, 2**48), 64)
 _BUILT = List(Obj({"path": Str(4096), "sha256": Str(64)}), 4096)
-_LEAF = OneOf(Obj({"addr": Int(0, 2**64 - 1), "strides": _STRIDES}),  # CPU: an address in the host
-              Obj({"handle": Str(256), "offset": Int(0, 2**48), "strides": _STRIDES}))  # CUDA: an IPC handle
+_LEAF = OneOf(
+    Obj({"addr": Int(0, 2**64 - 1), "strides": _STRIDES}),  # CPU: an address in the host
+    Obj({"handle": Str(256), "offset": Int(0, 2**48), "strides": _STRIDES}),
+)  # CUDA: an IPC handle
 _VALUE = OneOf(Null(), Bool(), Int(-(2**63), 2**64 - 1), Num(-1.8e308, 1.8e308), Str(1 << 16))
 """A non-tensor output leaf as `correctness.encode_value` writes it."""
 _FAILURE = Obj({"status": Str(64), "message": Str()}, {"hack": Opt(Str(64)), "labels": _LABELS})
-_SANDBOX = Obj(optional={"enabled": Bool(), "uid": Int(-1, 2**32), "gid": Int(-1, 2**32), "landlock_abi": Int(0, 1000),
-                         "threads": Int(0, 1 << 20),
-                         "measures": Map(Obj({"requested": Bool(), "active": Bool(), "detail": Str()}), 64)})
+_SANDBOX = Obj(
+    optional={
+        "enabled": Bool(),
+        "uid": Int(-1, 2**32),
+        "gid": Int(-1, 2**32),
+        "landlock_abi": Int(0, 1000),
+        "threads": Int(0, 1 << 20),
+        "measures": Map(Obj({"requested": Bool(), "active": Bool(), "detail": Str()}), 64),
+    }
+)
 
 HOST_MESSAGES: dict[str, Obj] = {
     "hello": Obj({"sandbox": _SANDBOX}),
     "ready": Obj(),
-    "loaded": Obj({"ok": Bool(), "status": Opt(Str(64)), "hack": Opt(Str(64)), "message": Str(),
-                   "build_seconds": Num(0.0, 1e7), "labels": _LABELS, "patches": _LABELS, "canary": Opt(Str())},
-                  {"built": _BUILT}),
+    "loaded": Obj(
+        {
+            "ok": Bool(),
+            "status": Opt(Str(64)),
+            "hack": Opt(Str(64)),
+            "message": Str(),
+            "build_seconds": Num(0.0, 1e7),
+            "labels": _LABELS,
+            "patches": _LABELS,
+            "canary": Opt(Str()),
+        },
+        {"built": _BUILT},
+    ),
     "checked": Obj({"patches": _LABELS, "canary": Opt(Str()), "labels": _LABELS}, {"built": _BUILT}),
-    "done": Obj({"k": Int(0, 2**62), "leaves": List(List(_LEAF, 4096), MAX_CALLS), "values": List(List(_VALUE, 4096), MAX_CALLS)},
-                {"inner_ms": List(Num(0.0, MAX_MS), MAX_CALLS), "mismatch": Opt(Str()), "error": Opt(_FAILURE),
-                 "hack": Opt(Obj({"kind": Str(64), "message": Str()})), "parts_ms": Map(Num(0.0, MAX_MS), 16)}),
-    "profiled": Obj({"ops": List(Str(300), 500), "dtypes": List(Str(64), 500), "side_streams": Bool()},
-                    {"error": Opt(Str()), "leaves": List(_LEAF, 4096), "values": List(_VALUE, 4096)}),
+    "done": Obj(
+        {
+            "k": Int(0, 2**62),
+            "leaves": List(List(_LEAF, 4096), MAX_CALLS),
+            "values": List(List(_VALUE, 4096), MAX_CALLS),
+        },
+        {
+            "inner_ms": List(Num(0.0, MAX_MS), MAX_CALLS),
+            "mismatch": Opt(Str()),
+            "error": Opt(_FAILURE),
+            "hack": Opt(Obj({"kind": Str(64), "message": Str()})),
+            "parts_ms": Map(Num(0.0, MAX_MS), 16),
+        },
+    ),
+    "profiled": Obj(
+        {"ops": List(Str(300), 500), "dtypes": List(Str(64), 500), "side_streams": Bool()},
+        {"error": Opt(Str()), "leaves": List(_LEAF, 4096), "values": List(_VALUE, 4096)},
+    ),
 }
 """Every message a host (`cudal1.bench.host`) sends, field by field: what `expect_host` checks."""
 
 
 BUILD_RECORD = Obj(
-    {"stage": Str(300), "building": Int(0, 1 << 20), "builds": Int(0, 1 << 30), "build_seconds": Num(0.0, 1e7),
-     "failures": List(Obj({"name": Str(4096), "message": Str(), "cached": Bool()}), 64), "built": _BUILT,
-     "wall_s": Num(0.0, 1e7)},
-    {"ok": Bool(), "build_error": Bool(), "message": Str(), "stopped": Str(300)})
+    {
+        "stage": Str(300),
+        "building": Int(0, 1 << 20),
+        "builds": Int(0, 1 << 30),
+        "build_seconds": Num(0.0, 1e7),
+        "failures": List(Obj({"name": Str(4096), "message": Str(), "cached": Bool()}), 64),
+        "built": _BUILT,
+        "wall_s": Num(0.0, 1e7),
+    },
+    {"ok": Bool(), "build_error": Bool(), "message": Str(), "stopped": Str(300)},
+)
 """The prebuild's record of itself (`cudal1.bench.targets._Progress`), which the child that
 imports the candidate writes to a file the parent then reads (`expect_record`)."""
 
@@ -398,5 +437,18 @@ def unblob(text: str) -> Any:
     return torch.load(io.BytesIO(base64.b64decode(text)), weights_only=False)
 
 
-__all__ = ["Channel", "PeerGone", "ProtocolError", "Timeout", "blob", "expect", "expect_host", "expect_record",
-           "str_list", "unblob", "BUILD_RECORD", "HOST_MESSAGES", "MAX_FRAME"]
+__all__ = [
+    "Channel",
+    "PeerGone",
+    "ProtocolError",
+    "Timeout",
+    "blob",
+    "expect",
+    "expect_host",
+    "expect_record",
+    "str_list",
+    "unblob",
+    "BUILD_RECORD",
+    "HOST_MESSAGES",
+    "MAX_FRAME",
+]

@@ -180,7 +180,7 @@ class WorkerOutcome:
 
     @property
     def signal_name(self) -> str:
-        """"SIGSEGV" etc. when the child was ended by a signal, else ""."""
+        """ "SIGSEGV" etc. when the child was ended by a signal, else ""."""
         if self.exitcode is not None and self.exitcode < 0:
             try:
                 return signal.Signals(-self.exitcode).name
@@ -281,8 +281,16 @@ def _target(target: str) -> Any:
     return getattr(importlib.import_module(module_name), fn_name)
 
 
-def _child_main(conn: Any, nonce: str, target: str, payload: Any, limits: WorkerLimits, scratch: str,
-                channels: dict[str, Any] | None = None, link: Any = None) -> None:
+def _child_main(
+    conn: Any,
+    nonce: str,
+    target: str,
+    payload: Any,
+    limits: WorkerLimits,
+    scratch: str,
+    channels: dict[str, Any] | None = None,
+    link: Any = None,
+) -> None:
     """Entry point of a child that returns a value to the parent. With `channels` (role -> a
     socket to a sibling) and `link` (a socket to the parent), the target is called as
     target(payload, {role: Channel}, readers.ParentLink(link)). Never returns normally: ends with
@@ -414,7 +422,11 @@ def _read_result(recv: Any, nonce: str, proc: Any) -> WorkerOutcome:
     JSON, a wrong nonce, a second message) means code in the child wrote to it: "tampered"."""
     try:
         message = json.loads(recv.recv_bytes(MAX_RESULT_BYTES))
-        ok = isinstance(message, dict) and message.get("nonce") == nonce and message.get("kind") in ("returned", "raised")
+        ok = (
+            isinstance(message, dict)
+            and message.get("nonce") == nonce
+            and message.get("kind") in ("returned", "raised")
+        )
     except (EOFError,):
         proc.join(1.0)
         return WorkerOutcome("crashed", exitcode=proc.exitcode)
@@ -494,7 +506,9 @@ def run_isolated(
                 proc.join(0.05)
             peak = max(peak, _tree_memory_mib(ps))
             if peak > limits.memory_mib:
-                outcome = WorkerOutcome("memory", error=f"resident memory {peak:.0f} MiB > limit {limits.memory_mib} MiB")
+                outcome = WorkerOutcome(
+                    "memory", error=f"resident memory {peak:.0f} MiB > limit {limits.memory_mib} MiB"
+                )
             elif time.monotonic() > deadline:
                 outcome = WorkerOutcome("timeout", error=f"no result within {limits.wall_timeout_s:.0f} s")
             elif not proc.is_alive() and (recv is None or not recv.poll(0)):
@@ -549,7 +563,7 @@ class JudgedOutcome:
 
     @property
     def host_signal(self) -> str:
-        """"SIGSEGV" etc. when the host was ended by a signal, else ""."""
+        """ "SIGSEGV" etc. when the host was ended by a signal, else ""."""
         return WorkerOutcome("crashed", exitcode=self.host_exitcode).signal_name
 
 
@@ -579,8 +593,9 @@ ELF_SHARED = (b"\x7fELF", 3)
 """An ELF file's magic, and e_type ET_DYN (a shared object)."""
 
 
-def _mapped_fingerprints(mapped: set[tuple[str, int, int]], limit: int = 64,
-                         budget_bytes: int = 1 << 30) -> list[dict[str, str]]:
+def _mapped_fingerprints(
+    mapped: set[tuple[str, int, int]], limit: int = 64, budget_bytes: int = 1 << 30
+) -> list[dict[str, str]]:
     """{"path", "sha256"} of each mapped file (`_mapped_objects`) that is still, at its path, the
     file that was mapped (same device and inode, a regular file, not reached through a link) and
     is an ELF shared object; at most `limit` of them, and files of `budget_bytes` in all (the
@@ -597,7 +612,11 @@ def _mapped_fingerprints(mapped: set[tuple[str, int, int]], limit: int = 64,
             continue
         try:
             info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode) or (info.st_dev, info.st_ino) != (dev, ino) or info.st_size > budget_bytes:
+            if (
+                not stat.S_ISREG(info.st_mode)
+                or (info.st_dev, info.st_ino) != (dev, ino)
+                or info.st_size > budget_bytes
+            ):
                 continue  # another file now lies at the path (not what the process mapped), or too much to read
             head = os.pread(fd, 64, 0)
             if len(head) < 18 or head[:4] != ELF_SHARED[0]:
@@ -668,17 +687,23 @@ def run_judged(
         ref_judge_end, ref_host_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         channels["reference"] = ref_judge_end
         closing += [ref_judge_end, ref_host_end]
-        ref_host = ctx.Process(target=_host_main, args=(ref_host_end, host_target, host_payload, reference_limits, r_scratch),
-                               daemon=True)
+        ref_host = ctx.Process(
+            target=_host_main, args=(ref_host_end, host_target, host_payload, reference_limits, r_scratch), daemon=True
+        )
     recv, send = ctx.Pipe(duplex=False)
     closing.append(send)
     nonce = secrets.token_hex(16)
     start = time.monotonic()
     deadline = start + judge_limits.wall_timeout_s
     judge_payload = {**judge_payload, "deadline": deadline}
-    host = ctx.Process(target=_host_main, args=(host_end, host_target, host_payload, host_limits, h_scratch), daemon=True)
-    judge = ctx.Process(target=_child_main, args=(send, nonce, judge_target, judge_payload, judge_limits, j_scratch, channels,
-                                                  link_judge), daemon=True)
+    host = ctx.Process(
+        target=_host_main, args=(host_end, host_target, host_payload, host_limits, h_scratch), daemon=True
+    )
+    judge = ctx.Process(
+        target=_child_main,
+        args=(send, nonce, judge_target, judge_payload, judge_limits, j_scratch, channels, link_judge),
+        daemon=True,
+    )
     group = CandidateCgroup.create(host_limits.memory_mib, host_limits.max_processes) if host_limits.sandbox else None
     _start_without_main(host)
     if group is not None:
@@ -692,9 +717,10 @@ def run_judged(
     _start_without_main(judge)
     for end in closing:
         end.close()
-    watched = [os.path.realpath(d) for d in [*(watch_dirs or []), os.path.join(h_scratch, ".triton")]]  # maps name real paths
-    keeper = _HostKeeper(host, host_limits, watched, link_parent, group,
-                         reference=ref_host, device_lock=device_lock)
+    watched = [
+        os.path.realpath(d) for d in [*(watch_dirs or []), os.path.join(h_scratch, ".triton")]
+    ]  # maps name real paths
+    keeper = _HostKeeper(host, host_limits, watched, link_parent, group, reference=ref_host, device_lock=device_lock)
     judge_ps = psutil.Process(judge.pid)
     ref_ps = psutil.Process(ref_host.pid) if ref_host is not None else None
     outcome: JudgedOutcome | None = None
@@ -719,11 +745,15 @@ def run_judged(
             judge_mib = _tree_memory_mib(judge_ps) if tree else _memory_mib(judge_ps)
             ref_mib = (_tree_memory_mib(ref_ps) if tree else _memory_mib(ref_ps)) if ref_ps is not None else 0.0
             if keeper.peak > host_limits.memory_mib or keeper.oom_killed():
-                outcome = JudgedOutcome("memory", error=f"resident memory {keeper.peak:.0f} MiB > limit {host_limits.memory_mib} MiB")
+                outcome = JudgedOutcome(
+                    "memory", error=f"resident memory {keeper.peak:.0f} MiB > limit {host_limits.memory_mib} MiB"
+                )
             elif judge_mib > judge_limits.memory_mib:
                 outcome = JudgedOutcome("judge_memory", error=f"the judge went over {judge_limits.memory_mib} MiB")
             elif reference_limits is not None and ref_mib > reference_limits.memory_mib:
-                outcome = JudgedOutcome("judge_memory", error=f"the reference host went over {reference_limits.memory_mib} MiB")
+                outcome = JudgedOutcome(
+                    "judge_memory", error=f"the reference host went over {reference_limits.memory_mib} MiB"
+                )
             elif now > deadline + keeper.waited(now):
                 outcome = JudgedOutcome("timeout", error=f"no result within {judge_limits.wall_timeout_s:.0f} s")
             elif not judge.is_alive() and not recv.poll(0):
@@ -741,8 +771,11 @@ def run_judged(
         recv.close()
     outcome.host_exitcode = keeper.exit_before_end
     outcome.oom_killed = oom_killed
-    outcome.containment = group.describe() if group is not None else \
-        f"no control group ({CandidateCgroup.unavailable_reason or 'the sandbox is off'}): the parent watches resident memory and kills by uid"
+    outcome.containment = (
+        group.describe()
+        if group is not None
+        else f"no control group ({CandidateCgroup.unavailable_reason or 'the sandbox is off'}): the parent watches resident memory and kills by uid"
+    )
     outcome.peak_rss_mib = round(keeper.peak, 1)
     outcome.wall_s = round(time.monotonic() - start, 3)
     outcome.host_objects = _mapped_fingerprints(keeper.objects)  # before the scratch (Triton's cache) goes
@@ -764,8 +797,16 @@ class _HostKeeper:
     memory, the candidate's or the reference's, into the judge's buffer for it; end the candidate
     host)."""
 
-    def __init__(self, host: Any, limits: WorkerLimits, watch: list[str], link: socket.socket,
-                 group: CandidateCgroup | None = None, reference: Any = None, device_lock: Any = None) -> None:
+    def __init__(
+        self,
+        host: Any,
+        limits: WorkerLimits,
+        watch: list[str],
+        link: socket.socket,
+        group: CandidateCgroup | None = None,
+        reference: Any = None,
+        device_lock: Any = None,
+    ) -> None:
         from .readers import HostMemory
         from .wire import Channel
 
@@ -839,8 +880,11 @@ class _HostKeeper:
                     self._chan.send("buffer")
                 elif op == "read" and memory is not None:
                     with self._lock:
-                        error, why = ("the candidate's process has ended", "gone") if self.ended and memory is \
-                            self.memory["candidate"] else memory.read(msg.get("ranges") or [])
+                        error, why = (
+                            ("the candidate's process has ended", "gone")
+                            if self.ended and memory is self.memory["candidate"]
+                            else memory.read(msg.get("ranges") or [])
+                        )
                     self._chan.send("read", error=error, why=why)
                 elif op == "end_host":
                     self.end()
@@ -881,7 +925,9 @@ def _read_log(scratch: str, limit: int = 64 * 1024) -> str:
             mode = os.lstat(path).st_mode
         except OSError:
             return ""
-        return "" if stat.S_ISLNK(mode) or stat.S_ISREG(mode) else "[the log was replaced by something that is not a file]"
+        return (
+            "" if stat.S_ISLNK(mode) or stat.S_ISREG(mode) else "[the log was replaced by something that is not a file]"
+        )
     return truncate_log(data.decode(errors="replace"))
 
 
@@ -910,8 +956,13 @@ def remove_tree(path: str) -> None:
     """Delete a directory a child could write, never following links and never raising: `rm -rf`
     walks iteratively (a tree 5,000 levels deep overflows shutil.rmtree's recursion)."""
     try:
-        subprocess.run(["rm", "-rf", "--one-file-system", "--", path], check=False, timeout=120,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            ["rm", "-rf", "--one-file-system", "--", path],
+            check=False,
+            timeout=120,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.SubprocessError):
         pass
     if os.path.lexists(path):

@@ -40,8 +40,16 @@ FORMAT = "cudal1-ipc-1"
 DEFAULT_WINDOW_MB = 2048
 """Most MiB of exported buckets the learner holds at once (one window per engine round trip)."""
 
-_HANDLE_FIELDS = ("tensor_offset", "storage_handle", "storage_size_bytes", "storage_offset_bytes",
-                  "ref_counter_handle", "ref_counter_offset", "event_handle", "event_sync_required")
+_HANDLE_FIELDS = (
+    "tensor_offset",
+    "storage_handle",
+    "storage_size_bytes",
+    "storage_offset_bytes",
+    "ref_counter_handle",
+    "ref_counter_offset",
+    "event_handle",
+    "event_sync_required",
+)
 
 
 class NotColocatedError(RuntimeError):
@@ -63,7 +71,9 @@ def bucket_layout(specs: Sequence[TensorSpec], members: Sequence[int]) -> list[t
     return out
 
 
-def windows(specs: Sequence[TensorSpec], plan: Sequence[Sequence[int]], window_mb: float = DEFAULT_WINDOW_MB) -> list[list[int]]:
+def windows(
+    specs: Sequence[TensorSpec], plan: Sequence[Sequence[int]], window_mb: float = DEFAULT_WINDOW_MB
+) -> list[list[int]]:
     """Split the bucket plan (`plan_buckets`) into consecutive windows of bucket indices holding
     at most `window_mb` MiB each (a bucket larger than that is a window of its own): what the
     learner exports in one round trip. Raises ValueError for window_mb <= 0."""
@@ -129,7 +139,8 @@ def local_device_index(uuid: str) -> int:
     raise NotColocatedError(
         f"rollout.weight_sync=ipc: the learner's GPU {uuid} is not visible here (this process sees {count} GPU(s)); "
         "ipc needs the learner's rank 0 and the engine on the same GPU of one node (one placement-group bundle "
-        "with fractional num_gpus); use rollout.weight_sync=broadcast otherwise")
+        "with fractional num_gpus); use rollout.weight_sync=broadcast otherwise"
+    )
 
 
 # ----- learner side
@@ -175,7 +186,9 @@ class IpcExporter:
         torch.cuda.synchronize(self.device)
         return {"format": FORMAT, "device_uuid": self.uuid, "buckets": buckets}
 
-    def export(self, named: dict[str, torch.Tensor], specs: Sequence[TensorSpec], plan: Sequence[Sequence[int]]) -> dict[str, Any]:
+    def export(
+        self, named: dict[str, torch.Tensor], specs: Sequence[TensorSpec], plan: Sequence[Sequence[int]]
+    ) -> dict[str, Any]:
         """Export the buckets `plan` of `named` (every member's name must be in it) as one payload."""
         return self.payload([self.export_bucket([named[specs[i].name] for i in b], b, specs[b[0]].dtype) for b in plan])
 
@@ -203,12 +216,25 @@ def open_payload(payload: dict[str, Any], specs: Sequence[TensorSpec]) -> Iterat
     rebuild = torch.multiprocessing.reductions.rebuild_cuda_tensor
     for bucket in payload["buckets"]:
         h = bucket["handle"]
-        flat = rebuild(torch.Tensor, torch.Size([bucket["numel"]]), (1,), h["tensor_offset"], torch.storage.TypedStorage,
-                       getattr(torch, bucket["dtype"]), index, h["storage_handle"], h["storage_size_bytes"],
-                       h["storage_offset_bytes"], False, h["ref_counter_handle"], h["ref_counter_offset"],
-                       h["event_handle"], h["event_sync_required"])
+        flat = rebuild(
+            torch.Tensor,
+            torch.Size([bucket["numel"]]),
+            (1,),
+            h["tensor_offset"],
+            torch.storage.TypedStorage,
+            getattr(torch, bucket["dtype"]),
+            index,
+            h["storage_handle"],
+            h["storage_size_bytes"],
+            h["storage_offset_bytes"],
+            False,
+            h["ref_counter_handle"],
+            h["ref_counter_offset"],
+            h["event_handle"],
+            h["event_sync_required"],
+        )
         for i, offset, n in bucket_layout(specs, bucket["members"]):
-            yield specs[i].name, flat[offset:offset + n].view(specs[i].shape)
+            yield specs[i].name, flat[offset : offset + n].view(specs[i].shape)
         torch.cuda.current_stream(index).synchronize()  # the copies out of this bucket are done
         del flat
 

@@ -75,7 +75,9 @@ def all_reduce(values: list[float], op: str = "sum", device: torch.device | str 
     if world()[1] == 1 or not values:
         return [float(v) for v in values]
     t = torch.tensor(values, dtype=torch.float64, device=device)
-    torch.distributed.all_reduce(t, op={"sum": torch.distributed.ReduceOp.SUM, "max": torch.distributed.ReduceOp.MAX}[op])
+    torch.distributed.all_reduce(
+        t, op={"sum": torch.distributed.ReduceOp.SUM, "max": torch.distributed.ReduceOp.MAX}[op]
+    )
     return t.cpu().tolist()
 
 
@@ -93,12 +95,13 @@ def _deepspeed(device: str | None = None):
 
 
 def accelerator_name() -> str:
-    """"cpu" or "cuda": the accelerator DeepSpeed runs on in this process."""
+    """ "cpu" or "cuda": the accelerator DeepSpeed runs on in this process."""
     return _deepspeed().get_accelerator().device_name()
 
 
-def init_distributed_if_needed(backend: str | None = None, device: str | None = None,
-                               rendezvous: "Rendezvous | None" = None) -> None:
+def init_distributed_if_needed(
+    backend: str | None = None, device: str | None = None, rendezvous: "Rendezvous | None" = None
+) -> None:
     """Join (or create) the process group DeepSpeed needs; a no-op when one exists.
 
     Outside a launcher (a plain process, a Ray actor, a test) and without `rendezvous` this makes a
@@ -118,9 +121,13 @@ def init_distributed_if_needed(backend: str | None = None, device: str | None = 
             ds.init_distributed(dist_backend=torch.distributed.get_backend(), auto_mpi_discovery=False)
         return
     if rendezvous is not None:
-        os.environ.update(MASTER_ADDR=rendezvous.master_addr, MASTER_PORT=str(rendezvous.master_port),
-                          RANK=str(rendezvous.rank), WORLD_SIZE=str(rendezvous.world_size),
-                          LOCAL_RANK=str(rendezvous.local_rank))
+        os.environ.update(
+            MASTER_ADDR=rendezvous.master_addr,
+            MASTER_PORT=str(rendezvous.master_port),
+            RANK=str(rendezvous.rank),
+            WORLD_SIZE=str(rendezvous.world_size),
+            LOCAL_RANK=str(rendezvous.local_rank),
+        )
     os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
     os.environ.setdefault("MASTER_PORT", str(free_port()))
     os.environ.setdefault("RANK", "0")
@@ -226,9 +233,15 @@ def make_engine(
     Raises:
         ValueError: unknown precision or stage, fp16 on CPU, an offload the stage cannot do.
     """
-    config = engine_config(zero_stage=zero_stage, precision=precision, grad_accum=grad_accum,
-                           micro_batch=micro_batch, grad_clip=grad_clip, offload_optimizer=offload_optimizer,
-                           offload_param=offload_param)
+    config = engine_config(
+        zero_stage=zero_stage,
+        precision=precision,
+        grad_accum=grad_accum,
+        micro_batch=micro_batch,
+        grad_clip=grad_clip,
+        offload_optimizer=offload_optimizer,
+        offload_param=offload_param,
+    )
     ds = _deepspeed()
     init_distributed_if_needed()
     if precision == "fp16" and accelerator_name() == "cpu":
@@ -239,8 +252,9 @@ def make_engine(
     return engine
 
 
-def make_eval_engine(model: torch.nn.Module, *, zero_stage: int = 0, precision: str = "fp32",
-                     offload_param: bool = False):
+def make_eval_engine(
+    model: torch.nn.Module, *, zero_stage: int = 0, precision: str = "fp32", offload_param: bool = False
+):
     """A forward-only DeepSpeed engine (no optimizer, no gradients): the frozen KL reference.
 
     With zero_stage=3 its parameters are partitioned across the ranks like the policy's and
@@ -412,8 +426,10 @@ def copy_weights(source: torch.nn.Module, target: torch.nn.Module) -> None:
             if hasattr(dst, "ds_tensor") and hasattr(s, "ds_tensor") and dst.ds_tensor.numel() == s.ds_tensor.numel():
                 dst.ds_tensor.data.copy_(s.ds_tensor.data)
             elif hasattr(s, "ds_id") or hasattr(dst, "ds_id"):
-                with ds.zero.GatheredParameters([s], modifier_rank=None), \
-                        ds.zero.GatheredParameters([dst], modifier_rank=0):
+                with (
+                    ds.zero.GatheredParameters([s], modifier_rank=None),
+                    ds.zero.GatheredParameters([dst], modifier_rank=0),
+                ):
                     dst.data.copy_(s.data)
             else:
                 dst.data.copy_(s.data)
@@ -422,8 +438,10 @@ def copy_weights(source: torch.nn.Module, target: torch.nn.Module) -> None:
 def weight_shapes(engine) -> list[tuple[str, tuple[int, ...], str]]:
     """(name, full shape, dtype name) of each parameter `gathered_state` yields, in its order,
     without gathering anything (under ZeRO-3 the full shape is the parameter's `ds_shape`)."""
-    return [(name, tuple(getattr(p, "ds_shape", p.shape)), str(p.dtype).removeprefix("torch."))
-            for name, p in engine.module.named_parameters()]
+    return [
+        (name, tuple(getattr(p, "ds_shape", p.shape)), str(p.dtype).removeprefix("torch."))
+        for name, p in engine.module.named_parameters()
+    ]
 
 
 @contextlib.contextmanager

@@ -72,8 +72,8 @@ class HFEngine:
         ids = torch.full((len(seqs), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(seqs), width), dtype=torch.long)
         for i, s in enumerate(seqs):
-            ids[i, width - len(s):] = torch.tensor(s, dtype=torch.long)
-            mask[i, width - len(s):] = 1
+            ids[i, width - len(s) :] = torch.tensor(s, dtype=torch.long)
+            mask[i, width - len(s) :] = 1
         return ids.to(self.device), mask.to(self.device)
 
     def generate(
@@ -98,16 +98,18 @@ class HFEngine:
         self._calls += 1
         done: dict[int, list[EngineSample]] = {}
         for start in range(0, len(seqs), self.batch_size):
-            owners = seqs[start:start + self.batch_size]
-            samples, state = self._batch_with_rng(seed, state, [list(prompts[i]) for i in owners],
-                                                  [limits[i] for i in owners], temperature, top_p)
+            owners = seqs[start : start + self.batch_size]
+            samples, state = self._batch_with_rng(
+                seed, state, [list(prompts[i]) for i in owners], [limits[i] for i in owners], temperature, top_p
+            )
             for i, sample in zip(owners, samples):
                 done.setdefault(i, []).append(sample)
             for i in sorted(i for i, group in done.items() if len(group) == n):
                 yield i, done.pop(i)
 
-    def _batch_with_rng(self, seed: int, state: Any, seqs: list[list[int]], limits: list[int], temperature: float,
-                        top_p: float) -> tuple[list[EngineSample], Any]:
+    def _batch_with_rng(
+        self, seed: int, state: Any, seqs: list[list[int]], limits: list[int], temperature: float, top_p: float
+    ) -> tuple[list[EngineSample], Any]:
         """`_generate_batch` under this call's random state (`seed` on the first batch, then `state`),
         leaving the caller's state as it was; returns the samples and the state to continue from."""
         devices = [self.device] if self.device.type == "cuda" else []
@@ -123,8 +125,9 @@ class HFEngine:
             state = (torch.get_rng_state(), [torch.cuda.get_rng_state(d) for d in devices])
         return samples, state
 
-    def _generate_batch(self, seqs: list[list[int]], limits: list[int], temperature: float,
-                        top_p: float) -> list[EngineSample]:
+    def _generate_batch(
+        self, seqs: list[list[int]], limits: list[int], temperature: float, top_p: float
+    ) -> list[EngineSample]:
         ids, mask = self._left_pad(seqs)
         budget = max(0, min(max(limits), self.max_model_len - ids.shape[1]))
         if budget == 0:
@@ -143,7 +146,7 @@ class HFEngine:
             output_logits=True,
             return_dict_in_generate=True,
         )
-        new = out.sequences[:, ids.shape[1]:]
+        new = out.sequences[:, ids.shape[1] :]
         logp = torch.stack(out.logits, dim=1).float().log_softmax(-1)  # [B, T, V], raw logits
         tok_lp = logp.gather(-1, new.unsqueeze(-1)).squeeze(-1)
         result = []
@@ -162,8 +165,8 @@ class HFEngine:
         result = []
         for prompt, response in pairs:
             ids = torch.tensor([list(prompt) + list(response)], dtype=torch.long, device=self.device)
-            logits = self.model(input_ids=ids).logits[0, len(prompt) - 1:-1].float()
-            lp = logits.log_softmax(-1).gather(-1, ids[0, len(prompt):].unsqueeze(-1)).squeeze(-1)
+            logits = self.model(input_ids=ids).logits[0, len(prompt) - 1 : -1].float()
+            lp = logits.log_softmax(-1).gather(-1, ids[0, len(prompt) :].unsqueeze(-1)).squeeze(-1)
             result.append([float(x) for x in lp.tolist()])
         return result
 
@@ -185,10 +188,13 @@ class HFEngine:
                 continue
             target.copy_(tensor.detach().to(device=target.device, dtype=target.dtype))
         if unknown:
-            raise KeyError(f"weight sync: the model has no tensors named {unknown[:5]}{'...' if len(unknown) > 5 else ''}")
+            raise KeyError(
+                f"weight sync: the model has no tensors named {unknown[:5]}{'...' if len(unknown) > 5 else ''}"
+            )
 
-    def init_weight_group(self, host: str, port: int, rank: int, world_size: int, backend: str = "nccl",
-                          timeout_s: float = 600.0) -> None:
+    def init_weight_group(
+        self, host: str, port: int, rank: int, world_size: int, backend: str = "nccl", timeout_s: float = 600.0
+    ) -> None:
         """Join the learner's weight-broadcast group as `rank` (`cudal1.engines.weight_sync`).
         Blocks until every member has joined."""
         from cudal1.engines.weight_sync import WeightChannel

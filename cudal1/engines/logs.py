@@ -45,8 +45,22 @@ import os
 import sys
 from pathlib import Path
 
-ENGINE_LOGGERS = ("vllm", "ray", "DeepSpeed", "deepspeed", "torch", "transformers", "huggingface_hub",
-                  "mlflow", "alembic", "matplotlib", "urllib3", "httpx", "filelock", "py.warnings")
+ENGINE_LOGGERS = (
+    "vllm",
+    "ray",
+    "DeepSpeed",
+    "deepspeed",
+    "torch",
+    "transformers",
+    "huggingface_hub",
+    "mlflow",
+    "alembic",
+    "matplotlib",
+    "urllib3",
+    "httpx",
+    "filelock",
+    "py.warnings",
+)
 """Loggers whose records go to the log file (and to the terminal only at ERROR and above)."""
 
 LOG_DIR_ENV = "CUDAL1_LOG_DIR"
@@ -83,17 +97,27 @@ def _vllm_config(log_file: Path, terminal_level: int) -> dict:
         "disable_existing_loggers": False,
         "formatters": {"plain": {"format": _FORMAT}},
         "handlers": {
-            "file": {"class": "logging.FileHandler", "filename": str(log_file), "level": "INFO",
-                     "formatter": "plain", "delay": True},
-            "terminal": {"class": "logging.StreamHandler", "stream": "ext://sys.stderr",
-                         "level": logging.getLevelName(terminal_level), "formatter": "plain"},
+            "file": {
+                "class": "logging.FileHandler",
+                "filename": str(log_file),
+                "level": "INFO",
+                "formatter": "plain",
+                "delay": True,
+            },
+            "terminal": {
+                "class": "logging.StreamHandler",
+                "stream": "ext://sys.stderr",
+                "level": logging.getLevelName(terminal_level),
+                "formatter": "plain",
+            },
         },
         "loggers": {"vllm": {"handlers": ["file", "terminal"], "level": "INFO", "propagate": False}},
     }
 
 
-def route_engine_logs(log_dir: str | os.PathLike | None = None, process: str = "driver",
-                      terminal_level: int = logging.ERROR) -> Path | None:
+def route_engine_logs(
+    log_dir: str | os.PathLike | None = None, process: str = "driver", terminal_level: int = logging.ERROR
+) -> Path | None:
     """Route this process's engine loggers to `<log_dir>/<process>[-<pid>].log` (see the module
     docstring); `log_dir` None: `$CUDAL1_LOG_DIR`. Idempotent: a second call replaces the handlers
     the first one added.

@@ -109,8 +109,9 @@ class WeightSyncExtension:
         self._cudal1_reload(iter(weights))
         return len(weights)
 
-    def cudal1_init_group(self, host: str, port: int, first_rank: int, world_size: int, backend: str,
-                          timeout_s: float) -> int:
+    def cudal1_init_group(
+        self, host: str, port: int, first_rank: int, world_size: int, backend: str, timeout_s: float
+    ) -> int:
         """Join the learner's weight-broadcast group as rank first_rank + this worker's rank."""
         from cudal1.engines.weight_sync import WeightChannel
 
@@ -180,7 +181,7 @@ def cpu_thread_binds(cpus: Iterable[int], tensor_parallel_size: int) -> str:
     groups, start = [], 0
     for i in range(tensor_parallel_size):
         size = len(ids) // tensor_parallel_size + (1 if i < len(ids) % tensor_parallel_size else 0)
-        groups.append(",".join(str(c) for c in ids[start:start + size]))
+        groups.append(",".join(str(c) for c in ids[start : start + size]))
         start += size
     return "|".join(groups)
 
@@ -280,19 +281,25 @@ class VLLMEngine:
         # id itself with VLLM_DISABLE_REQUEST_ID_RANDOMIZATION); outputs carry the external one.
         waiting = {rid.rsplit("-", 1)[0]: i for i, rid in enumerate(internal)}
         if len(waiting) != len(prompts):
-            raise RuntimeError(f"vLLM returned {len(internal)} request ids ({len(waiting)} distinct) for {len(prompts)} prompts")
+            raise RuntimeError(
+                f"vLLM returned {len(internal)} request ids ({len(waiting)} distinct) for {len(prompts)} prompts"
+            )
         try:
             while waiting and engine.has_unfinished_requests():
                 for out in engine.step():
                     if not out.finished:
                         continue
                     if out.request_id not in waiting:
-                        raise RuntimeError(f"vLLM finished request {out.request_id!r}, which this call did not make "
-                                           f"(waiting for {sorted(waiting)[:5]}...)")
+                        raise RuntimeError(
+                            f"vLLM finished request {out.request_id!r}, which this call did not make "
+                            f"(waiting for {sorted(waiting)[:5]}...)"
+                        )
                     yield waiting.pop(out.request_id), self._samples(out)
             if waiting:
-                raise RuntimeError(f"vLLM has no unfinished requests but never answered {len(waiting)} of this "
-                                   f"call's {len(prompts)} prompts")
+                raise RuntimeError(
+                    f"vLLM has no unfinished requests but never answered {len(waiting)} of this "
+                    f"call's {len(prompts)} prompts"
+                )
         finally:
             if waiting:
                 engine.abort_request([rid for rid in internal if rid.rsplit("-", 1)[0] in waiting], internal=True)
@@ -310,9 +317,7 @@ class VLLMEngine:
         """Log-probabilities (natural log) of each response token given the prompt and the
         preceding response tokens, from the prompt logprobs of prompt + response."""
         params = SamplingParams(max_tokens=1, prompt_logprobs=0, temperature=1.0)
-        outputs = self.llm.generate(
-            [{"prompt_token_ids": list(p) + list(r)} for p, r in pairs], params, use_tqdm=False
-        )
+        outputs = self.llm.generate([{"prompt_token_ids": list(p) + list(r)} for p, r in pairs], params, use_tqdm=False)
         result = []
         for (prompt, response), out in zip(pairs, outputs):
             plp = out.prompt_logprobs
@@ -329,8 +334,9 @@ class VLLMEngine:
             raise RuntimeError(f"weight sync: workers loaded {counts} of {len(packed)} tensors")
         self.llm.reset_prefix_cache()
 
-    def init_weight_group(self, host: str, port: int, rank: int, world_size: int, backend: str = "nccl",
-                          timeout_s: float = 600.0) -> None:
+    def init_weight_group(
+        self, host: str, port: int, rank: int, world_size: int, backend: str = "nccl", timeout_s: float = 600.0
+    ) -> None:
         """Join the learner's weight-broadcast group (`cudal1.engines.weight_sync`): each vLLM
         worker becomes rank `rank + its worker rank`. Blocks until every member has joined."""
         self.llm.collective_rpc("cudal1_init_group", args=(host, port, rank, world_size, backend, timeout_s))

@@ -95,8 +95,16 @@ class WeightChannel:
         RuntimeError / DistStoreError: the members did not all join within `timeout_s`.
     """
 
-    def __init__(self, host: str, port: int, rank: int, world_size: int, backend: str = "nccl",
-                 device: str = "cuda", timeout_s: float = 600.0) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        rank: int,
+        world_size: int,
+        backend: str = "nccl",
+        device: str = "cuda",
+        timeout_s: float = 600.0,
+    ) -> None:
         if backend not in ("nccl", "gloo"):
             raise ValueError(f"weight channel backend must be nccl or gloo, not {backend!r}")
         self.device = torch.device(device)
@@ -119,8 +127,12 @@ class WeightChannel:
         opts.rootRank, opts.rootTensor = 0, 0
         self.group.broadcast([flat], opts).wait()
 
-    def send(self, named_tensors: Iterable[tuple[str, torch.Tensor]], specs: Sequence[TensorSpec],
-             bucket_mb: float = DEFAULT_BUCKET_MB) -> dict[str, float]:
+    def send(
+        self,
+        named_tensors: Iterable[tuple[str, torch.Tensor]],
+        specs: Sequence[TensorSpec],
+        bucket_mb: float = DEFAULT_BUCKET_MB,
+    ) -> dict[str, float]:
         """Broadcast the tensors (rank 0 only), in the manifest's bucket plan.
 
         `named_tensors` must hold every manifest name (any device, any order).
@@ -137,8 +149,12 @@ class WeightChannel:
             total += self.send_bucket([tensors[specs[i].name] for i in bucket], specs[bucket[0]].dtype)
         self.synchronize()
         seconds = time.perf_counter() - start
-        return {"bytes": float(total), "seconds": seconds, "bytes_per_s": total / seconds if seconds else 0.0,
-                "buckets": float(len(plan))}
+        return {
+            "bytes": float(total),
+            "seconds": seconds,
+            "bytes_per_s": total / seconds if seconds else 0.0,
+            "buckets": float(len(plan)),
+        }
 
     def send_bucket(self, tensors: Sequence[torch.Tensor], dtype: str) -> int:
         """Broadcast one bucket (rank 0 only): `tensors` (any device) flattened, cast to `dtype`
@@ -157,7 +173,9 @@ class WeightChannel:
         if self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
 
-    def receive(self, specs: Sequence[TensorSpec], bucket_mb: float = DEFAULT_BUCKET_MB) -> Iterator[tuple[str, torch.Tensor]]:
+    def receive(
+        self, specs: Sequence[TensorSpec], bucket_mb: float = DEFAULT_BUCKET_MB
+    ) -> Iterator[tuple[str, torch.Tensor]]:
         """Receive the broadcast (ranks > 0): yields (name, tensor on `device`) per manifest entry,
         bucket by bucket (a bucket's views share one buffer; the caller copies them into place)."""
         if self.rank == 0:

@@ -115,20 +115,34 @@ class RunContext:
             # The buffer and the learner write under run_dir: with ray.storage=driver_node they stay
             # on the driver's node, otherwise the probe below proves they see the same directory.
             pinned = driver_node_options() if cfg.ray.storage == "driver_node" else {}
-            ctx.buffer = BufferActor.options(**pinned).remote(str(run_dir / "buffer"), tau=rl.tau, n_buckets=rl.n_buckets,
-                                            k=max(rl.exemplars, 1), seed=cfg.seed, scale=rl.bucket_scale)
+            ctx.buffer = BufferActor.options(**pinned).remote(
+                str(run_dir / "buffer"),
+                tau=rl.tau,
+                n_buckets=rl.n_buckets,
+                k=max(rl.exemplars, 1),
+                seed=cfg.seed,
+                scale=rl.bucket_scale,
+            )
             colocated = start_colocated(cfg, pinned) if cfg.rollout.weight_sync == "ipc" else None
             ctx.generator = start_generator(cfg, model_path, colocated)
             ctx.learner = start_learner(cfg, model_path, pinned, colocated)
-            ctx.weights = weight_transport(cfg.rollout.weight_sync, ctx.learner, ctx.generator,
-                                           on_gpus=cfg.learner.num_gpus > 0 and cfg.rollout.num_gpus > 0)
+            ctx.weights = weight_transport(
+                cfg.rollout.weight_sync,
+                ctx.learner,
+                ctx.generator,
+                on_gpus=cfg.learner.num_gpus > 0 and cfg.rollout.num_gpus > 0,
+            )
             ctx.pools = BenchmarkPools(specs, primary=cfg.bench.primary)
             if len(ctx.pools.names) > 1:
                 from cudal1.pipeline.record import PoolRecorder
 
                 ctx.recorder = PoolRecorder(ctx.pools, run_dir / "rollouts")
             ctx.tasks = usable_tasks(ctx.tasks, ctx.pools.primary.probe_tasks([t.task_id for t in ctx.tasks]))
-            for name, handle in (("buffer", ctx.buffer), ("rollout generator", ctx.generator), ("learner", ctx.learner)):
+            for name, handle in (
+                ("buffer", ctx.buffer),
+                ("rollout generator", ctx.generator),
+                ("learner", ctx.learner),
+            ):
                 log.info("waiting for the %s", name)
                 handle.ready()
             if cfg.ray.storage == "shared":
@@ -166,8 +180,9 @@ def start_colocated(cfg: DictConfig, pinned: dict[str, Any]) -> PlacementGroup:
     return colocated_placement_group(cfg.learner.num_cpus + cfg.rollout.num_cpus, node)
 
 
-def start_learner(cfg: DictConfig, model_path: Path, pinned: dict[str, Any],
-                  colocated: PlacementGroup | None = None) -> LearnerGroup:
+def start_learner(
+    cfg: DictConfig, model_path: Path, pinned: dict[str, Any], colocated: PlacementGroup | None = None
+) -> LearnerGroup:
     """The learner: a `cudal1.actors.learner_group.LearnerGroup` of `learner.num_ranks` ranks (one
     rank: one actor, as a single learner always was). `pinned`: the driver-node placement of
     ray.storage=driver_node, which a group of several ranks gets as a node resource in each bundle.
@@ -186,13 +201,32 @@ def start_learner(cfg: DictConfig, model_path: Path, pinned: dict[str, Any],
     elif pinned and lc.num_ranks > 1:
         bundle_resources, pinned = {f"node:{ray.util.get_node_ip_address()}": 0.001}, {}
     return LearnerGroup.start(
-        str(model_path), lc.num_ranks, num_cpus=lc.num_cpus, num_gpus=lc.num_gpus, actor_options=pinned,
+        str(model_path),
+        lc.num_ranks,
+        num_cpus=lc.num_cpus,
+        num_gpus=lc.num_gpus,
+        actor_options=pinned,
         bundle_resources=bundle_resources,
-        zero_stage=lc.zero_stage, precision=lc.precision, lr=lc.lr,
-        weight_decay=lc.weight_decay, grad_clip=lc.grad_clip, kl_beta=lc.kl_beta, clip_eps=lc.clip_eps,
-        clip_eps_high=lc.clip_eps_high, loss_agg=lc.loss_agg, max_response_len=cfg.rollout.max_tokens,
-        grad_accum=lc.grad_accum, micro_batch=lc.micro_batch,
-        device="cuda" if lc.num_gpus > 0 else "cpu", seed=cfg.seed,
-        recompute_old_logprobs=lc.recompute_old_logprobs, tis_cap=effective_tis_cap(cfg), dual_clip=lc.dual_clip,
-        log_ratio_clamp=lc.log_ratio_clamp, offload_optimizer=lc.offload_optimizer, offload_param=lc.offload_param,
-        gradient_checkpointing=lc.gradient_checkpointing, logprob_chunk=lc.logprob_chunk)
+        zero_stage=lc.zero_stage,
+        precision=lc.precision,
+        lr=lc.lr,
+        weight_decay=lc.weight_decay,
+        grad_clip=lc.grad_clip,
+        kl_beta=lc.kl_beta,
+        clip_eps=lc.clip_eps,
+        clip_eps_high=lc.clip_eps_high,
+        loss_agg=lc.loss_agg,
+        max_response_len=cfg.rollout.max_tokens,
+        grad_accum=lc.grad_accum,
+        micro_batch=lc.micro_batch,
+        device="cuda" if lc.num_gpus > 0 else "cpu",
+        seed=cfg.seed,
+        recompute_old_logprobs=lc.recompute_old_logprobs,
+        tis_cap=effective_tis_cap(cfg),
+        dual_clip=lc.dual_clip,
+        log_ratio_clamp=lc.log_ratio_clamp,
+        offload_optimizer=lc.offload_optimizer,
+        offload_param=lc.offload_param,
+        gradient_checkpointing=lc.gradient_checkpointing,
+        logprob_chunk=lc.logprob_chunk,
+    )

@@ -57,8 +57,10 @@ def train(cfg: DictConfig) -> RunState:
         finish_run(ctx)
     except KeyboardInterrupt:
         status = "KILLED"
-        log.warning("interrupted: the buffer and the last checkpoint are kept; continue with "
-                    "run_dir=%s resume=true", ctx.run_dir)
+        log.warning(
+            "interrupted: the buffer and the last checkpoint are kept; continue with run_dir=%s resume=true",
+            ctx.run_dir,
+        )
         raise
     except BaseException:
         status = "FAILED"
@@ -91,22 +93,37 @@ def finish_run(ctx: RunContext) -> None:
     for task in ctx.tasks:
         best = ctx.buffer.best(task.task_id)
         exemplars[task.task_id] = ctx.buffer.exemplars(task.task_id)
-        rows.append({"task": task.task_id, "name": task.name, "exemplars": len(exemplars[task.task_id]),
-                     "best_speedup": best.speedup if best else None, "best_origin": best.origin if best else None})
+        rows.append(
+            {
+                "task": task.task_id,
+                "name": task.name,
+                "exemplars": len(exemplars[task.task_id]),
+                "best_speedup": best.speedup if best else None,
+                "best_origin": best.origin if best else None,
+            }
+        )
         if best is not None:
             ctx.tracker.log_text(best.code, f"best/{task.task_id.replace('/', '_')}.py")
     ctx.tracker.log_table(rows, "results/best_per_task.json")
     ctx.tracker.log_dict(stats, "results/buffer_stats.json")
     history: list[dict[str, Any]] = [h for h in ctx.state.history if "reward/mean" in h]
     if history:
-        ctx.tracker.log_curves(history, ["reward/mean", "pass_rate", "speedup/mean", "fast_1"],
-                               "plots/reward_speedup.png", "contrastive RL and self-training")
+        ctx.tracker.log_curves(
+            history,
+            ["reward/mean", "pass_rate", "speedup/mean", "fast_1"],
+            "plots/reward_speedup.png",
+            "contrastive RL and self-training",
+        )
     (ctx.run_dir / "rollouts").mkdir(exist_ok=True)
     ctx.tracker.log_artifact(ctx.run_dir / "rollouts")  # kept under its own name: rollouts/
     outcomes = task_outcomes([t.task_id for t in ctx.tasks], exemplars)
     ctx.tracker.log_table(outcomes, "results/seed_vs_policy.json")
-    log.info("%s", format_run_summary(outcomes, ctx.state.history, ctx.state.registered, str(ctx.run_dir),
-                                      ctx.tracker.run_id, ctx.tracker.uri))
+    log.info(
+        "%s",
+        format_run_summary(
+            outcomes, ctx.state.history, ctx.state.registered, str(ctx.run_dir), ctx.tracker.run_id, ctx.tracker.uri
+        ),
+    )
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:

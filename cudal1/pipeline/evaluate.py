@@ -85,8 +85,11 @@ def load_solutions(spec: str | Path, task_ids: Sequence[str]) -> tuple[list[Cand
                 task_id = record["task_id"]
                 code = record.get("code") or record.get("source")
                 if code is None and record.get("solution"):
-                    code = (path.parent / record["solution"]).read_text(encoding="utf-8") \
-                        if not Path(record["solution"]).is_absolute() else Path(record["solution"]).read_text()
+                    code = (
+                        (path.parent / record["solution"]).read_text(encoding="utf-8")
+                        if not Path(record["solution"]).is_absolute()
+                        else Path(record["solution"]).read_text()
+                    )
             except (ValueError, KeyError, OSError) as e:
                 skipped.append(f"{path.name}:{n}: unreadable record ({type(e).__name__}: {e})")
                 continue
@@ -97,13 +100,15 @@ def load_solutions(spec: str | Path, task_ids: Sequence[str]) -> tuple[list[Cand
             else:
                 found[task_id] = Candidate(task_id, code, origin=f"{path.name}:{n}")
     if not found:
-        raise ValueError(f"{path} holds no solution for the {len(known)} selected tasks" +
-                         (f" ({len(skipped)} skipped, e.g. {skipped[0]})" if skipped else ""))
+        raise ValueError(
+            f"{path} holds no solution for the {len(known)} selected tasks"
+            + (f" ({len(skipped)} skipped, e.g. {skipped[0]})" if skipped else "")
+        )
     return [found[t] for t in task_ids if t in found], skipped
 
 
 def level_of(task_id: str) -> str:
-    """"level1/12" -> "level1"."""
+    """ "level1/12" -> "level1"."""
     return task_id.split("/", 1)[0]
 
 
@@ -131,13 +136,19 @@ def versus_compile(results: Sequence[EvalResult], baselines: Mapping[str, EvalRe
             faster += ratio > 1.0
         else:
             faster += r.speedup > 1.0
-    return {"compile_n": present, "compile_failed": failed,
-            "vs_compile_geomean": geometric_mean(ratios) if ratios else None,
-            "vs_compile_fast_1": faster / len(results) if results else 0.0}
+    return {
+        "compile_n": present,
+        "compile_failed": failed,
+        "vs_compile_geomean": geometric_mean(ratios) if ratios else None,
+        "vs_compile_fast_1": faster / len(results) if results else 0.0,
+    }
 
 
-def paper_table(results: Mapping[str, Sequence[EvalResult]], ps: Sequence[float] = DEFAULT_PS,
-                compile_baselines: Mapping[str, Sequence[EvalResult]] | None = None) -> list[dict[str, Any]]:
+def paper_table(
+    results: Mapping[str, Sequence[EvalResult]],
+    ps: Sequence[float] = DEFAULT_PS,
+    compile_baselines: Mapping[str, Sequence[EvalResult]] | None = None,
+) -> list[dict[str, Any]]:
     """One row per (pool, level) and per pool over all levels ("all"), from `results[pool]`.
 
     Each row: {"pool", "level", "n", "success" (correct count), "pass_rate", "speedup_mean",
@@ -154,19 +165,30 @@ def paper_table(results: Mapping[str, Sequence[EvalResult]], ps: Sequence[float]
         groups = [(lv, [r for r in pool_results if level_of(r.task_id) == lv]) for lv in levels]
         if len(levels) > 1 or not levels:
             groups.append(("all", list(pool_results)))
-        base = None if compile_baselines is None or pool not in compile_baselines else \
-            {b.task_id: b for b in compile_baselines[pool]}
+        base = (
+            None
+            if compile_baselines is None or pool not in compile_baselines
+            else {b.task_id: b for b in compile_baselines[pool]}
+        )
         for level, group in groups:
             s = summarize(group, ps)
-            rows.append({
-                "pool": pool, "level": level, "n": s["n"], "success": s["n_correct"], "pass_rate": s["pass_rate"],
-                "speedup_mean": s["speedup_mean"], "speedup_median": s["speedup_median"],
-                "speedup_geomean": s["speedup_geomean"], **s["fast_p"],
-                **(versus_compile(group, base) if base is not None else {}),
-                "status_counts": {k: v for k, v in s["status_counts"].items() if v},
-                "hack_counts": {k: v for k, v in s["hack_counts"].items() if v},
-                "label_counts": s["label_counts"],
-            })
+            rows.append(
+                {
+                    "pool": pool,
+                    "level": level,
+                    "n": s["n"],
+                    "success": s["n_correct"],
+                    "pass_rate": s["pass_rate"],
+                    "speedup_mean": s["speedup_mean"],
+                    "speedup_median": s["speedup_median"],
+                    "speedup_geomean": s["speedup_geomean"],
+                    **s["fast_p"],
+                    **(versus_compile(group, base) if base is not None else {}),
+                    "status_counts": {k: v for k, v in s["status_counts"].items() if v},
+                    "hack_counts": {k: v for k, v in s["hack_counts"].items() if v},
+                    "label_counts": s["label_counts"],
+                }
+            )
     return rows
 
 
@@ -174,31 +196,64 @@ def format_paper_table(rows: Sequence[Mapping[str, Any]], ps: Sequence[float] = 
     """The table as aligned text: one line per row of `paper_table` (with the torch.compile
     columns when any row has them: vs_compile geomean ×, fast_1 vs compile, failed / evaluated
     compile baselines), then the non-zero hack and label counts per pool and level."""
+
     def x(v: float | None) -> str:
         return "-" if v is None else f"{v:.2f}x"
 
     fast = [fast_p_key(p) for p in ps]
     compiled = any("compile_n" in r for r in rows)
-    head = ["pool", "level", "n", "success", "mean", "median", "geomean", *fast,
-            *(["vs_compile", "fast_1_vs_compile", "compile_failed"] if compiled else [])]
-    body = [[str(r["pool"]), str(r["level"]), str(r["n"]), str(r["success"]), x(r["speedup_mean"]),
-             x(r["speedup_median"]), x(r["speedup_geomean"]), *(f"{r[k]:.2f}" for k in fast),
-             *([x(r["vs_compile_geomean"]), f"{r['vs_compile_fast_1']:.2f}", f"{r['compile_failed']}/{r['compile_n']}"]
-               if compiled and "compile_n" in r else ["-", "-", "-"] if compiled else [])] for r in rows]
+    head = [
+        "pool",
+        "level",
+        "n",
+        "success",
+        "mean",
+        "median",
+        "geomean",
+        *fast,
+        *(["vs_compile", "fast_1_vs_compile", "compile_failed"] if compiled else []),
+    ]
+    body = [
+        [
+            str(r["pool"]),
+            str(r["level"]),
+            str(r["n"]),
+            str(r["success"]),
+            x(r["speedup_mean"]),
+            x(r["speedup_median"]),
+            x(r["speedup_geomean"]),
+            *(f"{r[k]:.2f}" for k in fast),
+            *(
+                [x(r["vs_compile_geomean"]), f"{r['vs_compile_fast_1']:.2f}", f"{r['compile_failed']}/{r['compile_n']}"]
+                if compiled and "compile_n" in r
+                else ["-", "-", "-"]
+                if compiled
+                else []
+            ),
+        ]
+        for r in rows
+    ]
     widths = [max(len(c) for c in col) for col in zip(head, *body)]
-    lines = ["  ".join(c.rjust(w) if i > 1 else c.ljust(w) for i, (c, w) in enumerate(zip(line, widths)))
-             for line in [head, *body]]
+    lines = [
+        "  ".join(c.rjust(w) if i > 1 else c.ljust(w) for i, (c, w) in enumerate(zip(line, widths)))
+        for line in [head, *body]
+    ]
     for r in rows:
-        extra = {**{f"hack:{k}": v for k, v in r["hack_counts"].items()},
-                 **{f"status:{k}": v for k, v in r["status_counts"].items() if k != Status.OK},
-                 **{f"label:{k}": v for k, v in r["label_counts"].items()}}
+        extra = {
+            **{f"hack:{k}": v for k, v in r["hack_counts"].items()},
+            **{f"status:{k}": v for k, v in r["status_counts"].items() if k != Status.OK},
+            **{f"label:{k}": v for k, v in r["label_counts"].items()},
+        }
         if extra:
             lines.append(f"  {r['pool']}/{r['level']}: " + ", ".join(f"{k} {v}" for k, v in extra.items()))
     return "\n".join(lines)
 
 
-def evaluate_solutions(pools: BenchmarkPools, candidates: Sequence[Candidate], names: Sequence[str] | None = None,
-                       ) -> dict[str, list[EvalResult]]:
+def evaluate_solutions(
+    pools: BenchmarkPools,
+    candidates: Sequence[Candidate],
+    names: Sequence[str] | None = None,
+) -> dict[str, list[EvalResult]]:
     """Evaluate `candidates` on each pool of `pools` (a `BenchmarkPools`) named in `names` (default:
     all, primary first). Returns {pool name: [EvalResult per candidate, in order]}; a harness
     failure is a labelled result, never an exception (see `BenchmarkPool.evaluate_many`)."""
@@ -210,8 +265,9 @@ def evaluate_solutions(pools: BenchmarkPools, candidates: Sequence[Candidate], n
     return out
 
 
-def evaluate_compile_baseline(pools: BenchmarkPools, tasks: Sequence[Any], candidates: Sequence[Candidate],
-                              names: Sequence[str] | None = None) -> dict[str, list[EvalResult]]:
+def evaluate_compile_baseline(
+    pools: BenchmarkPools, tasks: Sequence[Any], candidates: Sequence[Candidate], names: Sequence[str] | None = None
+) -> dict[str, list[EvalResult]]:
     """torch.compile of the reference of each task that `candidates` has a solution for, evaluated
     on the pools `names` (default all) exactly as the solutions are (`evaluate_solutions`), each
     result labelled by `cudal1.bench.baselines.label_baseline` ("baseline_failed" when
@@ -220,19 +276,25 @@ def evaluate_compile_baseline(pools: BenchmarkPools, tasks: Sequence[Any], candi
     from cudal1.bench.baselines import TORCH_COMPILE, compile_candidate, label_baseline
 
     by_id = {t.task_id: t for t in tasks}
-    baseline = [Candidate(c.task_id, compile_candidate(by_id[c.task_id].source), origin=f"baseline:{TORCH_COMPILE}")
-                for c in candidates]
+    baseline = [
+        Candidate(c.task_id, compile_candidate(by_id[c.task_id].source), origin=f"baseline:{TORCH_COMPILE}")
+        for c in candidates
+    ]
     log.info("evaluating torch.compile of %d references", len(baseline))
-    return {pool: [label_baseline(r, TORCH_COMPILE) for r in rs]
-            for pool, rs in evaluate_solutions(pools, baseline, names).items()}
+    return {
+        pool: [label_baseline(r, TORCH_COMPILE) for r in rs]
+        for pool, rs in evaluate_solutions(pools, baseline, names).items()
+    }
 
 
 def plot_speedups(results: Mapping[str, Sequence[EvalResult]], path: Path) -> Path:
     """A bar chart of each task's speedup (×, log scale) per pool, failures drawn at 0; returns `path`."""
     from matplotlib.figure import Figure
 
-    tasks = sorted({r.task_id for rs in results.values() for r in rs},
-                   key=lambda t: (int(level_of(t)[5:] or 0), int(t.split("/")[1]) if t.split("/")[1].isdigit() else 0))
+    tasks = sorted(
+        {r.task_id for rs in results.values() for r in rs},
+        key=lambda t: (int(level_of(t)[5:] or 0), int(t.split("/")[1]) if t.split("/")[1].isdigit() else 0),
+    )
     fig = Figure(figsize=(max(6.0, 0.45 * len(tasks) * max(1, len(results))), 3.6), layout="constrained")
     ax = fig.subplots()
     width = 0.8 / max(1, len(results))
@@ -271,31 +333,58 @@ def run_evaluate_job(cfg: Any) -> list[dict[str, Any]]:
     start_ray(cfg)
     out.mkdir(parents=True, exist_ok=True)
     ps = list(cfg.ps)
-    with open_tracker(cfg, out) as tracker, \
-            BenchmarkPools(list(pool_specs(cfg.bench.pools, cfg.tasks.source).values()),
-                           primary=cfg.bench.primary) as pools:
-        tracker.log_config({"solutions": str(cfg.solutions), "tasks": dict(cfg.tasks), "pools": list(cfg.pools),
-                            "compile_baseline": bool(cfg.compile_baseline),
-                            "bench": {name: dict(p) for name, p in cfg.bench.pools.items()}})
+    with (
+        open_tracker(cfg, out) as tracker,
+        BenchmarkPools(
+            list(pool_specs(cfg.bench.pools, cfg.tasks.source).values()), primary=cfg.bench.primary
+        ) as pools,
+    ):
+        tracker.log_config(
+            {
+                "solutions": str(cfg.solutions),
+                "tasks": dict(cfg.tasks),
+                "pools": list(cfg.pools),
+                "compile_baseline": bool(cfg.compile_baseline),
+                "bench": {name: dict(p) for name, p in cfg.bench.pools.items()},
+            }
+        )
         results = evaluate_solutions(pools, candidates, list(cfg.pools) or None)
-        compiled = evaluate_compile_baseline(pools, tasks, candidates, list(cfg.pools) or None) \
-            if cfg.compile_baseline else None
+        compiled = (
+            evaluate_compile_baseline(pools, tasks, candidates, list(cfg.pools) or None)
+            if cfg.compile_baseline
+            else None
+        )
         for pool, rs in [*results.items(), *((f"{p}_torch_compile", rs) for p, rs in (compiled or {}).items())]:
             path = out / f"results_{pool}.jsonl"
             # The evaluator's columns: which actor of the pool measured a result is not part of the table.
             path.write_text("".join(dataclasses.replace(r, actor=None).to_json() + "\n" for r in rs))
-            tracker.log_table([{"task_id": r.task_id, "status": r.status.value, "speedup": r.speedup,
-                                "hack_kind": r.hack_kind.value if r.hack_kind else None, "labels": ",".join(r.labels),
-                                "message": r.message[:200]} for r in rs], f"tables/results_{pool}.json")
+            tracker.log_table(
+                [
+                    {
+                        "task_id": r.task_id,
+                        "status": r.status.value,
+                        "speedup": r.speedup,
+                        "hack_kind": r.hack_kind.value if r.hack_kind else None,
+                        "labels": ",".join(r.labels),
+                        "message": r.message[:200],
+                    }
+                    for r in rs
+                ],
+                f"tables/results_{pool}.json",
+            )
         rows = paper_table(results, ps, compiled)
         text = format_paper_table(rows, ps)
         (out / "table.json").write_text(json.dumps(rows, indent=1))
         (out / "table.txt").write_text(text + "\n")
         plot_speedups(results, out / "speedups.png")
-        tracker.log_table([{k: v for k, v in r.items() if not k.endswith("_counts")} for r in rows], "tables/paper_table.json")
+        tracker.log_table(
+            [{k: v for k, v in r.items() if not k.endswith("_counts")} for r in rows], "tables/paper_table.json"
+        )
         for r in rows:
-            tracker.log_metrics({f"{r['pool']}/{r['level']}/{k}": v for k, v in r.items()
-                                 if isinstance(v, (int, float)) and k != "n"}, step=0)
+            tracker.log_metrics(
+                {f"{r['pool']}/{r['level']}/{k}": v for k, v in r.items() if isinstance(v, (int, float)) and k != "n"},
+                step=0,
+            )
         for name in ("table.json", "table.txt", "speedups.png"):
             tracker.log_artifact(out / name)
     print(text, flush=True)

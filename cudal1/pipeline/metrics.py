@@ -83,8 +83,11 @@ def rollout_metrics(rollouts: Sequence[Rollout], ps: Sequence[float] = DEFAULT_P
         "parse_failure_rate": sum(r.parse_error is not None for r in rollouts) / n,
         "truncated_rate": sum(r.generation.finish_reason == "length" for r in rollouts) / n,
         "response_tokens/mean": statistics.fmean(len(r.generation.response_ids) for r in rollouts),
-        "format_ok_rate": sum(not r.reward_reason.startswith(("truncated", "parse_error:", "format:"))
-                              and r.parse_error is None for r in rollouts) / n,
+        "format_ok_rate": sum(
+            not r.reward_reason.startswith(("truncated", "parse_error:", "format:")) and r.parse_error is None
+            for r in rollouts
+        )
+        / n,
         "trainable_rate": sum(r.trainable for r in rollouts) / n,
     }
     for p in ps:
@@ -107,8 +110,9 @@ def rollout_metrics(rollouts: Sequence[Rollout], ps: Sequence[float] = DEFAULT_P
     return out
 
 
-def step_breakdown(wall_s: dict[str, float], results: Sequence[EvalResult | None], pool_actors: int,
-                   step_s: float | None = None) -> dict[str, float]:
+def step_breakdown(
+    wall_s: dict[str, float], results: Sequence[EvalResult | None], pool_actors: int, step_s: float | None = None
+) -> dict[str, float]:
     """Where one training step's time went, and how long each role sat idle.
 
     Args:
@@ -132,8 +136,9 @@ def step_breakdown(wall_s: dict[str, float], results: Sequence[EvalResult | None
             evaluation included) / (pool_actors × step_s).
     With step_s = 0 every share is 0.
     """
-    gen, ev, train, sync, overlap = (float(wall_s.get(k, 0.0)) for k in ("generate", "evaluate", "train", "sync",
-                                                                         "overlap"))
+    gen, ev, train, sync, overlap = (
+        float(wall_s.get(k, 0.0)) for k in ("generate", "evaluate", "train", "sync", "overlap")
+    )
     step = gen + ev - overlap + train + sync if step_s is None else float(step_s)
     done = [r for r in results if r]
     build = sum(float(r.build_seconds or 0.0) for r in done)
@@ -143,6 +148,11 @@ def step_breakdown(wall_s: dict[str, float], results: Sequence[EvalResult | None
     def idle(busy_s: float, capacity: float) -> float:
         return min(1.0, max(0.0, 1.0 - busy_s / capacity)) if capacity > 0 else 0.0
 
-    return {"time/step_s": step, "time/build_actor_s": build, "time/timing_actor_s": timing,
-            "idle/generator": idle(gen, step), "idle/learner": idle(train + sync, step),
-            "idle/pool": idle(busy, max(pool_actors, 1) * step)}
+    return {
+        "time/step_s": step,
+        "time/build_actor_s": build,
+        "time/timing_actor_s": timing,
+        "idle/generator": idle(gen, step),
+        "idle/learner": idle(train + sync, step),
+        "idle/pool": idle(busy, max(pool_actors, 1) * step),
+    }

@@ -103,14 +103,24 @@ class OptimizeSettings:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("rounds", "samples", "max_tokens", "max_model_len", "feedback_items", "feedback_chars",
-                     "verify_tries", "n_buckets"):
+        for name in (
+            "rounds",
+            "samples",
+            "max_tokens",
+            "max_model_len",
+            "feedback_items",
+            "feedback_chars",
+            "verify_tries",
+            "n_buckets",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1; got {getattr(self, name)}")
         if self.exemplars < 0:
             raise ValueError(f"exemplars must be >= 0; got {self.exemplars}")
         if self.max_tokens >= self.max_model_len:
-            raise ValueError(f"max_tokens={self.max_tokens} leaves no room for the prompt in max_model_len={self.max_model_len}")
+            raise ValueError(
+                f"max_tokens={self.max_tokens} leaves no room for the prompt in max_model_len={self.max_model_len}"
+            )
         if not self.tau > 0 or not 0 < self.top_p <= 1 or self.temperature < 0:
             raise ValueError("tau must be > 0, top_p in (0, 1], temperature >= 0")
         if self.bucket_scale not in ("log", "linear"):
@@ -166,12 +176,20 @@ class Attempt:
     def feedback(self) -> Feedback:
         """What the next round's prompt says about this attempt."""
         if self.result is None:
-            why = ("the response was cut off before its code block closed" if self.finish_reason == "length"
-                   else _PARSE_WHY.get(self.parse_error or "", "no usable code"))
+            why = (
+                "the response was cut off before its code block closed"
+                if self.finish_reason == "length"
+                else _PARSE_WHY.get(self.parse_error or "", "no usable code")
+            )
             return Feedback(f"parse_error:{self.parse_error or 'truncated'}", why)
         r = self.result
-        return Feedback(r.status.value, r.message, r.speedup, r.reference.median_ms if r.reference else None,
-                        r.candidate.median_ms if r.candidate else None)
+        return Feedback(
+            r.status.value,
+            r.message,
+            r.speedup,
+            r.reference.median_ms if r.reference else None,
+            r.candidate.median_ms if r.candidate else None,
+        )
 
 
 _PARSE_WHY = {
@@ -258,30 +276,54 @@ class TaskOutcome:
         result, or a compile_error labelled "no_candidate" when no response held usable code."""
         # A copy without the measuring actor: the table holds the evaluator's columns.
         if self.solution is not None:
-            return dataclasses.replace(self.solution.result, speedup=self.solution.speedup,
-                                       speedup_spread=self.solution.spread, labels=list(self.solution.labels),
-                                       actor=None, second_opinion=None)
+            return dataclasses.replace(
+                self.solution.result,
+                speedup=self.solution.speedup,
+                speedup_spread=self.solution.spread,
+                labels=list(self.solution.labels),
+                actor=None,
+                second_opinion=None,
+            )
         if self.status == "invalid_task" and self.reference is not None:
             return dataclasses.replace(self.reference, actor=None, second_opinion=None)
         evaluated = [a.result for a in self.attempts if a.result is not None]
         if evaluated:
             worst = max(evaluated, key=lambda r: _FAILURE_RANK[r.status])
             return dataclasses.replace(worst, actor=None, second_opinion=None)
-        return EvalResult(self.task_id, Status.COMPILE_ERROR, labels=[Label.NO_CANDIDATE],
-                          message=self.message or "no response held usable code")
+        return EvalResult(
+            self.task_id,
+            Status.COMPILE_ERROR,
+            labels=[Label.NO_CANDIDATE],
+            message=self.message or "no response held usable code",
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe dict (the job's report.json): the fields, each result as `EvalResult.to_dict()`,
         and "speedup"."""
-        return {"task_id": self.task_id, "name": self.name, "status": self.status, "message": self.message,
-                "solution": self.solution.to_dict() if self.solution is not None else None,
-                "reference": self.reference.to_dict() if self.reference is not None else None,
-                "attempts": [a.to_dict() for a in self.attempts], "prompts": list(self.prompts),
-                "seconds": self.seconds, "speedup": self.speedup}
+        return {
+            "task_id": self.task_id,
+            "name": self.name,
+            "status": self.status,
+            "message": self.message,
+            "solution": self.solution.to_dict() if self.solution is not None else None,
+            "reference": self.reference.to_dict() if self.reference is not None else None,
+            "attempts": [a.to_dict() for a in self.attempts],
+            "prompts": list(self.prompts),
+            "seconds": self.seconds,
+            "speedup": self.speedup,
+        }
 
 
-_FAILURE_RANK = {Status.OK: 6, Status.INCORRECT: 5, Status.HACK: 4, Status.TIMEOUT: 3, Status.RESOURCE_EXCEEDED: 3,
-                 Status.RUNTIME_ERROR: 2, Status.COMPILE_ERROR: 1, Status.INVALID_TASK: 0}
+_FAILURE_RANK = {
+    Status.OK: 6,
+    Status.INCORRECT: 5,
+    Status.HACK: 4,
+    Status.TIMEOUT: 3,
+    Status.RESOURCE_EXCEEDED: 3,
+    Status.RUNTIME_ERROR: 2,
+    Status.COMPILE_ERROR: 1,
+    Status.INVALID_TASK: 0,
+}
 """Which failure `TaskOutcome.table_result` reports: the most informative (a wrong or slow answer
 before a crash before a build error)."""
 
@@ -304,14 +346,21 @@ class Optimizer:
     second caller wait). Raises ValueError for bad settings (from `OptimizeSettings`).
     """
 
-    def __init__(self, generator: Any, pool: Any, tokenizer: Any, settings: OptimizeSettings | None = None,
-                 progress_bars: bool = False) -> None:
+    def __init__(
+        self,
+        generator: Any,
+        pool: Any,
+        tokenizer: Any,
+        settings: OptimizeSettings | None = None,
+        progress_bars: bool = False,
+    ) -> None:
         self.generator, self.pool, self.tokenizer = generator, pool, tokenizer
         self.settings = settings or OptimizeSettings()
         self.progress_bars = progress_bars
 
-    def optimize(self, task: Task, start: Sequence[str] = (),
-                 on_progress: ProgressCallback | None = None) -> TaskOutcome:
+    def optimize(
+        self, task: Task, start: Sequence[str] = (), on_progress: ProgressCallback | None = None
+    ) -> TaskOutcome:
         """Optimize one task; never raises for anything the model or a candidate does.
 
         Args:
@@ -337,8 +386,9 @@ class Optimizer:
         task_record = task.to_dict()
 
         if s.check_reference:
-            ref = self._evaluate([Candidate(task.task_id, reference_as_candidate(task.source), "reference",
-                                            task=task_record)])[0]
+            ref = self._evaluate(
+                [Candidate(task.task_id, reference_as_candidate(task.source), "reference", task=task_record)]
+            )[0]
             out.reference = ref
             emit("reference", status=ref.status.value, message=ref.message)
             if ref.status is not Status.OK:
@@ -356,23 +406,41 @@ class Optimizer:
 
         for rnd in range(1, s.rounds + 1):
             emit("round_start", round=rnd, rounds=s.rounds)
-            shown = sample_exemplars(pool_of_exemplars, s.exemplars, s.tau, rng, n_buckets=s.n_buckets,
-                                     scale=s.bucket_scale) if s.exemplars else []
+            shown = (
+                sample_exemplars(
+                    pool_of_exemplars, s.exemplars, s.tau, rng, n_buckets=s.n_buckets, scale=s.bucket_scale
+                )
+                if s.exemplars
+                else []
+            )
             prompt_ids, user = self._prompt(task, shown, feedback if s.feedback else [])
             if prompt_ids is None:
                 out.status = "prompt_too_long"
-                out.message = (f"the prompt without exemplars or feedback is {user} tokens; "
-                               f"max_model_len - max_tokens = {s.max_model_len - s.max_tokens}")
+                out.message = (
+                    f"the prompt without exemplars or feedback is {user} tokens; "
+                    f"max_model_len - max_tokens = {s.max_model_len - s.max_tokens}"
+                )
                 return self._finish(out, t0, emit)
             out.prompts.append(user)
-            gens = self.generator.generate([prompt_ids], n=s.samples, max_tokens=s.max_tokens,
-                                           temperature=s.temperature, top_p=s.top_p)[0]
+            gens = self.generator.generate(
+                [prompt_ids], n=s.samples, max_tokens=s.max_tokens, temperature=s.temperature, top_p=s.top_p
+            )[0]
             attempts = []
             for i, gen in enumerate(gens):
                 parsed = parse_response(gen.text)
                 usable = parsed.error is None and gen.finish_reason != "length"
-                attempts.append(Attempt(rnd, i, f"round{rnd}/s{i}", parsed.code if usable else None,
-                                        dict(parsed.sections), parsed.error, gen.finish_reason, None))
+                attempts.append(
+                    Attempt(
+                        rnd,
+                        i,
+                        f"round{rnd}/s{i}",
+                        parsed.code if usable else None,
+                        dict(parsed.sections),
+                        parsed.error,
+                        gen.finish_reason,
+                        None,
+                    )
+                )
             emit("generated", round=rnd, responses=len(gens), parsed=sum(a.code is not None for a in attempts))
             self._evaluate_attempts(task, task_record, attempts)
             out.attempts += attempts
@@ -382,21 +450,34 @@ class Optimizer:
                 key = a.result.status.value if a.result else f"parse_error:{a.parse_error or 'truncated'}"
                 statuses[key] = statuses.get(key, 0) + 1
             best = max((e.speedup for e in pool_of_exemplars), default=None)
-            emit("round_done", round=rnd, rounds=s.rounds, evaluated=sum(a.result is not None for a in attempts),
-                 correct=sum(a.correct for a in attempts), best_speedup=best, statuses=statuses)
+            emit(
+                "round_done",
+                round=rnd,
+                rounds=s.rounds,
+                evaluated=sum(a.result is not None for a in attempts),
+                correct=sum(a.correct for a in attempts),
+                best_speedup=best,
+                statuses=statuses,
+            )
 
         out.solution = self._verified_best(task, task_record, out.attempts, emit)
-        start_paid = [p for p in (self._paid(a.result).speedup for a in out.attempts if a.round == 0 and a.correct)
-                      if p is not None]
+        start_paid = [
+            p
+            for p in (self._paid(a.result).speedup for a in out.attempts if a.round == 0 and a.correct)
+            if p is not None
+        ]
         start_best = max(start_paid, default=None)
         best_measured = max((a.speedup for a in out.attempts if a.correct), default=None)
         start_text = f", start paid {start_best:.2f}x" if start_best is not None else ""
         if out.solution is None:
             n_correct = sum(a.correct for a in out.attempts)
             out.status = "no_correct"
-            out.message = (f"no faster solution found: {n_correct} correct candidates (best measured "
-                           f"{best_measured:.2f}x), none confirmed by a second measurement{start_text}" if n_correct
-                           else f"no faster solution found: no correct candidate in {len(out.attempts)} attempts")
+            out.message = (
+                f"no faster solution found: {n_correct} correct candidates (best measured "
+                f"{best_measured:.2f}x), none confirmed by a second measurement{start_text}"
+                if n_correct
+                else f"no faster solution found: no correct candidate in {len(out.attempts)} attempts"
+            )
         else:
             sol = out.solution
             bar = max(s.min_gain, s.min_gain * start_best if start_best is not None else 0.0)
@@ -406,12 +487,16 @@ class Optimizer:
                 out.message = f"{sol.paid:.2f}x speedup (paid, verified), from {sol.origin}"
             else:
                 out.status = "not_faster"
-                again = f", {sol.second_opinion.speedup:.2f}x on another actor" if (
-                    sol.second_opinion is not None and sol.second_opinion.speedup is not None) else ""
-                out.message = (f"no faster solution found: best {sol.origin} measured {sol.result.speedup:.2f}x"
-                               f"{again}, paid {paid} ({sol.paid_reason}){start_text}; needs above {bar:.2f}x "
-                               f"(the reference x {s.min_gain}" + (" and the start" if start_best is not None else "")
-                               + ")")
+                again = (
+                    f", {sol.second_opinion.speedup:.2f}x on another actor"
+                    if (sol.second_opinion is not None and sol.second_opinion.speedup is not None)
+                    else ""
+                )
+                out.message = (
+                    f"no faster solution found: best {sol.origin} measured {sol.result.speedup:.2f}x"
+                    f"{again}, paid {paid} ({sol.paid_reason}){start_text}; needs above {bar:.2f}x "
+                    f"(the reference x {s.min_gain}" + (" and the start" if start_best is not None else "") + ")"
+                )
         return self._finish(out, t0, emit)
 
     def _paid(self, result: EvalResult | None) -> Any:
@@ -419,8 +504,9 @@ class Optimizer:
         gain bar and verify tolerance."""
         from cudal1.rl.rewards import RewardConfig, price
 
-        return price(result, cfg=RewardConfig(min_gain=self.settings.min_gain,
-                                              verify_tolerance=self.settings.verify_tolerance))
+        return price(
+            result, cfg=RewardConfig(min_gain=self.settings.min_gain, verify_tolerance=self.settings.verify_tolerance)
+        )
 
     # -- steps ---------------------------------------------------------------------------------------
 
@@ -442,8 +528,16 @@ class Optimizer:
         for a in attempts:
             if a.correct and a.code not in known:
                 known.add(a.code)
-                exemplars.append(Exemplar(task.task_id, a.code, a.speedup,
-                                          analysis=a.sections.get("analysis", ""), step=a.round, origin=a.origin))
+                exemplars.append(
+                    Exemplar(
+                        task.task_id,
+                        a.code,
+                        a.speedup,
+                        analysis=a.sections.get("analysis", ""),
+                        step=a.round,
+                        origin=a.origin,
+                    )
+                )
         failed = [a.feedback() for a in attempts if not a.correct]
         slow = [a.feedback() for a in attempts if a.correct and a.speedup <= self.settings.min_gain]
         return failed + slow
@@ -465,13 +559,18 @@ class Optimizer:
             n = len(ids)
             if n <= limit:
                 if (ex, fb) != tries[0]:
-                    log.warning("%s: prompt too long for max_model_len - max_tokens = %d: %s dropped", task.task_id,
-                                limit, "feedback" if ex else "feedback and exemplars")
+                    log.warning(
+                        "%s: prompt too long for max_model_len - max_tokens = %d: %s dropped",
+                        task.task_id,
+                        limit,
+                        "feedback" if ex else "feedback and exemplars",
+                    )
                 return ids, messages[-1]["content"]
         return None, n
 
-    def _verified_best(self, task: Task, task_record: dict[str, Any], attempts: list[Attempt],
-                       emit: Callable[..., None]) -> Solution | None:
+    def _verified_best(
+        self, task: Task, task_record: dict[str, Any], attempts: list[Attempt], emit: Callable[..., None]
+    ) -> Solution | None:
         """The fastest correct attempt that a second measurement confirms (`verify`), else None."""
         from cudal1.pipeline.verify import second_opinions
         from cudal1.rl.rewards import RewardConfig
@@ -529,10 +628,20 @@ def _larger_spread(first: EvalResult, second: EvalResult) -> float | None:
     return max(spreads) if spreads else None
 
 
-def _solution(a: Attempt, speedup: float, spread: float | None, opinion: SecondOpinion | None,
-              priced: Any) -> Solution:
-    return Solution(a.code or "", float(speedup), spread, list(a.result.labels), a.sections.get("analysis", ""),
-                    a.sections.get("design", ""), a.origin, a.result, opinion, priced.speedup, priced.reason)
+def _solution(a: Attempt, speedup: float, spread: float | None, opinion: SecondOpinion | None, priced: Any) -> Solution:
+    return Solution(
+        a.code or "",
+        float(speedup),
+        spread,
+        list(a.result.labels),
+        a.sections.get("analysis", ""),
+        a.sections.get("design", ""),
+        a.origin,
+        a.result,
+        opinion,
+        priced.speedup,
+        priced.reason,
+    )
 
 
 def _emitter(callback: ProgressCallback | None, task_id: str) -> Callable[..., None]:
@@ -543,4 +652,5 @@ def _emitter(callback: ProgressCallback | None, task_id: str) -> Callable[..., N
             callback({"event": event, "task_id": task_id, **fields})
         except Exception:  # noqa: BLE001 - a progress sink must not stop the work
             log.exception("progress callback failed on %s", event)
+
     return emit

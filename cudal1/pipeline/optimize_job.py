@@ -71,10 +71,18 @@ def task_line(o: TaskOutcome) -> str:
     return f"{o.task_id} {o.name}: {o.status}: {s.paid:.2f}x paid{spread}{labels}, from {s.origin}"
 
 
-def optimize_tasks(optimizer: Optimizer, tasks: Sequence[Task], out_dir: str | Path, *,
-                   starts: Mapping[str, Sequence[str]] | None = None, tracker: Any = None, pool_name: str = "cpu",
-                   ps: Sequence[float] = (1.0, 1.01), progress: bool = True,
-                   on_progress: ProgressCallback | None = None) -> tuple[list[TaskOutcome], list[dict[str, Any]]]:
+def optimize_tasks(
+    optimizer: Optimizer,
+    tasks: Sequence[Task],
+    out_dir: str | Path,
+    *,
+    starts: Mapping[str, Sequence[str]] | None = None,
+    tracker: Any = None,
+    pool_name: str = "cpu",
+    ps: Sequence[float] = (1.0, 1.01),
+    progress: bool = True,
+    on_progress: ProgressCallback | None = None,
+) -> tuple[list[TaskOutcome], list[dict[str, Any]]]:
     """Optimize each task in turn, writing the files of the module doc as results arrive.
 
     Args:
@@ -106,8 +114,10 @@ def optimize_tasks(optimizer: Optimizer, tasks: Sequence[Task], out_dir: str | P
             bar.set_postfix_str(f"{event['task_id']} round {event['round']}/{event['rounds']}")
         elif event["event"] == "round_done":
             best = event["best_speedup"]
-            bar.set_postfix_str(f"{event['task_id']} round {event['round']}/{event['rounds']}: {event['correct']}/"
-                                f"{event['evaluated']} correct" + (f", best {best:.2f}x" if best else ""))
+            bar.set_postfix_str(
+                f"{event['task_id']} round {event['round']}/{event['rounds']}: {event['correct']}/"
+                f"{event['evaluated']} correct" + (f", best {best:.2f}x" if best else "")
+            )
 
     try:
         for i, task in enumerate(tasks):
@@ -124,8 +134,15 @@ def optimize_tasks(optimizer: Optimizer, tasks: Sequence[Task], out_dir: str | P
             bar.update(1)
             tqdm.write(task_line(o))
             if tracker is not None:
-                tracker.log_metrics({"task/speedup": o.speedup or 0.0, "task/correct": float(o.solution is not None),
-                                     "task/attempts": float(len(o.attempts)), "task/seconds": o.seconds}, step=i)
+                tracker.log_metrics(
+                    {
+                        "task/speedup": o.speedup or 0.0,
+                        "task/correct": float(o.solution is not None),
+                        "task/attempts": float(len(o.attempts)),
+                        "task/seconds": o.seconds,
+                    },
+                    step=i,
+                )
     finally:
         bar.close()
     from cudal1.bench.result import EvalResult
@@ -136,18 +153,32 @@ def optimize_tasks(optimizer: Optimizer, tasks: Sequence[Task], out_dir: str | P
     (out / "table.json").write_text(json.dumps(rows, indent=1))
     (out / "table.txt").write_text(text + "\n")
     if tracker is not None:
-        tracker.log_table([{"task_id": o.task_id, "name": o.name, "status": o.status, "speedup": o.speedup,
-                            "spread": o.solution.spread if o.solution else None,
-                            "labels": ",".join(o.solution.labels) if o.solution else "",
-                            "origin": o.solution.origin if o.solution else "", "attempts": len(o.attempts),
-                            "message": o.message[:200],
-                            "analysis": (o.solution.analysis if o.solution else "")[:500]} for o in outcomes],
-                          "tables/optimize.json")
-        tracker.log_table([{k: v for k, v in r.items() if not k.endswith("_counts")} for r in rows],
-                          "tables/paper_table.json")
+        tracker.log_table(
+            [
+                {
+                    "task_id": o.task_id,
+                    "name": o.name,
+                    "status": o.status,
+                    "speedup": o.speedup,
+                    "spread": o.solution.spread if o.solution else None,
+                    "labels": ",".join(o.solution.labels) if o.solution else "",
+                    "origin": o.solution.origin if o.solution else "",
+                    "attempts": len(o.attempts),
+                    "message": o.message[:200],
+                    "analysis": (o.solution.analysis if o.solution else "")[:500],
+                }
+                for o in outcomes
+            ],
+            "tables/optimize.json",
+        )
+        tracker.log_table(
+            [{k: v for k, v in r.items() if not k.endswith("_counts")} for r in rows], "tables/paper_table.json"
+        )
         for r in rows:
-            tracker.log_metrics({f"{r['pool']}/{r['level']}/{k}": v for k, v in r.items()
-                                 if isinstance(v, (int, float)) and k != "n"}, step=0)
+            tracker.log_metrics(
+                {f"{r['pool']}/{r['level']}/{k}": v for k, v in r.items() if isinstance(v, (int, float)) and k != "n"},
+                step=0,
+            )
         for name in ("table.json", "table.txt", "results.jsonl", "solutions", "reports"):
             tracker.log_artifact(out / name)
     return outcomes, rows
@@ -184,7 +215,9 @@ def run_optimize_job(cfg: Any) -> tuple[list[TaskOutcome], list[dict[str, Any]]]
         for c in found:
             starts.setdefault(c.task_id, []).append(c.source)
         log.info("%d starting solutions from %s (%d skipped)", len(found), cfg.start, len(skipped))
-    log.info("%d tasks: %s", len(tasks), ", ".join(t.task_id for t in tasks[:20]) + (", ..." if len(tasks) > 20 else ""))
+    log.info(
+        "%d tasks: %s", len(tasks), ", ".join(t.task_id for t in tasks[:20]) + (", ..." if len(tasks) > 20 else "")
+    )
     start_ray(cfg, log_dir=out / "logs")  # the engines' log lines go there, not to the terminal
     out.mkdir(parents=True, exist_ok=True)
     model_path = ensure_model(cfg, out)
@@ -201,8 +234,9 @@ def run_optimize_job(cfg: Any) -> tuple[list[TaskOutcome], list[dict[str, Any]]]
             log.info("waiting for the rollout generator (%s)", model_path)
             generator.ready()
             optimizer = Optimizer(generator, pool, tokenizer, settings_from_config(cfg), progress_bars=True)
-            outcomes, rows = optimize_tasks(optimizer, tasks, out, starts=starts, tracker=tracker,
-                                            pool_name=spec.name, ps=list(cfg.ps))
+            outcomes, rows = optimize_tasks(
+                optimizer, tasks, out, starts=starts, tracker=tracker, pool_name=spec.name, ps=list(cfg.ps)
+            )
         finally:
             if pool is not None:
                 pool.shutdown()
@@ -213,5 +247,7 @@ def run_optimize_job(cfg: Any) -> tuple[list[TaskOutcome], list[dict[str, Any]]]
             print(f"\n{o.task_id} analysis ({o.solution.origin}):\n{o.solution.analysis[:1200]}")
     print("\n" + "\n".join(task_line(o) for o in outcomes))
     print("\n" + format_paper_table(rows, list(cfg.ps)), flush=True)
-    log.info("solutions, reports and the table in %s%s", out, f"; MLflow run {tracker.run_id}" if tracker.run_id else "")
+    log.info(
+        "solutions, reports and the table in %s%s", out, f"; MLflow run {tracker.run_id}" if tracker.run_id else ""
+    )
     return outcomes, rows

@@ -130,6 +130,8 @@ class OneStepAhead(Generic[T]):
     def drop(self) -> None:
         """Forget the sample in flight, if any (an interrupted stage; it was never recorded)."""
         if self._pending is not None:
-            log.info("dropping the sampling of step %d in flight (not recorded; a resumed run samples it again)",
-                     self._pending[0])
+            log.info(
+                "dropping the sampling of step %d in flight (not recorded; a resumed run samples it again)",
+                self._pending[0],
+            )
             self._pending = None

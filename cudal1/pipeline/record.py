@@ -43,8 +43,9 @@ class PoolRecorder:
         self.names = [n for n in pools.names if n != pools.primary.name]
         self._pools = pools
         self._queues: dict[str, queue.Queue] = {n: queue.Queue() for n in self.names}
-        self._threads = [threading.Thread(target=self._run, args=(n,), name=f"record-{n}", daemon=True)
-                         for n in self.names]
+        self._threads = [
+            threading.Thread(target=self._run, args=(n,), name=f"record-{n}", daemon=True) for n in self.names
+        ]
         self.recorded = {n: 0 for n in self.names}
         """Results written per pool so far."""
         for t in self._threads:
@@ -77,9 +78,20 @@ class PoolRecorder:
                     for (c, primary), res in zip(picked, results):
                         actor = res.actor
                         node = workers[actor].get("node_id") if actor is not None and actor < len(workers) else None
-                        f.write(json.dumps({"step": step, "task_id": c.task_id, "origin": c.origin,
-                                            "primary_speedup": primary.speedup, "pool": name,
-                                            "node_id": node, "result": res.to_dict()}) + "\n")
+                        f.write(
+                            json.dumps(
+                                {
+                                    "step": step,
+                                    "task_id": c.task_id,
+                                    "origin": c.origin,
+                                    "primary_speedup": primary.speedup,
+                                    "pool": name,
+                                    "node_id": node,
+                                    "result": res.to_dict(),
+                                }
+                            )
+                            + "\n"
+                        )
                     f.flush()
                     os.fsync(f.fileno())
                 self.recorded[name] += len(results)
@@ -100,12 +112,16 @@ class PoolRecorder:
                 if not t.is_alive():
                     del waiting[name]
                 elif not self.placeable(name):
-                    log.warning("pool %s: no alive node can hold its actors any more; its queued candidates are "
-                                "left unrecorded", name)
+                    log.warning(
+                        "pool %s: no alive node can hold its actors any more; its queued candidates are "
+                        "left unrecorded",
+                        name,
+                    )
                     del waiting[name]
         if waiting:
-            log.warning("recording on other pools still running after %.0f s: %s (left unfinished)", timeout_s,
-                        sorted(waiting))
+            log.warning(
+                "recording on other pools still running after %.0f s: %s (left unfinished)", timeout_s, sorted(waiting)
+            )
 
     def placeable(self, name: str) -> bool:
         """Whether some alive node offers the resources of one actor of pool `name` (True when

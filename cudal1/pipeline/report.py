@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+
 def written_by_policy(origin: str) -> bool:
     """Whether an exemplar origin names a rollout ("step<k>/g<group>/s<sample>", `Rollout.origin`);
     every other origin (seed, reference, dataset records) is stage-1 data."""
@@ -39,14 +40,20 @@ def task_outcomes(task_ids: Sequence[str], exemplars: Mapping[str, Iterable[Any]
     return rows
 
 
-def format_run_summary(outcomes: Sequence[Mapping[str, Any]], history: Sequence[Mapping[str, Any]],
-                       versions: Mapping[str, str], run_dir: str, run_id: str | None,
-                       tracking_uri: str | None) -> str:
+def format_run_summary(
+    outcomes: Sequence[Mapping[str, Any]],
+    history: Sequence[Mapping[str, Any]],
+    versions: Mapping[str, str],
+    run_dir: str,
+    run_id: str | None,
+    tracking_uri: str | None,
+) -> str:
     """The summary block printed when a training run ends (plain text, one item per line).
 
     `history` is `RunState.history` (per-unit rows with "pass_rate" and "fast_1" where rollouts
     were sampled); `versions` maps stage → registered model version of `cudal1-policy`.
     """
+
     def x(v: float | None) -> str:
         return "-" if v is None else f"{v:.2f}x"
 
@@ -61,10 +68,14 @@ def format_run_summary(outcomes: Sequence[Mapping[str, Any]], history: Sequence[
     if sampled:
         last = sampled[-1]
         fast = f", fast_1 {last['fast_1']:.2f}" if "fast_1" in last else ""
-        lines.append(f"  last sampled unit ({last.get('stage')}, step {last.get('step')}): "
-                     f"pass rate {last['pass_rate']:.2f}{fast}")
+        lines.append(
+            f"  last sampled unit ({last.get('stage')}, step {last.get('step')}): "
+            f"pass rate {last['pass_rate']:.2f}{fast}"
+        )
     if versions:
-        lines.append("  registered: " + ", ".join(f"models:/cudal1-policy/{v} ({stage})" for stage, v in versions.items()))
+        lines.append(
+            "  registered: " + ", ".join(f"models:/cudal1-policy/{v} ({stage})" for stage, v in versions.items())
+        )
     if run_id:
         lines.append(f"  MLflow run {run_id}: mlflow ui --backend-store-uri {tracking_uri}")
     lines.append(f"  run directory: {run_dir}")

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+
 def trainable(r: Rollout) -> bool:
     """False for rollouts that stay out of the update: truncated responses, and outcomes that say
     nothing about the response (a harness failure, an invalid task); set by `price`."""
@@ -39,9 +40,15 @@ def reward_config(cfg: Any) -> RewardConfig:
     return RewardConfig.from_settings(cfg.reward)
 
 
-def sample_rollouts(ctx: RunContext, tasks: Sequence[Task], prompts: Sequence[list[dict[str, str]]], n: int,
-                    step: int, timings: dict[str, float] | None = None,
-                    shown: Sequence[Sequence[str]] | None = None) -> list[Rollout]:
+def sample_rollouts(
+    ctx: RunContext,
+    tasks: Sequence[Task],
+    prompts: Sequence[list[dict[str, str]]],
+    n: int,
+    step: int,
+    timings: dict[str, float] | None = None,
+    shown: Sequence[Sequence[str]] | None = None,
+) -> list[Rollout]:
     """Generate `n` responses per prompt, parse them, evaluate the parsed candidates on the
     primary benchmark pool, and price them (`price`; no advantages yet).
 
@@ -84,8 +91,12 @@ def sample_rollouts(ctx: RunContext, tasks: Sequence[Task], prompts: Sequence[li
     for i, (task, messages) in enumerate(zip(tasks, prompts)):
         ids = chat_prompt_ids(ctx.tokenizer, messages)
         if len(ids) > max_prompt:
-            log.warning("%s: prompt of %d tokens exceeds max_model_len - max_tokens = %d; skipped",
-                        task.task_id, len(ids), max_prompt)
+            log.warning(
+                "%s: prompt of %d tokens exceeds max_model_len - max_tokens = %d; skipped",
+                task.task_id,
+                len(ids),
+                max_prompt,
+            )
             continue
         kept.append((task, messages, ids, shown[i] if shown is not None else ()))
     if not kept:
@@ -126,9 +137,14 @@ def sample_rollouts(ctx: RunContext, tasks: Sequence[Task], prompts: Sequence[li
     price_rollouts(rollouts, reward_cfg, [shown_codes for _, _, _, shown_codes in kept])
     if timings is not None:
         eval_start = evaluation.started if evaluation.started is not None else t1
-        timings.update(generate_s=t1 - t0, evaluate_s=t2 - eval_start, overlap_s=max(0.0, t1 - eval_start),
-                       evaluations=float(len(candidates)), evaluations_saved=float(len(evaluable) - len(candidates)),
-                       tokens=float(sum(len(r.generation.response_ids) for r in rollouts)))
+        timings.update(
+            generate_s=t1 - t0,
+            evaluate_s=t2 - eval_start,
+            overlap_s=max(0.0, t1 - eval_start),
+            evaluations=float(len(candidates)),
+            evaluations_saved=float(len(evaluable) - len(candidates)),
+            tokens=float(sum(len(r.generation.response_ids) for r in rollouts)),
+        )
     return rollouts
 
 
@@ -141,7 +157,9 @@ def program_key(candidate: Candidate) -> tuple[str, str]:
 def _groups(generator: Any, prompt_ids: list[list[int]], n: int, rollout_cfg: Any) -> Any:
     """(prompt index, its n generations) as the generator finishes each group, or, for a generator
     without `generate_stream`, all of them in prompt order once `generate` returns."""
-    sampling = dict(n=n, max_tokens=rollout_cfg.max_tokens, temperature=rollout_cfg.temperature, top_p=rollout_cfg.top_p)
+    sampling = dict(
+        n=n, max_tokens=rollout_cfg.max_tokens, temperature=rollout_cfg.temperature, top_p=rollout_cfg.top_p
+    )
     if hasattr(generator, "generate_stream"):
         return generator.generate_stream(prompt_ids, **sampling)
     return enumerate(generator.generate(prompt_ids, **sampling))
@@ -178,9 +196,18 @@ def price_rollouts(rollouts: Sequence[Rollout], reward_cfg: RewardConfig, shown:
     """Set each rollout's `priced` in place (`price`; a copy of a shown exemplar earns the failure
     reward), then give the responses of one group with the same normalized code one shared price
     (`share_identical`); `shown[g]`: the code of the exemplars group g's prompt showed."""
-    priced = [price(r.result, r.parse_error, reward_cfg, finish_reason=r.generation.finish_reason,
-                    sections=r.sections, code=r.sections.get("code"),
-                    shown=shown[r.group] if r.group < len(shown) else ()) for r in rollouts]
+    priced = [
+        price(
+            r.result,
+            r.parse_error,
+            reward_cfg,
+            finish_reason=r.generation.finish_reason,
+            sections=r.sections,
+            code=r.sections.get("code"),
+            shown=shown[r.group] if r.group < len(shown) else (),
+        )
+        for r in rollouts
+    ]
     codes = [r.sections.get("code") if r.result is not None else None for r in rollouts]
     for r, p in zip(rollouts, share_identical(priced, [r.group for r in rollouts], codes)):
         r.priced = p
@@ -224,13 +251,31 @@ def is_success(r: Rollout, min_speedup: float = 0.0) -> bool:
     paid speedup (`Rollout.paid_speedup`: rounded, second opinion and label factors applied) of at
     least `min_speedup` (×)."""
     res, p = r.result, r.priced
-    return bool(r.trainable and p is not None and p.reason == "ok" and not p.unpaid and res is not None
-                and res.status is Status.OK and p.speedup is not None and p.speedup >= min_speedup)
+    return bool(
+        r.trainable
+        and p is not None
+        and p.reason == "ok"
+        and not p.unpaid
+        and res is not None
+        and res.status is Status.OK
+        and p.speedup is not None
+        and p.speedup >= min_speedup
+    )
 
 
 def successes(rollouts: Sequence[Rollout], min_speedup: float = 0.0) -> list[Exemplar]:
     """The successful rollouts (`is_success`) as exemplars for the buffer, each with its paid
     speedup (what the prompts will show and the buffer ranks by), never the raw measured one."""
-    return [Exemplar(r.task_id, r.sections["code"], float(r.paid_speedup), analysis=r.sections.get("analysis", ""),
-                     step=r.step, model_version=r.generation.model_version, origin=r.origin)
-            for r in rollouts if is_success(r, min_speedup)]
+    return [
+        Exemplar(
+            r.task_id,
+            r.sections["code"],
+            float(r.paid_speedup),
+            analysis=r.sections.get("analysis", ""),
+            step=r.step,
+            model_version=r.generation.model_version,
+            origin=r.origin,
+        )
+        for r in rollouts
+        if is_success(r, min_speedup)
+    ]

@@ -31,8 +31,14 @@ def stage1_solutions(tasks: Sequence[Any], seeds: dict[str, str], augmented: str
     return out
 
 
-def sft_pairs(task_source: str, answers: Sequence[Exemplar], variants: Sequence[Exemplar], k: int,
-              min_gain: float, contrastive: bool = True) -> list[tuple[str, list[dict[str, str]], str]]:
+def sft_pairs(
+    task_source: str,
+    answers: Sequence[Exemplar],
+    variants: Sequence[Exemplar],
+    k: int,
+    min_gain: float,
+    contrastive: bool = True,
+) -> list[tuple[str, list[dict[str, str]], str]]:
     """Stage 1's (kind, chat messages, response text) triples for one task; kind is "plain" or
     "contrastive".
 
@@ -47,10 +53,15 @@ def sft_pairs(task_source: str, answers: Sequence[Exemplar], variants: Sequence[
     from cudal1.rl.buffer import code_hash
 
     distinct = {code_hash(e.code): e for e in reversed(answers)}  # the first of equal codes wins
-    pairs = [("plain", plain_prompt(task_source), sft_response(e.code, e.analysis)) for e in answers
-             if distinct[code_hash(e.code)] is e]
+    pairs = [
+        ("plain", plain_prompt(task_source), sft_response(e.code, e.analysis))
+        for e in answers
+        if distinct[code_hash(e.code)] is e
+    ]
     found = contrastive_target(list(variants), k, min_gain) if contrastive and k > 0 else None
     if found is not None:
         shown, target = found
-        pairs.append(("contrastive", contrastive_prompt(task_source, shown), sft_response(target.code, target.analysis)))
+        pairs.append(
+            ("contrastive", contrastive_prompt(task_source, shown), sft_response(target.code, target.analysis))
+        )
     return pairs

@@ -18,8 +18,15 @@ from tqdm import tqdm
 
 from cudal1.pipeline.metrics import rollout_metrics, step_breakdown
 from cudal1.pipeline.overlap import OneStepAhead
-from cudal1.pipeline.rollouts import (assign_advantages, is_success, reward_config, sample_rollouts, successes,
-                                      unusable_logprob_count, update_examples)
+from cudal1.pipeline.rollouts import (
+    assign_advantages,
+    is_success,
+    reward_config,
+    sample_rollouts,
+    successes,
+    unusable_logprob_count,
+    update_examples,
+)
 from cudal1.policy.model import chat_prompt_ids
 from cudal1.pipeline.sft_data import sft_pairs, stage1_solutions
 from cudal1.policy.prompts import plain_prompt
@@ -46,10 +53,16 @@ def sync_weights(ctx: RunContext) -> float:
     return time.perf_counter() - t0
 
 
-def finish_unit(ctx: RunContext, metrics: dict[str, float], summary: dict[str, Any] | None = None,
-                checkpoint: bool = True, log_step: int | None = None,
-                breakdown: list[dict[str, Any] | None] | None = None, sync: bool = True,
-                wall_step_s: float | None = None) -> None:
+def finish_unit(
+    ctx: RunContext,
+    metrics: dict[str, float],
+    summary: dict[str, Any] | None = None,
+    checkpoint: bool = True,
+    log_step: int | None = None,
+    breakdown: list[dict[str, Any] | None] | None = None,
+    sync: bool = True,
+    wall_step_s: float | None = None,
+) -> None:
     """After one unit: sync the generator (unless `sync` is False: the async RL stage syncs
     between generate calls itself and leaves "time/weight_sync_s" in `metrics`), log, and (when
     `checkpoint`) save the learner and then the run state, in that order, so the state on disk
@@ -65,15 +78,28 @@ def finish_unit(ctx: RunContext, metrics: dict[str, float], summary: dict[str, A
         metrics["time/weight_sync_s"] = sync_weights(ctx)
     metrics.setdefault("time/weight_sync_s", 0.0)
     if breakdown is not None:
-        wall = {"generate": metrics.get("time/generate_s", 0.0), "evaluate": metrics.get("time/evaluate_s", 0.0),
-                "overlap": metrics.get("time/overlap_s", 0.0),
-                "train": metrics.get("time/train_s", 0.0), "sync": metrics["time/weight_sync_s"]}
+        wall = {
+            "generate": metrics.get("time/generate_s", 0.0),
+            "evaluate": metrics.get("time/evaluate_s", 0.0),
+            "overlap": metrics.get("time/overlap_s", 0.0),
+            "train": metrics.get("time/train_s", 0.0),
+            "sync": metrics["time/weight_sync_s"],
+        }
         metrics.update(step_breakdown(wall, breakdown, ctx.pools.primary.spec.num_actors, step_s=wall_step_s))
-        log.info("step time %.0f s: generate %.0f, evaluate %.0f (pool: builds %.0f, timing %.0f actor-s), train %.0f, "
-                 "sync %.1f; idle: generator %.0f%%, pool %.0f%%, learner %.0f%%", metrics["time/step_s"],
-                 wall["generate"], wall["evaluate"], metrics["time/build_actor_s"], metrics["time/timing_actor_s"],
-                 wall["train"], wall["sync"], 100 * metrics["idle/generator"], 100 * metrics["idle/pool"],
-                 100 * metrics["idle/learner"])
+        log.info(
+            "step time %.0f s: generate %.0f, evaluate %.0f (pool: builds %.0f, timing %.0f actor-s), train %.0f, "
+            "sync %.1f; idle: generator %.0f%%, pool %.0f%%, learner %.0f%%",
+            metrics["time/step_s"],
+            wall["generate"],
+            wall["evaluate"],
+            metrics["time/build_actor_s"],
+            metrics["time/timing_actor_s"],
+            wall["train"],
+            wall["sync"],
+            100 * metrics["idle/generator"],
+            100 * metrics["idle/pool"],
+            100 * metrics["idle/learner"],
+        )
     ctx.state.unit += 1
     step = ctx.state.step if log_step is None else log_step
     ctx.tracker.log_metrics(metrics, step=step)
@@ -90,7 +116,9 @@ def response_ids(tokenizer: Any, text: str) -> list[int]:
     return tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id]
 
 
-def train_supervised(ctx: RunContext, examples: list[PolicyExample], epochs: int, batch_size: int, prefix: str) -> dict[str, float]:
+def train_supervised(
+    ctx: RunContext, examples: list[PolicyExample], epochs: int, batch_size: int, prefix: str
+) -> dict[str, float]:
     """`epochs` passes of learner.sft_step over shuffled batches; logs each step. Returns the last metrics."""
     last: dict[str, float] = {}
     for _ in range(epochs):
@@ -112,11 +140,15 @@ def progress(ctx: RunContext, total: int, stage: str, unit: str) -> tqdm:
 def log_samples(ctx: RunContext, rollouts: list[Rollout], name: str) -> None:
     for r in rollouts[: ctx.cfg.tracking.log_samples]:
         res = r.result
-        head = (f"task {r.task_id}  reward {r.reward:.3f}  advantage {r.advantage:+.3f}  "
-                f"status {res.status.value if res is not None else r.parse_error}  "
-                f"speedup {res.speedup if res is not None else None}")
-        ctx.tracker.log_text(f"{head}\n\n=== prompt ===\n{r.prompt}\n\n=== response ===\n{r.generation.text}\n",
-                             f"samples/{name}/g{r.group}_s{r.sample}.txt")
+        head = (
+            f"task {r.task_id}  reward {r.reward:.3f}  advantage {r.advantage:+.3f}  "
+            f"status {res.status.value if res is not None else r.parse_error}  "
+            f"speedup {res.speedup if res is not None else None}"
+        )
+        ctx.tracker.log_text(
+            f"{head}\n\n=== prompt ===\n{r.prompt}\n\n=== response ===\n{r.generation.text}\n",
+            f"samples/{name}/g{r.group}_s{r.sample}.txt",
+        )
 
 
 ROLLOUT_TABLE = "tables/rollouts.json"
@@ -166,12 +198,19 @@ def run_sft(ctx: RunContext) -> None:
     backend = ctx.pools.primary.spec.backend
     solutions = stage1_solutions(ctx.tasks, seeds_for(ctx.tasks, backend), ctx.cfg.data.augmented)
     if not solutions:
-        log.warning("sft: no %s seed solutions belong to the selected tasks (seeds are matched by task source)%s; "
-                    "stage skipped", backend, " and data.augmented holds none of them" if ctx.cfg.data.augmented else "")
+        log.warning(
+            "sft: no %s seed solutions belong to the selected tasks (seeds are matched by task source)%s; "
+            "stage skipped",
+            backend,
+            " and data.augmented holds none of them" if ctx.cfg.data.augmented else "",
+        )
         return
     if ctx.cfg.data.augmented:
-        log.info("sft: %d solutions from %s join the seeds", sum(e.origin != "seed" for e in solutions),
-                 ctx.cfg.data.augmented)
+        log.info(
+            "sft: %d solutions from %s join the seeds",
+            sum(e.origin != "seed" for e in solutions),
+            ctx.cfg.data.augmented,
+        )
     variants: dict[str, list[Exemplar]] = {}
     if cfg.validate_seeds:
         solutions, variants = _validated_variants(ctx, solutions, cfg.reference_variants)
@@ -189,8 +228,14 @@ def run_sft(ctx: RunContext) -> None:
         if not answers:
             continue
         trained += 1
-        pairs = sft_pairs(t.source, answers, variants.get(t.task_id, []), k, ctx.cfg.reward.min_gain,
-                          contrastive=cfg.contrastive_prompts)
+        pairs = sft_pairs(
+            t.source,
+            answers,
+            variants.get(t.task_id, []),
+            k,
+            ctx.cfg.reward.min_gain,
+            contrastive=cfg.contrastive_prompts,
+        )
         contrastive += any(kind == "contrastive" for kind, _, _ in pairs)
         for _, messages, text in pairs:
             ids = chat_prompt_ids(ctx.tokenizer, messages)
@@ -209,16 +254,19 @@ def run_sft(ctx: RunContext) -> None:
             bar.update()
 
 
-def _validated_variants(ctx: RunContext, solutions: list[Exemplar], references: bool
-                        ) -> tuple[list[Exemplar], dict[str, list[Exemplar]]]:
+def _validated_variants(
+    ctx: RunContext, solutions: list[Exemplar], references: bool
+) -> tuple[list[Exemplar], dict[str, list[Exemplar]]]:
     """Evaluate `solutions` (and, with `references`, each of their tasks' reference as a
     candidate) on the primary pool; store the correct ones in the buffer. Returns (the solutions
     that are correct, with the speedups measured here, the correct variants per task)."""
     candidates = [Candidate(e.task_id, e.code, origin=e.origin) for e in solutions]
     if references:
         sources = {t.task_id: t.source for t in ctx.tasks}
-        candidates += [Candidate(t, reference_as_candidate(sources[t]), origin="reference")
-                       for t in dict.fromkeys(e.task_id for e in solutions)]
+        candidates += [
+            Candidate(t, reference_as_candidate(sources[t]), origin="reference")
+            for t in dict.fromkeys(e.task_id for e in solutions)
+        ]
     results = ctx.pools.primary.evaluate_many(candidates)
     if getattr(ctx, "recorder", None) is not None:  # the seeds on the other architectures, for the record
         ctx.recorder.submit(ctx.state.step, candidates, results)
@@ -232,17 +280,33 @@ def _validated_variants(ctx: RunContext, solutions: list[Exemplar], references: 
             if c.origin != "reference":
                 correct.append(e)
         else:
-            log.warning("sft: %s for %s is %s (%s): not trained on", c.origin, c.task_id, res.status.value,
-                        res.message[:200])
+            log.warning(
+                "sft: %s for %s is %s (%s): not trained on", c.origin, c.task_id, res.status.value, res.message[:200]
+            )
     ctx.buffer.add([e for found in variants.values() for e in found])
     seeds = sum(e.origin == "seed" for e in solutions)
     seeds_ok = sum(e.origin == "seed" for e in correct)
-    ctx.tracker.log_metrics({"sft/seeds_ok": seeds_ok, "sft/seeds": seeds, "sft/augmented": len(solutions) - seeds,
-                             "sft/augmented_ok": len(correct) - seeds_ok}, step=ctx.state.step)
-    augmented = (f" and {len(correct) - seeds_ok} of {len(solutions) - seeds} augmented solutions"
-                 if len(solutions) > seeds else "")
-    log.info("sft: %d of %d seeds%s correct; %d tasks with their reference as a 1.00x variant", seeds_ok, seeds,
-             augmented, sum(1 for found in variants.values() if any(e.origin == "reference" for e in found)))
+    ctx.tracker.log_metrics(
+        {
+            "sft/seeds_ok": seeds_ok,
+            "sft/seeds": seeds,
+            "sft/augmented": len(solutions) - seeds,
+            "sft/augmented_ok": len(correct) - seeds_ok,
+        },
+        step=ctx.state.step,
+    )
+    augmented = (
+        f" and {len(correct) - seeds_ok} of {len(solutions) - seeds} augmented solutions"
+        if len(solutions) > seeds
+        else ""
+    )
+    log.info(
+        "sft: %d of %d seeds%s correct; %d tasks with their reference as a 1.00x variant",
+        seeds_ok,
+        seeds,
+        augmented,
+        sum(1 for found in variants.values() if any(e.origin == "reference" for e in found)),
+    )
     return correct, variants
 
 
@@ -259,8 +323,9 @@ def run_self_train(ctx: RunContext) -> None:
         tasks = ctx.rng.sample(ctx.tasks, min(cfg.tasks_per_round, len(ctx.tasks)))
         timings: dict[str, float] = {}
         sampled_at = ctx.state.step
-        rollouts = sample_rollouts(ctx, tasks, [plain_prompt(t.source) for t in tasks], cfg.samples_per_task,
-                                   sampled_at, timings)
+        rollouts = sample_rollouts(
+            ctx, tasks, [plain_prompt(t.source) for t in tasks], cfg.samples_per_task, sampled_at, timings
+        )
         keep = successes(rollouts, cfg.min_speedup)
         if keep:
             ctx.buffer.add(keep)
@@ -327,19 +392,30 @@ def run_contrastive_rl(ctx: RunContext) -> None:
             name = f"rl_step{ctx.state.unit}"
             save_rollouts(ctx, rollouts, name)
             log_samples(ctx, rollouts, name)
-            summary = {**rollout_summary(metrics, "rl"), "rollout_version": min(versions, default=learner_version),
-                       "learner_version": learner_version}
+            summary = {
+                **rollout_summary(metrics, "rl"),
+                "rollout_version": min(versions, default=learner_version),
+                "learner_version": learner_version,
+            }
             breakdown = [r.result for r in rollouts]
             del rollouts, examples  # the driver keeps no past step's rollouts (async: the next one is sampling)
             if mode == "async":
                 metrics["time/weight_sync_s"] = sync_s
             # Async: the weights go to the generator in `ahead`, between generate calls; only the
             # last step (nothing in flight) syncs here.
-            finish_unit(ctx, metrics, summary, log_step=sampled_at,
-                        checkpoint=last or (ctx.state.unit + 1) % cfg.checkpoint_every == 0,
-                        breakdown=breakdown, sync=mode == "sync" or last,
-                        wall_step_s=(time.perf_counter() - t_step) if mode == "async" else None)
-            bar.set_postfix(reward=f"{metrics.get('rl/reward/mean', 0.0):.2f}", pass_rate=f"{metrics.get('rl/pass_rate', 0.0):.2f}")
+            finish_unit(
+                ctx,
+                metrics,
+                summary,
+                log_step=sampled_at,
+                checkpoint=last or (ctx.state.unit + 1) % cfg.checkpoint_every == 0,
+                breakdown=breakdown,
+                sync=mode == "sync" or last,
+                wall_step_s=(time.perf_counter() - t_step) if mode == "async" else None,
+            )
+            bar.set_postfix(
+                reward=f"{metrics.get('rl/reward/mean', 0.0):.2f}", pass_rate=f"{metrics.get('rl/pass_rate', 0.0):.2f}"
+            )
             bar.update()
     finally:
         pipeline.drop()
@@ -361,40 +437,55 @@ def _sample_rl_step(ctx: RunContext, step: int) -> tuple[list[Rollout], dict[str
     tasks = ctx.rng.sample(ctx.tasks, min(cfg.tasks_per_step, len(ctx.tasks)))
     drawn = [ctx.buffer.draw(t, cfg.exemplars) for t in tasks]
     timings: dict[str, float] = {}
-    rollouts = sample_rollouts(ctx, tasks, [m for m, _ in drawn], cfg.group_size, step, timings,
-                               shown=[codes for _, codes in drawn])
+    rollouts = sample_rollouts(
+        ctx, tasks, [m for m, _ in drawn], cfg.group_size, step, timings, shown=[codes for _, codes in drawn]
+    )
     return rollouts, timings, step
 
 
 def _pipeline_metrics(versions: list[int], learner_version: int, waited_s: float) -> dict[str, float]:
-    """"pipeline/rollout_version" (the oldest policy version among the step's rollouts),
+    """ "pipeline/rollout_version" (the oldest policy version among the step's rollouts),
     "pipeline/learner_version" (the learner's version when it trained them), "pipeline/staleness"
     (their difference, in learner optimizer steps: 0 on-policy) and "pipeline/wait_s" (seconds the
     step waited for its rollouts)."""
     oldest = min(versions, default=learner_version)
-    return {"pipeline/rollout_version": float(oldest), "pipeline/learner_version": float(learner_version),
-            "pipeline/staleness": float(learner_version - oldest), "pipeline/wait_s": waited_s}
+    return {
+        "pipeline/rollout_version": float(oldest),
+        "pipeline/learner_version": float(learner_version),
+        "pipeline/staleness": float(learner_version - oldest),
+        "pipeline/wait_s": waited_s,
+    }
 
 
 def _rollout_log(ctx: RunContext, rollouts: list[Rollout], timings: dict[str, float], prefix: str) -> dict[str, float]:
     metrics = {f"{prefix}/{k}": v for k, v in rollout_metrics(rollouts).items()}
     gen_s, eval_s = timings.get("generate_s", 0.0), timings.get("evaluate_s", 0.0)
-    metrics.update({
-        "time/generate_s": gen_s,
-        "time/evaluate_s": eval_s,
-        "time/overlap_s": timings.get("overlap_s", 0.0),  # evaluation while generating: inside both
-        "rollout/tokens_per_s": timings.get("tokens", 0.0) / gen_s if gen_s else 0.0,
-        "bench/evaluations_per_s": timings.get("evaluations", 0.0) / eval_s if eval_s else 0.0,
-        "bench/evaluations_saved": timings.get("evaluations_saved", 0.0),  # copies that shared one result
-    })
+    metrics.update(
+        {
+            "time/generate_s": gen_s,
+            "time/evaluate_s": eval_s,
+            "time/overlap_s": timings.get("overlap_s", 0.0),  # evaluation while generating: inside both
+            "rollout/tokens_per_s": timings.get("tokens", 0.0) / gen_s if gen_s else 0.0,
+            "bench/evaluations_per_s": timings.get("evaluations", 0.0) / eval_s if eval_s else 0.0,
+            "bench/evaluations_saved": timings.get("evaluations_saved", 0.0),  # copies that shared one result
+        }
+    )
     reasons = Counter(r.reward_reason for r in rollouts if r.reward_reason)
-    log.info("%s: %d rollouts, reward mean %.3f, pass rate %.2f (%s)", prefix, len(rollouts),
-             metrics.get(f"{prefix}/reward/mean", 0.0), metrics.get(f"{prefix}/pass_rate", 0.0),
-             ", ".join(f"{reason} {count}" for reason, count in reasons.most_common()) or "no reward reasons")
+    log.info(
+        "%s: %d rollouts, reward mean %.3f, pass rate %.2f (%s)",
+        prefix,
+        len(rollouts),
+        metrics.get(f"{prefix}/reward/mean", 0.0),
+        metrics.get(f"{prefix}/pass_rate", 0.0),
+        ", ".join(f"{reason} {count}" for reason, count in reasons.most_common()) or "no reward reasons",
+    )
     if metrics.get(f"{prefix}/below_resolution_rate", 0.0) > 0.5:
-        log.warning("%s: %.0f%% of the correct candidates ran below the benchmark's resolution: their speedups are "
-                    "bounds, not measurements (a busy machine, or tasks too small for it; see EvalResult.resolution_ms)",
-                    prefix, 100 * metrics[f"{prefix}/below_resolution_rate"])
+        log.warning(
+            "%s: %.0f%% of the correct candidates ran below the benchmark's resolution: their speedups are "
+            "bounds, not measurements (a busy machine, or tasks too small for it; see EvalResult.resolution_ms)",
+            prefix,
+            100 * metrics[f"{prefix}/below_resolution_rate"],
+        )
     return metrics
 
 

@@ -24,12 +24,14 @@ log = logging.getLogger(__name__)
 class Pool(Protocol):
     """What a second opinion needs of a benchmark pool (`cudal1.actors.bench_pool.BenchmarkPool`)."""
 
-    def evaluate_many(self, candidates: Sequence[Candidate], progress: bool = True,
-                      avoid: Sequence[int | None] | None = None) -> list[EvalResult]: ...
+    def evaluate_many(
+        self, candidates: Sequence[Candidate], progress: bool = True, avoid: Sequence[int | None] | None = None
+    ) -> list[EvalResult]: ...
 
 
-def second_opinions(pool: Pool, candidates: Sequence[Candidate], firsts: Sequence[EvalResult],
-                    cfg: RewardConfig) -> list[tuple[SecondOpinion, EvalResult]]:
+def second_opinions(
+    pool: Pool, candidates: Sequence[Candidate], firsts: Sequence[EvalResult], cfg: RewardConfig
+) -> list[tuple[SecondOpinion, EvalResult]]:
     """Evaluate each candidate again on `pool`, avoiding the actor that measured its first result
     (`EvalResult.actor`; the same actor only when the pool has no other), and compare the two
     (`second_opinion`, within `cfg.verify_tolerance`). Each first result must be correct (status
@@ -43,23 +45,36 @@ def second_opinions(pool: Pool, candidates: Sequence[Candidate], firsts: Sequenc
     for c, first, second in zip(candidates, firsts, seconds):
         opinion = second_opinion(first, second, cfg)
         if not opinion.agrees:
-            log.warning("%s: not confirmed on another actor (a hack, or noise): %.3fx on actor %s, %s on actor %s (%s)",
-                        c.task_id, first.speedup, first.actor,
-                        f"{opinion.speedup:.3f}x" if opinion.speedup is not None else opinion.status.value,
-                        opinion.actor, c.origin)
+            log.warning(
+                "%s: not confirmed on another actor (a hack, or noise): %.3fx on actor %s, %s on actor %s (%s)",
+                c.task_id,
+                first.speedup,
+                first.actor,
+                f"{opinion.speedup:.3f}x" if opinion.speedup is not None else opinion.status.value,
+                opinion.actor,
+                c.origin,
+            )
         opinions.append((opinion, second))
     return opinions
 
 
-def verify_outliers(pool: Pool, candidates: Sequence[Candidate], results: Sequence[EvalResult],
-                    best_known: Mapping[str, float], cfg: RewardConfig) -> int:
+def verify_outliers(
+    pool: Pool,
+    candidates: Sequence[Candidate],
+    results: Sequence[EvalResult],
+    best_known: Mapping[str, float],
+    cfg: RewardConfig,
+) -> int:
     """Measure the outliers among `results` (one per candidate) again on another actor of `pool`:
     those that `needs_second_opinion` picks (a correct result above `cfg.verify_above` ×, or above
     `cfg.verify_over_best` × its task's best known speedup in `best_known`, task id → ×). Each
     picked result gets its `second_opinion` set in place (`price` pays no gain for one that does
     not agree). Returns how many results were measured again."""
-    picks = [i for i, (c, r) in enumerate(zip(candidates, results))
-             if needs_second_opinion(r, best_known.get(c.task_id), cfg)]
+    picks = [
+        i
+        for i, (c, r) in enumerate(zip(candidates, results))
+        if needs_second_opinion(r, best_known.get(c.task_id), cfg)
+    ]
     opinions = second_opinions(pool, [candidates[i] for i in picks], [results[i] for i in picks], cfg)
     for i, (opinion, _) in zip(picks, opinions):
         results[i].second_opinion = opinion

@@ -22,7 +22,9 @@ def check_checkpoint_dir(path: str | Path) -> Path:
     """
     p = Path(path).expanduser()
     if not p.exists():
-        raise CheckpointError(f"model directory {str(path)!r} does not exist (build the default with `cudal1 model init-small DIR`)")
+        raise CheckpointError(
+            f"model directory {str(path)!r} does not exist (build the default with `cudal1 model init-small DIR`)"
+        )
     if not p.is_dir():
         raise CheckpointError(f"model path {str(path)!r} is not a directory")
     if not (p / "config.json").is_file():
@@ -56,9 +58,13 @@ def resolve_dtype(dtype: Any) -> Any:
     if isinstance(dtype, torch.dtype):
         return dtype
     names = {
-        "float32": torch.float32, "fp32": torch.float32,
-        "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-        "float16": torch.float16, "fp16": torch.float16, "half": torch.float16,
+        "float32": torch.float32,
+        "fp32": torch.float32,
+        "bfloat16": torch.bfloat16,
+        "bf16": torch.bfloat16,
+        "float16": torch.float16,
+        "fp16": torch.float16,
+        "half": torch.float16,
     }
     try:
         return names[str(dtype).removeprefix("torch.")]
@@ -100,7 +106,9 @@ def chat_prompt_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]
     """
     if not getattr(tokenizer, "chat_template", None):
         name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
-        raise ValueError(f"tokenizer {name!r} has no chat template: use an instruct/chat checkpoint or set tokenizer.chat_template")
+        raise ValueError(
+            f"tokenizer {name!r} has no chat template: use an instruct/chat checkpoint or set tokenizer.chat_template"
+        )
     # Render to text, then encode without extra special tokens: the template already holds them,
     # and this returns a plain list on every transformers version.
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)

@@ -57,9 +57,7 @@ _ANALYSIS_CONTRASTIVE = (
     "parallelism, kernel launches, arithmetic)? What still limits the fastest one?"
 )
 _EXEMPLARS_INTRO = "Earlier correct solutions, with speedup over the reference (higher is faster):"
-_ANALYSIS_PLAIN = (
-    "What limits the speed of the reference (memory traffic, parallelism, kernel launches, arithmetic)?"
-)
+_ANALYSIS_PLAIN = "What limits the speed of the reference (memory traffic, parallelism, kernel launches, arithmetic)?"
 
 
 def fence(code: str, lang: str = "python") -> str:
@@ -163,8 +161,11 @@ class Feedback:
     def line(self, max_chars: int = 300) -> str:
         """One line: status, then the message cut to `max_chars`, or the timing of a correct attempt."""
         if self.status == Status.OK and self.speedup is not None:
-            times = (f" (reference {self.reference_ms:.3f} ms, yours {self.candidate_ms:.3f} ms)"
-                     if self.reference_ms is not None and self.candidate_ms is not None else "")
+            times = (
+                f" (reference {self.reference_ms:.3f} ms, yours {self.candidate_ms:.3f} ms)"
+                if self.reference_ms is not None and self.candidate_ms is not None
+                else ""
+            )
             what = f"correct but not faster: {self.speedup:.2f}x speedup{times}"
         else:
             what = self.status
@@ -174,8 +175,10 @@ class Feedback:
         return f"{what}: {message}" if message else what
 
 
-_FEEDBACK_INTRO = ("Your previous attempts failed or were not faster. What the evaluator reported "
-                   "(fix these problems in your new solution):")
+_FEEDBACK_INTRO = (
+    "Your previous attempts failed or were not faster. What the evaluator reported "
+    "(fix these problems in your new solution):"
+)
 
 
 def feedback_block(feedback: Sequence[Feedback], max_items: int = 4, max_chars: int = 300) -> str:
@@ -196,8 +199,9 @@ def feedback_block(feedback: Sequence[Feedback], max_items: int = 4, max_chars: 
     return "\n".join([_FEEDBACK_INTRO, *(f"- Attempt {i}: {line}" for i, line in enumerate(lines, 1))])
 
 
-def with_feedback(messages: list[dict[str, str]], feedback: Sequence[Feedback], max_items: int = 4,
-                  max_chars: int = 300) -> list[dict[str, str]]:
+def with_feedback(
+    messages: list[dict[str, str]], feedback: Sequence[Feedback], max_items: int = 4, max_chars: int = 300
+) -> list[dict[str, str]]:
     """`messages` (a `plain_prompt` or `contrastive_prompt`) with `feedback_block` placed in the user
     message just before its closing instruction (the answer-format paragraph). Returns a new list;
     `messages` is unchanged; with no feedback the same content is returned.

@@ -110,9 +110,13 @@ def init_small(
 
     out = Path(out_dir)
     if (out / "config.json").exists() and not overwrite:
-        raise FileExistsError(f"{out} already holds a checkpoint (config.json); pass overwrite=True (--overwrite) to replace it")
+        raise FileExistsError(
+            f"{out} already holds a checkpoint (config.json); pass overwrite=True (--overwrite) to replace it"
+        )
     if hidden_size % num_heads or num_heads % num_kv_heads:
-        raise ValueError(f"hidden_size {hidden_size} / num_heads {num_heads} / num_kv_heads {num_kv_heads} do not divide")
+        raise ValueError(
+            f"hidden_size {hidden_size} / num_heads {num_heads} / num_kv_heads {num_kv_heads} do not divide"
+        )
     head_dim = hidden_size // num_heads
     if head_dim not in (32, 64, 80, 96, 112, 128, 160, 192, 224, 256):
         raise ValueError(f"head size {head_dim} (hidden_size / num_heads) is not one vLLM's attention kernels support")
@@ -158,8 +162,12 @@ def init_small(
     tokenizer.save_pretrained(out)
     (out / "cudal1_small.json").write_text(
         json.dumps(
-            {"builder": "cudal1.policy.small.init_small", "seed": seed, "vocab_size": config.vocab_size,
-             "parameters": sum(p.numel() for p in model.parameters())},
+            {
+                "builder": "cudal1.policy.small.init_small",
+                "seed": seed,
+                "vocab_size": config.vocab_size,
+                "parameters": sum(p.numel() for p in model.parameters()),
+            },
             indent=2,
         )
         + "\n",

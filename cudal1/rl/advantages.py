@@ -90,8 +90,13 @@ def _standardize(rewards: Sequence[float], groups: Sequence[Any], *, scale: bool
     return out
 
 
-def tie_clusters(speedups: Sequence[float], spreads: Sequence[float], floor: float = 0.04, factor: float = 1.0,
-                 bounds: Sequence[bool] | None = None) -> list[int]:
+def tie_clusters(
+    speedups: Sequence[float],
+    spreads: Sequence[float],
+    floor: float = 0.04,
+    factor: float = 1.0,
+    bounds: Sequence[bool] | None = None,
+) -> list[int]:
     """Cluster id of each speedup: results the measurement cannot tell apart share one.
 
     Two results i, j tie when |ln s_i - ln s_j| <= max(floor, factor × max(spread_i, spread_j))
@@ -128,8 +133,9 @@ def tie_clusters(speedups: Sequence[float], spreads: Sequence[float], floor: flo
     return ids
 
 
-def rollout_advantages(priced: Sequence[Priced], groups: Sequence[Any], cfg: RewardConfig | None = None,
-                       scale: str = "none") -> list[float]:
+def rollout_advantages(
+    priced: Sequence[Priced], groups: Sequence[Any], cfg: RewardConfig | None = None, scale: str = "none"
+) -> list[float]:
     """The advantage of each response, from its `Priced` reward and its group id (responses to one
     prompt share one).
 
@@ -149,8 +155,13 @@ def rollout_advantages(priced: Sequence[Priced], groups: Sequence[Any], cfg: Rew
         if priced[i].correct:
             members.setdefault(groups[i], []).append(i)
     for idx in members.values():
-        ids = tie_clusters([priced[i].speedup for i in idx], [priced[i].spread for i in idx], cfg.tie_floor,
-                           cfg.tie_factor, [priced[i].bound for i in idx])
+        ids = tie_clusters(
+            [priced[i].speedup for i in idx],
+            [priced[i].spread for i in idx],
+            cfg.tie_floor,
+            cfg.tie_factor,
+            [priced[i].bound for i in idx],
+        )
         for cluster in set(ids):
             tied = [i for i, c in zip(idx, ids) if c == cluster]
             mean = math.fsum(rewards[i] for i in tied) / len(tied)

@@ -227,8 +227,9 @@ class ExemplarBuffer:
         pool = self._pools.get(task_id)
         if not pool:
             return []
-        return sample_exemplars(pool, self.k if k is None else k, self.tau, self._rng, n_buckets=self.n_buckets,
-                                scale=self.scale)
+        return sample_exemplars(
+            pool, self.k if k is None else k, self.tau, self._rng, n_buckets=self.n_buckets, scale=self.scale
+        )
 
     def best(self, task_id: str) -> Exemplar | None:
         """The task's fastest stored solution (the earliest one on ties), or None."""

@@ -219,7 +219,9 @@ def sample_exemplars(
     return sorted(chosen, key=lambda e: e.speedup)
 
 
-def contrastive_target(exemplars: Sequence[Exemplar], k: int = 2, min_gain: float = MIN_GAIN) -> tuple[list[Exemplar], Exemplar] | None:
+def contrastive_target(
+    exemplars: Sequence[Exemplar], k: int = 2, min_gain: float = MIN_GAIN
+) -> tuple[list[Exemplar], Exemplar] | None:
     """A stage-1 contrastive example for one task: (shown, target), or None.
 
     The target is the task's fastest correct solution; shown are up to `k` correct solutions

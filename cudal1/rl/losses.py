@@ -64,7 +64,9 @@ class _ChunkedTokenLogprobs(torch.autograd.Function):
         for s in range(0, logits.shape[1], chunk):
             z = logits[:, s : s + chunk].float()
             lse[:, s : s + chunk] = torch.logsumexp(z, dim=-1)
-            out[:, s : s + chunk] = z.gather(-1, targets[:, s : s + chunk].unsqueeze(-1)).squeeze(-1) - lse[:, s : s + chunk]
+            out[:, s : s + chunk] = (
+                z.gather(-1, targets[:, s : s + chunk].unsqueeze(-1)).squeeze(-1) - lse[:, s : s + chunk]
+            )
         ctx.save_for_backward(logits, targets, lse)
         ctx.chunk = chunk
         return out
@@ -236,19 +238,27 @@ def truncated_importance(
     if not cap > 0:
         raise ValueError(f"cap must be > 0, got {cap}")
     if old_logp.shape != behaviour_logp.shape or old_logp.shape != mask.shape:
-        raise ValueError(f"shapes differ: old {tuple(old_logp.shape)}, behaviour {tuple(behaviour_logp.shape)}, "
-                         f"mask {tuple(mask.shape)}")
+        raise ValueError(
+            f"shapes differ: old {tuple(old_logp.shape)}, behaviour {tuple(behaviour_logp.shape)}, "
+            f"mask {tuple(mask.shape)}"
+        )
     keep = mask.bool()
-    log_ratio = torch.where(keep, (old_logp.detach() - behaviour_logp.detach()).float(),
-                            torch.zeros(old_logp.shape, dtype=torch.float32, device=old_logp.device))
+    log_ratio = torch.where(
+        keep,
+        (old_logp.detach() - behaviour_logp.detach()).float(),
+        torch.zeros(old_logp.shape, dtype=torch.float32, device=old_logp.device),
+    )
     log_cap = math.log(cap)
     weights = torch.where(keep, torch.exp(log_ratio.clamp(max=log_cap)), torch.zeros_like(log_ratio))
     tokens = int(keep.sum())
     if tokens == 0:
         return weights, {"weight_mean": 0.0, "clip_frac": 0.0, "tokens": 0.0}
     clipped = keep & (log_ratio > log_cap)
-    return weights, {"weight_mean": float(weights.sum()) / tokens, "clip_frac": float(clipped.sum()) / tokens,
-                     "tokens": float(tokens)}
+    return weights, {
+        "weight_mean": float(weights.sum()) / tokens,
+        "clip_frac": float(clipped.sum()) / tokens,
+        "tokens": float(tokens),
+    }
 
 
 def aggregate(
@@ -370,9 +380,7 @@ def grpo_loss(
         kl = kl_k3(logp, ref_logp.detach())
         if kl_beta > 0:
             per_token = per_token + kl_beta * kl
-    loss = aggregate(
-        per_token, mask, agg, max_len=max_len, num_sequences=num_sequences, num_tokens=num_tokens
-    )
+    loss = aggregate(per_token, mask, agg, max_len=max_len, num_sequences=num_sequences, num_tokens=num_tokens)
     with torch.no_grad():
         metrics = {
             "kl": float(masked_mean(kl, mask)) if kl is not None else 0.0,

@@ -181,8 +181,10 @@ class RewardConfig:
         failure = floor if self.failure_reward is None else float(self.failure_reward)
         hack = failure if self.hack_reward is None else float(self.hack_reward)
         if not math.isfinite(failure) or failure > floor:
-            raise ValueError(f"reward.failure_reward={failure} would pay a failure more than a correct candidate "
-                             f"(correct rewards under {self.transform} lie above {floor:.4f}); set it <= {floor:.4f}")
+            raise ValueError(
+                f"reward.failure_reward={failure} would pay a failure more than a correct candidate "
+                f"(correct rewards under {self.transform} lie above {floor:.4f}); set it <= {floor:.4f}"
+            )
         if not math.isfinite(hack) or hack > failure:
             raise ValueError(f"reward.hack_reward={hack} would pay a caught hack more than a failure ({failure:.4f})")
         object.__setattr__(self, "failure_reward", failure)
@@ -192,7 +194,11 @@ class RewardConfig:
     def from_settings(cls, settings: Any) -> "RewardConfig":
         """From the `reward` config group (`cudal1.config.RewardSettings`, its DictConfig, or a
         mapping with those keys). Raises ValueError as the constructor does."""
-        get = settings.get if isinstance(settings, Mapping) or hasattr(settings, "get") else lambda k: getattr(settings, k)
+        get = (
+            settings.get
+            if isinstance(settings, Mapping) or hasattr(settings, "get")
+            else lambda k: getattr(settings, k)
+        )
         fields = {f.name: get(f.name) for f in dataclasses.fields(cls)}
         fields["label_factors"] = dict(fields["label_factors"] or {})
         fields["required_sections"] = tuple(fields["required_sections"] or ())
@@ -294,7 +300,11 @@ def _spread(result: EvalResult) -> float:
     """`result.speedup_spread` when it is a finite number >= 0, else inf (unknown noise is not
     no noise)."""
     x = result.speedup_spread
-    return float(x) if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0 else math.inf
+    return (
+        float(x)
+        if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x >= 0
+        else math.inf
+    )
 
 
 def needs_second_opinion(result: EvalResult | None, best_known: float | None, cfg: RewardConfig) -> bool:
@@ -324,8 +334,14 @@ def second_opinion(first: EvalResult, second: EvalResult, cfg: RewardConfig) -> 
     s2 = _finite_speedup(second.speedup) if second.status is Status.OK else None
     disagreement = abs(s1 - s2) / min(s1, s2) if s2 is not None else None
     tolerance = float(cfg.verify_tolerance)
-    return SecondOpinion(speedup=s2, status=second.status, actor=second.actor, disagreement=disagreement,
-                         tolerance=tolerance, agrees=disagreement is not None and disagreement <= tolerance)
+    return SecondOpinion(
+        speedup=s2,
+        status=second.status,
+        actor=second.actor,
+        disagreement=disagreement,
+        tolerance=tolerance,
+        agrees=disagreement is not None and disagreement <= tolerance,
+    )
 
 
 def price(
@@ -403,8 +419,14 @@ def price(
         return Priced(fail, "fallback")
     if s > 1:
         s = math.exp(math.log(s) * label_factor(labels, cfg))
-    return Priced(credit(s, cfg), reason, speedup=s, spread=spread, bound=Label.BELOW_RESOLUTION in labels,
-                  unpaid=label_factor(labels, cfg) == 0.0)
+    return Priced(
+        credit(s, cfg),
+        reason,
+        speedup=s,
+        spread=spread,
+        bound=Label.BELOW_RESOLUTION in labels,
+        unpaid=label_factor(labels, cfg) == 0.0,
+    )
 
 
 def share_identical(priced: Sequence[Priced], groups: Sequence[Any], codes: Sequence[str | None]) -> list[Priced]:

@@ -42,20 +42,90 @@ import re
 __all__ = ["normalized_code", "normalized_c"]
 
 _C_MARKERS = ("__global__", "#include", "torch::")
-_C_TOKEN = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\])*\"|'(?:\\.|[^'\\])*'|[A-Za-z_]\w*|\d[\w.]*|\S",
-                      re.DOTALL)
-_C_NOT_A_TYPE = frozenset({"return", "else", "case", "goto", "sizeof", "new", "delete", "throw", "co_return",
-                           "typedef", "using", "namespace", "if", "while", "for", "switch", "do"})
+_C_TOKEN = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\])*\"|'(?:\\.|[^'\\])*'|[A-Za-z_]\w*|\d[\w.]*|\S", re.DOTALL)
+_C_NOT_A_TYPE = frozenset(
+    {
+        "return",
+        "else",
+        "case",
+        "goto",
+        "sizeof",
+        "new",
+        "delete",
+        "throw",
+        "co_return",
+        "typedef",
+        "using",
+        "namespace",
+        "if",
+        "while",
+        "for",
+        "switch",
+        "do",
+    }
+)
 _C_AFTER_DECLARED = frozenset({"=", ";", ",", ")", "[", "("})
-_C_KEYWORDS = frozenset({
-    "auto", "bool", "break", "char", "const", "constexpr", "continue", "default", "double", "extern", "float",
-    "half", "inline", "int", "long", "short", "signed", "static", "struct", "template", "typename", "unsigned",
-    "void", "volatile", "register", "restrict", "__restrict__", "__global__", "__device__", "__host__",
-    "__shared__", "__constant__", "__forceinline__", "size_t", "int64_t", "int32_t", "uint32_t", "uint64_t",
-    "true", "false", "nullptr", "this", "class", "public", "private", "protected", "operator", "virtual",
-    "override", "enum", "union", "friend", "mutable", "explicit", "noexcept", "decltype",
-    *_C_NOT_A_TYPE,
-})
+_C_KEYWORDS = frozenset(
+    {
+        "auto",
+        "bool",
+        "break",
+        "char",
+        "const",
+        "constexpr",
+        "continue",
+        "default",
+        "double",
+        "extern",
+        "float",
+        "half",
+        "inline",
+        "int",
+        "long",
+        "short",
+        "signed",
+        "static",
+        "struct",
+        "template",
+        "typename",
+        "unsigned",
+        "void",
+        "volatile",
+        "register",
+        "restrict",
+        "__restrict__",
+        "__global__",
+        "__device__",
+        "__host__",
+        "__shared__",
+        "__constant__",
+        "__forceinline__",
+        "size_t",
+        "int64_t",
+        "int32_t",
+        "uint32_t",
+        "uint64_t",
+        "true",
+        "false",
+        "nullptr",
+        "this",
+        "class",
+        "public",
+        "private",
+        "protected",
+        "operator",
+        "virtual",
+        "override",
+        "enum",
+        "union",
+        "friend",
+        "mutable",
+        "explicit",
+        "noexcept",
+        "decltype",
+        *_C_NOT_A_TYPE,
+    }
+)
 
 
 def normalized_c(source: str) -> str:
@@ -65,8 +135,12 @@ def normalized_c(source: str) -> str:
     declared: set[str] = set()
     for i in range(1, len(tokens) - 1):
         t, before, after = tokens[i], tokens[i - 1], tokens[i + 1]
-        if (_is_c_name(t) and t not in _C_KEYWORDS and after in _C_AFTER_DECLARED
-                and (before in ("*", "&") or (_is_c_name(before) and before not in _C_NOT_A_TYPE))):
+        if (
+            _is_c_name(t)
+            and t not in _C_KEYWORDS
+            and after in _C_AFTER_DECLARED
+            and (before in ("*", "&") or (_is_c_name(before) and before not in _C_NOT_A_TYPE))
+        ):
             declared.add(t)
     names: dict[str, str] = {}
     out = []
@@ -91,14 +165,17 @@ def _is_noop_expr(stmt: ast.stmt) -> bool:
 
 def _same_target(target: ast.AST, value: ast.AST) -> bool:
     """`target` and `value` denote the same place (`x = x`, `self.w = self.w`)."""
+
     def key(node: ast.AST) -> str:
         return ast.dump(node, annotate_fields=False, include_attributes=False).replace("Store()", "Load()")
+
     return isinstance(target, (ast.Name, ast.Attribute)) and key(target) == key(value)
 
 
 def _calls(node: ast.AST | None) -> bool:
-    return node is not None and any(isinstance(n, (ast.Call, ast.Await, ast.Yield, ast.YieldFrom))
-                                    for n in ast.walk(node))
+    return node is not None and any(
+        isinstance(n, (ast.Call, ast.Await, ast.Yield, ast.YieldFrom)) for n in ast.walk(node)
+    )
 
 
 def _read_names(tree: ast.AST) -> set[str]:

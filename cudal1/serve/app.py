@@ -83,28 +83,50 @@ class PolicyServer:
         log_dir = Path(c.model_dir) / "logs"
         route_engine_logs(log_dir, "serve-replica")
         from cudal1.rollout import RolloutGenerator
+
         self.token = c.serve.token or os.environ.get(c.serve.token_env, "")
         tokenizer = load_tokenizer(model_path)
         extra = engine_kwargs(c)
-        self.generator = RolloutGenerator(model_path, c.rollout.backend, max_model_len=c.rollout.max_model_len,
-                                          dtype=c.model.dtype, seed=c.seed, **extra)
+        self.generator = RolloutGenerator(
+            model_path,
+            c.rollout.backend,
+            max_model_len=c.rollout.max_model_len,
+            dtype=c.model.dtype,
+            seed=c.seed,
+            **extra,
+        )
         route_engine_logs(log_dir, "serve-replica")
         shared = LockedGenerator(self.generator)
         # The pools load the small builtin suite: their own suite is never looked up, since every
         # candidate carries its task (`Candidate.task`).
         self.pools = {name: BenchmarkPool(spec) for name, spec in pool_specs(c.bench.pools, tasks="builtin").items()}
-        self.chat = ChatService(shared, tokenizer, c.serve.model_name, c.rollout.max_model_len,
-                                c.serve.max_chat_tokens, min(c.rollout.max_tokens, c.serve.max_chat_tokens))
+        self.chat = ChatService(
+            shared,
+            tokenizer,
+            c.serve.model_name,
+            c.rollout.max_model_len,
+            c.serve.max_chat_tokens,
+            min(c.rollout.max_tokens, c.serve.max_chat_tokens),
+        )
         settings = settings_from_config(c)
         names = [c.bench.primary, *(n for n in self.pools if n != c.bench.primary)]
-        limits = {"default_rounds": c.rounds, "default_samples": c.samples, "max_rounds": c.serve.max_rounds,
-                  "max_samples": c.serve.max_samples, "max_program_chars": c.serve.max_program_chars,
-                  "pools": {n: self.pools[n] for n in names}}
-        self.jobs = OptimizeService(JobStore(c.serve.jobs_dir, c.serve.stale_after_s),
-                                    OptimizeRunner(shared, self.pools, tokenizer, settings), limits,
-                                    c.serve.max_pending_jobs)
-        log.info("PolicyServer ready: model %s, pools %s, jobs in %s", model_path, ", ".join(self.pools),
-                 c.serve.jobs_dir)
+        limits = {
+            "default_rounds": c.rounds,
+            "default_samples": c.samples,
+            "max_rounds": c.serve.max_rounds,
+            "max_samples": c.serve.max_samples,
+            "max_program_chars": c.serve.max_program_chars,
+            "pools": {n: self.pools[n] for n in names},
+        }
+        self.jobs = OptimizeService(
+            JobStore(c.serve.jobs_dir, c.serve.stale_after_s),
+            OptimizeRunner(shared, self.pools, tokenizer, settings),
+            limits,
+            c.serve.max_pending_jobs,
+        )
+        log.info(
+            "PolicyServer ready: model %s, pools %s, jobs in %s", model_path, ", ".join(self.pools), c.serve.jobs_dir
+        )
 
     def _auth(self, request: Request) -> None:
         check_bearer(request.headers.get("authorization"), self.token)
@@ -150,12 +172,20 @@ def deployment_options(cfg: Any) -> dict[str, Any]:
     env = dict(code_runtime_env(Path(__file__).resolve().parents[2]).get("env_vars", {}))
     if s.token is None and os.environ.get(s.token_env):
         env[s.token_env] = os.environ[s.token_env]
-    opts: dict[str, Any] = {"max_ongoing_requests": s.max_ongoing_requests,
-                            "ray_actor_options": {"num_cpus": s.replica_cpus, "num_gpus": cfg.rollout.num_gpus,
-                                                  "runtime_env": {"env_vars": env}}}
+    opts: dict[str, Any] = {
+        "max_ongoing_requests": s.max_ongoing_requests,
+        "ray_actor_options": {
+            "num_cpus": s.replica_cpus,
+            "num_gpus": cfg.rollout.num_gpus,
+            "runtime_env": {"env_vars": env},
+        },
+    }
     if s.autoscaling:
-        opts["autoscaling_config"] = {"min_replicas": s.min_replicas, "max_replicas": s.max_replicas,
-                                      "target_ongoing_requests": s.target_ongoing_requests}
+        opts["autoscaling_config"] = {
+            "min_replicas": s.min_replicas,
+            "max_replicas": s.max_replicas,
+            "target_ongoing_requests": s.target_ongoing_requests,
+        }
     else:
         opts["num_replicas"] = s.num_replicas
     return opts
@@ -208,8 +238,11 @@ def start(cfg: Any) -> None:
     from cudal1.launch import start_ray
 
     start_ray(cfg, needs=replica_needs(cfg))
-    print(f"serving {cfg.serve.model_name} at http://{cfg.serve.host}:{cfg.serve.port}{cfg.serve.route_prefix.rstrip('/')}"
-          f"/v1 (bearer token required); Ctrl-C stops", flush=True)
+    print(
+        f"serving {cfg.serve.model_name} at http://{cfg.serve.host}:{cfg.serve.port}{cfg.serve.route_prefix.rstrip('/')}"
+        f"/v1 (bearer token required); Ctrl-C stops",
+        flush=True,
+    )
     run(cfg, blocking=True)
 
 
@@ -219,8 +252,18 @@ def replica_needs(cfg: Any) -> list[Any]:
     from cudal1.actors.preflight import ActorNeed
 
     replicas = cfg.serve.min_replicas if cfg.serve.autoscaling else cfg.serve.num_replicas
-    needs = [ActorNeed.of(f"benchmark pool {name!r} (per replica)", p.num_actors * replicas, p.num_cpus,
-                          p.num_gpus, p.accelerator_type, dict(p.resources)) for name, p in cfg.bench.pools.items()]
-    needs.append(ActorNeed.of("serve replica (holds the vLLM engine)", replicas, cfg.serve.replica_cpus,
-                              cfg.rollout.num_gpus))
+    needs = [
+        ActorNeed.of(
+            f"benchmark pool {name!r} (per replica)",
+            p.num_actors * replicas,
+            p.num_cpus,
+            p.num_gpus,
+            p.accelerator_type,
+            dict(p.resources),
+        )
+        for name, p in cfg.bench.pools.items()
+    ]
+    needs.append(
+        ActorNeed.of("serve replica (holds the vLLM engine)", replicas, cfg.serve.replica_cpus, cfg.rollout.num_gpus)
+    )
     return needs

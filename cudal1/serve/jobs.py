@@ -40,8 +40,16 @@ failed: the generator or the pool itself raised; interrupted: the replica died b
 _ID = re.compile(r"^[0-9a-f]{32}$")
 
 
-def parse_request(payload: Any, *, default_rounds: int, default_samples: int, max_rounds: int, max_samples: int,
-                  max_program_chars: int, pools: Mapping[str, Any]) -> dict[str, Any]:
+def parse_request(
+    payload: Any,
+    *,
+    default_rounds: int,
+    default_samples: int,
+    max_rounds: int,
+    max_samples: int,
+    max_program_chars: int,
+    pools: Mapping[str, Any],
+) -> dict[str, Any]:
     """Validate a `POST /v1/optimize` body: {"program": str (KernelBench format), "name"?: str,
     "rounds"?: int, "samples"?: int, "pool"?: pool name (its architecture), "architecture"?: same,
     "start"?: [str] (your own solutions, evaluated first)}. Returns the normalized request.
@@ -55,8 +63,9 @@ def parse_request(payload: Any, *, default_rounds: int, default_samples: int, ma
         raise ApiError(400, f"unknown fields: {', '.join(sorted(unknown))}")
     program = payload.get("program")
     if not isinstance(program, str) or not program.strip():
-        raise ApiError(400, "program must be a non-empty string: a KernelBench-format program (Model, get_inputs, "
-                            "get_init_inputs)")
+        raise ApiError(
+            400, "program must be a non-empty string: a KernelBench-format program (Model, get_inputs, get_init_inputs)"
+        )
     if len(program) > max_program_chars:
         raise ApiError(400, f"program is {len(program)} characters; the limit is {max_program_chars}")
     name = payload.get("name", "program")
@@ -128,11 +137,16 @@ class JobStore:
             state = json.loads(self.path(job_id).read_text())
         except FileNotFoundError:
             return None
-        if (state.get("status") in ("queued", "running") and job_id not in self.owned
-                and time.time() - state.get("updated_at", 0) > self.stale_after_s):
+        if (
+            state.get("status") in ("queued", "running")
+            and job_id not in self.owned
+            and time.time() - state.get("updated_at", 0) > self.stale_after_s
+        ):
             state["status"] = "interrupted"
-            state["message"] = ("the replica running this job stopped before it finished "
-                                f"(no update for {self.stale_after_s:.0f} s); submit it again")
+            state["message"] = (
+                "the replica running this job stopped before it finished "
+                f"(no update for {self.stale_after_s:.0f} s); submit it again"
+            )
             self.write(state)
         return state
 
@@ -153,8 +167,13 @@ class OptimizeService:
         max_pending: jobs queued or running here at once; more get ApiError(429).
     """
 
-    def __init__(self, store: JobStore, run_job: Callable[[dict[str, Any], Callable[[dict[str, Any]], None]], Any],
-                 limits: Mapping[str, Any], max_pending: int = 8) -> None:
+    def __init__(
+        self,
+        store: JobStore,
+        run_job: Callable[[dict[str, Any], Callable[[dict[str, Any]], None]], Any],
+        limits: Mapping[str, Any],
+        max_pending: int = 8,
+    ) -> None:
         self.store, self.run_job, self.limits, self.max_pending = store, run_job, dict(limits), max_pending
         self._queue: queue.Queue[str | None] = queue.Queue()
         self._states: dict[str, dict[str, Any]] = {}
@@ -171,13 +190,23 @@ class OptimizeService:
         Raises ApiError(400) for a bad payload, ApiError(429) when `max_pending` jobs wait here."""
         request = parse_request(payload, **self.limits)
         job_id = uuid.uuid4().hex
-        state = {"id": job_id, "status": "queued", "created_at": time.time(), "task_id": request["task_id"],
-                 "request": {k: v for k, v in request.items() if k != "task_id"}, "progress": [], "message": "",
-                 "result": None}
+        state = {
+            "id": job_id,
+            "status": "queued",
+            "created_at": time.time(),
+            "task_id": request["task_id"],
+            "request": {k: v for k, v in request.items() if k != "task_id"},
+            "progress": [],
+            "message": "",
+            "result": None,
+        }
         with self._lock:  # the count and the insertion together: concurrent submits cannot pass the limit
             if len(self._states) >= self.max_pending:
-                raise ApiError(429, f"{len(self._states)} optimize jobs are pending on this replica; try again later",
-                               "rate_limit_error")
+                raise ApiError(
+                    429,
+                    f"{len(self._states)} optimize jobs are pending on this replica; try again later",
+                    "rate_limit_error",
+                )
             self.store.owned.add(job_id)
             self.store.write(state)
             self._states[job_id] = state
@@ -283,7 +312,13 @@ def runner_result(outcome: Any, pool: str) -> dict[str, Any]:
     """What `OptimizeRunner` returns for a `TaskOutcome` on `pool` (see `OptimizeRunner.__call__`)."""
     d = outcome.to_dict()
     sol = outcome.solution if outcome.delivered else None
-    d.update(pool=pool, delivered=sol is not None, paid=sol.paid if sol else None, spread=sol.spread if sol else None,
-             labels=list(sol.labels) if sol else [], analysis=sol.analysis if sol else "",
-             code=sol.code if sol else None)
+    d.update(
+        pool=pool,
+        delivered=sol is not None,
+        paid=sol.paid if sol else None,
+        spread=sol.spread if sol else None,
+        labels=list(sol.labels) if sol else [],
+        analysis=sol.analysis if sol else "",
+        code=sol.code if sol else None,
+    )
     return d

@@ -80,8 +80,15 @@ class ChatService:
         default_max_tokens: used when the request gives none.
     """
 
-    def __init__(self, generator: Any, tokenizer: Any, model_name: str, max_model_len: int,
-                 max_chat_tokens: int = 1024, default_max_tokens: int = 256) -> None:
+    def __init__(
+        self,
+        generator: Any,
+        tokenizer: Any,
+        model_name: str,
+        max_model_len: int,
+        max_chat_tokens: int = 1024,
+        default_max_tokens: int = 256,
+    ) -> None:
         self.generator, self.tokenizer, self.model_name = generator, tokenizer, model_name
         self.max_model_len, self.max_chat_tokens = max_model_len, max_chat_tokens
         self.default_max_tokens = min(default_max_tokens, max_chat_tokens)
@@ -89,8 +96,10 @@ class ChatService:
 
     def models(self) -> dict[str, Any]:
         """The OpenAI model list (one model)."""
-        return {"object": "list", "data": [{"id": self.model_name, "object": "model", "created": self.created,
-                                            "owned_by": "cudal1"}]}
+        return {
+            "object": "list",
+            "data": [{"id": self.model_name, "object": "model", "created": self.created, "owned_by": "cudal1"}],
+        }
 
     def complete(self, payload: Any) -> dict[str, Any]:
         """Answer one chat.completions request (a decoded JSON body). Returns the OpenAI
@@ -100,8 +109,9 @@ class ChatService:
             raise ApiError(400, "the body must be a JSON object")
         model = payload.get("model", self.model_name)
         if model != self.model_name:
-            raise ApiError(404, f"model {model!r} does not exist; this server serves {self.model_name!r}",
-                           "not_found_error")
+            raise ApiError(
+                404, f"model {model!r} does not exist; this server serves {self.model_name!r}", "not_found_error"
+            )
         for key in ("stream", "tools", "functions", "logprobs"):
             if payload.get(key):
                 raise ApiError(400, f"{key} is not supported by this server")
@@ -110,13 +120,17 @@ class ChatService:
             raise ApiError(400, "messages must be a non-empty list of {role, content} objects")
         clean = []
         for i, m in enumerate(messages):
-            if not isinstance(m, Mapping) or m.get("role") not in ("system", "user", "assistant") \
-                    or not isinstance(m.get("content"), str):
+            if (
+                not isinstance(m, Mapping)
+                or m.get("role") not in ("system", "user", "assistant")
+                or not isinstance(m.get("content"), str)
+            ):
                 raise ApiError(400, f"messages[{i}] must have role system|user|assistant and a string content")
             clean.append({"role": m["role"], "content": m["content"]})
         max_tokens = payload.get("max_completion_tokens", payload.get("max_tokens"))
-        max_tokens = _number({"max_tokens": max_tokens}, "max_tokens", self.default_max_tokens, 1,
-                             self.max_chat_tokens, integer=True)
+        max_tokens = _number(
+            {"max_tokens": max_tokens}, "max_tokens", self.default_max_tokens, 1, self.max_chat_tokens, integer=True
+        )
         temperature = _number(payload, "temperature", 1.0, 0.0, 2.0)
         top_p = _number(payload, "top_p", 1.0, 1e-6, 1.0)
         n = _number(payload, "n", 1, 1, 8, integer=True)
@@ -126,16 +140,30 @@ class ChatService:
 
         ids = chat_prompt_ids(self.tokenizer, clean)
         if len(ids) + max_tokens > self.max_model_len:
-            raise ApiError(400, f"the prompt is {len(ids)} tokens; with max_tokens={max_tokens} it exceeds the "
-                                f"model's {self.max_model_len}")
+            raise ApiError(
+                400,
+                f"the prompt is {len(ids)} tokens; with max_tokens={max_tokens} it exceeds the "
+                f"model's {self.max_model_len}",
+            )
         gens = self.generator.generate([ids], n=n, max_tokens=max_tokens, temperature=temperature, top_p=top_p)[0]
         completion = sum(len(g.response_ids) for g in gens)
         return {
-            "id": f"chatcmpl-{uuid.uuid4().hex}", "object": "chat.completion", "created": int(time.time()),
+            "id": f"chatcmpl-{uuid.uuid4().hex}",
+            "object": "chat.completion",
+            "created": int(time.time()),
             "model": self.model_name,
-            "choices": [{"index": i, "message": {"role": "assistant", "content": g.text},
-                         "finish_reason": "length" if g.finish_reason == "length" else "stop", "logprobs": None}
-                        for i, g in enumerate(gens)],
-            "usage": {"prompt_tokens": len(ids), "completion_tokens": completion,
-                      "total_tokens": len(ids) + completion},
+            "choices": [
+                {
+                    "index": i,
+                    "message": {"role": "assistant", "content": g.text},
+                    "finish_reason": "length" if g.finish_reason == "length" else "stop",
+                    "logprobs": None,
+                }
+                for i, g in enumerate(gens)
+            ],
+            "usage": {
+                "prompt_tokens": len(ids),
+                "completion_tokens": completion,
+                "total_tokens": len(ids) + completion,
+            },
         }

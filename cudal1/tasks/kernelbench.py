@@ -250,7 +250,9 @@ def load_task_file(path: str | Path, profile: str | None = None) -> Task:
     if not path.is_file():
         raise FileNotFoundError(f"no task file {path}")
     m, level_m = FILE_RE.match(path.name), LEVEL_RE.match(path.parent.name)
-    level, problem_id, name = (int(level_m.group(1)), int(m.group(1)), m.group(2)) if m and level_m else (0, 0, path.stem)
+    level, problem_id, name = (
+        (int(level_m.group(1)), int(m.group(1)), m.group(2)) if m and level_m else (0, 0, path.stem)
+    )
     task = parse_task_file(path, level, problem_id, name, suite="file", profile=profile)
     if isinstance(task, str):
         raise ValueError(f"task file {path}: {task}")

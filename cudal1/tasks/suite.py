@@ -46,8 +46,11 @@ def seeds_for(tasks: Iterable[Task], kind: str = "cpu") -> dict[str, str]:
     if not seeds:
         return {}
     builtin = {t.task_id: t.source_hash for t in load_builtin(profile=None).tasks}
-    return {t.task_id: seeds[t.task_id].read_text() for t in tasks
-            if t.task_id in seeds and builtin.get(t.task_id) == t.source_hash}
+    return {
+        t.task_id: seeds[t.task_id].read_text()
+        for t in tasks
+        if t.task_id in seeds and builtin.get(t.task_id) == t.source_hash
+    }
 
 
 def seed_solutions(kind: str = "cpu") -> dict[str, Path]:

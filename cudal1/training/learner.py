@@ -46,8 +46,15 @@ import torch
 
 from cudal1.engines import deepspeed_engine as dse
 from cudal1.records import PolicyExample
-from cudal1.rl.losses import (AGGREGATIONS, aggregate, chunked_token_entropy, chunked_token_logprobs, grpo_loss,
-                               masked_mean, truncated_importance)
+from cudal1.rl.losses import (
+    AGGREGATIONS,
+    aggregate,
+    chunked_token_entropy,
+    chunked_token_logprobs,
+    grpo_loss,
+    masked_mean,
+    truncated_importance,
+)
 
 # Files copied next to an exported checkpoint when the source model directory has them.
 _TOKENIZER_FILES = (
@@ -122,7 +129,13 @@ class _Mini:
     """One local mini-batch and the group-wide figures its loss is normalised by."""
 
     def __init__(self, examples: list, sequences: int, tokens: int, micros: int, longest: int):
-        self.examples, self.sequences, self.tokens, self.micros, self.longest = examples, sequences, tokens, micros, longest
+        self.examples, self.sequences, self.tokens, self.micros, self.longest = (
+            examples,
+            sequences,
+            tokens,
+            micros,
+            longest,
+        )
 
 
 class GRPOLearner:
@@ -228,11 +241,19 @@ class GRPOLearner:
         dse.init_distributed_if_needed(device=device, rendezvous=rendezvous)
         self.rank, self.world_size = dse.world()
         if self.world_size > 1 and zero_stage == 0:
-            raise ValueError("a learner group of several ranks needs zero_stage 1, 2 or 3 (stage 0 does not "
-                             "report the gradient norm of the averaged gradient)")
-        config = dse.engine_config(zero_stage=zero_stage, precision=precision, grad_accum=grad_accum,
-                                   micro_batch=micro_batch, grad_clip=grad_clip,
-                                   offload_optimizer=offload_optimizer, offload_param=offload_param)
+            raise ValueError(
+                "a learner group of several ranks needs zero_stage 1, 2 or 3 (stage 0 does not "
+                "report the gradient norm of the averaged gradient)"
+            )
+        config = dse.engine_config(
+            zero_stage=zero_stage,
+            precision=precision,
+            grad_accum=grad_accum,
+            micro_batch=micro_batch,
+            grad_clip=grad_clip,
+            offload_optimizer=offload_optimizer,
+            offload_param=offload_param,
+        )
 
         from transformers import AutoModelForCausalLM  # heavy import, only where a model is loaded
 
@@ -261,8 +282,9 @@ class GRPOLearner:
         self.device = self.engine.device
         self.reference = None
         if kl_beta > 0:
-            self.reference = dse.make_eval_engine(load(), zero_stage=zero_stage, precision=precision,
-                                                  offload_param=offload_param)
+            self.reference = dse.make_eval_engine(
+                load(), zero_stage=zero_stage, precision=precision, offload_param=offload_param
+            )
 
     # ----- forward passes
 
@@ -311,9 +333,13 @@ class GRPOLearner:
             local += [[] for _ in range(missing)]
             lens += [[] for _ in range(missing)]
         sums = self._reduce([v for n in lens for v in (len(n), sum(n))])
-        maxes = self._reduce([v for n in lens for v in (math.ceil(len(n) / self.micro_batch), max(n, default=0))], "max")
-        return [_Mini(m, int(sums[2 * i]), int(sums[2 * i + 1]), int(maxes[2 * i]), int(maxes[2 * i + 1]))
-                for i, m in enumerate(local)]
+        maxes = self._reduce(
+            [v for n in lens for v in (math.ceil(len(n) / self.micro_batch), max(n, default=0))], "max"
+        )
+        return [
+            _Mini(m, int(sums[2 * i]), int(sums[2 * i + 1]), int(maxes[2 * i]), int(maxes[2 * i + 1]))
+            for i, m in enumerate(local)
+        ]
 
     def _idle_micro(self, with_reference: bool) -> None:
         """A zero-weight forward and backward (and, `with_reference`, the reference's forward, as
@@ -440,7 +466,9 @@ class GRPOLearner:
                     log_ratio_clamp=self.log_ratio_clamp,
                     dual_clip=self.dual_clip,
                 )
-                m["entropy"] = float(masked_mean(chunked_token_entropy(logits.detach(), self.logprob_chunk), batch.mask))
+                m["entropy"] = float(
+                    masked_mean(chunked_token_entropy(logits.detach(), self.logprob_chunk), batch.mask)
+                )
                 dse.backward(self.engine, loss * self.world_size)
                 total += loss.item()
                 n_tok = sum(batch.lengths)
@@ -454,7 +482,7 @@ class GRPOLearner:
             self.version += 1
         reduced = self._reduce([*sums.values(), *losses])
         metrics = {key: value / max(tokens, 1) for key, value in zip(sums, reduced)}
-        metrics.update(loss=_mean(reduced[len(sums):]), grad_norm=_mean(norms), **extra)
+        metrics.update(loss=_mean(reduced[len(sums) :]), grad_norm=_mean(norms), **extra)
         return self._finish(start, tokens, metrics, len(losses))
 
     def _engine_mismatch(
@@ -462,14 +490,21 @@ class GRPOLearner:
     ) -> tuple[dict[str, float], list[list[float]] | None]:
         """How far the sampling engine's log-probabilities are from this learner's (metrics), and
         the truncated importance weights when `tis_cap` is set (1 where the engine gave none)."""
-        gaps = [lr - en for l_row, e_row in zip(learner_rows, engine_rows) if e_row is not None
-                for lr, en in zip(l_row, e_row)]
+        gaps = [
+            lr - en
+            for l_row, e_row in zip(learner_rows, engine_rows)
+            if e_row is not None
+            for lr, en in zip(l_row, e_row)
+        ]
         total, total_abs, count = self._reduce([sum(gaps), sum(abs(g) for g in gaps), len(gaps)])
         (largest,) = self._reduce([max((abs(g) for g in gaps), default=0.0)], "max")
         metrics: dict[str, float] = {}
         if count:
-            metrics = {"engine_log_ratio": total / count, "engine_abs_log_ratio": total_abs / count,
-                       "engine_max_abs_log_ratio": largest}
+            metrics = {
+                "engine_log_ratio": total / count,
+                "engine_abs_log_ratio": total_abs / count,
+                "engine_max_abs_log_ratio": largest,
+            }
         if self.tis_cap is None:
             return metrics, None
         # One padded [N, R] batch through the pure function (cudal1.rl.losses.truncated_importance);
@@ -482,10 +517,13 @@ class GRPOLearner:
                 old[i, : len(l_row)], behaviour[i, : len(e_row)] = torch.tensor(l_row), torch.tensor(e_row)
                 mask[i, : len(l_row)] = True
         w, stats = truncated_importance(old, behaviour, mask, self.tis_cap)
-        weights = [w[i, : len(row)].tolist() if e_row is not None else [1.0] * len(row)
-                   for i, (row, e_row) in enumerate(zip(learner_rows, engine_rows))]
-        w_sum, clipped, count = self._reduce([stats["weight_mean"] * stats["tokens"],
-                                              stats["clip_frac"] * stats["tokens"], stats["tokens"]])
+        weights = [
+            w[i, : len(row)].tolist() if e_row is not None else [1.0] * len(row)
+            for i, (row, e_row) in enumerate(zip(learner_rows, engine_rows))
+        ]
+        w_sum, clipped, count = self._reduce(
+            [stats["weight_mean"] * stats["tokens"], stats["clip_frac"] * stats["tokens"], stats["tokens"]]
+        )
         metrics["tis_weight_mean"] = w_sum / count if count else 0.0
         metrics["tis_clip_frac"] = clipped / count if count else 0.0
         return metrics, weights
@@ -526,15 +564,18 @@ class GRPOLearner:
 
         return [TensorSpec(name, shape, dtype) for name, shape, dtype in dse.weight_shapes(self.engine)]
 
-    def init_weight_group(self, host: str, port: int, world_size: int, backend: str | None = None,
-                          timeout_s: float = 600.0) -> None:
+    def init_weight_group(
+        self, host: str, port: int, world_size: int, backend: str | None = None, timeout_s: float = 600.0
+    ) -> None:
         """Open the weight-broadcast group as its rank 0 (the sender; engines join as 1..world_size-1).
         Backend: nccl on CUDA, gloo on CPU. Blocks until every member has joined. Only the
         learner's own rank 0 joins; its other ranks (ZeRO across GPUs) only help gather."""
         from cudal1.engines.weight_sync import WeightChannel
 
         backend = backend or ("nccl" if self.device.type == "cuda" else "gloo")
-        self.channel = WeightChannel(host, port, 0, world_size, backend, str(self.device), timeout_s) if _is_rank0() else None
+        self.channel = (
+            WeightChannel(host, port, 0, world_size, backend, str(self.device), timeout_s) if _is_rank0() else None
+        )
 
     def broadcast_weights(self, bucket_mb: float = 256) -> dict[str, float]:
         """Send the current full weights through the group opened by `init_weight_group`.
@@ -559,8 +600,12 @@ class GRPOLearner:
             return {}
         channel.synchronize()
         seconds = time.perf_counter() - start
-        return {"bytes": float(total), "seconds": seconds, "bytes_per_s": total / seconds if seconds else 0.0,
-                "buckets": float(len(plan))}
+        return {
+            "bytes": float(total),
+            "seconds": seconds,
+            "bytes_per_s": total / seconds if seconds else 0.0,
+            "buckets": float(len(plan)),
+        }
 
     def gpu_uuid(self) -> str:
         """UUID of this rank's GPU (what `rollout.weight_sync=ipc` compares with the engine's).
@@ -596,7 +641,9 @@ class GRPOLearner:
             names = [specs[i].name for i in plan[b]]
             with dse.gathered(self.engine, names) as tensors:
                 if exporter is not None:
-                    entries.append(exporter.export_bucket([tensors[n] for n in names], plan[b], specs[plan[b][0]].dtype))
+                    entries.append(
+                        exporter.export_bucket([tensors[n] for n in names], plan[b], specs[plan[b][0]].dtype)
+                    )
         return exporter.payload(entries) if exporter is not None else None
 
     def release_ipc(self) -> float:
@@ -618,13 +665,17 @@ class GRPOLearner:
         "params_held" (elements of it in this rank's memory: its ZeRO-3 partitions, or every
         parameter below stage 3), "reference_params_held" (the same for the KL reference; 0
         without one), "rank", "world_size"."""
+
         def held(module) -> int:
             return sum(p.ds_tensor.numel() if hasattr(p, "ds_tensor") else p.numel() for p in module.parameters())
 
-        return {"params": float(sum(getattr(p, "ds_numel", p.numel()) for p in self.engine.module.parameters())),
-                "params_held": float(held(self.engine.module)),
-                "reference_params_held": float(held(self.reference.module)) if self.reference is not None else 0.0,
-                "rank": float(self.rank), "world_size": float(self.world_size)}
+        return {
+            "params": float(sum(getattr(p, "ds_numel", p.numel()) for p in self.engine.module.parameters())),
+            "params_held": float(held(self.engine.module)),
+            "reference_params_held": float(held(self.reference.module)) if self.reference is not None else 0.0,
+            "rank": float(self.rank),
+            "world_size": float(self.world_size),
+        }
 
     # ----- persistence
 
@@ -653,8 +704,10 @@ class GRPOLearner:
                 tmp = directory / tag / "reference.pt.tmp"
                 torch.save(reference, tmp)
                 os.replace(tmp, directory / tag / "reference.pt")
-            tags = sorted((p for p in directory.iterdir() if p.is_dir() and p.name.startswith("step")),
-                          key=lambda p: int(p.name.rpartition("save")[2] or 0))
+            tags = sorted(
+                (p for p in directory.iterdir() if p.is_dir() and p.name.startswith("step")),
+                key=lambda p: int(p.name.rpartition("save")[2] or 0),
+            )
             for old in tags[:-keep]:
                 shutil.rmtree(old, ignore_errors=True)
         return tag
@@ -674,7 +727,11 @@ class GRPOLearner:
         tag = tag or (directory / "latest").read_text().strip()
         ref_file = directory / tag / "reference.pt"
         if self.reference is not None and ref_file.exists():
-            state = torch.load(ref_file, map_location="cpu") if _is_rank0() or self.engine.zero_optimization_stage() != 3 else {}
+            state = (
+                torch.load(ref_file, map_location="cpu")
+                if _is_rank0() or self.engine.zero_optimization_stage() != 3
+                else {}
+            )
             dse.load_module_state(self.reference.module, state)
 
     def export(self, directory: str | os.PathLike) -> Path:

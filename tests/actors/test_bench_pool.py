@@ -23,22 +23,37 @@ from cudal1.tasks import seed_solutions
 
 TASK = "level1/4"
 SEED = seed_solutions("cpu")[TASK].read_text()
-BROKEN = ("import torch\n\nclass ModelNew(torch.nn.Module):\n    def __init__(self, *args):\n        super().__init__()\n\n"
-          "    def forward(self, *inputs):\n        return inputs[0].no_such_method()\n")
+BROKEN = (
+    "import torch\n\nclass ModelNew(torch.nn.Module):\n    def __init__(self, *args):\n        super().__init__()\n\n"
+    "    def forward(self, *inputs):\n        return inputs[0].no_such_method()\n"
+)
 NOT_PYTHON = "this is not python ("
 
 
 def settings(tmp_path_factory) -> dict:
     """Short timing (one round of one call, the shortest calibration) and a throwaway build cache."""
-    return {"rounds": 1, "calls_per_round": 1, "max_calls_per_round": 1, "calibration_calls": 3, "calibration_rounds": 2,
-            "warmup_calls": 1, "wall_timeout_s": 120.0,
-            "cache_dir": str(tmp_path_factory.getbasetemp() / "bench-cache")}
+    return {
+        "rounds": 1,
+        "calls_per_round": 1,
+        "max_calls_per_round": 1,
+        "calibration_calls": 3,
+        "calibration_rounds": 2,
+        "warmup_calls": 1,
+        "wall_timeout_s": 120.0,
+        "cache_dir": str(tmp_path_factory.getbasetemp() / "bench-cache"),
+    }
 
 
 @pytest.fixture(scope="module")
 def pool(ray_cluster, tmp_path_factory):
-    spec = PoolSpec(name="test", num_actors=2, num_cpus=1, resources={"bench_test": 1},
-                    settings=settings(tmp_path_factory), start_timeout_s=180)
+    spec = PoolSpec(
+        name="test",
+        num_actors=2,
+        num_cpus=1,
+        resources={"bench_test": 1},
+        settings=settings(tmp_path_factory),
+        start_timeout_s=180,
+    )
     p = BenchmarkPool(spec)
     yield p
     p.shutdown()
@@ -51,8 +66,12 @@ def test_bench_worker_without_ray(tmp_path_factory):
 
 
 def test_results_in_input_order_with_correct_statuses(pool):
-    candidates = [Candidate(TASK, SEED, origin="seed"), Candidate(TASK, NOT_PYTHON, origin="syntax"),
-                  Candidate(TASK, BROKEN, origin="broken"), Candidate(TASK, SEED, origin="seed-again")]
+    candidates = [
+        Candidate(TASK, SEED, origin="seed"),
+        Candidate(TASK, NOT_PYTHON, origin="syntax"),
+        Candidate(TASK, BROKEN, origin="broken"),
+        Candidate(TASK, SEED, origin="seed-again"),
+    ]
     results = pool.evaluate_many(candidates, progress=False)
     statuses = [r.status for r in results]
     assert statuses[0] == "ok" and statuses[3] == "ok", [r.message for r in results]
@@ -90,6 +109,7 @@ def test_a_stream_evaluates_candidates_submitted_while_it_runs(pool):
 
 def test_a_cancelled_stream_releases_the_pool(pool):
     """Leaving the `with` block on an error cancels the calls in flight and frees the pool at once."""
+
     class Stop(Exception):
         pass
 
@@ -109,8 +129,9 @@ def test_a_second_opinion_comes_from_another_actor(pool):
     firsts = pool.evaluate_many([Candidate(TASK, SEED, origin=f"first{i}") for i in range(2)], progress=False)
     avoid = [r.actor for r in firsts]
     assert all(a in (0, 1) for a in avoid)
-    seconds = pool.evaluate_many([Candidate(TASK, SEED, origin=f"second{i}") for i in range(2)],
-                                 progress=False, avoid=avoid)
+    seconds = pool.evaluate_many(
+        [Candidate(TASK, SEED, origin=f"second{i}") for i in range(2)], progress=False, avoid=avoid
+    )
     assert [r.status for r in seconds] == ["ok", "ok"], [r.message for r in seconds]
     assert all(s.actor != a for s, a in zip(seconds, avoid)), (avoid, [s.actor for s in seconds])
     with pytest.raises(ValueError, match="avoid"):
@@ -207,13 +228,21 @@ def test_killed_actor_loses_no_result(pool):
 
 def test_kill_without_retries_gives_a_labelled_result(ray_cluster, tmp_path_factory):
     """With max_task_retries=0 the killed call is not rerun: its candidate is labelled, not lost."""
-    spec = PoolSpec(name="no-retry", num_actors=1, num_cpus=1, max_task_retries=0,
-                    settings=settings(tmp_path_factory), start_timeout_s=180)
+    spec = PoolSpec(
+        name="no-retry",
+        num_actors=1,
+        num_cpus=1,
+        max_task_retries=0,
+        settings=settings(tmp_path_factory),
+        start_timeout_s=180,
+    )
     pool = BenchmarkPool(spec)
     try:
         candidates = [Candidate(TASK, SEED, origin="killed"), Candidate(TASK, SEED, origin="after")]
         out: dict = {}
-        runner = threading.Thread(target=lambda: out.setdefault("results", pool.evaluate_many(candidates, progress=False)))
+        runner = threading.Thread(
+            target=lambda: out.setdefault("results", pool.evaluate_many(candidates, progress=False))
+        )
         runner.start()
         while not pool.busy:
             time.sleep(0.05)
@@ -235,8 +264,14 @@ def test_kill_without_retries_gives_a_labelled_result(ray_cluster, tmp_path_fact
 
 def test_call_past_its_timeout_is_labelled(ray_cluster, tmp_path_factory):
     """A call with no answer within call_timeout_s is given up: labelled timeout, actor restarted."""
-    spec = PoolSpec(name="impatient", num_actors=1, num_cpus=1, call_timeout_s=1.0,
-                    settings=settings(tmp_path_factory), start_timeout_s=180)
+    spec = PoolSpec(
+        name="impatient",
+        num_actors=1,
+        num_cpus=1,
+        call_timeout_s=1.0,
+        settings=settings(tmp_path_factory),
+        start_timeout_s=180,
+    )
     pool = BenchmarkPool(spec)
     try:
         start = time.monotonic()
@@ -262,13 +297,21 @@ def test_a_worker_probes_task_references_on_its_device(tmp_path):
 def test_a_build_pool_builds_each_source_once_ahead_of_timing(ray_cluster, tmp_path_factory):
     """With build actors, each distinct source is built once on them; a build failure is the
     candidate's result without a timing actor ever seeing it; built candidates are timed."""
-    spec = PoolSpec(name="built", num_actors=1, num_cpus=1, settings=settings(tmp_path_factory),
-                    start_timeout_s=180, build_actors=2, build_cpus=0.5)
+    spec = PoolSpec(
+        name="built",
+        num_actors=1,
+        num_cpus=1,
+        settings=settings(tmp_path_factory),
+        start_timeout_s=180,
+        build_actors=2,
+        build_cpus=0.5,
+    )
     p = BenchmarkPool(spec)
     try:
         assert len(p.builders) == 2
-        results = p.evaluate_many([Candidate(TASK, SEED), Candidate(TASK, NOT_PYTHON), Candidate(TASK, SEED)],
-                                  progress=False)
+        results = p.evaluate_many(
+            [Candidate(TASK, SEED), Candidate(TASK, NOT_PYTHON), Candidate(TASK, SEED)], progress=False
+        )
         with p.stream(progress=False) as stream:
             stream.submit([Candidate(TASK, NOT_PYTHON), Candidate(TASK, SEED)])
             assert wait_for(lambda: stream.submitted == 2 and p.busy)
@@ -298,8 +341,9 @@ def test_a_build_worker_runs_the_candidate_up_to_its_builds(tmp_path_factory):
 
     source = (Path(__file__).parents[1] / "bench" / "candidates" / "tiny_build_in_init.py").read_text()
     overrides = {**settings(tmp_path_factory), "cache_dir": str(tmp_path_factory.mktemp("build-worker"))}
-    worker = BuildWorker("cpu", EvalSettings.for_backend("cpu", **overrides), "cpu-test", tasks="builtin",
-                         task_options={"levels": [1]})
+    worker = BuildWorker(
+        "cpu", EvalSettings.for_backend("cpu", **overrides), "cpu-test", tasks="builtin", task_options={"levels": [1]}
+    )
     assert worker.cpus is None  # no GPU on this node: builds may use every core
     folder = extensions_dir(worker.settings, "cpu-test", source)
     assert worker.build(Candidate("level9/99", source)) is None

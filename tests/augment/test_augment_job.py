@@ -62,11 +62,34 @@ def server_process(small_model_dir, tmp_path_factory):
     log = tmp_path_factory.mktemp("vllm") / "server.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(small_model_dir),
-             "--served-model-name", "small", "--host", "127.0.0.1", "--port", str(port), "--api-key", key,
-             "--dtype", "float32", "--max-model-len", "4096", "--kv-cache-memory-bytes", str(256 << 20),
-             "--enforce-eager", "--seed", "0"],
-            stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "vllm.entrypoints.openai.api_server",
+                "--model",
+                str(small_model_dir),
+                "--served-model-name",
+                "small",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--api-key",
+                key,
+                "--dtype",
+                "float32",
+                "--max-model-len",
+                "4096",
+                "--kv-cache-memory-bytes",
+                str(256 << 20),
+                "--enforce-eager",
+                "--seed",
+                "0",
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     try:
         yield proc, f"http://127.0.0.1:{port}", key, log
     finally:
@@ -94,9 +117,23 @@ class Proxy:
 
     def __init__(self, upstream: str, log: Path, schedule: list[str], hold_s: float) -> None:
         self.log = log
-        self.proc = subprocess.Popen([sys.executable, str(PROXY), "--upstream", upstream, "--log", str(log),
-                                      "--schedule", ",".join(schedule), "--hold-s", str(hold_s)],
-                                     stdout=subprocess.PIPE, text=True, start_new_session=True)
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                str(PROXY),
+                "--upstream",
+                upstream,
+                "--log",
+                str(log),
+                "--schedule",
+                ",".join(schedule),
+                "--hold-s",
+                str(hold_s),
+            ],
+            stdout=subprocess.PIPE,
+            text=True,
+            start_new_session=True,
+        )
         self.url = f"http://127.0.0.1:{int(self.proc.stdout.readline())}"
 
     def requests(self) -> list[dict]:
@@ -117,10 +154,22 @@ def proxies(server, tmp_path_factory):
 def pools(ray_cluster):
     from cudal1.actors.bench_pool import BenchmarkPools, PoolSpec
 
-    spec = PoolSpec(name="cpu", backend="cpu", num_actors=1, resources={"bench_test": 1},
-                    settings={"rounds": 1, "calls_per_round": 2, "warmup_calls": 0, "correctness_trials": 2,
-                              "max_calls_per_round": 2, "calibration_calls": 3, "calibration_rounds": 2,
-                              "shifted_trials": 0})
+    spec = PoolSpec(
+        name="cpu",
+        backend="cpu",
+        num_actors=1,
+        resources={"bench_test": 1},
+        settings={
+            "rounds": 1,
+            "calls_per_round": 2,
+            "warmup_calls": 0,
+            "correctness_trials": 2,
+            "max_calls_per_round": 2,
+            "calibration_calls": 3,
+            "calibration_rounds": 2,
+            "shifted_trials": 0,
+        },
+    )
     with BenchmarkPools([spec], primary="cpu") as p:
         yield p
 
@@ -131,19 +180,48 @@ def job_config(tmp_path, proxies, answers):
     from cudal1.config import load_augment_config
 
     flaky, clean = proxies
-    teacher = {"name": "teacher", "base_url": flaky.url + "/v1", "model": "small", "api_key_env": KEY_ENV,
-               "concurrency": 1, "temperature": 1.0, "max_tokens": 1024, "timeout_s": 10.0, "max_retries": 2,
-               "backoff_s": 0.05, "backoff_max_s": 0.2, "extra_body": {"structured_outputs": {"choice": answers}}}
-    free = {"name": "free", "base_url": clean.url + "/v1", "model": "small", "api_key_env": KEY_ENV,
-            "concurrency": 2, "temperature": 1.0, "max_tokens": 48, "timeout_s": 60.0}
-    return load_augment_config(OmegaConf.create({
-        "endpoints": [teacher, free], "tasks": {"ids": TASK_IDS}, "out_dir": str(tmp_path / "ds"),
-        "version": "test", "k": 3, "attempts_per_task": 4,
-        "bench": {"pools": {"cpu": {"backend": "cpu", "num_actors": 1}}}}))
+    teacher = {
+        "name": "teacher",
+        "base_url": flaky.url + "/v1",
+        "model": "small",
+        "api_key_env": KEY_ENV,
+        "concurrency": 1,
+        "temperature": 1.0,
+        "max_tokens": 1024,
+        "timeout_s": 10.0,
+        "max_retries": 2,
+        "backoff_s": 0.05,
+        "backoff_max_s": 0.2,
+        "extra_body": {"structured_outputs": {"choice": answers}},
+    }
+    free = {
+        "name": "free",
+        "base_url": clean.url + "/v1",
+        "model": "small",
+        "api_key_env": KEY_ENV,
+        "concurrency": 2,
+        "temperature": 1.0,
+        "max_tokens": 48,
+        "timeout_s": 60.0,
+    }
+    return load_augment_config(
+        OmegaConf.create(
+            {
+                "endpoints": [teacher, free],
+                "tasks": {"ids": TASK_IDS},
+                "out_dir": str(tmp_path / "ds"),
+                "version": "test",
+                "k": 3,
+                "attempts_per_task": 4,
+                "bench": {"pools": {"cpu": {"backend": "cpu", "num_actors": 1}}},
+            }
+        )
+    )
 
 
-def test_a_flaky_endpoint_loses_no_record_and_a_rerun_asks_only_what_is_missing(server_process, pools, server, proxies,
-                                                                                 tmp_path, monkeypatch):
+def test_a_flaky_endpoint_loses_no_record_and_a_rerun_asks_only_what_is_missing(
+    server_process, pools, server, proxies, tmp_path, monkeypatch
+):
     from cudal1.augment.collect import run_augment_job
     from cudal1.augment.dataset import load_dataset
 

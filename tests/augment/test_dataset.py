@@ -29,14 +29,19 @@ def task():
 
 
 def record(task, attempt, code, speedup=None, status="ok", kept=False, **kw):
-    return AugmentRecord(task.task_id, task.source_hash, attempt, "teacher", "m", status, speedup=speedup,
-                         code=code, kept=kept, **kw)
+    return AugmentRecord(
+        task.task_id, task.source_hash, attempt, "teacher", "m", status, speedup=speedup, code=code, kept=kept, **kw
+    )
 
 
 def test_records_survive_a_torn_line_and_a_reopen_and_the_manifest_counts_them(tmp_path, task):
     w = DatasetWriter(tmp_path / "ds", version="2")
-    w.append([record(task, 0, "A", 1.5, kept=True), record(task, 1, None, status="parse_error",
-                                                             labels=["parse_error:no_code_block"])])
+    w.append(
+        [
+            record(task, 0, "A", 1.5, kept=True),
+            record(task, 1, None, status="parse_error", labels=["parse_error:no_code_block"]),
+        ]
+    )
     w.close()
     path = tmp_path / "ds" / "records.jsonl"
     with open(path, "a") as f:
@@ -45,9 +50,11 @@ def test_records_survive_a_torn_line_and_a_reopen_and_the_manifest_counts_them(t
     assert w.done() == {(task.task_id, task.source_hash, 0), (task.task_id, task.source_hash, 1)}
     assert path.read_text().endswith("}\n")  # the torn tail was cut off
     w.append([record(task, 2, "B", 0.8, kept=True)])
-    m = w.write_manifest([{"name": "teacher", "base_url": "http://x/v1", "model": "m"}],
-                         [{"task_id": task.task_id, "name": task.name, "suite": "builtin", "source_hash": task.source_hash}],
-                         k=4)
+    m = w.write_manifest(
+        [{"name": "teacher", "base_url": "http://x/v1", "model": "m"}],
+        [{"task_id": task.task_id, "name": task.name, "suite": "builtin", "source_hash": task.source_hash}],
+        k=4,
+    )
     w.close()
     assert m["counts"]["records"] == 3 and m["counts"]["kept"] == 2 and m["counts"]["correct"] == 2
     assert m["counts"]["by_status"] == {"ok": 2, "parse_error": 1}
@@ -65,12 +72,14 @@ def test_stage1_takes_kept_variants_of_the_same_task_source_and_builds_a_contras
     seed = seeds_for([task], "cpu")[task.task_id]
     ref = reference_as_candidate(task.source)
     w = DatasetWriter(tmp_path / "ds", version="1")
-    w.append([
-        record(task, 0, seed, 2.0, kept=True, analysis="One fused pass instead of three."),
-        record(task, 1, "class ModelNew: wrong", status="incorrect"),
-        record(task, 2, ref, 1.0, kept=False, duplicate_of=0),  # not kept: not used
-        AugmentRecord(task.task_id, "0" * 16, 3, "teacher", "m", "ok", speedup=5.0, code="other source", kept=True),
-    ])
+    w.append(
+        [
+            record(task, 0, seed, 2.0, kept=True, analysis="One fused pass instead of three."),
+            record(task, 1, "class ModelNew: wrong", status="incorrect"),
+            record(task, 2, ref, 1.0, kept=False, duplicate_of=0),  # not kept: not used
+            AugmentRecord(task.task_id, "0" * 16, 3, "teacher", "m", "ok", speedup=5.0, code="other source", kept=True),
+        ]
+    )
     w.write_manifest([], [])
     w.close()
     ds = load_dataset(tmp_path / "ds")
@@ -98,12 +107,18 @@ def test_stage1_takes_kept_variants_of_the_same_task_source_and_builds_a_contras
     assert kinds == ["plain", "contrastive"]
     # one variant only, or two within min_gain: no contrastive example
     assert len(sft_pairs(task.source, found[task.task_id], variants[1:], k=2, min_gain=1.01)) == 1
-    assert len(sft_pairs(task.source, found[task.task_id], [variants[0], Exemplar(task.task_id, seed, 1.005)], 2, 1.01)) == 1
+    assert (
+        len(sft_pairs(task.source, found[task.task_id], [variants[0], Exemplar(task.task_id, seed, 1.005)], 2, 1.01))
+        == 1
+    )
 
 
 def test_the_augment_config_is_validated(tmp_path, monkeypatch):
-    good = {"endpoints": [{"name": "a", "base_url": "http://127.0.0.1:1/v1", "model": "m", "api_key_env": None}],
-            "bench": {"pools": {"cpu": {"backend": "cpu"}}}, "out_dir": str(tmp_path / "ds")}
+    good = {
+        "endpoints": [{"name": "a", "base_url": "http://127.0.0.1:1/v1", "model": "m", "api_key_env": None}],
+        "bench": {"pools": {"cpu": {"backend": "cpu"}}},
+        "out_dir": str(tmp_path / "ds"),
+    }
     cfg = load_augment_config(good)
     assert cfg.endpoints[0].concurrency == 4 and cfg.k == 4
 
@@ -121,8 +136,11 @@ def test_the_augment_config_is_validated(tmp_path, monkeypatch):
     bad("endpoints[0].concurrency", lambda r: r["endpoints"][0].update(concurrency=0), ">= 1")
     bad("endpoints[0].top_p", lambda r: r["endpoints"][0].update(top_p=0.0), r"\(0, 1\]")
     monkeypatch.delenv("CUDAL1_NO_SUCH_KEY", raising=False)
-    bad("endpoints[0].api_key_env", lambda r: r["endpoints"][0].update(api_key_env="CUDAL1_NO_SUCH_KEY"),
-        "CUDAL1_NO_SUCH_KEY is not set")
+    bad(
+        "endpoints[0].api_key_env",
+        lambda r: r["endpoints"][0].update(api_key_env="CUDAL1_NO_SUCH_KEY"),
+        "CUDAL1_NO_SUCH_KEY is not set",
+    )
     bad("attempts_per_task", lambda r: r.update(attempts_per_task=0), ">= 1")
     (tmp_path / "ds").mkdir()
     (tmp_path / "ds" / "manifest.json").write_text(json.dumps({"format": "cudal1-augmented", "version": "7"}))
@@ -144,7 +162,15 @@ def test_the_augment_config_is_validated(tmp_path, monkeypatch):
 
 
 def test_the_job_without_endpoints_is_one_line_and_exit_code_2(tmp_path):
-    proc = subprocess.run([sys.executable, "jobs/augment.py", f"out_dir={tmp_path / 'ds'}"], cwd=ROOT,
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "jobs/augment.py", f"out_dir={tmp_path / 'ds'}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
-    assert proc.stderr.strip() == "augment: config error at endpoints: at least one endpoint is needed (base_url, model, api_key_env)"
+    assert (
+        proc.stderr.strip()
+        == "augment: config error at endpoints: at least one endpoint is needed (base_url, model, api_key_env)"
+    )

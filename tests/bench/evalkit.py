@@ -21,7 +21,8 @@ _HEADER = "import torch\nimport torch.nn as nn\n\n"
 
 TASKS: dict[str, str] = {
     # The workhorse: an operator chain that is cheap here and has no shortcut.
-    "matmul_relu": _HEADER + '''
+    "matmul_relu": _HEADER
+    + """
 class Model(nn.Module):
     def forward(self, a, b):
         return torch.matmul(a, b).relu()
@@ -33,9 +34,10 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-''',
+""",
     # Constructor arguments a candidate could drop or hard-code.
-    "scale_bias": _HEADER + '''
+    "scale_bias": _HEADER
+    + """
 class Model(nn.Module):
     def __init__(self, scale, bias):
         super().__init__()
@@ -49,9 +51,10 @@ def get_inputs():
 
 def get_init_inputs():
     return [3.0, 0.5]
-''',
+""",
     # The identity on its nominal inputs [0, 1): only the shifted trials tell clamp from copy.
-    "clamp01": _HEADER + '''
+    "clamp01": _HEADER
+    + """
 class Model(nn.Module):
     def forward(self, x):
         return torch.clamp(x, 0.0, 1.0)
@@ -61,9 +64,10 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-''',
+""",
     # Small integers in float32: exact in bfloat16, so a bf16 rewrite is correct (and labelled).
-    "int_relu": _HEADER + '''
+    "int_relu": _HEADER
+    + """
 class Model(nn.Module):
     def forward(self, x):
         return torch.relu(x)
@@ -73,10 +77,11 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-''',
+""",
     # A relu on normal inputs: float16 rounding (2^-11 relative) is within float32's tolerance, and
     # changes the bits.
-    "relu": _HEADER + '''
+    "relu": _HEADER
+    + """
 class Model(nn.Module):
     def forward(self, x):
         return torch.relu(x)
@@ -86,11 +91,12 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-''',
+""",
     # A reference that refuses to run under global flags (or input dtypes) other than those of its
     # first call. The reference runs in the judge, which no candidate code reaches; were a flag the
     # candidate set to reach it, this reference would raise (invalid_task).
-    "flags_probe": _HEADER + '''
+    "flags_probe": _HEADER
+    + """
 _first = None
 
 def _state(a, b):
@@ -111,10 +117,11 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-''',
+""",
     # A nested output: a dict holding a tensor, a namedtuple of tensors and a tuple of plain values.
     # Printed, the 64x64 tensor shows only its 36 corner elements.
-    "nested_outputs": _HEADER + '''import collections
+    "nested_outputs": _HEADER
+    + """import collections
 
 Parts = collections.namedtuple("Parts", ["lo", "hi"])
 
@@ -129,9 +136,10 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-''',
+""",
     # An output holding an object the checker has no rule for: the task cannot be judged.
-    "opaque_output": _HEADER + '''
+    "opaque_output": _HEADER
+    + """
 class Box:
     def __init__(self, value):
         self.value = value
@@ -148,7 +156,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-''',
+""",
 }
 
 
@@ -181,4 +189,6 @@ def run(task_name: str, source: str, cache_dir: Path, **overrides: object) -> Ev
 def describe(r: EvalResult) -> str:
     """One-paragraph summary for assertion messages: status, kind, labels, message, log tail."""
     kind = r.hack_kind.value if r.hack_kind else None
-    return f"status={r.status.value} hack_kind={kind} labels={r.labels}\nmessage: {r.message}\nlog tail:\n{r.log[-1500:]}"
+    return (
+        f"status={r.status.value} hack_kind={kind} labels={r.labels}\nmessage: {r.message}\nlog tail:\n{r.log[-1500:]}"
+    )

@@ -80,7 +80,9 @@ def connect_tcp(payload: dict[str, Any]) -> dict[str, Any]:
     """TCP connect to (payload["host"] (default 127.0.0.1), payload["port"]) within
     payload["timeout_s"] (default 2 s)."""
     try:
-        with socket.create_connection((payload.get("host", "127.0.0.1"), payload["port"]), timeout=payload.get("timeout_s", 2.0)):
+        with socket.create_connection(
+            (payload.get("host", "127.0.0.1"), payload["port"]), timeout=payload.get("timeout_s", 2.0)
+        ):
             return {"ok": True}
     except OSError as e:
         return _refused(e)
@@ -198,11 +200,17 @@ def affinity(payload: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     def allowed(status: str) -> str:
-        return next(line.split(":", 1)[1].strip() for line in status.splitlines() if line.startswith("Cpus_allowed_list"))
+        return next(
+            line.split(":", 1)[1].strip() for line in status.splitlines() if line.startswith("Cpus_allowed_list")
+        )
 
     child = subprocess.run(["cat", "/proc/self/status"], capture_output=True, text=True, timeout=30).stdout
-    return {"ok": True, "self": allowed(Path("/proc/self/status").read_text()), "child": allowed(child),
-            "threads": torch.get_num_threads()}
+    return {
+        "ok": True,
+        "self": allowed(Path("/proc/self/status").read_text()),
+        "child": allowed(child),
+        "threads": torch.get_num_threads(),
+    }
 
 
 def grab_device_lock(payload: dict[str, Any]) -> dict[str, Any]:
@@ -259,5 +267,9 @@ def sysv_shm_find(payload: dict[str, Any]) -> dict[str, Any]:
     shmget, _ = _sysv("shmget")
     ident = shmget(ctypes.c_int(payload["key"]), ctypes.c_size_t(0), ctypes.c_int(0))
     found = None if ident < 0 else ident
-    return {"ok": True, "found": found, "errno": errno.errorcode.get(ctypes.get_errno(), "") if found is None else "",
-            "segments": Path("/proc/sysvipc/shm").read_text().splitlines()[1:]}
+    return {
+        "ok": True,
+        "found": found,
+        "errno": errno.errorcode.get(ctypes.get_errno(), "") if found is None else "",
+        "segments": Path("/proc/sysvipc/shm").read_text().splitlines()[1:],
+    }

@@ -9,8 +9,13 @@ import os
 import pytest
 import torch
 
-from cudal1.bench.baselines import (BASELINE_FAILED, baseline_source, compile_candidate, label_baseline,
-                                    reference_candidate)
+from cudal1.bench.baselines import (
+    BASELINE_FAILED,
+    baseline_source,
+    compile_candidate,
+    label_baseline,
+    reference_candidate,
+)
 from cudal1.bench.labels import source_labels
 from cudal1.bench.result import EvalResult, Status
 from cudal1.tasks import find_task, load_tasks
@@ -96,9 +101,11 @@ def test_compile_candidate_keeps_the_weights_and_compiles_only_the_forward():
 
 
 @pytest.mark.slow  # inductor builds C++ kernels: about a minute on 2 cores
-@pytest.mark.skipif(os.environ.get("CUDAL1_SLOW_TESTS") != "1",
-                    reason="inductor builds C++ kernels (about a minute): set CUDAL1_SLOW_TESTS=1; the default suite "
-                           "judges torch.compile baselines in tests/pipeline/test_evaluate.py::test_the_job_on_two_pools")
+@pytest.mark.skipif(
+    os.environ.get("CUDAL1_SLOW_TESTS") != "1",
+    reason="inductor builds C++ kernels (about a minute): set CUDAL1_SLOW_TESTS=1; the default suite "
+    "judges torch.compile baselines in tests/pipeline/test_evaluate.py::test_the_job_on_two_pools",
+)
 def test_both_baselines_pass_the_judge_on_a_builtin_task(tmp_path):
     """Only with CUDAL1_SLOW_TESTS=1: the default suite has the same judged paths elsewhere. The
     torch.compile baseline, ok, labelled, its kernels in the build directory:
@@ -109,8 +116,7 @@ def test_both_baselines_pass_the_judge_on_a_builtin_task(tmp_path):
     # goes under the candidate's build directory) and torch.compile must not look like a patch.
     task = find_task(load_tasks("builtin"), "level1/12")  # Swish, at its CPU size
     for name in ("reference", "torch_compile"):
-        result = label_baseline(
-            run_task(task, baseline_source(name, task.source), tmp_path), name)
+        result = label_baseline(run_task(task, baseline_source(name, task.source), tmp_path), name)
         assert result.status is Status.OK, describe(result)
         assert result.speedup > 0 and f"baseline:{name}" in result.labels and BASELINE_FAILED not in result.labels
     assert "torch_compile" in result.labels
@@ -132,7 +138,10 @@ def test_a_compile_that_fails_comes_back_labelled(tmp_path):
 def test_label_baseline_is_idempotent():
     failed = EvalResult("level1/1", Status.TIMEOUT, labels=["torch_compile"])
     assert label_baseline(label_baseline(failed, "torch_compile"), "torch_compile").labels == [
-        "torch_compile", "baseline:torch_compile", BASELINE_FAILED]
+        "torch_compile",
+        "baseline:torch_compile",
+        BASELINE_FAILED,
+    ]
 
 
 def run_task(task: Task, source: str, cache_dir) -> EvalResult:

@@ -145,8 +145,11 @@ def test_a_process_that_keeps_hopping_pids_is_gone_after_the_evaluation(cache_di
     assert found and r.status is Status.OK, evalkit.describe(r)
     uid = int(found.group(1))
     time.sleep(1.0)
-    left = [p.pid for p in psutil.process_iter(["uids", "status"])
-            if p.info["uids"] and p.info["uids"].real == uid and p.info["status"] != psutil.STATUS_ZOMBIE]
+    left = [
+        p.pid
+        for p in psutil.process_iter(["uids", "status"])
+        if p.info["uids"] and p.info["uids"].real == uid and p.info["status"] != psutil.STATUS_ZOMBIE
+    ]
     for pid in left:  # our own candidate's leftovers: do not leave them on the machine
         try:
             os.kill(pid, signal.SIGKILL)
@@ -246,8 +249,12 @@ def test_reads_outside_the_toolchain_find_nothing(tmp_path, cache_dir) -> None:
     run_dir = checkout / "runs" / tag
     home_file = Path.home() / f".{tag}"
     foreign = Path(tempfile.mkdtemp(prefix="cudal1-eval-")) / "worker.log"
-    secrets = {run_dir / "rollouts.jsonl": "SECRET-ROLLOUT", run_dir / "buffer" / "exemplars.jsonl": "SECRET-EXEMPLAR",
-               home_file: "SECRET-HOME", foreign: "SECRET-FOREIGN"}
+    secrets = {
+        run_dir / "rollouts.jsonl": "SECRET-ROLLOUT",
+        run_dir / "buffer" / "exemplars.jsonl": "SECRET-EXEMPLAR",
+        home_file: "SECRET-HOME",
+        foreign: "SECRET-FOREIGN",
+    }
     try:
         for path, text in secrets.items():
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -312,6 +319,7 @@ def test_the_reference_comes_from_the_bytes_read_before_the_candidate(tmp_path, 
     first = evaluate(task, source, "cpu", settings=off)
     assert "REWROTE THE TASK" in first.log and "zeros" in path.read_text(), evalkit.describe(first)
     assert first.status is Status.INCORRECT, evalkit.describe(first)
-    second = evaluate(task, evalkit.candidate("rewrites_the_task", task_file=tmp_path / "x.py", tolerances="[]"), "cpu",
-                      settings=off)
+    second = evaluate(
+        task, evalkit.candidate("rewrites_the_task", task_file=tmp_path / "x.py", tolerances="[]"), "cpu", settings=off
+    )
     assert second.status is Status.INCORRECT, evalkit.describe(second)

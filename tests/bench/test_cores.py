@@ -18,8 +18,10 @@ from cudal1.bench.cores import CoreSplit
 from cudal1.bench.evaluator import evaluate, extensions_dir, prebuild
 from cudal1.bench.result import Status
 
-needs_two = pytest.mark.skipif(not hasattr(os, "sched_setaffinity") or len(cores.usable_cores()) < 2,
-                               reason="needs CPU affinity and at least 2 usable cores")
+needs_two = pytest.mark.skipif(
+    not hasattr(os, "sched_setaffinity") or len(cores.usable_cores()) < 2,
+    reason="needs CPU affinity and at least 2 usable cores",
+)
 
 
 def test_reserve_gives_each_slot_its_own_cores_and_builds_the_rest() -> None:
@@ -97,16 +99,25 @@ def test_an_evaluation_runs_its_three_processes_on_its_slot(tmp_path) -> None:
     watcher = threading.Thread(target=watch, daemon=True)
     watcher.start()
     try:
-        r = evaluate(evalkit.task("matmul_relu"), evalkit.candidate("reports_cores"), "cpu",
-                     settings=evalkit.settings(tmp_path), cpus=slot)
+        r = evaluate(
+            evalkit.task("matmul_relu"),
+            evalkit.candidate("reports_cores"),
+            "cpu",
+            settings=evalkit.settings(tmp_path),
+            cpus=slot,
+        )
     finally:
         stop.set()
         watcher.join()
     assert r.status is Status.OK, evalkit.describe(r)
     assert len(seen) >= 3, seen  # the judge and the two hosts at least
     assert all(aff == list(slot) for _, aff in seen.values()), seen
-    said = [json.loads(p.read_text()) for p in extensions_dir(evalkit.settings(tmp_path), r.arch,
-                                                              evalkit.candidate("reports_cores")).glob("cores-*.json")]
+    said = [
+        json.loads(p.read_text())
+        for p in extensions_dir(evalkit.settings(tmp_path), r.arch, evalkit.candidate("reports_cores")).glob(
+            "cores-*.json"
+        )
+    ]
     assert said and all(s["self"] == list(slot) and s["child"] == str(slot[0]) for s in said), said
 
 
@@ -115,7 +126,11 @@ def test_a_prebuild_and_its_programs_run_on_the_build_cores(tmp_path) -> None:
     build = (cores.usable_cores()[-1],)
     source = evalkit.candidate("reports_cores")
     assert prebuild(evalkit.task("matmul_relu"), source, "cpu", evalkit.settings(tmp_path), cpus=build) is None
-    said = [json.loads(p.read_text()) for p in
-            Path(extensions_dir(evalkit.settings(tmp_path), "cpu-" + os.uname().machine, source)).glob("cores-*.json")]
+    said = [
+        json.loads(p.read_text())
+        for p in Path(extensions_dir(evalkit.settings(tmp_path), "cpu-" + os.uname().machine, source)).glob(
+            "cores-*.json"
+        )
+    ]
     assert len(said) == 1 and said[0]["prebuild"], said
     assert said[0]["self"] == list(build) and said[0]["child"] == str(build[0]), said

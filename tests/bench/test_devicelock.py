@@ -34,7 +34,9 @@ def test_different_devices_do_not_wait_for_each_other():
     a, b = DeviceLock(f"GPU-a-{os.getpid()}"), DeviceLock(f"GPU-b/../weird name\0{os.getpid()}")
     a.hold()
     assert b.hold() < 0.5
-    assert b.name.startswith(devicelock.PREFIX) and "/" not in b.name[len(devicelock.PREFIX):] and "\0" not in b.name  # no other name
+    assert (
+        b.name.startswith(devicelock.PREFIX) and "/" not in b.name[len(devicelock.PREFIX) :] and "\0" not in b.name
+    )  # no other name
     a.release(), b.release()
 
 
@@ -57,8 +59,15 @@ def test_a_sandboxed_process_can_neither_take_nor_stall_the_lock(tmp_path):
     os.chmod(tmp_path, 0o777)
     payload = {"key": key, "lock_dir": str(folder), "ready": str(ready), "hold_s": 4.0}
     done: list = []
-    child = threading.Thread(target=lambda: done.append(run_isolated(
-        f"{isolated_targets.__name__}:grab_device_lock", payload, WorkerLimits(wall_timeout_s=60, writable_dirs=[str(tmp_path)]))))
+    child = threading.Thread(
+        target=lambda: done.append(
+            run_isolated(
+                f"{isolated_targets.__name__}:grab_device_lock",
+                payload,
+                WorkerLimits(wall_timeout_s=60, writable_dirs=[str(tmp_path)]),
+            )
+        )
+    )
     child.start()
     try:
         deadline = time.monotonic() + 30

@@ -100,7 +100,9 @@ from torch.utils.cpp_extension import load_inline
 cpp = "torch::Tensor run(torch::Tensor x);"
 """
 
-CPP_SIDE_STREAM = CUDA_COMMON + r'''
+CPP_SIDE_STREAM = (
+    CUDA_COMMON
+    + r'''
 cuda = r"""
 #include <torch/extension.h>
 #include <cuda_runtime.h>
@@ -124,8 +126,11 @@ class ModelNew(nn.Module):
     def forward(self, x):
         return mod.run(x.contiguous())
 '''
+)
 
-PARTIAL_WRITE = CUDA_COMMON + r'''
+PARTIAL_WRITE = (
+    CUDA_COMMON
+    + r'''
 cuda = r"""
 #include <torch/extension.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -145,8 +150,11 @@ class ModelNew(nn.Module):
     def forward(self, x):
         return mod.run(x.contiguous())
 '''
+)
 
-ILLEGAL_ADDRESS = CUDA_COMMON + r'''
+ILLEGAL_ADDRESS = (
+    CUDA_COMMON
+    + r'''
 cuda = r"""
 #include <torch/extension.h>
 #include <ATen/cuda/CUDAContext.h>
@@ -162,6 +170,7 @@ class ModelNew(nn.Module):
     def forward(self, x):
         return mod.run(x.contiguous())
 '''
+)
 
 # Stops the candidate host from synchronizing (on its own object, so no patched function shows) and
 # computes on a side stream: the host answers while the GPU still works. The judge's copy of the

@@ -47,7 +47,9 @@ def cheat(candidate: str, task: str, status: Status | tuple[Status, ...], *kinds
     return Case(candidate, task, statuses, tuple(getattr(k, "value", k) for k in kinds) or (None,))
 
 
-def honest(candidate: str, task: str = "matmul_relu", labels: tuple[str, ...] = (), absent: tuple[str, ...] = ()) -> Case:
+def honest(
+    candidate: str, task: str = "matmul_relu", labels: tuple[str, ...] = (), absent: tuple[str, ...] = ()
+) -> Case:
     """An honest candidate: status ok, no hack kind, with `labels` and without `absent`."""
     return Case(candidate, task, (OK,), (None,), labels, absent)
 
@@ -137,8 +139,12 @@ CASES = [
     # A library mapped from outside its build directory is no kernel of its own; a forward that
     # refuses to be recorded gets the worst labels, not none (reduced precision included: its
     # forward computes in bfloat16, which only the recording could see).
-    honest("label_forger", "int_relu", labels=("profile_failed", "pytorch_only", "calls_reference_ops", "reduced_precision"),
-           absent=("custom_kernel",)),
+    honest(
+        "label_forger",
+        "int_relu",
+        labels=("profile_failed", "pytorch_only", "calls_reference_ops", "reduced_precision"),
+        absent=("custom_kernel",),
+    ),
     # custom_kernel only for a shared object a build of this candidate recorded (issue 21): not for
     # zero-filled "x.so" files mapped from its build directory, its scratch directory or Triton's
     # cache, nor for a real library it copied into its build directory (at import, or in its first
@@ -183,7 +189,9 @@ def has_label(labels: list[str], label: str) -> bool:
     among others (e.g. "global_flags:num_threads" in "global_flags:default_dtype,num_threads")."""
     if ":" in label:
         prefix, item = label.split(":", 1)
-        return any(got.split(":", 1)[0] == prefix and item in got.split(":", 1)[1].split(",") for got in labels if ":" in got)
+        return any(
+            got.split(":", 1)[0] == prefix and item in got.split(":", 1)[1].split(",") for got in labels if ":" in got
+        )
     return label in labels
 
 
@@ -238,7 +246,10 @@ def test_work_left_to_threads_in_timed_calls_is_caught_or_counted(cache_dir) -> 
     if late.status is Status.HACK:
         assert late.hack_kind in (HackKind.UNFINISHED_WORK, HackKind.OUTPUT_CHANGED_LATER), evalkit.describe(late)
     else:
-        assert late.status is Status.OK and late.speedup < 1.5 * honest.speedup + 0.1, (evalkit.describe(late), honest.speedup)
+        assert late.status is Status.OK and late.speedup < 1.5 * honest.speedup + 0.1, (
+            evalkit.describe(late),
+            honest.speedup,
+        )
 
 
 def test_knowing_a_call_is_timed_buys_nothing(cache_dir) -> None:
@@ -288,7 +299,14 @@ def test_cpp_extension_is_a_custom_kernel(cache_dir) -> None:
     pytorch_only; the second evaluation of the same source finds the build (much faster import)."""
     source = evalkit.candidate("cpp_extension")
     first = evalkit.run(MM, source, cache_dir, wall_timeout_s=540.0)
-    check(honest("cpp_extension", labels=("custom_kernel", "custom_kernel_source"), absent=("pytorch_only", "calls_reference_ops")), first)
+    check(
+        honest(
+            "cpp_extension",
+            labels=("custom_kernel", "custom_kernel_source"),
+            absent=("pytorch_only", "calls_reference_ops"),
+        ),
+        first,
+    )
     assert first.build_seconds and first.build_seconds > 1.0, evalkit.describe(first)
     again = evalkit.run(MM, source, cache_dir)
     check(honest("cpp_extension", labels=("custom_kernel",), absent=("pytorch_only",)), again)
@@ -296,10 +314,12 @@ def test_cpp_extension_is_a_custom_kernel(cache_dir) -> None:
 
 
 @pytest.mark.slow  # one failing C++ compile against the torch headers: 20-60 s on 2 cores
-@pytest.mark.skipif(os.environ.get("CUDAL1_SLOW_TESTS") != "1",
-                    reason="a failing compile against the torch headers (20-60 s): set CUDAL1_SLOW_TESTS=1; the default "
-                           "suite has the same path in tests/bench/test_prebuild.py::"
-                           "test_a_caught_build_failure_is_timed_with_its_fallback")
+@pytest.mark.skipif(
+    os.environ.get("CUDAL1_SLOW_TESTS") != "1",
+    reason="a failing compile against the torch headers (20-60 s): set CUDAL1_SLOW_TESTS=1; the default "
+    "suite has the same path in tests/bench/test_prebuild.py::"
+    "test_a_caught_build_failure_is_timed_with_its_fallback",
+)
 def test_a_failed_build_is_not_compiled_again(cache_dir) -> None:
     """A candidate that catches its build error and falls back to PyTorch is correct; the second
     evaluation of the same source finds the recorded failure instead of compiling again.
@@ -314,7 +334,10 @@ def test_a_failed_build_is_not_compiled_again(cache_dir) -> None:
     assert "BUILD FAILED, FALLING BACK" in first.log and first.build_seconds > 2.0, evalkit.describe(first)
     again = evalkit.run(MM, source, cache_dir)
     check(honest("cpp_build_fails_falls_back"), again)
-    assert "BUILD FAILED, FALLING BACK" in again.log and again.build_seconds < 1.0, (first.build_seconds, again.build_seconds)
+    assert "BUILD FAILED, FALLING BACK" in again.log and again.build_seconds < 1.0, (
+        first.build_seconds,
+        again.build_seconds,
+    )
 
 
 def test_a_candidate_that_computes_otherwise_when_recorded_loses_its_labels(cache_dir) -> None:
@@ -331,8 +354,11 @@ def test_a_candidate_that_computes_otherwise_when_recorded_loses_its_labels(cach
     assert "reduced_precision" not in honest_relu.labels, evalkit.describe(honest_relu)
 
 
-@pytest.mark.xfail(strict=True, reason="open (issue 21): the one recorded forward can be told apart (a dispatch mode is on); "
-                   "where lower precision gives the same bits, nothing shows that it computes otherwise there")
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (issue 21): the one recorded forward can be told apart (a dispatch mode is on); "
+    "where lower precision gives the same bits, nothing shows that it computes otherwise there",
+)
 def test_a_candidate_that_behaves_otherwise_when_recorded_keeps_its_labels(cache_dir) -> None:
     """The labels' recording is the one call a candidate can tell apart for sure (a dispatch mode
     is on in its process). bf16_unless_recorded is right everywhere (bf16 is exact on int_relu)

@@ -21,7 +21,10 @@ def test_global_flags_diff_and_reduced_precision():
         diff = pristine.diff(changed)
         assert set(diff) >= {"float32_matmul_precision", "num_threads"}
         # "high" also turns on TF32 for CUDA matmuls: both are reported.
-        assert set(guards.reduced_precision_flags(pristine, changed)) == {"float32_matmul_precision", "cuda.matmul.allow_tf32"}
+        assert set(guards.reduced_precision_flags(pristine, changed)) == {
+            "float32_matmul_precision",
+            "cuda.matmul.allow_tf32",
+        }
         torch.set_float32_matmul_precision(pristine.values["float32_matmul_precision"])
         torch.set_num_threads(threads)
         # Defaults that are already "reduced" (fp16 reduced-precision reductions) are not the candidate's doing.

@@ -38,7 +38,9 @@ def cache_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("cudal1-cache")
 
 
-_SLOW = evalkit.candidate("honest_matmul_relu") + '''
+_SLOW = (
+    evalkit.candidate("honest_matmul_relu")
+    + """
 
 import time as _time
 
@@ -51,7 +53,8 @@ def _slow_forward(self, a, b):
 
 
 ModelNew.forward = _slow_forward
-'''
+"""
+)
 
 
 def _ours(prefix: str) -> list[psutil.Process]:
@@ -121,10 +124,17 @@ class _Loaded:
     host_loaded = True
 
 
-@pytest.mark.parametrize("exc,status,label", [
-    (RuntimeError("CUDA error: an illegal memory access was encountered"), Status.RUNTIME_ERROR, "cuda_fault"),
-    (__import__("torch").OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"), Status.RESOURCE_EXCEEDED, None),
-])
+@pytest.mark.parametrize(
+    "exc,status,label",
+    [
+        (RuntimeError("CUDA error: an illegal memory access was encountered"), Status.RUNTIME_ERROR, "cuda_fault"),
+        (
+            __import__("torch").OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"),
+            Status.RESOURCE_EXCEEDED,
+            None,
+        ),
+    ],
+)
 def test_a_device_failure_in_the_judge_after_the_import_is_the_candidates(exc, status, label) -> None:
     """On a GPU the candidate can fault the device, free the memory the judge opened through CUDA
     IPC, or take all its memory: a CUDA error or an out-of-memory in the judge once the candidate

@@ -9,7 +9,7 @@ from cudal1.bench.host import _Spans
 
 def _piece(buffer: bytearray, start: int, length: int) -> torch.Tensor:
     """A tensor whose storage is exactly buffer[start:start + length]."""
-    return torch.frombuffer(memoryview(buffer)[start:start + length], dtype=torch.uint8)
+    return torch.frombuffer(memoryview(buffer)[start : start + length], dtype=torch.uint8)
 
 
 def test_overlaps_agree_with_brute_force_on_random_ranges():

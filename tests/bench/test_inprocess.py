@@ -8,8 +8,16 @@ import collections
 import pytest
 
 from cudal1.bench.baselines import reference_candidate
-from cudal1.bench.inprocess import (REFERENCE, InProcessTiming, measure, measure_isolated, median_ratio,
-                                    quantile, round_orders, spread)
+from cudal1.bench.inprocess import (
+    REFERENCE,
+    InProcessTiming,
+    measure,
+    measure_isolated,
+    median_ratio,
+    quantile,
+    round_orders,
+    spread,
+)
 from cudal1.tasks import find_task, load_tasks
 from cudal1.tasks.task import Task
 
@@ -48,7 +56,9 @@ def test_quantile_spread_and_ratio():
 
 def twice_the_work(source: str) -> str:
     """A trusted candidate that runs the reference's forward twice (returns the second result)."""
-    return source.rstrip() + """
+    return (
+        source.rstrip()
+        + """
 
 
 class ModelNew(Model):
@@ -56,12 +66,16 @@ class ModelNew(Model):
         super().forward(*args)
         return super().forward(*args)
 """
+    )
 
 
 def test_a_real_cpu_measurement_tells_a_program_from_twice_its_work():
     task = find_task(load_tasks("builtin"), "level1/12")  # Swish at its CPU size (4M floats)
-    sources = {"self": reference_candidate(task.source), "twice": twice_the_work(task.source),
-               "broken": "raise ImportError('no such kernel')\n"}
+    sources = {
+        "self": reference_candidate(task.source),
+        "twice": twice_the_work(task.source),
+        "broken": "raise ImportError('no such kernel')\n",
+    }
     timing = measure(task, sources, "cpu", calls=30, warmup=2, seed=3)
     assert timing.calls == 30 and timing.reference_ms > 0
     assert set(timing.candidates_ms) == {"self", "twice"} and set(timing.errors) == {"broken"}
@@ -78,7 +92,9 @@ def test_a_real_cpu_measurement_tells_a_program_from_twice_its_work():
 
 def test_the_isolated_child_returns_the_same_record():
     task = find_task(load_tasks("builtin"), "level1/13")  # HardSigmoid
-    timing = measure_isolated(task, {"self": reference_candidate(task.source)}, "cpu", timeout_s=300, calls=10, warmup=1)
+    timing = measure_isolated(
+        task, {"self": reference_candidate(task.source)}, "cpu", timeout_s=300, calls=10, warmup=1
+    )
     assert isinstance(timing, InProcessTiming) and timing.task_id == "level1/13" and timing.calls == 10
     assert timing.candidates_ms["self"] > 0 and timing.errors == {}
     bad = Task(level=1, problem_id=99, name="bad", source="raise RuntimeError('the reference is broken')\n")
@@ -94,14 +110,19 @@ def test_the_child_builds_in_a_copy_of_the_given_build_directory(tmp_path):
     (judges / "torchinductor").mkdir(parents=True)
     (judges / "torchinductor" / "kernel.py").write_text("compiled by the judge")
     (judges / "x.lock").write_text("")
-    reads_and_writes = reference_candidate(task.source) + """
+    reads_and_writes = (
+        reference_candidate(task.source)
+        + """
 import os as _os
 _builds = _os.environ["TORCH_EXTENSIONS_DIR"]
 assert open(_os.path.join(_builds, "torchinductor", "kernel.py")).read() == "compiled by the judge"
 assert not _os.path.exists(_os.path.join(_builds, "x.lock"))
 open(_os.path.join(_builds, "written_by_the_child"), "w").close()
 """
-    timing = measure_isolated(task, {"self": reads_and_writes}, "cpu", timeout_s=300, build_dir=judges, calls=3, warmup=1)
+    )
+    timing = measure_isolated(
+        task, {"self": reads_and_writes}, "cpu", timeout_s=300, build_dir=judges, calls=3, warmup=1
+    )
     assert timing.errors == {} and timing.candidates_ms["self"] > 0
     assert sorted(p.name for p in judges.rglob("*")) == ["kernel.py", "torchinductor", "x.lock"]
 
@@ -111,7 +132,12 @@ open(_os.path.join(_builds, "written_by_the_child"), "w").close()
 def test_a_real_cuda_measurement_tells_a_program_from_twice_its_work():
     # Swish at its CUDA size (268M floats, ~1.8 ms on an H100-class GPU): CUDA events, L2 flushed.
     task = find_task(load_tasks("builtin"), "level1/12")
-    timing = measure(task, {"self": reference_candidate(task.source), "twice": twice_the_work(task.source)},
-                     "cuda:0", calls=30, warmup=2)
+    timing = measure(
+        task,
+        {"self": reference_candidate(task.source), "twice": twice_the_work(task.source)},
+        "cuda:0",
+        calls=30,
+        warmup=2,
+    )
     assert 0.95 < timing.ratios["self"] < 1.05, timing
     assert 0.4 < timing.ratios["twice"] < 0.6, timing

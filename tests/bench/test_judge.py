@@ -22,7 +22,12 @@ from cudal1.tasks.task import Task
 
 _HEADER = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
 
-SDPA_TASK = Task(level=1, problem_id=801, name="sdpa", source=_HEADER + '''
+SDPA_TASK = Task(
+    level=1,
+    problem_id=801,
+    name="sdpa",
+    source=_HEADER
+    + """
 class Model(nn.Module):
     def forward(self, q, k, v):
         return F.scaled_dot_product_attention(q, k, v)
@@ -32,9 +37,15 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-''')
+""",
+)
 
-FFT_TASK = Task(level=1, problem_id=802, name="fft", source=_HEADER + '''
+FFT_TASK = Task(
+    level=1,
+    problem_id=802,
+    name="fft",
+    source=_HEADER
+    + """
 class Model(nn.Module):
     def forward(self, x):
         return torch.fft.fft(x)
@@ -44,10 +55,16 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-''')
+""",
+)
 
 # Memory-bound with a large output: where a skipped copy would pay most.
-RELU_TASK = Task(level=1, problem_id=804, name="relu_big", source=_HEADER + '''
+RELU_TASK = Task(
+    level=1,
+    problem_id=804,
+    name="relu_big",
+    source=_HEADER
+    + """
 class Model(nn.Module):
     def forward(self, x):
         return torch.relu(x)
@@ -57,10 +74,16 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-''')
+""",
+)
 
 # Long enough (a few ms) for a loaded machine to show in the reference's time.
-MATMUL_512 = Task(level=1, problem_id=805, name="matmul_512", source=_HEADER + '''
+MATMUL_512 = Task(
+    level=1,
+    problem_id=805,
+    name="matmul_512",
+    source=_HEADER
+    + """
 class Model(nn.Module):
     def forward(self, a, b):
         return torch.matmul(a, b).relu()
@@ -70,11 +93,17 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-''')
+""",
+)
 
 # A max over a dimension minus the same max: zero whatever the inputs (the constant-output
 # shortcut of CUDA-L1's released kernels).
-CONSTANT_TASK = Task(level=1, problem_id=803, name="max_minus_max", source=_HEADER + '''
+CONSTANT_TASK = Task(
+    level=1,
+    problem_id=803,
+    name="max_minus_max",
+    source=_HEADER
+    + """
 class Model(nn.Module):
     def forward(self, x):
         m = x.max(dim=1, keepdim=True).values
@@ -85,11 +114,17 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-''')
+""",
+)
 
 # The same constant output, but get_inputs refuses the degenerate-task check's own seeds (0, 1, 2):
 # the check cannot run, while the judge's trials (large secret seeds) run as usual.
-UNCHECKABLE_TASK = Task(level=1, problem_id=805, name="max_minus_max_unchecked", source=_HEADER + '''
+UNCHECKABLE_TASK = Task(
+    level=1,
+    problem_id=805,
+    name="max_minus_max_unchecked",
+    source=_HEADER
+    + """
 class Model(nn.Module):
     def forward(self, x):
         m = x.max(dim=1, keepdim=True).values
@@ -102,7 +137,8 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-''')
+""",
+)
 
 
 @pytest.fixture(scope="module")
@@ -166,13 +202,17 @@ def test_answering_before_the_work_is_done_is_caught(cache_dir) -> None:
     order the host cannot know) is wrong; a moment later the same memory holds the right answer."""
     r = evalkit.run("matmul_relu", evalkit.candidate("answer_before_work"), cache_dir)
     assert "TOOK OVER THE CALL HANDLER" in r.log, evalkit.describe(r)
-    assert r.status is Status.HACK and r.hack_kind in (HackKind.UNFINISHED_WORK, HackKind.OUTPUT_CHANGED_LATER), evalkit.describe(r)
+    assert r.status is Status.HACK and r.hack_kind in (HackKind.UNFINISHED_WORK, HackKind.OUTPUT_CHANGED_LATER), (
+        evalkit.describe(r)
+    )
 
 
 def test_an_output_changed_after_the_answer_is_caught(cache_dir) -> None:
     """The judge reads the outputs again from the candidate's memory before the next call."""
     r = evalkit.run("matmul_relu", evalkit.candidate("thread_scribbles_later"), cache_dir)
-    assert r.status is Status.HACK and r.hack_kind in (HackKind.UNFINISHED_WORK, HackKind.OUTPUT_CHANGED_LATER), evalkit.describe(r)
+    assert r.status is Status.HACK and r.hack_kind in (HackKind.UNFINISHED_WORK, HackKind.OUTPUT_CHANGED_LATER), (
+        evalkit.describe(r)
+    )
 
 
 def test_an_old_answer_offered_for_new_inputs_is_wrong(cache_dir) -> None:
@@ -240,8 +280,13 @@ def test_a_host_that_cuts_corners_buys_next_to_nothing(cache_dir) -> None:
     settings = dict(rounds=4, calls_per_round=4)
     # Interleaved, so that the machine's load drifting during the test weighs on all sides alike
     # (three honest evaluations, then three cut ones, once failed for a load that fell in between).
-    triples = [[run_task(MATMUL_512, name, cache_dir, **settings) for name in ("honest_matmul_relu", *(h[0] for h in HOST_SHORTCUTS))]
-               for _ in range(3)]
+    triples = [
+        [
+            run_task(MATMUL_512, name, cache_dir, **settings)
+            for name in ("honest_matmul_relu", *(h[0] for h in HOST_SHORTCUTS))
+        ]
+        for _ in range(3)
+    ]
     honest = [t[0] for t in triples]
     assert all(r.status is Status.OK for r in honest), [evalkit.describe(r) for r in honest]
     honest_x = statistics.median(r.speedup for r in honest)
@@ -293,11 +338,16 @@ def test_loading_the_machine_while_the_reference_runs_earns_nothing(cache_dir) -
     settings = dict(rounds=3, calls_per_round=3)
     honest = run_task(MATMUL_512, "honest_matmul_relu", cache_dir, **settings)
     cheats = [run_task(MATMUL_512, "slows_reference", cache_dir, **settings) for _ in range(2)]
-    assert honest.status is Status.OK and all(c.status is Status.OK for c in cheats), [evalkit.describe(c) for c in cheats]
+    assert honest.status is Status.OK and all(c.status is Status.OK for c in cheats), [
+        evalkit.describe(c) for c in cheats
+    ]
     for cheat in cheats:
         reference_used = cheat.speedup * max(cheat.candidate.median_ms, cheat.resolution_ms)
         assert reference_used <= cheat.baseline_ms * (1 + 1e-5), evalkit.describe(cheat)  # (rounded to 6 digits)
-    assert min(c.speedup for c in cheats) < 1.5 * max(honest.speedup, 1.0), ([c.speedup for c in cheats], honest.speedup)
+    assert min(c.speedup for c in cheats) < 1.5 * max(honest.speedup, 1.0), (
+        [c.speedup for c in cheats],
+        honest.speedup,
+    )
 
 
 # -- labels that need the candidate's constructor, and degenerate tasks -------------------------
@@ -337,7 +387,9 @@ def test_a_failed_degenerate_task_check_fails_closed(cache_dir) -> None:
 
 def test_an_ordinary_task_is_not_degenerate(cache_dir) -> None:
     r = evalkit.run("matmul_relu", evalkit.candidate("honest_matmul_relu"), cache_dir)
-    assert r.status is Status.OK and r.task_degenerate is None and "degenerate_task" not in r.labels, evalkit.describe(r)
+    assert r.status is Status.OK and r.task_degenerate is None and "degenerate_task" not in r.labels, evalkit.describe(
+        r
+    )
     assert r.overhead_ms is not None and r.overhead_ms > 0 and r.resolution_ms > 0 and r.baseline_ms > 0
     # Where the time went: every phase the judge ran, in seconds, adding up to no more than the whole.
     top = {k: v for k, v in r.phases_s.items() if not k.startswith("calls: ")}

@@ -36,25 +36,33 @@ def test_the_tree_holds_every_leaf_in_order_and_is_json():
     assert json.loads(json.dumps(tree)) == tree
     assert [path for path, _ in tensors] == ["out['y']", "out['parts'][0]", "out['parts'][1]"]
     assert tensors[0][1] is y
-    assert values == [("out['stats'][0]", 1.5), ("out['stats'][1]", 64), ("out['stats'][2]", "relu"),
-                      ("out['stats'][3]", None), ("out['stats'][4]", True)]
+    assert values == [
+        ("out['stats'][0]", 1.5),
+        ("out['stats'][1]", 64),
+        ("out['stats'][2]", "relu"),
+        ("out['stats'][3]", None),
+        ("out['stats'][4]", True),
+    ]
     assert tree["dict"][1][1] == {"named": "Parts", "fields": ["lo", "hi"], "items": [{"tensor": 1}, {"tensor": 2}]}
     structseq = C.output_tree(torch.max(y, dim=1))[0]
     assert structseq["named"] == "torch.return_types.max" and structseq["fields"] == ["values", "indices"]
 
 
-@pytest.mark.parametrize("out, why", [
-    ({1, 2}, "type set"),
-    (torch.Size([2, 3]), "type torch.Size"),
-    ({"y": torch.ones(1), "n": object()}, "out['n']: no comparison rule for an output of type object"),
-    ({True: torch.ones(1)}, "a dict key of type bool"),
-    ({(1, 2): torch.ones(1)}, "a dict key of type tuple"),
-    (collections.OrderedDict(y=torch.ones(1)), "type collections.OrderedDict"),
-    ([2**64], "an int beyond 64 bits"),
-    (("x" * 1001,), "a string of 1001 characters"),
-    (1 + 2j, "type complex"),
-    ([torch.ones(1)] * 257, "more than 256 leaves"),
-])
+@pytest.mark.parametrize(
+    "out, why",
+    [
+        ({1, 2}, "type set"),
+        (torch.Size([2, 3]), "type torch.Size"),
+        ({"y": torch.ones(1), "n": object()}, "out['n']: no comparison rule for an output of type object"),
+        ({True: torch.ones(1)}, "a dict key of type bool"),
+        ({(1, 2): torch.ones(1)}, "a dict key of type tuple"),
+        (collections.OrderedDict(y=torch.ones(1)), "type collections.OrderedDict"),
+        ([2**64], "an int beyond 64 bits"),
+        (("x" * 1001,), "a string of 1001 characters"),
+        (1 + 2j, "type complex"),
+        ([torch.ones(1)] * 257, "more than 256 leaves"),
+    ],
+)
 def test_an_output_with_no_rule_cannot_be_judged(out, why):
     with pytest.raises(C.NoComparisonRule, match=why.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
         C.output_tree(out)
@@ -70,7 +78,10 @@ def test_the_candidates_structure_must_be_the_references():
     OtherParts = collections.namedtuple("OtherParts", ["lo", "hi"])
     Renamed = collections.namedtuple("Parts", ["low", "high"])
     wrong = [
-        ({"Y": y, "parts": Parts(y[0], y[1]), "stats": (1.5, 64, "relu", None, True)}, "out: keys ['Y', 'parts', 'stats']"),
+        (
+            {"Y": y, "parts": Parts(y[0], y[1]), "stats": (1.5, 64, "relu", None, True)},
+            "out: keys ['Y', 'parts', 'stats']",
+        ),
         ({**_nested(y), "extra": 1}, "out: keys"),
         ({"y": y, "parts": Parts(y[0], y[1])}, "out: keys"),
         ({**_nested(y), "parts": (y[0], y[1])}, "out['parts']: a tuple, the reference has a Parts('lo', 'hi')"),
@@ -139,15 +150,18 @@ def test_an_honest_nested_answer_passes(cache_dir) -> None:
     assert "degenerate_check_failed" not in r.labels, evalkit.describe(r)
 
 
-@pytest.mark.parametrize("variant, message", [
-    # y is read from the candidate's memory: 4096 values, not the 36 that print.
-    ("corners", "trial 1: output tensor out['y']: "),
-    ("wrong_key", "out: keys ['parts', 'stats', 'Y'], the reference's ['y', 'parts', 'stats']"),
-    ("missing_value", "out['stats']: 4 items, the reference 5"),
-    ("plain_tuple", "out['parts']: a tuple, the reference has a Parts('lo', 'hi')"),
-    ("wrong_float", "trial 1: out['stats'][0]: "),
-    ("wrong_str", "trial 1: out['stats'][2]: gelu != reference relu"),
-])
+@pytest.mark.parametrize(
+    "variant, message",
+    [
+        # y is read from the candidate's memory: 4096 values, not the 36 that print.
+        ("corners", "trial 1: output tensor out['y']: "),
+        ("wrong_key", "out: keys ['parts', 'stats', 'Y'], the reference's ['y', 'parts', 'stats']"),
+        ("missing_value", "out['stats']: 4 items, the reference 5"),
+        ("plain_tuple", "out['parts']: a tuple, the reference has a Parts('lo', 'hi')"),
+        ("wrong_float", "trial 1: out['stats'][0]: "),
+        ("wrong_str", "trial 1: out['stats'][2]: gelu != reference relu"),
+    ],
+)
 def test_a_nested_answer_wrong_in_one_place_is_incorrect(variant, message, cache_dir) -> None:
     r = evalkit.run("nested_outputs", evalkit.candidate("nested_outputs", variant=variant), cache_dir)
     assert r.status is Status.INCORRECT and r.hack_kind is None, evalkit.describe(r)
@@ -159,7 +173,9 @@ def test_a_nested_answer_wrong_in_one_place_is_incorrect(variant, message, cache
 def test_a_task_whose_output_has_no_rule_is_invalid(cache_dir) -> None:
     r = evalkit.run("opaque_output", evalkit.candidate("nested_outputs", variant="honest"), cache_dir)
     assert r.status is Status.INVALID_TASK, evalkit.describe(r)
-    assert "out['box']: no comparison rule for an output of type" in r.message and r.message.endswith(".Box"), evalkit.describe(r)
+    assert "out['box']: no comparison rule for an output of type" in r.message and r.message.endswith(".Box"), (
+        evalkit.describe(r)
+    )
 
 
 def test_a_round_trip_has_no_more_calls_than_its_answer_has_room_for():
@@ -186,7 +202,10 @@ def test_reading_an_output_keeps_none_of_its_tensors_alive():
 
     gc.disable()
     try:
-        for read in (lambda out: C.output_tree(out), lambda out: C.match_output(out, C.output_tree(_nested(torch.ones(2, 2)))[0])):
+        for read in (
+            lambda out: C.output_tree(out),
+            lambda out: C.match_output(out, C.output_tree(_nested(torch.ones(2, 2)))[0]),
+        ):
             y = torch.randn(4, 4)
             alive = weakref.ref(y)
             read(_nested(y))

@@ -27,7 +27,9 @@ from cudal1.bench.sandbox import landlock_abi
 
 MM = "matmul_relu"
 SLOW = os.environ.get("CUDAL1_SLOW_TESTS") == "1"
-slow = pytest.mark.skipif(not SLOW, reason="builds C++ against the torch headers (30-60 s each): set CUDAL1_SLOW_TESTS=1")
+slow = pytest.mark.skipif(
+    not SLOW, reason="builds C++ against the torch headers (30-60 s each): set CUDAL1_SLOW_TESTS=1"
+)
 
 
 def ext_dir(tmp_path: Path, source: str) -> Path:
@@ -43,8 +45,9 @@ def run_prebuild(tmp_path: Path, source: str, **overrides: object):
     return prebuild(evalkit.task(MM), source, "cpu", evalkit.settings(tmp_path, **overrides))
 
 
-@pytest.mark.parametrize("name,library", [("tiny_build_in_init", "cudal1_tiny_init"),
-                                          ("tiny_build_in_forward", "cudal1_tiny_forward")])
+@pytest.mark.parametrize(
+    "name,library", [("tiny_build_in_init", "cudal1_tiny_init"), ("tiny_build_in_forward", "cudal1_tiny_forward")]
+)
 def test_a_build_in_init_or_forward_is_prebuilt_and_not_compiled_again(tmp_path, name: str, library: str) -> None:
     """The prebuild constructs the model and runs a forward, so a build made in __init__ or in the
     first forward is in the cache before the evaluation; the evaluation then compiles nothing
@@ -121,9 +124,14 @@ def test_a_prebuild_finds_a_build_failure_in_init_and_the_evaluation_is_not_need
 def test_a_caught_build_failure_is_timed_with_its_fallback(tmp_path) -> None:
     """A candidate that catches its build error and falls back to PyTorch is not a compile error:
     the prebuild lets it through, and its evaluation finds the failure recorded (no compile)."""
-    source = evalkit.candidate("build_fails_in_init").replace(
-        "        self.ext = load_inline(", "        try:\n            self.ext = load_inline(").replace(
-        'verbose=False)\n', 'verbose=False)\n        except RuntimeError:\n            print("FALLING BACK", flush=True)\n')
+    source = (
+        evalkit.candidate("build_fails_in_init")
+        .replace("        self.ext = load_inline(", "        try:\n            self.ext = load_inline(")
+        .replace(
+            "verbose=False)\n",
+            'verbose=False)\n        except RuntimeError:\n            print("FALLING BACK", flush=True)\n',
+        )
+    )
     assert run_prebuild(tmp_path, source) is None
     r = evalkit.run(MM, source, tmp_path)
     assert r.status is Status.OK, evalkit.describe(r)
@@ -168,7 +176,10 @@ def test_import_only_for_a_task_without_source(tmp_path) -> None:
     from cudal1.tasks.task import Task
 
     source = evalkit.candidate("tiny_build_in_init")
-    assert prebuild(Task(level=0, problem_id=0, name="build", source=""), source, "cpu", evalkit.settings(tmp_path)) is None
+    assert (
+        prebuild(Task(level=0, problem_id=0, name="build", source=""), source, "cpu", evalkit.settings(tmp_path))
+        is None
+    )
     assert not (ext_dir(tmp_path, source) / "cudal1_tiny_init").exists()
 
 
@@ -177,8 +188,12 @@ def test_import_only_for_a_task_without_source(tmp_path) -> None:
 
 def test_build_key_ignores_the_name_and_reads_source_files(tmp_path) -> None:
     base = {"cpp_sources": "int f();", "functions": None, "extra_cflags": ["-O2"]}
-    assert buildcache.build_key("load_inline", {**base, "name": "a"}) == buildcache.build_key("load_inline", {**base, "name": "b"})
-    assert buildcache.build_key("load_inline", base) != buildcache.build_key("load_inline", {**base, "extra_cflags": ["-O3"]})
+    assert buildcache.build_key("load_inline", {**base, "name": "a"}) == buildcache.build_key(
+        "load_inline", {**base, "name": "b"}
+    )
+    assert buildcache.build_key("load_inline", base) != buildcache.build_key(
+        "load_inline", {**base, "extra_cflags": ["-O3"]}
+    )
     src = tmp_path / "x.cpp"
     src.write_text("int f() { return 1; }")
     one = buildcache.build_key("load", {"name": "x", "sources": [str(src)]})
@@ -290,15 +305,22 @@ def test_build_records_are_kept_by_the_parent_and_never_trusted(tmp_path) -> Non
     so.write_bytes(b"\x7fELF" + bytes(60))
     digest = buildcache.file_sha256(so)
     good = {"path": str(so), "sha256": digest}
-    junk = [{"path": "relative.so", "sha256": digest}, {"path": str(so), "sha256": "00"}, {"path": str(so)},
-            "x", {"path": str(so), "sha256": digest.upper()}, {"path": "/etc/x.so", "sha256": digest}]
+    junk = [
+        {"path": "relative.so", "sha256": digest},
+        {"path": str(so), "sha256": "00"},
+        {"path": str(so)},
+        "x",
+        {"path": str(so), "sha256": digest.upper()},
+        {"path": "/etc/x.so", "sha256": digest},
+    ]
     buildcache.remember_built(ext, [*junk, good, good])
     assert buildcache.remembered_built(ext) == [good]  # malformed and outside-the-directory records dropped
     assert buildcache.built_record_path(ext) == tmp_path / "ext" / "abc.built.json"
     buildcache.built_record_path(ext).write_text("{not json")
     assert buildcache.remembered_built(ext) == []
-    assert buildcache.built_claims([good] * 3 + [{"path": f"/{i}.so", "sha256": digest} for i in range(100)]) == \
-        [good] + [{"path": f"/{i}.so", "sha256": digest} for i in range(buildcache.MAX_BUILT - 1)]
+    assert buildcache.built_claims([good] * 3 + [{"path": f"/{i}.so", "sha256": digest} for i in range(100)]) == [
+        good
+    ] + [{"path": f"/{i}.so", "sha256": digest} for i in range(buildcache.MAX_BUILT - 1)]
     link = ext / "link.so"
     link.symlink_to(so)
     assert buildcache.file_sha256(link) is None  # a link is not followed
@@ -379,7 +401,10 @@ def test_a_candidate_cannot_forge_the_prebuilds_result_and_the_suite_records_eve
 
     forger = evalkit.candidate("forge_prebuild_result")
     honest = evalkit.candidate("honest_matmul_relu")
-    jobs = [SuiteJob(evalkit.task(MM), forger, tmp_path / "forger.py"), SuiteJob(evalkit.task(MM), honest, tmp_path / "honest.py")]
+    jobs = [
+        SuiteJob(evalkit.task(MM), forger, tmp_path / "forger.py"),
+        SuiteJob(evalkit.task(MM), honest, tmp_path / "honest.py"),
+    ]
     results: dict[str, object] = {}
     run_suite(jobs, "cpu", evalkit.settings(tmp_path), lambda job, r: results.__setitem__(job.source, r), overlap=False)
     assert set(results) == {forger, honest}, results
@@ -394,15 +419,33 @@ def test_the_prebuilds_record_is_checked_whole(tmp_path) -> None:
     never an exception in the parent."""
     from cudal1.bench.evaluator import _child_record
 
-    good = {"stage": "done", "building": 0, "builds": 1, "build_seconds": 0.5, "failures": [], "built": [],
-            "wall_s": 1.0, "ok": True, "build_error": False, "message": "", "stopped": "forward on meta"}
+    good = {
+        "stage": "done",
+        "building": 0,
+        "builds": 1,
+        "build_seconds": 0.5,
+        "failures": [],
+        "built": [],
+        "wall_s": 1.0,
+        "ok": True,
+        "build_error": False,
+        "message": "",
+        "stopped": "forward on meta",
+    }
     path = tmp_path / "record.json"
     assert _child_record(str(path)) is None
     path.write_text(json.dumps(good))
     assert _child_record(str(path)) == good
-    for bad in ("[1]", "{", "[" * 100_000, json.dumps({**good, "build_seconds": 10**400}),
-                json.dumps({**good, "building": "no"}), json.dumps({**good, "built": {"a": 1}}),
-                json.dumps({**good, "extra": 1}), '{"build_seconds": 1e999}'):
+    for bad in (
+        "[1]",
+        "{",
+        "[" * 100_000,
+        json.dumps({**good, "build_seconds": 10**400}),
+        json.dumps({**good, "building": "no"}),
+        json.dumps({**good, "built": {"a": 1}}),
+        json.dumps({**good, "extra": 1}),
+        '{"build_seconds": 1e999}',
+    ):
         path.write_text(bad)
         assert _child_record(str(path)) == "malformed", bad[:40]
     path.unlink()
@@ -438,8 +481,10 @@ def test_a_candidate_cannot_borrow_another_candidates_build(tmp_path) -> None:
     result of the plain PyTorch it is. Before, it found the library (build directories 0777,
     libraries world-readable) and loaded it."""
     if landlock_abi() < 1:
-        pytest.skip("Landlock is not available on this kernel: the read rules that close the cache whatever the modes are "
-                    "not in force (test_another_sources_build_is_closed_by_mode checks the modes alone)")
+        pytest.skip(
+            "Landlock is not available on this kernel: the read rules that close the cache whatever the modes are "
+            "not in force (test_another_sources_build_is_closed_by_mode checks the modes alone)"
+        )
     builder = evalkit.candidate("tiny_build_in_init")
     assert run_prebuild(tmp_path, builder) is None
     library = ext_dir(tmp_path, builder) / "cudal1_tiny_init" / "cudal1_tiny_init.so"
@@ -474,7 +519,9 @@ def _as_group(gid: int, paths: dict[str, Path]) -> dict[str, str]:
             os.setresuid(54321, 54321, 54321)  # without PR_SET_KEEPCAPS: every capability goes
             for name, path in paths.items():
                 try:
-                    out[name] = ",".join(sorted(os.listdir(path))) if path.is_dir() else (open(path, "rb").close() or "read")
+                    out[name] = (
+                        ",".join(sorted(os.listdir(path))) if path.is_dir() else (open(path, "rb").close() or "read")
+                    )
                 except OSError as e:
                     out[name] = type(e).__name__
             try:
@@ -492,7 +539,9 @@ def _as_group(gid: int, paths: dict[str, Path]) -> dict[str, str]:
     return json.loads(data)
 
 
-@pytest.mark.skipif(os.geteuid() != 0, reason="the evaluator gives build directories to a group only when it runs as root")
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="the evaluator gives build directories to a group only when it runs as root"
+)
 def test_another_sources_build_is_closed_by_mode(tmp_path) -> None:
     """Issue 21, kind 2, by file modes alone (what stands where Landlock is missing; the sandbox
     then keeps no CAP_DAC_READ_SEARCH): a build directory is root:<its source's group>, mode
@@ -522,8 +571,12 @@ def _closed_by_mode(cache: Path, build_group) -> None:
     paths = {"arch": ext.parent, "build": ext, "library": library}
     other = build_group(evalkit.candidate("borrows_a_build", target=library, foreign="/nonexistent"))
     assert other != build_group(builder)
-    assert _as_group(other, paths) == {"arch": "PermissionError", "build": "PermissionError", "library": "PermissionError",
-                                       "dlopen": "refused"}
+    assert _as_group(other, paths) == {
+        "arch": "PermissionError",
+        "build": "PermissionError",
+        "library": "PermissionError",
+        "dlopen": "refused",
+    }
     own = _as_group(build_group(builder), {"library": library})
     assert own == {"library": "read", "dlopen": "loaded"}, own
 

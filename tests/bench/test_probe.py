@@ -21,8 +21,15 @@ def suite_dir(tmp_path: Path) -> Path:
 def test_probe_reports_failures_and_degenerate_tasks(suite_dir: Path, tmp_path: Path):
     progress = []
     report = load_suite(suite_dir, levels=[1], ids=range(1, 10))
-    probe_suite(report, None, timeout_s=6, memory_mib=2048, jobs=2, cache_dir=tmp_path / "cache",
-                on_probed=lambda task, answer: progress.append((task.task_id, answer)))
+    probe_suite(
+        report,
+        None,
+        timeout_s=6,
+        memory_mib=2048,
+        jobs=2,
+        cache_dir=tmp_path / "cache",
+        on_probed=lambda task, answer: progress.append((task.task_id, answer)),
+    )
     assert report.probed
     degenerate = {t.task_id: t.degenerate for t in report.tasks}
     assert degenerate["level1/1"] is None
@@ -61,8 +68,10 @@ def test_probe_reports_failures_and_degenerate_tasks(suite_dir: Path, tmp_path: 
 
 SLOW = "import time\ntime.sleep(3)\n"
 """At import: keeps a probe running while the others start beside it."""
-BESIDE_ANOTHER = "import os\nimport psutil\n\ndef beside_another():\n" \
+BESIDE_ANOTHER = (
+    "import os\nimport psutil\n\ndef beside_another():\n"
     "    return len(psutil.Process(os.getppid()).children()) > 1  # probes are siblings of one fork server\n"
+)
 
 
 def test_a_failure_beside_other_probes_is_confirmed_alone_and_out_of_memory_is_never_cached(tmp_path: Path):
@@ -70,9 +79,13 @@ def test_a_failure_beside_other_probes_is_confirmed_alone_and_out_of_memory_is_n
     files = {
         "level1/1_Slow.py": HEADER + SLOW + model("x + 1") + INPUTS,
         # Runs out of memory only while another probe runs (as on a GPU shared by several probes).
-        "level1/2_Oom_beside_another.py": HEADER + BESIDE_ANOTHER + model("x + 1") + INPUTS.replace(
-            "    return [", f"    if beside_another():\n        raise {oom}\n    return [", 1),
-        "level1/3_Oom_always.py": HEADER + model("x + 1") + INPUTS.replace("    return [", f"    raise {oom}\n    return [", 1),
+        "level1/2_Oom_beside_another.py": HEADER
+        + BESIDE_ANOTHER
+        + model("x + 1")
+        + INPUTS.replace("    return [", f"    if beside_another():\n        raise {oom}\n    return [", 1),
+        "level1/3_Oom_always.py": HEADER
+        + model("x + 1")
+        + INPUTS.replace("    return [", f"    raise {oom}\n    return [", 1),
         "level1/4_Raises_always.py": HEADER + model("x @ x") + INPUTS,
     }
     for rel, text in files.items():
@@ -81,21 +94,43 @@ def test_a_failure_beside_other_probes_is_confirmed_alone_and_out_of_memory_is_n
     cache = tmp_path / "cache"
     answers = {}
     report = load_suite(tmp_path)
-    probe_suite(report, None, timeout_s=30, memory_mib=2048, jobs=4, cache_dir=cache,
-                on_probed=lambda task, answer: answers.setdefault(task.task_id, answer))
+    probe_suite(
+        report,
+        None,
+        timeout_s=30,
+        memory_mib=2048,
+        jobs=4,
+        cache_dir=cache,
+        on_probed=lambda task, answer: answers.setdefault(task.task_id, answer),
+    )
     assert [t.task_id for t in report.tasks] == ["level1/1", "level1/2"]
     status = {t: (a.status, a.alone) for t, a in answers.items()}
     # All four started together; the three failures ran again alone, and only that answer counts.
-    assert status == {"level1/1": ("ok", False), "level1/2": ("ok", True), "level1/3": ("FAILED", True),
-                      "level1/4": ("FAILED", True)}, answers
+    assert status == {
+        "level1/1": ("ok", False),
+        "level1/2": ("ok", True),
+        "level1/3": ("FAILED", True),
+        "level1/4": ("FAILED", True),
+    }, answers
     assert answers["level1/3"].reason.startswith("inputs seed=0 failed: OutOfMemoryError: CUDA out of memory")
     assert answers["level1/4"].reason.startswith("forward seed=0 failed: RuntimeError")
     # Cached: both that ran and the task's own error; not the out-of-memory failure.
     again = {}
-    probe_suite(load_suite(tmp_path), None, timeout_s=30, memory_mib=2048, jobs=4, cache_dir=cache,
-                on_probed=lambda task, answer: again.setdefault(task.task_id, answer))
-    assert {t: a.cached for t, a in again.items()} == {"level1/1": True, "level1/2": True, "level1/3": False,
-                                                        "level1/4": True}
+    probe_suite(
+        load_suite(tmp_path),
+        None,
+        timeout_s=30,
+        memory_mib=2048,
+        jobs=4,
+        cache_dir=cache,
+        on_probed=lambda task, answer: again.setdefault(task.task_id, answer),
+    )
+    assert {t: a.cached for t, a in again.items()} == {
+        "level1/1": True,
+        "level1/2": True,
+        "level1/3": False,
+        "level1/4": True,
+    }
     assert again["level1/4"].reason == answers["level1/4"].reason and not again["level1/3"].alone
 
 
@@ -114,8 +149,10 @@ def test_the_memory_gate_admits_by_budget_first_come_first_served():
 
     import threading
 
-    waiters = [threading.Thread(target=lambda: order.append(gate.release(take("alone", 0, True)) or "left")),
-               threading.Thread(target=lambda: gate.release(take("small", 1.0)))]
+    waiters = [
+        threading.Thread(target=lambda: order.append(gate.release(take("alone", 0, True)) or "left")),
+        threading.Thread(target=lambda: gate.release(take("small", 1.0))),
+    ]
     waiters[0].start()
     while not gate._waiting:  # "alone" waits first
         threading.Event().wait(0.01)

@@ -33,8 +33,15 @@ def _refused(e: OSError) -> str:
     return type(e).__name__
 
 
-def _child(conn: Any, policy: SandboxPolicy, scratch: str, writable: list[str], body: Callable[[], Any], pre: Callable[[], None] | None,
-           hidden: list[str] = ()) -> None:
+def _child(
+    conn: Any,
+    policy: SandboxPolicy,
+    scratch: str,
+    writable: list[str],
+    body: Callable[[], Any],
+    pre: Callable[[], None] | None,
+    hidden: list[str] = (),
+) -> None:
     try:
         if pre is not None:
             pre()
@@ -46,8 +53,15 @@ def _child(conn: Any, policy: SandboxPolicy, scratch: str, writable: list[str], 
         os._exit(0)
 
 
-def sandboxed(body: Callable[[], Any], policy: SandboxPolicy, scratch: str, writable: Sequence[str] = (), timeout_s: float = 10.0,
-              pre: Callable[[], None] | None = None, hidden: Sequence[str] = ()) -> tuple[dict[str, Any], Any]:
+def sandboxed(
+    body: Callable[[], Any],
+    policy: SandboxPolicy,
+    scratch: str,
+    writable: Sequence[str] = (),
+    timeout_s: float = 10.0,
+    pre: Callable[[], None] | None = None,
+    hidden: Sequence[str] = (),
+) -> tuple[dict[str, Any], Any]:
     """Run `body()` in a forked child after `apply_sandbox`; returns (report dict, body's value)."""
     recv, send = _fork.Pipe(duplex=False)
     p = _fork.Process(target=_child, args=(send, policy, scratch, list(writable), body, pre, list(hidden)))
@@ -165,7 +179,9 @@ def test_network_namespace_blocks_loopback(dirs):
         port = srv.getsockname()[1]
         assert _try_connect(port) == "ok"  # the listener is reachable from here
         parent_ns = os.readlink("/proc/self/ns/net")
-        report, got = sandboxed(lambda: (os.readlink("/proc/self/ns/net"), _try_connect(port)), SandboxPolicy(), dirs["scratch"])
+        report, got = sandboxed(
+            lambda: (os.readlink("/proc/self/ns/net"), _try_connect(port)), SandboxPolicy(), dirs["scratch"]
+        )
     child_ns, result = got
     if active(report, "network"):
         assert child_ns != parent_ns
@@ -238,8 +254,16 @@ def test_privilege_drop_identity_exec_and_reads(dirs):
         status = Path("/proc/self/status").read_text()
         caps = {ln.split(":")[0]: int(ln.split()[1], 16) for ln in status.splitlines() if ln.startswith("Cap")}
         true = subprocess.run(["sh", "-c", "exit 0"]).returncode
-        return {"uid": os.getuid(), "euid": os.geteuid(), "gid": os.getgid(), "groups": os.getgroups(), "caps": caps,
-                "exec": true, "read": read(), "fds": len(os.listdir("/proc/self/fd"))}
+        return {
+            "uid": os.getuid(),
+            "euid": os.geteuid(),
+            "gid": os.getgid(),
+            "groups": os.getgroups(),
+            "caps": caps,
+            "exec": true,
+            "read": read(),
+            "fds": len(os.listdir("/proc/self/fd")),
+        }
 
     report, got = sandboxed(body, SandboxPolicy(), dirs["scratch"])
     if not active(report, "drop_privileges"):
@@ -263,7 +287,12 @@ def test_non_root_caller(dirs):
         os.setresgid(65534, 65534, 65534)
         os.setresuid(65534, 65534, 65534)
 
-    report, got = sandboxed(lambda: (_try_write(f"{s}/a"), _try_write(f"{out}/b"), os.geteuid()), SandboxPolicy(max_processes=8), s, pre=become_nobody)
+    report, got = sandboxed(
+        lambda: (_try_write(f"{s}/a"), _try_write(f"{out}/b"), os.geteuid()),
+        SandboxPolicy(max_processes=8),
+        s,
+        pre=become_nobody,
+    )
     assert got[0] == "ok" and got[2] == 65534
     assert not report["measures"]["drop_privileges"]["requested"]
     assert active(report, "rlimit_nproc")
@@ -277,8 +306,13 @@ def test_disabled_keeps_only_rlimits(dirs):
         port = srv.getsockname()[1]
 
         def body():
-            return {"connect": _try_connect(port), "outside": _try_write(f"{out}/x"), "euid": os.geteuid(),
-                    "cpu": resource.getrlimit(resource.RLIMIT_CPU), "core": resource.getrlimit(resource.RLIMIT_CORE)}
+            return {
+                "connect": _try_connect(port),
+                "outside": _try_write(f"{out}/x"),
+                "euid": os.geteuid(),
+                "cpu": resource.getrlimit(resource.RLIMIT_CPU),
+                "core": resource.getrlimit(resource.RLIMIT_CORE),
+            }
 
         report, got = sandboxed(body, SandboxPolicy(enabled=False, cpu_time_s=7), dirs["scratch"])
     assert got["connect"] == "ok" and got["outside"] == "ok" and got["euid"] == os.geteuid()
@@ -366,8 +400,12 @@ def test_a_hidden_dir_is_unreadable_but_for_the_processs_own_dirs(dirs, confine_
 
     def body() -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for name, path in [("own", own / "lib.so"), ("other", other / "lib.so"), ("records", cache / "records.json"),
-                           ("outside", Path(dirs["outside"]) / "f")]:
+        for name, path in [
+            ("own", own / "lib.so"),
+            ("other", other / "lib.so"),
+            ("records", cache / "records.json"),
+            ("outside", Path(dirs["outside"]) / "f"),
+        ]:
             try:
                 out[name] = Path(path).read_text()
             except OSError as e:
@@ -386,11 +424,18 @@ def test_a_hidden_dir_is_unreadable_but_for_the_processs_own_dirs(dirs, confine_
             out["rename"] = _refused(e)
         return out
 
-    report, got = sandboxed(body, SandboxPolicy(confine_writes=confine_writes), dirs["scratch"], [str(own)],
-                            hidden=[str(cache)])
+    report, got = sandboxed(
+        body, SandboxPolicy(confine_writes=confine_writes), dirs["scratch"], [str(own)], hidden=[str(cache)]
+    )
     assert active(report, "landlock_read"), report["measures"]
-    assert got == {"own": "own", "other": "PermissionError", "records": "PermissionError", "outside": "outside",
-                   "list": "PermissionError", "rename": "ok"}, got
+    assert got == {
+        "own": "own",
+        "other": "PermissionError",
+        "records": "PermissionError",
+        "outside": "outside",
+        "list": "PermissionError",
+        "rename": "ok",
+    }, got
 
 
 def _no_landlock() -> None:
@@ -414,7 +459,9 @@ def test_without_the_read_rules_the_capability_is_not_kept(dirs) -> None:
     os.chmod(other, 0o2770)
 
     def body() -> dict[str, Any]:
-        caps = next(line.split()[1] for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("CapEff"))
+        caps = next(
+            line.split()[1] for line in Path("/proc/self/status").read_text().splitlines() if line.startswith("CapEff")
+        )
         out: dict[str, Any] = {"caps": int(caps, 16)}
         try:
             out["other"] = (other / "lib.so").read_text()
@@ -422,7 +469,9 @@ def test_without_the_read_rules_the_capability_is_not_kept(dirs) -> None:
             out["other"] = _refused(e)
         return out
 
-    report, got = sandboxed(body, SandboxPolicy(), dirs["scratch"], [dirs["writable"]], pre=_no_landlock, hidden=[str(cache)])
+    report, got = sandboxed(
+        body, SandboxPolicy(), dirs["scratch"], [dirs["writable"]], pre=_no_landlock, hidden=[str(cache)]
+    )
     assert not active(report, "landlock_read") and active(report, "drop_privileges"), report["measures"]
     assert "CAP_DAC_READ_SEARCH not kept" in report["measures"]["drop_privileges"]["detail"], report["measures"]
     assert got == {"caps": 0, "other": "PermissionError"}, got
@@ -454,8 +503,15 @@ def test_reads_are_an_allow_list(dirs, tmp_path_factory) -> None:
 
     def body() -> dict[str, Any]:
         out: dict[str, Any] = {}
-        for path in [str(outside), "/etc/shadow", "/etc/passwd", "/proc/self/status", os.path.join(sys.prefix, "pyvenv.cfg"),
-                     str(Path(dirs["scratch"]) / "mine"), *disks]:
+        for path in [
+            str(outside),
+            "/etc/shadow",
+            "/etc/passwd",
+            "/proc/self/status",
+            os.path.join(sys.prefix, "pyvenv.cfg"),
+            str(Path(dirs["scratch"]) / "mine"),
+            *disks,
+        ]:
             if path.endswith("mine"):
                 Path(path).write_text("mine")
             try:
@@ -469,18 +525,26 @@ def test_reads_are_an_allow_list(dirs, tmp_path_factory) -> None:
             out["listdir"] = _refused(e)
         out["cc"] = subprocess.run(["cc", "--version"], capture_output=True).returncode if shutil.which("cc") else 0
         import json, email.mime.text  # noqa: F401, E401 - lazily imported stdlib modules
+
         return out
 
     report, got = sandboxed(body, SandboxPolicy(confine_reads=True), dirs["scratch"], [dirs["writable"]])
     if landlock_abi() < 1:
-        assert not active(report, "landlock_read") and "Landlock not available" in report["measures"]["landlock_read"]["detail"]
+        assert (
+            not active(report, "landlock_read")
+            and "Landlock not available" in report["measures"]["landlock_read"]["detail"]
+        )
         pytest.skip("no Landlock here: the report says why reads are not confined")
     assert active(report, "landlock_read"), report["measures"]
     assert isinstance(got, dict), got
     assert got[str(outside)] == "PermissionError" and got["/etc/shadow"] == "PermissionError", got
     assert got["listdir"] == "PermissionError", got
     assert all(got[d] == "PermissionError" for d in disks), got
-    assert got["/etc/passwd"] == "ok" and got["/proc/self/status"] == "ok" and got[str(Path(dirs["scratch"]) / "mine")] == "ok", got
+    assert (
+        got["/etc/passwd"] == "ok"
+        and got["/proc/self/status"] == "ok"
+        and got[str(Path(dirs["scratch"]) / "mine")] == "ok"
+    ), got
     assert got["cc"] == 0, got
     _, unconfined = sandboxed(body, SandboxPolicy(confine_reads=False), dirs["scratch"], [dirs["writable"]])
     assert unconfined[str(outside)] == "ok", unconfined
@@ -546,8 +610,10 @@ def test_a_hidden_dir_inside_the_toolchain_is_carved_out(tmp_path) -> None:
     real = lambda p: Path(os.path.realpath(p))  # noqa: E731
     assert real(root / "lib") in dirs and real(own) in dirs and real(root / "tool.py") in files, (dirs, files)
     assert real(tmp_path / "file") in files
-    assert not any(d == real(root) or d == real(root / "cache") or real(root / "cache" / "ext" / "other") in [d, *d.parents]
-                   for d in dirs), dirs
+    assert not any(
+        d == real(root) or d == real(root / "cache") or real(root / "cache" / "ext" / "other") in [d, *d.parents]
+        for d in dirs
+    ), dirs
 
 
 def test_without_landlock_the_report_says_reads_are_not_confined(dirs) -> None:

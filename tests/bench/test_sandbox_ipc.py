@@ -40,7 +40,9 @@ def test_a_segment_a_candidate_leaves_is_gone_after_it_and_unseen_by_the_next() 
     measures = first.value["sandbox"]["measures"]
     assert measures["ipc_namespace"]["active"], measures
     # The report names the namespaces in force, as the kernel shows them.
-    assert measures["namespaces"]["active"] and measures["namespaces"]["detail"].startswith("own: net, ipc, uts"), measures
+    assert measures["namespaces"]["active"] and measures["namespaces"]["detail"].startswith("own: net, ipc, uts"), (
+        measures
+    )
     second = run_isolated(f"{target}:sysv_shm_find", {"key": key}, WorkerLimits(wall_timeout_s=60))
     assert second.kind == "returned", (second.kind, second.error)
     assert second.value["found"] is None and second.value["errno"] == "ENOENT", second.value
@@ -65,7 +67,9 @@ def test_without_a_namespace_the_parent_removes_what_the_uid_left() -> None:
             try:
                 os.setresgid(65534, 65534, 65534)
                 os.setresuid(uid, uid, uid)
-                code = 0 if libc.shmget(ctypes.c_int(key), ctypes.c_size_t(4096), ctypes.c_int(0o1000 | 0o600)) >= 0 else 2
+                code = (
+                    0 if libc.shmget(ctypes.c_int(key), ctypes.c_size_t(4096), ctypes.c_int(0o1000 | 0o600)) >= 0 else 2
+                )
             finally:
                 os._exit(code)
         _, status = os.waitpid(pid, 0)

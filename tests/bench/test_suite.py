@@ -93,8 +93,14 @@ def test_overlapping_builds_run_off_the_timing_slot(tmp_path):
         assert said[True]["self"] == list(split.builds) and said[True]["child"] == _listed(split.builds), said
         assert said[False]["self"] == list(split.slot(0)) and said[False]["child"] == _listed(split.slot(0)), said
 
-    run_suite(jobs[:1], "cpu", evalkit.settings(tmp_path / "free"), lambda job, r: results.append(r), overlap=True,
-              reserve_cores=False)
+    run_suite(
+        jobs[:1],
+        "cpu",
+        evalkit.settings(tmp_path / "free"),
+        lambda job, r: results.append(r),
+        overlap=True,
+        reserve_cores=False,
+    )
     assert results[-1].status is Status.OK, results[-1].message
     assert {tuple(s["self"]) for s in _cores_said(tmp_path / "free", sources[0])} == {usable}
 

@@ -83,18 +83,21 @@ def test_batch_size_targets_work_against_jitter_within_its_bounds():
         batch_size(1.0, 1.0, **{**kw, "least": 0})
 
 
-@pytest.mark.parametrize("claims, expected", [
-    ([1.0, 2.0, 0.5], 3.5),
-    ([1, 2, 3], 6.0),
-    ([1.0, 2.0], None),  # one short
-    ([1.0, float("nan"), 1.0], None),
-    ([1.0, -1.0, 1.0], None),
-    ([1.0, 10**400, 1.0], None),  # beyond a float: no figure, never an error
-    ([1.0, True, 1.0], None),
-    ("1.0", None),
-    (None, None),
-    ([1e308, 1e308, 1e308], None),  # the sum overflows
-])
+@pytest.mark.parametrize(
+    "claims, expected",
+    [
+        ([1.0, 2.0, 0.5], 3.5),
+        ([1, 2, 3], 6.0),
+        ([1.0, 2.0], None),  # one short
+        ([1.0, float("nan"), 1.0], None),
+        ([1.0, -1.0, 1.0], None),
+        ([1.0, 10**400, 1.0], None),  # beyond a float: no figure, never an error
+        ([1.0, True, 1.0], None),
+        ("1.0", None),
+        (None, None),
+        ([1e308, 1e308, 1e308], None),  # the sum overflows
+    ],
+)
 def test_a_hosts_claimed_total_is_data(claims, expected):
     assert claimed_total_ms(claims, 3) == expected
 
@@ -165,8 +168,7 @@ def test_an_honest_host_is_measured_by_its_own_clock():
     assert statistics.median(figures[0]) == pytest.approx(0.06, abs=1e-9)
 
 
-@pytest.mark.parametrize("claim", [lambda t, o: 0.0, lambda t, o: t / 10, lambda t, o: t + o - 1.1,
-                                   lambda t, o: None])
+@pytest.mark.parametrize("claim", [lambda t, o: 0.0, lambda t, o: t / 10, lambda t, o: t + o - 1.1, lambda t, o: None])
 def test_a_host_that_under_reports_ends_at_the_judges_time_less_the_typical_fixed_cost(claim):
     true_ms = 0.5
     rounds = _pass(true_ms, OVERHEADS, claim)
@@ -178,18 +180,19 @@ def test_a_host_that_under_reports_ends_at_the_judges_time_less_the_typical_fixe
 def test_an_honest_host_whose_round_trips_drift_within_the_tolerance_keeps_its_own_clock(shift):
     # Its pass's fixed cost lands `shift` ms from the calibration's median (1.0 ms): noise.
     rounds = _pass(0.5, [o + shift for o in OVERHEADS], lambda t, o: t)
-    figures = candidate_rounds_ms(rounds, overhead_high_ms=percentile(OVERHEADS, 0.9), overhead_typical_ms=1.0,
-                                  tolerance_ms=0.1)
+    figures = candidate_rounds_ms(
+        rounds, overhead_high_ms=percentile(OVERHEADS, 0.9), overhead_typical_ms=1.0, tolerance_ms=0.1
+    )
     assert statistics.median(figures[0]) == pytest.approx(0.5, abs=1e-9)
 
 
-@pytest.mark.parametrize("claim", [lambda t, o: 0.0, lambda t, o: t / 10, lambda t, o: t + o - 1.1,
-                                   lambda t, o: None])
+@pytest.mark.parametrize("claim", [lambda t, o: 0.0, lambda t, o: t / 10, lambda t, o: t + o - 1.1, lambda t, o: None])
 def test_a_host_that_under_reports_gains_at_most_the_tolerance(claim):
     true_ms, tolerance = 0.5, 0.1
     rounds = _pass(true_ms, OVERHEADS, claim)
-    figures = candidate_rounds_ms(rounds, overhead_high_ms=percentile(OVERHEADS, 0.9), overhead_typical_ms=1.0,
-                                  tolerance_ms=tolerance)
+    figures = candidate_rounds_ms(
+        rounds, overhead_high_ms=percentile(OVERHEADS, 0.9), overhead_typical_ms=1.0, tolerance_ms=tolerance
+    )
     assert statistics.median(figures[0]) >= true_ms - tolerance - 1e-9
 
 

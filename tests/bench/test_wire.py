@@ -13,7 +13,18 @@ import pytest
 import torch
 
 from cudal1.bench.slots import Slot, TensorSpec, plan
-from cudal1.bench.wire import MAX_FRAME, Channel, PeerGone, ProtocolError, Timeout, blob, expect, expect_host, str_list, unblob
+from cudal1.bench.wire import (
+    MAX_FRAME,
+    Channel,
+    PeerGone,
+    ProtocolError,
+    Timeout,
+    blob,
+    expect,
+    expect_host,
+    str_list,
+    unblob,
+)
 
 
 @pytest.fixture
@@ -149,9 +160,17 @@ def test_a_literal_no_float_holds_is_refused(pair):
 
 
 def _done(**changes):
-    msg = {"op": "done", "k": 3, "inner_ms": [0.5], "leaves": [[{"addr": 4096, "strides": [64, 1]}]],
-           "values": [[1.5, 64, "relu", None, True]], "mismatch": None, "hack": None, "error": None,
-           "parts_ms": {"inputs": 0.1, "forwards": 0.5, "describe": 0.1}}
+    msg = {
+        "op": "done",
+        "k": 3,
+        "inner_ms": [0.5],
+        "leaves": [[{"addr": 4096, "strides": [64, 1]}]],
+        "values": [[1.5, 64, "relu", None, True]],
+        "mismatch": None,
+        "hack": None,
+        "error": None,
+        "parts_ms": {"inputs": 0.1, "forwards": 0.5, "describe": 0.1},
+    }
     msg.update(changes)
     return {k: v for k, v in msg.items() if v is not _DROP}
 
@@ -165,20 +184,48 @@ def test_a_host_message_is_checked_whole():
     unknown."""
     assert expect_host(_done(), "done")["k"] == 3
     assert expect_host(_done(inner_ms=_DROP, parts_ms=_DROP, mismatch=_DROP), "done")  # optional
-    bad = [dict(k=10**400), dict(k=-1), dict(k=True), dict(inner_ms=1), dict(inner_ms=[10**400]), dict(inner_ms=[-1.0]),
-           dict(leaves=[[{"addr": 2**70, "strides": [64, 1]}]]), dict(leaves=[[{"addr": 0, "strides": [10**30]}]]),
-           dict(leaves=[[{"addr": 0, "strides": [1], "x": 1}]]), dict(values=[[10**400]]), dict(values=[[{"a": 1}]]),
-           dict(values=[["x" * 70_000]]), dict(error={"status": [], "message": 1}), dict(error="x"),
-           dict(hack={"kind": [], "message": "x"}), dict(parts_ms={"forwards": 10**400}), dict(parts_ms=[]),
-           dict(mismatch={"a": 1}), dict(leaves=_DROP), dict(zzz=1)]
+    bad = [
+        dict(k=10**400),
+        dict(k=-1),
+        dict(k=True),
+        dict(inner_ms=1),
+        dict(inner_ms=[10**400]),
+        dict(inner_ms=[-1.0]),
+        dict(leaves=[[{"addr": 2**70, "strides": [64, 1]}]]),
+        dict(leaves=[[{"addr": 0, "strides": [10**30]}]]),
+        dict(leaves=[[{"addr": 0, "strides": [1], "x": 1}]]),
+        dict(values=[[10**400]]),
+        dict(values=[[{"a": 1}]]),
+        dict(values=[["x" * 70_000]]),
+        dict(error={"status": [], "message": 1}),
+        dict(error="x"),
+        dict(hack={"kind": [], "message": "x"}),
+        dict(parts_ms={"forwards": 10**400}),
+        dict(parts_ms=[]),
+        dict(mismatch={"a": 1}),
+        dict(leaves=_DROP),
+        dict(zzz=1),
+    ]
     for change in bad:
         with pytest.raises(ProtocolError):
             expect_host(_done(**change), "done")
     with pytest.raises(ProtocolError, match="expected checked"):
         expect_host(_done(), "checked")
     with pytest.raises(ProtocolError, match="out of range"):
-        expect_host({"op": "loaded", "ok": True, "status": None, "hack": None, "message": "", "build_seconds": 10**400,
-                     "labels": [], "patches": [], "canary": None}, "loaded")
+        expect_host(
+            {
+                "op": "loaded",
+                "ok": True,
+                "status": None,
+                "hack": None,
+                "message": "",
+                "build_seconds": 10**400,
+                "labels": [],
+                "patches": [],
+                "canary": None,
+            },
+            "loaded",
+        )
 
 
 def test_random_host_messages_pass_or_are_a_protocol_error():
@@ -197,8 +244,10 @@ def test_random_host_messages_pass_or_are_a_protocol_error():
             return rng.choice(atoms)
         if pick < 0.8:
             return [value(depth + 1) for _ in range(rng.randrange(4))]
-        return {rng.choice(["addr", "strides", "handle", "offset", "status", "message", "x"]): value(depth + 1)
-                for _ in range(rng.randrange(4))}
+        return {
+            rng.choice(["addr", "strides", "handle", "offset", "status", "message", "x"]): value(depth + 1)
+            for _ in range(rng.randrange(4))
+        }
 
     passed = 0
     for _ in range(3000):

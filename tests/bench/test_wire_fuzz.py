@@ -38,8 +38,17 @@ from cudal1.bench import worker
 from cudal1.bench.readers import ParentLink
 from cudal1.bench.result import EvalResult, HackKind, Status
 
-SETTINGS = dict(correctness_trials=1, shifted_trials=1, warmup_calls=1, rounds=1, calls_per_round=2,
-                calibration_calls=3, calibration_rounds=2, timing_budget_s=1.0, remeasure_above=1e9)
+SETTINGS = dict(
+    correctness_trials=1,
+    shifted_trials=1,
+    warmup_calls=1,
+    rounds=1,
+    calls_per_round=2,
+    calibration_calls=3,
+    calibration_rounds=2,
+    timing_budget_s=1.0,
+    remeasure_above=1e9,
+)
 HOST = "cudal1.bench.host:main"
 
 
@@ -50,19 +59,29 @@ def evaluate_in_process(source: str, tmp_path, task_name: str = "nested_outputs"
     settings = evalkit.settings(tmp_path, **SETTINGS)
     ctx = worker._context()
     limits = worker.WorkerLimits(wall_timeout_s=60.0, sandbox=False)
-    scratch = {role: tempfile.mkdtemp(prefix=f"cudal1-fuzz-{role}-", dir=tmp_path) for role in ("candidate", "reference")}
+    scratch = {
+        role: tempfile.mkdtemp(prefix=f"cudal1-fuzz-{role}-", dir=tmp_path) for role in ("candidate", "reference")
+    }
     pairs = {role: socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM) for role in scratch}
     link_judge, link_parent = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    hosts = {role: ctx.Process(target=worker._host_main, args=(pairs[role][1], HOST, {}, limits, scratch[role]), daemon=True)
-             for role in scratch}
+    hosts = {
+        role: ctx.Process(target=worker._host_main, args=(pairs[role][1], HOST, {}, limits, scratch[role]), daemon=True)
+        for role in scratch
+    }
     for proc in hosts.values():
         worker._start_without_main(proc)
     for pair in pairs.values():
         pair[1].close()
     keeper = worker._HostKeeper(hosts["candidate"], limits, [], link_parent, reference=hosts["reference"])
-    payload = {"task": task.to_dict(), "source": source, "backend": "cpu", "device": "cpu",
-               "settings": settings.to_dict(), "deadline": time.monotonic() + 60.0,
-               "degenerate": {"reason": None, "notes": []}}
+    payload = {
+        "task": task.to_dict(),
+        "source": source,
+        "backend": "cpu",
+        "device": "cpu",
+        "settings": settings.to_dict(),
+        "deadline": time.monotonic() + 60.0,
+        "degenerate": {"reason": None, "notes": []},
+    }
     chans = {role: judge_mod.Channel(pair[0]) for role, pair in pairs.items()}
     try:
         out = judge_mod.Judge(payload, chans, ParentLink(link_judge)).run()
@@ -107,26 +126,68 @@ def three(desc: str) -> str:
 DEEP = "[" * 100_000 + "]" * 100_000
 BAD = ["null", "true", '"x"', "-1", HUGE_INT, "1e999", "NaN", DEEP, '{"a": [1]}', '"' + "x" * 300_000 + '"']
 """Raw JSON texts (NaN is not JSON) each field is set to in the full run."""
-ATOMS = BAD + ["false", "0", "1.5", "-1e308", "-1e999", "Infinity", "-" + HUGE_INT, str(2**64), str(2**70), '""',
-               '"nan"', '"ok"', '"hack"', '"harness_error"', '"host_died"', "[]", "{}", "[1e999]", f"[{HUGE_INT}]",
-               '["x"]', "[null]", "[[{}]]", '{"a":' * 50_000 + "1" + "}" * 50_000, "1" + "0" * 5000,
-               '["harness_error", "worker_crashed", "host_died", "custom_kernel"]',
-               '[{"path": "/x", "sha256": "' + "0" * 64 + '"}]',
-               three(f'{{"addr": {2**70}, "strides": [64, 1]}}'), three('{"addr": -8, "strides": [64, 1]}'),
-               three(f'{{"addr": 4096, "strides": [{HUGE_INT}, 1]}}'), three('{"addr": 4096, "strides": "x"}'),
-               three(f'{{"addr": {2**64 - 64}, "strides": [64, 1]}}'),
-               f"[[{HUGE_INT}]]", '[[{"x": 1}]]', f"[[{HUGE_INT}, 64, \"relu\", null, true]]",
-               '[[{"a": 1}, 64, "relu", null, true]]', '[[1e999, 64, "relu", null, true]]',
-               '{"status": "ok", "message": "x"}', '{"status": "invalid_task", "message": "x"}',
-               '{"status": "hack", "hack": "zzz", "message": "x", "labels": ["host_died"]}',
-               '{"status": "runtime_error", "message": "x", "labels": ["harness_error"]}',
-               '{"status": [], "message": 1}', '{"kind": [], "message": "x"}',
-               '{"kind": "' + "k" * 100_000 + '", "message": "x"}',
-               f'{{"forwards": {HUGE_INT}, "describe": "fast"}}', '{"x": 1e999}']
+ATOMS = BAD + [
+    "false",
+    "0",
+    "1.5",
+    "-1e308",
+    "-1e999",
+    "Infinity",
+    "-" + HUGE_INT,
+    str(2**64),
+    str(2**70),
+    '""',
+    '"nan"',
+    '"ok"',
+    '"hack"',
+    '"harness_error"',
+    '"host_died"',
+    "[]",
+    "{}",
+    "[1e999]",
+    f"[{HUGE_INT}]",
+    '["x"]',
+    "[null]",
+    "[[{}]]",
+    '{"a":' * 50_000 + "1" + "}" * 50_000,
+    "1" + "0" * 5000,
+    '["harness_error", "worker_crashed", "host_died", "custom_kernel"]',
+    '[{"path": "/x", "sha256": "' + "0" * 64 + '"}]',
+    three(f'{{"addr": {2**70}, "strides": [64, 1]}}'),
+    three('{"addr": -8, "strides": [64, 1]}'),
+    three(f'{{"addr": 4096, "strides": [{HUGE_INT}, 1]}}'),
+    three('{"addr": 4096, "strides": "x"}'),
+    three(f'{{"addr": {2**64 - 64}, "strides": [64, 1]}}'),
+    f"[[{HUGE_INT}]]",
+    '[[{"x": 1}]]',
+    f'[[{HUGE_INT}, 64, "relu", null, true]]',
+    '[[{"a": 1}, 64, "relu", null, true]]',
+    '[[1e999, 64, "relu", null, true]]',
+    '{"status": "ok", "message": "x"}',
+    '{"status": "invalid_task", "message": "x"}',
+    '{"status": "hack", "hack": "zzz", "message": "x", "labels": ["host_died"]}',
+    '{"status": "runtime_error", "message": "x", "labels": ["harness_error"]}',
+    '{"status": [], "message": 1}',
+    '{"kind": [], "message": "x"}',
+    '{"kind": "' + "k" * 100_000 + '", "message": "x"}',
+    f'{{"forwards": {HUGE_INT}, "describe": "fast"}}',
+    '{"x": 1e999}',
+]
 """Raw JSON texts for the random sample."""
-STRUCTURAL = [("extra", "1"), ("wrong_op", "ready"), ("wrong_op", "hello"), ("raw", "\x80\x04forged"),
-              ("raw", "[1, 2]"), ("raw", '{"op": 5}'), ("raw", "[" * 200_000), ("oversized", ""), ("truncated", ""),
-              ("close", ""), ("twice", ""), ("unsolicited", "")]
+STRUCTURAL = [
+    ("extra", "1"),
+    ("wrong_op", "ready"),
+    ("wrong_op", "hello"),
+    ("raw", "\x80\x04forged"),
+    ("raw", "[1, 2]"),
+    ("raw", '{"op": 5}'),
+    ("raw", "[" * 200_000),
+    ("oversized", ""),
+    ("truncated", ""),
+    ("close", ""),
+    ("twice", ""),
+    ("unsolicited", ""),
+]
 """Mutations of the whole message: an extra key, the wrong op, frames that are not a message,
 a frame longer than allowed or cut short, the channel closed, the answer twice, a message more."""
 
@@ -155,13 +216,20 @@ def suite_cases() -> list[tuple[str, str]]:
     for i, (kind, value) in enumerate(STRUCTURAL):
         op, nth = STEPS[i % len(STEPS)]
         cases.append((f"{op}#{nth} {kind} {value[:12]!r}", garbler(op, nth, kind, value=value)))
-    for op, nth, name, value in [("loaded", 1, "build_seconds", HUGE_INT), ("loaded", 1, "built", '{"a": [1]}'),
-                                 ("loaded", 1, "status", '"ok"'), ("done", 1, "values", f'[[{HUGE_INT}, 64, "relu", null, true]]'),
-                                 ("done", 1, "leaves", three(f'{{"addr": {2**70}, "strides": [64, 1]}}')),
-                                 ("done", 4, "inner_ms", f"[{HUGE_INT}, 1]"), ("done", 4, "k", HUGE_INT),
-                                 ("done", 1, "error", '{"status": [], "message": 1}'),
-                                 ("checked", 1, "patches", DEEP), ("checked", 2, "labels", '["harness_error"]'),
-                                 ("profiled", 1, "ops", "1e999"), ("profiled", 1, "side_streams", '"x"')]:
+    for op, nth, name, value in [
+        ("loaded", 1, "build_seconds", HUGE_INT),
+        ("loaded", 1, "built", '{"a": [1]}'),
+        ("loaded", 1, "status", '"ok"'),
+        ("done", 1, "values", f'[[{HUGE_INT}, 64, "relu", null, true]]'),
+        ("done", 1, "leaves", three(f'{{"addr": {2**70}, "strides": [64, 1]}}')),
+        ("done", 4, "inner_ms", f"[{HUGE_INT}, 1]"),
+        ("done", 4, "k", HUGE_INT),
+        ("done", 1, "error", '{"status": [], "message": 1}'),
+        ("checked", 1, "patches", DEEP),
+        ("checked", 2, "labels", '["harness_error"]'),
+        ("profiled", 1, "ops", "1e999"),
+        ("profiled", 1, "side_streams", '"x"'),
+    ]:
         cases.append((f"{op}#{nth} {name}={value[:16]}", garbler(op, nth, "set", name, value)))
     return cases
 
@@ -211,7 +279,10 @@ def test_every_field_at_every_step(tmp_path) -> None:
 
 
 def test_random_mutations_are_the_candidates_result(tmp_path) -> None:
-    fuzz(tmp_path, random_cases(int(os.environ.get("CUDAL1_FUZZ_SEED", "21")), int(os.environ.get("CUDAL1_FUZZ_CASES", "8"))))
+    fuzz(
+        tmp_path,
+        random_cases(int(os.environ.get("CUDAL1_FUZZ_SEED", "21")), int(os.environ.get("CUDAL1_FUZZ_CASES", "8"))),
+    )
 
 
 def test_through_the_whole_evaluator_a_value_no_float_holds_is_a_hack(tmp_path) -> None:

@@ -45,16 +45,24 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 def test_async_rl_stage_records_each_step_once_with_its_policy_version_and_resumes(
-        ray_cluster, small_model_dir, tmp_path, monkeypatch):
+    ray_cluster, small_model_dir, tmp_path, monkeypatch
+):
     from mlflow.tracking import MlflowClient
 
     import cudal1.pipeline.stages as stages
     from cudal1.pipeline.driver import train
 
     run_dir = tmp_path / "run"
-    overrides = (f"model.path={small_model_dir}", "stage=contrastive_rl", f"stage.contrastive_rl.steps={STEPS}",
-                 "pipeline.mode=async", "ray.storage=driver_node", "tracking.system_metrics_s=0",
-                 f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", SMOKE_TASKS)
+    overrides = (
+        f"model.path={small_model_dir}",
+        "stage=contrastive_rl",
+        f"stage.contrastive_rl.steps={STEPS}",
+        "pipeline.mode=async",
+        "ray.storage=driver_node",
+        "tracking.system_metrics_s=0",
+        f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}",
+        SMOKE_TASKS,
+    )
     cfg = compose(run_dir, *overrides)
 
     # A failure in the middle of step 1, after its update and while step 2 is being sampled.
@@ -100,8 +108,16 @@ def test_async_rl_stage_records_each_step_once_with_its_policy_version_and_resum
 
     # Metrics per step in MLflow: the pipeline's and the step-time breakdown's.
     client = MlflowClient(tracking_uri=cfg.tracking.uri)
-    for key in ("pipeline/staleness", "pipeline/rollout_version", "pipeline/learner_version", "pipeline/wait_s",
-                "time/step_s", "time/weight_sync_s", "idle/learner", "rl/reward/mean"):
+    for key in (
+        "pipeline/staleness",
+        "pipeline/rollout_version",
+        "pipeline/learner_version",
+        "pipeline/wait_s",
+        "time/step_s",
+        "time/weight_sync_s",
+        "idle/learner",
+        "rl/reward/mean",
+    ):
         logged = client.get_metric_history(state.mlflow_run_id, key)
         assert sorted({m.step for m in logged}) == list(range(STEPS)), key
     staleness = {m.step: m.value for m in client.get_metric_history(state.mlflow_run_id, "pipeline/staleness")}

@@ -24,8 +24,13 @@ def test_solutions_from_a_directory_a_jsonl_and_a_run(tmp_path):
     assert any("no task" in s for s in skipped)  # the other tasks' files
 
     (tmp_path / "sol.py").write_text("class ModelNew: pass\n")
-    lines = [{"task_id": "level1/1", "code": "A"}, {"task_id": "level1/2", "solution": "sol.py"},
-             {"task_id": "level1/1", "source": "B"}, {"task_id": "level9/9", "code": "C"}, {"no": "task"}]
+    lines = [
+        {"task_id": "level1/1", "code": "A"},
+        {"task_id": "level1/2", "solution": "sol.py"},
+        {"task_id": "level1/1", "source": "B"},
+        {"task_id": "level9/9", "code": "C"},
+        {"no": "task"},
+    ]
     records = tmp_path / "results.jsonl"
     records.write_text("\n".join(json.dumps(r) for r in lines) + "\n{torn")
     found, skipped = load_solutions(records, ids)
@@ -34,8 +39,11 @@ def test_solutions_from_a_directory_a_jsonl_and_a_run(tmp_path):
 
     run = tmp_path / "run"
     (run / "buffer").mkdir(parents=True)
-    exemplars = [Exemplar("level1/1", "slow", 1.2, origin="seed"), Exemplar("level1/1", "fast", 2.5, origin="step3/g0/s1"),
-                 Exemplar("level1/2", "only", 1.1, origin="seed")]
+    exemplars = [
+        Exemplar("level1/1", "slow", 1.2, origin="seed"),
+        Exemplar("level1/1", "fast", 2.5, origin="step3/g0/s1"),
+        Exemplar("level1/2", "only", 1.1, origin="seed"),
+    ]
     (run / "buffer" / "exemplars.jsonl").write_text("".join(json.dumps(e.to_dict()) + "\n" for e in exemplars))
     found, _ = load_solutions(run, ids)
     assert [(c.task_id, c.source) for c in found] == [("level1/1", "fast"), ("level1/2", "only")]
@@ -52,9 +60,13 @@ def result(task_id, status=Status.OK, speedup=None, hack=None, labels=()):
 
 def test_the_paper_table_per_pool_and_level():
     results = {
-        "h100": [result("level1/1", speedup=2.0, labels=["custom_kernel"]), result("level1/2", speedup=1.005),
-                 result("level1/3", Status.INCORRECT), result("level2/1", speedup=4.0),
-                 result("level2/2", Status.HACK, hack=HackKind.OUTPUT_ALIASES_INPUT)],
+        "h100": [
+            result("level1/1", speedup=2.0, labels=["custom_kernel"]),
+            result("level1/2", speedup=1.005),
+            result("level1/3", Status.INCORRECT),
+            result("level2/1", speedup=4.0),
+            result("level2/2", Status.HACK, hack=HackKind.OUTPUT_ALIASES_INPUT),
+        ],
         "l40": [result("level1/1", speedup=0.5)],
     }
     rows = {(r["pool"], r["level"]): r for r in paper_table(results, [1.0, 1.01])}
@@ -62,25 +74,48 @@ def test_the_paper_table_per_pool_and_level():
     l1 = rows[("h100", "level1")]
     assert (l1["n"], l1["success"]) == (3, 2)
     assert l1["fast_1"] == pytest.approx(2 / 3) and l1["fast_1.01"] == pytest.approx(1 / 3)  # 1.005x is not > 1.01
-    assert l1["speedup_median"] == pytest.approx(1.5025) and l1["speedup_geomean"] == pytest.approx((2.0 * 1.005) ** 0.5)
+    assert l1["speedup_median"] == pytest.approx(1.5025) and l1["speedup_geomean"] == pytest.approx(
+        (2.0 * 1.005) ** 0.5
+    )
     assert l1["status_counts"] == {"ok": 2, "incorrect": 1} and l1["label_counts"] == {"custom_kernel": 1}
     everything = rows[("h100", "all")]
     assert everything["n"] == 5 and everything["hack_counts"] == {"output_aliases_input": 1}
     assert rows[("l40", "level1")]["fast_1"] == 0.0  # one level: no "all" row
     text = format_paper_table(list(rows.values()), [1.0, 1.01])
-    assert text.splitlines()[0].split() == ["pool", "level", "n", "success", "mean", "median", "geomean", "fast_1", "fast_1.01"]
+    assert text.splitlines()[0].split() == [
+        "pool",
+        "level",
+        "n",
+        "success",
+        "mean",
+        "median",
+        "geomean",
+        "fast_1",
+        "fast_1.01",
+    ]
     assert "h100/all: hack:output_aliases_input 1, status:incorrect 1, status:hack 1" in text
 
 
 def test_speedup_vs_torch_compile_per_pool_and_level():
     results = {
-        "h100": [result("level1/1", speedup=2.0), result("level1/2", speedup=1.005), result("level1/3", Status.INCORRECT),
-                 result("level2/1", speedup=4.0), result("level2/2", Status.HACK, hack=HackKind.OUTPUT_ALIASES_INPUT)],
+        "h100": [
+            result("level1/1", speedup=2.0),
+            result("level1/2", speedup=1.005),
+            result("level1/3", Status.INCORRECT),
+            result("level2/1", speedup=4.0),
+            result("level2/2", Status.HACK, hack=HackKind.OUTPUT_ALIASES_INPUT),
+        ],
         "l40": [result("level1/1", speedup=0.5)],
     }
-    compiled = {"h100": [result("level1/1", speedup=1.6),
-                         result("level1/2", Status.RUNTIME_ERROR, labels=["torch_compile", "baseline_failed"]),
-                         result("level1/3", speedup=1.2), result("level2/1", speedup=5.0), result("level2/2", speedup=1.1)]}
+    compiled = {
+        "h100": [
+            result("level1/1", speedup=1.6),
+            result("level1/2", Status.RUNTIME_ERROR, labels=["torch_compile", "baseline_failed"]),
+            result("level1/3", speedup=1.2),
+            result("level2/1", speedup=5.0),
+            result("level2/2", speedup=1.1),
+        ]
+    }
     rows = {(r["pool"], r["level"]): r for r in paper_table(results, [1.0], compiled)}
     l1, l2, everything = rows[("h100", "level1")], rows[("h100", "level2")], rows[("h100", "all")]
     # level1/1: 2.0 / 1.6 = 1.25x faster than torch.compile; level1/2: compile failed, so against
@@ -111,15 +146,36 @@ def test_the_job_on_two_pools(ray_cluster, tmp_path):
     register_schema()
     out = tmp_path / "eval"
     cache = tmp_path / "bench-cache"
-    two_pools = {"cpu": {"backend": "cpu", "num_actors": 1, "resources": {"bench_test": 1},
-                         "settings": {"rounds": 1, "calls_per_round": 2, "max_calls_per_round": 2, "warmup_calls": 0,
-                                      "calibration_calls": 3, "calibration_rounds": 2, "correctness_trials": 2,
-                                      "shifted_trials": 0, "cache_dir": str(cache)}}}
+    two_pools = {
+        "cpu": {
+            "backend": "cpu",
+            "num_actors": 1,
+            "resources": {"bench_test": 1},
+            "settings": {
+                "rounds": 1,
+                "calls_per_round": 2,
+                "max_calls_per_round": 2,
+                "warmup_calls": 0,
+                "calibration_calls": 3,
+                "calibration_rounds": 2,
+                "correctness_trials": 2,
+                "shifted_trials": 0,
+                "cache_dir": str(cache),
+            },
+        }
+    }
     two_pools["cpu_b"] = two_pools["cpu"]
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        cfg = compose("evaluate", overrides=[
-            f"solutions={seed_solutions('cpu')['level1/1'].parents[1]}", "tasks.ids=[level1/1]",
-            f"out_dir={out}", f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}", "tracking.system_metrics_s=0"])
+        cfg = compose(
+            "evaluate",
+            overrides=[
+                f"solutions={seed_solutions('cpu')['level1/1'].parents[1]}",
+                "tasks.ids=[level1/1]",
+                f"out_dir={out}",
+                f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}",
+                "tracking.system_metrics_s=0",
+            ],
+        )
     from omegaconf import OmegaConf
 
     raw = OmegaConf.to_container(cfg)
@@ -133,8 +189,9 @@ def test_the_job_on_two_pools(ray_cluster, tmp_path):
         # torch.compile of each reference, evaluated by the same pool (compile_baseline defaults on).
         compiled = [json.loads(line) for line in (out / f"results_{pool}_torch_compile.jsonl").read_text().splitlines()]
         assert [r["task_id"] for r in compiled] == ["level1/1"]
-        assert all(r["status"] == "ok" and {"torch_compile", "baseline:torch_compile"} <= set(r["labels"])
-                   for r in compiled), compiled
+        assert all(
+            r["status"] == "ok" and {"torch_compile", "baseline:torch_compile"} <= set(r["labels"]) for r in compiled
+        ), compiled
         row = next(r for r in rows if r["pool"] == pool)
         vs = [s["speedup"] / c["speedup"] for s, c in zip(results, compiled)]
         assert (row["compile_n"], row["compile_failed"]) == (1, 0)
@@ -153,6 +210,11 @@ def test_a_missing_solutions_path_is_a_config_error(tmp_path):
     import subprocess
     import sys
 
-    proc = subprocess.run([sys.executable, "jobs/evaluate.py", f"solutions={tmp_path / 'none'}", f"out_dir={tmp_path / 'o'}"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "jobs/evaluate.py", f"solutions={tmp_path / 'none'}", f"out_dir={tmp_path / 'o'}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and proc.stderr.strip().endswith("does not exist") and "Traceback" not in proc.stderr

@@ -12,13 +12,23 @@ from cudal1.rl.rewards import Priced
 
 
 def _rollout(sample, reward, result=None, parse_error=None, tokens=4, finish="stop", priced=None):
-    gen = Generation(prompt_ids=[1, 2], response_ids=list(range(tokens)), logprobs=[-0.1] * tokens,
-                     text="x", finish_reason=finish)
+    gen = Generation(
+        prompt_ids=[1, 2], response_ids=list(range(tokens)), logprobs=[-0.1] * tokens, text="x", finish_reason=finish
+    )
     if priced is None:  # paid as measured when correct, else a failure
         correct = result is not None and result.status is Status.OK
         priced = Priced(reward, "ok" if correct else "failed", speedup=result.speedup if correct else None)
-    return Rollout(task_id="level1/1", step=3, group=0, sample=sample, prompt="p", generation=gen,
-                   parse_error=parse_error, result=result, priced=priced)
+    return Rollout(
+        task_id="level1/1",
+        step=3,
+        group=0,
+        sample=sample,
+        prompt="p",
+        generation=gen,
+        parse_error=parse_error,
+        result=result,
+        priced=priced,
+    )
 
 
 def _ok(speedup):
@@ -33,8 +43,9 @@ def rollouts():
         _rollout(2, 1.2, _ok(4.0), tokens=8),
         _rollout(3, 0.0, EvalResult(task_id="level1/1", status=Status.INCORRECT)),
         # A hack with a recorded speedup must not count as fast.
-        _rollout(4, 0.0, EvalResult(task_id="level1/1", status=Status.HACK,
-                                    hack_kind=HackKind.RESULT_CACHE, speedup=10.0)),
+        _rollout(
+            4, 0.0, EvalResult(task_id="level1/1", status=Status.HACK, hack_kind=HackKind.RESULT_CACHE, speedup=10.0)
+        ),
         _rollout(5, 0.0, parse_error="no_code_block", tokens=0, finish="length"),
         _rollout(6, 0.0, parse_error="no_code_block"),
         _rollout(7, 0.0, parse_error="syntax_error"),
@@ -100,8 +111,12 @@ def test_keys_are_mlflow_safe(rollouts):
 def test_below_resolution_rate_is_over_correct_rollouts_only():
     fine = EvalResult(task_id="level1/1", status=Status.OK, speedup=2.0)
     coarse = EvalResult(task_id="level1/1", status=Status.OK, speedup=9.0, labels=["below_resolution"])
-    rs = [_rollout(0, 1.0, fine), _rollout(1, 1.0, coarse), _rollout(2, 1.0, coarse),
-          _rollout(3, 0.0, EvalResult(task_id="level1/1", status=Status.INCORRECT))]
+    rs = [
+        _rollout(0, 1.0, fine),
+        _rollout(1, 1.0, coarse),
+        _rollout(2, 1.0, coarse),
+        _rollout(3, 0.0, EvalResult(task_id="level1/1", status=Status.INCORRECT)),
+    ]
     assert rollout_metrics(rs)["below_resolution_rate"] == pytest.approx(2 / 3)
     assert "below_resolution_rate" not in rollout_metrics(rs[3:])
 
@@ -109,19 +124,27 @@ def test_below_resolution_rate_is_over_correct_rollouts_only():
 def test_step_breakdown_shares_and_actor_seconds():
     from cudal1.pipeline.metrics import step_breakdown
 
-    results = [EvalResult("level1/1", Status.OK, eval_seconds=6.0, build_seconds=4.0,
-                          phases_s={"timing": 2.0, "processes": 1.0}),
-               EvalResult("level1/1", Status.OK, eval_seconds=3.0, build_seconds=None, phases_s={"timing": 1.5}),
-               None]  # a rollout that was never evaluated
+    results = [
+        EvalResult(
+            "level1/1", Status.OK, eval_seconds=6.0, build_seconds=4.0, phases_s={"timing": 2.0, "processes": 1.0}
+        ),
+        EvalResult("level1/1", Status.OK, eval_seconds=3.0, build_seconds=None, phases_s={"timing": 1.5}),
+        None,
+    ]  # a rollout that was never evaluated
     out = step_breakdown({"generate": 10.0, "evaluate": 8.0, "train": 1.5, "sync": 0.5}, results, pool_actors=2)
     assert out["time/step_s"] == 20.0
     assert out["time/build_actor_s"] == 4.0 and out["time/timing_actor_s"] == 3.5
     assert out["idle/generator"] == 0.5  # busy 10 of 20 s
     assert out["idle/learner"] == 0.9  # train + sync: 2 of 20 s
     assert out["idle/pool"] == 1.0 - 10.0 / 40.0  # 6 + 1 + 3 actor-s of 2 actors × 20 s
-    assert step_breakdown({}, [], pool_actors=1) == {"time/step_s": 0.0, "time/build_actor_s": 0.0,
-                                                     "time/timing_actor_s": 0.0, "idle/generator": 0.0,
-                                                     "idle/learner": 0.0, "idle/pool": 0.0}
+    assert step_breakdown({}, [], pool_actors=1) == {
+        "time/step_s": 0.0,
+        "time/build_actor_s": 0.0,
+        "time/timing_actor_s": 0.0,
+        "idle/generator": 0.0,
+        "idle/learner": 0.0,
+        "idle/pool": 0.0,
+    }
 
 
 def test_headline_metrics_count_only_paid_results():

@@ -23,25 +23,42 @@ from cudal1.tasks import find_task, load_builtin, seed_solutions
 ROOT = Path(__file__).resolve().parents[2]
 # The tasks: level1/4 (Kronecker matvec) and level1/1, the two cheapest level-1 tasks to evaluate on
 # the CPU (small inputs). WRONG is level1/4's seed with B not transposed: it runs, and is incorrect.
-WRONG = ("import torch\n\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n\n"
-         "    def forward(self, A, B, x):\n        n = A.shape[1]\n        return (A @ x.reshape(n, -1) @ B).reshape(-1)\n")
+WRONG = (
+    "import torch\n\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n\n"
+    "    def forward(self, A, B, x):\n        n = A.shape[1]\n        return (A @ x.reshape(n, -1) @ B).reshape(-1)\n"
+)
 
 
 @pytest.fixture(scope="module")
 def pool(ray_cluster, tmp_path_factory):
     from cudal1.actors.bench_pool import BenchmarkPool, PoolSpec
 
-    spec = PoolSpec(name="cpu", num_actors=2, num_cpus=1, resources={"bench_test": 1}, start_timeout_s=180,
-                    settings={"rounds": 1, "calls_per_round": 1, "warmup_calls": 0, "correctness_trials": 2,
-                              "max_calls_per_round": 1, "calibration_calls": 3, "calibration_rounds": 2,
-                              "shifted_trials": 0, "cache_dir": str(tmp_path_factory.getbasetemp() / "opt-cache")})
+    spec = PoolSpec(
+        name="cpu",
+        num_actors=2,
+        num_cpus=1,
+        resources={"bench_test": 1},
+        start_timeout_s=180,
+        settings={
+            "rounds": 1,
+            "calls_per_round": 1,
+            "warmup_calls": 0,
+            "correctness_trials": 2,
+            "max_calls_per_round": 1,
+            "calibration_calls": 3,
+            "calibration_rounds": 2,
+            "shifted_trials": 0,
+            "cache_dir": str(tmp_path_factory.getbasetemp() / "opt-cache"),
+        },
+    )
     p = BenchmarkPool(spec)
     yield p
     p.shutdown()
 
 
 def test_two_rounds_on_two_tasks_write_a_verified_solution_feedback_and_the_table(
-        vllm_generator, small_model_dir, pool, tmp_path):
+    vllm_generator, small_model_dir, pool, tmp_path
+):
     from cudal1.pipeline.optimize import OptimizeSettings, Optimizer
     from cudal1.pipeline.optimize_job import optimize_tasks
     from cudal1.policy.model import load_tokenizer
@@ -57,8 +74,15 @@ def test_two_rounds_on_two_tasks_write_a_verified_solution_feedback_and_the_tabl
 
     events = []
     with Tracker(f"sqlite:///{tmp_path / 'mlflow.db'}", "optimize-test", tmp_path) as tracker:
-        outcomes, rows = optimize_tasks(optimizer, tasks, tmp_path, starts={"level1/4": [seed, WRONG]},
-                                        progress=False, on_progress=events.append, tracker=tracker)
+        outcomes, rows = optimize_tasks(
+            optimizer,
+            tasks,
+            tmp_path,
+            starts={"level1/4": [seed, WRONG]},
+            progress=False,
+            on_progress=events.append,
+            tracker=tracker,
+        )
 
     kron, diag = outcomes
     assert kron.reference.status == "ok" and diag.reference.status == "ok"
@@ -98,36 +122,62 @@ def test_two_rounds_on_two_tasks_write_a_verified_solution_feedback_and_the_tabl
     assert rows == json.loads((tmp_path / "table.json").read_text()) == paper_table({"cpu": recorded}, (1.0, 1.01))
     (row,) = rows
     assert (row["n"], row["success"], row["speedup_mean"]) == (2, 1, pytest.approx(sol.speedup))
-    assert row["fast_1"] == (0.5 if sol.speedup > 1.0 else 0.0) and row["fast_1.01"] == (0.5 if sol.speedup > 1.01 else 0.0)
+    assert row["fast_1"] == (0.5 if sol.speedup > 1.0 else 0.0) and row["fast_1.01"] == (
+        0.5 if sol.speedup > 1.01 else 0.0
+    )
     from mlflow import MlflowClient
 
     client = MlflowClient(tracker.uri)
     logged = client.get_run(tracker.run_id).data.metrics
-    assert logged["cpu/level1/speedup_mean"] == pytest.approx(sol.speedup) and logged["cpu/level1/fast_1"] == row["fast_1"]
+    assert (
+        logged["cpu/level1/speedup_mean"] == pytest.approx(sol.speedup) and logged["cpu/level1/fast_1"] == row["fast_1"]
+    )
     assert {"table.txt", "results.jsonl", "tables"} <= {a.path for a in client.list_artifacts(tracker.run_id)}
     report = json.loads((tmp_path / "reports" / "level1_4.json").read_text())
     assert report["solution"]["speedup"] == sol.speedup and len(report["attempts"]) == 6
 
     kinds = [e["event"] for e in events if e["task_id"] == "level1/4"]
-    assert kinds == ["reference", "round_start", "generated", "round_done", "round_start", "generated",
-                     "round_done", "verified", "done"]
-    assert events[-1] == {"event": "done", "task_id": "level1/1", "status": "no_correct", "speedup": None,
-                          "message": diag.message}
+    assert kinds == [
+        "reference",
+        "round_start",
+        "generated",
+        "round_done",
+        "round_start",
+        "generated",
+        "round_done",
+        "verified",
+        "done",
+    ]
+    assert events[-1] == {
+        "event": "done",
+        "task_id": "level1/1",
+        "status": "no_correct",
+        "speedup": None,
+        "message": diag.message,
+    }
 
 
 def test_a_bad_task_file_is_one_line_and_exit_2(tmp_path):
     bad = tmp_path / "prog.py"
     bad.write_text("import torch\n\nclass Model(torch.nn.Module):\n    pass\n")
-    proc = subprocess.run([sys.executable, "jobs/optimize.py", f"task_files=[{bad}]", f"out_dir={tmp_path / 'o'}"],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "jobs/optimize.py", f"task_files=[{bad}]", f"out_dir={tmp_path / 'o'}"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-    assert proc.stderr.strip() == (f"optimize: config error at task_files[0]: task file {bad}: "
-                                   "missing module-level get_inputs, get_init_inputs")
+    assert proc.stderr.strip() == (
+        f"optimize: config error at task_files[0]: task file {bad}: missing module-level get_inputs, get_init_inputs"
+    )
 
 
-PROGRAM = ("import torch\n\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super(Model, self).__init__()\n\n"
-           "    def forward(self, x):\n        return torch.relu(x)\n\ndef get_inputs():\n    return [torch.randn(8, 8)]\n\n"
-           "def get_init_inputs():\n    return []\n")
+PROGRAM = (
+    "import torch\n\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super(Model, self).__init__()\n\n"
+    "    def forward(self, x):\n        return torch.relu(x)\n\ndef get_inputs():\n    return [torch.randn(8, 8)]\n\n"
+    "def get_init_inputs():\n    return []\n"
+)
 
 
 def test_task_files_get_distinct_ids_and_a_bad_value_names_its_key(tmp_path):
@@ -142,13 +192,18 @@ def test_task_files_get_distinct_ids_and_a_bad_value_names_its_key(tmp_path):
     for f in files:
         f.write_text(PROGRAM)
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        cfg = load_optimize_config(compose("optimize", overrides=[f"task_files=[{','.join(map(str, files))}]",
-                                                                   f"out_dir={tmp_path / 'o'}"]))
+        cfg = load_optimize_config(
+            compose("optimize", overrides=[f"task_files=[{','.join(map(str, files))}]", f"out_dir={tmp_path / 'o'}"])
+        )
         tasks = job_tasks(cfg)
         assert [(t.task_id, t.name) for t in tasks] == [("level0/0", "a"), ("level0/1", "b"), ("level1/3", "Relu")]
         assert solution_path(tmp_path, tasks[1]) == tmp_path / "level0" / "1_b.py"
-        for override, key in (("rounds=0", "rounds"), ("rollout.top_p=0", "rollout.top_p"),
-                              (f"start={tmp_path / 'none'}", "start"), ("bucket_scale=cubic", "bucket_scale")):
+        for override, key in (
+            ("rounds=0", "rounds"),
+            ("rollout.top_p=0", "rollout.top_p"),
+            (f"start={tmp_path / 'none'}", "start"),
+            ("bucket_scale=cubic", "bucket_scale"),
+        ):
             with pytest.raises(ConfigError, match=f"config error at {key}:"):
                 load_optimize_config(compose("optimize", overrides=[f"task_files=[{files[0]}]", override]))
 
@@ -165,9 +220,13 @@ def test_the_optimize_job_and_the_serve_app_build_the_same_search_settings(tmp_p
     (tmp_path / "a.py").write_text(PROGRAM)
     common = ["rounds=3", "verify_tries=5", "min_gain=1.2", "rollout.max_tokens=48", "rollout.temperature=0.5"]
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        job = settings_from_config(load_optimize_config(compose("optimize", overrides=[
-            *common, f"task_files=[{tmp_path / 'a.py'}]", "feedback_items=2"])))
+        job = settings_from_config(
+            load_optimize_config(
+                compose("optimize", overrides=[*common, f"task_files=[{tmp_path / 'a.py'}]", "feedback_items=2"])
+            )
+        )
     from cudal1.config import load_serve_config
+
     served = settings_from_config(load_serve_config(compose_config([*common, "serve.token=t"])))
     for s in (job, served):
         assert (s.rounds, s.verify_tries, s.min_gain, s.max_tokens, s.temperature) == (3, 5, 1.2, 48, 0.5)

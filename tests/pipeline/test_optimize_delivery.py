@@ -14,13 +14,17 @@ from cudal1.pipeline.optimize_job import optimize_tasks, task_line
 from cudal1.records import Generation
 from cudal1.serve.jobs import runner_result
 
-PROGRAM = ("import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n\n"
-           "def get_inputs():\n    return [torch.randn(8, 8)]\n\ndef get_init_inputs():\n    return []\n")
+PROGRAM = (
+    "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n\n"
+    "def get_inputs():\n    return [torch.randn(8, 8)]\n\ndef get_init_inputs():\n    return []\n"
+)
 
 
 def modelnew(tag: str) -> str:
-    return (f"import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
-            f"        return torch.relu(x)  # {tag}\n")
+    return (
+        f"import torch\n\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n"
+        f"        return torch.relu(x)  # {tag}\n"
+    )
 
 
 START, MODEL = modelnew("start"), modelnew("model")
@@ -40,8 +44,10 @@ class Generator:
     """Every response holds MODEL."""
 
     def generate(self, prompt_ids, n, max_tokens, temperature, top_p):
-        text = (f"## Performance analysis\nThe relu is memory bound, one pass.\n\n## Algorithm design\n"
-                f"Fuse it into one pass over the data.\n\n## Code\n```python\n{MODEL.rstrip()}\n```")
+        text = (
+            f"## Performance analysis\nThe relu is memory bound, one pass.\n\n## Algorithm design\n"
+            f"Fuse it into one pass over the data.\n\n## Code\n```python\n{MODEL.rstrip()}\n```"
+        )
         return [[Generation(list(p), [1, 2], [-0.1, -0.1], text, "stop") for _ in range(n)] for p in prompt_ids]
 
 
@@ -64,8 +70,16 @@ class Pool:
             k = self.seen.get(c.source, 0)
             self.seen[c.source] = k + 1
             status, speedup, labels = steps[min(k, len(steps) - 1)]
-            out.append(EvalResult(c.task_id, status, speedup=speedup if status is Status.OK else None,
-                                  speedup_spread=0.01, labels=list(labels), actor=self.calls % 2))
+            out.append(
+                EvalResult(
+                    c.task_id,
+                    status,
+                    speedup=speedup if status is Status.OK else None,
+                    speedup_spread=0.01,
+                    labels=list(labels),
+                    actor=self.calls % 2,
+                )
+            )
         return out
 
 
@@ -98,8 +112,10 @@ def test_a_verified_solution_that_does_not_beat_the_start_is_not_delivered(tmp_p
     o, files, report = run(tmp_path, plan)
     assert o.status == "not_faster" and not o.delivered
     assert o.solution.origin == "start/0" and o.solution.paid == pytest.approx(1.5)
-    assert o.message.startswith("no faster solution found: best start/0 measured 1.50x, 1.50x on another actor, "
-                                "paid 1.50x (ok), start paid 1.50x; needs above 1.52x")
+    assert o.message.startswith(
+        "no faster solution found: best start/0 measured 1.50x, 1.50x on another actor, "
+        "paid 1.50x (ok), start paid 1.50x; needs above 1.52x"
+    )
     assert files == [] and report["solution"]["paid"] == pytest.approx(1.5) and report["status"] == "not_faster"
     assert task_line(o) == f"level0/0 relu: not_faster: {o.message}"
     d = runner_result(o, "cpu")

@@ -71,8 +71,14 @@ def test_async_samples_step_t_plus_1_with_the_weights_the_learner_had_while_it_t
 def test_sync_mode_is_on_policy_and_never_samples_ahead():
     rec, out = run("sync", 3)
     assert [(v, lv) for _, v, lv in out] == [(0, 0), (1, 1), (2, 2)]
-    assert [e for e in rec.events if e[0] != "sync"] == [("sampled", 0), ("trained", 0), ("sampled", 1),
-                                                          ("trained", 1), ("sampled", 2), ("trained", 2)]
+    assert [e for e in rec.events if e[0] != "sync"] == [
+        ("sampled", 0),
+        ("trained", 0),
+        ("sampled", 1),
+        ("trained", 1),
+        ("sampled", 2),
+        ("trained", 2),
+    ]
 
 
 def test_async_trains_while_the_next_step_is_sampled():
@@ -159,8 +165,9 @@ def test_one_step_off_policy_with_the_real_generator_and_learner(hf_generator, s
             rewards = [sum(t >= vocab // 2 for t in g.response_ids) / len(g.response_ids) for g in samples]
             advantages = group_advantages(rewards, [i // 4 for i in range(len(samples))])
             version_before = learner.version
-            metrics = learner.grpo_step([PolicyExample(g.prompt_ids, g.response_ids, a, g.logprobs)
-                                         for g, a in zip(samples, advantages)])
+            metrics = learner.grpo_step(
+                [PolicyExample(g.prompt_ids, g.response_ids, a, g.logprobs) for g, a in zip(samples, advantages)]
+            )
             trained.append(({g.model_version for g in samples}, version_before, learner.version, metrics))
     finally:
         pipe.drop()
@@ -168,8 +175,15 @@ def test_one_step_off_policy_with_the_real_generator_and_learner(hf_generator, s
 
     print("step: rollout versions, learner version before/after, engine |log ratio|, tis weight mean, clipped")
     for k, (versions, before, after, m) in enumerate(trained):
-        print(k, sorted(versions), before, after, f"{m['engine_abs_log_ratio']:.2e}", f"{m['tis_weight_mean']:.4f}",
-              f"{m['tis_clip_frac']:.3f}")
+        print(
+            k,
+            sorted(versions),
+            before,
+            after,
+            f"{m['engine_abs_log_ratio']:.2e}",
+            f"{m['tis_weight_mean']:.4f}",
+            f"{m['tis_clip_frac']:.3f}",
+        )
     assert trained[0][0] == {0} and trained[0][1] == 0  # step 0 on-policy
     for k in range(1, steps):
         versions, before, _, metrics = trained[k]

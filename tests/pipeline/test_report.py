@@ -10,7 +10,11 @@ def ex(task, speedup, origin):
 
 def test_outcomes_split_seeds_from_the_policys_rollouts():
     exemplars = {
-        "level1/1": [ex("level1/1", 1.5, "seed"), ex("level1/1", 1.8, "step3/g0/s1"), ex("level1/1", 1.2, "step1/g0/s0")],
+        "level1/1": [
+            ex("level1/1", 1.5, "seed"),
+            ex("level1/1", 1.8, "step3/g0/s1"),
+            ex("level1/1", 1.2, "step1/g0/s0"),
+        ],
         "level1/2": [ex("level1/2", 2.0, "seed"), ex("level1/2", 2.0, "step2/g1/s0")],  # a tie is not a win
         "level1/3": [ex("level1/3", 1.1, "step4/g0/s0")],  # no seed: any correct rollout beats it
         "level1/4": [ex("level1/4", 3.0, "reference"), ex("level1/4", 1.4, "seed")],
@@ -27,13 +31,17 @@ def test_outcomes_split_seeds_from_the_policys_rollouts():
 
 
 def test_summary_text_names_everything_a_user_looks_for():
-    rows = task_outcomes(["level1/1", "level2/10"], {"level1/1": [ex("level1/1", 1.5, "seed"),
-                                                                  ex("level1/1", 1.8, "step3/g0/s1")]})
-    history = [{"step": 1, "stage": "sft", "loss": 1.0},
-               {"step": 4, "stage": "contrastive_rl", "pass_rate": 0.5, "fast_1": 0.25},
-               {"step": 6, "stage": "contrastive_rl", "pass_rate": 0.75, "fast_1": 0.5}]
-    text = format_run_summary(rows, history, {"sft": "3", "contrastive_rl": "5"}, "/runs/a", "abc123",
-                              "sqlite:///runs/mlflow.db")
+    rows = task_outcomes(
+        ["level1/1", "level2/10"], {"level1/1": [ex("level1/1", 1.5, "seed"), ex("level1/1", 1.8, "step3/g0/s1")]}
+    )
+    history = [
+        {"step": 1, "stage": "sft", "loss": 1.0},
+        {"step": 4, "stage": "contrastive_rl", "pass_rate": 0.5, "fast_1": 0.25},
+        {"step": 6, "stage": "contrastive_rl", "pass_rate": 0.75, "fast_1": 0.5},
+    ]
+    text = format_run_summary(
+        rows, history, {"sft": "3", "contrastive_rl": "5"}, "/runs/a", "abc123", "sqlite:///runs/mlflow.db"
+    )
     lines = text.splitlines()
     assert lines[2].split() == ["level1/1", "1.50x", "1.80x", "yes"]
     assert lines[3].split()[:3] == ["level2/10", "-", "-"] and lines[3].endswith("no correct rollout")

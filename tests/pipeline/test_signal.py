@@ -24,7 +24,9 @@ def rollout(group, sample, result=None, *, finish="stop", sections=None, parse_e
     responses of one group with the same program share one price."""
     if code is None:
         code = CODE.replace("x * 2", f"x * {sample + 2}")
-    gen = Generation(prompt_ids=[1, 2, 3], response_ids=[4, 5, 6], logprobs=[-0.5] * 3, text="...", finish_reason=finish)
+    gen = Generation(
+        prompt_ids=[1, 2, 3], response_ids=[4, 5, 6], logprobs=[-0.5] * 3, text="...", finish_reason=finish
+    )
     if sections is None:
         sections = {"analysis": ANALYSIS, "design": DESIGN}
     if parse_error is None:
@@ -95,8 +97,12 @@ def test_log_speedup_pays_a_slow_correct_candidate_more_than_a_failure():
 
 
 def test_a_copy_of_a_shown_exemplar_earns_the_failure_reward():
-    rs = [rollout(0, 0, ok(2.0), code=SHOWN), rollout(0, 1, ok(2.0)), rollout(0, 2, ok(1.0)),
-          rollout(0, 3, failed("incorrect"))]
+    rs = [
+        rollout(0, 0, ok(2.0), code=SHOWN),
+        rollout(0, 1, ok(2.0)),
+        rollout(0, 2, ok(1.0)),
+        rollout(0, 3, failed("incorrect")),
+    ]
     run(rs, shown=[[SHOWN]])
     assert rs[0].reward_reason == "copy" and rs[0].paid_speedup is None and not is_success(rs[0])
     assert rs[1].advantage > rs[2].advantage > 0 > rs[0].advantage == pytest.approx(rs[3].advantage)
@@ -109,8 +115,7 @@ def test_labels_are_priced_in_the_update():
 
 
 def test_harness_failures_stay_out_and_an_all_failed_step_sends_nothing():
-    rs = [rollout(0, 0, failed("runtime_error", ["actor_died"])), rollout(0, 1, ok(2.0)),
-          rollout(0, 2, ok(2.0))]
+    rs = [rollout(0, 0, failed("runtime_error", ["actor_died"])), rollout(0, 1, ok(2.0)), rollout(0, 2, ok(2.0))]
     assert run(rs) == []  # the two evaluated ones tie; the harness failure is left out
     assert run([rollout(0, i, failed("incorrect")) for i in range(3)]) == []
     assert run([]) == []
@@ -119,25 +124,35 @@ def test_harness_failures_stay_out_and_an_all_failed_step_sends_nothing():
 def verified(speedup, second, agrees):
     """A correct result re-measured on another actor at `second` (×)."""
     res = ok(speedup)
-    res.second_opinion = SecondOpinion(speedup=second, status=Status.OK, actor=1,
-                                       disagreement=abs(speedup - second) / min(speedup, second), tolerance=0.1,
-                                       agrees=agrees)
+    res.second_opinion = SecondOpinion(
+        speedup=second,
+        status=Status.OK,
+        actor=1,
+        disagreement=abs(speedup - second) / min(speedup, second),
+        tolerance=0.1,
+        agrees=agrees,
+    )
     return res
 
 
 def test_only_paid_results_become_exemplars_and_the_prompt_shows_the_paid_speedup(tmp_path):
-    rs = [rollout(0, 0, verified(9.0, 1.1, agrees=False)),  # a noisy 9x another actor measured at 1.1x
-          rollout(0, 1, ok(1.5)),
-          rollout(0, 2, ok(3.0, labels=["reduced_precision"])),  # unpaid label: its gain is worth 0
-          rollout(0, 3, ok(2.0, spread=0.9)),  # rounds disagree: "ok:noisy"
-          rollout(0, 4, verified(6.0, 5.5, agrees=True)),  # confirmed: the slower of the two
-          rollout(0, 5, ok(2.0, labels=["pytorch_only"]))]  # paid 2^0.75
+    rs = [
+        rollout(0, 0, verified(9.0, 1.1, agrees=False)),  # a noisy 9x another actor measured at 1.1x
+        rollout(0, 1, ok(1.5)),
+        rollout(0, 2, ok(3.0, labels=["reduced_precision"])),  # unpaid label: its gain is worth 0
+        rollout(0, 3, ok(2.0, spread=0.9)),  # rounds disagree: "ok:noisy"
+        rollout(0, 4, verified(6.0, 5.5, agrees=True)),  # confirmed: the slower of the two
+        rollout(0, 5, ok(2.0, labels=["pytorch_only"])),
+    ]  # paid 2^0.75
     run(rs)
     assert [r.reward_reason for r in rs] == ["suspect:unverified", "ok", "ok", "ok:noisy", "ok", "ok"]
     assert [is_success(r) for r in rs] == [False, True, False, False, True, True]
     kept = successes(rs)
-    assert [(e.code, e.speedup) for e in kept] == [(rs[1].sections["code"], 1.5), (rs[4].sections["code"], 5.5),
-                                                   (rs[5].sections["code"], pytest.approx(2.0 ** 0.75))]
+    assert [(e.code, e.speedup) for e in kept] == [
+        (rs[1].sections["code"], 1.5),
+        (rs[4].sections["code"], 5.5),
+        (rs[5].sections["code"], pytest.approx(2.0**0.75)),
+    ]
     buffer = ExemplarBuffer(tmp_path, k=3)
     assert buffer.add(kept) == 3 and buffer.best("level1/1").speedup == 5.5
     prompt = buffer.build_prompt(SimpleNamespace(task_id="level1/1", source="reference"))[-1]["content"]
@@ -153,6 +168,6 @@ def test_stage_two_selects_by_the_paid_speedup():
     # 1.2x measured with the reference's own operators: paid 1.2^0.25 = 1.047x, below a 1.1x bar.
     rs = [rollout(0, 0, ok(1.2, labels=["calls_reference_ops"])), rollout(0, 1, ok(1.2))]
     run(rs)
-    assert rs[0].paid_speedup == pytest.approx(1.2 ** 0.25)
+    assert rs[0].paid_speedup == pytest.approx(1.2**0.25)
     assert [is_success(r, 1.1) for r in rs] == [False, True]
     assert [e.speedup for e in successes(rs, 1.1)] == [1.2]

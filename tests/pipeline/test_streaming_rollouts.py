@@ -28,13 +28,17 @@ from cudal1.tasks import load_tasks, seed_solutions
 
 TASK = "level1/4"
 SEED = seed_solutions("cpu")[TASK].read_text()
-BROKEN = ("import torch\n\nclass ModelNew(torch.nn.Module):\n    def __init__(self, *args):\n        super().__init__()\n\n"
-          "    def forward(self, *inputs):\n        return inputs[0].no_such_method()\n")
+BROKEN = (
+    "import torch\n\nclass ModelNew(torch.nn.Module):\n    def __init__(self, *args):\n        super().__init__()\n\n"
+    "    def forward(self, *inputs):\n        return inputs[0].no_such_method()\n"
+)
 
 
 def response(code: str) -> str:
-    return (f"## Performance analysis\nThe reduction reads the input once.\n\n## Algorithm design\n"
-            f"Keep the reduction in one kernel.\n\n## Code\n```python\n{code.rstrip()}\n```\n")
+    return (
+        f"## Performance analysis\nThe reduction reads the input once.\n\n## Algorithm design\n"
+        f"Keep the reduction in one kernel.\n\n## Code\n```python\n{code.rstrip()}\n```\n"
+    )
 
 
 TEXTS = {0: [response(SEED), "no code here"], 1: [response(BROKEN), response(SEED)]}
@@ -70,10 +74,23 @@ class ReplayGenerator:
 
 @pytest.fixture(scope="module")
 def pool(ray_cluster, tmp_path_factory):
-    spec = PoolSpec(name="stream", num_actors=1, num_cpus=1, resources={"bench_test": 1}, start_timeout_s=180,
-                    settings={"rounds": 1, "calls_per_round": 1, "warmup_calls": 1, "wall_timeout_s": 120.0,
-                              "max_calls_per_round": 1, "calibration_calls": 3, "calibration_rounds": 2,
-                              "cache_dir": str(tmp_path_factory.getbasetemp() / "stream-cache")})
+    spec = PoolSpec(
+        name="stream",
+        num_actors=1,
+        num_cpus=1,
+        resources={"bench_test": 1},
+        start_timeout_s=180,
+        settings={
+            "rounds": 1,
+            "calls_per_round": 1,
+            "warmup_calls": 1,
+            "wall_timeout_s": 120.0,
+            "max_calls_per_round": 1,
+            "calibration_calls": 3,
+            "calibration_rounds": 2,
+            "cache_dir": str(tmp_path_factory.getbasetemp() / "stream-cache"),
+        },
+    )
     p = BenchmarkPool(spec)
     yield p
     p.shutdown()
@@ -87,8 +104,9 @@ def tokenizer(small_model_dir):
 def context(tokenizer, generator, primary):
     rollout = SimpleNamespace(max_model_len=8192, max_tokens=1024, temperature=1.0, top_p=1.0)
     cfg = SimpleNamespace(rollout=rollout, reward=dataclasses.asdict(RewardSettings()))
-    return SimpleNamespace(cfg=cfg, tokenizer=tokenizer, generator=generator, pools=SimpleNamespace(primary=primary),
-                           buffer=None)
+    return SimpleNamespace(
+        cfg=cfg, tokenizer=tokenizer, generator=generator, pools=SimpleNamespace(primary=primary), buffer=None
+    )
 
 
 def content(r):
@@ -96,9 +114,20 @@ def content(r):
     res = r.result
     # A correct candidate's reason depends on its measured speedup (noisy, or re-measured above 3x).
     reason = "correct" if res is not None and res.status is Status.OK else r.reward_reason
-    return (r.task_id, r.step, r.group, r.sample, r.prompt, r.generation, r.sections, r.parse_error, r.candidate,
-            *((res.status, res.task_id, res.candidate_hash) if res is not None else (None, None, None)), reason,
-            r.trainable)
+    return (
+        r.task_id,
+        r.step,
+        r.group,
+        r.sample,
+        r.prompt,
+        r.generation,
+        r.sections,
+        r.parse_error,
+        r.candidate,
+        *((res.status, res.task_id, res.candidate_hash) if res is not None else (None, None, None)),
+        reason,
+        r.trainable,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -118,24 +147,41 @@ def test_groups_are_evaluated_while_later_groups_generate_and_rollouts_match_the
             seen["busy"] = pool.busy
 
     timings: dict[str, float] = {}
-    streamed = sample_rollouts(context(tokenizer, ReplayGenerator(tokenizer, [1, 0], before), pool), [task, task],
-                               prompts, 2, step=7, timings=timings)
+    streamed = sample_rollouts(
+        context(tokenizer, ReplayGenerator(tokenizer, [1, 0], before), pool),
+        [task, task],
+        prompts,
+        2,
+        step=7,
+        timings=timings,
+    )
     assert seen["busy"], "no candidate reached the pool before generation ended"
     assert timings["overlap_s"] > 0 and timings["generate_s"] >= timings["overlap_s"]
     assert timings["evaluate_s"] > timings["overlap_s"] and timings["evaluations"] == 2  # SEED in both groups: once
     assert [(r.group, r.sample) for r in streamed] == [(0, 0), (0, 1), (1, 0), (1, 1)]
-    assert [r.result.status if r.result else None for r in streamed] == ["ok", None, "runtime_error", "ok"], \
-        [r.result.message if r.result else None for r in streamed]
-    assert [r.candidate.origin if r.candidate else None for r in streamed] == ["step7/g0/s0", None, "step7/g1/s0",
-                                                                              "step7/g1/s1"]
+    assert [r.result.status if r.result else None for r in streamed] == ["ok", None, "runtime_error", "ok"], [
+        r.result.message if r.result else None for r in streamed
+    ]
+    assert [r.candidate.origin if r.candidate else None for r in streamed] == [
+        "step7/g0/s0",
+        None,
+        "step7/g1/s0",
+        "step7/g1/s1",
+    ]
     assert streamed[1].parse_error == "no_code_block"
 
     # All groups at once (a generator without generate_stream): the same rollouts, and the
     # candidates reach the pool only once generation has ended.
     replay = ReplayGenerator(tokenizer, [0, 1])
     batch_timings: dict[str, float] = {}
-    batch = sample_rollouts(context(tokenizer, SimpleNamespace(generate=replay.generate), pool),
-                            [task, task], prompts, 2, step=7, timings=batch_timings)
+    batch = sample_rollouts(
+        context(tokenizer, SimpleNamespace(generate=replay.generate), pool),
+        [task, task],
+        prompts,
+        2,
+        step=7,
+        timings=batch_timings,
+    )
     assert [content(r) for r in streamed] == [content(r) for r in batch]
     assert batch_timings["overlap_s"] < 0.5 < batch_timings["evaluate_s"] and batch_timings["evaluations"] == 2
 
@@ -149,7 +195,8 @@ def test_a_generator_failing_mid_stream_raises_and_frees_the_pool(tokenizer, poo
 
 
 RENAMED = "# the same program: a comment, renamed locals\n" + SEED.replace("X", "Y").replace("n = ", "size = ").replace(
-    "(n, ", "(size, ")
+    "(n, ", "(size, "
+)
 """SEED up to a comment and renamed locals: one program (`normalized_code`), not one text."""
 
 

@@ -83,8 +83,10 @@ def test_train_all_stages_on_the_running_cluster(ray_cluster, smoke_run):
         assert all(e["status"] == "ok" and e["speedup"] > 0 for e in found)
 
     # One record per response: tasks × samples, each (group, sample) once; evaluable ones evaluated.
-    for name, n_tasks, n in (("self_train_round0", cfg.stage.self_train.tasks_per_round, cfg.stage.self_train.samples_per_task),
-                             ("rl_step0", cfg.stage.contrastive_rl.tasks_per_step, cfg.stage.contrastive_rl.group_size)):
+    for name, n_tasks, n in (
+        ("self_train_round0", cfg.stage.self_train.tasks_per_round, cfg.stage.self_train.samples_per_task),
+        ("rl_step0", cfg.stage.contrastive_rl.tasks_per_step, cfg.stage.contrastive_rl.group_size),
+    ):
         rollouts = read_jsonl(run_dir / "rollouts" / f"{name}.jsonl")
         assert len(rollouts) == n_tasks * n
         assert len({(r["group"], r["sample"]) for r in rollouts}) == len(rollouts)
@@ -110,13 +112,28 @@ def test_train_all_stages_on_the_running_cluster(ray_cluster, smoke_run):
 def _start_train(run_dir: Path, address: str, log: Path, *overrides: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("RAY_ADDRESS", None)  # the address override is what joins the session's cluster
-    cmd = [sys.executable, str(ROOT / "jobs" / "train.py"), "--config-name", "smoke", f"run_dir={run_dir}",
-           "tracking=none", f"ray.address='{address}'", *overrides]
+    cmd = [
+        sys.executable,
+        str(ROOT / "jobs" / "train.py"),
+        "--config-name",
+        "smoke",
+        f"run_dir={run_dir}",
+        "tracking=none",
+        f"ray.address='{address}'",
+        *overrides,
+    ]
     with open(log, "ab") as out:
         # SIGINT back to its default in the child: a test runner started in the background may
         # ignore it, and the child would inherit that (the Ctrl-C check below needs it).
-        return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        return subprocess.Popen(
+            cmd,
+            cwd=ROOT,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+        )
 
 
 def _state(run_dir: Path) -> dict:
@@ -152,14 +169,21 @@ def test_driver_killed_after_sft_then_interrupted_then_resumed(ray_cluster, smal
     # The session's model instead of building one, and no seed validation (the first test covers
     # it): ~30 s less per run on a busy machine.
     # The buffer and the learner pinned to the driver's node (the first test proves the shared run_dir instead).
-    quick = (f"model.path={small_model_dir}", "stage.sft.validate_seeds=false", f"stage.contrastive_rl.steps={RL_STEPS}",
-             "ray.storage=driver_node", SMOKE_TASKS)
+    quick = (
+        f"model.path={small_model_dir}",
+        "stage.sft.validate_seeds=false",
+        f"stage.contrastive_rl.steps={RL_STEPS}",
+        "ray.storage=driver_node",
+        SMOKE_TASKS,
+    )
     wait_for_cpus(4, timeout_s=60)
     proc = _start_train(run_dir, ray_cluster["address"], log, *quick)
     try:
         deadline = time.monotonic() + 240
         while "sft" not in _state(run_dir).get("completed", []):
-            assert proc.poll() is None, f"train.py exited ({proc.returncode}) before sft finished:\n{log.read_text()[-3000:]}"
+            assert proc.poll() is None, (
+                f"train.py exited ({proc.returncode}) before sft finished:\n{log.read_text()[-3000:]}"
+            )
             assert time.monotonic() < deadline, f"sft not finished after 240 s:\n{log.read_text()[-3000:]}"
             time.sleep(0.05)  # self-training takes a second or two here: poll faster than that
         os.killpg(proc.pid, signal.SIGKILL)
@@ -182,7 +206,9 @@ def test_driver_killed_after_sft_then_interrupted_then_resumed(ray_cluster, smal
     try:
         deadline = time.monotonic() + 300
         while not (_state(run_dir).get("stage") == "contrastive_rl" and _state(run_dir).get("unit", 0) >= 2):
-            assert resumed.poll() is None, f"resumed run exited ({resumed.returncode}) early:\n{log.read_text()[-3000:]}"
+            assert resumed.poll() is None, (
+                f"resumed run exited ({resumed.returncode}) early:\n{log.read_text()[-3000:]}"
+            )
             assert time.monotonic() < deadline, f"no RL progress after 300 s:\n{log.read_text()[-3000:]}"
             time.sleep(0.05)
         os.killpg(resumed.pid, signal.SIGINT)
@@ -191,7 +217,7 @@ def test_driver_killed_after_sft_then_interrupted_then_resumed(ray_cluster, smal
         if resumed.poll() is None:
             os.killpg(resumed.pid, signal.SIGKILL)
             resumed.wait()
-    second_log = log.read_text()[len(first_log):]
+    second_log = log.read_text()[len(first_log) :]
     at_interrupt = _state(run_dir)
     assert rc == 130, second_log[-3000:]
     assert "interrupted: the buffer and the last checkpoint are kept" in second_log
@@ -209,7 +235,7 @@ def test_driver_killed_after_sft_then_interrupted_then_resumed(ray_cluster, smal
         if finished.poll() is None:
             os.killpg(finished.pid, signal.SIGKILL)
             finished.wait()
-    third_log = log.read_text()[len(first_log) + len(second_log):]
+    third_log = log.read_text()[len(first_log) + len(second_log) :]
     assert rc == 0, third_log[-3000:]
     # It ends with the summary (tracking is off here: no MLflow line, no registered versions).
     assert "run summary" in third_log and f"run directory: {run_dir}" in third_log
@@ -223,8 +249,9 @@ def test_driver_killed_after_sft_then_interrupted_then_resumed(ray_cluster, smal
 
     lines = log.read_bytes().decode(errors="replace").split("\n")
     engine = [line for line, kind in zip(lines, classify(lines)) if kind == "engine" and line.strip()]
-    assert [line for line in _outside_error_reports(engine) if not re.search(r"\bERROR\b|Error|Traceback", line)] == [], \
-        "\n".join(engine)
+    assert [
+        line for line in _outside_error_reports(engine) if not re.search(r"\bERROR\b|Error|Traceback", line)
+    ] == [], "\n".join(engine)
     assert "Connecting to existing Ray cluster" in (run_dir / "logs" / "driver.log").read_text()
     assert "weights synced" in "".join(p.read_text() for p in (run_dir / "logs").glob("RolloutGenerator-*.log"))
 

@@ -100,11 +100,13 @@ def test_every_builtin_seed_solution_makes_a_parseable_sft_example():
 
 
 def test_feedback_goes_before_the_closing_instruction_with_each_message_cut():
-    failures = [Feedback("compile_error", "error: 'foo' was not declared in this scope " + "x" * 500),
-                Feedback("incorrect", "max abs error 3.2 > atol 1e-05 on trial 1"),
-                Feedback("incorrect", "max abs error 3.2 > atol 1e-05 on trial 1"),  # the same line once
-                Feedback("ok", "", speedup=0.8, reference_ms=1.0, candidate_ms=1.25),
-                Feedback("parse_error:no_code_block", "the response had no ```python code block")]
+    failures = [
+        Feedback("compile_error", "error: 'foo' was not declared in this scope " + "x" * 500),
+        Feedback("incorrect", "max abs error 3.2 > atol 1e-05 on trial 1"),
+        Feedback("incorrect", "max abs error 3.2 > atol 1e-05 on trial 1"),  # the same line once
+        Feedback("ok", "", speedup=0.8, reference_ms=1.0, candidate_ms=1.25),
+        Feedback("parse_error:no_code_block", "the response had no ```python code block"),
+    ]
     block = feedback_block(failures, max_items=3, max_chars=60)
     lines = block.splitlines()
     assert lines[1].startswith("- Attempt 1: compile_error: error: 'foo' was not declared") and lines[1].endswith("...")

@@ -18,7 +18,13 @@ def small_dir(tmp_path_factory):
 
 
 def test_builds_a_qwen2_checkpoint(small_dir):
-    for name in ("config.json", "model.safetensors", "generation_config.json", "tokenizer.json", "tokenizer_config.json"):
+    for name in (
+        "config.json",
+        "model.safetensors",
+        "generation_config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ):
         assert (small_dir / name).is_file(), name
     config = json.loads((small_dir / "config.json").read_text())
     assert config["model_type"] == "qwen2" and config["architectures"] == ["Qwen2ForCausalLM"]

@@ -94,8 +94,10 @@ def test_a_group_of_large_wins_keeps_its_ranking_beside_ordinary_groups():
 def test_a_slow_correct_candidate_beats_a_failure_under_every_transform():
     for transform in ("log_speedup", "speedup"):
         cfg = RewardConfig(transform=transform)
-        group = [price(EvalResult("level1/1", Status.OK, speedup=0.5), None, cfg),
-                 price(EvalResult("level1/1", Status.INCORRECT), None, cfg)]
+        group = [
+            price(EvalResult("level1/1", Status.OK, speedup=0.5), None, cfg),
+            price(EvalResult("level1/1", Status.INCORRECT), None, cfg),
+        ]
         slow, fail = rollout_advantages(group, [0, 0], cfg)
         assert slow > 0 > fail, transform
 

@@ -25,9 +25,7 @@ def chi_square(observed: Counter, expected: dict) -> float:
 
 def pair_probabilities(p):
     """P({i, j}) for two successive draws without replacement, each ∝ p among the rest."""
-    return {
-        (i, j): p[i] * p[j] / (1 - p[i]) + p[j] * p[i] / (1 - p[j]) for i, j in combinations(range(len(p)), 2)
-    }
+    return {(i, j): p[i] * p[j] / (1 - p[i]) + p[j] * p[i] / (1 - p[j]) for i, j in combinations(range(len(p)), 2)}
 
 
 def test_bucketize_equal_width_and_edges():

@@ -269,8 +269,9 @@ def test_chunked_logprobs_equal_the_plain_ones_without_a_float32_copy_of_the_log
     if dtype == torch.bfloat16:
         assert full_fp32 in plain_saved  # the plain path keeps a float32 copy for its backward
         assert full_fp32 not in chunked_saved
-    torch.testing.assert_close(chunked_token_entropy(chunked_in, chunk=4), token_entropy(chunked_in.detach()),
-                               rtol=0, atol=1e-5)
+    torch.testing.assert_close(
+        chunked_token_entropy(chunked_in, chunk=4), token_entropy(chunked_in.detach()), rtol=0, atol=1e-5
+    )
     with pytest.raises(ValueError, match="chunk"):
         chunked_token_logprobs(chunked_in, targets, chunk=0)
 
@@ -289,8 +290,9 @@ def test_truncated_importance_exact_weights_cap_and_clipped_fraction():
     assert stats["weight_mean"] == pytest.approx((1.0 + math.exp(0.5) + 2.0 + math.exp(-1.0)) / 4, rel=1e-6)
     assert stats["clip_frac"] == 0.25 and stats["tokens"] == 4.0  # only e^4 > 2 is cut
     # a ratio exactly at the cap is not counted as clipped
-    _, at_cap = truncated_importance(torch.tensor([[math.log(2.0)]]), torch.tensor([[0.0]]),
-                                     torch.ones(1, 1, dtype=torch.bool), cap=2.0)
+    _, at_cap = truncated_importance(
+        torch.tensor([[math.log(2.0)]]), torch.tensor([[0.0]]), torch.ones(1, 1, dtype=torch.bool), cap=2.0
+    )
     assert at_cap["clip_frac"] == 0.0 and at_cap["weight_mean"] == pytest.approx(2.0)
 
 

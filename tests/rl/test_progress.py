@@ -43,11 +43,15 @@ class ModelNew(torch.nn.Module):
         return self.ext.scale(x)
 '''
 COMMENTED = EXEMPLAR.replace("class ModelNew", "# One fused kernel, fully coalesced.\nclass ModelNew")
-RENAMED = EXEMPLAR.replace("def forward(self, x):\n        return self.ext.scale(x)",
-                           "def forward(self, inputs):\n        return self.ext.scale(inputs)")
+RENAMED = EXEMPLAR.replace(
+    "def forward(self, x):\n        return self.ext.scale(x)",
+    "def forward(self, inputs):\n        return self.ext.scale(inputs)",
+)
 CUDA_RENAMED = EXEMPLAR.replace("idx", "i").replace("size", "n").replace("    int i", "    // the thread\n    int i")
-DEAD = EXEMPLAR.replace("    def forward(self, x):\n",
-                        "    def forward(self, x):\n        '''Scale.'''\n        x = x\n        unused = 3\n        pass\n")
+DEAD = EXEMPLAR.replace(
+    "    def forward(self, x):\n",
+    "    def forward(self, x):\n        '''Scale.'''\n        x = x\n        unused = 3\n        pass\n",
+)
 HONEST = EXEMPLAR.replace("2.0f * x[idx]", "x[idx] + x[idx]").replace("256", "512")
 REFERENCE = "import torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return 2 * x\n"
 
@@ -78,8 +82,12 @@ def test_other_operators_or_constants_are_another_program():
 def test_the_issues_copy_group_pays_the_honest_improvement_most():
     # Issue 23, item 1: after a 2.5x exemplar, [comment added, one variable renamed, honest 1.3x,
     # failure] got [+0.31, +0.88, +0.51, -1.70] (std scaling): the renamed copy beat the honest 1.3x.
-    group = [price(ok(2.49), code=COMMENTED, shown=[EXEMPLAR]), price(ok(2.55), code=RENAMED, shown=[EXEMPLAR]),
-             price(ok(1.3), code=HONEST, shown=[EXEMPLAR]), price(EvalResult("level1/9", Status.INCORRECT))]
+    group = [
+        price(ok(2.49), code=COMMENTED, shown=[EXEMPLAR]),
+        price(ok(2.55), code=RENAMED, shown=[EXEMPLAR]),
+        price(ok(1.3), code=HONEST, shown=[EXEMPLAR]),
+        price(EvalResult("level1/9", Status.INCORRECT)),
+    ]
     assert [p.reason for p in group] == ["copy", "copy", "ok", "incorrect"]
     assert [p.reward for p in group[:2]] == [FAIL, FAIL] and all(p.trainable for p in group)
     for scale in ("none", "std"):
@@ -87,8 +95,9 @@ def test_the_issues_copy_group_pays_the_honest_improvement_most():
         assert adv[0] == adv[1] == adv[3] < 0 < adv[2], scale
     v = math.log(1.3) / math.log(10)
     honest = math.log(10) * v / (1 + v)  # 0.2397
-    assert rollout_advantages(group, [0] * 4) == pytest.approx([-(honest - FAIL) / 4] * 2 + [3 * (honest - FAIL) / 4]
-                                                              + [-(honest - FAIL) / 4])
+    assert rollout_advantages(group, [0] * 4) == pytest.approx(
+        [-(honest - FAIL) / 4] * 2 + [3 * (honest - FAIL) / 4] + [-(honest - FAIL) / 4]
+    )
 
 
 def test_a_fallback_to_the_reference_ties_the_failures():
@@ -100,7 +109,7 @@ def test_a_fallback_to_the_reference_ties_the_failures():
     adv = rollout_advantages(group, [0] * 5)
     assert adv[0] == adv[2] == adv[3] == adv[4] < 0 < adv[1]
     # with a gain it is not a fallback: the labels price the gain (0.25 × 0.75 of its log)
-    assert price(ok(1.5, labels=["pytorch_only", "calls_reference_ops"])).speedup == pytest.approx(1.5 ** 0.1875)
+    assert price(ok(1.5, labels=["pytorch_only", "calls_reference_ops"])).speedup == pytest.approx(1.5**0.1875)
     # a slow PyTorch rewrite that does not call the reference's operators stays a correct answer
     assert price(ok(0.9, labels=["pytorch_only"])).reason == "ok"
 
@@ -178,7 +187,9 @@ def test_a_failed_second_opinion_is_priced_as_a_failure():
         return dataclasses.replace(ok(9.0), second_opinion=SecondOpinion(speedup, status, 1, None, 0.1, False))
 
     assert (price(checked(Status.INCORRECT)).reason, price(checked(Status.INCORRECT)).reward) == (
-        "second_opinion:incorrect", FAIL)
+        "second_opinion:incorrect",
+        FAIL,
+    )
     hack = price(checked(Status.HACK), cfg=RewardConfig(hack_reward=-5.0))
     assert (hack.reason, hack.reward, hack.trainable) == ("second_opinion:hack", -5.0, True)
     # a crash on the other actor may be the actor's: no gain, but not a failure
@@ -198,8 +209,12 @@ def test_a_nan_engine_log_probability_keeps_its_sample_out_of_the_update():
         r.advantage = advantage
         return r
 
-    rs = [rollout(0, [-0.1, float("nan"), -0.2], 0.5), rollout(1, [-0.1, -0.3, -0.2], -0.5),
-          rollout(2, [-0.1, float("-inf"), -0.2], 0.0), rollout(3, [-0.1, float("inf"), -0.2], -0.2)]
+    rs = [
+        rollout(0, [-0.1, float("nan"), -0.2], 0.5),
+        rollout(1, [-0.1, -0.3, -0.2], -0.5),
+        rollout(2, [-0.1, float("-inf"), -0.2], 0.0),
+        rollout(3, [-0.1, float("inf"), -0.2], -0.2),
+    ]
     examples = update_examples(rs)
     assert [e.advantage for e in examples] == [-0.5]
     assert all(math.isfinite(x) for e in examples for x in e.old_logprobs)

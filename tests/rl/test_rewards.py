@@ -21,6 +21,8 @@ B = math.log(10.0)  # the default bound of log-speedup credit
 def softsign_credit(speedup):
     v = math.log(speedup) / B
     return B * v / (1 + abs(v))
+
+
 SECTIONS = {"analysis": "The reference reads its input twice from memory.", "design": "Fuse both passes into one."}
 
 
@@ -52,8 +54,10 @@ def test_credit_keeps_the_ranking_and_bounds_outliers():
 @pytest.mark.parametrize("transform", ["log_speedup", "speedup"])
 def test_every_failure_earns_less_than_every_correct_candidate(transform):
     cfg = RewardConfig(transform=transform)
-    failures = [price(EvalResult("t", status=s), None, cfg).reward
-                for s in (Status.INCORRECT, Status.RUNTIME_ERROR, Status.COMPILE_ERROR, Status.TIMEOUT)]
+    failures = [
+        price(EvalResult("t", status=s), None, cfg).reward
+        for s in (Status.INCORRECT, Status.RUNTIME_ERROR, Status.COMPILE_ERROR, Status.TIMEOUT)
+    ]
     failures += [price(None, "syntax_error", cfg).reward, price(None, None, cfg).reward]
     slowest_correct = price(ok(0.011), None, cfg).reward  # 0.011 rounds up to 0.02
     assert max(failures) < slowest_correct
@@ -68,8 +72,13 @@ def test_a_failure_or_hack_reward_that_pays_more_than_correct_code_is_refused():
     with pytest.raises(ValueError, match="hack_reward"):
         RewardConfig(transform="speedup", failure_reward=-1.0, hack_reward=0.0)
     assert RewardConfig(transform="speedup", failure_reward=-1.0, hack_reward=-2.0).hack_reward == -2.0
-    for bad in (dict(max_credit=1.0), dict(min_gain=0.9), dict(transform="exp"), dict(round_step=float("nan")),
-                dict(label_factors={"pytorch_only": -1.0})):
+    for bad in (
+        dict(max_credit=1.0),
+        dict(min_gain=0.9),
+        dict(transform="exp"),
+        dict(round_step=float("nan")),
+        dict(label_factors={"pytorch_only": -1.0}),
+    ):
         with pytest.raises(ValueError):
             RewardConfig(**bad)
 
@@ -98,9 +107,11 @@ def test_a_result_noisier_than_the_bar_earns_no_gain():
 def test_labels_price_the_gain_and_never_forgive_a_slowdown():
     cfg = RewardConfig()
     assert price(ok(2.0, ["reduced_precision"]), None, cfg).reward == 0.0
-    assert price(ok(2.0, ["pytorch_only"]), None, cfg).speedup == pytest.approx(2.0 ** 0.75)
-    assert price(ok(2.0, ["pytorch_only", "calls_reference_ops"]), None, cfg).speedup == pytest.approx(2.0 ** (0.75 * 0.25))
-    assert price(ok(2.0, ["global_flags:cudnn.benchmark"]), None, cfg).speedup == pytest.approx(2.0 ** 0.5)
+    assert price(ok(2.0, ["pytorch_only"]), None, cfg).speedup == pytest.approx(2.0**0.75)
+    assert price(ok(2.0, ["pytorch_only", "calls_reference_ops"]), None, cfg).speedup == pytest.approx(
+        2.0 ** (0.75 * 0.25)
+    )
+    assert price(ok(2.0, ["global_flags:cudnn.benchmark"]), None, cfg).speedup == pytest.approx(2.0**0.5)
     assert price(ok(2.0, ["custom_kernel"]), None, cfg).speedup == 2.0
     assert price(ok(0.5, ["reduced_precision"]), None, cfg).speedup == 0.5
     assert label_factor(["global_flagsX"], cfg) == 1.0  # a key matches itself or "<key>:..."
@@ -109,7 +120,9 @@ def test_labels_price_the_gain_and_never_forgive_a_slowdown():
 
 
 def test_a_copy_of_a_shown_exemplar_earns_no_gain():
-    shown = ['"""Fast."""\nimport torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.relu()\n']
+    shown = [
+        '"""Fast."""\nimport torch\n\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return x.relu()\n'
+    ]
     copy = "import torch\nclass ModelNew(torch.nn.Module):  # mine!\n    def forward(self, x):\n\n        return x.relu()\n"
     other = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
     assert normalized_code(copy) == normalized_code(shown[0]) != normalized_code(other)
@@ -148,7 +161,11 @@ def test_failures_hacks_and_malformed_results():
     # A failed degenerate-task check fails closed: no speedup credit, and no signal for the update.
     unchecked = price(ok(63.8, ["custom_kernel", "degenerate_check_failed"]), None)
     assert (unchecked.reason, unchecked.reward, unchecked.speedup, unchecked.trainable) == (
-        "degenerate_check_failed", fail, None, False)
+        "degenerate_check_failed",
+        fail,
+        None,
+        False,
+    )
 
 
 def test_harness_failures_and_invalid_tasks_carry_no_signal():
@@ -191,15 +208,22 @@ def test_two_measurements_that_disagree_are_not_paid_and_two_that_agree_pay_the_
     one_bound = second_opinion(ok(8.0, labels=["below_resolution"]), ok(5.0), cfg)
     assert not one_bound.agrees
     # the issue's case: 1.01x, then 0.61x on another actor (spread 0.358, both below the resolution)
-    case = second_opinion(ok(1.01, spread=0.358, labels=["below_resolution"]),
-                          ok(0.61, spread=0.2, labels=["below_resolution"]), cfg)
+    case = second_opinion(
+        ok(1.01, spread=0.358, labels=["below_resolution"]), ok(0.61, spread=0.2, labels=["below_resolution"]), cfg
+    )
     assert case.disagreement == pytest.approx(0.40 / 0.61) and case.tolerance == 0.1 and not case.agrees
     close = second_opinion(ok(1.05), ok(1.0), cfg)
     assert close.disagreement == pytest.approx(0.05) and close.agrees
     # the second opinion travels with its result into files and back
     record = dataclasses.replace(first, second_opinion=agree).to_dict()
     assert record["actor"] == 0 and record["second_opinion"] == {
-        "speedup": 5.7, "status": "ok", "actor": 1, "disagreement": agree.disagreement, "tolerance": 0.1, "agrees": True}
+        "speedup": 5.7,
+        "status": "ok",
+        "actor": 1,
+        "disagreement": agree.disagreement,
+        "tolerance": 0.1,
+        "agrees": True,
+    }
     assert EvalResult.from_dict(record).second_opinion == agree
     with pytest.raises(ValueError):
         RewardConfig(verify_tolerance=0.0)

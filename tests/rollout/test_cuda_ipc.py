@@ -13,15 +13,28 @@ import torch
 from hydra import compose, initialize_config_dir
 
 from cudal1.config import ConfigError, load_config, register_schema
-from cudal1.engines.cuda_ipc import (FORMAT, IpcExporter, NotColocatedError, bucket_layout, check_payload,
-                                     local_device_index, open_payload, windows)
+from cudal1.engines.cuda_ipc import (
+    FORMAT,
+    IpcExporter,
+    NotColocatedError,
+    bucket_layout,
+    check_payload,
+    local_device_index,
+    open_payload,
+    windows,
+)
 from cudal1.engines.weight_sync import TensorSpec, plan_buckets
 
 ROOT = Path(__file__).resolve().parents[2]
 register_schema()
 
-SPECS = [TensorSpec("embed", (4, 3), "float32"), TensorSpec("norm", (3,), "bfloat16"), TensorSpec("q", (3, 3), "float32"),
-         TensorSpec("bias", (5,), "float32"), TensorSpec("k", (2,), "bfloat16")]
+SPECS = [
+    TensorSpec("embed", (4, 3), "float32"),
+    TensorSpec("norm", (3,), "bfloat16"),
+    TensorSpec("q", (3, 3), "float32"),
+    TensorSpec("bias", (5,), "float32"),
+    TensorSpec("k", (2,), "bfloat16"),
+]
 
 
 def payload(buckets):
@@ -48,8 +61,10 @@ def test_windows_bound_the_bytes_the_learner_holds():
 
 
 def test_payload_check_names_the_disagreement():
-    good = [{"dtype": "float32", "members": [0, 2], "numel": 21, "handle": {}},
-            {"dtype": "bfloat16", "members": [1, 4], "numel": 5, "handle": {}}]
+    good = [
+        {"dtype": "float32", "members": [0, 2], "numel": 21, "handle": {}},
+        {"dtype": "bfloat16", "members": [1, 4], "numel": 5, "handle": {}},
+    ]
     check_payload(payload(good), SPECS)
     with pytest.raises(ValueError, match="not a cudal1-ipc-1"):
         check_payload({"buckets": good}, SPECS)
@@ -85,7 +100,9 @@ def test_ipc_config_needs_one_learner_and_one_engine_sharing_a_gpu():
     assert cfg.rollout.weight_sync == "ipc"
     with pytest.raises(ConfigError, match="rollout.weight_sync.*ipc needs CUDA GPUs.*no CPU path"):
         composed(["rollout.weight_sync=ipc"])  # the CPU default
-    with pytest.raises(ConfigError, match="rollout.num_gpus.*fractions summing to at most 1.*learner 1.0 \\+ rollout 0.5"):
+    with pytest.raises(
+        ConfigError, match="rollout.num_gpus.*fractions summing to at most 1.*learner 1.0 \\+ rollout 0.5"
+    ):
         composed([*GPU_PAIR, "learner.num_gpus=1"])
     with pytest.raises(ConfigError, match="rollout.num_gpus.*learner 0.7 \\+ rollout 0.5"):
         composed([*GPU_PAIR, "learner.num_gpus=0.7"])

@@ -42,11 +42,19 @@ def prompts(learner):
     _, tok = learner
     return [
         chat_prompt_ids(tok, [{"role": "user", "content": "Write a faster kernel for this softmax."}]),
-        chat_prompt_ids(tok, [{"role": "system", "content": "You write CUDA."}, {"role": "user", "content": "def forward(x): return x * 2"}]),
+        chat_prompt_ids(
+            tok,
+            [
+                {"role": "system", "content": "You write CUDA."},
+                {"role": "user", "content": "def forward(x): return x * 2"},
+            ],
+        ),
     ]
 
 
-def check_generations(gen: RolloutGenerator, learner, prompts, n: int = 3, max_tokens: int = 12) -> list[list[Generation]]:
+def check_generations(
+    gen: RolloutGenerator, learner, prompts, n: int = 3, max_tokens: int = 12
+) -> list[list[Generation]]:
     model, tok = learner
     out = gen.generate(prompts, n=n, max_tokens=max_tokens, temperature=1.0, top_p=1.0)
     assert len(out) == len(prompts) and all(len(group) == n for group in out)

@@ -16,8 +16,13 @@ TOL = 1e-4
 
 
 def test_plan_buckets_groups_by_dtype_and_size():
-    specs = [TensorSpec("a", (256,), "float32"), TensorSpec("b", (8,), "bfloat16"), TensorSpec("c", (256,), "float32"),
-             TensorSpec("d", (1024,), "float32"), TensorSpec("e", (8,), "bfloat16")]
+    specs = [
+        TensorSpec("a", (256,), "float32"),
+        TensorSpec("b", (8,), "bfloat16"),
+        TensorSpec("c", (256,), "float32"),
+        TensorSpec("d", (1024,), "float32"),
+        TensorSpec("e", (8,), "bfloat16"),
+    ]
     plan = plan_buckets(specs, bucket_mb=2048 / 2**20)  # 2 KiB: two 1 KiB float32 tensors per bucket
     assert plan == [[0, 2], [3], [1, 4]]
     assert sorted(i for b in plan for i in b) == list(range(len(specs)))
@@ -43,6 +48,7 @@ def test_broadcast_from_the_learner_reaches_both_engines(small_model_dir, vllm_g
                 fn()
             except BaseException as e:  # surfaced in the main thread
                 errors.append(e)
+
         t = threading.Thread(target=run)
         t.start()
         return t
@@ -51,7 +57,8 @@ def test_broadcast_from_the_learner_reaches_both_engines(small_model_dir, vllm_g
     joined = threading.Thread(target=hf_generator.init_weight_group, args=("127.0.0.1", port, 2, 3, "gloo", 120))
     joined.start()
     vllm_generator.init_weight_group("127.0.0.1", port, 1, 3, "gloo", 120)
-    joined.join(); t.join()
+    joined.join()
+    t.join()
     assert not errors, errors
 
     specs, stats = learner.weight_manifest(), {}
@@ -60,7 +67,8 @@ def test_broadcast_from_the_learner_reaches_both_engines(small_model_dir, vllm_g
     receiver.start()
     try:
         vllm_generator.receive_weights(specs, learner.version, bucket_mb=1)
-        receiver.join(); t.join()
+        receiver.join()
+        t.join()
         assert not errors, errors
         assert stats["bytes"] == sum(s.nbytes for s in specs) and stats["buckets"] >= 2
         for gen in (vllm_generator, hf_generator):

@@ -15,16 +15,24 @@ import pytest
 import requests
 
 TOKEN = "test-token-1234"
-PROGRAM = ("import torch\n\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super(Model, self).__init__()\n\n"
-           "    def forward(self, x):\n        return torch.relu(x)\n\ndef get_inputs():\n    return [torch.randn(64, 64)]\n\n"
-           "def get_init_inputs():\n    return []\n")
-CORRECT = ("import torch\n\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n\n"
-           "    def forward(self, x):\n        return torch.clamp_min(x, 0.0)\n")
-CACHED = ("import torch\n\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-          "        self.out = None\n\n    def forward(self, x):\n        if self.out is None:\n"
-          "            self.out = torch.relu(x)\n        return self.out\n")
-EXITS = ("import os\nimport torch\n\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n\n"
-         "    def forward(self, x):\n        os._exit(3)\n")
+PROGRAM = (
+    "import torch\n\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super(Model, self).__init__()\n\n"
+    "    def forward(self, x):\n        return torch.relu(x)\n\ndef get_inputs():\n    return [torch.randn(64, 64)]\n\n"
+    "def get_init_inputs():\n    return []\n"
+)
+CORRECT = (
+    "import torch\n\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n\n"
+    "    def forward(self, x):\n        return torch.clamp_min(x, 0.0)\n"
+)
+CACHED = (
+    "import torch\n\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+    "        self.out = None\n\n    def forward(self, x):\n        if self.out is None:\n"
+    "            self.out = torch.relu(x)\n        return self.out\n"
+)
+EXITS = (
+    "import os\nimport torch\n\nclass ModelNew(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n\n"
+    "    def forward(self, x):\n        os._exit(3)\n"
+)
 EXITING_PROGRAM = PROGRAM.replace("return torch.relu(x)", "import os; os._exit(1)")
 
 
@@ -45,16 +53,41 @@ def app(ray_cluster, small_model_dir, tmp_path_factory):
 
     tmp = tmp_path_factory.mktemp("serve")
     port = _free_port()
-    cfg = compose_config([f"model.path={small_model_dir}", "rollout.backend=vllm", "rollout.max_model_len=4096",
-                          "rollout.max_tokens=48", "rollout.kv_cache_gib=0.25", "bench.pools.cpu.num_actors=1",
-                          f"serve.token={TOKEN}", f"serve.port={port}", f"serve.jobs_dir={tmp / 'jobs'}",
-                          f"model_dir={tmp}", "serve.replica_cpus=1", "serve.stale_after_s=20",
-                          "verify_tolerance=1000000.0", "serve.app_name=cudal1-test"])
+    cfg = compose_config(
+        [
+            f"model.path={small_model_dir}",
+            "rollout.backend=vllm",
+            "rollout.max_model_len=4096",
+            "rollout.max_tokens=48",
+            "rollout.kv_cache_gib=0.25",
+            "bench.pools.cpu.num_actors=1",
+            f"serve.token={TOKEN}",
+            f"serve.port={port}",
+            f"serve.jobs_dir={tmp / 'jobs'}",
+            f"model_dir={tmp}",
+            "serve.replica_cpus=1",
+            "serve.stale_after_s=20",
+            "verify_tolerance=1000000.0",
+            "serve.app_name=cudal1-test",
+        ]
+    )
     # Fast, coarse timing: the figures are not the point here, the labels are.
-    OmegaConf.update(cfg, "bench.pools.cpu.settings", {"rounds": 1, "calls_per_round": 1, "warmup_calls": 0,
-                                                       "max_calls_per_round": 1, "calibration_calls": 3,
-                                                       "calibration_rounds": 2, "correctness_trials": 2, "shifted_trials": 0,
-                                                       "cache_dir": str(tmp / "build-cache")}, merge=False)
+    OmegaConf.update(
+        cfg,
+        "bench.pools.cpu.settings",
+        {
+            "rounds": 1,
+            "calls_per_round": 1,
+            "warmup_calls": 0,
+            "max_calls_per_round": 1,
+            "calibration_calls": 3,
+            "calibration_rounds": 2,
+            "correctness_trials": 2,
+            "shifted_trials": 0,
+            "cache_dir": str(tmp / "build-cache"),
+        },
+        merge=False,
+    )
     cfg = load_serve_config(cfg)
     run(cfg, blocking=False)
     yield {"url": f"http://127.0.0.1:{port}", "cfg": cfg}
@@ -106,14 +139,25 @@ def test_chat_completion_through_the_openai_client(app):
 
     client = openai.OpenAI(base_url=app["url"] + "/v1", api_key=TOKEN, max_retries=0, timeout=120)
     assert [m.id for m in client.models.list()] == ["cudal1-policy"]
-    out = client.chat.completions.create(model="cudal1-policy", messages=[{"role": "user", "content": "Make relu fast."}],
-                                         max_tokens=8, temperature=1.0, n=2)
+    out = client.chat.completions.create(
+        model="cudal1-policy",
+        messages=[{"role": "user", "content": "Make relu fast."}],
+        max_tokens=8,
+        temperature=1.0,
+        n=2,
+    )
     assert len(out.choices) == 2 and out.choices[0].message.role == "assistant"
     assert 2 <= out.usage.completion_tokens <= 16 and out.usage.prompt_tokens > 0
     assert all(c.finish_reason in ("stop", "length") for c in out.choices)
-    greedy = [client.chat.completions.create(model="cudal1-policy", max_tokens=8, temperature=0.0,
-                                             messages=[{"role": "user", "content": "Make relu fast."}])
-              for _ in range(2)]
+    greedy = [
+        client.chat.completions.create(
+            model="cudal1-policy",
+            max_tokens=8,
+            temperature=0.0,
+            messages=[{"role": "user", "content": "Make relu fast."}],
+        )
+        for _ in range(2)
+    ]
     assert greedy[0].choices[0].message.content == greedy[1].choices[0].message.content  # greedy is deterministic
     bad = openai.OpenAI(base_url=app["url"] + "/v1", api_key="nope", max_retries=0)
     with pytest.raises(openai.AuthenticationError):
@@ -122,14 +166,17 @@ def test_chat_completion_through_the_openai_client(app):
         client.chat.completions.create(model="gpt-4", messages=[{"role": "user", "content": "x"}], max_tokens=4)
 
 
-@pytest.mark.parametrize("body, status, words", [
-    (b"{not json", 400, "not valid JSON"),
-    ({"messages": []}, 400, "messages"),
-    ({"messages": [{"role": "user", "content": "x"}], "max_tokens": 10**6}, 400, "max_tokens"),
-    ({"messages": [{"role": "user", "content": "x"}], "stream": True}, 400, "stream"),
-    ({"messages": [{"role": "user", "content": "x"}], "n": 2, "temperature": 0}, 400, "greedy"),
-    ({"messages": [{"role": "tool", "content": "x"}]}, 400, "messages[0]"),
-])
+@pytest.mark.parametrize(
+    "body, status, words",
+    [
+        (b"{not json", 400, "not valid JSON"),
+        ({"messages": []}, 400, "messages"),
+        ({"messages": [{"role": "user", "content": "x"}], "max_tokens": 10**6}, 400, "max_tokens"),
+        ({"messages": [{"role": "user", "content": "x"}], "stream": True}, 400, "stream"),
+        ({"messages": [{"role": "user", "content": "x"}], "n": 2, "temperature": 0}, 400, "greedy"),
+        ({"messages": [{"role": "tool", "content": "x"}]}, 400, "messages[0]"),
+    ],
+)
 def test_a_bad_chat_payload_is_a_4xx_with_a_message(app, body, status, words):
     kw = {"data": body} if isinstance(body, bytes) else {"json": body}
     r = requests.post(f"{app['url']}/v1/chat/completions", headers=_auth(), timeout=60, **kw)
@@ -138,9 +185,13 @@ def test_a_bad_chat_payload_is_a_4xx_with_a_message(app, body, status, words):
 
 def test_bad_optimize_payloads_are_4xx(app):
     url = app["url"]
-    for body, words in (({"program": "x = 1\n"}, "KernelBench"), ({"program": PROGRAM, "rounds": 99}, "rounds"),
-                        ({"program": PROGRAM, "pool": "h100"}, "pool"), ({"programme": PROGRAM}, "unknown fields"),
-                        ({"program": "def f(:\n"}, "KernelBench")):
+    for body, words in (
+        ({"program": "x = 1\n"}, "KernelBench"),
+        ({"program": PROGRAM, "rounds": 99}, "rounds"),
+        ({"program": PROGRAM, "pool": "h100"}, "pool"),
+        ({"programme": PROGRAM}, "unknown fields"),
+        ({"program": "def f(:\n"}, "KernelBench"),
+    ):
         r = requests.post(f"{url}/v1/optimize", headers=_auth(), json=body, timeout=60)
         assert r.status_code == 400 and words in r.json()["error"]["message"], (body, r.text)
     r = requests.get(f"{url}/v1/optimize/{'0' * 32}", headers=_auth(), timeout=30)
@@ -149,13 +200,17 @@ def test_bad_optimize_payloads_are_4xx(app):
 
 def test_optimize_jobs_label_cheats_and_crashes_and_survive_a_replica_restart(app):
     url = app["url"]
-    r = requests.post(f"{url}/v1/optimize", headers=_auth(), timeout=60,
-                      json={"program": PROGRAM, "name": "relu", "rounds": 1, "samples": 2,
-                            "start": [CORRECT, CACHED, EXITS]})
+    r = requests.post(
+        f"{url}/v1/optimize",
+        headers=_auth(),
+        timeout=60,
+        json={"program": PROGRAM, "name": "relu", "rounds": 1, "samples": 2, "start": [CORRECT, CACHED, EXITS]},
+    )
     assert r.status_code == 202, r.text
     job = r.json()["id"]
-    r = requests.post(f"{url}/v1/optimize", headers=_auth(), timeout=60,
-                      json={"program": EXITING_PROGRAM, "rounds": 1, "samples": 1})
+    r = requests.post(
+        f"{url}/v1/optimize", headers=_auth(), timeout=60, json={"program": EXITING_PROGRAM, "rounds": 1, "samples": 1}
+    )
     crash_job = r.json()["id"]
 
     state = _poll(url, job)
@@ -185,8 +240,11 @@ def test_optimize_jobs_label_cheats_and_crashes_and_survive_a_replica_restart(ap
     # kill the replica: Serve starts a new one, which reads the job from the job directory
     import ray
 
-    names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
-             if a["name"].startswith("SERVE_REPLICA::cudal1-test#PolicyServer")]
+    names = [
+        a["name"]
+        for a in ray.util.list_named_actors(all_namespaces=True)
+        if a["name"].startswith("SERVE_REPLICA::cudal1-test#PolicyServer")
+    ]
     assert len(names) == 1
     ray.kill(ray.get_actor(names[0], namespace="serve"), no_restart=True)
     deadline = time.time() + 300
@@ -199,8 +257,11 @@ def test_optimize_jobs_label_cheats_and_crashes_and_survive_a_replica_restart(ap
             pass
         assert time.time() < deadline, "no replica answered within 300 s of the restart"
         time.sleep(3)
-    new_names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)
-                 if a["name"].startswith("SERVE_REPLICA::cudal1-test#PolicyServer")]
+    new_names = [
+        a["name"]
+        for a in ray.util.list_named_actors(all_namespaces=True)
+        if a["name"].startswith("SERVE_REPLICA::cudal1-test#PolicyServer")
+    ]
     assert new_names and new_names != names
     again = r.json()
     # the new replica reads the same result: recorded, not handed back

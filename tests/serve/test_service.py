@@ -14,11 +14,19 @@ import pytest
 from cudal1.serve.jobs import JobStore, OptimizeService, parse_request
 from cudal1.serve.service import ApiError, check_bearer
 
-PROGRAM = ("import torch\n\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n\n"
-           "    def forward(self, x):\n        return torch.relu(x)\n\ndef get_inputs():\n    return [torch.randn(8, 8)]\n\n"
-           "def get_init_inputs():\n    return []\n")
-LIMITS = {"default_rounds": 2, "default_samples": 4, "max_rounds": 3, "max_samples": 4, "max_program_chars": 5000,
-          "pools": {"cpu": None, "h100": None}}
+PROGRAM = (
+    "import torch\n\nclass Model(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n\n"
+    "    def forward(self, x):\n        return torch.relu(x)\n\ndef get_inputs():\n    return [torch.randn(8, 8)]\n\n"
+    "def get_init_inputs():\n    return []\n"
+)
+LIMITS = {
+    "default_rounds": 2,
+    "default_samples": 4,
+    "max_rounds": 3,
+    "max_samples": 4,
+    "max_program_chars": 5000,
+    "pools": {"cpu": None, "h100": None},
+}
 
 
 def test_the_bearer_token_is_checked():
@@ -34,10 +42,17 @@ def test_optimize_payloads_are_validated_with_a_message():
     req = parse_request({"program": PROGRAM, "rounds": 1}, **LIMITS)
     assert (req["rounds"], req["samples"], req["pool"], req["start"], req["task_id"]) == (1, 4, "cpu", [], "level0/0")
     assert parse_request({"program": PROGRAM, "architecture": "h100"}, **LIMITS)["pool"] == "h100"
-    bad = [([1], "JSON object"), ({}, "program must be"), ({"program": PROGRAM, "rounds": 4}, "rounds must be"),
-           ({"program": PROGRAM, "samples": True}, "samples must be"), ({"program": PROGRAM, "pool": "tpu"}, "pool 'tpu'"),
-           ({"program": PROGRAM + "#" * 5000}, "limit is 5000"), ({"program": PROGRAM, "start": [""]}, "start must"),
-           ({"program": "import torch\n"}, "KernelBench-format"), ({"program": PROGRAM, "x": 1}, "unknown fields: x")]
+    bad = [
+        ([1], "JSON object"),
+        ({}, "program must be"),
+        ({"program": PROGRAM, "rounds": 4}, "rounds must be"),
+        ({"program": PROGRAM, "samples": True}, "samples must be"),
+        ({"program": PROGRAM, "pool": "tpu"}, "pool 'tpu'"),
+        ({"program": PROGRAM + "#" * 5000}, "limit is 5000"),
+        ({"program": PROGRAM, "start": [""]}, "start must"),
+        ({"program": "import torch\n"}, "KernelBench-format"),
+        ({"program": PROGRAM, "x": 1}, "unknown fields: x"),
+    ]
     for body, words in bad:
         with pytest.raises(ApiError) as e:
             parse_request(body, **LIMITS)
@@ -89,7 +104,11 @@ def test_the_job_service_runs_jobs_in_order_and_a_failing_one_does_not_stop_it(t
     while service.get(second["id"])["status"] in ("queued", "running") and time.time() < deadline:
         time.sleep(0.05)
     one, two = service.get(first["id"]), service.get(second["id"])
-    assert (one["status"], one["result"], one["message"]) == ("done", {"status": "correct", "message": "1.00x"}, "1.00x")
+    assert (one["status"], one["result"], one["message"]) == (
+        "done",
+        {"status": "correct", "message": "1.00x"},
+        "1.00x",
+    )
     assert two["status"] == "failed" and two["message"] == "RuntimeError: engine died"
     assert calls == [1, 2]
     # a fresh service over the same directory (a restarted replica) reads both
@@ -116,10 +135,14 @@ def test_the_serve_config_needs_a_token_and_names_a_bad_key(monkeypatch):
     opts = deployment_options(cfg)
     assert opts["autoscaling_config"]["max_replicas"] == 3 and "num_replicas" not in opts
     assert opts["ray_actor_options"]["runtime_env"]["env_vars"]["CUDAL1_SERVE_TOKEN"] == "x"
-    for override, key in (("serve.min_replicas=5", "serve.min_replicas"), ("rounds=9", "rounds"),
-                          ("serve.port=0", "serve.port"), ("serve.route_prefix=v1", "serve.route_prefix"),
-                          ("rollout.tensor_parallel_size=2", "rollout.tensor_parallel_size"),
-                          ("rollout.num_engines=2", "rollout.num_engines")):
+    for override, key in (
+        ("serve.min_replicas=5", "serve.min_replicas"),
+        ("rounds=9", "rounds"),
+        ("serve.port=0", "serve.port"),
+        ("serve.route_prefix=v1", "serve.route_prefix"),
+        ("rollout.tensor_parallel_size=2", "rollout.tensor_parallel_size"),
+        ("rollout.num_engines=2", "rollout.num_engines"),
+    ):
         with pytest.raises(ConfigError) as e:
             compose_config([override])
         assert e.value.key == key

@@ -50,6 +50,11 @@ def test_seeds_belong_to_a_task_by_its_source_not_its_id():
     assert set(found) == set(seed_solutions("cpu")) and all("ModelNew" in src for src in found.values())
     # Another suite's level1/1 (KernelBench's is a square matmul) is another problem.
     builtin = find_task(REPORT.tasks, "level1/1")
-    other = Task(level=1, problem_id=1, name="Square_matmul", source=builtin.source + "\n# another problem\n",
-                 suite="/kb/KernelBench")
+    other = Task(
+        level=1,
+        problem_id=1,
+        name="Square_matmul",
+        source=builtin.source + "\n# another problem\n",
+        suite="/kb/KernelBench",
+    )
     assert seeds_for([other], "cpu") == {}

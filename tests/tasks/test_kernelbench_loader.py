@@ -37,13 +37,18 @@ FILES = {
     + INPUTS,
     "level1/8_Relu_of_rand.py": HEADER + model("torch.relu(x)") + INPUTS.replace("randn", "rand"),
     "level1/9_Hangs_at_import.py": HEADER + "import time\nwhile True:\n    time.sleep(0.1)\n" + model("x") + INPUTS,
-    "level1/10_Hub_model.py": HEADER + "from transformers import AutoModel\n"
-    + model("self.m(x)", init="self.m = AutoModel.from_pretrained('gpt2')") + INPUTS,
-    "level1/11_Torch_hub.py": HEADER + model("self.m(x)", init="self.m = torch.hub.load('pytorch/vision', 'resnet18')")
+    "level1/10_Hub_model.py": HEADER
+    + "from transformers import AutoModel\n"
+    + model("self.m(x)", init="self.m = AutoModel.from_pretrained('gpt2')")
+    + INPUTS,
+    "level1/11_Torch_hub.py": HEADER
+    + model("self.m(x)", init="self.m = torch.hub.load('pytorch/vision', 'resnet18')")
     + INPUTS,
     "level1/12_Needs_a_module.py": HEADER + "import cudal1_no_such_module as nsm\n" + model("x + 1") + INPUTS,
-    "level1/13_Optional_module.py": HEADER + "try:\n    import cudal1_no_such_module\nexcept ImportError:\n    pass\n"
-    + model("x + 1") + INPUTS,
+    "level1/13_Optional_module.py": HEADER
+    + "try:\n    import cudal1_no_such_module\nexcept ImportError:\n    pass\n"
+    + model("x + 1")
+    + INPUTS,
     "level1/no_id_here.py": HEADER + model("x") + INPUTS,
     "level1/0_Id_zero.py": HEADER + model("x") + INPUTS,
     "level1/notes.txt": "not a task",
@@ -78,8 +83,17 @@ def test_parse_without_running(suite_dir: Path):
     report = load_suite(suite_dir)  # the repo root form
     ids = [t.task_id for t in report.tasks]
     # Files that raise or hang at import parse fine: only probing runs code.
-    assert ids == ["level1/1", "level1/4", "level1/5", "level1/6", "level1/7", "level1/8", "level1/9", "level1/13",
-                   "level2/1"]
+    assert ids == [
+        "level1/1",
+        "level1/4",
+        "level1/5",
+        "level1/6",
+        "level1/7",
+        "level1/8",
+        "level1/9",
+        "level1/13",
+        "level2/1",
+    ]
     add = report.tasks[0]
     assert add.name == "Add_one" and add.level == 1 and add.problem_id == 1
     assert add.source == FILES["level1/1_Add_one.py"] and Path(add.path).is_file()
@@ -100,7 +114,8 @@ def test_parse_without_running(suite_dir: Path):
     # Tasks that need the network or a module not installed fail at once, before any worker.
     assert why["11_Torch_hub.py"] == "downloads (torch.hub.load(...): needs the network, and cudal1 runs offline"
     assert why["12_Needs_a_module.py"] == (
-        "imports cudal1_no_such_module, not installed here (pip install cudal1_no_such_module to run it)")
+        "imports cudal1_no_such_module, not installed here (pip install cudal1_no_such_module to run it)"
+    )
     assert why["2_Syntax_error.py"].startswith("syntax error") and "line 3" in why["2_Syntax_error.py"]
     assert why["3_No_get_inputs.py"] == "missing module-level get_inputs"
     assert why["no_id_here.py"].startswith("bad file name")

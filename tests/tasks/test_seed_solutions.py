@@ -24,7 +24,9 @@ SLOW = os.environ.get("CUDAL1_SLOW_TESTS") == "1"
 def _params():
     for task_id, path in sorted(SEEDS.items()):
         builds = "load_inline" in path.read_text()
-        marks = [] if (SLOW or not builds) else [pytest.mark.skip(reason="builds a C++ extension: set CUDAL1_SLOW_TESTS=1")]
+        marks = (
+            [] if (SLOW or not builds) else [pytest.mark.skip(reason="builds a C++ extension: set CUDAL1_SLOW_TESTS=1")]
+        )
         yield pytest.param(task_id, path, id=task_id, marks=marks)
 
 
@@ -35,9 +37,16 @@ def test_every_builtin_task_has_a_cpu_seed():
 @pytest.mark.parametrize("task_id,path", list(_params()))
 def test_seed_solution_is_correct(task_id, path, tmp_path_factory):
     # Correctness is what this test asserts: one timed call a round, the shortest calibration.
-    settings = EvalSettings.for_backend("cpu", rounds=1, calls_per_round=1, max_calls_per_round=1, warmup_calls=1,
-                                        calibration_calls=3, calibration_rounds=1,
-                                        cache_dir=str(tmp_path_factory.getbasetemp() / "cache"))
+    settings = EvalSettings.for_backend(
+        "cpu",
+        rounds=1,
+        calls_per_round=1,
+        max_calls_per_round=1,
+        warmup_calls=1,
+        calibration_calls=3,
+        calibration_rounds=1,
+        cache_dir=str(tmp_path_factory.getbasetemp() / "cache"),
+    )
     r = evaluate(find_task(TASKS, task_id), path.read_text(), "cpu", settings=settings)
     assert r.status is Status.OK, f"{task_id}: {r.status.value} {r.message}\n{r.log[-1500:]}"
     assert r.hack_kind is None and r.correctness_trials >= 5

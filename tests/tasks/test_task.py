@@ -37,8 +37,13 @@ def test_size_profiles_are_applied_and_typos_raise():
 
 
 def test_eval_result_json_roundtrip():
-    r = EvalResult(task_id="level1/1", status=Status.HACK, hack_kind=HackKind.RESULT_CACHE,
-                   reference=Timing(1.0, 1.0, 1.0, 1.0, [1.0], 0.0, 1), labels=["pytorch_only"])
+    r = EvalResult(
+        task_id="level1/1",
+        status=Status.HACK,
+        hack_kind=HackKind.RESULT_CACHE,
+        reference=Timing(1.0, 1.0, 1.0, 1.0, [1.0], 0.0, 1),
+        labels=["pytorch_only"],
+    )
     back = EvalResult.from_dict(r.to_dict())
     assert back == r
     assert '"hack_kind": "result_cache"' in r.to_json()

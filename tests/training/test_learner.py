@@ -212,8 +212,11 @@ def test_gradient_accumulation_matches_one_big_micro_batch(model_dir, agg):
     assert results[1]["grad_norm"] == pytest.approx(results[0]["grad_norm"], rel=1e-4)
 
 
-@pytest.mark.parametrize("options", [dict(gradient_checkpointing=True), dict(offload_optimizer=True, offload_param=True)],
-                         ids=["activation_checkpointing", "offload"])
+@pytest.mark.parametrize(
+    "options",
+    [dict(gradient_checkpointing=True), dict(offload_optimizer=True, offload_param=True)],
+    ids=["activation_checkpointing", "offload"],
+)
 def test_zero3_options_take_the_same_step(model_dir, options):
     """Activation checkpointing (recompute in backward) and ZeRO-Offload of optimizer state and
     parameters (host memory; on this CPU-only machine the same memory, but DeepSpeed's offload
@@ -223,7 +226,9 @@ def test_zero3_options_take_the_same_step(model_dir, options):
     plain, changed = GRPOLearner(model_dir, **kwargs), GRPOLearner(model_dir, **kwargs, **options)
     if "offload_param" in options:
         zero = changed.engine.config["zero_optimization"] if isinstance(changed.engine.config, dict) else None
-        assert changed.engine.zero_offload_param() is not None and changed.engine.zero_offload_optimizer() is not None, zero
+        assert (
+            changed.engine.zero_offload_param() is not None and changed.engine.zero_offload_optimizer() is not None
+        ), zero
     else:
         assert changed.engine.module.is_gradient_checkpointing
     for _ in range(2):
@@ -231,8 +236,12 @@ def test_zero3_options_take_the_same_step(model_dir, options):
         for key in ("loss", "grad_norm", "kl", "entropy"):
             assert b[key] == pytest.approx(a[key], rel=1e-5, abs=1e-7), key
     assert a["kl"] > 0
-    torch.testing.assert_close(torch.tensor(changed.logprobs(PROMPT_A, RESP_A)), torch.tensor(plain.logprobs(PROMPT_A, RESP_A)),
-                               rtol=0, atol=1e-5)
+    torch.testing.assert_close(
+        torch.tensor(changed.logprobs(PROMPT_A, RESP_A)),
+        torch.tensor(plain.logprobs(PROMPT_A, RESP_A)),
+        rtol=0,
+        atol=1e-5,
+    )
 
 
 def test_zero3_keeps_the_reference_in_its_own_engine_and_none_without_kl(model_dir):
@@ -241,5 +250,7 @@ def test_zero3_keeps_the_reference_in_its_own_engine_and_none_without_kl(model_d
     assert all(hasattr(p, "ds_id") for p in with_kl.reference.module.parameters())  # partitioned like the policy
     assert not any(p.requires_grad for p in with_kl.reference.module.parameters())
     stats = with_kl.shard_stats()
-    assert stats["params"] == sum(p.numel() for p in transformers.AutoModelForCausalLM.from_pretrained(model_dir).parameters())
+    assert stats["params"] == sum(
+        p.numel() for p in transformers.AutoModelForCausalLM.from_pretrained(model_dir).parameters()
+    )
     assert GRPOLearner(model_dir, zero_stage=3, kl_beta=0.0, micro_batch=2).reference is None

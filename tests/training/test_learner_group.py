@@ -22,8 +22,13 @@ COMMON = dict(zero_stage=3, lr=1e-2, loss_agg="dr_grpo", grad_accum=1, seed=0, m
 
 def batch() -> list[PolicyExample]:
     """5 examples of uneven lengths: global mini-batches of 4 and 1 (rank 1 idles in the second)."""
-    rows = [([5, 17, 99], [42, 7, 300, 8], 1.0), ([3, 250], [9, 1000], -1.0), ([11, 12, 13, 14], [15, 16, 17, 18, 19, 20], 0.5),
-            ([7], [8, 9, 10], -0.5), ([21, 22], [23, 24, 25, 26, 27], 1.5)]
+    rows = [
+        ([5, 17, 99], [42, 7, 300, 8], 1.0),
+        ([3, 250], [9, 1000], -1.0),
+        ([11, 12, 13, 14], [15, 16, 17, 18, 19, 20], 0.5),
+        ([7], [8, 9, 10], -0.5),
+        ([21, 22], [23, 24, 25, 26, 27], 1.5),
+    ]
     return [PolicyExample(p, r, advantage=a) for p, r, a in rows]
 
 
@@ -62,7 +67,9 @@ def test_two_ranks_take_the_same_step_as_one(group, small_model_dir):
         assert b[key] == pytest.approx(a[key], **torch_close), key
     assert a["grad_norm"] > 0 and a["ratio_mean"] != pytest.approx(1.0, abs=1e-6)  # step 2 saw moved weights
     a, b = single.sft_step(examples), group.sft_step(examples)
-    assert b["loss"] == pytest.approx(a["loss"], **torch_close) and b["grad_norm"] == pytest.approx(a["grad_norm"], **torch_close)
+    assert b["loss"] == pytest.approx(a["loss"], **torch_close) and b["grad_norm"] == pytest.approx(
+        a["grad_norm"], **torch_close
+    )
     after_single, after_group = single.score(examples), group.score(examples)
     assert [len(r) for r in after_group] == [len(ex.response_ids) for ex in examples]
     for x, y in zip(after_single, after_group):

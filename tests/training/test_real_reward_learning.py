@@ -28,8 +28,10 @@ import pytest
 pytestmark = [
     pytest.mark.slow,
     pytest.mark.timeout(3600),
-    pytest.mark.skipif(os.environ.get("CUDAL1_SLOW_TESTS") != "1",
-                       reason="runs about 20 minutes on a loaded 2-core machine: set CUDAL1_SLOW_TESTS=1"),
+    pytest.mark.skipif(
+        os.environ.get("CUDAL1_SLOW_TESTS") != "1",
+        reason="runs about 20 minutes on a loaded 2-core machine: set CUDAL1_SLOW_TESTS=1",
+    ),
 ]
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "real_reward_learning.py"
@@ -74,9 +76,15 @@ def test_rl_on_measured_speedups_learns_the_fast_variant_and_the_controls_do_not
     rrl, exp = experiment
     lr, negate = rrl.RUNS[run]
     trace = exp.run_rl(run, exp.s.lr if lr is None else lr, negate)
-    shares = (" ".join(f"{x:.2f}" for x in trace["fast"]) + " of all; "
-              + " ".join(f"{x:.2f}" for x in rrl.choice_shares(trace)) + " of the two variants")
+    shares = (
+        " ".join(f"{x:.2f}" for x in trace["fast"])
+        + " of all; "
+        + " ".join(f"{x:.2f}" for x in rrl.choice_shares(trace))
+        + " of the two variants"
+    )
     if run == "real":
-        assert rrl.learned(trace), f"the fast variant's share did not rise to the criterion: {shares} ({trace['reasons']})"
+        assert rrl.learned(trace), (
+            f"the fast variant's share did not rise to the criterion: {shares} ({trace['reasons']})"
+        )
     else:
         assert not rrl.learned(trace), f"{run} control reached the criterion: {shares}"

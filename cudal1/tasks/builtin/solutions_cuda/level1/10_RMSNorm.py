@@ -4,6 +4,7 @@ Custom: the whole operation. Pass 1 sums x^2 over the row with a warp-shuffle bl
 pass 2 writes x * rsqrt(mean + eps) * weight, re-reading the 8 KB row from L1/L2, so DRAM traffic is
 one read and one write. The reference runs five kernels (pow, mean, add+rsqrt, two multiplies).
 """
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

@@ -4,6 +4,7 @@ Custom: the whole activation in one CUDA kernel (cube, scale, tanh and product p
 loads and stores with a scalar tail; the reference runs about eight separate elementwise kernels,
 each a full pass over memory.
 """
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

@@ -4,6 +4,7 @@ Custom: the whole activation in one CUDA kernel (compare, exp and select per ele
 and stores with a scalar tail; the reference runs about five separate elementwise kernels, each a
 full pass over memory.
 """
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

@@ -6,6 +6,7 @@ channel's K×K filter in registers, and each thread writes four outputs of one c
 value is read from DRAM about once. Filters larger than 7×7 fall back to a direct kernel.
 The layer's parameters are the task's nn.Conv2d (same construction, so the same initialization).
 """
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

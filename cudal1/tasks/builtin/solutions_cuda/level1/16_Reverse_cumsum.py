@@ -6,6 +6,7 @@ scans the thread totals with warp shuffles, and a running carry adds everything 
 chunk. One read and one write of the data; the reference flips (copy), scans and flips again (copy).
 A `dim` other than the last is moved last first (an extra copy each way).
 """
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

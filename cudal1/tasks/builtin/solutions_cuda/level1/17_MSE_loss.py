@@ -5,6 +5,7 @@ Custom: the whole operation. Kernel 1: every block accumulates (p - t)^2 over a 
 partials in double and divides by n. Deterministic (no atomics). The reference runs three kernels
 (subtract, square, mean) and writes two full-size temporaries.
 """
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

@@ -6,6 +6,7 @@ shuffles and writes loss = max + log(sum) - logit[target]; targets equal to -100
 ignore_index) are skipped. Kernel 2: one block averages the row losses in double. The reference's
 cross_entropy writes and re-reads a full log-softmax.
 """
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

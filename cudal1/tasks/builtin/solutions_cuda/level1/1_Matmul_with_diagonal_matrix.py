@@ -3,6 +3,7 @@
 Custom: the whole operation (float4 loads and stores when the row length allows). The reference
 builds the N×N diagonal matrix and runs an O(N²M) GEMM; this reads B once and writes C once.
 """
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

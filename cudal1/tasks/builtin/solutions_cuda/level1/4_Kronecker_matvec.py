@@ -4,6 +4,7 @@ Custom: both small matrix products run in one hand-written shared-memory tiled G
 (strided operands, so Bᵀ needs no copy). The reference materializes the N²×N² Kronecker matrix
 (2.6 GB at N = 160) and reads it back for the matvec; this does 4·N³ flops on N² data.
 """
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

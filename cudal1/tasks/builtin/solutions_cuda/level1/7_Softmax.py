@@ -4,6 +4,7 @@ Custom: the whole operation. Pass 1 keeps a running (max, sum of exp) per thread
 pairs across the block with warp shuffles; pass 2 writes exp(x - max) / sum, re-reading the row
 (mostly from L2). The reference runs five kernels (max, subtract, exp, sum, divide).
 """
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

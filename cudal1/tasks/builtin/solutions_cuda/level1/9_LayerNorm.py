@@ -5,6 +5,7 @@ variance from (x - mean)^2 (two-pass, as the reference computes it, not E[x^2] -
 (x - mean) * inv_std * weight + bias; the re-reads of the 8 KB row hit L1/L2, so DRAM traffic is one
 read and one write. The reference runs about eight kernels.
 """
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

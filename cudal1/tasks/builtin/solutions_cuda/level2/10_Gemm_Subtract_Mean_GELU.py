@@ -6,6 +6,7 @@ output in place (a buffer this function allocated, never an input). Not custom: 
 x @ Wᵀ through at::mm (cuBLAS, fp32). The reference runs the GEMM then three more kernels over the
 full output (mean, subtract, GELU).
 """
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

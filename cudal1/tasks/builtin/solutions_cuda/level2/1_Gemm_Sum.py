@@ -5,6 +5,7 @@ features, partials per slice of rows), the slice reduction, the bias sum, and a 
 x with the summed weights. O(B·in + out·in) work instead of the reference's O(B·in·out) GEMM. The
 summed weights are recomputed on every call (nothing is cached).
 """
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

@@ -9,6 +9,7 @@ once and accumulates the K×K window sums (K = 3 in registers; other K one recta
 kernel 2: one warp per (image, output channel) dots the window sums with the filter. O(N·C·H·W) work
 instead of the reference's O(N·O·C·K²·H·W) convolution. Parameters: the task's nn.Conv2d.
 """
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

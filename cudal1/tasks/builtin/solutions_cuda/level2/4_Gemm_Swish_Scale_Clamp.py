@@ -5,6 +5,7 @@ times scale, clamp to [-limit, limit], written over the GEMM output in place (a 
 allocated, never an input). Not custom: the GEMM, x @ Wᵀ through at::mm (cuBLAS, fp32). The
 reference runs four elementwise kernels after its GEMM, each a full pass over the output.
 """
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
@@ -84,5 +85,10 @@ class ModelNew(nn.Module):
         self.limit = limit
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _ext.linear_swish_scale_clamp(x.contiguous(), self.linear.weight.contiguous(),
-                                             self.linear.bias.contiguous(), float(self.scale), float(self.limit))
+        return _ext.linear_swish_scale_clamp(
+            x.contiguous(),
+            self.linear.weight.contiguous(),
+            self.linear.bias.contiguous(),
+            float(self.scale),
+            float(self.limit),
+        )

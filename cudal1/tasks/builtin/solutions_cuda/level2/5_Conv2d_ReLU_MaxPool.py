@@ -6,6 +6,7 @@ The full-size activation is read once and never rewritten. Not custom: the convo
 F.conv2d without bias (cuDNN, the same call the reference makes before it adds the bias in place).
 The reference then runs the bias add (read + write), ReLU (read + write) and pooling (read).
 """
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F

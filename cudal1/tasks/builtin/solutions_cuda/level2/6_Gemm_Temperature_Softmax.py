@@ -6,11 +6,14 @@ with warp shuffles, and writes the probabilities over the GEMM output in place (
 function allocated, never an input). Not custom: the GEMM, x @ Wᵀ through at::mm (cuBLAS, fp32).
 The reference writes the logits, then divides (read + write), then runs its softmax.
 """
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
 
-_CPP = "torch::Tensor linear_temperature_softmax(torch::Tensor x, torch::Tensor w, torch::Tensor b, double temperature);"
+_CPP = (
+    "torch::Tensor linear_temperature_softmax(torch::Tensor x, torch::Tensor w, torch::Tensor b, double temperature);"
+)
 
 _CUDA = r"""
 #include <c10/cuda/CUDAStream.h>
@@ -116,5 +119,6 @@ class ModelNew(nn.Module):
         self.temperature = temperature
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return _ext.linear_temperature_softmax(x.contiguous(), self.linear.weight.contiguous(),
-                                               self.linear.bias.contiguous(), float(self.temperature))
+        return _ext.linear_temperature_softmax(
+            x.contiguous(), self.linear.weight.contiguous(), self.linear.bias.contiguous(), float(self.temperature)
+        )

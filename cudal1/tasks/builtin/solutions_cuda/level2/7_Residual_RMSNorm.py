@@ -5,6 +5,7 @@ reduction; pass 2 re-forms h (the row's 16 KB of inputs are still in L1/L2) and 
 h / sqrt(mean + eps) * weight. DRAM traffic: two reads and one write; h never goes to memory.
 The reference runs about six kernels and writes h and three other temporaries.
 """
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline

@@ -6,6 +6,7 @@ writes the probabilities over the score buffer in place (a buffer this function 
 input). Not custom: the two batched GEMMs, at::matmul (cuBLAS, fp32). The reference writes the
 scores, divides them (read + write), then runs its softmax into a new buffer.
 """
+
 import torch
 import torch.nn as nn
 from torch.utils.cpp_extension import load_inline
