@@ -82,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
             }
             report.append(entry)
             print(json.dumps(entry), flush=True)
-    if args.out:
-        Path(args.out).write_text(json.dumps(report, indent=2))
+            if args.out:  # after every entry: a run cut short by its time limit keeps what it measured
+                Path(args.out).write_text(json.dumps(report, indent=2))
     return 0
 
 
