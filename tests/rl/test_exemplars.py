@@ -69,10 +69,46 @@ def test_one_heavy_tailed_outlier_does_not_squeeze_the_rest_into_one_bucket():
     of 4 buckets (the draw then contrasts the outlier with anything); on the log scale the codes
     between 1x and 3x still spread over buckets of their own."""
     es = [ex(s) for s in (1.0, 1.5, 2.5, 4.0, 6.0, 10.0, 120.0)]
-    linear = bucketize(es, 4, scale="linear")  # bins of 29.75x: everything below 30x in the first
+    linear = bucketize(es, 4, scale="linear", fence=None)  # bins of 29.75x: everything below 30x in the first
     assert [len(b.members) for b in linear] == [6, 1]
-    log = bucketize(es, 4, scale="log")  # bins of ln(120)/4 = 1.197: [1, 3.3) [3.3, 11) ... [36, 120]
+    log = bucketize(es, 4, scale="log", fence=None)  # bins of ln(120)/4 = 1.197: [1, 3.3) [3.3, 11) ... [36, 120]
     assert [[e.speedup for e in b.members] for b in log] == [[1.0, 1.5, 2.5], [4.0, 6.0, 10.0], [120.0]]
+    # Capped at Tukey's fences (the default), the linear scale spreads them too: 120x counts as
+    # Q3 + 1.5 IQR = 8 + 1.5 * 6 = 17x (inclusive quartiles 2.0x and 8.0x), bins of 4x.
+    capped = bucketize(es, 4, scale="linear")
+    assert [[e.speedup for e in b.members] for b in capped] == [[1.0, 1.5, 2.5, 4.0], [6.0], [10.0], [120.0]]
+    assert capped[-1].mean == pytest.approx(17.0)
+
+
+def test_one_outlier_is_not_shown_in_every_prompt():
+    """Issue 23: five codes at 1.0-1.5x and one at 120x. Uncapped, even on the log scale the five
+    share the lowest of 4 bins and the outlier has the top one alone: two buckets, two draws, the
+    outlier in every prompt. Capped at Tukey's fences the five spread over three buckets and the
+    outlier's bucket weighs in at the fence's score: shown often, not always."""
+    pool = [ex(s) for s in (1.0, 1.1, 1.2, 1.3, 1.5, 120.0)]
+    outlier = pool[-1]
+
+    def shown_with_outlier(draws, **kw):
+        rng = random.Random(5)
+        return sum(outlier in sample_exemplars(pool, 2, 1.0, rng, **kw) for _ in range(draws))
+
+    uncapped = bucketize(pool, 4, fence=None)
+    assert [len(b.members) for b in uncapped] == [5, 1]
+    assert shown_with_outlier(500, fence=None) == 500
+
+    buckets = bucketize(pool, 4)
+    assert [[e.speedup for e in b.members] for b in buckets] == [[1.0, 1.1, 1.2], [1.3], [1.5], [120.0]]
+    ln = [math.log(s) for s in (1.0, 1.1, 1.2, 1.3, 1.5)]
+    q1, q3 = ln[1] + 0.25 * (ln[2] - ln[1]), ln[3] + 0.75 * (ln[4] - ln[3])  # inclusive quartiles of the 6 scores
+    assert buckets[-1].mean == pytest.approx(q3 + 1.5 * (q3 - q1))  # ln 2.11x, not ln 120x
+    p = bucket_probabilities(buckets, tau=1.0)
+    expected = sum(q for key, q in pair_probabilities(p).items() if 3 in key)  # P(the top bucket is one of two)
+    assert 0.6 < expected < 0.7
+    n = 6000
+    shown = shown_with_outlier(n)
+    assert abs(shown / n - expected) < 4 * math.sqrt(expected * (1 - expected) / n)
+    with pytest.raises(ValueError):
+        bucketize(pool, 4, fence=-1.0)
 
 
 def test_log_scale_means_and_temperature_are_in_ln_speedup():
