@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from cudal1.bench.result import Status
 from cudal1.records import Exemplar
 from cudal1.rl.rewards import MIN_GAIN
+from cudal1.rl.similarity import normalized_code
 
 SCALES = ("log", "linear")
 
@@ -262,9 +263,13 @@ def contrastive_target(
     """A stage-1 contrastive example for one task: (shown, target), or None.
 
     The target is the task's fastest correct solution; shown are up to `k` correct solutions
-    strictly slower than it (each at least `min_gain` × slower), the fastest of those, slowest
-    first. With no such slower solution there is no contrastive example: training a prompt that
-    shows the target itself would teach the model to copy the exemplar (issue 9, item 1).
+    strictly slower than it (each at least `min_gain` × slower) and other programs than it and
+    than each other (`normalized_code`: a variant that differs from the target only by comments,
+    formatting, no-op statements or names is the same program measured again, so the "gain" is
+    noise), the fastest of those (the fastest measurement of each program), slowest first. With
+    no such slower solution there is no contrastive example: training a prompt that shows the
+    target itself would teach the model to copy the exemplar (issue 9, item 1). Speedups are
+    compared as recorded (stage 1 records the raw measured ones: docs/training.md).
     Raises ValueError for k < 1 or min_gain < 1.
     """
     if k < 1:
@@ -275,7 +280,13 @@ def contrastive_target(
     if not usable:
         return None
     target = usable[-1]
-    slower = [e for e in usable if e.speedup * min_gain < target.speedup and e.code != target.code]
+    programs = {normalized_code(target.code)}
+    slower: list[Exemplar] = []
+    for e in reversed(usable):  # fastest first, so the fastest measurement of a program is the one kept
+        program = normalized_code(e.code)
+        if e.speedup * min_gain < target.speedup and program not in programs:
+            programs.add(program)
+            slower.append(e)
     if not slower:
         return None
-    return slower[-k:], target
+    return slower[:k][::-1], target

@@ -196,13 +196,31 @@ def test_sampling_is_reproducible_from_the_seed():
 def test_a_contrastive_sft_example_shows_strictly_slower_variants_and_targets_the_fastest():
     from cudal1.rl.exemplars import contrastive_target
 
-    shown, target = contrastive_target([ex(1.0), ex(2.5), ex(1.6), ex(0.7)], k=2)
+    def prog(speedup, status="ok"):  # each speedup its own program (ex's default code is only a comment)
+        return ex(speedup, f"def forward(x):\n    return x * {speedup}\n", status)
+
+    shown, target = contrastive_target([prog(1.0), prog(2.5), prog(1.6), prog(0.7)], k=2)
     assert target.speedup == 2.5 and [e.speedup for e in shown] == [1.0, 1.6]  # the fastest slower ones, slowest first
     # Fewer than two variants, or none slower beyond the min gain: no example (it would teach copying).
-    assert contrastive_target([ex(2.5)]) is None
-    assert contrastive_target([ex(2.5), ex(2.49)], min_gain=1.01) is None
-    assert contrastive_target([ex(2.5), ex(2.0, status="incorrect")]) is None
+    assert contrastive_target([prog(2.5)]) is None
+    assert contrastive_target([prog(2.5), prog(2.49)], min_gain=1.01) is None
+    assert contrastive_target([prog(2.5), prog(2.0, status="incorrect")]) is None
     assert contrastive_target([]) is None
     assert contrastive_target([ex(2.5, code="same"), ex(1.0, code="same")]) is None
     with pytest.raises(ValueError):
         contrastive_target([ex(1.0)], k=0)
+
+
+def test_a_contrastive_sft_pair_never_contrasts_one_program_with_itself():
+    """Issue 23: a variant that differs from the target only by a comment and renamed names is the
+    same program measured again; its 'speedup gap' is noise, so it is neither shown against the
+    target nor shown twice."""
+    from cudal1.rl.exemplars import contrastive_target
+
+    fast = "def forward(x):\n    return x.relu()\n"
+    renamed = "# same program\ndef forward(inp):\n    return inp.relu()\n"
+    slow = "def forward(x):\n    return x.clamp(min=0)\n"
+    slow_again = "def forward(t):  # renamed\n    return t.clamp(min=0)\n"
+    assert contrastive_target([ex(1.2, renamed), ex(2.0, fast)]) is None
+    shown, target = contrastive_target([ex(1.2, renamed), ex(2.0, fast), ex(1.1, slow), ex(1.4, slow_again)], k=2)
+    assert target.code == fast and [e.code for e in shown] == [slow_again]  # the program's fastest measurement, once
