@@ -15,9 +15,9 @@ it does differently, why that is faster, what still limits it, what to change to
 our own words, and says that the task's hyperparameters stay unchanged. Where the paper's prompt
 says an answer without the analysis scores 0, ours (plain and contrastive) states what the reward
 does (`cudal1.rl.rewards.price`): an analysis or design section that is missing or under 20
-characters (`RewardConfig.min_section_chars`' default) is priced as a failure. The questions cost
-about 60 tokens of the small default tokenizer (`cudal1.policy.small`) per contrastive prompt, the
-sentence about 28 per plain prompt. The same format is used
+characters (`RewardConfig.min_section_chars`' default) is priced as a failure. Measured with the
+small default's tokenizer (`cudal1.policy.small`), the questions and that sentence add 60 tokens to
+a contrastive prompt, the sentence 28 to a plain one. The same format is used
 for SFT targets (`sft_response`) and self-training prompts (`plain_prompt`), so the three stages
 train one habit. `cudal1.policy.parsing` reads it back.
 
