@@ -4,6 +4,13 @@ Used where vLLM is not installed (the lent GPU machine's image, minimal CPU inst
 slower (no paged KV cache, no continuous batching) but its logprobs are exact: the weights it
 samples with are the tensors it was given.
 
+Sampling: only `temperature` and `top_p` shape the distribution sampled from, as in vLLM with
+explicit sampling parameters. The checkpoint's `generation_config.json` may set other logits
+processors (a repetition penalty, top-k, min-p, a minimum length, banned words, ...) that
+`transformers` would otherwise apply from it; the reported log-probabilities are the raw
+model's, so the engine samples with a generation config of its own that holds only the
+checkpoint's stop and pad ids (the checkpoint's stays readable as `checkpoint_generation_config`).
+
 Streaming: it samples `batch_size` sequences at a time, in prompt order, and `generate_stream`
 hands out each prompt's group once the batch holding its last sample is done. With everything in
 one batch (the default for small calls) every group arrives at the end; it never reorders.
@@ -51,6 +58,8 @@ class HFEngine:
         batch_size: int = 64,
         **unused: Any,
     ) -> None:
+        from transformers import GenerationConfig
+
         if unused:
             log.info("hf engine ignores vLLM options %s", sorted(unused))
         device = device or ("cuda:0" if torch.cuda.is_available() else "cpu")
@@ -61,11 +70,16 @@ class HFEngine:
         self.seed = seed
         self.batch_size = batch_size
         self._calls = 0
-        gen = self.model.generation_config
+        gen = self.checkpoint_generation_config = self.model.generation_config
         eos = gen.eos_token_id if gen.eos_token_id is not None else self.tokenizer.eos_token_id
         self.eos_ids = set(eos if isinstance(eos, list) else [eos]) - {None}
         pad = gen.pad_token_id if gen.pad_token_id is not None else self.tokenizer.pad_token_id
         self.pad_id = pad if pad is not None else next(iter(self.eos_ids), 0)
+        # `generate` fills every option it is not given from the model's generation config, so the
+        # checkpoint's processors go: only the stop and pad ids are kept (see the module docstring).
+        self.model.generation_config = GenerationConfig(
+            eos_token_id=sorted(self.eos_ids), pad_token_id=self.pad_id, bos_token_id=gen.bos_token_id
+        )
 
     def _left_pad(self, seqs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         width = max(len(s) for s in seqs)
@@ -140,7 +154,7 @@ class HFEngine:
             do_sample=not greedy,
             temperature=None if greedy else temperature,
             top_p=None if greedy else top_p,
-            top_k=0,  # no top-k: only temperature / top-p, as in vLLM
+            top_k=0,  # no top-k (transformers' own default is 50): only temperature / top-p, as in vLLM
             eos_token_id=sorted(self.eos_ids),
             pad_token_id=self.pad_id,
             output_logits=True,

@@ -19,7 +19,7 @@ from cudal1.policy.model import chat_prompt_ids
 from cudal1.policy.parsing import parse_response
 from cudal1.records import Candidate, Exemplar, Generation, PolicyExample, Rollout
 from cudal1.rl.advantages import rollout_advantages
-from cudal1.rl.rewards import Priced, RewardConfig, price, share_identical
+from cudal1.rl.rewards import Priced, RewardConfig, format_failure, price, share_identical
 from cudal1.rl.similarity import normalized_code
 from cudal1.tasks import Task
 
@@ -51,6 +51,12 @@ def sample_rollouts(
 ) -> list[Rollout]:
     """Generate `n` responses per prompt, parse them, evaluate the parsed candidates on the
     primary benchmark pool, and price them (`price`; no advantages yet).
+
+    Only a finished, parsed response with its required sections is evaluated: one without usable
+    code (a parse error), cut at `max_tokens`, or with its analysis or design section missing or
+    too short (`format_failure`) earns the failure reward whatever its code would do, so it gets
+    no candidate, its result stays None and its reward reason says why ("parse_error:<label>",
+    "truncated", "format:missing_<section>"); the pool never sees it.
 
     Each distinct program of the step is evaluated once: a candidate whose task and
     `normalized_code` equal those of a candidate already submitted in this step (in any group) is
@@ -102,6 +108,7 @@ def sample_rollouts(
     if not kept:
         return []
     pool = ctx.pools.primary
+    reward_cfg = reward_config(cfg)
     groups: dict[int, list[Rollout]] = {}
     submitted: dict[tuple[str, str], int] = {}  # program_key -> index in the evaluation (submission order)
     keys: dict[tuple[int, int], tuple[str, str]] = {}  # (group, sample) -> its candidate's program_key
@@ -109,7 +116,10 @@ def sample_rollouts(
     with pool.stream(progress=True) as evaluation:
         for g, gens in _groups(ctx.generator, [ids for _, _, ids, _ in kept], n, cfg.rollout):
             task, messages = kept[g][0], kept[g][1]
-            groups[g] = [_parsed(task.task_id, step, g, s, messages[-1]["content"], gen) for s, gen in enumerate(gens)]
+            groups[g] = [
+                _parsed(task.task_id, step, g, s, messages[-1]["content"], gen, reward_cfg)
+                for s, gen in enumerate(gens)
+            ]
             batch: dict[tuple[str, str], Candidate] = {}
             for r in groups[g]:
                 if r.candidate is not None:
@@ -129,7 +139,6 @@ def sample_rollouts(
         firsts.setdefault(keys[(r.group, r.sample)], r)
     candidates = [r.candidate for r in firsts.values()]
     results = [r.result for r in firsts.values()]
-    reward_cfg = reward_config(cfg)
     verify_outliers(pool, candidates, results, _best_known(ctx, candidates, results), reward_cfg)
     if getattr(ctx, "recorder", None) is not None:  # the other architectures, for the record
         ctx.recorder.submit(step, candidates, results)
@@ -165,15 +174,24 @@ def _groups(generator: Any, prompt_ids: list[list[int]], n: int, rollout_cfg: An
     return enumerate(generator.generate(prompt_ids, **sampling))
 
 
-def _parsed(task_id: str, step: int, group: int, sample: int, prompt: str, gen: Generation) -> Rollout:
+def _parsed(
+    task_id: str,
+    step: int,
+    group: int,
+    sample: int,
+    prompt: str,
+    gen: Generation,
+    reward_cfg: RewardConfig | None = None,
+) -> Rollout:
     """The rollout of one response, with its parsed sections (the code under "code" when it
-    parsed) and, for a parsed and finished response, its candidate. A truncated response gets no
-    candidate: it earns nothing whatever its code would do."""
+    parsed) and, for a parsed and finished response with the sections `reward_cfg` requires
+    (`format_failure`; None: `RewardConfig()`), its candidate. A truncated or badly formatted
+    response gets no candidate: it earns the failure reward whatever its code would do."""
     parsed = parse_response(gen.text)
     r = Rollout(task_id, step, group, sample, prompt, gen, sections=dict(parsed.sections), parse_error=parsed.error)
     if parsed.code is not None and parsed.error is None:
         r.sections["code"] = parsed.code
-        if gen.finish_reason != "length":
+        if gen.finish_reason != "length" and format_failure(r.sections, reward_cfg or RewardConfig()) is None:
             r.candidate = Candidate(task_id, parsed.code, origin=r.origin, model_version=gen.model_version)
     return r
 

@@ -9,10 +9,15 @@ Every response has three sections, in this order, each under a fixed Markdown he
 
 This is the output format of CUDA-L1's contrastive prompt (Li et al., arXiv 2507.14111,
 contrastive-RL section: the prompt shows the reference and earlier solutions with their speedups
-and asks for a performance analysis, then an algorithm design, then code). As there, the prompt
-carries guiding questions for the analysis and says that the task's hyperparameters stay
-unchanged; the reward pays only responses whose analysis and design sections are present
-(`cudal1.rl.rewards`). The same format is used
+and asks for a performance analysis, then an algorithm design, then code). As there, the
+contrastive prompt asks five numbered questions for the analysis (which solution is fastest, what
+it does differently, why that is faster, what still limits it, what to change to beat it), in
+our own words, and says that the task's hyperparameters stay unchanged. Where the paper's prompt
+says an answer without the analysis scores 0, ours (plain and contrastive) states what the reward
+does (`cudal1.rl.rewards.price`): an analysis or design section that is missing or under 20
+characters (`RewardConfig.min_section_chars`' default) is priced as a failure. Measured with the
+small default's tokenizer (`cudal1.policy.small`), the questions and that sentence add 60 tokens to
+a contrastive prompt, the sentence 28 to a plain one. The same format is used
 for SFT targets (`sft_response`) and self-training prompts (`plain_prompt`), so the three stages
 train one habit. `cudal1.policy.parsing` reads it back.
 
@@ -50,11 +55,14 @@ _FORMAT = (
     "## Performance analysis\n{analysis}\n"
     "## Algorithm design\nThe plan for your faster version.\n"
     "## Code\nOne ```python block holding a complete module that defines `class ModelNew(nn.Module)` "
-    "with the same `__init__` and `forward` arguments as `Model`."
+    "with the same `__init__` and `forward` arguments as `Model`.\n"
+    "An answer whose analysis or design is missing or under 20 characters is scored as a failure, "
+    "like code that does not compile."
 )
 _ANALYSIS_CONTRASTIVE = (
-    "Compare the solutions above. Which is fastest, and what does it do differently (memory traffic, "
-    "parallelism, kernel launches, arithmetic)? What still limits the fastest one?"
+    "Answer all five about the solutions above: 1. Which is fastest? 2. What does it do differently? "
+    "3. Why is that faster (memory traffic, parallelism, kernel launches, arithmetic)? "
+    "4. What still limits it? 5. What will you change to beat it?"
 )
 _EXEMPLARS_INTRO = "Earlier correct solutions, with speedup over the reference (higher is faster):"
 _ANALYSIS_PLAIN = "What limits the speed of the reference (memory traffic, parallelism, kernel launches, arithmetic)?"

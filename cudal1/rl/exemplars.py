@@ -5,9 +5,15 @@ CUDA-L1 shows the policy a few earlier correct solutions with their measured spe
 to explain why the faster one is faster. Which solutions it sees matters: they should be good,
 but differ enough in speed to be worth comparing. The paper's recipe, implemented here:
 
-1. bucket the successful codes of a task by score: here ln(speedup) by default (`scale="log"`), so
-   that one 120× outlier does not squeeze every other code into one bucket (issue 9, item 13);
-   the plain speedup in × with `scale="linear"`;
+1. bucket the successful codes of a task by score: here ln(speedup) by default (`scale="log"`),
+   the plain speedup in × with `scale="linear"`. Before bucketing, scores outside Tukey's fences
+   [Q1 − f·IQR, Q3 + f·IQR] of the task's scores (`fence`, f = 1.5; quartiles of 4 or more
+   codes) are capped at the fence. The log scale alone does not stop one outlier from squeezing
+   every other code into one bucket: with codes at 1.0-1.5× and one at 120×, equal-width bins
+   over [0, ln 120] put the five in the lowest bin and the outlier alone in the top one, so a
+   draw of two buckets out of those two shows the outlier in every prompt (issue 23). Capped,
+   the bins span the regular codes, and the outlier's bucket enters the softmax below at the
+   fence's score, not its own: it is still the likeliest bucket, but no longer a certainty;
 2. draw k distinct buckets (k = 2) without replacement, bucket b with probability
    p(b) ∝ exp((mean_b − mean_all) / τ), where mean_b is the mean score of the bucket's codes and
    mean_all the mean over all codes (a softmax over bucket means; the global mean only shifts
@@ -29,11 +35,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import statistics
 from collections.abc import Sequence
 
 from cudal1.bench.result import Status
 from cudal1.records import Exemplar
 from cudal1.rl.rewards import MIN_GAIN
+from cudal1.rl.similarity import normalized_code
 
 SCALES = ("log", "linear")
 
@@ -55,17 +63,37 @@ class Bucket:
     """Codes whose score falls in [lo, hi) (the last bucket also holds hi); lo and hi are on the
     bucketing scale (`score`).
 
-    `mean` is the mean score of `members` on that scale; buckets are never empty.
+    `scores` are the members' scores as bucketed (capped at the fences, `capped_scores`; None:
+    their plain `score`); `mean` is their mean on that scale. Buckets are never empty.
     """
 
     lo: float
     hi: float
     members: list[Exemplar]
     scale: str = "log"
+    scores: list[float] | None = None
+
+    def member_scores(self) -> list[float]:
+        """The members' scores as bucketed, in member order."""
+        return list(self.scores) if self.scores is not None else [score(e.speedup, self.scale) for e in self.members]
 
     @property
     def mean(self) -> float:
-        return math.fsum(score(e.speedup, self.scale) for e in self.members) / len(self.members)
+        return math.fsum(self.member_scores()) / len(self.members)
+
+
+def capped_scores(scores: Sequence[float], fence: float | None = 1.5) -> list[float]:
+    """`scores` with each one outside Tukey's fences [Q1 − fence·IQR, Q3 + fence·IQR] set to the
+    fence it crossed (quartiles by `statistics.quantiles`, inclusive method). Fewer than 4 scores,
+    or fence None, leave them as they are. Order is kept, so is the order of any two scores
+    (capping only merges those beyond a fence). Raises ValueError for fence < 0."""
+    if fence is None or len(scores) < 4:
+        return list(scores)
+    if not fence >= 0:
+        raise ValueError(f"fence must be >= 0, got {fence}")
+    q1, _, q3 = statistics.quantiles(scores, n=4, method="inclusive")
+    lo, hi = q1 - fence * (q3 - q1), q3 + fence * (q3 - q1)
+    return [min(max(x, lo), hi) for x in scores]
 
 
 def is_sampleable(e: Exemplar) -> bool:
@@ -74,9 +102,15 @@ def is_sampleable(e: Exemplar) -> bool:
 
 
 def bucketize(
-    exemplars: Sequence[Exemplar], n_buckets: int | None = 4, *, width: float | None = None, scale: str = "log"
+    exemplars: Sequence[Exemplar],
+    n_buckets: int | None = 4,
+    *,
+    width: float | None = None,
+    scale: str = "log",
+    fence: float | None = 1.5,
 ) -> list[Bucket]:
-    """Group exemplars into equal-width buckets of score (`score(speedup, scale)`), dropping empty ones.
+    """Group exemplars into equal-width buckets of score (`score(speedup, scale)`, capped at Tukey's
+    fences: `capped_scores`), dropping empty ones.
 
     Args:
         exemplars: the codes to bucket. Not filtered here.
@@ -85,14 +119,15 @@ def bucketize(
         width: fixed bin width on the scale (bins [j*width, (j+1)*width)), so bucket edges do not
             move as the buffer grows.
         scale: "log" (ln ×, the default) or "linear" (×).
+        fence: Tukey's factor f of `capped_scores` (1.5); None buckets the plain scores.
 
     Returns:
         Non-empty buckets, lowest speedup first; members keep their input order. All-equal
         speedups give one bucket; no exemplars give [].
 
     Raises:
-        ValueError: n_buckets < 1 (without width), width <= 0, a non-finite speedup, an unknown
-            scale, or a speedup <= 0 on the log scale.
+        ValueError: n_buckets < 1 (without width), width <= 0, fence < 0, a non-finite speedup,
+            an unknown scale, or a speedup <= 0 on the log scale.
     """
     if width is not None:
         if not width > 0:
@@ -103,7 +138,7 @@ def bucketize(
         return []
     if any(not math.isfinite(float(e.speedup)) for e in exemplars):
         raise ValueError("speedups must be finite")
-    scores = [score(e.speedup, scale) for e in exemplars]
+    scores = capped_scores([score(e.speedup, scale) for e in exemplars], fence)
     if width is not None:
         keys = [math.floor(s / width) for s in scores]
         edges = {k: (k * width, (k + 1) * width) for k in keys}
@@ -116,16 +151,18 @@ def bucketize(
             keys = [min(int((s - lo) / step), n_buckets - 1) for s in scores]
         edges = {k: (lo + k * step, lo + (k + 1) * step if step > 0 else hi) for k in keys}
     groups: dict[int, list[Exemplar]] = {}
-    for k, e in zip(keys, exemplars):
+    bucket_scores: dict[int, list[float]] = {}
+    for k, e, x in zip(keys, exemplars, scores):
         groups.setdefault(k, []).append(e)
-    return [Bucket(edges[k][0], edges[k][1], groups[k], scale) for k in sorted(groups)]
+        bucket_scores.setdefault(k, []).append(x)
+    return [Bucket(edges[k][0], edges[k][1], groups[k], scale, bucket_scores[k]) for k in sorted(groups)]
 
 
 def bucket_probabilities(buckets: Sequence[Bucket], tau: float, global_mean: float | None = None) -> list[float]:
     """p(b) ∝ exp((mean_b − global_mean) / τ) over `buckets` (softmax, computed stably).
 
-    Means are on the buckets' scale (`Bucket.mean`); `global_mean` defaults to the mean score over
-    all members of all buckets. Returns one probability per bucket, summing to 1 ([] for no
+    Means are on the buckets' scale, of the scores as bucketed (`Bucket.mean`: capped at the
+    fences); `global_mean` defaults to the mean of those scores over all members of all buckets. Returns one probability per bucket, summing to 1 ([] for no
     buckets). Raises ValueError if tau <= 0.
     """
     if not tau > 0:
@@ -133,7 +170,7 @@ def bucket_probabilities(buckets: Sequence[Bucket], tau: float, global_mean: flo
     if not buckets:
         return []
     if global_mean is None:
-        everyone = [score(e.speedup, b.scale) for b in buckets for e in b.members]
+        everyone = [x for b in buckets for x in b.member_scores()]
         global_mean = math.fsum(everyone) / len(everyone)
     logits = [(b.mean - global_mean) / tau for b in buckets]
     top = max(logits)  # subtracting the max changes nothing but keeps exp() from overflowing
@@ -173,6 +210,7 @@ def sample_exemplars(
     n_buckets: int | None = 4,
     width: float | None = None,
     scale: str = "log",
+    fence: float | None = 1.5,
 ) -> list[Exemplar]:
     """CUDA-L1 exemplar sampling for one task.
 
@@ -182,7 +220,7 @@ def sample_exemplars(
         k: how many exemplars to return (2 in CUDA-L1).
         tau: softmax temperature over bucket means, on the bucketing scale (ln × for "log").
         rng: source of randomness (a fresh unseeded `random.Random` when None).
-        n_buckets, width, scale: bucketing, see `bucketize`.
+        n_buckets, width, scale, fence: bucketing, see `bucketize`.
 
     Returns:
         min(k, number of eligible codes) distinct exemplars, sorted by speedup ascending (slowest
@@ -203,7 +241,7 @@ def sample_exemplars(
         return []
     if len(pool) <= k:
         return sorted(pool, key=lambda e: e.speedup)
-    buckets = bucketize(pool, n_buckets, width=width, scale=scale)
+    buckets = bucketize(pool, n_buckets, width=width, scale=scale, fence=fence)
     probs = bucket_probabilities(buckets, tau)
     chosen_ids: set[int] = set()
     chosen: list[Exemplar] = []
@@ -225,9 +263,13 @@ def contrastive_target(
     """A stage-1 contrastive example for one task: (shown, target), or None.
 
     The target is the task's fastest correct solution; shown are up to `k` correct solutions
-    strictly slower than it (each at least `min_gain` × slower), the fastest of those, slowest
-    first. With no such slower solution there is no contrastive example: training a prompt that
-    shows the target itself would teach the model to copy the exemplar (issue 9, item 1).
+    strictly slower than it (each at least `min_gain` × slower) and other programs than it and
+    than each other (`normalized_code`: a variant that differs from the target only by comments,
+    formatting, no-op statements or names is the same program measured again, so the "gain" is
+    noise), the fastest of those (the fastest measurement of each program), slowest first. With
+    no such slower solution there is no contrastive example: training a prompt that shows the
+    target itself would teach the model to copy the exemplar (issue 9, item 1). Speedups are
+    compared as recorded (stage 1 records the raw measured ones: docs/training.md).
     Raises ValueError for k < 1 or min_gain < 1.
     """
     if k < 1:
@@ -238,7 +280,13 @@ def contrastive_target(
     if not usable:
         return None
     target = usable[-1]
-    slower = [e for e in usable if e.speedup * min_gain < target.speedup and e.code != target.code]
+    programs = {normalized_code(target.code)}
+    slower: list[Exemplar] = []
+    for e in reversed(usable):  # fastest first, so the fastest measurement of a program is the one kept
+        program = normalized_code(e.code)
+        if e.speedup * min_gain < target.speedup and program not in programs:
+            programs.add(program)
+            slower.append(e)
     if not slower:
         return None
-    return slower[-k:], target
+    return slower[:k][::-1], target

@@ -49,7 +49,8 @@ The reward is the product's learning signal, so it is built to rank honestly:
 - **Only finished, well-formed responses are paid.** A response cut at `max_tokens`
   (finish reason "length") earns nothing and is left out of the update (DAPO's overlong
   filtering, Yu et al. 2025); one without its performance analysis and algorithm design sections
-  (`required_sections`, at least `min_section_chars` each) earns the failure reward.
+  (`required_sections`, at least `min_section_chars` each) earns the failure reward, and is not
+  sent to the benchmark pool (`format_failure`).
 
 Pure functions: no I/O, no torch.
 """
@@ -344,6 +345,19 @@ def second_opinion(first: EvalResult, second: EvalResult, cfg: RewardConfig) -> 
     )
 
 
+def format_failure(sections: Mapping[str, str] | None, cfg: RewardConfig) -> str | None:
+    """The reason "format:missing_<key>" for the first of `cfg.required_sections` that `sections`
+    lacks or holds in fewer than `cfg.min_section_chars` characters (stripped); None when all are
+    there, or for `sections` None (no check). Such a response earns the failure reward whatever
+    its code does, so it is never evaluated (`cudal1.pipeline.rollouts.sample_rollouts`)."""
+    if sections is None:
+        return None
+    for key in cfg.required_sections:
+        if len((sections.get(key) or "").strip()) < cfg.min_section_chars:
+            return f"format:missing_{key}"
+    return None
+
+
 def price(
     result: EvalResult | None,
     parse_error: str | None = None,
@@ -374,10 +388,9 @@ def price(
         return Priced(fail, "truncated", trainable=False)
     if parse_error is not None:
         return Priced(fail, f"parse_error:{parse_error}")
-    if sections is not None:
-        for key in cfg.required_sections:
-            if len((sections.get(key) or "").strip()) < cfg.min_section_chars:
-                return Priced(fail, f"format:missing_{key}")
+    bad_format = format_failure(sections, cfg)
+    if bad_format is not None:
+        return Priced(fail, bad_format)
     if result is None:
         return Priced(fail, "not_evaluated")
     status, labels = result.status, result.labels

@@ -1,3 +1,5 @@
+import re
+
 from cudal1.policy.parsing import parse_response
 from cudal1.policy.prompts import (
     SECTIONS,
@@ -12,6 +14,7 @@ from cudal1.policy.prompts import (
     with_feedback,
 )
 from cudal1.records import Exemplar
+from cudal1.rl.rewards import RewardConfig, price
 from cudal1.tasks import load_builtin, seed_solutions
 
 REFERENCE = """import torch
@@ -49,6 +52,29 @@ def test_contrastive_prompt_shows_reference_exemplars_speedups_and_sections():
     assert positions == sorted(positions)  # required in this order
     assert "Which is fastest" in user and "What still limits" in user and "ModelNew" in user
     assert "load_inline" in messages[0]["content"] and "hyperparameter" in messages[0]["content"]
+
+
+def test_contrastive_prompt_asks_five_questions_and_says_what_an_analysis_short_of_the_bar_earns():
+    user = contrastive_prompt(REFERENCE, [ex(SLOW, 1.08), ex(FAST, 2.5)])[1]["content"]
+    analysis = user[user.index("## Performance analysis") : user.index("## Algorithm design")]
+    questions = re.findall(r"\b([1-9])\. [^?]*\?", analysis)
+    assert questions == ["1", "2", "3", "4", "5"]
+    # The sentence on what is priced names the reward's own bar and sections (a changed default must change it).
+    cfg = RewardConfig()
+    assert cfg.required_sections == ("analysis", "design")
+    said = re.search(r"analysis or design is missing or under (\d+) characters is scored as a failure", user)
+    assert said is not None and int(said.group(1)) == cfg.min_section_chars
+    assert said.group(0) in plain_prompt(REFERENCE)[1]["content"]  # stage 2's prompt is priced the same way
+
+    def priced(analysis_text):
+        text = sft_response(FAST, analysis=analysis_text, design="Call relu_ on one copy of x.")
+        parsed = parse_response(text)
+        assert parsed.error is None
+        return price(None, None, cfg, sections={**parsed.sections, "code": parsed.code}, code=parsed.code)
+
+    short = priced("B is fastest.")  # 13 characters: under the bar the prompt states
+    assert (short.reason, short.reward) == ("format:missing_analysis", cfg.failure_reward)
+    assert priced("B is fastest: relu_ writes in place.").reason == "not_evaluated"  # passes the format check
 
 
 def test_without_exemplars_the_prompt_is_plain():

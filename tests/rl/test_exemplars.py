@@ -69,10 +69,46 @@ def test_one_heavy_tailed_outlier_does_not_squeeze_the_rest_into_one_bucket():
     of 4 buckets (the draw then contrasts the outlier with anything); on the log scale the codes
     between 1x and 3x still spread over buckets of their own."""
     es = [ex(s) for s in (1.0, 1.5, 2.5, 4.0, 6.0, 10.0, 120.0)]
-    linear = bucketize(es, 4, scale="linear")  # bins of 29.75x: everything below 30x in the first
+    linear = bucketize(es, 4, scale="linear", fence=None)  # bins of 29.75x: everything below 30x in the first
     assert [len(b.members) for b in linear] == [6, 1]
-    log = bucketize(es, 4, scale="log")  # bins of ln(120)/4 = 1.197: [1, 3.3) [3.3, 11) ... [36, 120]
+    log = bucketize(es, 4, scale="log", fence=None)  # bins of ln(120)/4 = 1.197: [1, 3.3) [3.3, 11) ... [36, 120]
     assert [[e.speedup for e in b.members] for b in log] == [[1.0, 1.5, 2.5], [4.0, 6.0, 10.0], [120.0]]
+    # Capped at Tukey's fences (the default), the linear scale spreads them too: 120x counts as
+    # Q3 + 1.5 IQR = 8 + 1.5 * 6 = 17x (inclusive quartiles 2.0x and 8.0x), bins of 4x.
+    capped = bucketize(es, 4, scale="linear")
+    assert [[e.speedup for e in b.members] for b in capped] == [[1.0, 1.5, 2.5, 4.0], [6.0], [10.0], [120.0]]
+    assert capped[-1].mean == pytest.approx(17.0)
+
+
+def test_one_outlier_is_not_shown_in_every_prompt():
+    """Issue 23: five codes at 1.0-1.5x and one at 120x. Uncapped, even on the log scale the five
+    share the lowest of 4 bins and the outlier has the top one alone: two buckets, two draws, the
+    outlier in every prompt. Capped at Tukey's fences the five spread over three buckets and the
+    outlier's bucket weighs in at the fence's score: shown often, not always."""
+    pool = [ex(s) for s in (1.0, 1.1, 1.2, 1.3, 1.5, 120.0)]
+    outlier = pool[-1]
+
+    def shown_with_outlier(draws, **kw):
+        rng = random.Random(5)
+        return sum(outlier in sample_exemplars(pool, 2, 1.0, rng, **kw) for _ in range(draws))
+
+    uncapped = bucketize(pool, 4, fence=None)
+    assert [len(b.members) for b in uncapped] == [5, 1]
+    assert shown_with_outlier(500, fence=None) == 500
+
+    buckets = bucketize(pool, 4)
+    assert [[e.speedup for e in b.members] for b in buckets] == [[1.0, 1.1, 1.2], [1.3], [1.5], [120.0]]
+    ln = [math.log(s) for s in (1.0, 1.1, 1.2, 1.3, 1.5)]
+    q1, q3 = ln[1] + 0.25 * (ln[2] - ln[1]), ln[3] + 0.75 * (ln[4] - ln[3])  # inclusive quartiles of the 6 scores
+    assert buckets[-1].mean == pytest.approx(q3 + 1.5 * (q3 - q1))  # ln 2.11x, not ln 120x
+    p = bucket_probabilities(buckets, tau=1.0)
+    expected = sum(q for key, q in pair_probabilities(p).items() if 3 in key)  # P(the top bucket is one of two)
+    assert 0.6 < expected < 0.7
+    n = 6000
+    shown = shown_with_outlier(n)
+    assert abs(shown / n - expected) < 4 * math.sqrt(expected * (1 - expected) / n)
+    with pytest.raises(ValueError):
+        bucketize(pool, 4, fence=-1.0)
 
 
 def test_log_scale_means_and_temperature_are_in_ln_speedup():
@@ -160,13 +196,31 @@ def test_sampling_is_reproducible_from_the_seed():
 def test_a_contrastive_sft_example_shows_strictly_slower_variants_and_targets_the_fastest():
     from cudal1.rl.exemplars import contrastive_target
 
-    shown, target = contrastive_target([ex(1.0), ex(2.5), ex(1.6), ex(0.7)], k=2)
+    def prog(speedup, status="ok"):  # each speedup its own program (ex's default code is only a comment)
+        return ex(speedup, f"def forward(x):\n    return x * {speedup}\n", status)
+
+    shown, target = contrastive_target([prog(1.0), prog(2.5), prog(1.6), prog(0.7)], k=2)
     assert target.speedup == 2.5 and [e.speedup for e in shown] == [1.0, 1.6]  # the fastest slower ones, slowest first
     # Fewer than two variants, or none slower beyond the min gain: no example (it would teach copying).
-    assert contrastive_target([ex(2.5)]) is None
-    assert contrastive_target([ex(2.5), ex(2.49)], min_gain=1.01) is None
-    assert contrastive_target([ex(2.5), ex(2.0, status="incorrect")]) is None
+    assert contrastive_target([prog(2.5)]) is None
+    assert contrastive_target([prog(2.5), prog(2.49)], min_gain=1.01) is None
+    assert contrastive_target([prog(2.5), prog(2.0, status="incorrect")]) is None
     assert contrastive_target([]) is None
     assert contrastive_target([ex(2.5, code="same"), ex(1.0, code="same")]) is None
     with pytest.raises(ValueError):
         contrastive_target([ex(1.0)], k=0)
+
+
+def test_a_contrastive_sft_pair_never_contrasts_one_program_with_itself():
+    """Issue 23: a variant that differs from the target only by a comment and renamed names is the
+    same program measured again; its 'speedup gap' is noise, so it is neither shown against the
+    target nor shown twice."""
+    from cudal1.rl.exemplars import contrastive_target
+
+    fast = "def forward(x):\n    return x.relu()\n"
+    renamed = "# same program\ndef forward(inp):\n    return inp.relu()\n"
+    slow = "def forward(x):\n    return x.clamp(min=0)\n"
+    slow_again = "def forward(t):  # renamed\n    return t.clamp(min=0)\n"
+    assert contrastive_target([ex(1.2, renamed), ex(2.0, fast)]) is None
+    shown, target = contrastive_target([ex(1.2, renamed), ex(2.0, fast), ex(1.1, slow), ex(1.4, slow_again)], k=2)
+    assert target.code == fast and [e.code for e in shown] == [slow_again]  # the program's fastest measurement, once
