@@ -15,6 +15,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
 
+from cudal1.environment import require  # noqa: E402
+
+require("augment")  # another Python (no .venv, a cluster's system python) gets one message that names the fix
+
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 

@@ -2,7 +2,7 @@
 
     python jobs/evaluate.py solutions=runs/exp1                  # a training run's best per task
     python jobs/evaluate.py solutions=sols/ tasks=kernelbench bench=a100_h100_l40 tasks.levels=[1,2]
-    ray job submit --working-dir . -- python jobs/evaluate.py solutions=/shared/runs/exp1 bench=h100
+    ray job submit --working-dir . -- "$PWD/.venv/bin/python" jobs/evaluate.py solutions=/shared/runs/exp1 bench=h100
 
 Writes `out_dir`: results_<pool>.jsonl (one EvalResult per solution), results_<pool>_torch_compile.jsonl
 (torch.compile of each reference, evaluated the same way; off with compile_baseline=false), table.json
@@ -15,6 +15,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+from cudal1.environment import require  # noqa: E402
+
+require("evaluate")  # another Python (no .venv, a cluster's system python) gets one message that names the fix
 
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402

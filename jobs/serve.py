@@ -3,7 +3,7 @@
     CUDAL1_SERVE_TOKEN=secret python jobs/serve.py                         # local cluster, 127.0.0.1:8000
     CUDAL1_SERVE_TOKEN=secret python jobs/serve.py model.path=models:/cudal1-policy/3 serve.autoscaling=true
     RAY_AUTH_MODE=token ray job submit --working-dir . --runtime-env-json '{"env_vars": {"CUDAL1_SERVE_TOKEN": "secret"}}' \
-        -- python jobs/serve.py model_dir=/shared/serve serve.jobs_dir=/shared/serve/jobs
+        -- "$PWD/.venv/bin/python" jobs/serve.py model_dir=/shared/serve serve.jobs_dir=/shared/serve/jobs
 
 Blocks while the application runs (Ctrl-C stops it). Configuration: conf/serve.yaml; docs/serve.md.
 """
@@ -12,6 +12,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+from cudal1.environment import require  # noqa: E402
+
+require("serve")  # another Python (no .venv, a cluster's system python) gets one message that names the fix
 
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402

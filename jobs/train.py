@@ -2,7 +2,7 @@
 
     python jobs/train.py                                   # the embedded default (local, CPU)
     python jobs/train.py stage=contrastive_rl run_dir=runs/a resume=true
-    ray job submit --working-dir . -- python jobs/train.py bench=h100 model=local model.path=/models/qwen
+    ray job submit --working-dir . -- "$PWD/.venv/bin/python" jobs/train.py bench=h100 model=local model.path=/models/qwen
 
 Configuration: conf/ (Hydra); schema and validation: cudal1/config.py.
 """
@@ -12,6 +12,10 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout without installing
+
+from cudal1.environment import require  # noqa: E402
+
+require("train")  # another Python (no .venv, a cluster's system python) gets one message that names the fix
 
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402

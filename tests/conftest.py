@@ -31,6 +31,7 @@ TESTS = Path(__file__).resolve().parent
 FAST = frozenset(
     {
         "test_config.py",
+        "test_environment.py",
         "test_launch.py",
         "test_memory_plan.py",
         "test_review.py",
