@@ -6,6 +6,7 @@ What each job does before its own work, in one place:
   nodes do not share is not a bug in cudal1: the user gets one message naming the key and the
   value (or each role's needs and each node's resources) and exit code 2, not a traceback. Every
   other exception keeps its traceback.
+- `no_empty_output`: a job that fails before its first result leaves no output directory behind.
 - `output_dir` and `compose`: Hydra's side. A job's output directory defaults to the one Hydra
   resolved for its own logs; `compose` builds a config outside `@hydra.main` (the Serve builder).
 - `start_ray`: start or join Ray as `cfg.ray` says, route the engines' log records to files, and
@@ -67,6 +68,37 @@ def user_errors(job: str) -> Iterator[None]:
             message = f"config error at {key}: {message.splitlines()[0]}" if key else message.splitlines()[0]
         print(f"{job}: {message}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None
+
+
+RESULT_FREE = frozenset({"hydra", "logs"})
+"""What a job writes into its output directory before its first result: Hydra's log and the
+engines' log files (`start_ray`)."""
+
+
+@contextlib.contextmanager
+def no_empty_output(path: str | os.PathLike) -> Iterator[None]:
+    """Around a job's start and work: when the block fails (any exception, or SystemExit with a
+    non-zero code) and `path` holds nothing but `RESULT_FREE` entries, remove it, so that a start
+    that failed (a wrong task id, a cluster too small) leaves no directory that looks like a run.
+    A directory with anything else in it (state, checkpoints, a resumed run's files) is kept."""
+    try:
+        yield
+    except BaseException as e:
+        if not (isinstance(e, SystemExit) and e.code in (0, None)):
+            _remove_if_result_free(Path(path))
+        raise
+
+
+def _remove_if_result_free(path: Path) -> None:
+    import shutil
+
+    try:
+        entries = {p.name for p in path.iterdir()}
+    except OSError:
+        return
+    if entries <= RESULT_FREE:
+        shutil.rmtree(path, ignore_errors=True)
+        log.debug("removed %s: the job failed before writing any result", path)
 
 
 def output_dir(cfg: DictConfig, key: str) -> None:
@@ -144,19 +176,28 @@ def open_tracker(cfg: Any, out_dir: Path, run_name: str | None = None, resume_ru
 
 def select_tasks(cfg: Any) -> list[Task]:
     """The tasks of `cfg.tasks`: the suite's tasks of the given levels, then `ids` (in their order)
-    if any, then the first `limit`. Raises LookupError for an id that names no task, ValueError
-    when nothing is left."""
+    if any, then the first `limit`. Raises ConfigError (a ValueError, which `user_errors` reports
+    in one line) for a source that does not exist, an id that names no task (with the closest
+    names), or a selection that leaves nothing."""
     from cudal1.tasks import find_task, load_tasks
 
-    suite = load_tasks(cfg.tasks.source)
+    from cudal1.config import ConfigError
+
+    try:
+        suite = load_tasks(cfg.tasks.source)
+    except FileNotFoundError as e:
+        raise ConfigError("tasks.source", str(e)) from None
     tasks = [t for t in suite if t.level in set(cfg.tasks.levels)]
     if cfg.tasks.ids:
-        tasks = [find_task(suite, ref) for ref in cfg.tasks.ids]
+        try:
+            tasks = [find_task(suite, ref) for ref in cfg.tasks.ids]
+        except LookupError as e:  # the message names the id and the closest names
+            raise ConfigError("tasks.ids", str(e).strip("'\"")) from None
     tasks = [t for t in tasks if not t.degenerate]
     if cfg.tasks.limit:
         tasks = tasks[: cfg.tasks.limit]
     if not tasks:
-        raise ValueError(f"no tasks selected by tasks={OmegaConf.to_container(cfg.tasks)}")
+        raise ConfigError("tasks", f"no tasks selected by tasks={OmegaConf.to_container(cfg.tasks)}")
     return tasks
 
 

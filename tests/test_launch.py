@@ -50,3 +50,45 @@ def test_user_errors_turn_a_config_error_into_one_line_and_exit_code_2(capsys):
     assert capsys.readouterr().err == "train: config error at learner.lr: must be > 0, got -1\n"
     with pytest.raises(RuntimeError), user_errors("train"):  # a bug keeps its traceback
         raise RuntimeError("x")
+
+
+def test_an_unknown_task_id_or_source_is_a_config_error_with_the_key():
+    from cudal1.config import ConfigError
+    from cudal1.launch import compose, select_tasks
+
+    with pytest.raises(ConfigError, match=r"config error at tasks.ids: no task level9/99 among \d+ tasks"):
+        select_tasks(compose("config", ["tasks.ids=[level9/99]"]))
+    with pytest.raises(ConfigError, match="config error at tasks.source: "):
+        select_tasks(compose("config", ["tasks.source=/nonexistent/kernelbench"]))
+    assert [t.task_id for t in select_tasks(compose("config", ["tasks.ids=[level1/3]"]))] == ["level1/3"]
+
+
+@pytest.mark.parametrize(
+    "exit_with, contents, kept",
+    [
+        (SystemExit(2), ["hydra", "logs"], False),  # a start that failed: nothing that looks like a run is left
+        (RuntimeError("boom"), ["hydra"], False),
+        (KeyboardInterrupt(), [], False),
+        (SystemExit(2), ["hydra", "state.json"], True),  # a run with results (a failed resume) is kept
+        (SystemExit(2), ["hydra", "checkpoints"], True),
+        (SystemExit(0), ["hydra"], True),
+        (None, ["hydra"], True),  # success
+    ],
+)
+def test_no_empty_output_removes_only_a_failed_start_without_results(tmp_path, exit_with, contents, kept):
+    from cudal1.launch import no_empty_output
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for name in contents:
+        (run / name).mkdir() if "." not in name else (run / name).write_text("{}")
+    raised = type(exit_with) if exit_with is not None else None
+    try:
+        with no_empty_output(run):
+            if exit_with is not None:
+                raise exit_with
+    except BaseException as e:  # noqa: BLE001 - re-raised unchanged is what is checked
+        assert type(e) is raised
+    else:
+        assert raised is None
+    assert run.exists() is kept

@@ -187,7 +187,7 @@ def optimize_tasks(
 def job_tasks(cfg: Any) -> list[Task]:
     """The tasks of an optimize job: its `task_files` (parsed, not executed), else what `cfg.tasks`
     selects (a builtin suite or a KernelBench checkout). Ids made distinct (`distinct_ids`).
-    Raises ValueError naming a bad task file (`load_task_file`), LookupError for an unknown id."""
+    Raises ValueError naming a bad task file (`load_task_file`), ConfigError for an unknown id or source."""
     from cudal1.launch import select_tasks
     from cudal1.tasks import load_task_file
 
