@@ -12,9 +12,12 @@ evaluated), 2 on a usage error (unknown task, missing file, unloadable task suit
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +41,36 @@ def _error_text(exc: BaseException) -> str:
 
 def _settings(args: argparse.Namespace) -> EvalSettings:
     overrides = {k: getattr(args, k) for k in ("seed", "rounds") if getattr(args, k, None) is not None}
+    timeout_s = getattr(args, "timeout_s", None)
+    if timeout_s is not None:
+        if not timeout_s > 0:
+            raise UsageError(f"--timeout-s must be a positive number of seconds, got {timeout_s}")
+        overrides["wall_timeout_s"] = float(timeout_s)
     return EvalSettings.for_backend(args.backend, **overrides)
+
+
+@contextlib.contextmanager
+def _heartbeat(what: str, limit_s: float, every_s: float = 15.0) -> Iterator[None]:
+    """While the block runs, one line on stderr every `every_s` seconds: what is running, for how
+    long and its limit (s), so a long evaluation (a build, a candidate that hangs until the limit)
+    is not a silent terminal. Past the limit the evaluator is still ending the candidate's
+    processes and cleaning up, and the line says so."""
+    done = threading.Event()
+    t0 = time.monotonic()
+
+    def beat() -> None:
+        while not done.wait(every_s):
+            elapsed = time.monotonic() - t0
+            state = f"limit {limit_s:.0f} s" if elapsed <= limit_s else f"past its {limit_s:.0f} s limit: ending it"
+            print(f"  {what}: {elapsed:.0f} s ({state})", file=sys.stderr, flush=True)
+
+    thread = threading.Thread(target=beat, name="cudal1-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 def _load_suite(spec: str, backend: str, **options: Any) -> Any:
@@ -181,7 +213,9 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from cudal1.bench.evaluator import evaluate  # imports torch: after the cheap checks
 
     _check_device(args.backend, args.device)
-    result = evaluate(task, source, backend=args.backend, device=args.device, settings=_settings(args))
+    settings = _settings(args)
+    with _heartbeat(f"evaluating {task.task_id}", settings.wall_timeout_s):
+        result = evaluate(task, source, backend=args.backend, device=args.device, settings=settings)
     if args.json:
         print(json.dumps({**result.to_dict(), "solution": str(args.solution)}, indent=2, sort_keys=True))
     else:
@@ -424,6 +458,13 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--backend", choices=("cpu", "cuda"), default="cpu", help="where to run and time (default cpu)")
     p.add_argument("--seed", type=int, default=None, help="base seed of the correctness and timing inputs")
     p.add_argument("--rounds", type=int, default=None, help="timing rounds (default: the backend's EvalSettings)")
+    p.add_argument(
+        "--timeout-s",
+        type=float,
+        default=None,
+        help="most seconds one evaluation may take, its build included; past it the candidate's result is "
+        "'timeout' (default: EvalSettings.wall_timeout_s, 300)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -97,6 +97,41 @@ def test_eval_wrong_solution_text(seeds, env, tmp_path):
     assert task_id in lines["task"]
 
 
+def test_eval_timeout_ends_a_hanging_candidate_as_a_timeout(env, tmp_path):
+    hang = tmp_path / "hang.py"
+    hang.write_text(
+        "import torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, *args):\n        while True:\n"
+        "            pass\n"
+    )
+    proc = cli(["eval", "--task", "level1/3", "--solution", str(hang), "--timeout-s", "5"], env, tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = {ln.split()[0]: ln for ln in proc.stdout.splitlines() if ln.strip()}
+    assert lines["status"].split()[1] == "timeout"
+    assert "no result within 5 s" in lines["message"]
+
+
+def test_heartbeat_says_what_runs_how_long_and_when_it_is_past_its_limit(capsys):
+    import time
+
+    from cudal1.cli import _heartbeat
+
+    with _heartbeat("evaluating level1/3", limit_s=0.12, every_s=0.05):
+        time.sleep(0.3)
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) >= 3
+    assert all(ln.startswith("  evaluating level1/3: ") for ln in lines)
+    assert "(limit 0 s)" in lines[0]
+    assert lines[-1].endswith("(past its 0 s limit: ending it)")
+
+
+def test_eval_timeout_must_be_positive(seeds, tmp_path, capsys):
+    from cudal1.cli import main
+
+    task_id, seed = next(iter(seeds.items()))
+    assert main(["eval", "--task", task_id, "--solution", str(seed), "--timeout-s", "0"]) == 2
+    assert "--timeout-s must be a positive number of seconds, got 0.0" in capsys.readouterr().err
+
+
 def test_eval_usage_errors(seeds, tmp_path, capsys):
     from cudal1.cli import main
 
