@@ -104,7 +104,12 @@ class PoolConfig:
     settings: dict[str, Any] = field(default_factory=dict)
     """Overrides of `EvalSettings.for_backend(backend)`."""
     max_task_retries: int = 1
+    call_timeout_s: Optional[float] = None
+    """Give up on one call after this long (None: from the evaluator's wall limit and the retries)."""
     start_timeout_s: float = 600.0
+    lost_after: Optional[int] = None
+    """For the primary pool: this many harness failures in a row and the run stops
+    (`RewardSourceLost`); None: max(4, 2 × num_actors)."""
     build_actors: int = 0
     """CPU actors that compile candidates' extensions ahead of timing (0: the timing actors build).
     Their builds must reach the timing actors' cache: one machine, or a shared `settings.cache_dir`."""

@@ -24,7 +24,7 @@ import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from cudal1.config import load_evaluate_config, register_schema  # noqa: E402
-from cudal1.launch import no_empty_output, output_dir, user_errors  # noqa: E402
+from cudal1.launch import infrastructure_errors, no_empty_output, output_dir, user_errors  # noqa: E402
 
 register_schema()
 log = logging.getLogger("cudal1.evaluate")
@@ -33,7 +33,7 @@ log = logging.getLogger("cudal1.evaluate")
 @hydra.main(config_path="../conf", config_name="evaluate", version_base=None)
 def main(cfg: DictConfig) -> None:
     output_dir(cfg, "out_dir")
-    with no_empty_output(cfg.out_dir), user_errors("evaluate"):
+    with no_empty_output(cfg.out_dir), infrastructure_errors("evaluate"), user_errors("evaluate"):
         cfg = load_evaluate_config(cfg)
         from cudal1.pipeline.evaluate import run_evaluate_job
 

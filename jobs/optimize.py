@@ -23,7 +23,7 @@ import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from cudal1.config import load_optimize_config, register_schema  # noqa: E402
-from cudal1.launch import no_empty_output, output_dir, user_errors  # noqa: E402
+from cudal1.launch import infrastructure_errors, no_empty_output, output_dir, user_errors  # noqa: E402
 
 register_schema()
 
@@ -32,7 +32,7 @@ register_schema()
 def main(cfg: DictConfig) -> None:
     output_dir(cfg, "out_dir")
     try:
-        with no_empty_output(cfg.out_dir), user_errors("optimize"):
+        with no_empty_output(cfg.out_dir), infrastructure_errors("optimize"), user_errors("optimize"):
             cfg = load_optimize_config(cfg)  # typed, validated, task files parsed: fails before anything starts
             from cudal1.pipeline.optimize_job import run_optimize_job
 

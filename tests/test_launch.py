@@ -92,3 +92,19 @@ def test_no_empty_output_removes_only_a_failed_start_without_results(tmp_path, e
     else:
         assert raised is None
     assert run.exists() is kept
+
+
+def test_a_lost_reward_pool_is_one_message_and_exit_code_1(capsys):
+    from cudal1.actors.health import RewardSourceLost
+    from cudal1.launch import infrastructure_errors
+
+    with pytest.raises(SystemExit) as exit_info:
+        with infrastructure_errors("train"):
+            raise RewardSourceLost("pool 'cpu' computes the run's rewards, and its last 4 results were ...")
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == "train: stopped: pool 'cpu' computes the run's rewards, and its last 4 results were ..."
+    assert "resume=true" in err[1]
+    with pytest.raises(ValueError):  # anything else passes through unchanged
+        with infrastructure_errors("train"):
+            raise ValueError("a bug keeps its traceback")

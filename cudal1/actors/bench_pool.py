@@ -14,6 +14,12 @@ Ray (`max_restarts=-1`), and its in-flight call is retried on the restarted acto
 "actor_died" / "harness_error" / "actor_timeout", message "benchmark actor ...") and the pool goes
 on with the other candidates. These labels say the harness failed, not the candidate: the reward
 policy can leave such candidates out instead of punishing them.
+
+A pool that computes the run's rewards (the primary pool of `BenchmarkPools`) cannot be lost
+quietly: once no alive node can hold one of its actors (checked every `LOST_CHECK_S` while a call
+or a restart is outstanding), or its last `PoolSpec.lost_after` results were all the harness's
+failures, it raises `RewardSourceLost`, and the job stops with a non-zero exit instead of training
+on nothing and reporting success. A pool that only records (`cudal1.pipeline.record`) never raises it.
 """
 
 from __future__ import annotations
@@ -33,16 +39,21 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from tqdm.auto import tqdm
 
 from ..bench.evaluator import default_device, device_info, evaluate, source_hash
-from ..bench.result import EvalResult, Label, Status
+from ..bench.result import HARNESS_LABELS, EvalResult, Label, Status
 from ..bench.settings import EvalSettings
 from ..records import Candidate
 from .cluster import alive_nodes
+from .health import RewardSourceLost
 
 log = logging.getLogger(__name__)
 
 RESTART_SLACK_S = 180.0
 """Seconds allowed, per attempt, on top of the evaluator's wall limit: an actor restart re-imports
 torch, reloads the tasks and starts a new fork server (tens of seconds on a busy 2-core machine)."""
+
+LOST_CHECK_S = 10.0
+"""While a call or an actor's restart is outstanding, how often (s) a pool that computes rewards
+checks that some alive node can still hold one of its actors (`check_fits`)."""
 
 
 @dataclasses.dataclass
@@ -92,6 +103,12 @@ class PoolSpec:
     time on (`build_cores`, `timing_cores`)."""
     build_cpus: float = 2.0
     """Logical CPUs per build actor (each build runs 2 compiler jobs)."""
+    lost_after: int | None = None
+    """For the pool that computes rewards: this many results in a row (across calls) that are all
+    the harness's failures (`HARNESS_LABELS`: an actor died, timed out, or its evaluator raised)
+    and the pool counts as lost (`RewardSourceLost`). None: max(4, 2 × num_actors), every actor
+    failing twice in a row, a call's retry included, so losing one node of a large pool is not
+    enough. A pool that only records never counts as lost."""
 
     def __post_init__(self) -> None:
         if self.backend not in ("cpu", "cuda"):
@@ -102,6 +119,8 @@ class PoolSpec:
             raise ValueError(f"pool {self.name!r}: a cuda pool needs num_gpus > 0 per actor")
         if self.build_actors < 0:
             raise ValueError(f"pool {self.name!r}: build_actors must be >= 0, not {self.build_actors}")
+        if self.lost_after is not None and self.lost_after < 1:
+            raise ValueError(f"pool {self.name!r}: lost_after must be >= 1, not {self.lost_after}")
         if self.max_task_retries < 0:
             raise ValueError(
                 f"pool {self.name!r}: max_task_retries must be >= 0 (a finite number: a candidate "
@@ -121,6 +140,10 @@ class PoolSpec:
             need[f"accelerator_type:{self.accelerator_type}"] = 0.001
         need.update({k: float(v) for k, v in self.resources.items()})
         return need
+
+    def lost_after_results(self) -> int:
+        """`lost_after`, or its default max(4, 2 × num_actors)."""
+        return self.lost_after if self.lost_after is not None else max(4, 2 * self.num_actors)
 
     def timeout_per_call_s(self) -> float:
         if self.call_timeout_s is not None:
@@ -373,6 +396,10 @@ class BenchmarkPool:
         ]
         self._lock = threading.Lock()
         self._busy: dict[int, int] = {}  # actor index -> candidate index, while a call is in flight
+        self.computes_rewards = False
+        """Set by `BenchmarkPools` on its primary pool: then losing the pool raises `RewardSourceLost`."""
+        self.harness_streak = 0
+        """Results in a row, across calls, that were all the harness's failures."""
         self.builders: list[Any] = []
         try:
             self.workers = self._wait_ready()
@@ -429,7 +456,8 @@ class BenchmarkPool:
         An actor that is dead for good, not back within `start_timeout_s`, or whose calls die 3
         times in a row is left out for the rest of this call; with none left, the remaining
         candidates are labelled "no live benchmark actor". One call (or open `stream`) at a time
-        per pool (a second caller waits).
+        per pool (a second caller waits). Raises `RewardSourceLost` for a pool that computes
+        rewards and is lost (see the module docstring).
         """
         if avoid is not None and len(avoid) != len(candidates):
             raise ValueError(f"avoid has {len(avoid)} entries for {len(candidates)} candidates")
@@ -504,6 +532,29 @@ class BenchmarkPool:
         except (GetTimeoutError, RayActorError, RayTaskError, ray.exceptions.TaskCancelledError):
             pass
 
+    def count(self, result: EvalResult) -> None:
+        """Note one result in `harness_streak`; for a pool that computes rewards, raise
+        `RewardSourceLost` once `spec.lost_after_results()` results in a row were the harness's failures."""
+        if HARNESS_LABELS.intersection(result.labels):
+            self.harness_streak += 1
+        else:
+            self.harness_streak = 0
+        if self.computes_rewards and self.harness_streak >= self.spec.lost_after_results():
+            raise RewardSourceLost(
+                f"pool {self.name!r} computes the run's rewards, and its last {self.harness_streak} results were "
+                f"all the harness's failures (the last: {result.message[:200]}); no reward can be measured"
+            )
+
+    def check_alive(self) -> None:
+        """For a pool that computes rewards: raise `RewardSourceLost` when no alive node can hold
+        one of its actors (a lost node whose actors Ray cannot place again anywhere)."""
+        if not self.computes_rewards:
+            return
+        try:
+            check_fits(self.spec)
+        except ValueError as e:
+            raise RewardSourceLost(f"{e} The pool computes the run's rewards: none can be measured.") from None
+
     def shutdown(self) -> None:
         """Kill the pool's actors (no restart). Idempotent."""
         for actor in [*self.actors, *self.builders]:
@@ -545,6 +596,7 @@ class _Run:
             pool._probe(a): (a, time.monotonic()) for a in range(len(pool.actors))
         }
         self.timeout_s = pool.spec.timeout_per_call_s()
+        self.checked = time.monotonic()  # when `BenchmarkPool.check_alive` last ran
         self.progress = progress
         self.bar: Any = None  # made by the first `add` with candidates (a stream may never get any)
 
@@ -584,6 +636,7 @@ class _Run:
     def _finish(self, i: int, result: EvalResult) -> None:
         self.results[i] = result
         self.bar.update(1)
+        self.pool.count(result)
 
     def _after_build(self, i: int, failed: EvalResult | None) -> None:
         if failed is None:
@@ -670,6 +723,9 @@ class _Run:
                     ),
                 )
                 self.probes[pool._probe(a)] = (a, now)
+        if (self.inflight or self.probes) and now - self.checked >= LOST_CHECK_S:
+            self.checked = now
+            pool.check_alive()
         for ref, (a, start) in list(self.probes.items()):
             if now - start > pool.spec.start_timeout_s:
                 self.probes.pop(ref)
@@ -762,6 +818,8 @@ class PoolStream:
             raise TimeoutError(
                 f"pool {self.pool.name!r}: {self.submitted} candidates not all evaluated after {timeout_s} s"
             )
+        if isinstance(self._error, RewardSourceLost):
+            raise self._error
         if self._error is not None:
             raise RuntimeError(
                 f"pool {self.pool.name!r}: the evaluation stream failed: {_short(self._error)}"
@@ -866,6 +924,7 @@ class BenchmarkPools:
         try:
             for spec in specs:
                 self._pools[spec.name] = BenchmarkPool(spec)
+            self._pools[self.primary_name].computes_rewards = True
         except BaseException:
             self.shutdown()
             raise

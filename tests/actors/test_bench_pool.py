@@ -14,8 +14,8 @@ import psutil
 import pytest
 import ray
 
-from cudal1.actors.bench_pool import BenchmarkPool, BenchmarkPools, BenchWorker, PoolSpec
-from cudal1.bench.result import Status
+from cudal1.actors.bench_pool import BenchmarkPool, BenchmarkPools, BenchWorker, PoolSpec, RewardSourceLost
+from cudal1.bench.result import EvalResult, Label, Status
 from cudal1.pipeline.verify import verify_outliers
 from cudal1.records import Candidate
 from cudal1.rl.rewards import RewardConfig, price
@@ -281,6 +281,61 @@ def test_call_past_its_timeout_is_labelled(ray_cluster, tmp_path_factory):
         assert pool.busy == {}
     finally:
         pool.shutdown()
+
+
+def test_a_reward_pool_whose_results_are_all_harness_failures_is_lost_and_a_recording_pool_is_not(
+    ray_cluster, tmp_path_factory
+):
+    """Every call past its 1 s limit: a pool that computes rewards stops the run after `lost_after`
+    such results in a row (issue 25: a run whose reward source is gone must not train on nothing
+    and exit 0); the same pool recording only labels each candidate and goes on."""
+    spec = PoolSpec(
+        name="lost",
+        num_actors=1,
+        num_cpus=1,
+        call_timeout_s=1.0,
+        lost_after=2,
+        settings=settings(tmp_path_factory),
+        start_timeout_s=180,
+    )
+    pool = BenchmarkPool(spec)
+    try:
+        recorded = pool.evaluate_many([Candidate(TASK, SEED)] * 3, progress=False)
+        assert [r.labels for r in recorded] == [["actor_timeout"]] * 3
+        pool.computes_rewards = True
+        pool.harness_streak = 0
+        with pytest.raises(RewardSourceLost, match="its last 2 results were all the harness's failures"):
+            pool.evaluate_many([Candidate(TASK, SEED)] * 3, progress=False)
+        assert pool.busy == {}
+
+        def result(*labels: str) -> EvalResult:
+            return EvalResult(TASK, Status.OK, labels=list(labels))
+
+        pool.harness_streak = 0
+        pool.count(result(Label.ACTOR_DIED))
+        pool.count(result("custom_kernel"))  # a measured result in between: the streak starts again
+        pool.count(result(Label.HARNESS_ERROR))
+        assert pool.harness_streak == 1
+        with pytest.raises(RewardSourceLost):
+            pool.count(result(Label.ACTOR_DIED))
+    finally:
+        pool.shutdown()
+
+
+def test_a_reward_pool_that_no_alive_node_can_hold_is_lost(pool):
+    """As when the node holding a pool's custom resource is gone: `check_alive` (run every
+    LOST_CHECK_S while calls or restarts are outstanding) names what one actor needs."""
+    pool.check_alive()  # a recording pool: never raises
+    original = dict(pool.spec.resources)
+    pool.computes_rewards = True
+    try:
+        pool.check_alive()  # its node is alive
+        pool.spec.resources = {"bench_test_node_gone": 1}
+        with pytest.raises(RewardSourceLost, match=r"no node of the cluster can host one benchmark actor.*rewards"):
+            pool.check_alive()
+    finally:
+        pool.spec.resources = original
+        pool.computes_rewards = False
 
 
 def test_a_worker_probes_task_references_on_its_device(tmp_path):
