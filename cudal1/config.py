@@ -184,6 +184,10 @@ class PipelineConfig:
     update) while the learner trains step t: one step off-policy, corrected per token by truncated
     importance weights (`learner.tis_cap`, 2.0 unless set). Weights reach the engines only
     between generate calls."""
+    max_engine_gap: Optional[float] = 0.1
+    """The weight-sync check (`cudal1.pipeline.health.SyncWatch`): on an on-policy RL step, a mean
+    absolute engine-vs-learner log-probability gap above this (nats per token) syncs the weights
+    again, and a second one right after stops the run. null: off."""
 
 
 ASYNC_TIS_CAP = 2.0

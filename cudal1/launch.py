@@ -6,8 +6,9 @@ What each job does before its own work, in one place:
   nodes do not share is not a bug in cudal1: the user gets one message naming the key and the
   value (or each role's needs and each node's resources) and exit code 2, not a traceback. Every
   other exception keeps its traceback.
-- `infrastructure_errors`: the pool that computes rewards lost (`RewardSourceLost`) is one message
-  and exit code 1, not a traceback and never a success.
+- `infrastructure_errors`: the pool that computes rewards lost (`RewardSourceLost`) or a broken
+  weight sync (`WeightSyncBroken`) is one message and exit code 1, not a traceback and never a
+  success.
 - `no_empty_output`: a job that fails before its first result leaves no output directory behind.
 - `output_dir` and `compose`: Hydra's side. A job's output directory defaults to the one Hydra
   resolved for its own logs; `compose` builds a config outside `@hydra.main` (the Serve builder).
@@ -74,18 +75,20 @@ def user_errors(job: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def infrastructure_errors(job: str) -> Iterator[None]:
-    """Turn `RewardSourceLost` raised inside the block (the pool that computes rewards is gone: its
-    nodes lost, or every recent result a harness failure) into `<job>: <message>` and what to do,
-    on stderr, and SystemExit(1): the run failed, but not through a bug in cudal1 or a config
-    value. The run directory keeps everything recorded so far."""
-    from cudal1.actors.health import RewardSourceLost
+    """Turn `RewardSourceLost` (the pool that computes rewards is gone: its nodes lost, or every
+    recent result a harness failure) and `WeightSyncBroken` (the engines sample from other
+    weights than the learner's) raised inside the block into `<job>: stopped: <message>` and what
+    to do next, on stderr, and SystemExit(1): the run failed, but not through a bug in cudal1 or
+    a config value. The run directory keeps everything recorded so far."""
+    from cudal1.actors.health import RewardSourceLost, WeightSyncBroken
 
     try:
         yield
-    except RewardSourceLost as e:
+    except (RewardSourceLost, WeightSyncBroken) as e:
+        after = "once the pool's nodes are back" if isinstance(e, RewardSourceLost) else "once the sync is mended"
         print(
-            f"{job}: stopped: {e}\n{job}: what was recorded is kept; once the pool's nodes are back, "
-            "run the job again (training: the same run_dir with resume=true)",
+            f"{job}: stopped: {e}\n{job}: what was recorded is kept; {after}, run the job again "
+            "(training: the same run_dir with resume=true)",
             file=sys.stderr,
             flush=True,
         )
