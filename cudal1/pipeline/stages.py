@@ -28,6 +28,7 @@ from cudal1.pipeline.rollouts import (
     update_examples,
 )
 from cudal1.policy.model import chat_prompt_ids
+from cudal1.pipeline.health import GAP_METRIC, SyncWatch
 from cudal1.pipeline.sft_data import sft_pairs, stage1_solutions
 from cudal1.policy.prompts import plain_prompt
 from cudal1.records import Candidate, Exemplar, PolicyExample, Rollout
@@ -365,6 +366,7 @@ def run_contrastive_rl(ctx: RunContext) -> None:
     mode = ctx.cfg.pipeline.mode
     bar = progress(ctx, cfg.steps, "contrastive_rl", "step")
     pipeline = OneStepAhead(mode, lambda step: _sample_rl_step(ctx, step), lambda: _sync_if_behind(ctx))
+    watch = SyncWatch(ctx.cfg.pipeline.max_engine_gap)
     try:
         while ctx.state.unit < cfg.steps:
             t_step = time.perf_counter()
@@ -386,6 +388,11 @@ def run_contrastive_rl(ctx: RunContext) -> None:
             metrics["time/train_s"] = time.perf_counter() - t_train
             metrics["learner/skipped"] = float(not examples)  # every advantage 0: no gradient signal
             metrics.update(_pipeline_metrics(versions, learner_version, pipeline.waited_s))
+            # The weight sync, judged on on-policy steps: one step over the limit makes the next
+            # sync (after this update) the test, a second stops the run (WeightSyncBroken).
+            metrics["health/resync"] = float(
+                watch.check(ctx.state.unit, metrics.get(GAP_METRIC), metrics["pipeline/staleness"])
+            )
             if not examples:
                 log.info("rl step %d: no update (every response in each group scored the same)", ctx.state.unit)
             ctx.state.step += 1
