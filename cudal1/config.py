@@ -184,6 +184,10 @@ class PipelineConfig:
     update) while the learner trains step t: one step off-policy, corrected per token by truncated
     importance weights (`learner.tis_cap`, 2.0 unless set). Weights reach the engines only
     between generate calls."""
+    max_staleness: int = 1
+    """The oldest rollouts an RL update may train on, in learner versions behind the learner
+    (async mode samples one step ahead: 1). Older ones (an engine that missed a sync) are recorded
+    but left out of the update, and counted (`pipeline/stale_dropped`)."""
     max_engine_gap: Optional[float] = 0.1
     """The weight-sync check (`cudal1.pipeline.health.SyncWatch`): on an on-policy RL step, a mean
     absolute engine-vs-learner log-probability gap above this (nats per token) syncs the weights
@@ -724,6 +728,17 @@ def validate(cfg: DictConfig) -> None:
             "pipeline.mode=async needs it true: the importance "
             "weight compares the learner's own old log-probabilities "
             "with the generator's (one step behind)",
+        )
+    least = 1 if cfg.pipeline.mode == "async" else 0  # async samples one version behind
+    if cfg.pipeline.max_staleness < least:
+        raise ConfigError(
+            "pipeline.max_staleness",
+            f"must be >= {least} in pipeline.mode={cfg.pipeline.mode} (else every rollout is left out); "
+            f"got {cfg.pipeline.max_staleness}",
+        )
+    if cfg.pipeline.max_engine_gap is not None and not cfg.pipeline.max_engine_gap > 0:
+        raise ConfigError(
+            "pipeline.max_engine_gap", f"must be > 0 nats per token or null; got {cfg.pipeline.max_engine_gap}"
         )
     if cfg.learner.dual_clip is not None and not cfg.learner.dual_clip > 1:
         raise ConfigError("learner.dual_clip", f"must be > 1 or null; got {cfg.learner.dual_clip}")

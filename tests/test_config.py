@@ -115,3 +115,20 @@ def test_pipeline_mode_defaults_to_sync_and_async_turns_on_truncated_importance(
     with pytest.raises(ConfigError) as err:  # the weight needs the learner's own old log-probabilities
         load_config(composed(overrides=["pipeline.mode=async", "learner.recompute_old_logprobs=false"]))
     assert err.value.key == "learner.recompute_old_logprobs"
+
+
+@pytest.mark.parametrize(
+    "overrides, key",
+    [
+        (["pipeline.mode=async", "pipeline.max_staleness=0"], "pipeline.max_staleness"),
+        (["pipeline.max_staleness=-1"], "pipeline.max_staleness"),
+        (["pipeline.max_engine_gap=0"], "pipeline.max_engine_gap"),
+    ],
+)
+def test_health_bounds_are_checked(overrides, key):
+    from cudal1.config import ConfigError, load_config
+    from cudal1.launch import compose
+
+    with pytest.raises(ConfigError, match=f"config error at {key}"):
+        load_config(compose("config", overrides))
+    load_config(compose("config", ["pipeline.max_staleness=0", "pipeline.max_engine_gap=null"]))

@@ -1,4 +1,5 @@
-"""Checks on a run's health that decide whether it may go on: the weight sync, step by step.
+"""Checks on a run's health that decide whether it may go on: the weight sync, step by step, and
+how stale a trained rollout may be (`too_stale`).
 
 `SyncWatch` reads the learner's measured gap between the rollout engines' log-probabilities and
 its own on the tokens it trains (`learner/engine_abs_log_ratio`, nats per token: the mean of
@@ -80,3 +81,12 @@ class SyncWatch:
             f"{self.resynced_at}, which asked for a re-sync): a broken weight sync (check rollout.weight_sync "
             "and the engines' logs)"
         )
+
+
+def too_stale(versions: list[int], learner_version: int, max_staleness: int) -> list[bool]:
+    """For each rollout's policy version, whether it is older than `max_staleness` learner
+    versions (optimizer steps) behind `learner_version`: such a rollout is recorded but never
+    trained on. Raises ValueError for max_staleness < 0."""
+    if max_staleness < 0:
+        raise ValueError(f"max_staleness must be >= 0, got {max_staleness}")
+    return [learner_version - v > max_staleness for v in versions]

@@ -28,7 +28,7 @@ from cudal1.pipeline.rollouts import (
     update_examples,
 )
 from cudal1.policy.model import chat_prompt_ids
-from cudal1.pipeline.health import GAP_METRIC, SyncWatch
+from cudal1.pipeline.health import GAP_METRIC, SyncWatch, too_stale
 from cudal1.pipeline.sft_data import sft_pairs, stage1_solutions
 from cudal1.policy.prompts import plain_prompt
 from cudal1.records import Candidate, Exemplar, PolicyExample, Rollout
@@ -378,10 +378,22 @@ def run_contrastive_rl(ctx: RunContext) -> None:
             sync_s = pipeline.ahead(ctx.state.step + 1) if not last else 0.0
             assign_advantages(rollouts, reward_config(ctx.cfg), cfg.advantage_scale)
             metrics = _rollout_log(ctx, rollouts, timings, "rl")
-            examples = update_examples(rollouts)
-            metrics["learner/nan_logprob_samples"] = float(unusable_logprob_count(rollouts))
             learner_version = int(ctx.learner.attribute("version"))
             versions = [r.generation.model_version for r in rollouts]
+            stale = too_stale(versions, learner_version, ctx.cfg.pipeline.max_staleness)
+            fresh = [r for r, old in zip(rollouts, stale) if not old]  # the stale stay in the record only
+            examples = update_examples(fresh)
+            metrics["learner/nan_logprob_samples"] = float(unusable_logprob_count(fresh))
+            metrics["pipeline/stale_dropped"] = float(sum(stale))
+            if any(stale):
+                log.warning(
+                    "rl step %d: %d rollouts sampled more than %d versions behind the learner (%d) are left out "
+                    "of the update",
+                    ctx.state.unit,
+                    sum(stale),
+                    ctx.cfg.pipeline.max_staleness,
+                    learner_version,
+                )
             t_train = time.perf_counter()
             if examples:
                 metrics.update({f"learner/{k}": v for k, v in ctx.learner.grpo_step(examples).items()})

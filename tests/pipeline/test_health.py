@@ -49,3 +49,13 @@ def test_off_and_bad_values():
     for bad in (0.0, -1.0, math.inf, math.nan):
         with pytest.raises(ValueError):
             SyncWatch(bad)
+
+
+def test_rollouts_older_than_the_bound_are_too_stale():
+    from cudal1.pipeline.health import too_stale
+
+    assert too_stale([5, 4, 3, 5], 5, 1) == [False, False, True, False]
+    assert too_stale([5, 4], 5, 0) == [False, True]
+    assert too_stale([], 5, 1) == []
+    with pytest.raises(ValueError):
+        too_stale([1], 1, -1)
