@@ -5,6 +5,7 @@ and the spread ((max − min) / median) of each over the N evaluations. Seeing w
 times moves between evaluations says where the variance comes from.
 
     python benchmarks/repeatability.py --backend cuda --tasks level1/7 level2/5 --repeats 5 --out rep.json
+    ... --records all.jsonl     # every evaluation's whole result too: where each round trip's time went
 
 Variants: `default` (the backend's EvalSettings), `long` (3× the rounds and 5× the time per
 round), `fixed_seed` (the same inputs in every evaluation).
@@ -48,6 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--variants", nargs="+", default=["default", "long", "fixed_seed"])
     ap.add_argument("--out", default=None)
+    ap.add_argument(
+        "--records",
+        default=None,
+        help="also append every evaluation's whole result (its round trips and their parts included) to this JSONL",
+    )
     ap.add_argument("--cache", default=None, help="build cache to use (default: a new temporary one)")
     args = ap.parse_args(argv)
 
@@ -59,6 +65,10 @@ def main(argv: list[str] | None = None) -> int:
         task, source = find_task(tasks, tid), seeds[tid].read_text()
         for name in args.variants:
             runs = [evaluate(task, source, args.backend, settings=all_variants[name]) for _ in range(args.repeats)]
+            if args.records:
+                with open(args.records, "a", encoding="utf-8") as f:
+                    for r in runs:
+                        f.write(json.dumps({"variant": name, **r.to_dict()}) + "\n")
             ok = [r for r in runs if r.status is Status.OK]
             ref = [r.reference.median_ms for r in ok]
             cand = [r.candidate.median_ms for r in ok]
