@@ -8,7 +8,8 @@ times moves between evaluations says where the variance comes from.
     ... --records all.jsonl     # every evaluation's whole result too: where each round trip's time went
 
 Variants: `default` (the backend's EvalSettings), `long` (3× the rounds and 5× the time per
-round), `fixed_seed` (the same inputs in every evaluation).
+round), `fixed_seed` (the same inputs in every evaluation), `overhead_q50` (the median fixed cost
+bounds the claims), `calibration_x3` (3× the calibration's batched rounds).
 """
 
 from __future__ import annotations
@@ -39,6 +40,11 @@ def variants(backend: str, cache: str) -> dict[str, EvalSettings]:
         ),
         "fixed_seed": EvalSettings.for_backend(backend, cache_dir=cache, seed=1234),
         "overhead_q50": EvalSettings.for_backend(backend, cache_dir=cache, overhead_quantile=0.5),
+        # 3x the calibration's batched rounds: its jitter (the resolution) from more round trips,
+        # so one or two slow ones no longer set the 90th percentile.
+        "calibration_x3": EvalSettings.for_backend(
+            backend, cache_dir=cache, calibration_rounds=3 * base.calibration_rounds
+        ),
     }
 
 
