@@ -19,6 +19,7 @@ from typing import Any, Optional
 
 from omegaconf import DictConfig, OmegaConf
 
+from cudal1.actors.pool_spec import PoolSpec
 from cudal1.rl.rewards import MIN_GAIN, VERIFY_TOLERANCE
 
 
@@ -91,38 +92,13 @@ class RolloutConfig:
 
 
 @dataclasses.dataclass
-class PoolConfig:
-    """One benchmark pool (mirrors `cudal1.actors.bench_pool.PoolSpec`)."""
-
-    backend: str = "cpu"
-    num_actors: int = 2
-    num_cpus: float = 1.0
-    num_gpus: float = 0.0
-    accelerator_type: Optional[str] = None
-    """Ray accelerator type of the pool's nodes: H100, A100, L40S, ... (GPU pools)."""
-    resources: dict[str, float] = field(default_factory=dict)
-    settings: dict[str, Any] = field(default_factory=dict)
-    """Overrides of `EvalSettings.for_backend(backend)`."""
-    max_task_retries: int = 1
-    call_timeout_s: Optional[float] = None
-    """Give up on one call after this long (None: from the evaluator's wall limit and the retries)."""
-    start_timeout_s: float = 600.0
-    lost_after: Optional[int] = None
-    """For the primary pool: this many harness failures in a row and the run stops
-    (`RewardSourceLost`); None: max(4, 2 × num_actors)."""
-    build_actors: int = 0
-    """CPU actors that compile candidates' extensions ahead of timing (0: the timing actors build).
-    Their builds must reach the timing actors' cache: one machine, or a shared `settings.cache_dir`."""
-    build_cpus: float = 2.0
-
-
-@dataclasses.dataclass
 class BenchConfig:
     """Benchmark pools by name (one per architecture); rewards come from `primary`."""
 
-    pools: dict[str, PoolConfig] = field(default_factory=dict)
-    """Set by a `bench` group file (conf/bench/*.yaml); empty here so that a group's pools replace,
-    not extend, a default."""
+    pools: dict[str, PoolSpec] = field(default_factory=dict)
+    """Each pool's `cudal1.actors.pool_spec.PoolSpec`, consumed whole by the pool (its `name` and
+    `tasks` are set from the key and `tasks.source`). Set by a `bench` group file
+    (conf/bench/*.yaml); empty here so that a group's pools replace, not extend, a default."""
     primary: str = "cpu"
 
 

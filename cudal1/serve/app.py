@@ -100,6 +100,8 @@ class PolicyServer:
         # The pools load the small builtin suite: their own suite is never looked up, since every
         # candidate carries its task (`Candidate.task`).
         self.pools = {name: BenchmarkPool(spec) for name, spec in pool_specs(c.bench.pools, tasks="builtin").items()}
+        for pool in self.pools.values():  # each measures its jobs' rewards: a lost one fails them, never quietly
+            pool.computes_rewards = True
         self.chat = ChatService(
             shared,
             tokenizer,
