@@ -20,7 +20,12 @@ from typing import Any, Optional
 from omegaconf import DictConfig, OmegaConf
 
 from cudal1.actors.pool_spec import PoolSpec
-from cudal1.rl.rewards import MIN_GAIN, VERIFY_TOLERANCE
+from cudal1.actors.weight_transport import KINDS as WEIGHT_TRANSPORTS
+from cudal1.pipeline.overlap import MODES as PIPELINE_MODES
+from cudal1.rl.advantages import SCALES as ADVANTAGE_SCALES
+from cudal1.rl.exemplars import SCALES as BUCKET_SCALES
+from cudal1.rl.rewards import MIN_GAIN, TRANSFORMS as REWARD_TRANSFORMS, VERIFY_TOLERANCE
+from cudal1.rollout.generator import BACKENDS as ROLLOUT_BACKENDS
 
 
 class ConfigError(ValueError):
@@ -561,17 +566,19 @@ class ServeJobConfig:
 STAGES = ("sft", "self_train", "contrastive_rl")
 CHOICES = {
     "model.dtype": ("float32", "bfloat16", "float16"),
-    "rollout.backend": ("auto", "vllm", "hf"),
-    "rollout.weight_sync": ("object_store", "broadcast", "ipc"),
-    "learner.precision": ("fp32", "bf16", "fp16"),
-    "learner.loss_agg": ("grpo", "dr_grpo", "dapo"),
+    "rollout.backend": ROLLOUT_BACKENDS,
+    "rollout.weight_sync": WEIGHT_TRANSPORTS,
+    "learner.precision": ("fp32", "bf16", "fp16"),  # cudal1.engines.deepspeed_engine.PRECISIONS (imports DeepSpeed)
+    "learner.loss_agg": ("grpo", "dr_grpo", "dapo"),  # cudal1.rl.losses.AGGREGATIONS (imports torch)
     "stage.name": (*STAGES, "all"),
-    "reward.transform": ("log_speedup", "speedup"),
-    "stage.contrastive_rl.advantage_scale": ("std", "none"),
-    "stage.contrastive_rl.bucket_scale": ("log", "linear"),
+    "reward.transform": REWARD_TRANSFORMS,
+    "stage.contrastive_rl.advantage_scale": ADVANTAGE_SCALES,
+    "stage.contrastive_rl.bucket_scale": BUCKET_SCALES,
     "ray.storage": ("shared", "driver_node"),
-    "pipeline.mode": ("sync", "async"),
+    "pipeline.mode": PIPELINE_MODES,
 }
+"""Each key's allowed values: the consumer's own tuple where importing it is cheap; the two
+spelled here are checked against theirs by tests/test_config.py."""
 
 
 def register_schema() -> None:

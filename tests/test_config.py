@@ -132,3 +132,14 @@ def test_health_bounds_are_checked(overrides, key):
     with pytest.raises(ConfigError, match=f"config error at {key}"):
         load_config(compose("config", overrides))
     load_config(compose("config", ["pipeline.max_staleness=0", "pipeline.max_engine_gap=null"]))
+
+
+def test_choices_spelled_in_the_config_are_their_consumers():
+    """Two choices are spelled in cudal1/config.py (their modules import torch); they must stay
+    the consumers' own."""
+    from cudal1.config import CHOICES
+    from cudal1.engines.deepspeed_engine import PRECISIONS
+    from cudal1.rl.losses import AGGREGATIONS
+
+    assert set(CHOICES["learner.precision"]) == set(PRECISIONS)
+    assert set(CHOICES["learner.loss_agg"]) == set(AGGREGATIONS)
