@@ -61,7 +61,7 @@ def code_hash(code: str) -> str:
     return hashlib.sha256(canon.encode()).hexdigest()
 
 
-def program_key(code: str) -> str:
+def program_hash(code: str) -> str:
     """The dedupe key of a stored solution: `code_hash` of its `normalized_code`, equal for two
     codes that differ only by renaming, comments, formatting or no-op statements."""
     return code_hash(normalized_code(code))
@@ -184,7 +184,7 @@ class ExemplarBuffer:
         if not is_sampleable(e):
             self._counts["rejected"] += 1
             return 0
-        h = program_key(e.code)
+        h = program_hash(e.code)
         hashes = self._hashes.setdefault(e.task_id, set())
         if h in hashes:
             self._counts["duplicates"] += 1
@@ -196,7 +196,7 @@ class ExemplarBuffer:
             best = max(pool, key=lambda x: x.speedup)
             victim = next(x for x in pool if x is not best)  # oldest that is not the best
             pool.remove(victim)
-            hashes.discard(program_key(victim.code))
+            hashes.discard(program_hash(victim.code))
             self._counts["evicted"] += 1
         return 1
 
@@ -204,7 +204,7 @@ class ExemplarBuffer:
         """Store new correct solutions and persist them before returning.
 
         Exemplars that are not status "ok" with a finite positive speedup are rejected; a code
-        already held for its task up to renaming and no-op edits (see `program_key`) is a duplicate. Returns how many were
+        already held for its task up to renaming and no-op edits (see `program_hash`) is a duplicate. Returns how many were
         stored. Raises OSError if the write fails (memory then holds them but the file may not).
         """
         kept = [e for e in exemplars if self._accept(e)]
