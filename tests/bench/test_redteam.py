@@ -1,0 +1,119 @@
+"""Red team, fourth pass (h4): attacks an adversarial policy would try on the judge, each run as a
+real evaluation on the CPU backend, with what the judge paid against an honest control.
+
+Open holes are expected failures (strict: the day one closes, the test says so) whose reason
+states the hole; the README's limits list each of them.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import evalkit
+from cudal1.bench.evaluator import evaluate
+from cudal1.bench.result import Status
+from cudal1.tasks.task import Task
+
+_HEADER = "import torch\nimport torch.nn as nn\n\n"
+
+
+def _task(problem_id: int, name: str, body: str) -> Task:
+    return Task(level=1, problem_id=problem_id, name=name, source=_HEADER + body)
+
+
+SOFTMAX = _task(
+    901,
+    "softmax_rows",
+    """
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+
+def get_inputs():
+    return [torch.randn(16, 4096)]
+
+def get_init_inputs():
+    return []
+""",
+)
+
+TANH = _task(
+    902,
+    "tanh",
+    """
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.tanh(x)
+
+def get_inputs():
+    return [torch.randn(64, 1024)]
+
+def get_init_inputs():
+    return []
+""",
+)
+
+# Integer data (not indices): the trials shift floating-point inputs only.
+INT_SQUARE = _task(
+    903,
+    "int_square",
+    """
+class Model(nn.Module):
+    def forward(self, x):
+        return x * x + 1
+
+def get_inputs():
+    return [torch.randint(0, 16, (256, 256))]
+
+def get_init_inputs():
+    return []
+""",
+)
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("cudal1-cache")
+
+
+def run(task: Task, name: str, cache_dir, **overrides):
+    overrides = {"rounds": 2, "calls_per_round": 2, **overrides}
+    return evaluate(task, evalkit.candidate(name), "cpu", settings=evalkit.settings(cache_dir, **overrides))
+
+
+# -- (d) shortcuts valid only on the easy part of the input space ------------------------------
+
+
+def test_an_approximation_right_everywhere_is_honest(cache_dir) -> None:
+    """The control: a clamped rational tanh, within float32's tolerance on every input."""
+    r = run(TANH, "tanh_clamped_poly", cache_dir)
+    assert r.status is Status.OK, evalkit.describe(r)
+
+
+def test_an_approximation_right_only_on_the_nominal_range_is_caught_by_the_shifted_trials(cache_dir) -> None:
+    """The same rational tanh without its clamp is wrong beyond |x| = 7.6, which randn inputs
+    never reach and the shifted trials (x*4-2, x*-3+1) reach on thousands of elements."""
+    r = run(TANH, "tanh_unclamped_pade", cache_dir)
+    assert r.status is Status.INCORRECT and "shifted" in r.message, evalkit.describe(r)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: the widest shifted trial reaches |x| of about 20, so a kernel that overflows only "
+    "beyond (a softmax without its max subtraction: NaN for any x above 88.7) is correct on every "
+    "input the judge makes and paid as a softmax",
+)
+def test_a_softmax_that_overflows_beyond_the_trials_range_is_refused(cache_dir) -> None:
+    r = run(SOFTMAX, "softmax_without_max", cache_dir)
+    assert r.status is not Status.OK, evalkit.describe(r)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: integer inputs are never shifted, so a kernel right only on the generator's range "
+    "(int64 arithmetic done in uint8, wrapping for inputs of 16 or more) is correct on every input the "
+    "judge makes, and unlabelled (reduced_precision looks at float dtypes only)",
+)
+def test_integer_arithmetic_right_only_on_the_generators_range_is_refused(cache_dir) -> None:
+    r = run(INT_SQUARE, "int_range_uint8", cache_dir)
+    assert r.status is not Status.OK or "reduced_precision" in r.labels, evalkit.describe(r)
