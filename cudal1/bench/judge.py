@@ -176,6 +176,8 @@ class Judge:
         self._last_values: list[list[Any]] = []
         self.pick = random.Random(self._seed("pick"))
         self.host_loaded = False
+        self.pause_candidate = False
+        """Stop the candidate's processes while the reference is timed (CPU, candidate alive)."""
         self.views: dict[str, list[list[torch.Tensor]]] = {}
         """Per host, per set of the host's input slot: views of the set's input tensors."""
         self.ref_template: list[Any] = []
@@ -515,13 +517,37 @@ class Judge:
     @_gc_paused
     def _ref_call(self, xs: list[list[Any]]) -> tuple[float, list[float], list[Expected]]:
         """One round trip to the reference host: the reference run on each input set of `xs`,
-        back to back, timed exactly as a candidate round trip is.
+        back to back, timed exactly as a candidate round trip is. On the CPU, once the candidate
+        is loaded, every process of the candidate is stopped meanwhile (`_pause_candidate`).
 
         Returns (ms on the judge's clock from the go until the judge holds its copy of every
         output, ms of each forward on the reference host's own clock, the reference outputs of
         each call: (tensors as read, non-tensor values)). Raises RuntimeError for anything that
         goes wrong (the reference host runs no candidate code).
         """
+        paused = self._pause_candidate(True)
+        try:
+            return self._ref_round_trip(xs)
+        finally:
+            if paused:
+                self._pause_candidate(False)
+
+    def _pause_candidate(self, stop: bool) -> bool:
+        """Stop (`stop`) or continue every process of the candidate, through the parent: on the
+        CPU, from the candidate's import until its processes are ended. The reference is then
+        timed with no candidate code running (the cores are what both share: a candidate host
+        spinning between its own round trips slowed the reference 1.5-2x on two cores, and the
+        clean baseline's high quantile let it keep most of that). True when the parent did it.
+        Raises RuntimeError when the parent fails to answer (the harness's failure)."""
+        if not self.pause_candidate or self.link is None:
+            return False
+        try:
+            return self.link.pause_host(stop)
+        except (ProtocolError, PeerGone, Timeout) as exc:
+            raise RuntimeError(f"the parent did not {'stop' if stop else 'continue'} the candidate: {exc}") from exc
+
+    def _ref_round_trip(self, xs: list[list[Any]]) -> tuple[float, list[float], list[Expected]]:
+        """`_ref_call`'s round trip itself."""
         t0, fields, fds = self._go("reference", xs, self.ref_template, timed=True)
         self.ref_template = _sent_template(fields, self.ref_template)
         try:
@@ -870,6 +896,7 @@ class Judge:
     # -- phase 5: the candidate ----------------------------------------------------------------
 
     def load_candidate(self) -> None:
+        self.pause_candidate = not self.cuda
         self._send("load", source=self.source)
         msg = self._recv("loaded", ok=bool, build_seconds=float, labels=list, patches=list)
         self._note_built(msg.get("built"))
@@ -1097,6 +1124,7 @@ class Judge:
         the reference once more with nothing of the candidate alive, and settle the speedup. The
         reference time is capped by the larger of the two clean baselines: a machine that got
         busier for everyone raises both, a candidate that slowed only the reference neither."""
+        self.pause_candidate = False
         if self.link is not None and self.link.end_host():
             _, post = self._ref_rounds(max(2, self.settings.calibration_rounds // 2))
             self.baseline_ms = max(self.baseline_ms, timing.percentile(post, 0.9))
