@@ -218,3 +218,15 @@ def test_a_call_cannot_reach_the_next_calls_inputs(cache_dir) -> None:
     r = run(SIN_CHAIN, "batches_the_round", cache_dir, calls_per_round=4)
     assert r.status is Status.OK, evalkit.describe(r)  # its outputs are right: it is not caught
     assert "BATCHED" not in r.log, evalkit.describe(r)
+
+
+# -- fresh ideas ----------------------------------------------------------------------------------
+
+
+def test_a_forged_build_time_is_held_to_the_judges_clock(cache_dir) -> None:
+    """`build_seconds` comes from the candidate's host; one that claims a million seconds (the
+    pipeline sums it into where the time went) is held to how long its load took on the judge's
+    clock."""
+    r = evalkit.run("matmul_relu", evalkit.candidate("forges_build_seconds"), cache_dir)
+    assert "FORGED BUILD SECONDS" in r.log and r.status is Status.OK, evalkit.describe(r)
+    assert r.build_seconds is not None and r.build_seconds <= r.eval_seconds, (r.build_seconds, r.eval_seconds)
