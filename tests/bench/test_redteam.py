@@ -220,6 +220,29 @@ def test_a_call_cannot_reach_the_next_calls_inputs(cache_dir) -> None:
     assert "BATCHED" not in r.log, evalkit.describe(r)
 
 
+# -- (e) reads the toolchain allows ------------------------------------------------------------
+
+
+def test_the_builtin_seed_solutions_are_out_of_the_candidates_reach(cache_dir) -> None:
+    """A candidate with no code of its own that read its task's seed solution from the cudal1
+    package and ran it was paid the seed's speedup (2.96x on level1/7 here, the seed itself
+    2.95x), with a source no copy check compares to the seed. The seed directories are now hidden
+    from the candidate's reads like the build cache (where Landlock reads are in force)."""
+    from cudal1.tasks import find_task, load_builtin
+
+    softmax = find_task(load_builtin(levels=[1]).tasks, "level1/7")
+    r = evaluate(
+        softmax,
+        evalkit.candidate("loads_a_seed_solution", seed="level1/7_Softmax.py"),
+        "cpu",
+        settings=evalkit.settings(cache_dir, rounds=2, calls_per_round=2),
+    )
+    if not r.sandbox.get("measures", {}).get("landlock_read", {}).get("active"):
+        pytest.skip("no Landlock read rules here: the seeds are as readable as their file modes make them")
+    assert r.status is Status.COMPILE_ERROR and "PermissionError" in r.message, evalkit.describe(r)
+    assert "LOADED THE SEED" not in r.log, evalkit.describe(r)
+
+
 # -- fresh ideas ----------------------------------------------------------------------------------
 
 
