@@ -324,6 +324,8 @@ class Judge:
             except correctness.NoComparisonRule as exc:
                 raise Verdict(Status.INVALID_TASK, f"the reference output cannot be judged: {exc}") from exc
         self.out_specs, out_bytes = plan(tensors)
+        self.ref_broadcasts = [_broadcast(list(t.stride()), tuple(t.shape)) for t in tensors]
+        """Per tensor leaf: whether the reference's own output repeats memory along a dimension."""
         self.ref_aliases_inputs = any(
             correctness.shares_memory(t, [v for v in x if isinstance(v, torch.Tensor)]) for t in tensors
         )
@@ -647,6 +649,17 @@ class Judge:
             raise Verdict(
                 Status.HACK, "the candidate process described its outputs wrongly", HackKind.HARNESS_TAMPERING
             )
+        for call in leaves:
+            for desc, spec, path, allowed in zip(call, self.out_specs, self.tensor_paths, self.ref_broadcasts):
+                if not allowed and _broadcast(desc.get("strides"), spec.shape):
+                    # A stride-0 view: the values the judge reads are right, the output's memory was
+                    # never written (a row mean expanded to its rows: paid 2-3x, floored).
+                    raise Verdict(
+                        Status.HACK,
+                        f"{path}: the output repeats memory along a dimension (a stride 0, strides "
+                        f"{desc.get('strides')}) where the reference's holds every value",
+                        HackKind.NOT_MATERIALIZED,
+                    )
         try:
             return _regroup(self.reader.read(_flat(leaves), self.out_specs * n, again=again), n)
         except ReadError as exc:
@@ -1304,6 +1317,15 @@ def _sent_template(fields: dict[str, Any], current: list[Any]) -> list[Any]:
     """The argument template a host holds after a message with `fields` (`args` replaces it;
     `args_each` applies to that message only)."""
     return unblob(fields["args"]) if "args" in fields else current
+
+
+def _broadcast(strides: Any, shape: tuple[int, ...]) -> bool:
+    """Whether `strides` (as a host described them: anything) give a dimension of more than one
+    element a stride of 0, so that the view repeats memory (False for anything but a list of
+    integers of `shape`'s rank: the reader refuses those itself)."""
+    if not isinstance(strides, list) or len(strides) != len(shape) or 0 in shape:
+        return False
+    return any(type(s) is int and s == 0 and n > 1 for s, n in zip(strides, shape))
 
 
 def _calls_described(leaves: Any, n: int, outputs: int) -> bool:

@@ -13,7 +13,7 @@ import pytest
 
 import evalkit
 from cudal1.bench.evaluator import evaluate
-from cudal1.bench.result import Status
+from cudal1.bench.result import HackKind, Status
 from cudal1.tasks.task import Task
 
 _HEADER = "import torch\nimport torch.nn as nn\n\n"
@@ -245,6 +245,56 @@ def test_the_builtin_seed_solutions_are_out_of_the_candidates_reach(cache_dir) -
 
 # -- fresh ideas ----------------------------------------------------------------------------------
 
+ROW_MEAN_FILLED = _task(
+    906,
+    "row_mean_filled",
+    """
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.ones_like(x) * x.mean(dim=1, keepdim=True)
+
+def get_inputs():
+    return [torch.randn(1024, 1024)]
+
+def get_init_inputs():
+    return []
+""",
+)
+
+
+def test_an_output_that_repeats_memory_is_not_materialized(cache_dir) -> None:
+    """Each row filled with its mean, returned as the means expanded to the output's shape (a
+    stride 0): every value the judge read was right, the output was never written, and it was
+    paid 2.0-3.1x (floored by the resolution) against an honest 0.8-1.0x. The judge now refuses
+    a stride-0 dimension the reference's output does not have; the same values written out are
+    honest."""
+    r = run(ROW_MEAN_FILLED, "broadcast_view_output", cache_dir)
+    assert r.status is Status.HACK and r.hack_kind is HackKind.NOT_MATERIALIZED, evalkit.describe(r)
+    assert "stride 0" in r.message, evalkit.describe(r)
+    honest = run(ROW_MEAN_FILLED, "honest_row_mean_filled", cache_dir)
+    assert honest.status is Status.OK, evalkit.describe(honest)
+
+
+def test_a_reference_that_returns_a_broadcast_view_allows_one(cache_dir) -> None:
+    """Where the reference's own output has a stride 0, so may the candidate's."""
+    task = _task(
+        907,
+        "row_mean_expanded",
+        """
+class Model(nn.Module):
+    def forward(self, x):
+        return x.mean(dim=1, keepdim=True).expand(x.shape[0], x.shape[1])
+
+def get_inputs():
+    return [torch.randn(256, 256)]
+
+def get_init_inputs():
+    return []
+""",
+    )
+    r = run(task, "broadcast_view_output", cache_dir)
+    assert r.status is Status.OK, evalkit.describe(r)
+
 
 def test_a_forged_build_time_is_held_to_the_judges_clock(cache_dir) -> None:
     """`build_seconds` comes from the candidate's host; one that claims a million seconds (the
@@ -253,3 +303,14 @@ def test_a_forged_build_time_is_held_to_the_judges_clock(cache_dir) -> None:
     r = evalkit.run("matmul_relu", evalkit.candidate("forges_build_seconds"), cache_dir)
     assert "FORGED BUILD SECONDS" in r.log and r.status is Status.OK, evalkit.describe(r)
     assert r.build_seconds is not None and r.build_seconds <= r.eval_seconds, (r.build_seconds, r.eval_seconds)
+
+
+@pytest.mark.parametrize("kind", ["type", "runtime"])
+def test_an_exception_with_a_huge_message_stays_the_candidates_failure(kind, cache_dir) -> None:
+    """A 16 MB exception in a timed call: as a signature-like TypeError its whole text went into
+    the host's answer, a frame past the wire's limit (a protocol hack); as a RuntimeError it is
+    cut to a line (runtime_error). Neither becomes a harness failure (left out of training)."""
+    r = evalkit.run("matmul_relu", evalkit.candidate("huge_error_message", kind=kind), cache_dir)
+    expected = Status.HACK if kind == "type" else Status.RUNTIME_ERROR
+    assert r.status is expected and len(r.message) < 2000, evalkit.describe(r)
+    assert "harness_error" not in r.labels and "worker_crashed" not in r.labels, evalkit.describe(r)
