@@ -42,7 +42,8 @@ So, by construction:
 - the reference time that counts is at most a high quantile of its per-call times in batched
   rounds timed before the candidate was imported and again after its process (and every process
   of its uid) was killed (`baseline_ms`: the larger of the two), so a candidate that loads the
-  machine or the GPU while the reference is timed gains nothing.
+  machine or the GPU while the reference is timed gains nothing; on the CPU every process of the
+  candidate is also stopped while the reference host's round trips run (`_pause_candidate`).
 
 What batching leaves open: inside one round trip the judge sees only the whole round, not each
 call, and all K input sets are in the candidate's reach from the first call (on CUDA they lie one
