@@ -85,7 +85,7 @@ from ..tasks.task import Task
 from . import correctness, guards, inputs as inputs_mod, timing
 from .result import EvalResult, HackKind, Status, speedup_phrase
 from .settings import EvalSettings
-from .readers import IpcReader, ParentReader, ReadError
+from .readers import IpcReader, ParentReader, ReadError, view_span
 from .slots import Slot, TensorSpec, plan
 from .verdicts import CUDA_FAULT_MARKERS, Verdict, device_name
 from .wire import MAX_FRAME, Channel, PeerGone, ProtocolError, Timeout, blob, expect, expect_host, str_list, unblob
@@ -327,6 +327,8 @@ class Judge:
         self.out_specs, out_bytes = plan(tensors)
         self.ref_broadcasts = [_broadcast(list(t.stride()), tuple(t.shape)) for t in tensors]
         """Per tensor leaf: whether the reference's own output repeats memory along a dimension."""
+        self.ref_leaves_share = any(correctness.shares_memory(t, tensors[:i]) for i, t in enumerate(tensors))
+        """Whether two tensor leaves of the reference's output share memory."""
         self.ref_aliases_inputs = any(
             correctness.shares_memory(t, [v for v in x if isinstance(v, torch.Tensor)]) for t in tensors
         )
@@ -661,6 +663,14 @@ class Judge:
                         f"{desc.get('strides')}) where the reference's holds every value",
                         HackKind.NOT_MATERIALIZED,
                     )
+            if not self.ref_leaves_share and (pair := _overlapping(call, self.out_specs)) is not None:
+                # One tensor for two outputs: each value read is right, one output never written.
+                raise Verdict(
+                    Status.HACK,
+                    f"{self.tensor_paths[pair[0]]} and {self.tensor_paths[pair[1]]} share memory, where the "
+                    "reference's outputs are separate",
+                    HackKind.NOT_MATERIALIZED,
+                )
         try:
             return _regroup(self.reader.read(_flat(leaves), self.out_specs * n, again=again), n)
         except ReadError as exc:
@@ -1327,6 +1337,31 @@ def _broadcast(strides: Any, shape: tuple[int, ...]) -> bool:
     if not isinstance(strides, list) or len(strides) != len(shape) or 0 in shape:
         return False
     return any(type(s) is int and s == 0 and n > 1 for s, n in zip(strides, shape))
+
+
+def _overlapping(descs: list[Any], specs: list[TensorSpec]) -> tuple[int, int] | None:
+    """Two of one call's output descriptions (`readers.describe`: an address on the
+    CPU, an allocation's handle and an offset on CUDA, and strides) whose memory overlaps, as
+    their indices; None when none do (descriptions the reader would refuse are left to it)."""
+    ranges: list[tuple[str, int, int, int]] = []
+    for i, (desc, spec) in enumerate(zip(descs, specs)):
+        strides = desc.get("strides") if isinstance(desc, dict) else None
+        start = desc.get("addr", desc.get("offset")) if isinstance(desc, dict) else None
+        if (
+            type(start) is not int
+            or not isinstance(strides, list)
+            or len(strides) != len(spec.shape)
+            or not all(type(st) is int and st >= 0 for st in strides)
+        ):
+            continue
+        span = view_span(spec.shape, tuple(strides), spec.torch_dtype.itemsize)
+        if span:
+            ranges.append((str(desc.get("handle", "")), start, start + span, i))
+    ranges.sort()
+    for (key_a, _, end_a, i), (key_b, start_b, _, j) in zip(ranges, ranges[1:]):
+        if key_a == key_b and start_b < end_a:
+            return min(i, j), max(i, j)
+    return None
 
 
 def _calls_described(leaves: Any, n: int, outputs: int) -> bool:

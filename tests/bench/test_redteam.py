@@ -333,12 +333,13 @@ def get_init_inputs():
 )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: outputs of one call that share memory with each other are not checked (the host checks "
-    "an output against the inputs and earlier calls' outputs only): on a task with two equal outputs, one "
-    "tensor returned for both was paid 2.2x",
-)
 def test_two_outputs_of_one_call_in_one_memory_are_refused(cache_dir) -> None:
+    """On a task with two equal outputs, one tensor returned for both (the second never written)
+    was paid 2.2x: the host checks an output only against the inputs and earlier calls' outputs.
+    The judge now refuses outputs of one call whose described memory overlaps, unless the
+    reference's own outputs share memory; the same values in two tensors are honest."""
     r = run(TWO_RELUS, "one_tensor_for_two_outputs", cache_dir)
-    assert r.status is not Status.OK, evalkit.describe(r)
+    assert r.status is Status.HACK and r.hack_kind is HackKind.NOT_MATERIALIZED, evalkit.describe(r)
+    assert "share memory" in r.message, evalkit.describe(r)
+    honest = run(TWO_RELUS, "honest_two_relus", cache_dir)
+    assert honest.status is Status.OK, evalkit.describe(honest)
