@@ -44,6 +44,7 @@ from typing import Any
 
 import torch
 
+from ..tasks.suite import SOLUTION_DIRS, builtin_root
 from ..tasks.task import Task
 from . import buildcache
 from .devicelock import DeviceLock
@@ -209,8 +210,14 @@ def _limits(settings: EvalSettings, arch: str, source: str, wall_s: float) -> Wo
         # of the checkout. Of the cache it reads only its own build directory, and of the
         # temporary directory only its own scratch, even where a toolchain path holds them: another
         # candidate's build (an extension, Triton's cache in its scratch), logs or the parent's
-        # records are not in its reach by path (`sandbox.apply_sandbox`'s hidden).
-        private_dirs=[str(Path(settings.cache_dir)), tempfile.gettempdir()],
+        # records are not in its reach by path (`sandbox.apply_sandbox`'s hidden). Nor are the
+        # builtin seed solutions inside the cudal1 package: a candidate that ran its task's seed
+        # read from there was paid the seed's speedup with code no copy check compares.
+        private_dirs=[
+            str(Path(settings.cache_dir)),
+            tempfile.gettempdir(),
+            *(str(builtin_root() / d) for d in SOLUTION_DIRS.values()),
+        ],
         confine_reads=True,
         env=env,
     )

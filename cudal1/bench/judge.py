@@ -42,7 +42,8 @@ So, by construction:
 - the reference time that counts is at most a high quantile of its per-call times in batched
   rounds timed before the candidate was imported and again after its process (and every process
   of its uid) was killed (`baseline_ms`: the larger of the two), so a candidate that loads the
-  machine or the GPU while the reference is timed gains nothing.
+  machine or the GPU while the reference is timed gains nothing; on the CPU every process of the
+  candidate is also stopped while the reference host's round trips run (`_pause_candidate`).
 
 What batching leaves open: inside one round trip the judge sees only the whole round, not each
 call, and all K input sets are in the candidate's reach from the first call (on CUDA they lie one
@@ -84,7 +85,7 @@ from ..tasks.task import Task
 from . import correctness, guards, inputs as inputs_mod, timing
 from .result import EvalResult, HackKind, Status, speedup_phrase
 from .settings import EvalSettings
-from .readers import IpcReader, ParentReader, ReadError
+from .readers import IpcReader, ParentReader, ReadError, view_span
 from .slots import Slot, TensorSpec, plan
 from .verdicts import CUDA_FAULT_MARKERS, Verdict, device_name
 from .wire import MAX_FRAME, Channel, PeerGone, ProtocolError, Timeout, blob, expect, expect_host, str_list, unblob
@@ -176,6 +177,8 @@ class Judge:
         self._last_values: list[list[Any]] = []
         self.pick = random.Random(self._seed("pick"))
         self.host_loaded = False
+        self.pause_candidate = False
+        """Stop the candidate's processes while the reference is timed (CPU, candidate alive)."""
         self.views: dict[str, list[list[torch.Tensor]]] = {}
         """Per host, per set of the host's input slot: views of the set's input tensors."""
         self.ref_template: list[Any] = []
@@ -322,6 +325,10 @@ class Judge:
             except correctness.NoComparisonRule as exc:
                 raise Verdict(Status.INVALID_TASK, f"the reference output cannot be judged: {exc}") from exc
         self.out_specs, out_bytes = plan(tensors)
+        self.ref_broadcasts = [_broadcast(list(t.stride()), tuple(t.shape)) for t in tensors]
+        """Per tensor leaf: whether the reference's own output repeats memory along a dimension."""
+        self.ref_leaves_share = any(correctness.shares_memory(t, tensors[:i]) for i, t in enumerate(tensors))
+        """Whether two tensor leaves of the reference's output share memory."""
         self.ref_aliases_inputs = any(
             correctness.shares_memory(t, [v for v in x if isinstance(v, torch.Tensor)]) for t in tensors
         )
@@ -515,13 +522,37 @@ class Judge:
     @_gc_paused
     def _ref_call(self, xs: list[list[Any]]) -> tuple[float, list[float], list[Expected]]:
         """One round trip to the reference host: the reference run on each input set of `xs`,
-        back to back, timed exactly as a candidate round trip is.
+        back to back, timed exactly as a candidate round trip is. On the CPU, once the candidate
+        is loaded, every process of the candidate is stopped meanwhile (`_pause_candidate`).
 
         Returns (ms on the judge's clock from the go until the judge holds its copy of every
         output, ms of each forward on the reference host's own clock, the reference outputs of
         each call: (tensors as read, non-tensor values)). Raises RuntimeError for anything that
         goes wrong (the reference host runs no candidate code).
         """
+        paused = self._pause_candidate(True)
+        try:
+            return self._ref_round_trip(xs)
+        finally:
+            if paused:
+                self._pause_candidate(False)
+
+    def _pause_candidate(self, stop: bool) -> bool:
+        """Stop (`stop`) or continue every process of the candidate, through the parent: on the
+        CPU, from the candidate's import until its processes are ended. The reference is then
+        timed with no candidate code running (the cores are what both share: a candidate host
+        spinning between its own round trips slowed the reference 1.5-2x on two cores, and the
+        clean baseline's high quantile let it keep most of that). True when the parent did it.
+        Raises RuntimeError when the parent fails to answer (the harness's failure)."""
+        if not self.pause_candidate or self.link is None:
+            return False
+        try:
+            return self.link.pause_host(stop)
+        except (ProtocolError, PeerGone, Timeout) as exc:
+            raise RuntimeError(f"the parent did not {'stop' if stop else 'continue'} the candidate: {exc}") from exc
+
+    def _ref_round_trip(self, xs: list[list[Any]]) -> tuple[float, list[float], list[Expected]]:
+        """`_ref_call`'s round trip itself."""
         t0, fields, fds = self._go("reference", xs, self.ref_template, timed=True)
         self.ref_template = _sent_template(fields, self.ref_template)
         try:
@@ -621,6 +652,25 @@ class Judge:
             raise Verdict(
                 Status.HACK, "the candidate process described its outputs wrongly", HackKind.HARNESS_TAMPERING
             )
+        for call in leaves:
+            for desc, spec, path, allowed in zip(call, self.out_specs, self.tensor_paths, self.ref_broadcasts):
+                if not allowed and _broadcast(desc.get("strides"), spec.shape):
+                    # A stride-0 view: the values the judge reads are right, the output's memory was
+                    # never written (a row mean expanded to its rows: paid 2-3x, floored).
+                    raise Verdict(
+                        Status.HACK,
+                        f"{path}: the output repeats memory along a dimension (a stride 0, strides "
+                        f"{desc.get('strides')}) where the reference's holds every value",
+                        HackKind.NOT_MATERIALIZED,
+                    )
+            if not self.ref_leaves_share and (pair := _overlapping(call, self.out_specs)) is not None:
+                # One tensor for two outputs: each value read is right, one output never written.
+                raise Verdict(
+                    Status.HACK,
+                    f"{self.tensor_paths[pair[0]]} and {self.tensor_paths[pair[1]]} share memory, where the "
+                    "reference's outputs are separate",
+                    HackKind.NOT_MATERIALIZED,
+                )
         try:
             return _regroup(self.reader.read(_flat(leaves), self.out_specs * n, again=again), n)
         except ReadError as exc:
@@ -870,10 +920,14 @@ class Judge:
     # -- phase 5: the candidate ----------------------------------------------------------------
 
     def load_candidate(self) -> None:
+        self.pause_candidate = not self.cuda
+        t0 = time.perf_counter()
         self._send("load", source=self.source)
         msg = self._recv("loaded", ok=bool, build_seconds=float, labels=list, patches=list)
         self._note_built(msg.get("built"))
-        self.result.build_seconds = round(msg["build_seconds"], 3)
+        # The host's figure, no longer than the load took on the judge's clock (the candidate's
+        # process can send any number; a forged million seconds went straight into the metrics).
+        self.result.build_seconds = round(min(msg["build_seconds"], time.perf_counter() - t0), 3)
         self._host_labels(msg["labels"])
         patches = str_list_or_tamper(msg["patches"])
         if patches:
@@ -1097,6 +1151,7 @@ class Judge:
         the reference once more with nothing of the candidate alive, and settle the speedup. The
         reference time is capped by the larger of the two clean baselines: a machine that got
         busier for everyone raises both, a candidate that slowed only the reference neither."""
+        self.pause_candidate = False
         if self.link is not None and self.link.end_host():
             _, post = self._ref_rounds(max(2, self.settings.calibration_rounds // 2))
             self.baseline_ms = max(self.baseline_ms, timing.percentile(post, 0.9))
@@ -1273,6 +1328,40 @@ def _sent_template(fields: dict[str, Any], current: list[Any]) -> list[Any]:
     """The argument template a host holds after a message with `fields` (`args` replaces it;
     `args_each` applies to that message only)."""
     return unblob(fields["args"]) if "args" in fields else current
+
+
+def _broadcast(strides: Any, shape: tuple[int, ...]) -> bool:
+    """Whether `strides` (as a host described them: anything) give a dimension of more than one
+    element a stride of 0, so that the view repeats memory (False for anything but a list of
+    integers of `shape`'s rank: the reader refuses those itself)."""
+    if not isinstance(strides, list) or len(strides) != len(shape) or 0 in shape:
+        return False
+    return any(type(s) is int and s == 0 and n > 1 for s, n in zip(strides, shape))
+
+
+def _overlapping(descs: list[Any], specs: list[TensorSpec]) -> tuple[int, int] | None:
+    """Two of one call's output descriptions (`readers.describe`: an address on the
+    CPU, an allocation's handle and an offset on CUDA, and strides) whose memory overlaps, as
+    their indices; None when none do (descriptions the reader would refuse are left to it)."""
+    ranges: list[tuple[str, int, int, int]] = []
+    for i, (desc, spec) in enumerate(zip(descs, specs)):
+        strides = desc.get("strides") if isinstance(desc, dict) else None
+        start = desc.get("addr", desc.get("offset")) if isinstance(desc, dict) else None
+        if (
+            type(start) is not int
+            or not isinstance(strides, list)
+            or len(strides) != len(spec.shape)
+            or not all(type(st) is int and st >= 0 for st in strides)
+        ):
+            continue
+        span = view_span(spec.shape, tuple(strides), spec.torch_dtype.itemsize)
+        if span:
+            ranges.append((str(desc.get("handle", "")), start, start + span, i))
+    ranges.sort()
+    for (key_a, _, end_a, i), (key_b, start_b, _, j) in zip(ranges, ranges[1:]):
+        if key_a == key_b and start_b < end_a:
+            return min(i, j), max(i, j)
+    return None
 
 
 def _calls_described(leaves: Any, n: int, outputs: int) -> bool:

@@ -274,6 +274,12 @@ class ParentLink:
         self.chan.send("release_device")
         _expect(self.chan, "release_device")
 
+    def pause_host(self, stop: bool) -> bool:
+        """Ask the parent to stop (`stop`) or continue every process of the candidate; True when
+        it did (False: the candidate is gone or ended). Raises ProtocolError, PeerGone, Timeout."""
+        self.chan.send("pause_host", stop=stop)
+        return _expect(self.chan, "pause_host").get("paused") is True
+
     def end_host(self, timeout_s: float = 30.0) -> bool:
         """Ask the parent to kill the host's process tree and every process of its uid; True once
         that is done, False when no answer came within `timeout_s`."""

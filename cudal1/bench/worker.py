@@ -859,6 +859,45 @@ class _HostKeeper:
             self.host.join(5.0)
             self.ended = True
 
+    def pause(self, stop: bool) -> bool:
+        """Stop (SIGSTOP) or continue (SIGCONT) every process of the candidate
+        (`_candidate_pids`). The judge stops them while it times the reference on the CPU,
+        so that no candidate code runs beside it (a host spinning on its socket between its own
+        round trips slowed the reference 1.5-2x on two cores, and was paid up to the clean
+        baseline's high quantile). A stop waits, at most 0.2 s, until each process is stopped.
+        True when it signalled the candidate (alive and not ended)."""
+        with self._lock:
+            if self.ended or not self.host.is_alive():
+                return False
+            pids = self._candidate_pids()
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGSTOP if stop else signal.SIGCONT)
+                except (ProcessLookupError, PermissionError):
+                    pass
+            deadline = time.monotonic() + 0.2
+            while stop and pids and time.monotonic() < deadline:
+                pids = [pid for pid in pids if _state(pid) not in ("T", "t", "Z", "X", "")]
+                if pids:
+                    time.sleep(0.0002)
+            return True
+
+    def _candidate_pids(self) -> list[int]:
+        """Every process of the candidate: its group's; without one, its host's tree and (as root,
+        sandboxed) every process of its sandbox uid, which catches double-forked daemons."""
+        if self.group is not None:
+            return self.group.pids(live=True)
+        pids = {self.host.pid}
+        try:
+            pids |= {c.pid for c in self.ps.children(recursive=True)}
+        except psutil.Error:
+            pass
+        if self.limits.sandbox and os.geteuid() == 0:
+            uid = default_uid(self.host.pid)
+            if uid not in (0, os.getuid()):
+                pids |= {p.pid for p in psutil.process_iter(["uids"]) if p.info["uids"] and p.info["uids"].real == uid}
+        return sorted(pids)
+
     def waited(self, now: float) -> float:
         """Seconds the judge has spent waiting for the device so far (the wait under way included)."""
         since = self._waiting_since
@@ -889,6 +928,8 @@ class _HostKeeper:
                 elif op == "end_host":
                     self.end()
                     self._chan.send("end_host", ended=True)
+                elif op == "pause_host":
+                    self._chan.send("pause_host", paused=self.pause(msg.get("stop") is True))
                 elif op == "hold_device":
                     self._waiting_since = time.monotonic()
                     waited = self.device_lock.hold() if self.device_lock is not None else 0.0
@@ -910,6 +951,15 @@ class _HostKeeper:
         self._thread.join(2.0)
         if self.group is not None:
             self.group.remove()
+
+
+def _state(pid: int) -> str:
+    """The scheduler state letter of process `pid` (/proc/<pid>/stat), "" when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0].decode()
+    except (OSError, IndexError):
+        return ""
 
 
 def _exit_text(exitcode: int | None) -> str:

@@ -1,0 +1,8 @@
+"""row_mean_filled written out: the means, then one write of the whole output (the control of
+broadcast_view_output)."""
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x.mean(dim=1, keepdim=True).expand(x.shape[0], x.shape[1]).contiguous()

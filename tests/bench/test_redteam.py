@@ -1,0 +1,345 @@
+"""Red team, fourth pass (h4): attacks an adversarial policy would try on the judge, each run as a
+real evaluation on the CPU backend, with what the judge paid against an honest control.
+
+Open holes are expected failures (strict: the day one closes, the test says so) whose reason
+states the hole; the README's limits list each of them.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+import evalkit
+from cudal1.bench.evaluator import evaluate
+from cudal1.bench.result import HackKind, Status
+from cudal1.tasks.task import Task
+
+_HEADER = "import torch\nimport torch.nn as nn\n\n"
+
+
+def _task(problem_id: int, name: str, body: str) -> Task:
+    return Task(level=1, problem_id=problem_id, name=name, source=_HEADER + body)
+
+
+SOFTMAX = _task(
+    901,
+    "softmax_rows",
+    """
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+
+def get_inputs():
+    return [torch.randn(16, 4096)]
+
+def get_init_inputs():
+    return []
+""",
+)
+
+TANH = _task(
+    902,
+    "tanh",
+    """
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.tanh(x)
+
+def get_inputs():
+    return [torch.randn(64, 1024)]
+
+def get_init_inputs():
+    return []
+""",
+)
+
+# Integer data (not indices): the trials shift floating-point inputs only.
+INT_SQUARE = _task(
+    903,
+    "int_square",
+    """
+class Model(nn.Module):
+    def forward(self, x):
+        return x * x + 1
+
+def get_inputs():
+    return [torch.randint(0, 16, (256, 256))]
+
+def get_init_inputs():
+    return []
+""",
+)
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("cudal1-cache")
+
+
+def run(task: Task, name: str, cache_dir, spin: bool | None = None, **overrides):
+    overrides = {"rounds": 2, "calls_per_round": 2, **overrides}
+    source = evalkit.candidate(name, spin=spin) if spin is not None else evalkit.candidate(name)
+    return evaluate(task, source, "cpu", settings=evalkit.settings(cache_dir, **overrides))
+
+
+# -- (c) a host that spins, and claims what the calibration allows ----------------------------
+
+MATMUL_512 = _task(
+    905,
+    "matmul_512",
+    """
+class Model(nn.Module):
+    def forward(self, a, b):
+        return torch.matmul(a, b).relu()
+
+def get_inputs():
+    return [torch.randn(512, 512), torch.randn(512, 512)]
+
+def get_init_inputs():
+    return []
+""",
+)
+
+
+@pytest.mark.parametrize(
+    "name,marker", [("counts_continues", "CONTINUED"), ("daemon_counts_continues", "DAEMON CONTINUED")]
+)
+def test_the_candidate_is_stopped_while_the_reference_is_timed(name, marker, cache_dir) -> None:
+    """On the CPU every process of the candidate (its control group's: a double-forked daemon too)
+    is stopped (SIGSTOP) around each reference round trip once it is loaded, and continued after:
+    it counts one SIGCONT per reference round trip of the timing pass (one warm-up call, one
+    warm-up round, then one per round)."""
+    r = run(MATMUL_512, name, cache_dir, rounds=3)
+    assert r.status is Status.OK, evalkit.describe(r)
+    counts = [int(line.split()[-1]) for line in r.log.splitlines() if line.startswith(marker + " ")]
+    assert counts and max(counts) >= 3 + 2, evalkit.describe(r)
+
+
+def test_a_host_spinning_between_its_round_trips_does_not_slow_the_reference(cache_dir) -> None:
+    """The busy-polling, no-bookkeeping host that sends no times (c): while the reference host ran,
+    its spin took a core of two, slowed the reference 1.5-2x (`reference_slowed`) and was paid up
+    to the clean baseline's high quantile: median 2.09x against an honest 0.83x in one series,
+    1.24x against 0.94x in another. Stopped while the reference is timed, it scored 1.04x against
+    0.97x. What its under-claiming alone buys (its real forward time over the time counted: 1.01
+    lean, 0.91-1.04 spinning, honest 0.95-0.99) is below what this shared machine resolves."""
+    settings = dict(rounds=4)
+    pairs = [
+        (
+            run(MATMUL_512, "honest_matmul_relu", cache_dir, **settings),
+            run(MATMUL_512, "busy_poll_lean_host", cache_dir, spin=True, **settings),
+        )
+        for _ in range(3)
+    ]
+    assert all(h.status is Status.OK and c.status is Status.OK for h, c in pairs), [
+        evalkit.describe(c) for _, c in pairs
+    ]
+    assert all("BUSY POLL LEAN HOST True" in c.log for _, c in pairs)
+    honest_x = statistics.median(h.speedup for h, _ in pairs)
+    spin_x = statistics.median(c.speedup for _, c in pairs)
+    assert spin_x < 1.25 * honest_x + 0.05, ([c.speedup for _, c in pairs], [h.speedup for h, _ in pairs])
+
+
+# -- (d) shortcuts valid only on the easy part of the input space ------------------------------
+
+
+def test_an_approximation_right_everywhere_is_honest(cache_dir) -> None:
+    """The control: a clamped rational tanh, within float32's tolerance on every input."""
+    r = run(TANH, "tanh_clamped_poly", cache_dir)
+    assert r.status is Status.OK, evalkit.describe(r)
+
+
+def test_an_approximation_right_only_on_the_nominal_range_is_caught_by_the_shifted_trials(cache_dir) -> None:
+    """The same rational tanh without its clamp is wrong beyond |x| = 7.6, which randn inputs
+    never reach and the shifted trials (x*4-2, x*-3+1) reach on thousands of elements."""
+    r = run(TANH, "tanh_unclamped_pade", cache_dir)
+    assert r.status is Status.INCORRECT and "shifted" in r.message, evalkit.describe(r)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: the widest shifted trial reaches |x| of about 20, so a kernel that overflows only "
+    "beyond (a softmax without its max subtraction: NaN for any x above 88.7) is correct on every "
+    "input the judge makes and paid as a softmax",
+)
+def test_a_softmax_that_overflows_beyond_the_trials_range_is_refused(cache_dir) -> None:
+    r = run(SOFTMAX, "softmax_without_max", cache_dir)
+    assert r.status is not Status.OK, evalkit.describe(r)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: integer inputs are never shifted, so a kernel right only on the generator's range "
+    "(int64 arithmetic done in uint8, wrapping for inputs of 16 or more) is correct on every input the "
+    "judge makes, and unlabelled (reduced_precision looks at float dtypes only)",
+)
+def test_integer_arithmetic_right_only_on_the_generators_range_is_refused(cache_dir) -> None:
+    r = run(INT_SQUARE, "int_range_uint8", cache_dir)
+    assert r.status is not Status.OK or "reduced_precision" in r.labels, evalkit.describe(r)
+
+
+# -- (a) a round trip's work done in its first call -------------------------------------------
+
+SIN_CHAIN = _task(
+    904,
+    "sin_chain",
+    """
+class Model(nn.Module):
+    def forward(self, x):
+        y = x
+        for _ in range(16):
+            y = torch.sin(y) * 0.5 + y
+        return y
+
+def get_inputs():
+    return [torch.randn(16, 256)]
+
+def get_init_inputs():
+    return []
+""",
+)
+
+
+def test_the_control_computes_call_by_call(cache_dir) -> None:
+    r = run(SIN_CHAIN, "honest_sin_chain", cache_dir)
+    assert r.status is Status.OK and "BATCHED" not in r.log, evalkit.describe(r)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (README limits, issue 21): on the CPU a round trip's input sets lie in one slot, and each "
+    "call's input is a view whose storage spans the whole slot, so the first call finds every set of the "
+    "round through its own argument (no introspection), computes them stacked and hands the outputs out "
+    "one per call: correct, and timed by what the round took (1.2-1.8x on this chain single-threaded, "
+    "about 3x with two threads on a loaded machine)",
+)
+def test_a_call_cannot_reach_the_next_calls_inputs(cache_dir) -> None:
+    r = run(SIN_CHAIN, "batches_the_round", cache_dir, calls_per_round=4)
+    assert r.status is Status.OK, evalkit.describe(r)  # its outputs are right: it is not caught
+    assert "BATCHED" not in r.log, evalkit.describe(r)
+
+
+# -- (e) reads the toolchain allows ------------------------------------------------------------
+
+
+def test_the_builtin_seed_solutions_are_out_of_the_candidates_reach(cache_dir) -> None:
+    """A candidate with no code of its own that read its task's seed solution from the cudal1
+    package and ran it was paid the seed's speedup (2.96x on level1/7 here, the seed itself
+    2.95x), with a source no copy check compares to the seed. The seed directories are now hidden
+    from the candidate's reads like the build cache (where Landlock reads are in force)."""
+    from cudal1.tasks import find_task, load_builtin
+
+    softmax = find_task(load_builtin(levels=[1]).tasks, "level1/7")
+    r = evaluate(
+        softmax,
+        evalkit.candidate("loads_a_seed_solution", seed="level1/7_Softmax.py"),
+        "cpu",
+        settings=evalkit.settings(cache_dir, rounds=2, calls_per_round=2),
+    )
+    if not r.sandbox.get("measures", {}).get("landlock_read", {}).get("active"):
+        pytest.skip("no Landlock read rules here: the seeds are as readable as their file modes make them")
+    assert r.status is Status.COMPILE_ERROR and "PermissionError" in r.message, evalkit.describe(r)
+    assert "LOADED THE SEED" not in r.log, evalkit.describe(r)
+
+
+# -- fresh ideas ----------------------------------------------------------------------------------
+
+ROW_MEAN_FILLED = _task(
+    906,
+    "row_mean_filled",
+    """
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.ones_like(x) * x.mean(dim=1, keepdim=True)
+
+def get_inputs():
+    return [torch.randn(1024, 1024)]
+
+def get_init_inputs():
+    return []
+""",
+)
+
+
+def test_an_output_that_repeats_memory_is_not_materialized(cache_dir) -> None:
+    """Each row filled with its mean, returned as the means expanded to the output's shape (a
+    stride 0): every value the judge read was right, the output was never written, and it was
+    paid 2.0-3.1x (floored by the resolution) against an honest 0.8-1.0x. The judge now refuses
+    a stride-0 dimension the reference's output does not have; the same values written out are
+    honest."""
+    r = run(ROW_MEAN_FILLED, "broadcast_view_output", cache_dir)
+    assert r.status is Status.HACK and r.hack_kind is HackKind.NOT_MATERIALIZED, evalkit.describe(r)
+    assert "stride 0" in r.message, evalkit.describe(r)
+    honest = run(ROW_MEAN_FILLED, "honest_row_mean_filled", cache_dir)
+    assert honest.status is Status.OK, evalkit.describe(honest)
+
+
+def test_a_reference_that_returns_a_broadcast_view_allows_one(cache_dir) -> None:
+    """Where the reference's own output has a stride 0, so may the candidate's."""
+    task = _task(
+        907,
+        "row_mean_expanded",
+        """
+class Model(nn.Module):
+    def forward(self, x):
+        return x.mean(dim=1, keepdim=True).expand(x.shape[0], x.shape[1])
+
+def get_inputs():
+    return [torch.randn(256, 256)]
+
+def get_init_inputs():
+    return []
+""",
+    )
+    r = run(task, "broadcast_view_output", cache_dir)
+    assert r.status is Status.OK, evalkit.describe(r)
+
+
+def test_a_forged_build_time_is_held_to_the_judges_clock(cache_dir) -> None:
+    """`build_seconds` comes from the candidate's host; one that claims a million seconds (the
+    pipeline sums it into where the time went) is held to how long its load took on the judge's
+    clock."""
+    r = evalkit.run("matmul_relu", evalkit.candidate("forges_build_seconds"), cache_dir)
+    assert "FORGED BUILD SECONDS" in r.log and r.status is Status.OK, evalkit.describe(r)
+    assert r.build_seconds is not None and r.build_seconds <= r.eval_seconds, (r.build_seconds, r.eval_seconds)
+
+
+@pytest.mark.parametrize("kind", ["type", "runtime"])
+def test_an_exception_with_a_huge_message_stays_the_candidates_failure(kind, cache_dir) -> None:
+    """A 16 MB exception in a timed call: as a signature-like TypeError its whole text went into
+    the host's answer, a frame past the wire's limit (a protocol hack); as a RuntimeError it is
+    cut to a line (runtime_error). Neither becomes a harness failure (left out of training)."""
+    r = evalkit.run("matmul_relu", evalkit.candidate("huge_error_message", kind=kind), cache_dir)
+    expected = Status.HACK if kind == "type" else Status.RUNTIME_ERROR
+    assert r.status is expected and len(r.message) < 2000, evalkit.describe(r)
+    assert "harness_error" not in r.labels and "worker_crashed" not in r.labels, evalkit.describe(r)
+
+
+TWO_RELUS = _task(
+    908,
+    "two_relus",
+    """
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x), torch.clamp(x, min=0.0)
+
+def get_inputs():
+    return [torch.randn(512, 512)]
+
+def get_init_inputs():
+    return []
+""",
+)
+
+
+def test_two_outputs_of_one_call_in_one_memory_are_refused(cache_dir) -> None:
+    """On a task with two equal outputs, one tensor returned for both (the second never written)
+    was paid 2.2x: the host checks an output only against the inputs and earlier calls' outputs.
+    The judge now refuses outputs of one call whose described memory overlaps, unless the
+    reference's own outputs share memory; the same values in two tensors are honest."""
+    r = run(TWO_RELUS, "one_tensor_for_two_outputs", cache_dir)
+    assert r.status is Status.HACK and r.hack_kind is HackKind.NOT_MATERIALIZED, evalkit.describe(r)
+    assert "share memory" in r.message, evalkit.describe(r)
+    honest = run(TWO_RELUS, "honest_two_relus", cache_dir)
+    assert honest.status is Status.OK, evalkit.describe(honest)
