@@ -240,6 +240,8 @@ class SelfTrainConfig:
     min_speedup: float = 1.0
     """A success is a correct candidate at least this fast (×)."""
     epochs: int = 2
+    """Fine-tuning passes over a round's successes; 0: the round samples, evaluates and stores its
+    successes in the buffer only."""
     batch_size: int = 4
     lr: Optional[float] = None
     """Learning rate for this stage (None: learner.lr)."""

@@ -31,6 +31,7 @@ def test_default_and_smoke_configs_validate():
     # keeps the seeds and contrastive prompts, so it shows every path of the machinery.
     assert cfg.data.variants == "slow_fast" and not cfg.stage.sft.seeds and cfg.stage.contrastive_rl.exemplars == 0
     assert smoke.data.variants is None and smoke.stage.sft.seeds and smoke.stage.contrastive_rl.exemplars == 2
+    assert cfg.stage.self_train.epochs == 0 and smoke.stage.self_train.epochs == 2
 
 
 def test_sampling_settings_are_free_when_no_rl_step_runs():

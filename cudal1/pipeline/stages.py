@@ -324,7 +324,7 @@ def _validated_variants(
 def run_self_train(ctx: RunContext) -> None:
     """Stage 2: per round, sample `samples_per_task` responses to plain prompts for
     `tasks_per_round` tasks, keep the correct candidates at least `min_speedup` fast (into the
-    buffer), and fine-tune on those responses for `epochs`."""
+    buffer), and fine-tune on those responses for `epochs` (0: sample and store only)."""
     cfg = ctx.cfg.stage.self_train
     bar = progress(ctx, cfg.rounds, "self_train", "round")
     while ctx.state.unit < cfg.rounds:
@@ -342,9 +342,9 @@ def run_self_train(ctx: RunContext) -> None:
         metrics.update(_stage1_share_log(ctx, rollouts, "self_train"))
         summary = rollout_summary(metrics, "self_train")
         metrics["self_train/successes"] = float(len(examples))
-        if examples:
+        if examples and cfg.epochs > 0:
             metrics.update(train_supervised(ctx, examples, cfg.epochs, cfg.batch_size, "self_train"))
-        else:
+        else:  # nothing to train on, or epochs 0 (sample and store only): the next unit logs at a step of its own
             ctx.state.step += 1
         name = f"self_train_round{ctx.state.unit}"
         save_rollouts(ctx, rollouts, name)
