@@ -5,9 +5,9 @@ per-step shares of responses that reproduce a task's fastest or a slower stage-1
 The set "slow_fast" is what the embedded default trains on (conf/config.yaml,
 docs/training.md "What the embedded default's RL stage shows"): two builtin tasks with small
 outputs, level1/17 (MSE loss) and level1/3 (diagonal of a matmul), each with a slow variant (a
-Python loop over small chunks of the inputs: 10-40x slower than the reference on a 2-core CPU)
-and a fast one (one or two vectorized calls: 0.3-1.6x), told apart by far more than the reward's
-tie window. Small outputs keep the judge's fixed cost per call small, so the fast variant stays
+Python loop over small chunks of the inputs: 0.06-0.13x of the reference on a shared 2-core CPU)
+and a fast one (one or two vectorized calls: 0.39-1.69x), told apart by far more than the
+reward's tie floor (docs/benchmarks.md, 2026-12-03: the measured ranges and spreads). Small outputs keep the judge's fixed cost per call small, so the fast variant stays
 above the timer's resolution on a loaded machine (elementwise tasks with large outputs did not:
 docs/training.md, "A learning test on the real reward"). The two variants' analyses differ from
 their first token on, so after SFT that token carries the choice, and they are short: every
