@@ -7,11 +7,13 @@ docs/training.md "What the embedded default's RL stage shows"): two builtin task
 outputs, level1/17 (MSE loss) and level1/3 (diagonal of a matmul), each with a slow variant (a
 Python loop over small chunks of the inputs: 0.06-0.13x of the reference on a shared 2-core CPU)
 and a fast one (one or two vectorized calls: 0.39-1.69x), told apart by far more than the
-reward's tie floor (docs/benchmarks.md, 2026-12-03: the measured ranges and spreads). Small outputs keep the judge's fixed cost per call small, so the fast variant stays
-above the timer's resolution on a loaded machine (elementwise tasks with large outputs did not:
-docs/training.md, "A learning test on the real reward"). The two variants' analyses differ from
-their first token on, so after SFT that token carries the choice, and they are short: every
-target token keeps a small chance of going astray after SFT.
+reward's tie floor (docs/benchmarks.md, 2026-12-03: the measured ranges and spreads). Small
+outputs keep the judge's fixed cost per call small, so the fast variant stays above the timer's
+resolution on a loaded machine (elementwise tasks with large outputs did not: docs/training.md,
+"A learning test on the real reward"). The programs are those of that test
+(benchmarks/real_reward_learning.py). The two variants' analyses differ from their first token
+on, so after SFT that token carries the choice, and they are short: every target token keeps a
+small chance of going astray after SFT.
 """
 
 from __future__ import annotations
