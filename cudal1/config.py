@@ -210,6 +210,10 @@ class SFTConfig:
     batch_size: int = 4
     lr: Optional[float] = None
     """Learning rate for this stage (None: learner.lr)."""
+    seeds: bool = True
+    """Train on the builtin seed solutions of the selected tasks. The embedded default turns them
+    off: it trains on `data.variants` alone (level1/17's seed is a C++ extension, slow to build
+    and long to memorize)."""
     validate_seeds: bool = True
     """Evaluate every seed first and train only on the correct ones (they also seed the buffer)."""
     contrastive_prompts: bool = True
@@ -230,6 +234,8 @@ class SelfTrainConfig:
     min_speedup: float = 1.0
     """A success is a correct candidate at least this fast (×)."""
     epochs: int = 2
+    """Fine-tuning passes over a round's successes; 0: the round samples, evaluates and stores its
+    successes in the buffer only."""
     batch_size: int = 4
     lr: Optional[float] = None
     """Learning rate for this stage (None: learner.lr)."""
@@ -356,6 +362,10 @@ class DataConfig:
     """A dataset directory written by `jobs/augment.py` (`cudal1.augment.dataset`): its kept
     correct variants of the selected tasks (matched by task id and source hash) join the seeds in
     stage 1 and the exemplar buffer. None: the builtin seeds only."""
+    variants: Optional[str] = None
+    """A named set of hand-written variants (`cudal1.pipeline.variants.VARIANT_SETS`, e.g.
+    "slow_fast": a slow and a fast correct program for level1/17 and level1/3): those of the
+    selected tasks join the seeds in stage 1, validated like them. None: none."""
 
 
 @dataclasses.dataclass
@@ -745,6 +755,18 @@ def validate(cfg: DictConfig) -> None:
         if not manifest.is_file():
             raise ConfigError(
                 "data.augmented", f"{cfg.data.augmented!r} is not a dataset of jobs/augment.py (no manifest.json)"
+            )
+    if cfg.data.variants is not None:
+        from cudal1.pipeline.variants import VARIANT_SETS
+
+        if cfg.data.variants not in VARIANT_SETS:
+            raise ConfigError(
+                "data.variants", f"unknown set {cfg.data.variants!r}: expected one of {sorted(VARIANT_SETS)}"
+            )
+        if not cfg.stage.sft.validate_seeds:
+            # unmeasured variants would enter the buffer without a speedup
+            raise ConfigError(
+                "stage.sft.validate_seeds", "data.variants needs it true: the variants are measured there"
             )
 
 

@@ -22,6 +22,7 @@ from omegaconf import DictConfig  # noqa: E402
 
 from cudal1.config import load_config, register_schema  # noqa: E402
 from cudal1.launch import infrastructure_errors, no_empty_output, output_dir, user_errors  # noqa: E402
+from cudal1.pipeline.variants import rl_outcome  # noqa: E402
 
 register_schema()
 
@@ -45,6 +46,9 @@ def main(cfg: DictConfig) -> None:
         cfg.run_dir,
         "; also notebooks/review.ipynb" if cfg.tracking.enabled else "",
     )
+    outcome = rl_outcome(state.history)
+    if outcome is not None:  # the run's last line: what RL changed, in numbers
+        log.info("%s", outcome)
 
 
 if __name__ == "__main__":

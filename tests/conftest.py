@@ -50,6 +50,7 @@ FAST = frozenset(
         "pipeline/test_metrics.py",
         "pipeline/test_report.py",
         "pipeline/test_signal.py",
+        "pipeline/test_variants.py",
         "policy/test_parsing.py",
         "policy/test_prompts.py",
         "policy/test_small.py",

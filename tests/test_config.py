@@ -27,6 +27,11 @@ def test_default_and_smoke_configs_validate():
     assert smoke.rollout.backend == "hf" and smoke.stage.contrastive_rl.steps == 1
     assert smoke.bench.pools.cpu.num_actors == 1
     assert to_object(smoke).stage.contrastive_rl.group_size == 2
+    # The default learns on its slow/fast variants with the plain prompt SFT taught; the smoke run
+    # keeps the seeds and contrastive prompts, so it shows every path of the machinery.
+    assert cfg.data.variants == "slow_fast" and not cfg.stage.sft.seeds and cfg.stage.contrastive_rl.exemplars == 0
+    assert smoke.data.variants is None and smoke.stage.sft.seeds and smoke.stage.contrastive_rl.exemplars == 2
+    assert cfg.stage.self_train.epochs == 0 and smoke.stage.self_train.epochs == 2
 
 
 def test_sampling_settings_are_free_when_no_rl_step_runs():
@@ -64,6 +69,8 @@ def test_a_bench_group_replaces_the_pools():
         ("learner.num_ranks=0", "learner.num_ranks"),
         ("learner.offload_param=true", "learner.offload_param"),  # the cpu learner is ZeRO-2
         ("learner.logprob_chunk=0", "learner.logprob_chunk"),
+        ("data.variants=no_such_set", "data.variants"),
+        ("stage.sft.validate_seeds=false", "stage.sft.validate_seeds"),  # the default's variants need measuring
     ],
 )
 def test_bad_values_name_their_key(override, key):

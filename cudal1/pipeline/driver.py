@@ -110,7 +110,7 @@ def finish_run(ctx: RunContext) -> None:
     if history:
         ctx.tracker.log_curves(
             history,
-            ["reward/mean", "pass_rate", "speedup/mean", "fast_1"],
+            ["reward/mean", "pass_rate", "speedup/mean", "fast_1", "fast_share", "slow_share"],
             "plots/reward_speedup.png",
             "contrastive RL and self-training",
         )

@@ -60,7 +60,9 @@ def format_run_summary(
     width = max([len("task"), *(len(o["task"]) for o in outcomes)])
     lines = ["run summary", f"  {'task':<{width}}  {'seeds':>8}  {'policy':>8}  beat seed"]
     for o in outcomes:
-        beat = {True: "yes", False: "no", None: "no correct rollout"}[o["beat_seed"]]
+        # None: no correct rollout other than a stage-1 solution (the buffer keeps one copy of a
+        # program, the first), e.g. the default's RL writing its fast variant again
+        beat = {True: "yes", False: "no", None: "no new correct solution"}[o["beat_seed"]]
         lines.append(f"  {o['task']:<{width}}  {x(o['seed_best']):>8}  {x(o['policy_best']):>8}  {beat}")
     n_beat = sum(1 for o in outcomes if o["beat_seed"])
     lines.append(f"  the policy beat its seeds on {n_beat} of {len(outcomes)} tasks")

@@ -16,13 +16,21 @@ from cudal1.records import Exemplar
 from cudal1.rl.exemplars import contrastive_target
 
 
-def stage1_solutions(tasks: Sequence[Any], seeds: dict[str, str], augmented: str | None) -> list[Exemplar]:
+def stage1_solutions(
+    tasks: Sequence[Any], seeds: dict[str, str], augmented: str | None, variants: str | None = None
+) -> list[Exemplar]:
     """Stage 1's solutions before validation: each seed of `seeds` ({task_id: code}, origin
-    "seed", speedup NaN: not measured yet), then the kept correct variants of the dataset in
-    directory `augmented` (None: none) that belong to `tasks` (by task id and source hash), with
-    their recorded speedups (×), analyses and origins "augmented:<endpoint>/<attempt>". Raises
-    FileNotFoundError / ValueError as `cudal1.augment.dataset.load_dataset`."""
+    "seed", speedup NaN: not measured yet), then the hand-written variants of set `variants`
+    (`cudal1.pipeline.variants`, None: none) that belong to `tasks` (origin "variant:<kind>",
+    speedup NaN), then the kept correct variants of the dataset in directory `augmented` (None:
+    none) that belong to `tasks` (by task id and source hash), with their recorded speedups (×),
+    analyses and origins "augmented:<endpoint>/<attempt>". Raises FileNotFoundError / ValueError
+    as `cudal1.augment.dataset.load_dataset`, KeyError for an unknown variant set."""
     out = [Exemplar(t.task_id, seeds[t.task_id], math.nan, origin="seed") for t in tasks if t.task_id in seeds]
+    if variants:
+        from cudal1.pipeline.variants import variant_exemplars
+
+        out += variant_exemplars(variants, [t.task_id for t in tasks])
     if augmented:
         from cudal1.augment.dataset import augmented_variants, load_dataset
 

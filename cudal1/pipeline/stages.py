@@ -30,6 +30,7 @@ from cudal1.pipeline.rollouts import (
 from cudal1.policy.model import chat_prompt_ids
 from cudal1.pipeline.health import GAP_METRIC, SyncWatch, too_stale
 from cudal1.pipeline.sft_data import sft_pairs, stage1_solutions
+from cudal1.pipeline.variants import stage1_ranks, stage1_shares
 from cudal1.policy.prompts import plain_prompt
 from cudal1.records import Candidate, Exemplar, PolicyExample, Rollout
 from cudal1.bench.result import UNPAID_LABELS, Status
@@ -178,7 +179,7 @@ def save_rollouts(ctx: RunContext, rollouts: list[Rollout], name: str) -> None:
 
 def rollout_summary(metrics: dict[str, float], prefix: str) -> dict[str, float]:
     """The history row of a unit: a few of the rollout metrics `_rollout_log` computed under `prefix`."""
-    keys = ("reward/mean", "pass_rate", "speedup/mean", "fast_1")
+    keys = ("reward/mean", "pass_rate", "speedup/mean", "fast_1", "fast_share", "slow_share")
     return {k: metrics[f"{prefix}/{k}"] for k in keys if f"{prefix}/{k}" in metrics}
 
 
@@ -197,7 +198,8 @@ def run_sft(ctx: RunContext) -> None:
     with a log line."""
     cfg = ctx.cfg.stage.sft
     backend = ctx.pools.primary.spec.backend
-    solutions = stage1_solutions(ctx.tasks, seeds_for(ctx.tasks, backend), ctx.cfg.data.augmented)
+    seeds = seeds_for(ctx.tasks, backend) if cfg.seeds else {}
+    solutions = stage1_solutions(ctx.tasks, seeds, ctx.cfg.data.augmented, ctx.cfg.data.variants)
     if not solutions:
         log.warning(
             "sft: no %s seed solutions belong to the selected tasks (seeds are matched by task source)%s; "
@@ -287,20 +289,26 @@ def _validated_variants(
     ctx.buffer.add([e for found in variants.values() for e in found])
     seeds = sum(e.origin == "seed" for e in solutions)
     seeds_ok = sum(e.origin == "seed" for e in correct)
+    written = sum(e.origin.startswith("variant:") for e in solutions)  # data.variants
+    written_ok = sum(e.origin.startswith("variant:") for e in correct)
     ctx.tracker.log_metrics(
         {
             "sft/seeds_ok": seeds_ok,
             "sft/seeds": seeds,
-            "sft/augmented": len(solutions) - seeds,
-            "sft/augmented_ok": len(correct) - seeds_ok,
+            "sft/augmented": len(solutions) - seeds - written,
+            "sft/augmented_ok": len(correct) - seeds_ok - written_ok,
+            "sft/variants": written,
+            "sft/variants_ok": written_ok,
         },
         step=ctx.state.step,
     )
     augmented = (
-        f" and {len(correct) - seeds_ok} of {len(solutions) - seeds} augmented solutions"
-        if len(solutions) > seeds
+        f", {len(correct) - seeds_ok - written_ok} of {len(solutions) - seeds - written} augmented solutions"
+        if len(solutions) > seeds + written
         else ""
     )
+    if written:
+        augmented += f", {written_ok} of {written} variants ({ctx.cfg.data.variants})"
     log.info(
         "sft: %d of %d seeds%s correct; %d tasks with their reference as a 1.00x variant",
         seeds_ok,
@@ -317,7 +325,7 @@ def _validated_variants(
 def run_self_train(ctx: RunContext) -> None:
     """Stage 2: per round, sample `samples_per_task` responses to plain prompts for
     `tasks_per_round` tasks, keep the correct candidates at least `min_speedup` fast (into the
-    buffer), and fine-tune on those responses for `epochs`."""
+    buffer), and fine-tune on those responses for `epochs` (0: sample and store only)."""
     cfg = ctx.cfg.stage.self_train
     bar = progress(ctx, cfg.rounds, "self_train", "round")
     while ctx.state.unit < cfg.rounds:
@@ -332,11 +340,12 @@ def run_self_train(ctx: RunContext) -> None:
             ctx.buffer.add(keep)
         examples = [r.to_example() for r in rollouts if is_success(r, cfg.min_speedup)]
         metrics = _rollout_log(ctx, rollouts, timings, "self_train")
+        metrics.update(_stage1_share_log(ctx, rollouts, "self_train"))
         summary = rollout_summary(metrics, "self_train")
         metrics["self_train/successes"] = float(len(examples))
-        if examples:
+        if examples and cfg.epochs > 0:
             metrics.update(train_supervised(ctx, examples, cfg.epochs, cfg.batch_size, "self_train"))
-        else:
+        else:  # nothing to train on, or epochs 0 (sample and store only): the next unit logs at a step of its own
             ctx.state.step += 1
         name = f"self_train_round{ctx.state.unit}"
         save_rollouts(ctx, rollouts, name)
@@ -378,6 +387,7 @@ def run_contrastive_rl(ctx: RunContext) -> None:
             sync_s = pipeline.ahead(ctx.state.step + 1) if not last else 0.0
             assign_advantages(rollouts, reward_config(ctx.cfg), cfg.advantage_scale)
             metrics = _rollout_log(ctx, rollouts, timings, "rl")
+            metrics.update(_stage1_share_log(ctx, rollouts, "rl"))
             learner_version = int(ctx.learner.attribute("version"))
             versions = [r.generation.model_version for r in rollouts]
             stale = too_stale(versions, learner_version, ctx.cfg.pipeline.max_staleness)
@@ -474,6 +484,23 @@ def _pipeline_metrics(versions: list[int], learner_version: int, waited_s: float
         "pipeline/staleness": float(learner_version - oldest),
         "pipeline/wait_s": waited_s,
     }
+
+
+def _stage1_share_log(ctx: RunContext, rollouts: list[Rollout], prefix: str) -> dict[str, float]:
+    """`<prefix>/fast_share` and `<prefix>/slow_share` (`cudal1.pipeline.variants.stage1_shares`:
+    the share of the unit's responses that reproduce their task's fastest stage-1 solution, or a
+    slower one, as the buffer holds them now), also in one log line."""
+    ids = dict.fromkeys(r.task_id for r in rollouts)
+    ranks = stage1_ranks({t: ctx.buffer.exemplars(t) for t in ids})
+    shares = stage1_shares(rollouts, ranks)
+    if shares:
+        log.info(
+            "%s: fast share %.2f, slow share %.2f (responses that are their task's fastest / a slower stage-1 solution)",
+            prefix,
+            shares["fast_share"],
+            shares["slow_share"],
+        )
+    return {f"{prefix}/{k}": v for k, v in shares.items()}
 
 
 def _rollout_log(ctx: RunContext, rollouts: list[Rollout], timings: dict[str, float], prefix: str) -> dict[str, float]:

@@ -44,7 +44,7 @@ def test_summary_text_names_everything_a_user_looks_for():
     )
     lines = text.splitlines()
     assert lines[2].split() == ["level1/1", "1.50x", "1.80x", "yes"]
-    assert lines[3].split()[:3] == ["level2/10", "-", "-"] and lines[3].endswith("no correct rollout")
+    assert lines[3].split()[:3] == ["level2/10", "-", "-"] and lines[3].endswith("no new correct solution")
     assert "the policy beat its seeds on 1 of 2 tasks" in text
     assert "last sampled unit (contrastive_rl, step 6): pass rate 0.75, fast_1 0.50" in text
     assert "models:/cudal1-policy/3 (sft), models:/cudal1-policy/5 (contrastive_rl)" in text
