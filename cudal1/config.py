@@ -25,6 +25,7 @@ from cudal1.pipeline.overlap import MODES as PIPELINE_MODES
 from cudal1.rl.advantages import SCALES as ADVANTAGE_SCALES
 from cudal1.rl.exemplars import SCALES as BUCKET_SCALES
 from cudal1.rl.rewards import MIN_GAIN, TRANSFORMS as REWARD_TRANSFORMS, VERIFY_TOLERANCE
+from cudal1.rl.turns import BASELINES as TURN_BASELINES, RETURN_FORMS as TURN_RETURNS
 from cudal1.rollout.generator import BACKENDS as ROLLOUT_BACKENDS
 
 
@@ -261,6 +262,27 @@ class RLConfig:
     lr: Optional[float] = None
     """Learning rate for this stage (None: learner.lr)."""
     checkpoint_every: int = 1
+    turns: int = 1
+    """Turns per episode of multi-turn refinement (issue 26): turn t+1 shows the model its turn-t
+    answer and the evaluator's report on it (`cudal1.policy.prompts.refinement_turn`). 1: today's
+    single-turn contrastive RL, exactly. More is not wired into the stage yet: `validate` refuses it."""
+    gamma: float = 0.4
+    """Discount per turn of a turn's return, in [0, 1] (Kevin's 0.4; `cudal1.rl.turns.turn_returns`)."""
+    turn_return: str = "best_later"
+    """best_later (the turn's reward plus the discounted best later improvement; the default, see
+    `cudal1.rl.turns`) | discounted (Kevin's sum of discounted later rewards)."""
+    turn_baseline: str = "group"
+    """group (GRPO's mean over the group's episodes at the same turn: with turns 1 today's
+    advantage exactly, hence the default) | loo (Dr. Kernel's turn-level leave-one-out, free of
+    GRPO's self-inclusion shrinkage, which differs per turn when episodes stop early: the one to
+    use with turns > 1). Scaled per `advantage_scale`."""
+    stop_margin: Optional[float] = None
+    """An episode ends early after a correct turn whose paid speedup is at least this × the best
+    speedup its prompt showed (the reference's 1.0× without exemplars); >= 1. None: every episode
+    runs all `turns`."""
+    feedback_tokens: Optional[int] = None
+    """The most tokens the prompt of turns 2.. may take (earlier answers' code is omitted first,
+    never the task). None: rollout.max_model_len - rollout.max_tokens, all that fits."""
 
 
 def _default_label_factors() -> dict[str, float]:
@@ -584,6 +606,8 @@ CHOICES = {
     "reward.transform": REWARD_TRANSFORMS,
     "stage.contrastive_rl.advantage_scale": ADVANTAGE_SCALES,
     "stage.contrastive_rl.bucket_scale": BUCKET_SCALES,
+    "stage.contrastive_rl.turn_return": TURN_RETURNS,
+    "stage.contrastive_rl.turn_baseline": TURN_BASELINES,
     "ray.storage": ("shared", "driver_node"),
     "pipeline.mode": PIPELINE_MODES,
 }
@@ -746,6 +770,7 @@ def validate(cfg: DictConfig) -> None:
             f"{cfg.rollout.max_tokens} leaves no room for the prompt in "
             f"rollout.max_model_len={cfg.rollout.max_model_len}",
         )
+    _validate_turns(cfg)
     validate_bench(cfg)
     validate_model(cfg)
     validate_tasks(cfg)
@@ -768,6 +793,32 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(
                 "stage.sft.validate_seeds", "data.variants needs it true: the variants are measured there"
             )
+
+
+def _validate_turns(cfg: DictConfig) -> None:
+    """The multi-turn settings of stage.contrastive_rl (their choices are in `CHOICES`). Raises
+    ConfigError; for turns > 1 always, until the stage runs episodes."""
+    rl, key = cfg.stage.contrastive_rl, "stage.contrastive_rl"
+    if rl.turns < 1:
+        raise ConfigError(f"{key}.turns", f"must be >= 1 (1: single-turn); got {rl.turns}")
+    if not 0 <= rl.gamma <= 1:
+        raise ConfigError(f"{key}.gamma", f"must be in [0, 1]; got {rl.gamma}")
+    if rl.stop_margin is not None and not (math.isfinite(rl.stop_margin) and rl.stop_margin >= 1):
+        raise ConfigError(
+            f"{key}.stop_margin", f"must be >= 1 (× the best shown speedup) or null; got {rl.stop_margin}"
+        )
+    room = cfg.rollout.max_model_len - cfg.rollout.max_tokens
+    if rl.feedback_tokens is not None and not 0 < rl.feedback_tokens <= room:
+        raise ConfigError(
+            f"{key}.feedback_tokens",
+            f"must be in [1, rollout.max_model_len - rollout.max_tokens = {room}] or null; got {rl.feedback_tokens}",
+        )
+    if rl.turns > 1:
+        raise ConfigError(
+            f"{key}.turns",
+            f"stage.contrastive_rl.turns > 1 is not wired into the RL stage yet (issue 26: only the per-turn "
+            f"returns, advantages and prompts exist); got {rl.turns}, set 1",
+        )
 
 
 def _validate_learner_group(cfg: DictConfig) -> None:

@@ -59,6 +59,7 @@ FAST = frozenset(
         "rl/test_exemplars.py",
         "rl/test_losses.py",
         "rl/test_rewards.py",
+        "rl/test_turns.py",
         "serve/test_service.py",
         "tasks/test_find_task.py",
         "tasks/test_task.py",

@@ -71,12 +71,34 @@ def test_a_bench_group_replaces_the_pools():
         ("learner.logprob_chunk=0", "learner.logprob_chunk"),
         ("data.variants=no_such_set", "data.variants"),
         ("stage.sft.validate_seeds=false", "stage.sft.validate_seeds"),  # the default's variants need measuring
+        ("stage.contrastive_rl.turns=0", "stage.contrastive_rl.turns"),
+        ("stage.contrastive_rl.gamma=1.5", "stage.contrastive_rl.gamma"),
+        ("stage.contrastive_rl.gamma=-0.1", "stage.contrastive_rl.gamma"),
+        ("stage.contrastive_rl.turn_return=sum", "stage.contrastive_rl.turn_return"),
+        ("stage.contrastive_rl.turn_baseline=mean", "stage.contrastive_rl.turn_baseline"),
+        ("stage.contrastive_rl.stop_margin=0.9", "stage.contrastive_rl.stop_margin"),
+        ("stage.contrastive_rl.feedback_tokens=0", "stage.contrastive_rl.feedback_tokens"),
+        ("stage.contrastive_rl.feedback_tokens=100000", "stage.contrastive_rl.feedback_tokens"),
     ],
 )
 def test_bad_values_name_their_key(override, key):
     with pytest.raises(ConfigError) as err:
         load_config(composed(overrides=[override]))
     assert err.value.key == key and key in str(err.value)
+
+
+def test_multi_turn_settings_default_to_single_turn_and_more_turns_are_refused():
+    rl = load_config(composed(overrides=["run_dir=/tmp/x"])).stage.contrastive_rl
+    assert (rl.turns, rl.gamma, rl.turn_return, rl.turn_baseline) == (1, 0.4, "best_later", "group")
+    assert rl.stop_margin is None and rl.feedback_tokens is None
+    ok = ["stage.contrastive_rl.gamma=0", "stage.contrastive_rl.turn_baseline=loo", "stage.contrastive_rl.gamma=1"]
+    load_config(
+        composed(overrides=[*ok, "stage.contrastive_rl.stop_margin=1.2", "stage.contrastive_rl.feedback_tokens=512"])
+    )
+    for turns in (2, 4):
+        with pytest.raises(ConfigError, match="turns > 1 is not wired into the RL stage yet") as err:
+            load_config(composed(overrides=[f"stage.contrastive_rl.turns={turns}"]))
+        assert err.value.key == "stage.contrastive_rl.turns"
 
 
 def test_a_registered_model_version_is_a_valid_model_path():

@@ -182,14 +182,7 @@ class Attempt:
                 else _PARSE_WHY.get(self.parse_error or "", "no usable code")
             )
             return Feedback(f"parse_error:{self.parse_error or 'truncated'}", why)
-        r = self.result
-        return Feedback(
-            r.status.value,
-            r.message,
-            r.speedup,
-            r.reference.median_ms if r.reference else None,
-            r.candidate.median_ms if r.candidate else None,
-        )
+        return Feedback.of(self.result)
 
 
 _PARSE_WHY = {

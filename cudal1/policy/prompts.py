@@ -21,6 +21,11 @@ a contrastive prompt, the sentence 28 to a plain one. The same format is used
 for SFT targets (`sft_response`) and self-training prompts (`plain_prompt`), so the three stages
 train one habit. `cudal1.policy.parsing` reads it back.
 
+After an evaluated answer, two prompts carry what the evaluator said (`Feedback`): the optimize
+loop's next round puts one line per earlier attempt into a fresh prompt (`with_feedback`), and a
+refinement episode's next turn continues the conversation with the model's answer and the
+evaluator's report on it (`refinement_turn`, `cudal1.rl.turns`), shortened to a token budget.
+
 Prompts are kept short: the embedded default model has a context of about 8k tokens, and most of
 it should go to the reference, the exemplars and the answer. Chat messages are returned as
 `[{"role": ..., "content": ...}]`; applying the model's chat template is the caller's job.
@@ -30,9 +35,11 @@ from __future__ import annotations
 
 import ast
 import dataclasses
-from collections.abc import Sequence
+import math
+import re
+from collections.abc import Callable, Sequence
 
-from cudal1.bench.result import Status
+from cudal1.bench.result import EvalResult, Status
 from cudal1.records import Exemplar
 
 SECTIONS: dict[str, str] = {
@@ -149,8 +156,9 @@ def sft_response(code: str, analysis: str = "", design: str = "") -> str:
 
 @dataclasses.dataclass
 class Feedback:
-    """What the evaluator said about one earlier attempt, for the next round's prompt (the optimize
-    loop, `cudal1.pipeline.optimize`).
+    """What the evaluator said about one earlier attempt, for the next prompt: the next round of
+    the optimize loop (`cudal1.pipeline.optimize`, `feedback_block`), or the next turn of a
+    refinement episode (`refinement_turn`, `report`).
 
     Attributes:
         status: the evaluator's status ("compile_error", "incorrect", "ok", ...) or
@@ -158,6 +166,13 @@ class Feedback:
         message: the evaluator's one-line message (or the parser's label, explained).
         speedup: measured speedup (×, reference ms / candidate ms) of a correct attempt, else None.
         reference_ms, candidate_ms: the median times (ms) of a correct attempt, else None.
+        spread: the evaluator's `speedup_spread` of a correct attempt ((max - min) / median of its
+            per-round speedups, unitless), else None.
+        labels: the evaluator's labels ("pytorch_only", "calls_reference_ops", ...).
+        profile: a short profile summary (text; on a GPU pool), "" for none.
+
+    `line` shows status, message and times only, so the optimize loop's prompts do not depend on
+    the last three; `report` shows them all.
     """
 
     status: str
@@ -165,22 +180,61 @@ class Feedback:
     speedup: float | None = None
     reference_ms: float | None = None
     candidate_ms: float | None = None
+    spread: float | None = None
+    labels: tuple[str, ...] = ()
+    profile: str = ""
+
+    @classmethod
+    def of(cls, result: EvalResult, profile: str = "") -> "Feedback":
+        """The feedback of an evaluated attempt, from its `EvalResult` (and an optional profile)."""
+        return cls(
+            result.status.value,
+            result.message,
+            result.speedup,
+            result.reference.median_ms if result.reference else None,
+            result.candidate.median_ms if result.candidate else None,
+            result.speedup_spread,
+            tuple(result.labels),
+            profile,
+        )
 
     def line(self, max_chars: int = 300) -> str:
         """One line: status, then the message cut to `max_chars`, or the timing of a correct attempt."""
         if self.status == Status.OK and self.speedup is not None:
-            times = (
-                f" (reference {self.reference_ms:.3f} ms, yours {self.candidate_ms:.3f} ms)"
-                if self.reference_ms is not None and self.candidate_ms is not None
-                else ""
-            )
-            what = f"correct but not faster: {self.speedup:.2f}x speedup{times}"
+            what = f"correct but not faster: {self.speedup:.2f}x speedup{self._times()}"
         else:
             what = self.status
-        message = " ".join(self.message.split())
-        if len(message) > max_chars:
-            message = message[: max_chars - 3] + "..."
+        message = _cut(self.message, max_chars)
         return f"{what}: {message}" if message else what
+
+    def report(self, max_chars: int = 300, profile: bool = True) -> str:
+        """The evaluator's report on one attempt, a few lines: the result (for a correct attempt its
+        speedup, times and the spread of its rounds; else `line`), its labels, and the profile
+        (unless `profile` is False). Message and profile are cut to `max_chars` characters each."""
+        if self.status == Status.OK and self.speedup is not None:
+            first = f"correct: {self.speedup:.2f}x speedup over the reference{self._times()}"
+            if self.spread is not None and math.isfinite(self.spread):
+                first += f"; its timing rounds differ by {100 * self.spread:.0f}%"
+            message = _cut(self.message, max_chars)
+            lines = [f"{first}: {message}" if message else first]
+        else:
+            lines = [self.line(max_chars)]
+        if self.labels:
+            lines.append("labels: " + ", ".join(self.labels))
+        if profile and self.profile.strip():
+            lines.append("profile: " + _cut(self.profile, max_chars))
+        return "\n".join(lines)
+
+    def _times(self) -> str:
+        if self.reference_ms is None or self.candidate_ms is None:
+            return ""
+        return f" (reference {self.reference_ms:.3f} ms, yours {self.candidate_ms:.3f} ms)"
+
+
+def _cut(text: str, max_chars: int) -> str:
+    """`text` on one line, cut to `max_chars` characters (the last three "...")."""
+    text = " ".join(text.split())
+    return text[: max_chars - 3] + "..." if len(text) > max_chars else text
 
 
 _FEEDBACK_INTRO = (
@@ -225,3 +279,120 @@ def with_feedback(
     head, sep, tail = out[-1]["content"].rpartition("\n\n")
     out[-1]["content"] = f"{head}\n\n{block}\n\n{tail}" if sep else f"{block}\n\n{tail}"
     return out
+
+
+_REFINE_INTRO = "The evaluator's report on your previous solution:"
+_ANALYSIS_REFINE = (
+    "What does the report show, what limits your previous solution (memory traffic, parallelism, "
+    "kernel launches, arithmetic), and what will you change?"
+)
+_OPENING_FENCE = re.compile(r"^\s*(`{3,})[\w+-]*\s*$")
+
+
+def _omit_code(text: str, note: str) -> str:
+    """`text` with each fenced code block (a closing fence at least as long as the opening one; an
+    unclosed block runs to the end) replaced by the line `note`."""
+    out: list[str] = []
+    ticks = ""
+    for line in text.split("\n"):
+        if ticks:
+            stripped = line.strip()
+            if stripped.startswith(ticks) and set(stripped) == {"`"}:
+                ticks = ""
+            continue
+        m = _OPENING_FENCE.match(line)
+        if m:
+            ticks = m.group(1)
+            out.append(note)
+        else:
+            out.append(line)
+    return "\n".join(out)
+
+
+def _code_only(text: str) -> str:
+    """The fenced code blocks of `text` (with their fences), or `text` when it holds none."""
+    kept: list[str] = []
+    ticks = ""
+    for line in text.split("\n"):
+        if ticks:
+            kept.append(line)
+            stripped = line.strip()
+            if stripped.startswith(ticks) and set(stripped) == {"`"}:
+                ticks = ""
+            continue
+        m = _OPENING_FENCE.match(line)
+        if m:
+            ticks = m.group(1)
+            kept.append(line)
+    return "\n".join(kept) if kept else text
+
+
+def refinement_turn(
+    messages: Sequence[dict[str, str]],
+    previous_response: str,
+    feedback: Feedback,
+    token_budget: int,
+    count_tokens: Callable[[list[dict[str, str]]], int],
+    max_chars: int = 300,
+) -> list[dict[str, str]]:
+    """The prompt of the next turn of a refinement episode: the conversation so far, the model's
+    previous answer as an assistant message, and a user message with the evaluator's report on
+    it (`Feedback.report`) and the answer format, within `token_budget` tokens.
+
+    Args:
+        messages: the conversation so far, ending with the user message the previous answer
+            answered: turn 1's prompt (`contrastive_prompt` / `plain_prompt`: system message,
+            then the user message with the reference task), then earlier turns' assistant and
+            user messages as this function made them.
+        previous_response: the model's previous answer (the whole response text).
+        feedback: what the evaluator said about it.
+        token_budget: the most tokens the returned prompt may take (e.g. max_model_len -
+            max_tokens), as `count_tokens` counts them.
+        count_tokens: the token count of a message list (the caller applies the chat template,
+            e.g. `len(chat_prompt_ids(tokenizer, messages))`).
+        max_chars: each of the report's message and profile is cut to this many characters.
+
+    Returns:
+        A new message list (the inputs are unchanged). Over budget, it is shortened in this
+        order, checking after each step: the code of earlier answers is omitted, oldest first
+        (a note says so); then their remaining text; then the previous answer is cut to its
+        code; then the report's profile is left out. The system message and turn 1's user
+        message (the reference task and the exemplars) are never cut.
+
+    Raises:
+        ValueError: `messages` does not end with a user message, or even the shortest form does
+            not fit `token_budget` (the message gives both counts).
+    """
+    if len(messages) < 2 or messages[-1]["role"] != "user":
+        raise ValueError("the conversation must end with the user message the previous answer answered")
+    if not previous_response.strip():
+        raise ValueError("the previous response is empty")
+    out = [dict(m) for m in messages]
+    closing = "Write an improved solution. " + _FORMAT.format(analysis=_ANALYSIS_REFINE)
+
+    def turn(response: str, profile: bool) -> list[dict[str, str]]:
+        report = f"{_REFINE_INTRO}\n{feedback.report(max_chars, profile)}"
+        return [*out, {"role": "assistant", "content": response}, {"role": "user", "content": f"{report}\n\n{closing}"}]
+
+    prompt = turn(previous_response, True)
+    if count_tokens(prompt) <= token_budget:
+        return prompt
+    earlier = [i for i, m in enumerate(out) if m["role"] == "assistant"]
+    for n, i in enumerate(earlier, 1):
+        out[i]["content"] = _omit_code(out[i]["content"], f"(the code of attempt {n} is omitted for length)")
+        prompt = turn(previous_response, True)
+        if count_tokens(prompt) <= token_budget:
+            return prompt
+    for n, i in enumerate(earlier, 1):
+        out[i]["content"] = f"(attempt {n} is omitted for length)"
+        prompt = turn(previous_response, True)
+        if count_tokens(prompt) <= token_budget:
+            return prompt
+    shortest = [turn(_code_only(previous_response), True), turn(_code_only(previous_response), False)]
+    for prompt in shortest:
+        if count_tokens(prompt) <= token_budget:
+            return prompt
+    raise ValueError(
+        f"the refinement turn needs {count_tokens(shortest[-1])} tokens even with earlier attempts omitted, "
+        f"the previous answer cut to its code and no profile; the budget is {token_budget}"
+    )

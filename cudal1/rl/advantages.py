@@ -133,23 +133,21 @@ def tie_clusters(
     return ids
 
 
-def rollout_advantages(
-    priced: Sequence[Priced], groups: Sequence[Any], cfg: RewardConfig | None = None, scale: str = "none"
-) -> list[float]:
-    """The advantage of each response, from its `Priced` reward and its group id (responses to one
-    prompt share one).
-
-    Untrainable responses get 0 and are left out of their group's mean and std. Within a group,
-    correct results in one `tie_clusters` cluster (below-resolution results in one of their own)
-    all get the cluster's mean reward, so noise between them is no signal. Then
-    `group_advantages` with `scale`: "none" (Dr. GRPO, the default) or "std" (GRPO). Returns N
-    floats in input order. Raises ValueError for lengths that differ.
-    """
+def tied_rewards(
+    priced: Sequence[Priced], groups: Sequence[Any], cfg: RewardConfig | None = None
+) -> list[float | None]:
+    """The reward of each response as the group statistics see it: None for an untrainable one
+    (left out of its group), and within a group, correct results in one `tie_clusters` cluster
+    (below-resolution results in one of their own) all at the cluster's mean reward, so noise
+    between them is no signal. Returns N values in input order. Raises ValueError for lengths
+    that differ."""
     cfg = cfg or RewardConfig()
     if len(priced) != len(groups):
         raise ValueError(f"{len(priced)} rewards but {len(groups)} group ids")
     use = [i for i, p in enumerate(priced) if p.trainable]
-    rewards = {i: priced[i].reward for i in use}
+    rewards: list[float | None] = [None] * len(priced)
+    for i in use:
+        rewards[i] = priced[i].reward
     members: dict[Any, list[int]] = {}
     for i in use:
         if priced[i].correct:
@@ -164,9 +162,24 @@ def rollout_advantages(
         )
         for cluster in set(ids):
             tied = [i for i, c in zip(idx, ids) if c == cluster]
-            mean = math.fsum(rewards[i] for i in tied) / len(tied)
+            mean = math.fsum(priced[i].reward for i in tied) / len(tied)
             for i in tied:
                 rewards[i] = mean
+    return rewards
+
+
+def rollout_advantages(
+    priced: Sequence[Priced], groups: Sequence[Any], cfg: RewardConfig | None = None, scale: str = "none"
+) -> list[float]:
+    """The advantage of each response, from its `Priced` reward and its group id (responses to one
+    prompt share one).
+
+    Untrainable responses get 0 and are left out of their group's mean and std; ties are merged
+    (`tied_rewards`). Then `group_advantages` with `scale`: "none" (Dr. GRPO, the default) or
+    "std" (GRPO). Returns N floats in input order. Raises ValueError for lengths that differ.
+    """
+    rewards = tied_rewards(priced, groups, cfg)
+    use = [i for i, r in enumerate(rewards) if r is not None]
     out = [0.0] * len(priced)
     for i, a in zip(use, group_advantages([rewards[i] for i in use], [groups[i] for i in use], scale=scale)):
         out[i] = a

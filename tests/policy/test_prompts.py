@@ -1,5 +1,8 @@
 import re
 
+import pytest
+
+from cudal1.bench.result import EvalResult, Status, Timing
 from cudal1.policy.parsing import parse_response
 from cudal1.policy.prompts import (
     SECTIONS,
@@ -9,6 +12,7 @@ from cudal1.policy.prompts import (
     feedback_block,
     fence,
     plain_prompt,
+    refinement_turn,
     sft_response,
     solution_notes,
     with_feedback,
@@ -150,3 +154,116 @@ def test_feedback_goes_before_the_closing_instruction_with_each_message_cut():
         assert user == f"{head}\n\n{feedback_block(failures[:2])}\n\n{tail}"
         assert user.index("max abs error") < user.index("## Performance analysis") and REFERENCE.strip() in user
         assert with_feedback(base, []) == base
+
+
+def timing(ms):
+    return Timing(median_ms=ms, mean_ms=ms, min_ms=ms, max_ms=ms, round_medians_ms=[ms], spread=0.0, calls=1)
+
+
+def test_feedback_of_a_result_gives_the_optimize_loop_the_same_lines_as_before():
+    results = [
+        EvalResult("t", Status.COMPILE_ERROR, message="error: 'foo' was not declared " + "y" * 400),
+        EvalResult(
+            "t",
+            Status.OK,
+            message="",
+            speedup=0.8,
+            speedup_spread=0.07,
+            labels=["pytorch_only"],
+            reference=timing(1.0),
+            candidate=timing(1.25),
+        ),
+        EvalResult("t", Status.OK, speedup=0.9, speedup_spread=0.02),
+    ]
+    for r in results:
+        # What Attempt.feedback built before Feedback.of (the five fields by hand).
+        before = Feedback(
+            r.status.value,
+            r.message,
+            r.speedup,
+            r.reference.median_ms if r.reference else None,
+            r.candidate.median_ms if r.candidate else None,
+        )
+        assert Feedback.of(r).line() == before.line() and Feedback.of(r).line(40) == before.line(40)
+    assert feedback_block([Feedback.of(r) for r in results]) == feedback_block(
+        [Feedback(r.status.value, r.message, r.speedup) for r in results[:1]]
+        + [Feedback("ok", "", 0.8, 1.0, 1.25), Feedback("ok", "", 0.9)]
+    )
+    fb = Feedback.of(results[1], profile="dram 91% of peak")
+    assert (fb.spread, fb.labels, fb.profile) == (0.07, ("pytorch_only",), "dram 91% of peak")
+
+
+def test_the_report_shows_speedup_spread_labels_and_profile():
+    fb = Feedback("ok", "", 1.5, 3.0, 2.0, spread=0.04, labels=("pytorch_only",), profile="  dram\n 91%  ")
+    assert fb.report() == (
+        "correct: 1.50x speedup over the reference (reference 3.000 ms, yours 2.000 ms); "
+        "its timing rounds differ by 4%\nlabels: pytorch_only\nprofile: dram 91%"
+    )
+    assert fb.report(profile=False).count("\n") == 1
+    assert Feedback("ok", "", 1.5).report() == "correct: 1.50x speedup over the reference"
+    assert Feedback("ok", "", 1.5, spread=float("inf")).report() == "correct: 1.50x speedup over the reference"
+    failed = Feedback("incorrect", "max abs error " + "9" * 50)
+    assert failed.report(max_chars=20) == failed.line(20) == "incorrect: max abs error 999..."
+
+
+LONG = FAST + "".join(f"# line {i} of a longer program\n" for i in range(20))
+RESPONSE = sft_response(LONG, "The relu reads and writes x once.", "One elementwise pass.")
+
+
+def words(messages):
+    """A stand-in token count: whitespace-separated words of all contents."""
+    return sum(len(m["content"].split()) for m in messages)
+
+
+def test_a_refinement_turn_is_the_conversation_the_answer_and_the_report():
+    base = contrastive_prompt(REFERENCE, [ex(SLOW, 1.1)])
+    fb = Feedback("incorrect", "max abs error 3.2 > atol 1e-05 on trial 1")
+    turn2 = refinement_turn(base, RESPONSE, fb, 10_000, words)
+    assert turn2[:2] == base and [m["role"] for m in turn2] == ["system", "user", "assistant", "user"]
+    assert turn2[2]["content"] == RESPONSE
+    user = turn2[3]["content"]
+    assert user.startswith("The evaluator's report on your previous solution:\nincorrect: max abs error 3.2")
+    assert user.index("max abs error") < user.index("## Performance analysis")
+    turn3 = refinement_turn(turn2, RESPONSE, Feedback("ok", "", 1.3), 10_000, words)
+    assert turn3[:4] == turn2 and len(turn3) == 6 and "correct: 1.30x" in turn3[5]["content"]
+    with pytest.raises(ValueError, match="user message"):
+        refinement_turn(turn3[:-1], RESPONSE, fb, 10_000, words)
+    with pytest.raises(ValueError, match="empty"):
+        refinement_turn(base, "  ", fb, 10_000, words)
+
+
+def test_over_budget_the_oldest_code_goes_first_and_the_task_never():
+    base = plain_prompt(REFERENCE)
+    fb = Feedback("ok", "", 1.3, profile="dram 91% of peak " * 5)
+    turn3 = refinement_turn(refinement_turn(base, RESPONSE, fb, 10_000, words), RESPONSE, fb, 10_000, words)
+
+    def kind(text):
+        if text == RESPONSE:
+            return "whole"
+        if text == fence(LONG):
+            return "code only"
+        if text.startswith("(attempt"):
+            return "omitted"
+        return "no code" if "is omitted for length)" in text and "```" not in text else "?"
+
+    # Each budget one token under the last prompt's size: the next shortening step.
+    budget, steps = 10_000, []
+    while True:
+        try:
+            prompt = refinement_turn(turn3, RESPONSE, fb, budget, words)
+        except ValueError as e:
+            assert f"the budget is {budget}" in str(e) and f"needs {budget + 1} tokens" in str(e)
+            break
+        assert words(prompt) <= budget and prompt[:2] == base  # the system message and the task are never cut
+        steps.append((kind(prompt[2]["content"]), kind(prompt[4]["content"]), kind(prompt[6]["content"])))
+        steps[-1] += ("profile: dram" in prompt[7]["content"],)
+        budget = words(prompt) - 1
+    assert steps == [
+        ("whole", "whole", "whole", True),
+        ("no code", "whole", "whole", True),  # attempt 1's code first
+        ("no code", "no code", "whole", True),
+        ("omitted", "no code", "whole", True),  # then their text, oldest first
+        ("omitted", "omitted", "whole", True),
+        ("omitted", "omitted", "code only", True),  # then the previous answer's sections
+        ("omitted", "omitted", "code only", False),  # then the profile
+    ]
