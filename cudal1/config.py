@@ -24,16 +24,9 @@ from cudal1.actors.weight_transport import KINDS as WEIGHT_TRANSPORTS
 from cudal1.pipeline.overlap import MODES as PIPELINE_MODES
 from cudal1.rl.advantages import SCALES as ADVANTAGE_SCALES
 from cudal1.rl.exemplars import SCALES as BUCKET_SCALES
-from cudal1.rl.rewards import MIN_GAIN, TRANSFORMS as REWARD_TRANSFORMS, VERIFY_TOLERANCE
+from cudal1.errors import ConfigError
+from cudal1.rl.rewards import MIN_GAIN, VERIFY_TOLERANCE, RewardConfig
 from cudal1.rollout.generator import BACKENDS as ROLLOUT_BACKENDS
-
-
-class ConfigError(ValueError):
-    """A configuration value is out of range, not one of its choices, or refers to nothing."""
-
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(f"config error at {key}: {message}")
-        self.key = key
 
 
 @dataclasses.dataclass
@@ -263,52 +256,6 @@ class RLConfig:
     checkpoint_every: int = 1
 
 
-def _default_label_factors() -> dict[str, float]:
-    from cudal1.rl.rewards import DEFAULT_LABEL_FACTORS
-
-    return dict(DEFAULT_LABEL_FACTORS)
-
-
-@dataclasses.dataclass
-class RewardSettings:
-    """How a response is priced (`cudal1.rl.rewards.RewardConfig`, whose docstring gives each
-    rule): the `reward` config group. Speedups are × (reference time / candidate time)."""
-
-    transform: str = "log_speedup"
-    """log_speedup | speedup: a correct candidate's credit, bounded softly (`max_credit`)."""
-    max_credit: float = 10.0
-    """Scale (×) of the softsign that bounds credit (max_credit× earns half the bound): outliers
-    keep their rank but cannot dwarf the rest."""
-    min_gain: float = MIN_GAIN
-    """A speedup counts as a gain only above this (×)."""
-    round_step: float = 0.01
-    """Speedups are rounded toward 1.00 to this step (×)."""
-    max_spread: float = 0.5
-    """A result whose rounds disagree by more than this ((max - min) / median) earns no gain."""
-    tie_floor: float = 0.04
-    """Results of one group within this log-speedup of each other are ties: the pool's
-    between-evaluation noise (4%: docs/benchmarks.md, "Repeatability, second look")..."""
-    tie_factor: float = 1.0
-    """...or within this × the larger of their spreads."""
-    failure_reward: Optional[float] = None
-    """null: the transform's lower bound (a failure is below every correct candidate)."""
-    hack_reward: Optional[float] = None
-    """null: failure_reward."""
-    label_factors: dict[str, float] = field(default_factory=_default_label_factors)
-    """Factor on a gain's log-speedup per evaluator label (`cudal1.rl.rewards.DEFAULT_LABEL_FACTORS`
-    says why each default). Set one to 1.0 to pay that label in full."""
-    required_sections: list[str] = field(default_factory=lambda: ["analysis", "design"])
-    """Sections a response must have (each at least `min_section_chars`) to be paid."""
-    min_section_chars: int = 20
-    verify_above: float = 3.0
-    """A correct result faster than this (×) is measured again on another actor before it is paid."""
-    verify_over_best: float = 2.0
-    """...and so is one faster than this × its task's best known speedup."""
-    verify_tolerance: float = VERIFY_TOLERANCE
-    """Two measurements s1, s2 (×) with |s1 - s2| / min(s1, s2) above this are not paid
-    ("suspect:unverified")."""
-
-
 @dataclasses.dataclass
 class StageConfig:
     """Which stages to run, and each one's settings."""
@@ -378,7 +325,7 @@ class TrainConfig:
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     tasks: TasksConfig = field(default_factory=TasksConfig)
     stage: StageConfig = field(default_factory=StageConfig)
-    reward: RewardSettings = field(default_factory=RewardSettings)
+    reward: RewardConfig = field(default_factory=RewardConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     ray: RayConfig = field(default_factory=RayConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -581,7 +528,6 @@ CHOICES = {
     "learner.precision": ("fp32", "bf16", "fp16"),  # cudal1.engines.deepspeed_engine.PRECISIONS (imports DeepSpeed)
     "learner.loss_agg": ("grpo", "dr_grpo", "dapo"),  # cudal1.rl.losses.AGGREGATIONS (imports torch)
     "stage.name": (*STAGES, "all"),
-    "reward.transform": REWARD_TRANSFORMS,
     "stage.contrastive_rl.advantage_scale": ADVANTAGE_SCALES,
     "stage.contrastive_rl.bucket_scale": BUCKET_SCALES,
     "ray.storage": ("shared", "driver_node"),
@@ -1047,14 +993,11 @@ def validate_tasks(cfg: DictConfig) -> None:
 
 
 def _validate_reward(cfg: DictConfig) -> None:
+    """`reward` validates itself (`RewardConfig`, raising ConfigError); its required sections must
+    be prose sections the response parser knows."""
     from cudal1.policy.prompts import SECTIONS
-    from cudal1.rl.rewards import RewardConfig
 
     for key in cfg.reward.required_sections:
         if key not in SECTIONS or key == "code":
             raise ConfigError("reward.required_sections", f"{key!r} is not a prose section; known: analysis, design")
-    try:
-        RewardConfig.from_settings(cfg.reward)
-    except ValueError as exc:
-        name = str(exc).split(" ", 1)[0].rstrip(":=").split("=")[0]
-        raise ConfigError(name if name.startswith("reward.") else "reward", str(exc)) from exc
+    RewardConfig.from_config(cfg.reward)
