@@ -21,11 +21,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from cudal1.actors.pool_spec import PoolSpec
 from cudal1.actors.weight_transport import KINDS as WEIGHT_TRANSPORTS
+from cudal1.pipeline.optimize import OptimizeSettings, SearchSettings
 from cudal1.pipeline.overlap import MODES as PIPELINE_MODES
 from cudal1.rl.advantages import SCALES as ADVANTAGE_SCALES
 from cudal1.rl.exemplars import SCALES as BUCKET_SCALES
 from cudal1.errors import ConfigError
-from cudal1.rl.rewards import MIN_GAIN, VERIFY_TOLERANCE, RewardConfig
+from cudal1.rl.rewards import RewardConfig
 from cudal1.rollout.generator import BACKENDS as ROLLOUT_BACKENDS
 
 
@@ -411,9 +412,11 @@ class AugmentJobConfig:
 
 
 @dataclasses.dataclass
-class OptimizeJobConfig:
+class OptimizeJobConfig(SearchSettings):
     """`jobs/optimize.py`: the inference-time contrastive loop (`cudal1.pipeline.optimize.Optimizer`)
-    on one task file, a list of them, a builtin suite or a KernelBench checkout."""
+    on one task file, a list of them, a builtin suite or a KernelBench checkout. The search keys
+    (rounds, samples, exemplars, feedback, verify, ...) are `SearchSettings`' own fields, at the top
+    level; the sampling is `rollout`'s."""
 
     model: ModelConfig = field(default_factory=ModelConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
@@ -425,33 +428,10 @@ class OptimizeJobConfig:
     """KernelBench-format files to optimize (each parsed here, not executed); empty: the tasks `tasks` selects."""
     start: Optional[str] = None
     """Starting solutions evaluated as round 0 (a directory, JSONL or run, as jobs/evaluate.py's `solutions`)."""
-    rounds: int = 2
-    """Generate-evaluate rounds per task."""
-    samples: int = 4
-    """Responses sampled per round."""
-    exemplars: int = 2
-    """Correct solutions shown per prompt with their speedups (0: plain prompts)."""
-    feedback: bool = True
-    """Show the previous round's failures with the evaluator's messages in the next prompt."""
-    feedback_items: int = 4
-    feedback_chars: int = 300
-    tau: float = 1.0
-    n_buckets: int = 4
-    bucket_scale: str = "log"
-    check_reference: bool = True
-    """Evaluate each task's reference first; a task whose reference fails is reported and skipped."""
-    verify: bool = True
-    """Measure the best correct candidate again on another actor before it counts."""
-    verify_tolerance: float = VERIFY_TOLERANCE
-    verify_tries: int = 3
-    """Correct candidates tried, fastest first, until one is confirmed on another actor."""
-    min_gain: float = MIN_GAIN
-    """A verified speedup above this (×) counts as improved."""
     ps: list[float] = field(default_factory=lambda: [1.0, 1.01])
     """fast_p thresholds (×) of the table."""
     out_dir: str = "runs/optimize-default"
     """Where solutions/, reports/, results.jsonl and the table are written (and base_model/ is built)."""
-    seed: int = 0
 
 
 @dataclasses.dataclass
@@ -493,9 +473,11 @@ class ServeSettings:
 
 
 @dataclasses.dataclass
-class ServeJobConfig:
+class ServeJobConfig(SearchSettings):
     """`jobs/serve.py` / `serve run cudal1.serve.app:build_app`: the policy behind an OpenAI-compatible
-    chat API and an optimize-job API."""
+    chat API and an optimize-job API. The search keys are `SearchSettings`' (as the optimize job's):
+    `rounds` and `samples` are an optimize job's defaults, which a request may raise up to
+    `serve.max_rounds` and `serve.max_samples`."""
 
     model: ModelConfig = field(default_factory=ModelConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
@@ -504,20 +486,8 @@ class ServeJobConfig:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     """Only where a registered model ("models:/...") is fetched from."""
     serve: ServeSettings = field(default_factory=ServeSettings)
-    rounds: int = 2
-    """Default rounds of an optimize job (a request may ask for up to `serve.max_rounds`)."""
-    samples: int = 4
-    """Default samples per round (up to `serve.max_samples`)."""
-    exemplars: int = 2
-    feedback: bool = True
-    check_reference: bool = True
-    verify: bool = True
-    verify_tolerance: float = VERIFY_TOLERANCE
-    verify_tries: int = 3
-    min_gain: float = MIN_GAIN
     model_dir: str = "runs/serve"
     """Where the embedded small model is built (`model.path` null) or a registered one fetched."""
-    seed: int = 0
 
 
 STAGES = ("sft", "self_train", "contrastive_rl")
@@ -848,30 +818,8 @@ def load_optimize_config(cfg: Any = None) -> DictConfig:
         value, choices = OmegaConf.select(merged, key), CHOICES[key]
         if value not in choices:
             raise ConfigError(key, f"must be one of {', '.join(choices)}; got {value!r}")
-    if merged.bucket_scale not in CHOICES["stage.contrastive_rl.bucket_scale"]:
-        raise ConfigError("bucket_scale", f"must be log or linear; got {merged.bucket_scale!r}")
-    for key in (
-        "rollout.max_model_len",
-        "rollout.max_tokens",
-        "rollout.kv_cache_gib",
-        "rounds",
-        "samples",
-        "feedback_items",
-        "feedback_chars",
-        "tau",
-        "n_buckets",
-    ):
-        _positive(merged, key)
-    for key in ("rollout.temperature", "exemplars", "verify_tolerance"):
-        _positive(merged, key, allow_zero=True)
-    if not 0 < merged.rollout.top_p <= 1:
-        raise ConfigError("rollout.top_p", f"must be in (0, 1]; got {merged.rollout.top_p}")
-    if merged.rollout.max_tokens >= merged.rollout.max_model_len:
-        raise ConfigError(
-            "rollout.max_tokens",
-            f"{merged.rollout.max_tokens} leaves no room for the prompt in "
-            f"rollout.max_model_len={merged.rollout.max_model_len}",
-        )
+    _positive(merged, "rollout.kv_cache_gib")
+    OptimizeSettings.from_config(merged)  # the search keys and the sampling: ConfigError naming the key
     if not merged.ps or any(not p > 0 for p in merged.ps):
         raise ConfigError("ps", f"fast_p thresholds must be > 0; got {list(merged.ps)}")
     validate_bench(merged)
@@ -900,12 +848,9 @@ def load_serve_config(cfg: Any = None) -> DictConfig:
         value, choices = OmegaConf.select(merged, key), CHOICES[key]
         if value not in choices:
             raise ConfigError(key, f"must be one of {', '.join(choices)}; got {value!r}")
+    _positive(merged, "rollout.kv_cache_gib")
+    OptimizeSettings.from_config(merged)  # the search keys and the sampling: ConfigError naming the key
     for key in (
-        "rollout.max_model_len",
-        "rollout.max_tokens",
-        "rollout.kv_cache_gib",
-        "rounds",
-        "samples",
         "serve.port",
         "serve.num_replicas",
         "serve.min_replicas",
@@ -920,8 +865,7 @@ def load_serve_config(cfg: Any = None) -> DictConfig:
         "serve.max_chat_tokens",
     ):
         _positive(merged, key)
-    for key in ("exemplars", "verify_tolerance", "serve.replica_cpus"):
-        _positive(merged, key, allow_zero=True)
+    _positive(merged, "serve.replica_cpus", allow_zero=True)
     s = merged.serve
     if s.port > 65535:
         raise ConfigError("serve.port", f"must be <= 65535; got {s.port}")
@@ -933,12 +877,6 @@ def load_serve_config(cfg: Any = None) -> DictConfig:
         raise ConfigError("rounds", f"{merged.rounds} > serve.max_rounds={s.max_rounds}")
     if merged.samples > s.max_samples:
         raise ConfigError("samples", f"{merged.samples} > serve.max_samples={s.max_samples}")
-    if merged.rollout.max_tokens >= merged.rollout.max_model_len:
-        raise ConfigError(
-            "rollout.max_tokens",
-            f"{merged.rollout.max_tokens} leaves no room for the prompt in "
-            f"rollout.max_model_len={merged.rollout.max_model_len}",
-        )
     if not (s.token or os.environ.get(s.token_env)):
         raise ConfigError(
             "serve.token", f"a bearer token is required: set serve.token or the {s.token_env} environment variable"
