@@ -28,6 +28,7 @@ from cudal1.rl.exemplars import SCALES as BUCKET_SCALES
 from cudal1.errors import ConfigError
 from cudal1.rl.rewards import RewardConfig
 from cudal1.rollout.generator import BACKENDS as ROLLOUT_BACKENDS
+from cudal1.training.config import LearnerConfig
 
 
 @dataclasses.dataclass
@@ -99,54 +100,6 @@ class BenchConfig:
     `tasks` are set from the key and `tasks.source`). Set by a `bench` group file
     (conf/bench/*.yaml); empty here so that a group's pools replace, not extend, a default."""
     primary: str = "cpu"
-
-
-@dataclasses.dataclass
-class LearnerConfig:
-    """The GRPO learner on DeepSpeed."""
-
-    zero_stage: int = 2
-    precision: str = "fp32"
-    """fp32 | bf16 | fp16."""
-    lr: float = 1e-4
-    weight_decay: float = 0.0
-    grad_clip: float = 1.0
-    micro_batch: int = 4
-    grad_accum: int = 1
-    kl_beta: float = 0.0
-    """Weight of the k3 KL to the frozen reference model (0 = no reference model kept)."""
-    clip_eps: float = 0.2
-    clip_eps_high: Optional[float] = None
-    """Upper PPO clip (DAPO's clip-higher); None = clip_eps."""
-    loss_agg: str = "grpo"
-    """grpo | dr_grpo | dapo."""
-    recompute_old_logprobs: bool = True
-    """PPO's old log-probabilities from one no-grad forward of the learner (exact ratios); the
-    engine's are compared with them and logged (learner/engine_log_ratio*)."""
-    tis_cap: Optional[float] = None
-    """Truncated importance weight min(exp(learner - engine), tis_cap) per token (> 1); None: off
-    in sync mode, `ASYNC_TIS_CAP` (2.0) in `pipeline.mode=async`, where the engine's tokens come
-    from the policy one step behind the learner's (`effective_tis_cap`)."""
-    dual_clip: Optional[float] = 3.0
-    """For negative advantages the surrogate is at least dual_clip * A (> 1); None: off."""
-    log_ratio_clamp: float = 20.0
-    """The log-ratio is clamped to [-c, c] nats before exp."""
-    num_cpus: float = 1.0
-    """CPUs per rank."""
-    num_gpus: float = 0.0
-    """GPUs per rank (0 or 1 with several ranks: a rank drives one device)."""
-    num_ranks: int = 1
-    """DeepSpeed data-parallel ranks, each a Ray actor in one placement group (PACK: one bundle of
-    num_cpus + num_gpus per rank; `cudal1.actors.learner_group`). 1: one learner actor, no group.
-    Each optimizer step then sees micro_batch * grad_accum * num_ranks examples."""
-    offload_optimizer: bool = False
-    """ZeRO-Offload: optimizer state and fp32 master weights in host memory (zero_stage >= 1)."""
-    offload_param: bool = False
-    """Parameters in host memory between uses (ZeRO-Infinity; zero_stage 3)."""
-    gradient_checkpointing: bool = False
-    """Recompute each decoder layer's activations in the backward pass instead of keeping them."""
-    logprob_chunk: int = 1024
-    """Response positions per block of the float32 log-softmax (no full-vocabulary float32 logits)."""
 
 
 @dataclasses.dataclass
@@ -495,16 +448,14 @@ CHOICES = {
     "model.dtype": ("float32", "bfloat16", "float16"),
     "rollout.backend": ROLLOUT_BACKENDS,
     "rollout.weight_sync": WEIGHT_TRANSPORTS,
-    "learner.precision": ("fp32", "bf16", "fp16"),  # cudal1.engines.deepspeed_engine.PRECISIONS (imports DeepSpeed)
-    "learner.loss_agg": ("grpo", "dr_grpo", "dapo"),  # cudal1.rl.losses.AGGREGATIONS (imports torch)
     "stage.name": (*STAGES, "all"),
     "stage.contrastive_rl.advantage_scale": ADVANTAGE_SCALES,
     "stage.contrastive_rl.bucket_scale": BUCKET_SCALES,
     "ray.storage": ("shared", "driver_node"),
     "pipeline.mode": PIPELINE_MODES,
 }
-"""Each key's allowed values: the consumer's own tuple where importing it is cheap; the two
-spelled here are checked against theirs by tests/test_config.py."""
+"""Each key's allowed values, the consumer's own tuple. The parts whose config is their own
+dataclass check their choices themselves (`learner`: `LearnerConfig`, `reward`: `RewardConfig`)."""
 
 
 def register_schema() -> None:
@@ -571,15 +522,9 @@ def validate(cfg: DictConfig) -> None:
         value = OmegaConf.select(cfg, key)
         if value not in choices:
             raise ConfigError(key, f"must be one of {', '.join(choices)}; got {value!r}")
-    if cfg.learner.zero_stage not in (0, 1, 2, 3):
-        raise ConfigError("learner.zero_stage", f"must be 0, 1, 2 or 3; got {cfg.learner.zero_stage}")
     for key in (
         "rollout.max_model_len",
         "rollout.max_tokens",
-        "learner.lr",
-        "learner.micro_batch",
-        "learner.grad_accum",
-        "learner.clip_eps",
         "stage.sft.epochs",
         "stage.sft.batch_size",
         "stage.self_train.tasks_per_round",
@@ -590,13 +535,10 @@ def validate(cfg: DictConfig) -> None:
         "stage.contrastive_rl.n_buckets",
         "stage.contrastive_rl.checkpoint_every",
         "rollout.kv_cache_gib",
-        "learner.log_ratio_clamp",
     ):
         _positive(cfg, key)
     for key in (
         "rollout.temperature",
-        "learner.kl_beta",
-        "learner.weight_decay",
         "stage.self_train.rounds",
         "stage.self_train.epochs",
         "stage.contrastive_rl.steps",
@@ -626,11 +568,7 @@ def validate(cfg: DictConfig) -> None:
                     f"contrastive RL samples at temperature 1 and top_p 1 (the ratio's "
                     f"log-probabilities are the raw logits'); got {OmegaConf.select(cfg, key)}",
                 )
-    _validate_learner_group(cfg)
-    if cfg.learner.tis_cap is not None and not cfg.learner.tis_cap > 1:
-        # A cap at or below 1 would cut the weights of on-policy tokens too (their weight is 1):
-        # it would no longer truncate the rare large weights only.
-        raise ConfigError("learner.tis_cap", f"must be > 1 or null; got {cfg.learner.tis_cap}")
+    LearnerConfig.from_config(cfg.learner)  # the learner's own rules: ConfigError naming the key
     if cfg.pipeline.mode == "async" and not cfg.learner.recompute_old_logprobs:
         raise ConfigError(
             "learner.recompute_old_logprobs",
@@ -649,8 +587,6 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(
             "pipeline.max_engine_gap", f"must be > 0 nats per token or null; got {cfg.pipeline.max_engine_gap}"
         )
-    if cfg.learner.dual_clip is not None and not cfg.learner.dual_clip > 1:
-        raise ConfigError("learner.dual_clip", f"must be > 1 or null; got {cfg.learner.dual_clip}")
     if cfg.stage.contrastive_rl.group_size < 2:
         raise ConfigError(
             "stage.contrastive_rl.group_size",
@@ -684,25 +620,6 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(
                 "stage.sft.validate_seeds", "data.variants needs it true: the variants are measured there"
             )
-
-
-def _validate_learner_group(cfg: DictConfig) -> None:
-    """learner.num_ranks and the ZeRO options against the stage. Raises ConfigError."""
-    lc = cfg.learner
-    if lc.num_ranks < 1:
-        raise ConfigError("learner.num_ranks", f"must be >= 1; got {lc.num_ranks}")
-    if lc.num_ranks > 1 and lc.zero_stage == 0:
-        raise ConfigError("learner.zero_stage", "a learner group (learner.num_ranks > 1) needs zero_stage 1, 2 or 3")
-    if lc.num_ranks > 1 and lc.num_gpus not in (0, 1):
-        raise ConfigError(
-            "learner.num_gpus", f"with learner.num_ranks > 1 each rank drives one GPU: 0 or 1; got {lc.num_gpus}"
-        )
-    if lc.offload_param and lc.zero_stage != 3:
-        raise ConfigError("learner.offload_param", f"parameter offload needs zero_stage 3; got {lc.zero_stage}")
-    if lc.offload_optimizer and lc.zero_stage == 0:
-        raise ConfigError("learner.offload_optimizer", "optimizer offload needs zero_stage 1, 2 or 3")
-    if lc.logprob_chunk < 1:
-        raise ConfigError("learner.logprob_chunk", f"must be >= 1; got {lc.logprob_chunk}")
 
 
 def load_evaluate_config(cfg: Any = None) -> DictConfig:
