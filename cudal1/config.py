@@ -1,11 +1,16 @@
-"""Typed configuration of the training job (Hydra structured configs) and its validation.
+"""Typed configuration of the jobs (Hydra structured configs) and its validation.
 
 `conf/` holds the YAML groups (model, rollout, bench, learner, tasks, stage, reward, tracking, ray); this
-module is their schema. `load_config(cfg)` merges a composed Hydra config onto the schema, so a
-wrong type or an unknown key fails with the key's full name (OmegaConf's ValidationError /
-ConfigKeyError), then `validate(cfg)` checks what types cannot say (ranges, choices, cross
-references) and raises `ConfigError` naming the bad key. Both run in the driver before any actor
-or Ray cluster starts.
+module composes their schema. A part that consumes its config whole owns its dataclass, which
+validates itself on construction and is used here as the field's type: `learner`
+(`cudal1.training.config.LearnerConfig`), `reward` (`cudal1.rl.rewards.RewardConfig`), each of
+`bench.pools` (`cudal1.actors.pool_spec.PoolSpec`), the optimize and serve jobs' search keys
+(`cudal1.pipeline.optimize.SearchSettings`, inherited at their top level) and `serve`
+(`cudal1.serve.settings.ServeSettings`). `load_config(cfg)` merges a composed Hydra config onto
+the schema, so a wrong type or an unknown key fails with the key's full name (OmegaConf's
+ValidationError / ConfigKeyError), then `validate(cfg)` builds those parts and checks what types
+cannot say for the rest (ranges, choices) and the rules between parts, raising `ConfigError`
+(`cudal1.errors`) naming the bad key. Both run in the driver before any actor or Ray cluster starts.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from cudal1.rl.exemplars import SCALES as BUCKET_SCALES
 from cudal1.errors import ConfigError
 from cudal1.rl.rewards import RewardConfig
 from cudal1.rollout.generator import BACKENDS as ROLLOUT_BACKENDS
+from cudal1.serve.settings import ServeSettings
 from cudal1.training.config import LearnerConfig
 
 
@@ -388,44 +394,6 @@ class OptimizeJobConfig(SearchSettings):
 
 
 @dataclasses.dataclass
-class ServeSettings:
-    """The Ray Serve application (`cudal1.serve`): HTTP, auth, replicas and the optimize jobs' limits."""
-
-    host: str = "127.0.0.1"
-    """Address Serve's HTTP proxy binds (0.0.0.0 to listen on every interface)."""
-    port: int = 8000
-    route_prefix: str = "/"
-    app_name: str = "cudal1"
-    model_name: str = "cudal1-policy"
-    """The model id `GET /v1/models` lists and chat requests name."""
-    token: Optional[str] = None
-    """The bearer token every request must carry; None: read from the `token_env` variable."""
-    token_env: str = "CUDAL1_SERVE_TOKEN"
-    num_replicas: int = 1
-    """Fixed replica count (ignored when `autoscaling` is on)."""
-    autoscaling: bool = False
-    min_replicas: int = 1
-    max_replicas: int = 2
-    target_ongoing_requests: float = 2.0
-    max_ongoing_requests: int = 16
-    """Requests one replica holds at once; Serve queues the rest."""
-    replica_cpus: float = 1.0
-    """Logical CPUs of a replica (it holds the vLLM engine in-process)."""
-    jobs_dir: str = "runs/serve/jobs"
-    """Where each optimize job's state is persisted (one JSON per job); every replica must see it."""
-    max_pending_jobs: int = 8
-    """Optimize jobs queued or running per replica; more get 429."""
-    stale_after_s: float = 60.0
-    """A queued or running job whose file was not refreshed for this long belongs to a replica that
-    died: it reads as "interrupted"."""
-    max_rounds: int = 4
-    max_samples: int = 8
-    max_program_chars: int = 100000
-    max_chat_tokens: int = 1024
-    """Largest `max_tokens` of a chat request."""
-
-
-@dataclasses.dataclass
 class ServeJobConfig(SearchSettings):
     """`jobs/serve.py` / `serve run cudal1.serve.app:build_app`: the policy behind an OpenAI-compatible
     chat API and an optimize-job API. The search keys are `SearchSettings`' (as the optimize job's):
@@ -767,29 +735,7 @@ def load_serve_config(cfg: Any = None) -> DictConfig:
             raise ConfigError(key, f"must be one of {', '.join(choices)}; got {value!r}")
     _positive(merged, "rollout.kv_cache_gib")
     OptimizeSettings.from_config(merged)  # the search keys and the sampling: ConfigError naming the key
-    for key in (
-        "serve.port",
-        "serve.num_replicas",
-        "serve.min_replicas",
-        "serve.max_replicas",
-        "serve.target_ongoing_requests",
-        "serve.max_ongoing_requests",
-        "serve.max_pending_jobs",
-        "serve.stale_after_s",
-        "serve.max_rounds",
-        "serve.max_samples",
-        "serve.max_program_chars",
-        "serve.max_chat_tokens",
-    ):
-        _positive(merged, key)
-    _positive(merged, "serve.replica_cpus", allow_zero=True)
-    s = merged.serve
-    if s.port > 65535:
-        raise ConfigError("serve.port", f"must be <= 65535; got {s.port}")
-    if s.min_replicas > s.max_replicas:
-        raise ConfigError("serve.min_replicas", f"{s.min_replicas} > serve.max_replicas={s.max_replicas}")
-    if not str(s.route_prefix).startswith("/"):
-        raise ConfigError("serve.route_prefix", f"must start with '/'; got {s.route_prefix!r}")
+    s = ServeSettings.from_config(merged.serve)  # replicas, HTTP and job limits: ConfigError naming the key
     if merged.rounds > s.max_rounds:
         raise ConfigError("rounds", f"{merged.rounds} > serve.max_rounds={s.max_rounds}")
     if merged.samples > s.max_samples:
