@@ -43,16 +43,14 @@ def start_pair(model_dir: str, on_gpu: bool, *, learner_kwargs: dict, engine_dty
     from cudal1.actors.cluster import in_bundle
     from cudal1.actors.generator_group import GeneratorGroup, colocated_placement_group
     from cudal1.actors.learner_group import LearnerGroup
+    from cudal1.training.config import LearnerConfig
 
     pg = colocated_placement_group(2.0, timeout_s=120)
     learner = LearnerGroup.start(
         model_dir,
-        1,
-        num_cpus=1,
-        num_gpus=0.5,
+        LearnerConfig(num_cpus=1, num_gpus=0.5, **learner_kwargs),
         actor_options={"scheduling_strategy": in_bundle(pg)},
         device="cuda" if on_gpu else "cpu",
-        **learner_kwargs,
     )
     generator = GeneratorGroup.start(
         model_dir,

@@ -388,12 +388,12 @@ class Experiment:
     # ----- RL
 
     def _ctx(self) -> Any:
-        from cudal1.config import RewardSettings
+        from cudal1.rl.rewards import RewardConfig
 
         rollout = SimpleNamespace(
             max_model_len=self.s.max_model_len, max_tokens=self.s.max_tokens, temperature=1.0, top_p=1.0
         )
-        cfg = SimpleNamespace(rollout=rollout, reward=dataclasses.asdict(RewardSettings()))
+        cfg = SimpleNamespace(rollout=rollout, reward=RewardConfig())
         return SimpleNamespace(
             cfg=cfg,
             tokenizer=self.tokenizer,

@@ -55,7 +55,7 @@ def main() -> None:
     from cudal1.actors.bench_pool import BenchmarkPool, PoolSpec
     from cudal1.actors.cluster import init_ray, shutdown_ray
     from cudal1.actors.generator_group import GeneratorGroup
-    from cudal1.config import RewardSettings
+    from cudal1.rl.rewards import RewardConfig
     from cudal1.pipeline.rollouts import sample_rollouts
     from cudal1.policy.model import load_policy
     from cudal1.policy.prompts import plain_prompt
@@ -91,7 +91,7 @@ def main() -> None:
         )
         generator = SeedTexts(group, texts)
         rollout = SimpleNamespace(max_model_len=4096, max_tokens=args.max_tokens, temperature=1.0, top_p=1.0)
-        cfg = SimpleNamespace(rollout=rollout, reward=dataclasses.asdict(RewardSettings()))
+        cfg = SimpleNamespace(rollout=rollout, reward=RewardConfig())
         walls: dict[str, list[float]] = {"overlapped": [], "old order": []}
         prompts = [plain_prompt(t.source) for t in tasks]
         for rep in range(args.reps):

@@ -1,11 +1,16 @@
-"""Typed configuration of the training job (Hydra structured configs) and its validation.
+"""Typed configuration of the jobs (Hydra structured configs) and its validation.
 
 `conf/` holds the YAML groups (model, rollout, bench, learner, tasks, stage, reward, tracking, ray); this
-module is their schema. `load_config(cfg)` merges a composed Hydra config onto the schema, so a
-wrong type or an unknown key fails with the key's full name (OmegaConf's ValidationError /
-ConfigKeyError), then `validate(cfg)` checks what types cannot say (ranges, choices, cross
-references) and raises `ConfigError` naming the bad key. Both run in the driver before any actor
-or Ray cluster starts.
+module composes their schema. A part that consumes its config whole owns its dataclass, which
+validates itself on construction and is used here as the field's type: `learner`
+(`cudal1.training.config.LearnerConfig`), `reward` (`cudal1.rl.rewards.RewardConfig`), each of
+`bench.pools` (`cudal1.actors.pool_spec.PoolSpec`), the optimize and serve jobs' search keys
+(`cudal1.pipeline.optimize.SearchSettings`, inherited at their top level) and `serve`
+(`cudal1.serve.settings.ServeSettings`). `load_config(cfg)` merges a composed Hydra config onto
+the schema, so a wrong type or an unknown key fails with the key's full name (OmegaConf's
+ValidationError / ConfigKeyError), then `validate(cfg)` builds those parts and checks what types
+cannot say for the rest (ranges, choices) and the rules between parts, raising `ConfigError`
+(`cudal1.errors`) naming the bad key. Both run in the driver before any actor or Ray cluster starts.
 """
 
 from __future__ import annotations
@@ -21,20 +26,16 @@ from omegaconf import DictConfig, OmegaConf
 
 from cudal1.actors.pool_spec import PoolSpec
 from cudal1.actors.weight_transport import KINDS as WEIGHT_TRANSPORTS
+from cudal1.pipeline.optimize import OptimizeSettings, SearchSettings
 from cudal1.pipeline.overlap import MODES as PIPELINE_MODES
 from cudal1.rl.advantages import SCALES as ADVANTAGE_SCALES
 from cudal1.rl.exemplars import SCALES as BUCKET_SCALES
-from cudal1.rl.rewards import MIN_GAIN, TRANSFORMS as REWARD_TRANSFORMS, VERIFY_TOLERANCE
+from cudal1.errors import ConfigError
+from cudal1.rl.rewards import RewardConfig
 from cudal1.rl.turns import BASELINES as TURN_BASELINES, RETURN_FORMS as TURN_RETURNS
 from cudal1.rollout.generator import BACKENDS as ROLLOUT_BACKENDS
-
-
-class ConfigError(ValueError):
-    """A configuration value is out of range, not one of its choices, or refers to nothing."""
-
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(f"config error at {key}: {message}")
-        self.key = key
+from cudal1.serve.settings import ServeSettings
+from cudal1.training.config import LearnerConfig
 
 
 @dataclasses.dataclass
@@ -106,54 +107,6 @@ class BenchConfig:
     `tasks` are set from the key and `tasks.source`). Set by a `bench` group file
     (conf/bench/*.yaml); empty here so that a group's pools replace, not extend, a default."""
     primary: str = "cpu"
-
-
-@dataclasses.dataclass
-class LearnerConfig:
-    """The GRPO learner on DeepSpeed."""
-
-    zero_stage: int = 2
-    precision: str = "fp32"
-    """fp32 | bf16 | fp16."""
-    lr: float = 1e-4
-    weight_decay: float = 0.0
-    grad_clip: float = 1.0
-    micro_batch: int = 4
-    grad_accum: int = 1
-    kl_beta: float = 0.0
-    """Weight of the k3 KL to the frozen reference model (0 = no reference model kept)."""
-    clip_eps: float = 0.2
-    clip_eps_high: Optional[float] = None
-    """Upper PPO clip (DAPO's clip-higher); None = clip_eps."""
-    loss_agg: str = "grpo"
-    """grpo | dr_grpo | dapo."""
-    recompute_old_logprobs: bool = True
-    """PPO's old log-probabilities from one no-grad forward of the learner (exact ratios); the
-    engine's are compared with them and logged (learner/engine_log_ratio*)."""
-    tis_cap: Optional[float] = None
-    """Truncated importance weight min(exp(learner - engine), tis_cap) per token (> 1); None: off
-    in sync mode, `ASYNC_TIS_CAP` (2.0) in `pipeline.mode=async`, where the engine's tokens come
-    from the policy one step behind the learner's (`effective_tis_cap`)."""
-    dual_clip: Optional[float] = 3.0
-    """For negative advantages the surrogate is at least dual_clip * A (> 1); None: off."""
-    log_ratio_clamp: float = 20.0
-    """The log-ratio is clamped to [-c, c] nats before exp."""
-    num_cpus: float = 1.0
-    """CPUs per rank."""
-    num_gpus: float = 0.0
-    """GPUs per rank (0 or 1 with several ranks: a rank drives one device)."""
-    num_ranks: int = 1
-    """DeepSpeed data-parallel ranks, each a Ray actor in one placement group (PACK: one bundle of
-    num_cpus + num_gpus per rank; `cudal1.actors.learner_group`). 1: one learner actor, no group.
-    Each optimizer step then sees micro_batch * grad_accum * num_ranks examples."""
-    offload_optimizer: bool = False
-    """ZeRO-Offload: optimizer state and fp32 master weights in host memory (zero_stage >= 1)."""
-    offload_param: bool = False
-    """Parameters in host memory between uses (ZeRO-Infinity; zero_stage 3)."""
-    gradient_checkpointing: bool = False
-    """Recompute each decoder layer's activations in the backward pass instead of keeping them."""
-    logprob_chunk: int = 1024
-    """Response positions per block of the float32 log-softmax (no full-vocabulary float32 logits)."""
 
 
 @dataclasses.dataclass
@@ -285,52 +238,6 @@ class RLConfig:
     never the task). None: rollout.max_model_len - rollout.max_tokens, all that fits."""
 
 
-def _default_label_factors() -> dict[str, float]:
-    from cudal1.rl.rewards import DEFAULT_LABEL_FACTORS
-
-    return dict(DEFAULT_LABEL_FACTORS)
-
-
-@dataclasses.dataclass
-class RewardSettings:
-    """How a response is priced (`cudal1.rl.rewards.RewardConfig`, whose docstring gives each
-    rule): the `reward` config group. Speedups are × (reference time / candidate time)."""
-
-    transform: str = "log_speedup"
-    """log_speedup | speedup: a correct candidate's credit, bounded softly (`max_credit`)."""
-    max_credit: float = 10.0
-    """Scale (×) of the softsign that bounds credit (max_credit× earns half the bound): outliers
-    keep their rank but cannot dwarf the rest."""
-    min_gain: float = MIN_GAIN
-    """A speedup counts as a gain only above this (×)."""
-    round_step: float = 0.01
-    """Speedups are rounded toward 1.00 to this step (×)."""
-    max_spread: float = 0.5
-    """A result whose rounds disagree by more than this ((max - min) / median) earns no gain."""
-    tie_floor: float = 0.04
-    """Results of one group within this log-speedup of each other are ties: the pool's
-    between-evaluation noise (4%: docs/benchmarks.md, "Repeatability, second look")..."""
-    tie_factor: float = 1.0
-    """...or within this × the larger of their spreads."""
-    failure_reward: Optional[float] = None
-    """null: the transform's lower bound (a failure is below every correct candidate)."""
-    hack_reward: Optional[float] = None
-    """null: failure_reward."""
-    label_factors: dict[str, float] = field(default_factory=_default_label_factors)
-    """Factor on a gain's log-speedup per evaluator label (`cudal1.rl.rewards.DEFAULT_LABEL_FACTORS`
-    says why each default). Set one to 1.0 to pay that label in full."""
-    required_sections: list[str] = field(default_factory=lambda: ["analysis", "design"])
-    """Sections a response must have (each at least `min_section_chars`) to be paid."""
-    min_section_chars: int = 20
-    verify_above: float = 3.0
-    """A correct result faster than this (×) is measured again on another actor before it is paid."""
-    verify_over_best: float = 2.0
-    """...and so is one faster than this × its task's best known speedup."""
-    verify_tolerance: float = VERIFY_TOLERANCE
-    """Two measurements s1, s2 (×) with |s1 - s2| / min(s1, s2) above this are not paid
-    ("suspect:unverified")."""
-
-
 @dataclasses.dataclass
 class StageConfig:
     """Which stages to run, and each one's settings."""
@@ -400,7 +307,7 @@ class TrainConfig:
     learner: LearnerConfig = field(default_factory=LearnerConfig)
     tasks: TasksConfig = field(default_factory=TasksConfig)
     stage: StageConfig = field(default_factory=StageConfig)
-    reward: RewardSettings = field(default_factory=RewardSettings)
+    reward: RewardConfig = field(default_factory=RewardConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     ray: RayConfig = field(default_factory=RayConfig)
     data: DataConfig = field(default_factory=DataConfig)
@@ -486,9 +393,11 @@ class AugmentJobConfig:
 
 
 @dataclasses.dataclass
-class OptimizeJobConfig:
+class OptimizeJobConfig(SearchSettings):
     """`jobs/optimize.py`: the inference-time contrastive loop (`cudal1.pipeline.optimize.Optimizer`)
-    on one task file, a list of them, a builtin suite or a KernelBench checkout."""
+    on one task file, a list of them, a builtin suite or a KernelBench checkout. The search keys
+    (rounds, samples, exemplars, feedback, verify, ...) are `SearchSettings`' own fields, at the top
+    level; the sampling is `rollout`'s."""
 
     model: ModelConfig = field(default_factory=ModelConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
@@ -500,77 +409,18 @@ class OptimizeJobConfig:
     """KernelBench-format files to optimize (each parsed here, not executed); empty: the tasks `tasks` selects."""
     start: Optional[str] = None
     """Starting solutions evaluated as round 0 (a directory, JSONL or run, as jobs/evaluate.py's `solutions`)."""
-    rounds: int = 2
-    """Generate-evaluate rounds per task."""
-    samples: int = 4
-    """Responses sampled per round."""
-    exemplars: int = 2
-    """Correct solutions shown per prompt with their speedups (0: plain prompts)."""
-    feedback: bool = True
-    """Show the previous round's failures with the evaluator's messages in the next prompt."""
-    feedback_items: int = 4
-    feedback_chars: int = 300
-    tau: float = 1.0
-    n_buckets: int = 4
-    bucket_scale: str = "log"
-    check_reference: bool = True
-    """Evaluate each task's reference first; a task whose reference fails is reported and skipped."""
-    verify: bool = True
-    """Measure the best correct candidate again on another actor before it counts."""
-    verify_tolerance: float = VERIFY_TOLERANCE
-    verify_tries: int = 3
-    """Correct candidates tried, fastest first, until one is confirmed on another actor."""
-    min_gain: float = MIN_GAIN
-    """A verified speedup above this (×) counts as improved."""
     ps: list[float] = field(default_factory=lambda: [1.0, 1.01])
     """fast_p thresholds (×) of the table."""
     out_dir: str = "runs/optimize-default"
     """Where solutions/, reports/, results.jsonl and the table are written (and base_model/ is built)."""
-    seed: int = 0
 
 
 @dataclasses.dataclass
-class ServeSettings:
-    """The Ray Serve application (`cudal1.serve`): HTTP, auth, replicas and the optimize jobs' limits."""
-
-    host: str = "127.0.0.1"
-    """Address Serve's HTTP proxy binds (0.0.0.0 to listen on every interface)."""
-    port: int = 8000
-    route_prefix: str = "/"
-    app_name: str = "cudal1"
-    model_name: str = "cudal1-policy"
-    """The model id `GET /v1/models` lists and chat requests name."""
-    token: Optional[str] = None
-    """The bearer token every request must carry; None: read from the `token_env` variable."""
-    token_env: str = "CUDAL1_SERVE_TOKEN"
-    num_replicas: int = 1
-    """Fixed replica count (ignored when `autoscaling` is on)."""
-    autoscaling: bool = False
-    min_replicas: int = 1
-    max_replicas: int = 2
-    target_ongoing_requests: float = 2.0
-    max_ongoing_requests: int = 16
-    """Requests one replica holds at once; Serve queues the rest."""
-    replica_cpus: float = 1.0
-    """Logical CPUs of a replica (it holds the vLLM engine in-process)."""
-    jobs_dir: str = "runs/serve/jobs"
-    """Where each optimize job's state is persisted (one JSON per job); every replica must see it."""
-    max_pending_jobs: int = 8
-    """Optimize jobs queued or running per replica; more get 429."""
-    stale_after_s: float = 60.0
-    """A queued or running job whose file was not refreshed for this long belongs to a replica that
-    died: it reads as "interrupted"."""
-    max_rounds: int = 4
-    max_samples: int = 8
-    max_program_chars: int = 100000
-    max_chat_tokens: int = 1024
-    """Largest `max_tokens` of a chat request."""
-
-
-@dataclasses.dataclass
-class ServeJobConfig:
+class ServeJobConfig(SearchSettings):
     """`jobs/serve.py` / `serve run cudal1.serve.app:build_app`: the policy behind an OpenAI-compatible
-    chat API and an optimize-job API."""
+    chat API and an optimize-job API. The search keys are `SearchSettings`' (as the optimize job's):
+    `rounds` and `samples` are an optimize job's defaults, which a request may raise up to
+    `serve.max_rounds` and `serve.max_samples`."""
 
     model: ModelConfig = field(default_factory=ModelConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
@@ -579,20 +429,8 @@ class ServeJobConfig:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     """Only where a registered model ("models:/...") is fetched from."""
     serve: ServeSettings = field(default_factory=ServeSettings)
-    rounds: int = 2
-    """Default rounds of an optimize job (a request may ask for up to `serve.max_rounds`)."""
-    samples: int = 4
-    """Default samples per round (up to `serve.max_samples`)."""
-    exemplars: int = 2
-    feedback: bool = True
-    check_reference: bool = True
-    verify: bool = True
-    verify_tolerance: float = VERIFY_TOLERANCE
-    verify_tries: int = 3
-    min_gain: float = MIN_GAIN
     model_dir: str = "runs/serve"
     """Where the embedded small model is built (`model.path` null) or a registered one fetched."""
-    seed: int = 0
 
 
 STAGES = ("sft", "self_train", "contrastive_rl")
@@ -600,10 +438,7 @@ CHOICES = {
     "model.dtype": ("float32", "bfloat16", "float16"),
     "rollout.backend": ROLLOUT_BACKENDS,
     "rollout.weight_sync": WEIGHT_TRANSPORTS,
-    "learner.precision": ("fp32", "bf16", "fp16"),  # cudal1.engines.deepspeed_engine.PRECISIONS (imports DeepSpeed)
-    "learner.loss_agg": ("grpo", "dr_grpo", "dapo"),  # cudal1.rl.losses.AGGREGATIONS (imports torch)
     "stage.name": (*STAGES, "all"),
-    "reward.transform": REWARD_TRANSFORMS,
     "stage.contrastive_rl.advantage_scale": ADVANTAGE_SCALES,
     "stage.contrastive_rl.bucket_scale": BUCKET_SCALES,
     "stage.contrastive_rl.turn_return": TURN_RETURNS,
@@ -611,8 +446,8 @@ CHOICES = {
     "ray.storage": ("shared", "driver_node"),
     "pipeline.mode": PIPELINE_MODES,
 }
-"""Each key's allowed values: the consumer's own tuple where importing it is cheap; the two
-spelled here are checked against theirs by tests/test_config.py."""
+"""Each key's allowed values, the consumer's own tuple. The parts whose config is their own
+dataclass check their choices themselves (`learner`: `LearnerConfig`, `reward`: `RewardConfig`)."""
 
 
 def register_schema() -> None:
@@ -679,15 +514,9 @@ def validate(cfg: DictConfig) -> None:
         value = OmegaConf.select(cfg, key)
         if value not in choices:
             raise ConfigError(key, f"must be one of {', '.join(choices)}; got {value!r}")
-    if cfg.learner.zero_stage not in (0, 1, 2, 3):
-        raise ConfigError("learner.zero_stage", f"must be 0, 1, 2 or 3; got {cfg.learner.zero_stage}")
     for key in (
         "rollout.max_model_len",
         "rollout.max_tokens",
-        "learner.lr",
-        "learner.micro_batch",
-        "learner.grad_accum",
-        "learner.clip_eps",
         "stage.sft.epochs",
         "stage.sft.batch_size",
         "stage.self_train.tasks_per_round",
@@ -698,13 +527,10 @@ def validate(cfg: DictConfig) -> None:
         "stage.contrastive_rl.n_buckets",
         "stage.contrastive_rl.checkpoint_every",
         "rollout.kv_cache_gib",
-        "learner.log_ratio_clamp",
     ):
         _positive(cfg, key)
     for key in (
         "rollout.temperature",
-        "learner.kl_beta",
-        "learner.weight_decay",
         "stage.self_train.rounds",
         "stage.self_train.epochs",
         "stage.contrastive_rl.steps",
@@ -734,11 +560,7 @@ def validate(cfg: DictConfig) -> None:
                     f"contrastive RL samples at temperature 1 and top_p 1 (the ratio's "
                     f"log-probabilities are the raw logits'); got {OmegaConf.select(cfg, key)}",
                 )
-    _validate_learner_group(cfg)
-    if cfg.learner.tis_cap is not None and not cfg.learner.tis_cap > 1:
-        # A cap at or below 1 would cut the weights of on-policy tokens too (their weight is 1):
-        # it would no longer truncate the rare large weights only.
-        raise ConfigError("learner.tis_cap", f"must be > 1 or null; got {cfg.learner.tis_cap}")
+    LearnerConfig.from_config(cfg.learner)  # the learner's own rules: ConfigError naming the key
     if cfg.pipeline.mode == "async" and not cfg.learner.recompute_old_logprobs:
         raise ConfigError(
             "learner.recompute_old_logprobs",
@@ -757,8 +579,6 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(
             "pipeline.max_engine_gap", f"must be > 0 nats per token or null; got {cfg.pipeline.max_engine_gap}"
         )
-    if cfg.learner.dual_clip is not None and not cfg.learner.dual_clip > 1:
-        raise ConfigError("learner.dual_clip", f"must be > 1 or null; got {cfg.learner.dual_clip}")
     if cfg.stage.contrastive_rl.group_size < 2:
         raise ConfigError(
             "stage.contrastive_rl.group_size",
@@ -819,25 +639,6 @@ def _validate_turns(cfg: DictConfig) -> None:
             f"stage.contrastive_rl.turns > 1 is not wired into the RL stage yet (issue 26: only the per-turn "
             f"returns, advantages and prompts exist); got {rl.turns}, set 1",
         )
-
-
-def _validate_learner_group(cfg: DictConfig) -> None:
-    """learner.num_ranks and the ZeRO options against the stage. Raises ConfigError."""
-    lc = cfg.learner
-    if lc.num_ranks < 1:
-        raise ConfigError("learner.num_ranks", f"must be >= 1; got {lc.num_ranks}")
-    if lc.num_ranks > 1 and lc.zero_stage == 0:
-        raise ConfigError("learner.zero_stage", "a learner group (learner.num_ranks > 1) needs zero_stage 1, 2 or 3")
-    if lc.num_ranks > 1 and lc.num_gpus not in (0, 1):
-        raise ConfigError(
-            "learner.num_gpus", f"with learner.num_ranks > 1 each rank drives one GPU: 0 or 1; got {lc.num_gpus}"
-        )
-    if lc.offload_param and lc.zero_stage != 3:
-        raise ConfigError("learner.offload_param", f"parameter offload needs zero_stage 3; got {lc.zero_stage}")
-    if lc.offload_optimizer and lc.zero_stage == 0:
-        raise ConfigError("learner.offload_optimizer", "optimizer offload needs zero_stage 1, 2 or 3")
-    if lc.logprob_chunk < 1:
-        raise ConfigError("learner.logprob_chunk", f"must be >= 1; got {lc.logprob_chunk}")
 
 
 def load_evaluate_config(cfg: Any = None) -> DictConfig:
@@ -953,30 +754,8 @@ def load_optimize_config(cfg: Any = None) -> DictConfig:
         value, choices = OmegaConf.select(merged, key), CHOICES[key]
         if value not in choices:
             raise ConfigError(key, f"must be one of {', '.join(choices)}; got {value!r}")
-    if merged.bucket_scale not in CHOICES["stage.contrastive_rl.bucket_scale"]:
-        raise ConfigError("bucket_scale", f"must be log or linear; got {merged.bucket_scale!r}")
-    for key in (
-        "rollout.max_model_len",
-        "rollout.max_tokens",
-        "rollout.kv_cache_gib",
-        "rounds",
-        "samples",
-        "feedback_items",
-        "feedback_chars",
-        "tau",
-        "n_buckets",
-    ):
-        _positive(merged, key)
-    for key in ("rollout.temperature", "exemplars", "verify_tolerance"):
-        _positive(merged, key, allow_zero=True)
-    if not 0 < merged.rollout.top_p <= 1:
-        raise ConfigError("rollout.top_p", f"must be in (0, 1]; got {merged.rollout.top_p}")
-    if merged.rollout.max_tokens >= merged.rollout.max_model_len:
-        raise ConfigError(
-            "rollout.max_tokens",
-            f"{merged.rollout.max_tokens} leaves no room for the prompt in "
-            f"rollout.max_model_len={merged.rollout.max_model_len}",
-        )
+    _positive(merged, "rollout.kv_cache_gib")
+    OptimizeSettings.from_config(merged)  # the search keys and the sampling: ConfigError naming the key
     if not merged.ps or any(not p > 0 for p in merged.ps):
         raise ConfigError("ps", f"fast_p thresholds must be > 0; got {list(merged.ps)}")
     validate_bench(merged)
@@ -1005,45 +784,13 @@ def load_serve_config(cfg: Any = None) -> DictConfig:
         value, choices = OmegaConf.select(merged, key), CHOICES[key]
         if value not in choices:
             raise ConfigError(key, f"must be one of {', '.join(choices)}; got {value!r}")
-    for key in (
-        "rollout.max_model_len",
-        "rollout.max_tokens",
-        "rollout.kv_cache_gib",
-        "rounds",
-        "samples",
-        "serve.port",
-        "serve.num_replicas",
-        "serve.min_replicas",
-        "serve.max_replicas",
-        "serve.target_ongoing_requests",
-        "serve.max_ongoing_requests",
-        "serve.max_pending_jobs",
-        "serve.stale_after_s",
-        "serve.max_rounds",
-        "serve.max_samples",
-        "serve.max_program_chars",
-        "serve.max_chat_tokens",
-    ):
-        _positive(merged, key)
-    for key in ("exemplars", "verify_tolerance", "serve.replica_cpus"):
-        _positive(merged, key, allow_zero=True)
-    s = merged.serve
-    if s.port > 65535:
-        raise ConfigError("serve.port", f"must be <= 65535; got {s.port}")
-    if s.min_replicas > s.max_replicas:
-        raise ConfigError("serve.min_replicas", f"{s.min_replicas} > serve.max_replicas={s.max_replicas}")
-    if not str(s.route_prefix).startswith("/"):
-        raise ConfigError("serve.route_prefix", f"must start with '/'; got {s.route_prefix!r}")
+    _positive(merged, "rollout.kv_cache_gib")
+    OptimizeSettings.from_config(merged)  # the search keys and the sampling: ConfigError naming the key
+    s = ServeSettings.from_config(merged.serve)  # replicas, HTTP and job limits: ConfigError naming the key
     if merged.rounds > s.max_rounds:
         raise ConfigError("rounds", f"{merged.rounds} > serve.max_rounds={s.max_rounds}")
     if merged.samples > s.max_samples:
         raise ConfigError("samples", f"{merged.samples} > serve.max_samples={s.max_samples}")
-    if merged.rollout.max_tokens >= merged.rollout.max_model_len:
-        raise ConfigError(
-            "rollout.max_tokens",
-            f"{merged.rollout.max_tokens} leaves no room for the prompt in "
-            f"rollout.max_model_len={merged.rollout.max_model_len}",
-        )
     if not (s.token or os.environ.get(s.token_env)):
         raise ConfigError(
             "serve.token", f"a bearer token is required: set serve.token or the {s.token_env} environment variable"
@@ -1098,14 +845,11 @@ def validate_tasks(cfg: DictConfig) -> None:
 
 
 def _validate_reward(cfg: DictConfig) -> None:
+    """`reward` validates itself (`RewardConfig`, raising ConfigError); its required sections must
+    be prose sections the response parser knows."""
     from cudal1.policy.prompts import SECTIONS
-    from cudal1.rl.rewards import RewardConfig
 
     for key in cfg.reward.required_sections:
         if key not in SECTIONS or key == "code":
             raise ConfigError("reward.required_sections", f"{key!r} is not a prose section; known: analysis, design")
-    try:
-        RewardConfig.from_settings(cfg.reward)
-    except ValueError as exc:
-        name = str(exc).split(" ", 1)[0].rstrip(":=").split("=")[0]
-        raise ConfigError(name if name.startswith("reward.") else "reward", str(exc)) from exc
+    RewardConfig.from_config(cfg.reward)

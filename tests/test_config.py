@@ -163,12 +163,12 @@ def test_health_bounds_are_checked(overrides, key):
     load_config(compose("config", ["pipeline.max_staleness=0", "pipeline.max_engine_gap=null"]))
 
 
-def test_choices_spelled_in_the_config_are_their_consumers():
-    """Two choices are spelled in cudal1/config.py (their modules import torch); they must stay
-    the consumers' own."""
-    from cudal1.config import CHOICES
+def test_choices_spelled_in_the_learner_config_are_their_consumers():
+    """Two choices are spelled in cudal1/training/config.py (their modules import torch); they must
+    stay the consumers' own."""
     from cudal1.engines.deepspeed_engine import PRECISIONS
     from cudal1.rl.losses import AGGREGATIONS
+    from cudal1.training.config import LOSS_AGGREGATIONS, PRECISIONS as LEARNER_PRECISIONS
 
-    assert set(CHOICES["learner.precision"]) == set(PRECISIONS)
-    assert set(CHOICES["learner.loss_agg"]) == set(AGGREGATIONS)
+    assert set(LEARNER_PRECISIONS) == set(PRECISIONS)
+    assert set(LOSS_AGGREGATIONS) == set(AGGREGATIONS)

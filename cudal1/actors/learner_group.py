@@ -35,6 +35,7 @@ import ray
 
 from cudal1.actors.shells import ShellHandle, remote_class
 from cudal1.training import shards
+from cudal1.training.config import LearnerConfig
 from cudal1.training.learner import GRPOLearner
 
 log = logging.getLogger(__name__)
@@ -131,10 +132,8 @@ class LearnerGroup:
     def start(
         cls,
         model_path: str,
-        num_ranks: int = 1,
+        config: LearnerConfig,
         *,
-        num_cpus: float = 1.0,
-        num_gpus: float = 0.0,
         actor_options: dict[str, Any] | None = None,
         bundle_resources: dict[str, float] | None = None,
         strategy: str = "PACK",
@@ -145,28 +144,25 @@ class LearnerGroup:
 
         Args:
             model_path: the policy checkpoint every rank loads.
-            num_ranks: ranks (DeepSpeed data-parallel world size); 1 starts one actor as before.
-            num_cpus, num_gpus: per rank (GPUs: 0 or 1; a rank drives one device).
+            config: the `learner` config group, given whole to every rank; its `num_ranks` (DeepSpeed
+                data-parallel world size; 1 starts one actor, no group), `num_cpus` and `num_gpus`
+                (per rank: GPUs 0 or 1, a rank drives one device) place them.
             actor_options: more Ray options for a single rank (e.g. node affinity); with several
                 ranks the placement group decides where they run, so node constraints go into
                 `bundle_resources` instead (e.g. {"node:10.0.0.5": 0.001}).
             strategy: the placement group's strategy (PACK, SPREAD, STRICT_PACK, STRICT_SPREAD).
             placement_timeout_s: how long to wait for the cluster to grant the bundles.
-            learner_kwargs: `GRPOLearner` arguments (zero_stage, micro_batch, grad_accum, device, ...).
+            learner_kwargs: the rest of `GRPOLearner`'s arguments (max_response_len, device, seed).
 
         Raises:
-            ValueError: num_ranks < 1, or several ranks with num_gpus not 0 or 1 or with a node
-                constraint in actor_options.
+            ValueError: several ranks with a node constraint in actor_options.
             TimeoutError: the placement group was not granted in time (the message names the bundles).
         """
-        if num_ranks < 1:
-            raise ValueError(f"num_ranks must be >= 1, got {num_ranks}")
-        if num_ranks > 1 and num_gpus not in (0, 1):
-            raise ValueError(f"a learner rank drives one device: num_gpus must be 0 or 1, got {num_gpus}")
-        per_rank = int(learner_kwargs.get("micro_batch", 4)) * int(learner_kwargs.get("grad_accum", 1))
+        num_ranks, num_cpus, num_gpus = config.num_ranks, config.num_cpus, config.num_gpus
+        per_rank = config.micro_batch * config.grad_accum
         if num_ranks == 1:
             rank = LearnerActor.options(num_cpus=num_cpus, num_gpus=num_gpus, **(actor_options or {}))
-            return cls([rank.remote(model_path, **learner_kwargs)], None, per_rank)
+            return cls([rank.remote(model_path, config, **learner_kwargs)], None, per_rank)
         if actor_options and "scheduling_strategy" in actor_options:
             raise ValueError(
                 "several learner ranks are placed by their placement group: pass node constraints as bundle_resources"
@@ -193,7 +189,7 @@ class LearnerGroup:
                     num_cpus=num_cpus, num_gpus=num_gpus, scheduling_strategy=in_bundle(pg, i), **options
                 )
                 ranks.append(
-                    actor.remote(model_path, rendezvous=Rendezvous(i, num_ranks, host, port), **learner_kwargs)
+                    actor.remote(model_path, config, rendezvous=Rendezvous(i, num_ranks, host, port), **learner_kwargs)
                 )
         except BaseException:
             remove_placement_group(pg)

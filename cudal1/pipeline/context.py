@@ -193,6 +193,7 @@ def start_learner(
     from cudal1.actors.cluster import in_bundle
     from cudal1.actors.learner_group import LearnerGroup
     from cudal1.config import effective_tis_cap
+    from cudal1.training.config import LearnerConfig
 
     lc = cfg.learner
     bundle_resources = None
@@ -202,31 +203,10 @@ def start_learner(
         bundle_resources, pinned = {f"node:{ray.util.get_node_ip_address()}": 0.001}, {}
     return LearnerGroup.start(
         str(model_path),
-        lc.num_ranks,
-        num_cpus=lc.num_cpus,
-        num_gpus=lc.num_gpus,
+        dataclasses.replace(LearnerConfig.from_config(lc), tis_cap=effective_tis_cap(cfg)),
         actor_options=pinned,
         bundle_resources=bundle_resources,
-        zero_stage=lc.zero_stage,
-        precision=lc.precision,
-        lr=lc.lr,
-        weight_decay=lc.weight_decay,
-        grad_clip=lc.grad_clip,
-        kl_beta=lc.kl_beta,
-        clip_eps=lc.clip_eps,
-        clip_eps_high=lc.clip_eps_high,
-        loss_agg=lc.loss_agg,
         max_response_len=cfg.rollout.max_tokens,
-        grad_accum=lc.grad_accum,
-        micro_batch=lc.micro_batch,
         device="cuda" if lc.num_gpus > 0 else "cpu",
         seed=cfg.seed,
-        recompute_old_logprobs=lc.recompute_old_logprobs,
-        tis_cap=effective_tis_cap(cfg),
-        dual_clip=lc.dual_clip,
-        log_ratio_clamp=lc.log_ratio_clamp,
-        offload_optimizer=lc.offload_optimizer,
-        offload_param=lc.offload_param,
-        gradient_checkpointing=lc.gradient_checkpointing,
-        logprob_chunk=lc.logprob_chunk,
     )

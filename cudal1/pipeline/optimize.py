@@ -40,16 +40,18 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
 import random
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from cudal1.errors import ConfigError
 from cudal1.bench.result import EvalResult, Label, SecondOpinion, Status
 from cudal1.policy.parsing import parse_response
 from cudal1.policy.prompts import Feedback, contrastive_prompt, with_feedback
 from cudal1.records import Candidate, Exemplar
-from cudal1.rl.exemplars import sample_exemplars
+from cudal1.rl.exemplars import SCALES as EXEMPLAR_SCALES, sample_exemplars
 from cudal1.rl.rewards import MIN_GAIN, VERIFY_TOLERANCE
 from cudal1.tasks.task import Task, reference_as_candidate
 
@@ -65,8 +67,11 @@ solution / the reference itself does not run / the prompt does not fit."""
 
 
 @dataclasses.dataclass
-class OptimizeSettings:
-    """How `Optimizer` searches. Times in ms, speedups in × (reference ms / candidate ms)."""
+class SearchSettings:
+    """How `Optimizer` searches: the top-level keys of the optimize and serve job configs
+    (`cudal1.config.OptimizeJobConfig` and `ServeJobConfig` inherit these fields, so each knob is
+    spelled once). Speedups in × (reference ms / candidate ms). Validated on construction: raises
+    `cudal1.errors.ConfigError` naming the key."""
 
     rounds: int = 2
     """Generate-evaluate rounds per task."""
@@ -75,68 +80,85 @@ class OptimizeSettings:
     exemplars: int = 2
     """Correct solutions shown per prompt with their speedups (0: plain prompts)."""
     feedback: bool = True
-    """Show the previous round's failures (and correct but not faster attempts) with the evaluator's messages."""
+    """Show the previous round's failures (and correct but not faster attempts) with the evaluator's
+    messages in the next prompt."""
     feedback_items: int = 4
     """At most this many attempts in the feedback paragraph."""
     feedback_chars: int = 300
     """Each evaluator message is cut to this many characters."""
-    max_tokens: int = 512
-    """Tokens sampled per response."""
-    max_model_len: int = 8192
-    """Prompt + response tokens the engine holds."""
-    temperature: float = 1.0
-    top_p: float = 1.0
     tau: float = 1.0
     """Exemplar bucket temperature (`cudal1.rl.exemplars.sample_exemplars`)."""
     n_buckets: int = 4
     bucket_scale: str = "log"
+    """log | linear (`cudal1.rl.exemplars.SCALES`)."""
     check_reference: bool = True
-    """Evaluate the reference (with `ModelNew = Model` appended) first; a task whose reference fails is skipped."""
+    """Evaluate each task's reference (with `ModelNew = Model` appended) first; a task whose reference
+    fails is reported and skipped."""
     verify: bool = True
     """Measure the best correct candidate again on another actor before it counts."""
     verify_tolerance: float = VERIFY_TOLERANCE
     """Two measurements s1, s2 (×) with |s1 - s2| / min(s1, s2) above this disagree."""
     verify_tries: int = 3
-    """Candidates tried, fastest first, until one is confirmed."""
+    """Correct candidates tried, fastest first, until one is confirmed on another actor."""
     min_gain: float = MIN_GAIN
     """A verified speedup above this (×) makes the outcome "improved"."""
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in (
-            "rounds",
-            "samples",
-            "max_tokens",
-            "max_model_len",
-            "feedback_items",
-            "feedback_chars",
-            "verify_tries",
-            "n_buckets",
-        ):
+        for name in ("rounds", "samples", "feedback_items", "feedback_chars", "verify_tries", "n_buckets"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1; got {getattr(self, name)}")
+                raise ConfigError(name, f"must be >= 1; got {getattr(self, name)}")
         if self.exemplars < 0:
-            raise ValueError(f"exemplars must be >= 0; got {self.exemplars}")
+            raise ConfigError("exemplars", f"must be >= 0; got {self.exemplars}")
+        if not self.tau > 0:
+            raise ConfigError("tau", f"must be > 0; got {self.tau}")
+        if self.bucket_scale not in EXEMPLAR_SCALES:
+            raise ConfigError("bucket_scale", f"must be one of {', '.join(EXEMPLAR_SCALES)}; got {self.bucket_scale!r}")
+        if not 0 < self.verify_tolerance < math.inf:
+            raise ConfigError("verify_tolerance", f"must be > 0; got {self.verify_tolerance}")
+        if not self.min_gain >= 1:
+            raise ConfigError("min_gain", f"must be >= 1 (×); got {self.min_gain}")
+
+
+@dataclasses.dataclass
+class OptimizeSettings(SearchSettings):
+    """Everything `Optimizer` takes: the search, and the sampling a job config sets in its `rollout`
+    group (`from_config`)."""
+
+    max_tokens: int = 512
+    """Tokens sampled per response (`rollout.max_tokens`)."""
+    max_model_len: int = 8192
+    """Prompt + response tokens the engine holds (`rollout.max_model_len`)."""
+    temperature: float = 1.0
+    """`rollout.temperature`."""
+    top_p: float = 1.0
+    """`rollout.top_p`."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("max_tokens", "max_model_len"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"rollout.{name}", f"must be >= 1; got {getattr(self, name)}")
         if self.max_tokens >= self.max_model_len:
-            raise ValueError(
-                f"max_tokens={self.max_tokens} leaves no room for the prompt in max_model_len={self.max_model_len}"
+            raise ConfigError(
+                "rollout.max_tokens",
+                f"{self.max_tokens} leaves no room for the prompt in rollout.max_model_len={self.max_model_len}",
             )
-        if not self.tau > 0 or not 0 < self.top_p <= 1 or self.temperature < 0:
-            raise ValueError("tau must be > 0, top_p in (0, 1], temperature >= 0")
-        if self.bucket_scale not in ("log", "linear"):
-            raise ValueError(f"bucket_scale must be log or linear; got {self.bucket_scale!r}")
+        if not 0 < self.top_p <= 1:
+            raise ConfigError("rollout.top_p", f"must be in (0, 1]; got {self.top_p}")
+        if self.temperature < 0:
+            raise ConfigError("rollout.temperature", f"must be >= 0; got {self.temperature}")
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> "OptimizeSettings":
+        """The settings of a job config (`OptimizeJobConfig` or `ServeJobConfig`, or its DictConfig):
+        its `SearchSettings` keys and the sampling of its `rollout` group. One builder, so the
+        optimize job and the Serve app search alike. Raises ConfigError."""
+        search = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(SearchSettings)}
+        return cls(**search, **{k: getattr(cfg.rollout, k) for k in _ROLLOUT_KEYS})
 
 
-def settings_from_config(cfg: Any) -> OptimizeSettings:
-    """The `OptimizeSettings` of a job config (`OptimizeJobConfig` or `ServeJobConfig`): every
-    setting the config has a top-level key for, the sampling ones from its `rollout` section, the
-    defaults for the rest. One place, so the optimize job and the Serve app search alike."""
-    keys = {f.name for f in dataclasses.fields(OptimizeSettings)} - _ROLLOUT_KEYS
-    given = {k: getattr(cfg, k) for k in keys if k in cfg}
-    return OptimizeSettings(**given, **{k: getattr(cfg.rollout, k) for k in _ROLLOUT_KEYS})
-
-
-_ROLLOUT_KEYS = frozenset({"max_tokens", "max_model_len", "temperature", "top_p"})
+_ROLLOUT_KEYS = ("max_tokens", "max_model_len", "temperature", "top_p")
 
 
 @dataclasses.dataclass
@@ -336,7 +358,7 @@ class Optimizer:
 
     The object holds no per-task state: one `Optimizer` may serve many calls, from several threads
     as far as its parts allow (a `BenchmarkPool` runs one `evaluate_many` at a time and makes a
-    second caller wait). Raises ValueError for bad settings (from `OptimizeSettings`).
+    second caller wait).
     """
 
     def __init__(

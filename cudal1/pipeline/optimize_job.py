@@ -30,7 +30,7 @@ from typing import Any
 from tqdm.auto import tqdm
 
 from cudal1.pipeline.evaluate import format_paper_table, paper_table
-from cudal1.pipeline.optimize import Optimizer, ProgressCallback, TaskOutcome, settings_from_config
+from cudal1.pipeline.optimize import OptimizeSettings, Optimizer, ProgressCallback, TaskOutcome
 from cudal1.tasks.task import Task
 
 log = logging.getLogger(__name__)
@@ -233,7 +233,7 @@ def run_optimize_job(cfg: Any) -> tuple[list[TaskOutcome], list[dict[str, Any]]]
             pool = BenchmarkPool(spec)
             log.info("waiting for the rollout generator (%s)", model_path)
             generator.ready()
-            optimizer = Optimizer(generator, pool, tokenizer, settings_from_config(cfg), progress_bars=True)
+            optimizer = Optimizer(generator, pool, tokenizer, OptimizeSettings.from_config(cfg), progress_bars=True)
             outcomes, rows = optimize_tasks(
                 optimizer, tasks, out, starts=starts, tracker=tracker, pool_name=spec.name, ps=list(cfg.ps)
             )

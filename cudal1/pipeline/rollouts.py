@@ -37,7 +37,7 @@ def trainable(r: Rollout) -> bool:
 
 def reward_config(cfg: Any) -> RewardConfig:
     """The run's `RewardConfig`, from its `reward` config group."""
-    return RewardConfig.from_settings(cfg.reward)
+    return RewardConfig.from_config(cfg.reward)
 
 
 def sample_rollouts(

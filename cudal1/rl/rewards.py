@@ -62,6 +62,7 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from cudal1.errors import ConfigError
 from cudal1.bench.result import FAILED_STATUSES, HARNESS_LABELS, EvalResult, Label, SecondOpinion, Status
 from cudal1.rl.similarity import normalized_code
 
@@ -93,123 +94,125 @@ DEFAULT_LABEL_FACTORS: dict[str, float] = {
   settings (cuDNN autotuning, TF32, ...): part of its gain is the setting, not its code."""
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass
 class RewardConfig:
-    """How a response is priced. Rewards are unitless scalars; speedups are × (reference time /
-    candidate time).
+    """How a response is priced: the `reward` config group (conf/reward/*.yaml), consumed whole.
+    Rewards are unitless scalars; speedups are × (reference time / candidate time).
 
-    Attributes:
-        transform: "log_speedup" (credit B·v / (1 + |v|), v = ln(s) / B, B = ln max_credit:
-            about ln s for small gains, 0 at 1×, symmetric in speedup and slowdown, within
-            (-B, B)) or "speedup" (s at or below 1×; above, 1 + (M-1)·u / (1 + u),
-            u = (s-1) / (M-1), M = max_credit: within (0, M)).
-        max_credit: the scale (×) of the squashing: a speedup of max_credit earns half the
-            credit bound above 1×; > 1.
-        min_gain: a speedup counts as a gain only above this (×, ≥ 1); at or below it (and ≥ 1)
-            it is paid as 1.00×.
-        round_step: speedups are rounded toward 1.00 to a multiple of this (×; 0 = no rounding).
-        max_spread: a correct result whose per-round speedups disagree by more than this
-            ((max - min) / median, the evaluator's `speedup_spread`) earns no gain.
-        tie_floor, tie_factor: two correct results of one group tie when their log-speedups
-            differ by at most max(tie_floor, tie_factor × the larger of their spreads)
-            (`cudal1.rl.advantages.tie_clusters`). tie_floor is the between-evaluation noise of
-            the pool (relative; ln-speedup units): default 0.04, the top of the 1.4-4% that
-            separate evaluations of one 1-3 ms candidate differ by on an H200
-            (docs/benchmarks.md, "Repeatability, second look"; re-measure it for another pool
-            with benchmarks/repeatability.py and set it there). A spread is the whole range of
-            one result's rounds (within one evaluation, usually far smaller).
-        failure_reward: reward of a failure (parse error, bad format, compile or runtime error,
-            timeout, limit, wrong output, degenerate task or a failed degenerate-task check, no
-            result). None: the transform's
-            lower bound (-ln max_credit, or 0). Must not exceed that bound.
-        hack_reward: reward of a caught hack (status "hack"). None: `failure_reward`. Must not
-            exceed `failure_reward`.
-        label_factors: factor on the gain per evaluator label (a key matches the label itself
-            and "<key>:..."); stored as a sorted tuple of pairs so the config stays hashable.
-        required_sections: response sections ("analysis", "design") that must be present.
-        min_section_chars: a required section shorter than this (characters, stripped) counts
-            as missing.
-        verify_above, verify_over_best: a correct result faster than verify_above (×), or than
-            verify_over_best × its task's best known speedup, is measured again on another
-            actor of the pool before it is paid (`needs_second_opinion`, `cudal1.pipeline.verify`).
-        verify_tolerance: the two measurements may differ by this much, |s1 - s2| / min(s1, s2)
-            (unitless; 0.10 = 10%); beyond it the result is not paid ("suspect:unverified").
-
-    Raises:
-        ValueError: an unknown transform, a non-finite or out-of-range value, or a failure or
-            hack reward that would pay more than a correct candidate.
+    Validated on construction (Hydra's structured config builds it with `OmegaConf.to_object`):
+    raises `cudal1.errors.ConfigError` (a ValueError) naming the key for an unknown transform, a
+    non-finite or out-of-range value, or a failure or hack reward that would pay more than a
+    correct candidate. Not frozen: OmegaConf makes a frozen dataclass's node read-only, which no
+    YAML file or override could then set.
     """
 
     transform: str = "log_speedup"
+    """A correct candidate's credit, bounded softly: "log_speedup" (B·v / (1 + |v|), v = ln(s) / B,
+    B = ln max_credit: about ln s for small gains, 0 at 1×, symmetric in speedup and slowdown,
+    within (-B, B)) or "speedup" (s at or below 1×; above, 1 + (M-1)·u / (1 + u),
+    u = (s-1) / (M-1), M = max_credit: within (0, M))."""
     max_credit: float = 10.0
+    """The scale (×) of the softsign that bounds credit: a speedup of max_credit earns half the
+    credit bound above 1×, so outliers keep their rank but cannot dwarf the rest; > 1."""
     min_gain: float = MIN_GAIN
+    """A speedup counts as a gain only above this (×, >= 1); at or below it (and >= 1) it is paid
+    as 1.00×."""
     round_step: float = 0.01
+    """Speedups are rounded toward 1.00 to a multiple of this (×; 0 = no rounding)."""
     max_spread: float = 0.5
+    """A correct result whose per-round speedups disagree by more than this ((max - min) / median,
+    the evaluator's `speedup_spread`) earns no gain."""
     tie_floor: float = 0.04
+    """Two correct results of one group tie when their log-speedups differ by at most
+    max(tie_floor, tie_factor × the larger of their spreads) (`cudal1.rl.advantages.tie_clusters`).
+    tie_floor is the between-evaluation noise of the pool (relative; ln-speedup units): 0.04, the
+    top of the 1.4-4% that separate evaluations of one 1-3 ms candidate differ by on an H200
+    (docs/benchmarks.md, "Repeatability, second look"; re-measure it for another pool with
+    benchmarks/repeatability.py and set it there)..."""
     tie_factor: float = 1.0
+    """...or within this × the larger of their spreads (a spread is the whole range of one
+    result's rounds: within one evaluation, usually far smaller)."""
     failure_reward: float | None = None
+    """Reward of a failure (parse error, bad format, compile or runtime error, timeout, limit,
+    wrong output, degenerate task or a failed degenerate-task check, no result). null: the
+    transform's lower bound (-ln max_credit, or 0): a failure is below every correct candidate.
+    Must not exceed that bound. `failure_value` is the one paid."""
     hack_reward: float | None = None
-    label_factors: Any = tuple(sorted(DEFAULT_LABEL_FACTORS.items()))
+    """Reward of a caught hack (status "hack"). null: failure_reward. Must not exceed it.
+    `hack_value` is the one paid."""
+    label_factors: dict[str, float] = dataclasses.field(default_factory=lambda: dict(DEFAULT_LABEL_FACTORS))
+    """Factor on a gain's log-speedup per evaluator label (a key matches the label itself and
+    "<key>:..."; `DEFAULT_LABEL_FACTORS` says why each default). Set one to 1.0 to pay that label
+    in full."""
     required_sections: tuple[str, ...] = ("analysis", "design")
+    """Response sections a response must have (each at least `min_section_chars`) to be paid."""
     min_section_chars: int = 20
+    """A required section shorter than this (characters, stripped) counts as missing."""
     verify_above: float = 3.0
+    """A correct result faster than this (×) is measured again on another actor of the pool
+    before it is paid (`needs_second_opinion`, `cudal1.pipeline.verify`)..."""
     verify_over_best: float = 2.0
+    """...and so is one faster than this × its task's best known speedup."""
     verify_tolerance: float = VERIFY_TOLERANCE
+    """Two measurements s1, s2 (×) may differ by this much, |s1 - s2| / min(s1, s2) (unitless;
+    0.10 = 10%); beyond it the result is not paid ("suspect:unverified")."""
 
     def __post_init__(self) -> None:
         if self.transform not in TRANSFORMS:
-            raise ValueError(f"reward.transform: {self.transform!r} is not one of {TRANSFORMS}")
+            raise ConfigError("reward.transform", f"{self.transform!r} is not one of {', '.join(TRANSFORMS)}")
         for name in ("max_credit", "min_gain", "round_step", "max_spread", "tie_floor", "tie_factor"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise ValueError(f"reward.{name} must be a finite number >= 0, got {value!r}")
+                raise ConfigError(f"reward.{name}", f"must be a finite number >= 0, got {value!r}")
         if not self.max_credit > 1:
-            raise ValueError(f"reward.max_credit must be > 1 (×), got {self.max_credit}")
+            raise ConfigError("reward.max_credit", f"must be > 1 (×), got {self.max_credit}")
         if self.min_gain < 1:
-            raise ValueError(f"reward.min_gain must be >= 1 (×), got {self.min_gain}")
+            raise ConfigError("reward.min_gain", f"must be >= 1 (×), got {self.min_gain}")
         for name in ("verify_above", "verify_over_best"):
             if not getattr(self, name) >= 1:
-                raise ValueError(f"reward.{name} must be >= 1 (×), got {getattr(self, name)}")
+                raise ConfigError(f"reward.{name}", f"must be >= 1 (×), got {getattr(self, name)}")
         if not 0 < self.verify_tolerance < math.inf:
-            raise ValueError(f"reward.verify_tolerance must be > 0, got {self.verify_tolerance}")
-        factors = self.label_factors.items() if isinstance(self.label_factors, Mapping) else self.label_factors
-        factors = tuple(sorted((str(k), float(v)) for k, v in factors))
-        if any(not math.isfinite(v) or v < 0 for _, v in factors):
-            raise ValueError("reward.label_factors must be finite and >= 0")
-        object.__setattr__(self, "label_factors", factors)
-        object.__setattr__(self, "required_sections", tuple(self.required_sections))
-        floor = self.lower_bound
-        failure = floor if self.failure_reward is None else float(self.failure_reward)
-        hack = failure if self.hack_reward is None else float(self.hack_reward)
+            raise ConfigError("reward.verify_tolerance", f"must be > 0, got {self.verify_tolerance}")
+        # One form whatever built it (a mapping, a DictConfig's node, pairs): what OmegaConf takes back.
+        factors = self.label_factors.items() if hasattr(self.label_factors, "items") else self.label_factors
+        self.label_factors = {str(k): float(v) for k, v in factors}
+        for key, value in self.label_factors.items():
+            if not math.isfinite(value) or value < 0:
+                raise ConfigError(f"reward.label_factors.{key}", f"must be finite and >= 0, got {value}")
+        self.required_sections = tuple(str(s) for s in self.required_sections)
+        floor, failure, hack = self.lower_bound, self.failure_value, self.hack_value
         if not math.isfinite(failure) or failure > floor:
-            raise ValueError(
-                f"reward.failure_reward={failure} would pay a failure more than a correct candidate "
-                f"(correct rewards under {self.transform} lie above {floor:.4f}); set it <= {floor:.4f}"
+            raise ConfigError(
+                "reward.failure_reward",
+                f"{failure} would pay a failure more than a correct candidate (correct rewards under "
+                f"{self.transform} lie above {floor:.4f}); set it <= {floor:.4f}",
             )
         if not math.isfinite(hack) or hack > failure:
-            raise ValueError(f"reward.hack_reward={hack} would pay a caught hack more than a failure ({failure:.4f})")
-        object.__setattr__(self, "failure_reward", failure)
-        object.__setattr__(self, "hack_reward", hack)
+            raise ConfigError(
+                "reward.hack_reward", f"{hack} would pay a caught hack more than a failure ({failure:.4f})"
+            )
 
     @classmethod
-    def from_settings(cls, settings: Any) -> "RewardConfig":
-        """From the `reward` config group (`cudal1.config.RewardSettings`, its DictConfig, or a
-        mapping with those keys). Raises ValueError as the constructor does."""
-        get = (
-            settings.get
-            if isinstance(settings, Mapping) or hasattr(settings, "get")
-            else lambda k: getattr(settings, k)
-        )
-        fields = {f.name: get(f.name) for f in dataclasses.fields(cls)}
-        fields["label_factors"] = dict(fields["label_factors"] or {})
-        fields["required_sections"] = tuple(fields["required_sections"] or ())
-        return cls(**fields)
+    def from_config(cls, node: Any) -> "RewardConfig":
+        """The `reward` config group as a `RewardConfig`: one already built, its DictConfig node, or
+        a mapping of its fields. Raises ConfigError as the constructor does."""
+        return node if isinstance(node, cls) else cls(**dict(node.items()))
 
     @property
     def lower_bound(self) -> float:
         """The infimum of a correct candidate's credit: -ln(max_credit) for "log_speedup", 0 for
         "speedup" (never reached)."""
         return -math.log(self.max_credit) if self.transform == "log_speedup" else 0.0
+
+    @property
+    def failure_value(self) -> float:
+        """The reward a failure is paid: `failure_reward`, or `lower_bound` when it is null."""
+        return self.lower_bound if self.failure_reward is None else float(self.failure_reward)
+
+    @property
+    def hack_value(self) -> float:
+        """The reward a caught hack is paid: `hack_reward`, or `failure_value` when it is null."""
+        return self.failure_value if self.hack_reward is None else float(self.hack_reward)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -284,7 +287,7 @@ def label_factor(labels: Iterable[str], cfg: RewardConfig) -> float:
     (the key itself, or "<key>:<anything>")."""
     factor = 1.0
     labels = set(labels)
-    for key, value in cfg.label_factors:
+    for key, value in sorted(cfg.label_factors.items()):
         if key in labels or any(label.startswith(key + ":") for label in labels):
             factor *= value
     return factor
@@ -383,7 +386,7 @@ def price(
         A `Priced`. Never raises for any result content.
     """
     cfg = cfg or RewardConfig()
-    fail, hack = float(cfg.failure_reward), float(cfg.hack_reward)  # set by __post_init__
+    fail, hack = cfg.failure_value, cfg.hack_value
     if finish_reason == "length":
         return Priced(fail, "truncated", trainable=False)
     if parse_error is not None:

@@ -73,7 +73,7 @@ class PolicyServer:
         from cudal1.config import load_serve_config
         from cudal1.engines.logs import route_engine_logs
         from cudal1.launch import engine_kwargs
-        from cudal1.pipeline.optimize import settings_from_config
+        from cudal1.pipeline.optimize import OptimizeSettings
         from cudal1.policy.model import load_tokenizer
         from cudal1.serve.jobs import JobStore, OptimizeRunner, OptimizeService
 
@@ -110,7 +110,7 @@ class PolicyServer:
             c.serve.max_chat_tokens,
             min(c.rollout.max_tokens, c.serve.max_chat_tokens),
         )
-        settings = settings_from_config(c)
+        settings = OptimizeSettings.from_config(c)
         names = [c.bench.primary, *(n for n in self.pools if n != c.bench.primary)]
         limits = {
             "default_rounds": c.rounds,

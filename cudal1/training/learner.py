@@ -33,6 +33,7 @@ so every rank returns the group's figures.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import random
@@ -40,14 +41,15 @@ import shutil
 import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 
 from cudal1.engines import deepspeed_engine as dse
 from cudal1.records import PolicyExample
+from cudal1.training.config import LearnerConfig
 from cudal1.rl.losses import (
-    AGGREGATIONS,
     aggregate,
     chunked_token_entropy,
     chunked_token_logprobs,
@@ -143,100 +145,59 @@ class GRPOLearner:
 
     Args:
         model_path: local Hugging Face directory of a causal LM (config + weights).
-        zero_stage: DeepSpeed ZeRO stage 0..3.
-        precision: "fp32" | "bf16" | "fp16" (GPU only). The optimizer keeps fp32 master weights.
-        lr, weight_decay, grad_clip: AdamW learning rate, weight decay, max gradient norm.
-        kl_beta: weight of the k3 KL penalty to the reference; 0 (the default, as in DAPO and
-            Dr. GRPO) loads no reference model.
-        clip_eps, clip_eps_high: PPO ratio clip range [1 - clip_eps, 1 + clip_eps_high]
-            (clip_eps_high None = clip_eps; DAPO uses 0.28).
-        loss_agg: "grpo" | "dr_grpo" | "dapo" (see `cudal1.rl.losses.aggregate`).
-        max_response_len: dr_grpo's constant normalizer in tokens (the generation budget);
-            None uses the longest response of each mini-batch.
-        grad_accum, micro_batch: an optimizer step sees micro_batch * grad_accum examples, in
-            grad_accum forward/backward passes of micro_batch examples.
-        recompute_old_logprobs: the PPO ratio's old log-probabilities come from one no-grad
-            forward of this learner before the update (True), not from the sampling engine; the
-            engine's are then compared with them (metrics "engine_log_ratio*").
-        tis_cap: with recompute_old_logprobs, weight each token's surrogate by
-            min(exp(learner - engine), tis_cap) (truncated importance sampling,
-            `cudal1.rl.losses.truncated_importance`; None: off). The engine's tokens may come from
-            older weights (`pipeline.mode=async`): the weight then corrects that too.
-        dual_clip, log_ratio_clamp: see `cudal1.rl.losses.ppo_clip_objective`.
+        config: the `learner` config group (`cudal1.training.config.LearnerConfig`, whose fields
+            say what each does); `LearnerConfig()` when None. Its placement fields (num_cpus,
+            num_gpus, num_ranks) are `cudal1.actors.learner_group.LearnerGroup`'s.
+        max_response_len: dr_grpo's constant normalizer in tokens (the generation budget,
+            `rollout.max_tokens`); None uses the longest response of each mini-batch.
         device: "cpu" or "cuda" (picks DeepSpeed's accelerator and the gloo / nccl backend).
         seed: seeds python, numpy and torch.
         rendezvous: this rank's place in a learner group (`cudal1.engines.deepspeed_engine.Rendezvous`);
             None: a one-process world (or the launcher's environment).
-        offload_optimizer, offload_param: ZeRO-Offload of optimizer state (stages 1-3) and of
-            parameters (stage 3) to host memory.
-        gradient_checkpointing: recompute each decoder layer's activations in the backward pass
-            (transformers' non-reentrant checkpointing) instead of keeping them.
-        logprob_chunk: response positions per block of the float32 log-softmax (see the module
-            docstring).
+        overrides: `LearnerConfig` fields replacing `config`'s (e.g. `lr=1e-2, micro_batch=2`).
+
+    The PPO ratio's old log-probabilities come from one no-grad forward of this learner before
+    the update when `config.recompute_old_logprobs` (the engine's are then compared with them,
+    metrics "engine_log_ratio*"), and with `config.tis_cap` each token's surrogate is weighted by
+    min(exp(learner - engine), tis_cap): the engine's tokens may come from older weights
+    (`pipeline.mode=async`), which the weight then corrects too.
 
     Under ZeRO-3 the policy (and the KL reference) is loaded partitioned
     (`cudal1.engines.deepspeed_engine.load_partitioned`): no rank ever holds a full copy. The KL
     reference is its own forward-only DeepSpeed engine, partitioned like the policy under ZeRO-3.
 
     Raises:
-        ValueError: bad loss_agg, precision or stage, tis_cap <= 0, dual_clip <= 1,
-            log_ratio_clamp <= 0, logprob_chunk < 1, ZeRO stage 0 with several ranks, an
-            offload the stage cannot do.
+        ValueError: a bad config (`cudal1.errors.ConfigError`, naming the key), ZeRO stage 0 in a
+            world of several ranks.
     """
 
     def __init__(
         self,
         model_path: str | os.PathLike,
+        config: LearnerConfig | None = None,
         *,
-        zero_stage: int = 2,
-        precision: str = "fp32",
-        lr: float = 1e-6,
-        weight_decay: float = 0.0,
-        grad_clip: float = 1.0,
-        kl_beta: float = 0.0,
-        clip_eps: float = 0.2,
-        clip_eps_high: float | None = None,
-        loss_agg: str = "grpo",
         max_response_len: int | None = None,
-        grad_accum: int = 1,
-        micro_batch: int = 4,
         device: str = "cpu",
         seed: int = 0,
-        recompute_old_logprobs: bool = True,
-        tis_cap: float | None = None,
-        dual_clip: float | None = 3.0,
-        log_ratio_clamp: float = 20.0,
         rendezvous: dse.Rendezvous | None = None,
-        offload_optimizer: bool = False,
-        offload_param: bool = False,
-        gradient_checkpointing: bool = False,
-        logprob_chunk: int = 1024,
+        **overrides: Any,
     ):
-        if tis_cap is not None and not tis_cap > 0:
-            raise ValueError(f"tis_cap must be > 0, got {tis_cap}")
-        if dual_clip is not None and not dual_clip > 1:
-            raise ValueError(f"dual_clip must be > 1, got {dual_clip}")
-        if not log_ratio_clamp > 0:
-            raise ValueError(f"log_ratio_clamp must be > 0, got {log_ratio_clamp}")
-        self.recompute_old_logprobs = recompute_old_logprobs
-        self.tis_cap, self.dual_clip, self.log_ratio_clamp = tis_cap, dual_clip, log_ratio_clamp
-        if loss_agg not in AGGREGATIONS:
-            raise ValueError(f"loss_agg {loss_agg!r} not in {AGGREGATIONS}")
-        if micro_batch < 1 or grad_accum < 1:
-            raise ValueError("micro_batch and grad_accum must be >= 1")
-        if logprob_chunk < 1:
-            raise ValueError(f"logprob_chunk must be >= 1, got {logprob_chunk}")
-        self.logprob_chunk = logprob_chunk
+        config = dataclasses.replace(config or LearnerConfig(), **overrides)
+        self.config = config
+        self.recompute_old_logprobs = config.recompute_old_logprobs
+        self.tis_cap, self.dual_clip, self.log_ratio_clamp = config.tis_cap, config.dual_clip, config.log_ratio_clamp
+        self.logprob_chunk = config.logprob_chunk
         self.model_path = Path(model_path)
-        self.kl_beta = kl_beta
-        self.clip_eps = clip_eps
-        self.clip_eps_high = clip_eps_high
-        self.loss_agg = loss_agg
+        self.kl_beta = config.kl_beta
+        self.clip_eps = config.clip_eps
+        self.clip_eps_high = config.clip_eps_high
+        self.loss_agg = config.loss_agg
         self.max_response_len = max_response_len
-        self.micro_batch = micro_batch
-        self.grad_accum = grad_accum
-        self.precision = precision
+        self.micro_batch = config.micro_batch
+        self.grad_accum = config.grad_accum
+        self.precision = config.precision
         self.version = 0
+        zero_stage, precision = config.zero_stage, config.precision
         _seed_everything(seed)
         dse.init_distributed_if_needed(device=device, rendezvous=rendezvous)
         self.rank, self.world_size = dse.world()
@@ -245,25 +206,25 @@ class GRPOLearner:
                 "a learner group of several ranks needs zero_stage 1, 2 or 3 (stage 0 does not "
                 "report the gradient norm of the averaged gradient)"
             )
-        config = dse.engine_config(
+        engine_config = dse.engine_config(
             zero_stage=zero_stage,
             precision=precision,
-            grad_accum=grad_accum,
-            micro_batch=micro_batch,
-            grad_clip=grad_clip,
-            offload_optimizer=offload_optimizer,
-            offload_param=offload_param,
+            grad_accum=config.grad_accum,
+            micro_batch=config.micro_batch,
+            grad_clip=config.grad_clip,
+            offload_optimizer=config.offload_optimizer,
+            offload_param=config.offload_param,
         )
 
         from transformers import AutoModelForCausalLM  # heavy import, only where a model is loaded
 
         def load():
             if zero_stage == 3:
-                return dse.load_partitioned(self.model_path, config)
+                return dse.load_partitioned(self.model_path, engine_config)
             return AutoModelForCausalLM.from_pretrained(self.model_path, dtype=torch.float32)
 
         policy = load()
-        if gradient_checkpointing:
+        if config.gradient_checkpointing:
             policy.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         self.pad_id = _pad_id(policy.config)
         self.vocab_size = policy.get_input_embeddings().num_embeddings  # a module attribute: the full size under ZeRO-3
@@ -271,19 +232,19 @@ class GRPOLearner:
             policy,
             zero_stage=zero_stage,
             precision=precision,
-            lr=lr,
-            weight_decay=weight_decay,
-            grad_accum=grad_accum,
-            micro_batch=micro_batch,
-            grad_clip=grad_clip,
-            offload_optimizer=offload_optimizer,
-            offload_param=offload_param,
+            lr=config.lr,
+            weight_decay=config.weight_decay,
+            grad_accum=config.grad_accum,
+            micro_batch=config.micro_batch,
+            grad_clip=config.grad_clip,
+            offload_optimizer=config.offload_optimizer,
+            offload_param=config.offload_param,
         )
         self.device = self.engine.device
         self.reference = None
-        if kl_beta > 0:
+        if config.kl_beta > 0:
             self.reference = dse.make_eval_engine(
-                load(), zero_stage=zero_stage, precision=precision, offload_param=offload_param
+                load(), zero_stage=zero_stage, precision=precision, offload_param=config.offload_param
             )
 
     # ----- forward passes

@@ -15,7 +15,6 @@ from types import SimpleNamespace
 from cudal1.bench.evaluator import evaluate
 from cudal1.bench.result import Status
 from cudal1.bench.settings import EvalSettings
-from cudal1.config import RewardSettings
 from cudal1.pipeline.rollouts import sample_rollouts
 from cudal1.policy.model import load_tokenizer
 from cudal1.policy.prompts import plain_prompt
@@ -107,7 +106,7 @@ def test_format_failures_are_priced_without_reaching_the_pool(small_model_dir, t
     )
     pool = InProcessPool([task], settings)
     tokenizer = load_tokenizer(small_model_dir)
-    reward = {**dataclasses.asdict(RewardSettings()), "verify_above": 1e9, "verify_over_best": 1e9}
+    reward = RewardConfig(verify_above=1e9, verify_over_best=1e9)
     cfg = SimpleNamespace(
         rollout=SimpleNamespace(max_model_len=8192, max_tokens=1024, temperature=1.0, top_p=1.0), reward=reward
     )
@@ -119,7 +118,7 @@ def test_format_failures_are_priced_without_reaching_the_pool(small_model_dir, t
 
     assert [c.origin for c in pool.submitted] == ["step2/g0/s0"] and timings["evaluations"] == 1
     assert rollouts[0].result is not None and rollouts[0].result.status is Status.OK
-    failure = RewardConfig.from_settings(reward).failure_reward
+    failure = reward.failure_value
     got = [(r.candidate is None, r.result is None, r.reward_reason, r.reward) for r in rollouts[1:]]
     assert got == [
         (True, True, "format:missing_analysis", failure),

@@ -213,24 +213,24 @@ def test_the_optimize_job_and_the_serve_app_build_the_same_search_settings(tmp_p
     from hydra import compose, initialize_config_dir
 
     from cudal1.config import load_optimize_config, register_schema
-    from cudal1.pipeline.optimize import settings_from_config
+    from cudal1.pipeline.optimize import OptimizeSettings
     from cudal1.serve.app import compose_config
 
     register_schema()
     (tmp_path / "a.py").write_text(PROGRAM)
     common = ["rounds=3", "verify_tries=5", "min_gain=1.2", "rollout.max_tokens=48", "rollout.temperature=0.5"]
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        job = settings_from_config(
+        job = OptimizeSettings.from_config(
             load_optimize_config(
                 compose("optimize", overrides=[*common, f"task_files=[{tmp_path / 'a.py'}]", "feedback_items=2"])
             )
         )
     from cudal1.config import load_serve_config
 
-    served = settings_from_config(load_serve_config(compose_config([*common, "serve.token=t"])))
+    served = OptimizeSettings.from_config(load_serve_config(compose_config([*common, "serve.token=t"])))
     for s in (job, served):
         assert (s.rounds, s.verify_tries, s.min_gain, s.max_tokens, s.temperature) == (3, 5, 1.2, 48, 0.5)
-    assert (job.feedback_items, served.feedback_items) == (2, 4)  # the serve config has no such key: the default
+    assert (job.feedback_items, served.feedback_items) == (2, 4)  # the serve config does not set it: the default
 
 
 def test_a_submitted_program_is_a_task_or_a_clear_error():

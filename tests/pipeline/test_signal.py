@@ -63,7 +63,7 @@ def test_a_truncated_response_after_a_complete_code_block_is_paid_nothing_and_no
 def test_missing_sections_earn_the_failure_reward_and_lower_format_ok_rate():
     rs = [rollout(0, 0, ok(3.0), sections={"design": DESIGN}), rollout(0, 1, ok(1.5))]
     run(rs)
-    assert rs[0].reward_reason == "format:missing_analysis" and rs[0].reward == RewardConfig().failure_reward
+    assert rs[0].reward_reason == "format:missing_analysis" and rs[0].reward == RewardConfig().failure_value
     assert rs[1].advantage > 0 > rs[0].advantage
     metrics = rollout_metrics(rs)
     assert metrics["format_ok_rate"] == 0.5 and metrics["reason/format:missing_analysis"] == 1.0

@@ -11,7 +11,6 @@ tests/rollout/test_streaming.py and tests/actors/test_generator_group.py.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from types import SimpleNamespace
 
@@ -19,7 +18,7 @@ import pytest
 
 from cudal1.actors.bench_pool import BenchmarkPool, PoolSpec
 from cudal1.bench.result import Status
-from cudal1.config import RewardSettings
+from cudal1.rl.rewards import RewardConfig
 from cudal1.pipeline.rollouts import sample_rollouts
 from cudal1.policy.model import load_policy
 from cudal1.policy.prompts import plain_prompt
@@ -103,7 +102,7 @@ def tokenizer(small_model_dir):
 
 def context(tokenizer, generator, primary):
     rollout = SimpleNamespace(max_model_len=8192, max_tokens=1024, temperature=1.0, top_p=1.0)
-    cfg = SimpleNamespace(rollout=rollout, reward=dataclasses.asdict(RewardSettings()))
+    cfg = SimpleNamespace(rollout=rollout, reward=RewardConfig())
     return SimpleNamespace(
         cfg=cfg, tokenizer=tokenizer, generator=generator, pools=SimpleNamespace(primary=primary), buffer=None
     )

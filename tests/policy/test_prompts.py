@@ -77,7 +77,7 @@ def test_contrastive_prompt_asks_five_questions_and_says_what_an_analysis_short_
         return price(None, None, cfg, sections={**parsed.sections, "code": parsed.code}, code=parsed.code)
 
     short = priced("B is fastest.")  # 13 characters: under the bar the prompt states
-    assert (short.reason, short.reward) == ("format:missing_analysis", cfg.failure_reward)
+    assert (short.reason, short.reward) == ("format:missing_analysis", cfg.failure_value)
     assert priced("B is fastest: relu_ writes in place.").reason == "not_evaluated"  # passes the format check
 
 

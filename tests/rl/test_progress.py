@@ -13,7 +13,7 @@ from cudal1.rl.buffer import ExemplarBuffer
 from cudal1.rl.rewards import RewardConfig, price, share_identical
 from cudal1.rl.similarity import normalized_code
 
-FAIL = RewardConfig().failure_reward  # -ln 10
+FAIL = RewardConfig().failure_value  # -ln 10
 
 EXEMPLAR = '''import torch
 from torch.utils.cpp_extension import load_inline

@@ -61,7 +61,7 @@ def test_every_failure_earns_less_than_every_correct_candidate(transform):
     failures += [price(None, "syntax_error", cfg).reward, price(None, None, cfg).reward]
     slowest_correct = price(ok(0.011), None, cfg).reward  # 0.011 rounds up to 0.02
     assert max(failures) < slowest_correct
-    assert cfg.failure_reward == cfg.lower_bound
+    assert cfg.failure_value == cfg.lower_bound
 
 
 def test_a_failure_or_hack_reward_that_pays_more_than_correct_code_is_refused():
@@ -71,7 +71,7 @@ def test_a_failure_or_hack_reward_that_pays_more_than_correct_code_is_refused():
         RewardConfig(transform="speedup", failure_reward=0.5)
     with pytest.raises(ValueError, match="hack_reward"):
         RewardConfig(transform="speedup", failure_reward=-1.0, hack_reward=0.0)
-    assert RewardConfig(transform="speedup", failure_reward=-1.0, hack_reward=-2.0).hack_reward == -2.0
+    assert RewardConfig(transform="speedup", failure_reward=-1.0, hack_reward=-2.0).hack_value == -2.0
     for bad in (
         dict(max_credit=1.0),
         dict(min_gain=0.9),
@@ -127,13 +127,13 @@ def test_a_copy_of_a_shown_exemplar_earns_no_gain():
     other = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n"
     assert normalized_code(copy) == normalized_code(shown[0]) != normalized_code(other)
     p = price(ok(2.0), None, code=copy, shown=shown)
-    assert p.reason == "copy" and p.reward == RewardConfig().failure_reward and p.trainable
+    assert p.reason == "copy" and p.reward == RewardConfig().failure_value and p.trainable
     assert price(ok(2.0), None, code=other, shown=shown).reason == "ok"
 
 
 def test_a_truncated_response_earns_nothing_and_stays_out_of_the_update():
     p = price(ok(5.0), None, finish_reason="length")
-    assert p.reason == "truncated" and not p.trainable and p.reward == RewardConfig().failure_reward
+    assert p.reason == "truncated" and not p.trainable and p.reward == RewardConfig().failure_value
 
 
 def test_the_required_sections_are_required():
@@ -145,7 +145,7 @@ def test_the_required_sections_are_required():
 
 
 def test_failures_hacks_and_malformed_results():
-    fail = RewardConfig().failure_reward
+    fail = RewardConfig().failure_value
     assert price(ok(3.0), "no_modelnew").reason == "parse_error:no_modelnew"  # a parse error wins
     assert price(None, None) == price(None, None, sections=SECTIONS)
     assert price(None, None).reason == "not_evaluated"

@@ -12,12 +12,13 @@ from cudal1.actors.learner_group import LearnerGroup  # noqa: E402
 from cudal1.policy.model import load_policy  # noqa: E402
 from cudal1.records import PolicyExample  # noqa: E402
 from cudal1.training import GRPOLearner  # noqa: E402
+from cudal1.training.config import LearnerConfig  # noqa: E402
 from cudal1.training.shards import by_minibatch, contiguous  # noqa: E402
 
 # One optimizer step sees 4 examples: 2 ranks x micro_batch 2, or 1 rank x micro_batch 4. grpo_step
 # aggregates by dr_grpo with the mini-batch's longest response as its constant (the ranks must agree
 # on the sequence count and the longest response), sft_step by token mean (dapo: on the token count).
-COMMON = dict(zero_stage=3, lr=1e-2, loss_agg="dr_grpo", grad_accum=1, seed=0, max_response_len=None, kl_beta=0.05)
+COMMON = dict(zero_stage=3, lr=1e-2, loss_agg="dr_grpo", grad_accum=1, kl_beta=0.05)
 
 
 def batch() -> list[PolicyExample]:
@@ -34,7 +35,8 @@ def batch() -> list[PolicyExample]:
 
 @pytest.fixture(scope="module")
 def group(ray_cluster, small_model_dir):
-    g = LearnerGroup.start(str(small_model_dir), 2, num_cpus=1, micro_batch=2, **COMMON)
+    config = LearnerConfig(num_ranks=2, num_cpus=1, micro_batch=2, **COMMON)
+    g = LearnerGroup.start(str(small_model_dir), config, seed=0, max_response_len=None)
     g.ready(timeout_s=600)
     yield g
     g.kill()
