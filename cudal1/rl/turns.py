@@ -236,13 +236,13 @@ def turn_shown(codes: Sequence[str | None], shown: Iterable[str] = ()) -> list[l
 def price_copies(priced: Sequence[Priced], copied: Sequence[bool], cfg: RewardConfig | None = None) -> list[Priced]:
     """`priced` with every copied turn (`copied_turns`) that `price` would have paid as correct
     (a speedup set, or a bad speedup) priced as `price` prices a copy of a shown exemplar:
-    Priced(cfg.failure_reward, "copy"), trainable. Other turns keep their price (a failure stays
+    Priced(cfg.failure_value, "copy"), trainable. Other turns keep their price (a failure stays
     the failure it is). Apply it after `share_identical`, which would otherwise give a copy the
     price of the same program in another episode. Raises ValueError for lengths that differ."""
     if len(priced) != len(copied):
         raise ValueError(f"{len(priced)} prices but {len(copied)} copy flags")
     cfg = cfg or RewardConfig()
-    fail = float(cfg.failure_reward)  # type: ignore[arg-type]  # set by __post_init__
+    fail = cfg.failure_value
     return [
         Priced(fail, "copy") if c and (p.correct or p.reason == "bad_speedup") else p for p, c in zip(priced, copied)
     ]

@@ -21,7 +21,7 @@ from cudal1.rl.turns import (
     turn_shown,
 )
 
-FAIL = RewardConfig().failure_reward  # -ln 10
+FAIL = RewardConfig().failure_value  # -ln 10
 
 
 def ok(speedup, spread=0.0):
