@@ -11,6 +11,7 @@ tests/rollout/test_streaming.py and tests/actors/test_generator_group.py.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from types import SimpleNamespace
 
@@ -212,7 +213,7 @@ def test_each_distinct_program_of_a_step_is_evaluated_once_and_its_copies_share_
     ctx = context(tokenizer, ReplayGenerator(tokenizer, [0, 1], texts=texts), pool)
     # Any correct result is an outlier against a best of 1e-6x: each distinct correct program is re-measured.
     ctx.buffer = SimpleNamespace(best=lambda task_id: Exemplar(task_id, "", 1e-6))
-    ctx.cfg.reward = {**ctx.cfg.reward, "verify_over_best": 1.0}
+    ctx.cfg.reward = dataclasses.replace(ctx.cfg.reward, verify_over_best=1.0)
     timings: dict[str, float] = {}
     pool.evaluate_many = counting
     try:
