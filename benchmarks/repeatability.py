@@ -9,7 +9,8 @@ times moves between evaluations says where the variance comes from.
 
 Variants: `default` (the backend's EvalSettings), `long` (3× the rounds and 5× the time per
 round), `fixed_seed` (the same inputs in every evaluation), `overhead_q50` (the median fixed cost
-bounds the claims), `calibration_x3` (3× the calibration's batched rounds).
+bounds the claims), `calibration_x3` (3× the calibration's batched rounds), `timing_resolution`
+(the resolution from the timing pass's own reference round trips, capped by the calibration's).
 """
 
 from __future__ import annotations
@@ -45,6 +46,9 @@ def variants(backend: str, cache: str) -> dict[str, EvalSettings]:
         "calibration_x3": EvalSettings.for_backend(
             backend, cache_dir=cache, calibration_rounds=3 * base.calibration_rounds
         ),
+        # The resolution from the reference host's round trips of the timing pass itself, capped
+        # by the calibration's (`cudal1.bench.timing.pass_resolution`).
+        "timing_resolution": EvalSettings.for_backend(backend, cache_dir=cache, resolution_source="timing_pass"),
     }
 
 

@@ -847,6 +847,8 @@ class Judge:
         self._calibrate_both(max(2, s.calibration_rounds))
         self.result.overhead_ms = round(self.overhead_ms, 6)
         self.result.resolution_ms = round(self.resolution_ms, 6)
+        self.result.calibration_resolution_ms = round(self.resolution_ms, 6)
+        self.calibration_resolution_ms = self.resolution_ms
         self.result.baseline_ms = round(self.baseline_ms, 6)
         self.extra["calibration"] = {
             "one_call_ms": statistics.median(inner),
@@ -1118,6 +1120,7 @@ class Judge:
             typical += min(statistics.median(trips) - statistics.median(self.ref_calibration_trips), jit)
         self.trips_ms.append(statistics.median(trips) if trips else float("nan"))
         self.pass_overhead_ms = typical
+        self.pass_resolution_ms = timing.pass_resolution(self.calibration_resolution_ms, trips, k, s.resolution_source)
         totals = timing.candidate_rounds_ms(cand_walls, high, typical, tolerance_ms=tolerance)
         return ref_rounds, [[t / k for t in rnd] for rnd in totals]
 
@@ -1135,14 +1138,17 @@ class Judge:
     def measure(self) -> None:
         s = self.settings
         stats = self._timing_pass()
-        overhead, record = self.pass_overhead_ms, self.result.round_trips
-        speedup, _ = self._speedup(stats)
+        overhead, resolution, record = self.pass_overhead_ms, self.pass_resolution_ms, self.result.round_trips
+        speedup, _ = self._speedup(stats, resolution)
         if speedup > s.remeasure_above:
             second = self._timing_pass()
             self.result.remeasured = True
-            if self._speedup(second)[0] < speedup:
+            if self._speedup(second, self.pass_resolution_ms)[0] < speedup:
                 stats, overhead, record = second, self.pass_overhead_ms, self.result.round_trips
+                resolution = self.pass_resolution_ms
         self.stats, self.result.round_trips = stats, record
+        self.resolution_ms = resolution  # the kept pass's: its floor and its below_resolution label
+        self.result.resolution_ms = round(resolution, 6)
         self.result.overhead_ms = round(overhead, 6)
         self.extra["overhead"] = {"calibration_ms": self.overhead_ms, "interleaved_ms": self.trips_ms}
 
@@ -1169,9 +1175,12 @@ class Judge:
             self._label("below_resolution")
         self.result.speedup, self.result.speedup_spread = self._speedup(self.stats)
 
-    def _speedup(self, stats: tuple[list[list[float]], list[list[float]]]) -> tuple[float, float]:
+    def _speedup(
+        self, stats: tuple[list[list[float]], list[list[float]]], floor_ms: float | None = None
+    ) -> tuple[float, float]:
         ref_rounds, cand_rounds = stats
-        return timing.speedup_stats(ref_rounds, cand_rounds, ref_cap_ms=self.baseline_ms, floor_ms=self.resolution_ms)
+        floor = self.resolution_ms if floor_ms is None else floor_ms
+        return timing.speedup_stats(ref_rounds, cand_rounds, ref_cap_ms=self.baseline_ms, floor_ms=floor)
 
     def final_checks(self) -> None:
         time.sleep(0.05)

@@ -209,6 +209,9 @@ class EvalResult:
     """Jitter of that fixed cost (90th - 10th percentile over the clean calibration's round trips)
     over K, in ms per call: times below it cannot be told apart (label "below_resolution"). Both
     sides are taken as at least this, so two times below it give a speedup of 1.0×."""
+    calibration_resolution_ms: float | None = None
+    """The calibration's resolution (ms per call), the one `resolution_ms` takes unless the
+    settings' `resolution_source` is "timing_pass"."""
     baseline_ms: float | None = None
     """A clean reference time (ms): the 90th percentile of reference calls timed before the
     candidate was imported, or of those timed after its process was killed, whichever is larger.

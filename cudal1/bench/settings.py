@@ -16,6 +16,10 @@ def default_cache_dir() -> Path:
     return Path(os.environ.get("CUDAL1_CACHE", Path.home() / ".cache" / "cudal1"))
 
 
+RESOLUTION_SOURCES = ("calibration", "timing_pass")
+"""`EvalSettings.resolution_source`'s choices."""
+
+
 @dataclasses.dataclass
 class EvalSettings:
     """How one candidate is checked and timed.
@@ -72,6 +76,13 @@ class EvalSettings:
     """Batched rounds of the reference alone, before the candidate is imported: they measure the
     fixed cost of a K-call round trip (which bounds what the candidate's host may claim), its
     jitter (the resolution) and the clean reference time (`baseline_ms`)."""
+    resolution_source: str = "calibration"
+    """Where `resolution_ms` comes from: "calibration" (the jitter of both hosts' batched
+    calibration round trips, over K) or "timing_pass" (the jitter of the reference host's own
+    round trips in the timing pass, over K, at most the calibration's figure; the claim
+    tolerance stays on the calibration's). The calibration's figure is recorded either way
+    (`EvalResult.calibration_resolution_ms`). "timing_pass" is not yet compared with an
+    independent timing on a GPU (docs/benchmarks.md), hence not the default."""
     check_timed_outputs: bool = True
     """Compare every timed candidate output to the reference output on the same inputs."""
     flush_l2: bool = True
@@ -135,6 +146,8 @@ class EvalSettings:
                 f"need 1 <= calls_per_round <= max_calls_per_round, got {self.calls_per_round}, "
                 f"{self.max_calls_per_round}"
             )
+        if self.resolution_source not in RESOLUTION_SOURCES:
+            raise ValueError(f"resolution_source must be one of {RESOLUTION_SOURCES}, got {self.resolution_source!r}")
         if self.rounds < 1 or self.calibration_rounds < 1:
             raise ValueError(
                 f"rounds and calibration_rounds must be at least 1, got {self.rounds}, {self.calibration_rounds}"

@@ -285,6 +285,33 @@ def jitter(values_ms: list[float]) -> float:
     return max(percentile(values_ms, 0.9) - percentile(values_ms, 0.1), 1e-6)
 
 
+def pass_resolution(calibrated_ms: float, trips_ms: list[float], k: int, source: str = "calibration") -> float:
+    """The resolution (ms per call) a timing pass uses.
+
+    Args:
+        calibrated_ms: the calibration's resolution (ms per call): the jitter of its round
+            trips' fixed costs over K.
+        trips_ms: the reference host's fixed cost (ms, the judge's clock minus the host's own
+            time of its K forwards) of each round trip of this timing pass.
+        k: calls per round trip (K >= 1).
+        source: "calibration" (`calibrated_ms` as it is) or "timing_pass" (`jitter(trips_ms)`
+            over K, at most `calibrated_ms`; with fewer than 3 trips, `calibrated_ms`).
+
+    The reference host is the judge's own, so nothing of the candidate's sets its fixed costs
+    except through the machine they share; the cap keeps a candidate that makes them jitter more
+    from raising the floor of both sides above the calibration's.
+
+    Raises ValueError for an unknown source or k < 1.
+    """
+    if source not in ("calibration", "timing_pass"):
+        raise ValueError(f"unknown resolution source {source!r}")
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    if source == "calibration" or len(trips_ms) < 3:
+        return calibrated_ms
+    return min(calibrated_ms, jitter(trips_ms) / k)
+
+
 def fixed_costs(round_trips_ms: list[float], reference_ms: list[float]) -> list[float]:
     """Round trip minus forward (ms) of each calibration call after the first third (warm-up).
 

@@ -387,12 +387,21 @@ def test_a_failed_degenerate_task_check_fails_closed(cache_dir) -> None:
     assert not list((cache_dir / "tasks").glob(f"{UNCHECKABLE_TASK.source_hash}-*.json"))
 
 
+def test_a_resolution_from_the_timing_pass_is_at_most_the_calibrations(cache_dir) -> None:
+    r = evalkit.run(
+        "matmul_relu", evalkit.candidate("honest_matmul_relu"), cache_dir, resolution_source="timing_pass", rounds=4
+    )
+    assert r.status is Status.OK, evalkit.describe(r)
+    assert 0 < r.resolution_ms <= r.calibration_resolution_ms, (r.resolution_ms, r.calibration_resolution_ms)
+
+
 def test_an_ordinary_task_is_not_degenerate(cache_dir) -> None:
     r = evalkit.run("matmul_relu", evalkit.candidate("honest_matmul_relu"), cache_dir)
     assert r.status is Status.OK and r.task_degenerate is None and "degenerate_task" not in r.labels, evalkit.describe(
         r
     )
     assert r.overhead_ms is not None and r.overhead_ms > 0 and r.resolution_ms > 0 and r.baseline_ms > 0
+    assert r.resolution_ms == r.calibration_resolution_ms  # the default source
     # Where the time went: every phase the judge ran, in seconds, adding up to no more than the whole.
     top = {k: v for k, v in r.phases_s.items() if not k.startswith("calls: ")}
     assert {"reference", "setup", "calibration", "import", "correctness", "timing", "baseline", "processes"} <= set(top)

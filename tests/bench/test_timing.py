@@ -14,6 +14,7 @@ from cudal1.bench.timing import (
     candidate_rounds_ms,
     clocked_call_ms,
     jitter,
+    pass_resolution,
     percentile,
     speedup_stats,
     summarize_rounds,
@@ -215,6 +216,18 @@ def test_jitter_is_the_spread_between_the_10th_and_90th_percentiles():
     assert jitter([2.0, 2.0, 2.0]) == 1e-6  # never 0: a floor must stay a floor
     with pytest.raises(ValueError):
         jitter([])
+
+
+def test_a_timing_pass_resolution_is_its_own_trips_jitter_over_k_capped_by_the_calibrations():
+    trips = [1.0 + 0.01 * i for i in range(101)]  # jitter 0.8 ms
+    assert pass_resolution(0.5, trips, 4) == 0.5  # the default source: the calibration's, as it is
+    assert pass_resolution(0.5, trips, 4, "timing_pass") == pytest.approx(0.2)  # 0.8 / 4
+    assert pass_resolution(0.1, trips, 4, "timing_pass") == 0.1  # never above the calibration's
+    assert pass_resolution(0.5, [1.0, 3.0], 4, "timing_pass") == 0.5  # too few trips to say
+    with pytest.raises(ValueError):
+        pass_resolution(0.5, trips, 4, "best")
+    with pytest.raises(ValueError):
+        pass_resolution(0.5, trips, 0, "timing_pass")
 
 
 def test_the_memory_budget_is_a_share_of_the_free_device_memory_within_the_mib_cap():
