@@ -124,7 +124,9 @@ def test_a_host_spinning_between_its_round_trips_does_not_slow_the_reference(cac
     1.24x against 0.94x in another. Stopped while the reference is timed, it scored 1.04x against
     0.97x. What its under-claiming alone buys (its real forward time over the time counted: 1.01
     lean, 0.91-1.04 spinning, honest 0.95-0.99) is below what this shared machine resolves."""
-    settings = dict(rounds=4)
+    # 12 rounds, as the host-shortcut test in test_judge.py: at 4, honest evaluations of one code
+    # spread over 0.71-1.40x on a loaded machine, more than the bound below allows.
+    settings = dict(rounds=12)
     pairs = [
         (
             run(MATMUL_512, "honest_matmul_relu", cache_dir, **settings),
