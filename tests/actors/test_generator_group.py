@@ -152,27 +152,6 @@ def test_a_tensor_parallel_engine_takes_one_broadcast_on_every_worker(ray_cluste
 # streaming: groups handed out as their engine finishes them (transformers engines: seconds to start)
 
 
-def test_groups_arrive_as_their_engines_finish_them(ray_cluster, small_model_dir):
-    """Engine 0 samples up to 200 tokens for prompt 0, engine 1 one token for prompt 1: prompt 1's
-    group comes out first, and each group is complete and belongs to its prompt."""
-    from cudal1.actors.generator_group import GeneratorGroup
-
-    group = GeneratorGroup.start(
-        str(small_model_dir), "hf", num_engines=2, num_cpus=0.5, max_model_len=1024, dtype="float32", seed=0
-    )
-    try:
-        group.ready(timeout_s=600)
-        prompts, limits = [[5, 17, 99], [5, 17, 100]], [200, 1]
-        got = list(group.generate_stream(prompts, n=2, max_tokens=limits, temperature=1.0, top_p=1.0))
-        assert [i for i, _ in got] == [1, 0]
-        for i, gens in got:
-            assert len(gens) == 2 and all(g.prompt_ids == prompts[i] for g in gens)
-            assert all(1 <= len(g.response_ids) <= limits[i] for g in gens)
-        assert list(group.generate_stream([], n=2)) == []
-    finally:
-        group.kill()
-
-
 def test_an_engine_error_mid_stream_comes_after_every_finished_group(ray_cluster, small_model_dir):
     """An engine that raises on its third prompt (a token id outside the vocabulary): its first two
     groups come out, then EngineStreamError names the engine and how far it got."""
@@ -200,13 +179,13 @@ def test_an_engine_error_mid_stream_comes_after_every_finished_group(ray_cluster
         group.kill()
 
 
-def test_an_engine_that_dies_mid_stream_loses_no_finished_group(ray_cluster, small_model_dir):
-    """Engine 1 is killed right after its first group arrives, while it samples its second
-    (up to 3000 tokens): both of engine 0's groups and engine 1's first still come out, then
-    EngineStreamError says engine 1 died after 1 of its 2 groups."""
-    import ray
-
-    from cudal1.actors.generator_group import EngineStreamError, GeneratorGroup
+@pytest.fixture(scope="module")
+def hf_pair(ray_cluster, small_model_dir):
+    """Two transformers engines (n=2 and batch_size=2: one batch per prompt) for the streaming tests
+    below, started once: the test that kills one of them comes last. (Placement group names are
+    per engine index: no other group of this module may be started while this one lives, so the
+    tests that start their own come before it.)"""
+    from cudal1.actors.generator_group import GeneratorGroup
 
     group = GeneratorGroup.start(
         str(small_model_dir),
@@ -220,13 +199,39 @@ def test_an_engine_that_dies_mid_stream_loses_no_finished_group(ray_cluster, sma
     )
     try:
         group.ready(timeout_s=600)
-        prompts = [[5, 17, 99 + i] for i in range(4)]  # engine 0: prompts 0-1, engine 1: prompts 2-3
-        got = []
-        with pytest.raises(EngineStreamError, match="rollout engine 1 died after 1 of its 2 groups") as caught:
-            for i, gens in group.generate_stream(prompts, n=2, max_tokens=[4, 4, 4, 3000]):
-                got.append(i)
-                if i == 2:
-                    ray.kill(group.engines[1].actor, no_restart=True)
-        assert sorted(got) == [0, 1, 2] and caught.value.delivered == 1 and caught.value.assigned == 2
+        yield group
     finally:
         group.kill()
+
+
+def test_groups_arrive_as_their_engines_finish_them(hf_pair):
+    """Engine 0 samples up to 200 tokens for prompt 0, engine 1 one token for prompt 1: prompt 1's
+    group comes out first, and each group is complete and belongs to its prompt."""
+    group = hf_pair
+    prompts, limits = [[5, 17, 99], [5, 17, 100]], [200, 1]
+    got = list(group.generate_stream(prompts, n=2, max_tokens=limits, temperature=1.0, top_p=1.0))
+    assert [i for i, _ in got] == [1, 0]
+    for i, gens in got:
+        assert len(gens) == 2 and all(g.prompt_ids == prompts[i] for g in gens)
+        assert all(1 <= len(g.response_ids) <= limits[i] for g in gens)
+    assert list(group.generate_stream([], n=2)) == []
+
+
+def test_an_engine_that_dies_mid_stream_loses_no_finished_group(hf_pair):
+    """Engine 1 is killed right after its first group arrives, while it samples its second
+    (up to 3000 tokens): both of engine 0's groups and engine 1's first still come out, then
+    EngineStreamError says engine 1 died after 1 of its 2 groups. (It kills an engine of the
+    module's pair: the last test to use it.)"""
+    import ray
+
+    from cudal1.actors.generator_group import EngineStreamError
+
+    group = hf_pair
+    prompts = [[5, 17, 99 + i] for i in range(4)]  # engine 0: prompts 0-1, engine 1: prompts 2-3
+    got = []
+    with pytest.raises(EngineStreamError, match="rollout engine 1 died after 1 of its 2 groups") as caught:
+        for i, gens in group.generate_stream(prompts, n=2, max_tokens=[4, 4, 4, 3000]):
+            got.append(i)
+            if i == 2:
+                ray.kill(group.engines[1].actor, no_restart=True)
+    assert sorted(got) == [0, 1, 2] and caught.value.delivered == 1 and caught.value.assigned == 2
