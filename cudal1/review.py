@@ -46,6 +46,9 @@ ROLLOUT_COLUMNS = [
     "response_tokens",
     "model_version",
     "message",
+    "episode",
+    "turn",
+    "turn_return",
 ]
 EXEMPLAR_COLUMNS = ["task_id", "speedup", "status", "step", "model_version", "origin", "analysis", "code"]
 UNPARSED = "unparsed"
@@ -68,7 +71,9 @@ class RunData:
             status, or `UNPARSED` when the response failed to parse; `speedup` (×) is the
             measured one, set only for status ok, `paid_speedup` (×) the one the reward paid;
             `reference_ms` / `candidate_ms` are median ms per forward call (NaN when not timed);
-            `labels` is a list of strings.
+            `labels` is a list of strings; `episode`, `turn`, `turn_return`: a multi-turn
+            refinement episode's id, the turn (1 first) and its return (a single-turn rollout,
+            and a record written before episodes existed: None, 1, NaN).
         exemplars: one row per line of the buffer log, columns `EXEMPLAR_COLUMNS` (evicted
             exemplars stay in the log, so this is everything ever accepted).
         exports: names of the stages with an exported checkpoint under `exports/`.
@@ -161,13 +166,16 @@ def rollout_row(record: dict[str, Any], stage: str, unit: int | None) -> dict[st
         "response_tokens": len(gen.get("response_ids") or []),
         "model_version": gen.get("model_version"),
         "message": (res.get("message") or "")[:200],
+        "episode": record.get("episode"),
+        "turn": record.get("turn", 1),
+        "turn_return": record.get("return"),
     }
 
 
 def load_run(run_dir: str | os.PathLike[str]) -> RunData:
     """Load a run directory's state, rollouts and exemplar buffer.
 
-    Rollout files are read in step order; rows are sorted by (step, group, sample).
+    Rollout files are read in step order; rows are sorted by (step, group, sample, turn).
 
     Raises:
         FileNotFoundError: `run_dir` is not a directory.
@@ -188,9 +196,9 @@ def load_run(run_dir: str | os.PathLike[str]) -> RunData:
     rollouts = pd.DataFrame(rows, columns=ROLLOUT_COLUMNS)
     for col in ("speedup", "paid_speedup"):
         rollouts[col] = pd.to_numeric(rollouts[col], errors="coerce")
-    for col in ("reference_ms", "candidate_ms", "reward", "advantage"):
+    for col in ("reference_ms", "candidate_ms", "reward", "advantage", "turn_return"):
         rollouts[col] = pd.to_numeric(rollouts[col], errors="coerce")
-    rollouts = rollouts.sort_values(["step", "group", "sample"], kind="stable").reset_index(drop=True)
+    rollouts = rollouts.sort_values(["step", "group", "sample", "turn"], kind="stable").reset_index(drop=True)
 
     buffer_log = run_dir / "buffer" / "exemplars.jsonl"
     records = _read_jsonl(buffer_log) if buffer_log.exists() else []
