@@ -434,7 +434,8 @@ def run_contrastive_rl(ctx: RunContext) -> None:
                 "rollout_version": min(versions, default=learner_version),
                 "learner_version": learner_version,
             }
-            breakdown = [r.result for r in rollouts]
+            # One entry per evaluation: copies (and later turns) of one program share its result object.
+            breakdown = list({id(r.result): r.result for r in rollouts if r.result is not None}.values())
             del rollouts, examples  # the driver keeps no past step's rollouts (async: the next one is sampling)
             if mode == "async":
                 metrics["time/weight_sync_s"] = sync_s
