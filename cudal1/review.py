@@ -290,6 +290,52 @@ def best_per_task(run: RunData) -> pd.DataFrame:
     return best[columns]
 
 
+def episode_table(run: RunData) -> pd.DataFrame:
+    """The multi-turn refinement episodes of the run (`stage.contrastive_rl.turns` > 1), one row each.
+
+    Returns:
+        Index `episode` ("step<k>/g<group>/s<sample>", the first turn's origin), columns: step,
+        task_id, turns, statuses (per turn, the evaluator's status or `UNPARSED`), reasons (per
+        turn, the reward reason), rewards, returns (per turn; NaN for a turn left out),
+        first_passed / passed (turn 1 / any turn paid as correct, `metrics.PASSING`),
+        best_speedup (×, the best paid speedup of a passing turn; NaN for none). Empty when no
+        rollout belongs to an episode (a single-turn run, or records written before episodes).
+    """
+    columns = [
+        "step",
+        "task_id",
+        "turns",
+        "statuses",
+        "reasons",
+        "rewards",
+        "returns",
+        "first_passed",
+        "passed",
+        "best_speedup",
+    ]
+    r = run.rollouts[run.rollouts["episode"].notna()]
+    if r.empty:
+        return pd.DataFrame(columns=columns, index=pd.Index([], name="episode"))
+    rows = {}
+    for episode, turns in r.sort_values("turn", kind="stable").groupby("episode", sort=False):
+        passing = turns["reward_reason"].isin(PASSING) & turns["paid_speedup"].notna()
+        rows[episode] = {
+            "step": turns["step"].iloc[0],
+            "task_id": turns["task_id"].iloc[0],
+            "turns": len(turns),
+            "statuses": list(turns["status"]),
+            "reasons": list(turns["reward_reason"]),
+            "rewards": list(turns["reward"]),
+            "returns": list(turns["turn_return"]),
+            "first_passed": bool(passing.iloc[0]),
+            "passed": bool(passing.any()),
+            "best_speedup": turns["paid_speedup"].where(passing).max(),
+        }
+    table = pd.DataFrame.from_dict(rows, orient="index", columns=columns)
+    table.index.name = "episode"
+    return table
+
+
 def mlflow_metrics(run: RunData, tracking_uri: str | None = None) -> pd.DataFrame | None:
     """The latest value of every metric of the run's MLflow run, or None when there is none.
 

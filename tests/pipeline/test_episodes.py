@@ -332,3 +332,30 @@ def test_a_three_turn_step_refines_failures_evaluates_each_program_once_and_pric
     assert [r.advantage for r in rollouts] == [a for ep in turn_advantages(returns, "loo") for a in ep]
     assert [r.to_dict()["turn"] for r in rollouts] == [1, 2, 1, 2, 3, 1, 1, 2]
     assert turn_metrics(rollouts)["turn3/pass_rate"] == 1.0 and turn_metrics(rollouts)["episode/pass_rate"] == 1.0
+
+
+def test_the_review_reads_episode_records_beside_single_turn_ones(tmp_path):
+    import json
+
+    from cudal1 import review
+
+    prompts = [contrastive_prompt(TASK.source, [Exemplar(TASK.task_id, SHOWN, 1.5)])]
+    script = Script([[[response(BROKEN), response(FAST)]], [response(SLOW)]])
+    episodes = sample_episodes(
+        context(script), [TASK], prompts, 2, 1, shown=[[SHOWN]], turns=2, best_shown=[1.5], margin=1.3
+    )
+    assign_episode_advantages(episodes, REWARD, "none", gamma=0.4, baseline="loo")
+    single = sample_rollouts(context(Script([[[response(FAST), "no code"]]])), [TASK], prompts, 2, 0, shown=[[SHOWN]])
+    assign_advantages(single, REWARD, "none")
+    (tmp_path / "rollouts").mkdir()
+    for name, rollouts in (("rl_step0", single), ("rl_step1", episodes)):
+        (tmp_path / "rollouts" / f"{name}.jsonl").write_text("".join(json.dumps(r.to_dict()) + "\n" for r in rollouts))
+    run = review.load_run(tmp_path)
+    assert list(run.rollouts["turn"]) == [1, 1, 1, 2, 1] and run.rollouts["episode"].isna().sum() == 2
+    table = review.episode_table(run)
+    assert list(table.index) == ["step1/g0/s0", "step1/g0/s1"]
+    assert table.loc["step1/g0/s0", "statuses"] == ["runtime_error", "ok"]
+    assert table.loc["step1/g0/s0", "returns"] == [episodes[0].turn_return, episodes[1].turn_return]
+    assert list(table["turns"]) == [2, 1] and list(table["first_passed"]) == [False, True]
+    assert list(table["passed"]) == [True, True] and list(table["best_speedup"]) == [1.2, 2.0]
+    assert review.episode_table(review.load_run(tmp_path / "rollouts")).empty  # no records at all
