@@ -212,9 +212,15 @@ def sample_episodes(
     room = cfg.rollout.max_model_len - cfg.rollout.max_tokens
     budget = feedback_tokens if feedback_tokens is not None else room
     # The prompts that fit, so that group g is kept prompt g (sample_rollouts skips the others alike).
-    fit = [i for i, m in enumerate(prompts) if len(chat_prompt_ids(ctx.tokenizer, m)) <= room]
-    if len(fit) < len(prompts):
-        log.warning("%d prompts exceed max_model_len - max_tokens = %d; skipped", len(prompts) - len(fit), room)
+    fit = []
+    for i, (task, messages) in enumerate(zip(tasks, prompts)):
+        size = len(chat_prompt_ids(ctx.tokenizer, messages))
+        if size <= room:
+            fit.append(i)
+        else:
+            log.warning(
+                "%s: prompt of %d tokens exceeds max_model_len - max_tokens = %d; skipped", task.task_id, size, room
+            )
     if not fit:
         return []
     shown = [list(shown[i]) if shown is not None else [] for i in fit]

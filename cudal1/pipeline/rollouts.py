@@ -62,9 +62,10 @@ def sample_rollouts(
     "truncated", "format:missing_<section>"); the pool never sees it.
 
     Each distinct program of the step is evaluated once: a candidate whose task and
-    `normalized_code` equal those of a candidate already submitted in this step (in any group) is
-    not submitted again, and its rollout shares that candidate's `EvalResult` (the same object, so
-    a second opinion on it is measured once and holds for every copy; `program_key`).
+    `normalized_code` equal those of a candidate already submitted in this step (in any group, or
+    by an earlier call, found in `evaluated`) is not submitted again, and its rollout shares that
+    candidate's `EvalResult` (the same object, so a second opinion on it is measured once and
+    holds for every copy; `program_key`).
 
     Generation and evaluation overlap: each prompt's group is parsed and its candidates handed to
     the pool as soon as the generator finishes that group (`generate_stream`, `pool.stream()`),
