@@ -359,3 +359,12 @@ def test_the_review_reads_episode_records_beside_single_turn_ones(tmp_path):
     assert list(table["turns"]) == [2, 1] and list(table["first_passed"]) == [False, True]
     assert list(table["passed"]) == [True, True] and list(table["best_speedup"]) == [1.2, 2.0]
     assert review.episode_table(review.load_run(tmp_path / "rollouts")).empty  # no records at all
+
+
+def test_the_stop_rule_compares_with_the_best_exemplar_the_prompt_showed():
+    from cudal1.pipeline.stages import _best_shown
+
+    stored = [Exemplar(TASK.task_id, SLOW, 1.2), Exemplar(TASK.task_id, SHOWN, 1.5), Exemplar(TASK.task_id, FAST, 2.0)]
+    ctx = SimpleNamespace(buffer=SimpleNamespace(exemplars=lambda task_id: stored))
+    assert _best_shown(ctx, TASK.task_id, [SLOW, SHOWN]) == 1.5
+    assert _best_shown(ctx, TASK.task_id, []) is None
