@@ -25,8 +25,9 @@ What holds per turn:
 Limits: the turns of a step run one after another (turn t+1's generation starts once every
 episode's turn t is evaluated and priced: the stop rule needs the price), so a step's wall time
 grows with T; within a turn, groups still stream to the pool as `sample_rollouts` does. Each
-turn's prompt is sent to the generator as a fresh prompt of token ids; whether the engine reuses
-the shared prefix (vLLM prefix caching) is the engine's setting, not measured here. With
+turn's prompt is sent to the generator as a fresh prompt of token ids (the chat template's
+rendering of the conversation; earlier answers re-tokenized from their text); whether the engine
+reuses the shared prefix (vLLM prefix caching) was not measured. With
 turns = 1 nothing here runs: `sample_episodes` is `sample_rollouts`, and
 `assign_episode_advantages` is `assign_advantages`.
 """
@@ -39,6 +40,7 @@ import statistics
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING
 
+from cudal1.bench.result import EvalResult
 from cudal1.pipeline.metrics import PASSING
 from cudal1.pipeline.rollouts import assign_advantages, reward_config, sample_rollouts
 from cudal1.policy.model import chat_prompt_ids
@@ -226,7 +228,7 @@ def sample_episodes(
     shown = [list(shown[i]) if shown is not None else [] for i in fit]
     best = [best_shown[i] if best_shown is not None else None for i in fit]
     kept_tasks, kept_prompts = [tasks[i] for i in fit], [prompts[i] for i in fit]
-    evaluated: dict = {}
+    evaluated: dict[tuple[str, str], EvalResult] = {}
     total: dict[str, float] = {}
     part: dict[str, float] = {}
     first = sample_rollouts(ctx, kept_tasks, kept_prompts, n, step, part, shown=shown, evaluated=evaluated)
