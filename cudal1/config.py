@@ -218,7 +218,9 @@ class RLConfig:
     turns: int = 1
     """Turns per episode of multi-turn refinement (issue 26): turn t+1 shows the model its turn-t
     answer and the evaluator's report on it (`cudal1.policy.prompts.refinement_turn`). 1: today's
-    single-turn contrastive RL, exactly. More is not wired into the stage yet: `validate` refuses it."""
+    single-turn contrastive RL, exactly. More: `cudal1.pipeline.episodes` (docs/training.md, "Multi-turn
+    refinement"); each turn is a rollout and an example of its own, so a step evaluates up to
+    tasks_per_step × group_size × turns responses."""
     gamma: float = 0.4
     """Discount per turn of a turn's return, in [0, 1] (Kevin's 0.4; `cudal1.rl.turns.turn_returns`)."""
     turn_return: str = "best_later"
@@ -617,7 +619,7 @@ def validate(cfg: DictConfig) -> None:
 
 def _validate_turns(cfg: DictConfig) -> None:
     """The multi-turn settings of stage.contrastive_rl (their choices are in `CHOICES`). Raises
-    ConfigError; for turns > 1 always, until the stage runs episodes."""
+    ConfigError."""
     rl, key = cfg.stage.contrastive_rl, "stage.contrastive_rl"
     if rl.turns < 1:
         raise ConfigError(f"{key}.turns", f"must be >= 1 (1: single-turn); got {rl.turns}")
@@ -632,12 +634,6 @@ def _validate_turns(cfg: DictConfig) -> None:
         raise ConfigError(
             f"{key}.feedback_tokens",
             f"must be in [1, rollout.max_model_len - rollout.max_tokens = {room}] or null; got {rl.feedback_tokens}",
-        )
-    if rl.turns > 1:
-        raise ConfigError(
-            f"{key}.turns",
-            f"stage.contrastive_rl.turns > 1 is not wired into the RL stage yet (issue 26: only the per-turn "
-            f"returns, advantages and prompts exist); got {rl.turns}, set 1",
         )
 
 

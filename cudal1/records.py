@@ -83,6 +83,13 @@ class Rollout:
         priced: what it is worth (`cudal1.rl.rewards.price`), None until priced.
         advantage: group-normalized advantage.
         candidate: the candidate made of its code, None when it was not evaluated.
+        episode: the id of its multi-turn refinement episode (`cudal1.pipeline.episodes`: the
+            origin of the episode's first turn, "step<k>/g<group>/s<sample>"); None for a
+            single-turn rollout. The fields below are set only in an episode.
+        turn: its turn in the episode, 1 first (its prompt is the conversation so far).
+        feedback: the evaluator's report on the previous turn that its prompt showed; None for turn 1.
+        turn_return: its turn's return (`cudal1.rl.turns.turn_returns`), None until assigned
+            (and for a turn left out of the update).
     """
 
     task_id: str
@@ -97,6 +104,10 @@ class Rollout:
     priced: Priced | None = None
     advantage: float = 0.0
     candidate: Candidate | None = None
+    episode: str | None = None
+    turn: int = 1
+    feedback: str | None = None
+    turn_return: float | None = None
 
     @property
     def reward(self) -> float:
@@ -121,15 +132,17 @@ class Rollout:
 
     @property
     def origin(self) -> str:
-        """Where its candidate came from: "step<k>/g<group>/s<sample>" (the `Candidate.origin` and
-        `Exemplar.origin` of its code)."""
-        return f"step{self.step}/g{self.group}/s{self.sample}"
+        """Where its candidate came from: "step<k>/g<group>/s<sample>", with "/t<turn>" after a
+        refinement episode's first turn (the `Candidate.origin` and `Exemplar.origin` of its code)."""
+        base = f"step{self.step}/g{self.group}/s{self.sample}"
+        return f"{base}/t{self.turn}" if self.turn > 1 else base
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON-safe record of a rollout (a line of rollouts/*.jsonl): its fields but the
         candidate (its code is `sections["code"]`), with `result` as `EvalResult.to_dict()` and
-        the price as "reward", "reward_reason", "paid_speedup", "trainable"."""
-        return {
+        the price as "reward", "reward_reason", "paid_speedup", "trainable"; a turn of a refinement
+        episode adds "episode", "turn", "feedback" and "return" (a single-turn record has none of them)."""
+        out = {
             "task_id": self.task_id,
             "step": self.step,
             "group": self.group,
@@ -145,6 +158,9 @@ class Rollout:
             "paid_speedup": self.paid_speedup,
             "trainable": self.trainable,
         }
+        if self.episode is not None:
+            out.update(episode=self.episode, turn=self.turn, feedback=self.feedback, **{"return": self.turn_return})
+        return out
 
     def to_example(self) -> PolicyExample:
         """The learner's view: token ids and the advantage."""

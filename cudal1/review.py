@@ -46,6 +46,9 @@ ROLLOUT_COLUMNS = [
     "response_tokens",
     "model_version",
     "message",
+    "episode",
+    "turn",
+    "turn_return",
 ]
 EXEMPLAR_COLUMNS = ["task_id", "speedup", "status", "step", "model_version", "origin", "analysis", "code"]
 UNPARSED = "unparsed"
@@ -68,7 +71,9 @@ class RunData:
             status, or `UNPARSED` when the response failed to parse; `speedup` (×) is the
             measured one, set only for status ok, `paid_speedup` (×) the one the reward paid;
             `reference_ms` / `candidate_ms` are median ms per forward call (NaN when not timed);
-            `labels` is a list of strings.
+            `labels` is a list of strings; `episode`, `turn`, `turn_return`: a multi-turn
+            refinement episode's id, the turn (1 first) and its return (a single-turn rollout,
+            and a record written before episodes existed: None, 1, NaN).
         exemplars: one row per line of the buffer log, columns `EXEMPLAR_COLUMNS` (evicted
             exemplars stay in the log, so this is everything ever accepted).
         exports: names of the stages with an exported checkpoint under `exports/`.
@@ -161,13 +166,16 @@ def rollout_row(record: dict[str, Any], stage: str, unit: int | None) -> dict[st
         "response_tokens": len(gen.get("response_ids") or []),
         "model_version": gen.get("model_version"),
         "message": (res.get("message") or "")[:200],
+        "episode": record.get("episode"),
+        "turn": record.get("turn", 1),
+        "turn_return": record.get("return"),
     }
 
 
 def load_run(run_dir: str | os.PathLike[str]) -> RunData:
     """Load a run directory's state, rollouts and exemplar buffer.
 
-    Rollout files are read in step order; rows are sorted by (step, group, sample).
+    Rollout files are read in step order; rows are sorted by (step, group, sample, turn).
 
     Raises:
         FileNotFoundError: `run_dir` is not a directory.
@@ -188,9 +196,9 @@ def load_run(run_dir: str | os.PathLike[str]) -> RunData:
     rollouts = pd.DataFrame(rows, columns=ROLLOUT_COLUMNS)
     for col in ("speedup", "paid_speedup"):
         rollouts[col] = pd.to_numeric(rollouts[col], errors="coerce")
-    for col in ("reference_ms", "candidate_ms", "reward", "advantage"):
+    for col in ("reference_ms", "candidate_ms", "reward", "advantage", "turn_return"):
         rollouts[col] = pd.to_numeric(rollouts[col], errors="coerce")
-    rollouts = rollouts.sort_values(["step", "group", "sample"], kind="stable").reset_index(drop=True)
+    rollouts = rollouts.sort_values(["step", "group", "sample", "turn"], kind="stable").reset_index(drop=True)
 
     buffer_log = run_dir / "buffer" / "exemplars.jsonl"
     records = _read_jsonl(buffer_log) if buffer_log.exists() else []
@@ -280,6 +288,52 @@ def best_per_task(run: RunData) -> pd.DataFrame:
     best = e.loc[e.groupby("task_id", sort=True)["speedup"].idxmax()].set_index("task_id")
     best["exemplars"] = e.groupby("task_id").size()
     return best[columns]
+
+
+def episode_table(run: RunData) -> pd.DataFrame:
+    """The multi-turn refinement episodes of the run (`stage.contrastive_rl.turns` > 1), one row each.
+
+    Returns:
+        Index `episode` ("step<k>/g<group>/s<sample>", the first turn's origin), columns: step,
+        task_id, turns, statuses (per turn, the evaluator's status or `UNPARSED`), reasons (per
+        turn, the reward reason), rewards, returns (per turn; NaN for a turn left out),
+        first_passed / passed (turn 1 / any turn paid as correct, `metrics.PASSING`),
+        best_speedup (×, the best paid speedup of a passing turn; NaN for none). Empty when no
+        rollout belongs to an episode (a single-turn run, or records written before episodes).
+    """
+    columns = [
+        "step",
+        "task_id",
+        "turns",
+        "statuses",
+        "reasons",
+        "rewards",
+        "returns",
+        "first_passed",
+        "passed",
+        "best_speedup",
+    ]
+    r = run.rollouts[run.rollouts["episode"].notna()]
+    if r.empty:
+        return pd.DataFrame(columns=columns, index=pd.Index([], name="episode"))
+    rows = {}
+    for episode, turns in r.sort_values("turn", kind="stable").groupby("episode", sort=False):
+        passing = turns["reward_reason"].isin(PASSING) & turns["paid_speedup"].notna()
+        rows[episode] = {
+            "step": turns["step"].iloc[0],
+            "task_id": turns["task_id"].iloc[0],
+            "turns": len(turns),
+            "statuses": list(turns["status"]),
+            "reasons": list(turns["reward_reason"]),
+            "rewards": list(turns["reward"]),
+            "returns": list(turns["turn_return"]),
+            "first_passed": bool(passing.iloc[0]),
+            "passed": bool(passing.any()),
+            "best_speedup": turns["paid_speedup"].where(passing).max(),
+        }
+    table = pd.DataFrame.from_dict(rows, orient="index", columns=columns)
+    table.index.name = "episode"
+    return table
 
 
 def mlflow_metrics(run: RunData, tracking_uri: str | None = None) -> pd.DataFrame | None:

@@ -48,6 +48,9 @@ def sample_rollouts(
     step: int,
     timings: dict[str, float] | None = None,
     shown: Sequence[Sequence[str]] | None = None,
+    evaluated: dict[tuple[str, str], EvalResult] | None = None,
+    slots: Sequence[tuple[int, int]] | None = None,
+    turn: int = 1,
 ) -> list[Rollout]:
     """Generate `n` responses per prompt, parse them, evaluate the parsed candidates on the
     primary benchmark pool, and price them (`price`; no advantages yet).
@@ -59,9 +62,10 @@ def sample_rollouts(
     "truncated", "format:missing_<section>"); the pool never sees it.
 
     Each distinct program of the step is evaluated once: a candidate whose task and
-    `normalized_code` equal those of a candidate already submitted in this step (in any group) is
-    not submitted again, and its rollout shares that candidate's `EvalResult` (the same object, so
-    a second opinion on it is measured once and holds for every copy; `program_key`).
+    `normalized_code` equal those of a candidate already submitted in this step (in any group, or
+    by an earlier call, found in `evaluated`) is not submitted again, and its rollout shares that
+    candidate's `EvalResult` (the same object, so a second opinion on it is measured once and
+    holds for every copy; `program_key`).
 
     Generation and evaluation overlap: each prompt's group is parsed and its candidates handed to
     the pool as soon as the generator finishes that group (`generate_stream`, `pool.stream()`),
@@ -82,10 +86,18 @@ def sample_rollouts(
             Also "tokens", "evaluations" (candidates submitted to the pool) and
             "evaluations_saved" (candidates that shared an earlier copy's result instead), counts.
         shown: per prompt, the code of the exemplars it showed (a copy of one earns no gain).
+        evaluated: results of earlier calls of the same step (a refinement episode's earlier
+            turns, `cudal1.pipeline.episodes`), by `program_key`: a candidate found there is not
+            submitted and shares that result (counted in "evaluations_saved"); the results of
+            this call's new programs are added to it. None: no cache.
+        slots: per prompt, the (group, first sample) its responses are recorded as; None: (the
+            prompt's index among the kept prompts, 0). With slots, two prompts may share a group
+            (the turns t > 1 of a group's episodes, n = 1); `shown` must then agree per group.
+        turn: the turn recorded in each rollout (1: a single-turn rollout).
     Returns:
-        len(tasks) × n rollouts, ordered by group (= prompt index among the kept prompts) then
-        sample, whatever order the groups finished in; prompts too long for the model are skipped
-        with a warning.
+        len(tasks) × n rollouts, ordered by prompt (without `slots`: its group) then sample,
+        whatever order the groups finished in; prompts too long for the model are skipped with a
+        warning.
 
     Raises:
         Whatever the generator raises (e.g. `cudal1.actors.generator_group.EngineStreamError`);
@@ -93,7 +105,7 @@ def sample_rollouts(
     """
     cfg = ctx.cfg
     max_prompt = cfg.rollout.max_model_len - cfg.rollout.max_tokens
-    kept: list[tuple[Task, list[dict[str, str]], list[int], Sequence[str]]] = []
+    kept: list[tuple[Task, list[dict[str, str]], list[int], Sequence[str], tuple[int, int] | None]] = []
     for i, (task, messages) in enumerate(zip(tasks, prompts)):
         ids = chat_prompt_ids(ctx.tokenizer, messages)
         if len(ids) > max_prompt:
@@ -104,27 +116,29 @@ def sample_rollouts(
                 max_prompt,
             )
             continue
-        kept.append((task, messages, ids, shown[i] if shown is not None else ()))
+        kept.append((task, messages, ids, shown[i] if shown is not None else (), slots[i] if slots else None))
     if not kept:
         return []
     pool = ctx.pools.primary
     reward_cfg = reward_config(cfg)
+    cached = evaluated if evaluated is not None else {}
     groups: dict[int, list[Rollout]] = {}
     submitted: dict[tuple[str, str], int] = {}  # program_key -> index in the evaluation (submission order)
     keys: dict[tuple[int, int], tuple[str, str]] = {}  # (group, sample) -> its candidate's program_key
     t0 = time.perf_counter()
     with pool.stream(progress=True) as evaluation:
-        for g, gens in _groups(ctx.generator, [ids for _, _, ids, _ in kept], n, cfg.rollout):
-            task, messages = kept[g][0], kept[g][1]
+        for g, gens in _groups(ctx.generator, [ids for _, _, ids, _, _ in kept], n, cfg.rollout):
+            task, messages, slot = kept[g][0], kept[g][1], kept[g][4]
+            group, first = slot if slot is not None else (g, 0)
             groups[g] = [
-                _parsed(task.task_id, step, g, s, messages[-1]["content"], gen, reward_cfg)
+                _parsed(task.task_id, step, group, first + s, messages[-1]["content"], gen, reward_cfg, turn)
                 for s, gen in enumerate(gens)
             ]
             batch: dict[tuple[str, str], Candidate] = {}
             for r in groups[g]:
                 if r.candidate is not None:
-                    key = keys[(g, r.sample)] = program_key(r.candidate)
-                    if key not in submitted and key not in batch:
+                    key = keys[(r.group, r.sample)] = program_key(r.candidate)
+                    if key not in submitted and key not in batch and key not in cached:
                         batch[key] = r.candidate
             for key, k in zip(batch, evaluation.submit(list(batch.values()))):
                 submitted[key] = k
@@ -133,17 +147,21 @@ def sample_rollouts(
     rollouts = [r for g in sorted(groups) for r in groups[g]]
     evaluable = [r for r in rollouts if r.candidate is not None]
     for r in evaluable:  # copies of one program get the same EvalResult object
-        r.result = by_submission[submitted[keys[(r.group, r.sample)]]]
-    firsts: dict[tuple[str, str], Rollout] = {}  # one rollout per distinct program, its first, in rollout order
+        key = keys[(r.group, r.sample)]
+        r.result = by_submission[submitted[key]] if key in submitted else cached[key]
+    firsts: dict[tuple[str, str], Rollout] = {}  # one rollout per program new to this call, its first, in rollout order
     for r in evaluable:
-        firsts.setdefault(keys[(r.group, r.sample)], r)
+        if keys[(r.group, r.sample)] in submitted:
+            firsts.setdefault(keys[(r.group, r.sample)], r)
     candidates = [r.candidate for r in firsts.values()]
     results = [r.result for r in firsts.values()]
     verify_outliers(pool, candidates, results, _best_known(ctx, candidates, results), reward_cfg)
     if getattr(ctx, "recorder", None) is not None:  # the other architectures, for the record
         ctx.recorder.submit(step, candidates, results)
+    if evaluated is not None:
+        evaluated.update({key: r.result for key, r in firsts.items()})
     t2 = time.perf_counter()
-    price_rollouts(rollouts, reward_cfg, [shown_codes for _, _, _, shown_codes in kept])
+    price_rollouts(rollouts, reward_cfg, _shown_by_group(kept))
     if timings is not None:
         eval_start = evaluation.started if evaluation.started is not None else t1
         timings.update(
@@ -155,6 +173,17 @@ def sample_rollouts(
             tokens=float(sum(len(r.generation.response_ids) for r in rollouts)),
         )
     return rollouts
+
+
+def _shown_by_group(kept: Sequence[tuple[Any, Any, Any, Sequence[str], tuple[int, int] | None]]) -> list[Sequence[str]]:
+    """Per group, the exemplar code its prompt showed (`price_rollouts`' `shown`): without slots,
+    group g is kept prompt g."""
+    if all(slot is None for *_, slot in kept):
+        return [shown_codes for _, _, _, shown_codes, _ in kept]
+    out: list[Sequence[str]] = [()] * (1 + max(slot[0] for *_, slot in kept if slot is not None))
+    for _, _, _, shown_codes, slot in kept:
+        out[slot[0]] = shown_codes  # type: ignore[index]
+    return out
 
 
 def program_key(candidate: Candidate) -> tuple[str, str]:
@@ -182,13 +211,16 @@ def _parsed(
     prompt: str,
     gen: Generation,
     reward_cfg: RewardConfig | None = None,
+    turn: int = 1,
 ) -> Rollout:
     """The rollout of one response, with its parsed sections (the code under "code" when it
     parsed) and, for a parsed and finished response with the sections `reward_cfg` requires
     (`format_failure`; None: `RewardConfig()`), its candidate. A truncated or badly formatted
     response gets no candidate: it earns the failure reward whatever its code would do."""
     parsed = parse_response(gen.text)
-    r = Rollout(task_id, step, group, sample, prompt, gen, sections=dict(parsed.sections), parse_error=parsed.error)
+    r = Rollout(
+        task_id, step, group, sample, prompt, gen, sections=dict(parsed.sections), parse_error=parsed.error, turn=turn
+    )
     if parsed.code is not None and parsed.error is None:
         r.sections["code"] = parsed.code
         if gen.finish_reason != "length" and format_failure(r.sections, reward_cfg or RewardConfig()) is None:

@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from tqdm import tqdm
 
+from cudal1.pipeline.episodes import assign_episode_advantages, sample_episodes, turn_metrics
 from cudal1.pipeline.metrics import rollout_metrics, step_breakdown
 from cudal1.pipeline.overlap import OneStepAhead
 from cudal1.pipeline.rollouts import (
-    assign_advantages,
     is_success,
     reward_config,
     sample_rollouts,
@@ -385,8 +385,16 @@ def run_contrastive_rl(ctx: RunContext) -> None:
                 ctx.buffer.add(keep)
             last = ctx.state.unit + 1 == cfg.steps
             sync_s = pipeline.ahead(ctx.state.step + 1) if not last else 0.0
-            assign_advantages(rollouts, reward_config(ctx.cfg), cfg.advantage_scale)
+            assign_episode_advantages(
+                rollouts,
+                reward_config(ctx.cfg),
+                cfg.advantage_scale,
+                gamma=cfg.gamma,
+                form=cfg.turn_return,
+                baseline=cfg.turn_baseline,
+            )
             metrics = _rollout_log(ctx, rollouts, timings, "rl")
+            metrics.update({f"rl/{k}": v for k, v in turn_metrics(rollouts).items()})
             metrics.update(_stage1_share_log(ctx, rollouts, "rl"))
             learner_version = int(ctx.learner.attribute("version"))
             versions = [r.generation.model_version for r in rollouts]
@@ -426,7 +434,8 @@ def run_contrastive_rl(ctx: RunContext) -> None:
                 "rollout_version": min(versions, default=learner_version),
                 "learner_version": learner_version,
             }
-            breakdown = [r.result for r in rollouts]
+            # One entry per evaluation: copies (and later turns) of one program share its result object.
+            breakdown = list({id(r.result): r.result for r in rollouts if r.result is not None}.values())
             del rollouts, examples  # the driver keeps no past step's rollouts (async: the next one is sampling)
             if mode == "async":
                 metrics["time/weight_sync_s"] = sync_s
@@ -461,15 +470,36 @@ def _sync_if_behind(ctx: RunContext) -> float:
 
 def _sample_rl_step(ctx: RunContext, step: int) -> tuple[list[Rollout], dict[str, float], int]:
     """One RL step's rollouts (prompts drawn from the buffer as it stands now, then
-    `sample_rollouts`): (rollouts, timings, step). In async mode this runs in the sampling thread."""
+    `sample_episodes`: with turns 1 `sample_rollouts` itself; with more, every turn of every
+    episode): (rollouts, timings, step). In async mode this runs in the sampling thread."""
     cfg = ctx.cfg.stage.contrastive_rl
     tasks = ctx.rng.sample(ctx.tasks, min(cfg.tasks_per_step, len(ctx.tasks)))
     drawn = [ctx.buffer.draw(t, cfg.exemplars) for t in tasks]
     timings: dict[str, float] = {}
-    rollouts = sample_rollouts(
-        ctx, tasks, [m for m, _ in drawn], cfg.group_size, step, timings, shown=[codes for _, codes in drawn]
+    best = None
+    if cfg.turns > 1 and cfg.stop_margin is not None:
+        best = [_best_shown(ctx, t.task_id, codes) for t, (_, codes) in zip(tasks, drawn)]
+    rollouts = sample_episodes(
+        ctx,
+        tasks,
+        [m for m, _ in drawn],
+        cfg.group_size,
+        step,
+        timings,
+        shown=[codes for _, codes in drawn],
+        turns=cfg.turns,
+        best_shown=best,
+        margin=cfg.stop_margin,
+        feedback_tokens=cfg.feedback_tokens,
     )
     return rollouts, timings, step
+
+
+def _best_shown(ctx: RunContext, task_id: str, codes: list[str]) -> float | None:
+    """The best speedup (×) among the exemplars shown (`codes`) as the buffer holds them now
+    (one evicted since the draw counts no more), None for none."""
+    speedups = [e.speedup for e in ctx.buffer.exemplars(task_id) if e.code in set(codes)]
+    return max(speedups, default=None)
 
 
 def _pipeline_metrics(versions: list[int], learner_version: int, waited_s: float) -> dict[str, float]:
