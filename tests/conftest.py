@@ -46,6 +46,7 @@ FAST = frozenset(
         "bench/test_summary.py",
         "bench/test_timing.py",
         "bench/test_wire.py",
+        "pipeline/test_episodes.py",
         "pipeline/test_health.py",
         "pipeline/test_metrics.py",
         "pipeline/test_report.py",
