@@ -111,4 +111,4 @@ def test_a_bad_config_value_is_one_line(tmp_path):
         timeout=120,
     )
     assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines() == ["train: config error at learner.lr: must be > 0, got -1.0"]
+    assert proc.stderr.strip().splitlines() == ["train: config error at learner.lr: must be > 0; got -1.0"]
