@@ -289,41 +289,34 @@ _ANALYSIS_REFINE = (
 _OPENING_FENCE = re.compile(r"^\s*(`{3,})[\w+-]*\s*$")
 
 
-def _omit_code(text: str, note: str) -> str:
-    """`text` with each fenced code block (a closing fence at least as long as the opening one; an
-    unclosed block runs to the end) replaced by the line `note`."""
-    out: list[str] = []
+def _fence_lines(text: str) -> list[tuple[str, bool, bool]]:
+    """Each line of `text` as (line, in_block, opens): in_block for a fenced code block's lines,
+    its fences included (a closing fence at least as long as the opening one; an unclosed block
+    runs to the end); opens for an opening fence."""
+    out: list[tuple[str, bool, bool]] = []
     ticks = ""
     for line in text.split("\n"):
         if ticks:
             stripped = line.strip()
             if stripped.startswith(ticks) and set(stripped) == {"`"}:
                 ticks = ""
+            out.append((line, True, False))
             continue
         m = _OPENING_FENCE.match(line)
         if m:
             ticks = m.group(1)
-            out.append(note)
-        else:
-            out.append(line)
-    return "\n".join(out)
+        out.append((line, bool(m), bool(m)))
+    return out
+
+
+def _omit_code(text: str, note: str) -> str:
+    """`text` with each fenced code block (`_fence_lines`) replaced by the line `note`."""
+    return "\n".join(note if opens else line for line, in_block, opens in _fence_lines(text) if opens or not in_block)
 
 
 def _code_only(text: str) -> str:
     """The fenced code blocks of `text` (with their fences), or `text` when it holds none."""
-    kept: list[str] = []
-    ticks = ""
-    for line in text.split("\n"):
-        if ticks:
-            kept.append(line)
-            stripped = line.strip()
-            if stripped.startswith(ticks) and set(stripped) == {"`"}:
-                ticks = ""
-            continue
-        m = _OPENING_FENCE.match(line)
-        if m:
-            ticks = m.group(1)
-            kept.append(line)
+    kept = [line for line, in_block, _ in _fence_lines(text) if in_block]
     return "\n".join(kept) if kept else text
 
 
