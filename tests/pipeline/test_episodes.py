@@ -27,6 +27,8 @@ from cudal1.rl.rewards import Priced, RewardConfig, price
 from cudal1.rl.turns import episode_rewards, turn_advantages, turn_returns
 from cudal1.tasks.task import Task
 
+from .stream_pool import StreamPool
+
 
 def modelnew(tag: str, body: str = "torch.relu(x)") -> str:
     return (
@@ -86,30 +88,9 @@ def result_of(c) -> EvalResult:
     return EvalResult(c.task_id, Status.OK, speedup=s, speedup_spread=0.01)
 
 
-class Pool:
-    """`BenchmarkPool.stream()`'s interface; each program's result is fixed (`SPEEDUPS`)."""
-
-    def __init__(self):
-        self.submitted, self.started = [], None
-
-    def stream(self, progress=True):
-        self._start = len(self.submitted)
-        return self
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def submit(self, candidates):
-        start = len(self.submitted)
-        self.submitted.extend(candidates)
-        self.started = self.started or 0.0
-        return range(start - self._start, len(self.submitted) - self._start)
-
-    def results(self):
-        return [result_of(c) for c in self.submitted[self._start :]]
+def Pool():
+    """A stream pool whose results are fixed per program (`SPEEDUPS`)."""
+    return StreamPool(result_of)
 
 
 TASK = Task(1, 19, "relu", "import torch\n\nclass Model(torch.nn.Module):\n    pass\n")

@@ -22,6 +22,8 @@ from cudal1.records import Generation
 from cudal1.rl.rewards import RewardConfig
 from cudal1.tasks import load_tasks, seed_solutions
 
+from .stream_pool import StreamPool
+
 TASK = "level1/4"
 SEED = seed_solutions("cpu")[TASK].read_text()
 BROKEN = (
@@ -45,31 +47,12 @@ TEXTS = [
 ]
 
 
-class InProcessPool:
-    """`BenchmarkPool.stream()`'s interface in this process: every submitted candidate is recorded
-    and, at `results()`, evaluated by the real evaluator."""
+class InProcessPool(StreamPool):
+    """A stream pool in this process whose results come from the real evaluator."""
 
     def __init__(self, tasks, settings):
-        self.tasks, self.settings, self.submitted = {t.task_id: t for t in tasks}, settings, []
-        self.started = None
-
-    def stream(self, progress=True):
-        return self
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-    def submit(self, candidates):
-        start = len(self.submitted)
-        self.submitted.extend(candidates)
-        self.started = self.started or 0.0
-        return range(start, len(self.submitted))
-
-    def results(self):
-        return [evaluate(self.tasks[c.task_id], c.source, "cpu", settings=self.settings) for c in self.submitted]
+        by_id = {t.task_id: t for t in tasks}
+        super().__init__(lambda c: evaluate(by_id[c.task_id], c.source, "cpu", settings=settings))
 
     def evaluate_many(self, candidates, progress=False):
         raise AssertionError("no second opinion is asked for here")
