@@ -10,7 +10,11 @@ times moves between evaluations says where the variance comes from.
 Variants: `default` (the backend's EvalSettings), `long` (3× the rounds and 5× the time per
 round), `fixed_seed` (the same inputs in every evaluation), `overhead_q50` (the median fixed cost
 bounds the claims), `calibration_x3` (3× the calibration's batched rounds), `timing_resolution`
-(the resolution from the timing pass's own reference round trips, capped by the calibration's).
+(the resolution from the timing pass's own reference round trips, capped by the calibration's),
+`round<N>` (each timed round trip at least N ms of reference work: more calls per round, K, for a
+task whose reference is short against N).
+
+    ... --inprocess             # beside each task, the seed timed in one plain process (the yardstick)
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import tempfile
 from pathlib import Path
 
 from cudal1.bench.evaluator import evaluate
+from cudal1.bench.inprocess import measure_isolated
 from cudal1.bench.result import Status
 from cudal1.bench.settings import EvalSettings
 from cudal1.tasks import find_task, load_tasks, seed_solutions
@@ -52,6 +57,18 @@ def variants(backend: str, cache: str) -> dict[str, EvalSettings]:
     }
 
 
+def variant(name: str, backend: str, cache: str) -> EvalSettings:
+    """The settings named `name`: one of `variants`, or `round<N>` (min_round_ms=N).
+    Raises KeyError for an unknown name."""
+    if name.startswith("round") and name[5:].isdigit():
+        base = EvalSettings.for_backend(backend, cache_dir=cache)
+        n = float(name[5:])
+        return EvalSettings.for_backend(
+            backend, cache_dir=cache, min_round_ms=n, max_round_ms=max(base.max_round_ms, n)
+        )
+    return variants(backend, cache)[name]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", default="cuda", choices=["cpu", "cuda"])
@@ -65,16 +82,26 @@ def main(argv: list[str] | None = None) -> int:
         help="also append every evaluation's whole result (its round trips and their parts included) to this JSONL",
     )
     ap.add_argument("--cache", default=None, help="build cache to use (default: a new temporary one)")
+    ap.add_argument(
+        "--inprocess",
+        action="store_true",
+        help="also time each task's seed against its reference in one plain process (cudal1.bench.inprocess)",
+    )
     args = ap.parse_args(argv)
 
     cache = args.cache or tempfile.mkdtemp(prefix="cudal1-rep-cache-")
     tasks, seeds = load_tasks("builtin"), seed_solutions(args.backend)
-    all_variants = variants(args.backend, cache)
+    chosen = {name: variant(name, args.backend, cache) for name in args.variants}
     report = []
     for tid in args.tasks:
         task, source = find_task(tasks, tid), seeds[tid].read_text()
+        yardstick = None
+        if args.inprocess:
+            timed = measure_isolated(task, {"seed": source}, device="cuda" if args.backend == "cuda" else "cpu")
+            yardstick = timed.to_dict()
+            print(json.dumps({"task": tid, "inprocess": yardstick}), flush=True)
         for name in args.variants:
-            runs = [evaluate(task, source, args.backend, settings=all_variants[name]) for _ in range(args.repeats)]
+            runs = [evaluate(task, source, args.backend, settings=chosen[name]) for _ in range(args.repeats)]
             if args.records:
                 with open(args.records, "a", encoding="utf-8") as f:
                     for r in runs:
@@ -99,7 +126,10 @@ def main(argv: list[str] | None = None) -> int:
                 "overhead_ms": [getattr(r, "overhead_ms", None) for r in ok],
                 "resolution_ms": [getattr(r, "resolution_ms", None) for r in ok],
                 "statuses": sorted({r.status.value for r in runs}),
+                "calls_per_round": [r.calls_per_round for r in ok],
             }
+            if yardstick is not None:
+                entry["inprocess"] = yardstick
             report.append(entry)
             print(json.dumps(entry), flush=True)
             if args.out:  # after every entry: a run cut short by its time limit keeps what it measured

@@ -1120,7 +1120,9 @@ class Judge:
             typical += min(statistics.median(trips) - statistics.median(self.ref_calibration_trips), jit)
         self.trips_ms.append(statistics.median(trips) if trips else float("nan"))
         self.pass_overhead_ms = typical
-        self.pass_resolution_ms = timing.pass_resolution(self.calibration_resolution_ms, trips, k, s.resolution_source)
+        self.pass_resolution_ms = timing.pass_resolution(
+            self.calibration_resolution_ms, trips, k, s.resolution_source, least_ms=tolerance / k
+        )
         totals = timing.candidate_rounds_ms(cand_walls, high, typical, tolerance_ms=tolerance)
         return ref_rounds, [[t / k for t in rnd] for rnd in totals]
 

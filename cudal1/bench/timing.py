@@ -285,7 +285,9 @@ def jitter(values_ms: list[float]) -> float:
     return max(percentile(values_ms, 0.9) - percentile(values_ms, 0.1), 1e-6)
 
 
-def pass_resolution(calibrated_ms: float, trips_ms: list[float], k: int, source: str = "calibration") -> float:
+def pass_resolution(
+    calibrated_ms: float, trips_ms: list[float], k: int, source: str = "calibration", least_ms: float = 0.0
+) -> float:
     """The resolution (ms per call) a timing pass uses.
 
     Args:
@@ -295,7 +297,12 @@ def pass_resolution(calibrated_ms: float, trips_ms: list[float], k: int, source:
             time of its K forwards) of each round trip of this timing pass.
         k: calls per round trip (K >= 1).
         source: "calibration" (`calibrated_ms` as it is) or "timing_pass" (`jitter(trips_ms)`
-            over K, at most `calibrated_ms`; with fewer than 3 trips, `calibrated_ms`).
+            over K, at least `least_ms` and at most `calibrated_ms`; with fewer than 3 trips,
+            `calibrated_ms`).
+        least_ms: the least resolution "timing_pass" may give (ms per call): what a candidate
+            host may leave unexplained per call without being raised (the judge passes its
+            tolerance over K, `candidate_rounds_ms`), so a host that under-claims by that much
+            is still below the floor it is measured against.
 
     The reference host is the judge's own, so nothing of the candidate's sets its fixed costs
     except through the machine they share; the cap keeps a candidate that makes them jitter more
@@ -309,7 +316,7 @@ def pass_resolution(calibrated_ms: float, trips_ms: list[float], k: int, source:
         raise ValueError(f"k must be >= 1, got {k}")
     if source == "calibration" or len(trips_ms) < 3:
         return calibrated_ms
-    return min(calibrated_ms, jitter(trips_ms) / k)
+    return min(calibrated_ms, max(jitter(trips_ms) / k, least_ms))
 
 
 def fixed_costs(round_trips_ms: list[float], reference_ms: list[float]) -> list[float]:

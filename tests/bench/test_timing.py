@@ -224,6 +224,11 @@ def test_a_timing_pass_resolution_is_its_own_trips_jitter_over_k_capped_by_the_c
     assert pass_resolution(0.5, trips, 4, "timing_pass") == pytest.approx(0.2)  # 0.8 / 4
     assert pass_resolution(0.1, trips, 4, "timing_pass") == 0.1  # never above the calibration's
     assert pass_resolution(0.5, [1.0, 3.0], 4, "timing_pass") == 0.5  # too few trips to say
+    # Never below what a host may leave unexplained per call (the claim tolerance over K): a host
+    # under-claiming by that much must still meet the floor.
+    assert pass_resolution(0.5, trips, 4, "timing_pass", least_ms=0.3) == pytest.approx(0.3)
+    assert pass_resolution(0.5, trips, 4, "timing_pass", least_ms=0.9) == 0.5
+    assert pass_resolution(0.5, trips, 4, least_ms=0.05) == 0.5  # the calibration's source ignores it
     with pytest.raises(ValueError):
         pass_resolution(0.5, trips, 4, "best")
     with pytest.raises(ValueError):
@@ -279,3 +284,14 @@ def test_gc_paused_turns_the_collector_off_and_back_as_it_was():
     except KeyError:
         pass
     assert gc.isenabled()
+
+
+def test_cuda_takes_its_resolution_from_the_timing_pass_and_the_cpu_from_the_calibration():
+    """The backends' defaults (`EvalSettings.for_backend`): on CUDA the calibration's figure
+    floored fast candidates (docs/benchmarks.md); the CPU's claim tolerance is 0, so there the
+    timing pass's figure would have no lower bound from it."""
+    from cudal1.bench.settings import EvalSettings
+
+    assert EvalSettings.for_backend("cuda").resolution_source == "timing_pass"
+    assert EvalSettings.for_backend("cpu").resolution_source == "calibration"
+    assert EvalSettings.for_backend("cuda", resolution_source="calibration").resolution_source == "calibration"
