@@ -10,7 +10,8 @@ times moves between evaluations says where the variance comes from.
 Variants: `default` (the backend's EvalSettings), `long` (3× the rounds and 5× the time per
 round), `fixed_seed` (the same inputs in every evaluation), `overhead_q50` (the median fixed cost
 bounds the claims), `calibration_x3` (3× the calibration's batched rounds), `timing_resolution`
-(the resolution from the timing pass's own reference round trips, capped by the calibration's),
+(the resolution from the timing pass's own reference round trips, capped by the calibration's;
+CUDA's default), `calibration_resolution` (the calibration's; the CPU's default),
 `round<N>` (each timed round trip at least N ms of reference work: more calls per round, K, for a
 task whose reference is short against N).
 
@@ -54,6 +55,7 @@ def variants(backend: str, cache: str) -> dict[str, EvalSettings]:
         # The resolution from the reference host's round trips of the timing pass itself, capped
         # by the calibration's (`cudal1.bench.timing.pass_resolution`).
         "timing_resolution": EvalSettings.for_backend(backend, cache_dir=cache, resolution_source="timing_pass"),
+        "calibration_resolution": EvalSettings.for_backend(backend, cache_dir=cache, resolution_source="calibration"),
     }
 
 
