@@ -170,7 +170,8 @@ class Host:
     def _map_inputs(self, msg: dict[str, Any]) -> None:
         """Map the input slot a message carries (`in_slot`, and on the CPU its descriptor), if
         any, and rebuild the forward arguments of each of its `n` input sets (`self.sets`; set j
-        starts `set_bytes` × j into the slot). On the CPU every call brings a fresh slot, so the
+        starts `set_bytes` × j into the slot; each tensor's storage spans its own bytes only, so a
+        call's arguments do not reach the other sets: `Slot.view`). On the CPU every call brings a fresh slot, so the
         inputs of a call exist nowhere this process can see before the call arrives; the last
         call's slot is unmapped once nothing views it."""
         fds = list(self.chan.received_fds)

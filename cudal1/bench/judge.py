@@ -46,13 +46,16 @@ So, by construction:
   candidate is also stopped while the reference host's round trips run (`_pause_candidate`).
 
 What batching leaves open: inside one round trip the judge sees only the whole round, not each
-call, and all K input sets are in the candidate's reach from the first call (on CUDA they lie one
-after another in its slot). The host synchronizes the device after every forward, so an honest
-host runs the K calls one after another, as a one-call round trip would; a candidate can instead
-compute several calls' outputs in its first call and hand them out one per call, or switch off
-the host's synchronize (it runs in that process) and overlap its calls. Either is timed by what
-the round really took, which for small problems is less than K separate calls: not closed yet.
-Only overlap on side streams is labelled (`side_streams`, `collect_labels`).
+call. The K input sets lie one after another in one slot, mapped whole in the host, but each
+input tensor's storage spans its own bytes only (`Slot.view`), so a call's arguments give no way
+to the other sets through PyTorch's tensor API. The host synchronizes the device after every
+forward, so an honest host runs the K calls one after another, as a one-call round trip would; a
+candidate that reads past its input through a raw pointer (ctypes, a kernel of its own), or finds
+the host's views of every set by introspection (it runs in that process), can still compute
+several calls' outputs in its first call and hand them out one per call; and one can switch off
+the host's synchronize and overlap its calls. Either is timed by what the round really took,
+which for small problems is less than K separate calls: not closed yet. Only overlap on side
+streams is labelled (`side_streams`, `collect_labels`).
 
 Order of work: load the task and the reference; the degenerate-task check; hand each host its
 input slot; warm up the reference host, calibrate the round trip and choose K (which also times

@@ -18,6 +18,15 @@ them from the host's own memory (`cudal1.bench.readers`).
 Layout: tensors sit at 256-byte aligned offsets, in order; `TensorSpec` records dtype, shape,
 offset and size, and travels as JSON. `_Driver` holds the few CUDA driver calls the slots and the
 readers need.
+
+Each tensor `Slot.view` gives has a storage of its own that spans exactly its own bytes (CPU:
+`torch.frombuffer` over that byte range of the mapping; CUDA: `__cuda_array_interface__` over that
+range of the allocation), never the whole slot. A slot holds a round trip's K input sets one after
+another, so a call's arguments (`untyped_storage()`, `storage_offset()`, `set_`, `as_strided`,
+all bounded by the storage) give access to that call's inputs only, not the next calls' (which a
+candidate could otherwise compute in its first call, stacked, and hand out one per call). Reads
+through raw pointers (ctypes, PyTorch's private constructors from an address) still reach the
+rest of the mapping: the README's limits.
 """
 
 from __future__ import annotations
@@ -86,7 +95,7 @@ def plan(tensors: list[torch.Tensor]) -> tuple[list[TensorSpec], int]:
 class Slot:
     """A shared buffer of `nbytes` on `device` ("cpu" or "cuda[:i]"), made by the judge.
 
-    `view(spec)` gives a tensor over part of it. `export()` gives what the host needs to map it
+    `view(spec)` gives a tensor over part of it (with a storage of that part only). `export()` gives what the host needs to map it
     (JSON metadata, and on the CPU one file descriptor to send). Raises OSError (CPU) or
     RuntimeError (CUDA driver error) when the buffer cannot be made.
     """
@@ -114,7 +123,6 @@ class Slot:
             size = -(-self.nbytes // _CUDA_ROUND) * _CUDA_ROUND
             self._ptr = driver().alloc(size)
             self._ipc = driver().ipc_handle(self._ptr)
-            self.base = cuda_bytes(self._ptr, self.nbytes, self.device)
             return
         fd = os.memfd_create("cudal1-slot", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
         os.ftruncate(fd, self.nbytes)
@@ -146,7 +154,6 @@ class Slot:
     def _open(self, meta: dict[str, Any], fd: int | None) -> None:
         if meta.get("kind") == "cuda_ipc" and self.cuda:
             self._ptr = driver().ipc_open(bytes.fromhex(meta["handle"]))
-            self.base = cuda_bytes(self._ptr, self.nbytes, self.device)
         elif meta.get("kind") == "memfd" and not self.cuda and fd is not None:
             self._fd = fd
             # Page tables filled now, at the map, not by the forward's first touches: the same
@@ -160,21 +167,39 @@ class Slot:
     def _map(self, flags: int = 0) -> None:
         assert self._fd is not None
         self._mm = mmap.mmap(self._fd, self.nbytes, mmap.MAP_SHARED | flags, mmap.PROT_READ | mmap.PROT_WRITE)
-        self.base = torch.frombuffer(self._mm, dtype=torch.uint8, count=self.nbytes)
 
     # -- both ------------------------------------------------------------------------------------
 
     def view(self, spec: TensorSpec) -> torch.Tensor:
-        """The tensor `spec` describes, as a view of this slot (no copy)."""
-        raw = self.base[spec.offset : spec.offset + spec.nbytes]
+        """The tensor `spec` describes, over this slot's memory (no copy), with a storage of its
+        own that spans exactly its `spec.nbytes` bytes: nothing reached through the tensor's
+        storage lies outside them (the module's docstring says why). An empty tensor gets empty
+        memory of its own. Raises ValueError for a spec that does not lie inside the slot."""
+        if spec.offset < 0 or spec.offset + spec.nbytes > self.nbytes:
+            raise ValueError(f"{spec} does not lie inside a slot of {self.nbytes} bytes")
+        if spec.nbytes == 0:  # nothing to share; frombuffer and a null interface pointer refuse it
+            return torch.empty(spec.shape, dtype=spec.torch_dtype, device=self.device)
+        if self.cuda:
+            assert self._ptr is not None
+            raw = cuda_bytes(self._ptr + spec.offset, spec.nbytes, self.device, owner=self)
+        else:
+            assert self._mm is not None
+            # The storage starts at the offset and holds `count` bytes (and keeps the mapping alive).
+            raw = torch.frombuffer(self._mm, dtype=torch.uint8, count=spec.nbytes, offset=spec.offset)
         return raw.view(spec.torch_dtype).view(spec.shape)
 
 
-def cuda_bytes(ptr: int, nbytes: int, device: str) -> torch.Tensor:
-    """A uint8 tensor over `nbytes` of device memory at `ptr` (no copy, not owned)."""
+def cuda_bytes(ptr: int, nbytes: int, device: str, owner: Any = None) -> torch.Tensor:
+    """A uint8 tensor over `nbytes` of device memory at `ptr` (no copy, not owned), whose storage
+    spans exactly those bytes: PyTorch wraps the interface's pointer and shape (`at::from_blob`),
+    whatever allocation they lie in. The tensor holds the interface object until its storage is
+    freed, and the object holds `owner` (the slot the memory belongs to)."""
 
     class _Array:
         __cuda_array_interface__ = {"shape": (nbytes,), "typestr": "|u1", "data": (ptr, False), "version": 3}
+
+        def __init__(self) -> None:
+            self.owner = owner
 
     return torch.as_tensor(_Array(), device=device)
 

@@ -296,3 +296,34 @@ def test_fused_attention_switched_off_does_not_slow_the_reference():
     assert any(label.startswith("global_flags:") and "flash_sdp" in label for label in cheat.labels), cheat.labels
     assert cheat.reference.median_ms < 1.5 * honest.reference.median_ms, (cheat.reference, honest.reference)
     assert cheat.speedup < 1.5, cheat.speedup
+
+
+def test_a_cuda_slots_views_reach_only_their_own_bytes():
+    """Each input tensor a CUDA slot gives (the judge's and both hosts' views of a round trip's
+    input sets, `Slot.view`) is the slot's own memory, no copy, with a storage of its own bytes
+    only: through the tensor API a call reaches nothing of the neighbouring input sets (the
+    batching of tests/bench/candidates/batches_the_round.py). The CPU test is in test_wire.py."""
+    from cudal1.bench.slots import Slot, plan
+
+    x = torch.randn(3, 5, device="cuda")
+    y = torch.arange(7, device="cuda")
+    specs, set_bytes = plan([x, y])
+    sets = 4
+    slot = Slot(set_bytes * sets, "cuda")
+    for j in range(sets):
+        for spec, t in zip(specs, (x, y)):
+            slot.view(spec.moved(j * set_bytes)).copy_(t + j)
+    for j in range(sets):
+        for spec, t in zip(specs, (x, y)):
+            here = spec.moved(j * set_bytes)
+            view = slot.view(here)
+            storage = view.untyped_storage()
+            assert view.is_cuda and torch.equal(view, t + j)
+            assert view.data_ptr() == storage.data_ptr() == slot._ptr + here.offset  # the slot itself
+            assert storage.nbytes() == here.nbytes and view.storage_offset() == 0
+            with pytest.raises(RuntimeError):  # past the storage's end
+                view.as_strided((2, view.numel()), (view.numel(), 1))
+            with pytest.raises(RuntimeError):  # set_ would have to grow a storage that is not resizable
+                torch.empty(0, dtype=view.dtype, device="cuda").set_(storage, 0, (2, view.numel()), (view.numel(), 1))
+    slot.view(specs[0].moved(set_bytes)).fill_(-1)  # two views of one range are one memory
+    assert torch.equal(slot.view(specs[0].moved(set_bytes)), torch.full((3, 5), -1.0, device="cuda"))

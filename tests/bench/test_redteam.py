@@ -208,15 +208,13 @@ def test_the_control_computes_call_by_call(cache_dir) -> None:
     assert r.status is Status.OK and "BATCHED" not in r.log, evalkit.describe(r)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (README limits, issue 21): on the CPU a round trip's input sets lie in one slot, and each "
-    "call's input is a view whose storage spans the whole slot, so the first call finds every set of the "
-    "round through its own argument (no introspection), computes them stacked and hands the outputs out "
-    "one per call: correct, and timed by what the round took (1.2-1.8x on this chain single-threaded, "
-    "about 3x with two threads on a loaded machine)",
-)
 def test_a_call_cannot_reach_the_next_calls_inputs(cache_dir) -> None:
+    """A round trip's input sets lie in one slot. When each call's input was a view whose storage
+    spanned the whole slot, the first call found every set of the round through its own argument
+    (no introspection), computed them stacked and handed the outputs out one per call: correct,
+    and timed by what the round took (1.2-1.8x on this chain single-threaded, about 3x with two
+    threads on a loaded machine). Each input tensor now has a storage of its own bytes only
+    (`Slot.view`), so the candidate finds no other set and computes call by call."""
     r = run(SIN_CHAIN, "batches_the_round", cache_dir, calls_per_round=4)
     assert r.status is Status.OK, evalkit.describe(r)  # its outputs are right: it is not caught
     assert "BATCHED" not in r.log, evalkit.describe(r)

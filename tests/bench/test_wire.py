@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import json
 import os
 import socket
 import struct
 import time
+import warnings
 
 import pytest
 import torch
@@ -141,6 +143,91 @@ def test_a_cpu_slot_is_shared_and_cannot_be_resized_by_the_host(pair):
     os.close(spare)
     with pytest.raises(ValueError):
         Slot.attach({"kind": "cuda_ipc", "nbytes": 16, "handle": "00"}, "cpu")
+
+
+def _reaches_only_its_own_bytes(t: torch.Tensor, spec: TensorSpec) -> None:
+    """Every way to the memory behind `t` through PyTorch's tensor API ends at its own bytes."""
+    storage = t.untyped_storage()
+    assert storage.nbytes() == spec.nbytes and storage.data_ptr() == t.data_ptr() and t.storage_offset() == 0
+    with warnings.catch_warnings():  # TypedStorage is deprecated, and still reachable
+        warnings.simplefilter("ignore", UserWarning)
+        assert t.storage().nbytes() == spec.nbytes
+    if t._base is not None:
+        assert t._base.untyped_storage().nbytes() == spec.nbytes
+    with pytest.raises(RuntimeError):  # a view past the storage's end is refused
+        t.as_strided((2, t.numel()), (t.numel(), 1))
+    with pytest.raises(RuntimeError):
+        t.as_strided((t.numel(),), (1,), 1)
+    with pytest.raises(RuntimeError):  # set_ would have to grow the storage, which is not resizable
+        torch.empty(0, dtype=t.dtype, device=t.device).set_(storage, 0, (2, t.numel()), (t.numel(), 1))
+    with pytest.raises(RuntimeError):
+        storage.resize_(spec.nbytes * 2)
+
+
+def test_a_calls_tensors_reach_only_their_own_bytes_of_the_slot(pair):
+    """A round trip's input sets lie one after another in one slot; the tensors of each set, on
+    the judge's side and on the host's, have storages that span their own bytes only, so a call
+    cannot reach the next calls' inputs through its arguments (the batching of
+    `tests/bench/candidates/batches_the_round.py`)."""
+    x = torch.randn(3, 5)
+    y = torch.arange(7, dtype=torch.int64)
+    specs, set_bytes = plan([x, y])
+    sets = 4
+    slot = Slot(set_bytes * sets, "cpu")
+    meta, fds = slot.export()
+    judge, host = pair
+    judge.send("setup", fds=fds, slot=meta)
+    msg = host.recv(time.monotonic() + 5, max_fds=1)
+    mapped = Slot.attach(msg["slot"], "cpu", host.received_fds[0])
+    for j in range(sets):
+        for spec, t in zip(specs, (x, y)):
+            slot.view(spec.moved(j * set_bytes)).copy_(t + j)
+    for j in range(sets):
+        for spec, t in zip(specs, (x, y)):
+            here = spec.moved(j * set_bytes)
+            for side in (slot, mapped):
+                view = side.view(here)
+                assert torch.equal(view, t + j)  # the slot's memory itself: no copy
+                _reaches_only_its_own_bytes(view, here)
+    mapped.view(specs[0].moved(set_bytes)).fill_(-1)  # writes through such a view are the judge's to see
+    assert torch.equal(slot.view(specs[0].moved(set_bytes)), torch.full((3, 5), -1.0))
+    empty = TensorSpec("float32", (0, 4), set_bytes, 0)
+    assert slot.view(empty).shape == (0, 4)
+    with pytest.raises(ValueError):
+        slot.view(specs[0].moved(sets * set_bytes))
+
+
+def test_a_cuda_slots_views_are_windows_of_its_allocation(monkeypatch):
+    """The CUDA side of `Slot.view`, without a GPU: each tensor is asked of `cuda_bytes` for
+    exactly its own range of the allocation (and holds the slot alive), never the whole slot.
+    A host buffer stands in for the device allocation. The GPU test of the same is
+    `tests/bench/test_gpu_guards.py::test_a_cuda_slots_views_reach_only_their_own_bytes`."""
+    from cudal1.bench import slots
+
+    x = torch.randn(3, 5)
+    specs, set_bytes = plan([x, x])
+    memory = bytearray(set_bytes * 3)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(memory))
+    asked = []
+
+    def fake_cuda_bytes(ptr: int, nbytes: int, device: str, owner=None) -> torch.Tensor:
+        asked.append((ptr - base, nbytes, device, owner))
+        return torch.frombuffer(memory, dtype=torch.uint8, count=nbytes, offset=ptr - base)
+
+    monkeypatch.setattr(slots, "cuda_bytes", fake_cuda_bytes)
+    slot = Slot.__new__(Slot)
+    slot.device, slot.cuda, slot.nbytes, slot._ptr, slot._mm = "cuda:0", True, len(memory), base, None
+    for j in range(3):
+        for spec in specs:
+            slot.view(spec.moved(j * set_bytes)).copy_(x * j)
+    assert asked[-1] == (2 * set_bytes + specs[1].offset, specs[1].nbytes, "cuda:0", slot)
+    assert [(a[0], a[1]) for a in asked] == [
+        (j * set_bytes + spec.offset, spec.nbytes) for j in range(3) for spec in specs
+    ]
+    view = slot.view(specs[1].moved(set_bytes))
+    assert torch.equal(view, x) and view.untyped_storage().nbytes() == specs[1].nbytes
+    with pytest.raises(ValueError):
+        slot.view(specs[0].moved(3 * set_bytes))
 
 
 def test_an_integer_beyond_any_float_is_a_protocol_error():

