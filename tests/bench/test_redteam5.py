@@ -1,0 +1,196 @@
+"""Red team, fifth pass (redteam5): attacks an adversarial policy would try on the judge once each
+call's input has a storage of its own bytes only (`cudal1.bench.slots.Slot.view`), each run as a
+real evaluation on the CPU backend, with what the judge paid against an honest control.
+
+Open holes are strict expected failures whose reason states the hole and what it was paid; the
+README's limits list each of them. Attacks that fail are passing tests that pin the verdict.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import evalkit
+from cudal1.bench.evaluator import evaluate
+from cudal1.bench.result import HARNESS_LABELS, Status
+from cudal1.tasks.task import Task
+
+_HEADER = "import torch\nimport torch.nn as nn\n\n"
+
+
+def _task(problem_id: int, name: str, body: str) -> Task:
+    return Task(level=1, problem_id=problem_id, name=name, source=_HEADER + body)
+
+
+def _sin_chain(problem_id: int, name: str, shape: str) -> Task:
+    return _task(
+        problem_id,
+        name,
+        f"""
+class Model(nn.Module):
+    def forward(self, x):
+        y = x
+        for _ in range(16):
+            y = torch.sin(y) * 0.5 + y
+        return y
+
+def get_inputs():
+    return [torch.randn({shape})]
+
+def get_init_inputs():
+    return []
+""",
+    )
+
+
+# 48 small elementwise operators on one small input: a call is mostly per-operator overhead, so
+# computing several calls' inputs stacked costs about what one call does.
+SIN_CHAIN = _sin_chain(904, "sin_chain", "16, 256")
+# The same chain on 16x1024: each operator still runs on one core (below PyTorch's grain size), and
+# is long enough that two threads running two calls at once gain (1.7x for 8 calls on this machine).
+SIN_CHAIN_WIDE = _sin_chain(909, "sin_chain_wide", "16, 1024")
+
+TANH = _task(
+    902,
+    "tanh",
+    """
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.tanh(x)
+
+def get_inputs():
+    return [torch.randn(64, 1024)]
+
+def get_init_inputs():
+    return []
+""",
+)
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("cudal1-cache")
+
+
+def run(task: Task, source: str, cache_dir, **overrides):
+    overrides = {"rounds": 2, "calls_per_round": 4, **overrides}
+    return evaluate(task, source, "cpu", settings=evalkit.settings(cache_dir, **overrides))
+
+
+def not_harness(r) -> bool:
+    return not HARNESS_LABELS.intersection(r.labels) and r.status is not Status.INVALID_TASK
+
+
+# -- (1) a round trip's input sets reached past the call's own storage -----------------------------
+
+
+def test_the_control_computes_every_call_on_its_own(cache_dir) -> None:
+    r = run(SIN_CHAIN, evalkit.candidate("honest_sin_chain"), cache_dir)
+    assert r.status is Status.OK and "BATCHED" not in r.log, evalkit.describe(r)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (issue 21): a round trip's K input sets are all in the candidate's process from its first "
+    "call; a call's arguments reach only its own (Slot.view), but the host's frames (the loop's local list "
+    "of every set's arguments, found by walking sys._getframe), the garbage collector (gc.get_referrers of "
+    "the model gives the host and its `sets`) and a raw pointer (ctypes at data_ptr() + j*set_bytes, to the "
+    "end of the slot's mapping in /proc/self/maps) each let the first call compute the round stacked and "
+    "hand the outputs out one per call: correct, and paid by what the round took. Measured on sin_chain "
+    "(16x256, K 4-11): frames 3.4-3.6x, gc 2.3x, pointer 2.0x against 0.57x for the same code call by call. "
+    "The frames variant names its attributes by concatenated literals and so carries no "
+    "interpreter_introspection label (a regular expression over the source, priced at 1.0 anyway)",
+)
+@pytest.mark.parametrize("name", ["batches_via_frames", "batches_via_referrers", "batches_via_pointer"])
+def test_a_call_cannot_batch_the_round_by_introspection_or_pointer(name, cache_dir) -> None:
+    r = run(SIN_CHAIN, evalkit.candidate(name), cache_dir)
+    assert r.status is not Status.OK or "BATCHED" not in r.log, evalkit.describe(r)
+
+
+# -- (2) calls of a round trip overlapped through threads ------------------------------------------
+
+
+def test_the_control_finishes_every_output_before_it_returns(cache_dir) -> None:
+    r = run(SIN_CHAIN_WIDE, evalkit.candidate("honest_sin_chain"), cache_dir)
+    assert r.status is Status.OK and "PIPELINED" not in r.log, evalkit.describe(r)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (issue 21): on the CPU the calls of a round trip can overlap through threads, the CPU's "
+    "form of skipping the synchronize: every call but the round's last returns its output unfinished and "
+    "leaves it to a pool of two threads; the last computes its own and waits for the pool, so each output "
+    "is complete when the judge reads it (no introspection: a call finds its place in the round from its "
+    "input's address and /proc/self/maps). Nothing sees a forward return an unfinished output inside a "
+    "round trip (background_threads is looked for only after the import). Paid a median 2.4x (0.4-3.1x) "
+    "against 1.5x (1.2-1.5x) for the same chain call by call, 3 evaluations each on a loaded 2-core "
+    "machine",
+)
+def test_calls_of_a_round_cannot_overlap_through_threads(cache_dir) -> None:
+    r = run(SIN_CHAIN_WIDE, evalkit.candidate("pipelines_the_round"), cache_dir)
+    assert r.status is not Status.OK or "PIPELINED" not in r.log, evalkit.describe(r)
+
+
+# -- (3) telling the shifted trials apart by magnitude ----------------------------------------------
+
+
+def test_exact_only_where_the_input_looks_shifted_is_wrong_in_a_nominal_trial(cache_dir) -> None:
+    """The shifted trials (x*4-2, x*-3+1) are the only inputs with |x| above 6, so a candidate can
+    tell them apart and compute exactly there; but trials 1-5 are of the task's nominal
+    distribution, as every timed call is, and every timed output is checked: sloppiness kept for
+    nominal inputs is wrong in trial 1, before any shifted trial runs."""
+    r = run(TANH, evalkit.candidate("exact_only_on_wide_inputs"), cache_dir, calls_per_round=2)
+    assert r.status is Status.INCORRECT and r.message.startswith("trial 1"), evalkit.describe(r)
+    assert "EXACT PATH" not in r.log, evalkit.describe(r)
+
+
+# -- (4) exceptions the host might take for its own failure ------------------------------------------
+
+KINDS = ["system_exit", "keyboard_interrupt", "generator_exit", "base_exception", "unprintable"]
+
+
+@pytest.mark.parametrize("where", ["import", "init", "forward"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_anything_the_candidate_raises_is_its_own_failure(kind, where, cache_dir) -> None:
+    """SystemExit, KeyboardInterrupt, GeneratorExit, a BaseException of its own, or an exception
+    whose str() and repr() raise, at import, in ModelNew() or in forward: the host catches
+    BaseException, and an exception it cannot print takes the host down (runtime_error,
+    worker_crashed). Never a harness failure, which the reward would leave out of training."""
+    r = evalkit.run("matmul_relu", evalkit.candidate("raises_something", kind=kind, where=where), cache_dir)
+    expected = {Status.RUNTIME_ERROR} | ({Status.COMPILE_ERROR} if where == "import" else set())
+    assert r.status in expected and not_harness(r), evalkit.describe(r)
+
+
+@pytest.mark.parametrize("kind", ["system_exit", "unprintable"])
+def test_raising_only_while_recorded_loses_labels_or_the_result(kind, cache_dir) -> None:
+    """Raising only in the forward recorded for labels (a dispatch mode is on): a printable
+    exception gets the worst labels (profile_failed, reduced_precision), an unprintable one takes
+    the host down after everything was timed (runtime_error). Neither is the harness's failure."""
+    r = evalkit.run("matmul_relu", evalkit.candidate("raises_something", kind=kind, where="recorded"), cache_dir)
+    if kind == "unprintable":
+        assert r.status is Status.RUNTIME_ERROR and not_harness(r), evalkit.describe(r)
+    else:
+        assert r.status is Status.OK and {"profile_failed", "reduced_precision"} <= set(r.labels), evalkit.describe(r)
+
+
+def test_a_message_in_plain_unicode_keeps_its_text(cache_dir) -> None:
+    """The control of the next test: ordinary non-ASCII text in an exception comes back as it was."""
+    r = evalkit.run("matmul_relu", evalkit.candidate("raises_something", kind="unicode", where="forward"), cache_dir)
+    assert r.status is Status.RUNTIME_ERROR and "résumé ✓" in r.message, evalkit.describe(r)
+    r.message.encode("utf-8")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: text from the candidate's process (an exception's message, and so any reported mismatch "
+    "or hack message) reaches EvalResult.message unsanitized, lone surrogates included: the wire's JSON "
+    "escapes them and decodes them back. Such a str cannot be encoded as UTF-8 (print to a UTF-8 "
+    "stream, a file opened with encoding='utf-8') and the tokenizers library refuses it (TypeError: "
+    "TextInputSequence must be str), which the multi-turn refinement prompt quoting the feedback "
+    "(Feedback.report) needs; the status itself is the candidate's (runtime_error / compile_error)",
+)
+@pytest.mark.parametrize("where", ["import", "forward"])
+def test_a_message_from_the_candidate_is_valid_text(where, cache_dir) -> None:
+    r = evalkit.run("matmul_relu", evalkit.candidate("raises_something", kind="surrogate", where=where), cache_dir)
+    assert r.status in (Status.RUNTIME_ERROR, Status.COMPILE_ERROR) and not_harness(r), evalkit.describe(r)
+    r.message.encode("utf-8")
