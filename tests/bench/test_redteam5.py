@@ -97,7 +97,9 @@ def test_the_control_computes_every_call_on_its_own(cache_dir) -> None:
     "the model gives the host and its `sets`) and a raw pointer (ctypes at data_ptr() + j*set_bytes, to the "
     "end of the slot's mapping in /proc/self/maps) each let the first call compute the round stacked and "
     "hand the outputs out one per call: correct, and paid by what the round took. Measured on sin_chain "
-    "(16x256, K 4-11): frames 3.4-3.6x, gc 2.3x, pointer 2.0x against 0.57x for the same code call by call. "
+    "(16x256, K 4-16, a loaded 2-core machine): frames median 3.4x (2.6-3.6, one outlier 0.2), gc 2.8x "
+    "(2.3-3.6, one 0.2), pointer 2.0x (1.2-3.1) against 0.9x (0.6-1.0, one outlier 27.6) for the same code "
+    "call by call. "
     "The frames variant names its attributes by concatenated literals and so carries no "
     "interpreter_introspection label (a regular expression over the source, priced at 1.0 anyway)",
 )
@@ -122,9 +124,10 @@ def test_the_control_finishes_every_output_before_it_returns(cache_dir) -> None:
     "leaves it to a pool of two threads; the last computes its own and waits for the pool, so each output "
     "is complete when the judge reads it (no introspection: a call finds its place in the round from its "
     "input's address and /proc/self/maps). Nothing sees a forward return an unfinished output inside a "
-    "round trip (background_threads is looked for only after the import). Paid a median 2.4x (0.4-3.1x) "
-    "against 1.5x (1.2-1.5x) for the same chain call by call, 3 evaluations each on a loaded 2-core "
-    "machine",
+    "round trip (background_threads is looked for only after the import). Paid a median 5.6x (1.9-9.5x) "
+    "against 1.0x (0.9-1.3x) for the same chain call by call, 5 alternating evaluations each on a loaded "
+    "2-core machine (its three threads also take a larger share of a machine other work competes for); "
+    "another series: 2.4x (0.4-3.1x) against 1.5x (1.2-1.5x)",
 )
 def test_calls_of_a_round_cannot_overlap_through_threads(cache_dir) -> None:
     r = run(SIN_CHAIN_WIDE, evalkit.candidate("pipelines_the_round"), cache_dir)
@@ -185,9 +188,10 @@ def test_a_message_in_plain_unicode_keeps_its_text(cache_dir) -> None:
     reason="open: text from the candidate's process (an exception's message, and so any reported mismatch "
     "or hack message) reaches EvalResult.message unsanitized, lone surrogates included: the wire's JSON "
     "escapes them and decodes them back. Such a str cannot be encoded as UTF-8 (print to a UTF-8 "
-    "stream, a file opened with encoding='utf-8') and the tokenizers library refuses it (TypeError: "
-    "TextInputSequence must be str), which the multi-turn refinement prompt quoting the feedback "
-    "(Feedback.report) needs; the status itself is the candidate's (runtime_error / compile_error)",
+    "stream, a file opened with encoding='utf-8') and a fast tokenizer refuses it "
+    "(cudal1.policy.model.chat_prompt_ids raised TypeError on a message holding one), so a multi-turn "
+    "refinement prompt quoting that feedback (Feedback.report) cannot be tokenized; the status itself is "
+    "the candidate's (runtime_error / compile_error)",
 )
 @pytest.mark.parametrize("where", ["import", "forward"])
 def test_a_message_from_the_candidate_is_valid_text(where, cache_dir) -> None:
