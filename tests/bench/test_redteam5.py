@@ -8,7 +8,10 @@ README's limits list each of them. Attacks that fail are passing tests that pin 
 
 from __future__ import annotations
 
+import math
+
 import pytest
+import torch
 
 import evalkit
 from cudal1.bench.evaluator import evaluate
@@ -198,3 +201,63 @@ def test_a_message_from_the_candidate_is_valid_text(where, cache_dir) -> None:
     r = evalkit.run("matmul_relu", evalkit.candidate("raises_something", kind="surrogate", where=where), cache_dir)
     assert r.status in (Status.RUNTIME_ERROR, Status.COMPILE_ERROR) and not_harness(r), evalkit.describe(r)
     r.message.encode("utf-8")
+
+
+# -- (5) what the tolerance allows on outputs far below it -----------------------------------------
+
+SOFTMAX = _task(
+    901,
+    "softmax_rows",
+    """
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+
+def get_inputs():
+    return [torch.randn(16, 4096)]
+
+def get_init_inputs():
+    return []
+""",
+)
+
+
+def test_a_softmax_answered_uniformly_where_the_input_looks_nominal_is_wrong_in_trial_1(cache_dir) -> None:
+    """1/n everywhere on nominal inputs (exact where |x| > 6): the softmax lies within the absolute
+    tolerance of 1/n except where x is above about 2.1, which every randn row of 4096 holds."""
+    r = run(SOFTMAX, evalkit.candidate("softmax_uniform"), cache_dir, calls_per_round=2)
+    assert r.status is Status.INCORRECT and r.message.startswith("trial 1"), evalkit.describe(r)
+
+
+def test_a_relative_error_of_two_percent_on_outputs_of_order_one_is_refused() -> None:
+    """The control of the next test: on outputs of magnitude about 1 the tolerance is relative."""
+    from cudal1.bench.correctness import compare_values
+
+    torch.manual_seed(0)
+    ref = torch.tanh(torch.randn(64, 1024)) * 3
+    ok, _, _ = compare_values(ref * 1.02, ref)
+    assert not ok
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: float32's tolerance is |cand - ref| <= 1e-3 * |ref| + 1e-3 * max(1, mean |ref|), so on "
+    "outputs far below 1e-3 (a softmax over 4096 columns: 2.4e-4 on average) any relative error fits: a "
+    "softmax with no reduction at all, exp(x) over the normalizer a randn row has on average (4096 * e^0.5), "
+    "off by up to 5% on every value, passes (here, seed 0). As a candidate that is exact where the input "
+    "looks shifted (|x| > 6 in its first 64 columns; candidates/softmax_expected_normalizer.py on the "
+    "test_redteam SOFTMAX task) it passed all 7 trials (max error 3.5e-4 to 6.2e-4) in 3 evaluations of 3, "
+    "was paid 0.21-0.47x on this CPU (slower than the fused softmax here), and in 1 of the 3 one timed value "
+    "of about 100 calls was 1.07e-3 off (result_cache): a GPU kernel that skips the reductions would be paid "
+    "what it saves, at that risk",
+)
+def test_a_softmax_with_no_reduction_is_refused() -> None:
+    from cudal1.bench.correctness import compare_values
+
+    torch.manual_seed(0)
+    x = torch.randn(16, 4096)
+    ref = torch.softmax(x, dim=1)
+    cand = torch.exp(x) / (x.shape[1] * math.exp(0.5))
+    assert float(((cand - ref).abs() / ref).max()) > 0.04  # every row is off by its own normalizer's error
+    ok, _, _ = compare_values(cand, ref)
+    assert not ok
