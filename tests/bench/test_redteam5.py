@@ -15,7 +15,7 @@ import torch
 
 import evalkit
 from cudal1.bench.evaluator import evaluate
-from cudal1.bench.result import HARNESS_LABELS, Status
+from cudal1.bench.result import HARNESS_LABELS, HackKind, Status
 from cudal1.tasks.task import Task
 
 _HEADER = "import torch\nimport torch.nn as nn\n\n"
@@ -261,3 +261,21 @@ def test_a_softmax_with_no_reduction_is_refused() -> None:
     assert float(((cand - ref).abs() / ref).max()) > 0.04  # every row is off by its own normalizer's error
     ok, _, _ = compare_values(cand, ref)
     assert not ok
+
+
+# -- (6) the host's own reports switched off --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "cheat,kind",
+    [("relu_in_place", HackKind.INPUT_MUTATED), ("one_buffer", HackKind.RESULT_CACHE)],
+)
+def test_with_the_hosts_reports_silenced_the_judges_own_checks_catch_it(cheat, kind, cache_dir) -> None:
+    """The host runs in the candidate's process, so its reports can be switched off (found through
+    gc.get_referrers, told that no candidate is loaded). The judge does not rely on them: it
+    compares every input with what it wrote (a relu in place on the input: input_mutated in trial
+    1), and reads every output of a round trip after its last call (one buffer for every call:
+    wrong in the warm-up round, result_cache)."""
+    r = evalkit.run("relu", evalkit.candidate("silences_the_host", cheat=cheat), cache_dir, calls_per_round=4)
+    assert "SILENCED" in r.log, evalkit.describe(r)
+    assert r.status is Status.HACK and r.hack_kind is kind, evalkit.describe(r)
