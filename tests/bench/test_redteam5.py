@@ -127,14 +127,50 @@ def test_the_control_finishes_every_output_before_it_returns(cache_dir) -> None:
     "leaves it to a pool of two threads; the last computes its own and waits for the pool, so each output "
     "is complete when the judge reads it (no introspection: a call finds its place in the round from its "
     "input's address and /proc/self/maps). Nothing sees a forward return an unfinished output inside a "
-    "round trip (background_threads is looked for only after the import). Paid a median 5.6x (1.9-9.5x) "
-    "against 1.0x (0.9-1.3x) for the same chain call by call, 5 alternating evaluations each on a loaded "
-    "2-core machine (its three threads also take a larger share of a machine other work competes for); "
-    "another series: 2.4x (0.4-3.1x) against 1.5x (1.2-1.5x)",
+    "round trip (background_threads is looked for only after the import). Paid 1.1-9.6x (medians of two "
+    "alternating series 5.6x and 6.3x) against 0.2-1.0x for the same chain on the host's thread, on a loaded "
+    "2-core machine; but the same chain run synchronously in one worker thread was paid as much (8.3-10.9x, "
+    "next test): here the pay is the worker thread's, what the overlap adds was not resolved",
 )
 def test_calls_of_a_round_cannot_overlap_through_threads(cache_dir) -> None:
     r = run(SIN_CHAIN_WIDE, evalkit.candidate("pipelines_the_round"), cache_dir)
     assert r.status is not Status.OK or "PIPELINED" not in r.log, evalkit.describe(r)
+
+
+def _spinner():
+    while True:
+        pass
+
+
+@pytest.fixture
+def one_core_busy():
+    """Another process that keeps a core busy (as other evaluations do on a shared machine)."""
+    import multiprocessing
+
+    proc = multiprocessing.get_context("fork").Process(target=_spinner, daemon=True)
+    proc.start()
+    yield
+    proc.kill()
+    proc.join(5)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: PyTorch's small operators are timed otherwise on the host's main thread than on a thread "
+    "of the candidate's own: with another process busy on one of two cores, the chain (16x1024) took 8-10 ms "
+    "a call on the main thread (the reference's, in the reference host, and an honest candidate's) and "
+    "0.8-1.1 ms run synchronously in one worker thread (each output finished before forward returns: "
+    "correct and honest in every check), so wrapping forward in a thread was paid 5.2-9.7x against "
+    "0.2-1.0x for the same code on the host's thread (without the spinner, other evaluations on the machine "
+    "did the same: 8.3x, 9.9x, 10.9x against 0.23x, 0.96x, 0.98x). torch.set_num_threads(1) would do it "
+    "openly, and be labelled global_flags; a thread is not labelled (threads_source is a source regex "
+    "with no price)",
+)
+def test_a_forward_run_in_a_worker_thread_is_timed_as_on_the_hosts_thread(one_core_busy, cache_dir) -> None:
+    honest = run(SIN_CHAIN_WIDE, evalkit.candidate("honest_sin_chain"), cache_dir, rounds=4)
+    thread = run(SIN_CHAIN_WIDE, evalkit.candidate("sin_chain_in_a_thread"), cache_dir, rounds=4)
+    assert honest.status is Status.OK and thread.status is Status.OK, (evalkit.describe(honest), evalkit.describe(thread))
+    assert thread.speedup < 2 * honest.speedup + 0.5, (thread.speedup, honest.speedup)
 
 
 # -- (3) telling the shifted trials apart by magnitude ----------------------------------------------
