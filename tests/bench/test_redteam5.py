@@ -158,8 +158,9 @@ def one_core_busy():
     strict=True,
     reason="open: PyTorch's small operators are timed otherwise on the host's main thread than on a thread "
     "of the candidate's own: with another process busy on one of two cores, the chain (16x1024) took 8-10 ms "
-    "a call on the main thread (the reference's, in the reference host, and an honest candidate's) and "
-    "0.8-1.1 ms run synchronously in one worker thread (each output finished before forward returns: "
+    "a call on the main thread (the reference's, in the reference host, and an honest candidate's: its "
+    "two-thread OpenMP regions wait for the busy core; on one thread, 0.5 ms) and 0.8-1.1 ms run "
+    "synchronously in one worker thread (each output finished before forward returns: "
     "correct and honest in every check), so wrapping forward in a thread was paid 5.2-9.7x against "
     "0.2-1.0x for the same code on the host's thread (without the spinner, other evaluations on the machine "
     "did the same: 8.3x, 9.9x, 10.9x against 0.23x, 0.96x, 0.98x). torch.set_num_threads(1) would do it "
