@@ -9,6 +9,7 @@ README's limits list each of them. Attacks that fail are passing tests that pin 
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 import torch
@@ -168,6 +169,8 @@ def one_core_busy():
     "with no price)",
 )
 def test_a_forward_run_in_a_worker_thread_is_timed_as_on_the_hosts_thread(one_core_busy, cache_dir) -> None:
+    if len(os.sched_getaffinity(0)) != 2:
+        pytest.skip("measured with one busy core of two; elsewhere the spinner takes another share")
     honest = run(SIN_CHAIN_WIDE, evalkit.candidate("honest_sin_chain"), cache_dir, rounds=4)
     thread = run(SIN_CHAIN_WIDE, evalkit.candidate("sin_chain_in_a_thread"), cache_dir, rounds=4)
     assert honest.status is Status.OK and thread.status is Status.OK, (evalkit.describe(honest), evalkit.describe(thread))
