@@ -162,8 +162,8 @@ def one_core_busy():
     "a call on the main thread (the reference's, in the reference host, and an honest candidate's: its "
     "two-thread OpenMP regions wait for the busy core; on one thread, 0.5 ms) and 0.8-1.1 ms run "
     "synchronously in one worker thread (each output finished before forward returns: "
-    "correct and honest in every check), so wrapping forward in a thread was paid 5.2-9.7x against "
-    "0.2-1.0x for the same code on the host's thread (without the spinner, other evaluations on the machine "
+    "correct and honest in every check), so wrapping forward in a thread was paid 3.2-10.3x against "
+    "0.6-1.2x for the same code on the host's thread (its own time 0.17-0.27 of the honest one's; without the spinner, other evaluations on the machine "
     "did the same: 8.3x, 9.9x, 10.9x against 0.23x, 0.96x, 0.98x). torch.set_num_threads(1) would do it "
     "openly, and be labelled global_flags; a thread is not labelled (threads_source is a source regex "
     "with no price)",
@@ -174,7 +174,9 @@ def test_a_forward_run_in_a_worker_thread_is_timed_as_on_the_hosts_thread(one_co
     honest = run(SIN_CHAIN_WIDE, evalkit.candidate("honest_sin_chain"), cache_dir, rounds=4)
     thread = run(SIN_CHAIN_WIDE, evalkit.candidate("sin_chain_in_a_thread"), cache_dir, rounds=4)
     assert honest.status is Status.OK and thread.status is Status.OK, (evalkit.describe(honest), evalkit.describe(thread))
-    assert thread.speedup < 2 * honest.speedup + 0.5, (thread.speedup, honest.speedup)
+    # The candidates' own times, each a median over the pass (the speedups add the reference's noise).
+    times = (thread.candidate.median_ms, honest.candidate.median_ms, thread.speedup, honest.speedup)
+    assert thread.candidate.median_ms > 0.5 * honest.candidate.median_ms, times
 
 
 # -- (3) telling the shifted trials apart by magnitude ----------------------------------------------
