@@ -1,0 +1,323 @@
+"""Red team, fifth pass (redteam5): attacks an adversarial policy would try on the judge once each
+call's input has a storage of its own bytes only (`cudal1.bench.slots.Slot.view`), each run as a
+real evaluation on the CPU backend, with what the judge paid against an honest control.
+
+Open holes are strict expected failures whose reason states the hole and what it was paid; the
+README's limits list each of them. Attacks that fail are passing tests that pin the verdict.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+import torch
+
+import evalkit
+from cudal1.bench.evaluator import evaluate
+from cudal1.bench.result import HARNESS_LABELS, HackKind, Status
+from cudal1.tasks.task import Task
+
+_HEADER = "import torch\nimport torch.nn as nn\n\n"
+
+
+def _task(problem_id: int, name: str, body: str) -> Task:
+    return Task(level=1, problem_id=problem_id, name=name, source=_HEADER + body)
+
+
+def _sin_chain(problem_id: int, name: str, shape: str) -> Task:
+    return _task(
+        problem_id,
+        name,
+        f"""
+class Model(nn.Module):
+    def forward(self, x):
+        y = x
+        for _ in range(16):
+            y = torch.sin(y) * 0.5 + y
+        return y
+
+def get_inputs():
+    return [torch.randn({shape})]
+
+def get_init_inputs():
+    return []
+""",
+    )
+
+
+# 48 small elementwise operators on one small input: a call is mostly per-operator overhead, so
+# computing several calls' inputs stacked costs about what one call does.
+SIN_CHAIN = _sin_chain(904, "sin_chain", "16, 256")
+# The same chain on 16x1024: each operator still runs on one core (below PyTorch's grain size), and
+# is long enough that two threads running two calls at once gain (1.7x for 8 calls on this machine).
+SIN_CHAIN_WIDE = _sin_chain(909, "sin_chain_wide", "16, 1024")
+
+TANH = _task(
+    902,
+    "tanh",
+    """
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.tanh(x)
+
+def get_inputs():
+    return [torch.randn(64, 1024)]
+
+def get_init_inputs():
+    return []
+""",
+)
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("cudal1-cache")
+
+
+def run(task: Task, source: str, cache_dir, **overrides):
+    overrides = {"rounds": 2, "calls_per_round": 4, **overrides}
+    return evaluate(task, source, "cpu", settings=evalkit.settings(cache_dir, **overrides))
+
+
+def not_harness(r) -> bool:
+    return not HARNESS_LABELS.intersection(r.labels) and r.status is not Status.INVALID_TASK
+
+
+# -- (1) a round trip's input sets reached past the call's own storage -----------------------------
+
+
+def test_the_control_computes_every_call_on_its_own(cache_dir) -> None:
+    r = run(SIN_CHAIN, evalkit.candidate("honest_sin_chain"), cache_dir)
+    assert r.status is Status.OK and "BATCHED" not in r.log, evalkit.describe(r)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (issue 21): a round trip's K input sets are all in the candidate's process from its first "
+    "call; a call's arguments reach only its own (Slot.view), but the host's frames (the loop's local list "
+    "of every set's arguments, found by walking sys._getframe), the garbage collector (gc.get_referrers of "
+    "the model gives the host and its `sets`) and a raw pointer (ctypes at data_ptr() + j*set_bytes, to the "
+    "end of the slot's mapping in /proc/self/maps) each let the first call compute the round stacked and "
+    "hand the outputs out one per call: correct, and paid by what the round took. Measured on sin_chain "
+    "(16x256, K 4-16, a loaded 2-core machine): frames median 3.4x (2.6-3.6, one outlier 0.2), gc 2.8x "
+    "(2.3-3.6, one 0.2), pointer 2.0x (1.2-3.1) against 0.9x (0.6-1.0, one outlier 27.6) for the same code "
+    "call by call. "
+    "The frames variant names its attributes by concatenated literals and so carries no "
+    "interpreter_introspection label (a regular expression over the source, priced at 1.0 anyway)",
+)
+@pytest.mark.parametrize("name", ["batches_via_frames", "batches_via_referrers", "batches_via_pointer"])
+def test_a_call_cannot_batch_the_round_by_introspection_or_pointer(name, cache_dir) -> None:
+    r = run(SIN_CHAIN, evalkit.candidate(name), cache_dir)
+    assert r.status is not Status.OK or "BATCHED" not in r.log, evalkit.describe(r)
+
+
+# -- (2) calls of a round trip overlapped through threads ------------------------------------------
+
+
+def test_the_control_finishes_every_output_before_it_returns(cache_dir) -> None:
+    r = run(SIN_CHAIN_WIDE, evalkit.candidate("honest_sin_chain"), cache_dir)
+    assert r.status is Status.OK and "PIPELINED" not in r.log, evalkit.describe(r)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (issue 21): on the CPU the calls of a round trip can overlap through threads, the CPU's "
+    "form of skipping the synchronize: every call but the round's last returns its output unfinished and "
+    "leaves it to a pool of two threads; the last computes its own and waits for the pool, so each output "
+    "is complete when the judge reads it (no introspection: a call finds its place in the round from its "
+    "input's address and /proc/self/maps). Nothing sees a forward return an unfinished output inside a "
+    "round trip (background_threads is looked for only after the import). Paid 1.1-9.6x (medians of two "
+    "alternating series 5.6x and 6.3x) against 0.2-1.0x for the same chain on the host's thread, on a loaded "
+    "2-core machine; but the same chain run synchronously in one worker thread was paid as much (8.3-10.9x, "
+    "next test): here the pay is the worker thread's, what the overlap adds was not resolved",
+)
+def test_calls_of_a_round_cannot_overlap_through_threads(cache_dir) -> None:
+    r = run(SIN_CHAIN_WIDE, evalkit.candidate("pipelines_the_round"), cache_dir)
+    assert r.status is not Status.OK or "PIPELINED" not in r.log, evalkit.describe(r)
+
+
+def _spinner():
+    while True:
+        pass
+
+
+@pytest.fixture
+def one_core_busy():
+    """Another process that keeps a core busy (as other evaluations do on a shared machine)."""
+    import multiprocessing
+
+    proc = multiprocessing.get_context("fork").Process(target=_spinner, daemon=True)
+    proc.start()
+    yield
+    proc.kill()
+    proc.join(5)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: PyTorch's small operators are timed otherwise on the host's main thread than on a thread "
+    "of the candidate's own: with another process busy on one of two cores, the chain (16x1024) took 8-10 ms "
+    "a call on the main thread (the reference's, in the reference host, and an honest candidate's: its "
+    "two-thread OpenMP regions wait for the busy core; on one thread, 0.5 ms) and 0.8-1.1 ms run "
+    "synchronously in one worker thread (each output finished before forward returns: "
+    "correct and honest in every check), so wrapping forward in a thread was paid 3.2-10.3x against "
+    "0.6-1.2x for the same code on the host's thread (its own time 0.17-0.27 of the honest one's; without the spinner, other evaluations on the machine "
+    "did the same: 8.3x, 9.9x, 10.9x against 0.23x, 0.96x, 0.98x). torch.set_num_threads(1) would do it "
+    "openly, and be labelled global_flags; a thread is not labelled (threads_source is a source regex "
+    "with no price)",
+)
+def test_a_forward_run_in_a_worker_thread_is_timed_as_on_the_hosts_thread(one_core_busy, cache_dir) -> None:
+    if len(os.sched_getaffinity(0)) != 2:
+        pytest.skip("measured with one busy core of two; elsewhere the spinner takes another share")
+    honest = run(SIN_CHAIN_WIDE, evalkit.candidate("honest_sin_chain"), cache_dir, rounds=4)
+    thread = run(SIN_CHAIN_WIDE, evalkit.candidate("sin_chain_in_a_thread"), cache_dir, rounds=4)
+    assert honest.status is Status.OK and thread.status is Status.OK, (evalkit.describe(honest), evalkit.describe(thread))
+    # The candidates' own times, each a median over the pass (the speedups add the reference's noise).
+    times = (thread.candidate.median_ms, honest.candidate.median_ms, thread.speedup, honest.speedup)
+    assert thread.candidate.median_ms > 0.5 * honest.candidate.median_ms, times
+
+
+# -- (3) telling the shifted trials apart by magnitude ----------------------------------------------
+
+
+def test_exact_only_where_the_input_looks_shifted_is_wrong_in_a_nominal_trial(cache_dir) -> None:
+    """The shifted trials (x*4-2, x*-3+1) are the only inputs with |x| above 6, so a candidate can
+    tell them apart and compute exactly there; but trials 1-5 are of the task's nominal
+    distribution, as every timed call is, and every timed output is checked: sloppiness kept for
+    nominal inputs is wrong in trial 1, before any shifted trial runs."""
+    r = run(TANH, evalkit.candidate("exact_only_on_wide_inputs"), cache_dir, calls_per_round=2)
+    assert r.status is Status.INCORRECT and r.message.startswith("trial 1"), evalkit.describe(r)
+    assert "EXACT PATH" not in r.log, evalkit.describe(r)
+
+
+# -- (4) exceptions the host might take for its own failure ------------------------------------------
+
+KINDS = ["system_exit", "keyboard_interrupt", "generator_exit", "base_exception", "unprintable"]
+
+
+@pytest.mark.parametrize("where", ["import", "init", "forward"])
+@pytest.mark.parametrize("kind", KINDS)
+def test_anything_the_candidate_raises_is_its_own_failure(kind, where, cache_dir) -> None:
+    """SystemExit, KeyboardInterrupt, GeneratorExit, a BaseException of its own, or an exception
+    whose str() and repr() raise, at import, in ModelNew() or in forward: the host catches
+    BaseException, and an exception it cannot print takes the host down (runtime_error,
+    worker_crashed). Never a harness failure, which the reward would leave out of training."""
+    r = evalkit.run("matmul_relu", evalkit.candidate("raises_something", kind=kind, where=where), cache_dir)
+    expected = {Status.RUNTIME_ERROR} | ({Status.COMPILE_ERROR} if where == "import" else set())
+    assert r.status in expected and not_harness(r), evalkit.describe(r)
+
+
+@pytest.mark.parametrize("kind", ["system_exit", "unprintable"])
+def test_raising_only_while_recorded_loses_labels_or_the_result(kind, cache_dir) -> None:
+    """Raising only in the forward recorded for labels (a dispatch mode is on): a printable
+    exception gets the worst labels (profile_failed, reduced_precision), an unprintable one takes
+    the host down after everything was timed (runtime_error). Neither is the harness's failure."""
+    r = evalkit.run("matmul_relu", evalkit.candidate("raises_something", kind=kind, where="recorded"), cache_dir)
+    if kind == "unprintable":
+        assert r.status is Status.RUNTIME_ERROR and not_harness(r), evalkit.describe(r)
+    else:
+        assert r.status is Status.OK and {"profile_failed", "reduced_precision"} <= set(r.labels), evalkit.describe(r)
+
+
+def test_a_message_in_plain_unicode_keeps_its_text(cache_dir) -> None:
+    """The control of the next test: ordinary non-ASCII text in an exception comes back as it was."""
+    r = evalkit.run("matmul_relu", evalkit.candidate("raises_something", kind="unicode", where="forward"), cache_dir)
+    assert r.status is Status.RUNTIME_ERROR and "résumé ✓" in r.message, evalkit.describe(r)
+    r.message.encode("utf-8")
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: text from the candidate's process (an exception's message, and so any reported mismatch "
+    "or hack message) reaches EvalResult.message unsanitized, lone surrogates included: the wire's JSON "
+    "escapes them and decodes them back. Such a str cannot be encoded as UTF-8 (print to a UTF-8 "
+    "stream, a file opened with encoding='utf-8') and a fast tokenizer refuses it "
+    "(cudal1.policy.model.chat_prompt_ids raised TypeError on a message holding one), so a multi-turn "
+    "refinement prompt quoting that feedback (Feedback.report) cannot be tokenized; the status itself is "
+    "the candidate's (runtime_error / compile_error)",
+)
+@pytest.mark.parametrize("where", ["import", "forward"])
+def test_a_message_from_the_candidate_is_valid_text(where, cache_dir) -> None:
+    r = evalkit.run("matmul_relu", evalkit.candidate("raises_something", kind="surrogate", where=where), cache_dir)
+    assert r.status in (Status.RUNTIME_ERROR, Status.COMPILE_ERROR) and not_harness(r), evalkit.describe(r)
+    r.message.encode("utf-8")
+
+
+# -- (5) what the tolerance allows on outputs far below it -----------------------------------------
+
+SOFTMAX = _task(
+    901,
+    "softmax_rows",
+    """
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+
+def get_inputs():
+    return [torch.randn(16, 4096)]
+
+def get_init_inputs():
+    return []
+""",
+)
+
+
+def test_a_softmax_answered_uniformly_where_the_input_looks_nominal_is_wrong_in_trial_1(cache_dir) -> None:
+    """1/n everywhere on nominal inputs (exact where |x| > 6): the softmax lies within the absolute
+    tolerance of 1/n except where x is above about 2.1, which every randn row of 4096 holds."""
+    r = run(SOFTMAX, evalkit.candidate("softmax_uniform"), cache_dir, calls_per_round=2)
+    assert r.status is Status.INCORRECT and r.message.startswith("trial 1"), evalkit.describe(r)
+
+
+def test_a_relative_error_of_two_percent_on_outputs_of_order_one_is_refused() -> None:
+    """The control of the next test: on outputs of magnitude about 1 the tolerance is relative."""
+    from cudal1.bench.correctness import compare_values
+
+    torch.manual_seed(0)
+    ref = torch.tanh(torch.randn(64, 1024)) * 3
+    ok, _, _ = compare_values(ref * 1.02, ref)
+    assert not ok
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: float32's tolerance is |cand - ref| <= 1e-3 * |ref| + 1e-3 * max(1, mean |ref|), so on "
+    "outputs far below 1e-3 (a softmax over 4096 columns: 2.4e-4 on average) any relative error fits: a "
+    "softmax with no reduction at all, exp(x) over the normalizer a randn row has on average (4096 * e^0.5), "
+    "off by up to 5% on every value, passes (here, seed 0). As a candidate that is exact where the input "
+    "looks shifted (|x| > 6 in its first 64 columns; candidates/softmax_expected_normalizer.py on the "
+    "test_redteam SOFTMAX task) it passed all 7 trials (max error 3.5e-4 to 6.2e-4) in 3 evaluations of 3, "
+    "was paid 0.21-0.47x on this CPU (slower than the fused softmax here), and in 1 of the 3 one timed value "
+    "of about 100 calls was 1.07e-3 off (result_cache): a GPU kernel that skips the reductions would be paid "
+    "what it saves, at that risk",
+)
+def test_a_softmax_with_no_reduction_is_refused() -> None:
+    from cudal1.bench.correctness import compare_values
+
+    torch.manual_seed(0)
+    x = torch.randn(16, 4096)
+    ref = torch.softmax(x, dim=1)
+    cand = torch.exp(x) / (x.shape[1] * math.exp(0.5))
+    assert float(((cand - ref).abs() / ref).max()) > 0.04  # every row is off by its own normalizer's error
+    ok, _, _ = compare_values(cand, ref)
+    assert not ok
+
+
+# -- (6) the host's own reports switched off --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "cheat,kind",
+    [("relu_in_place", HackKind.INPUT_MUTATED), ("one_buffer", HackKind.RESULT_CACHE)],
+)
+def test_with_the_hosts_reports_silenced_the_judges_own_checks_catch_it(cheat, kind, cache_dir) -> None:
+    """The host runs in the candidate's process, so its reports can be switched off (found through
+    gc.get_referrers, told that no candidate is loaded). The judge does not rely on them: it
+    compares every input with what it wrote (a relu in place on the input: input_mutated in trial
+    1), and reads every output of a round trip after its last call (one buffer for every call:
+    wrong in the warm-up round, result_cache)."""
+    r = evalkit.run("relu", evalkit.candidate("silences_the_host", cheat=cheat), cache_dir, calls_per_round=4)
+    assert "SILENCED" in r.log, evalkit.describe(r)
+    assert r.status is Status.HACK and r.hack_kind is kind, evalkit.describe(r)
