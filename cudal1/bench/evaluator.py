@@ -258,6 +258,33 @@ def evaluate(
     settings: EvalSettings | None = None,
     cpus: Sequence[int] | None = None,
 ) -> EvalResult:
+    """`_evaluate`, with every text of the result made valid UTF-8 (`valid_text`): the message
+    and the log carry text from the candidate's process, which may hold lone surrogates that
+    no UTF-8 file, terminal or tokenizer takes (a feedback prompt quoting them could not be
+    tokenized). Arguments, result and errors as `_evaluate`'s."""
+    result = _evaluate(task, candidate_source, backend, device, settings, cpus)
+    result.message, result.log = valid_text(result.message), valid_text(result.log)
+    return result
+
+
+def valid_text(text: str) -> str:
+    """`text` with whatever UTF-8 cannot encode (lone surrogates) written as backslash escapes
+    (`"\\ud800"`); any other text unchanged."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _evaluate(
+    task: Task,
+    candidate_source: str,
+    backend: str = "cpu",
+    device: str | None = None,
+    settings: EvalSettings | None = None,
+    cpus: Sequence[int] | None = None,
+) -> EvalResult:
     """Check and time `candidate_source` (a file defining `ModelNew`) against `task`'s reference.
 
     backend: "cpu" or "cuda"; device: "cpu" or "cuda:<i>" (default: the backend's first device).

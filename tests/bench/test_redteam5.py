@@ -226,23 +226,20 @@ def test_a_message_in_plain_unicode_keeps_its_text(cache_dir) -> None:
     r = evalkit.run("matmul_relu", evalkit.candidate("raises_something", kind="unicode", where="forward"), cache_dir)
     assert r.status is Status.RUNTIME_ERROR and "résumé ✓" in r.message, evalkit.describe(r)
     r.message.encode("utf-8")
+    r.log.encode("utf-8")
+    assert "\\ud8" in r.message.lower() or "\\udc" in r.message.lower(), r.message  # escaped, not dropped
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: text from the candidate's process (an exception's message, and so any reported mismatch "
-    "or hack message) reaches EvalResult.message unsanitized, lone surrogates included: the wire's JSON "
-    "escapes them and decodes them back. Such a str cannot be encoded as UTF-8 (print to a UTF-8 "
-    "stream, a file opened with encoding='utf-8') and a fast tokenizer refuses it "
-    "(cudal1.policy.model.chat_prompt_ids raised TypeError on a message holding one), so a multi-turn "
-    "refinement prompt quoting that feedback (Feedback.report) cannot be tokenized; the status itself is "
-    "the candidate's (runtime_error / compile_error)",
-)
 @pytest.mark.parametrize("where", ["import", "forward"])
 def test_a_message_from_the_candidate_is_valid_text(where, cache_dir) -> None:
+    """An exception message holding a lone surrogate (the wire's JSON escapes it and decodes it
+    back) reaches the result as valid UTF-8 (`evaluator.valid_text`): a refinement prompt quoting
+    that feedback can be tokenized. The status stays the candidate's."""
     r = evalkit.run("matmul_relu", evalkit.candidate("raises_something", kind="surrogate", where=where), cache_dir)
     assert r.status in (Status.RUNTIME_ERROR, Status.COMPILE_ERROR) and not_harness(r), evalkit.describe(r)
     r.message.encode("utf-8")
+    r.log.encode("utf-8")
+    assert "\\ud8" in r.message.lower() or "\\udc" in r.message.lower(), r.message  # escaped, not dropped
 
 
 # -- (5) what the tolerance allows on outputs far below it -----------------------------------------
