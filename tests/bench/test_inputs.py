@@ -1,0 +1,48 @@
+"""`inputs.spread`: how the shifted and wide correctness trials move a task's inputs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from cudal1.bench import inputs
+from cudal1.bench.judge import SHIFTS, WIDE
+from cudal1.bench.settings import EvalSettings
+
+
+def test_floats_and_integers_move_by_their_own_shift_and_keep_dtype_and_device() -> None:
+    f, i = torch.randn(4, 8), torch.randint(0, 16, (4, 8))
+    (fx, ix), moved = inputs.spread([f, i], (30.0, 0.0), None)
+    assert moved == 1 and torch.equal(fx, f * 30) and ix is i
+    (fx, ix), moved = inputs.spread([f, i], None, (61, 1000))
+    assert moved == 1 and fx is f and torch.equal(ix, i * 61 + 1000)
+    assert ix.dtype == torch.int64 and ix.device == i.device and int(ix.min()) >= 1000
+
+
+def test_an_integer_tensor_that_would_leave_its_dtypes_range_stays_as_it_is() -> None:
+    small = torch.randint(0, 16, (8,), dtype=torch.int16)
+    xs = [torch.randint(0, 16, (8,), dtype=torch.uint8), torch.randint(-8, 8, (8,), dtype=torch.int8), small]
+    xs += [torch.tensor([30000], dtype=torch.int16), torch.ones(3, dtype=torch.bool), torch.empty(0, dtype=torch.int64)]
+    out, moved = inputs.spread(xs, None, (61, 1000))
+    assert moved == 1 and torch.equal(out[2], small * 61 + 1000) and out[2].dtype == torch.int16
+    assert all(a is b for k, (a, b) in enumerate(zip(out, xs)) if k != 2)
+
+
+def test_non_tensors_and_no_shift_leave_the_inputs_alone() -> None:
+    xs = [torch.randn(3), 7, "s", None]
+    out, moved = inputs.spread(xs)
+    assert moved == 0 and out == xs and out is not xs
+
+
+def test_the_wide_trials_reach_beyond_float32s_exp_and_the_shifted_ones_do_not() -> None:
+    # exp overflows above 88.7 in float32: only a wide trial brings randn's tails there.
+    x = torch.randn(16, 4096, generator=torch.Generator().manual_seed(0))
+    assert all(float((x * a + b).abs().max()) < 88.7 for a, b in SHIFTS)
+    (wide,), _ = inputs.spread([x], WIDE[0][1], WIDE[0][2])
+    assert float(wide.abs().max()) > 88.7
+
+
+def test_negative_trial_counts_are_refused() -> None:
+    with pytest.raises(ValueError, match="wide_trials"):
+        EvalSettings(wide_trials=-1)
+    assert EvalSettings(wide_trials=0).wide_trials == 0
