@@ -104,6 +104,10 @@ without its max subtraction turns NaN; integers times 61 plus 1000 (1000-1915 fr
 16)) leave the generator's range and the 8-bit types. Each moves one kind of input only, so a
 task whose integer inputs are indices (which the reference refuses moved) keeps its wide float
 trial. The reference decides which of them lie in the task's domain (`Judge.check_correctness`)."""
+CPU_PROBE_MIB = 1024
+"""On CUDA, a wide integer trial is first tried on a copy of the reference on the CPU
+(`Judge._outside_domain`) only where the inputs and the reference's weights take at most this
+many MiB (the judge's host memory and time); beyond, the trial is skipped."""
 _FLAG_LABEL = re.compile(r"^global_flags:[A-Za-z0-9_.,]{1,300}$")
 HOST_LABELS = frozenset({"reduced_precision", "background_threads", "cuda_fault"})
 """The only labels the candidate's process may report (besides "global_flags:<names>"): facts
@@ -1038,11 +1042,17 @@ class Judge:
         """Why the reference refuses inputs `x` whose integers were moved, on a copy built on the
         CPU (the same constructor arguments and seed), or None. Integer inputs are often indices
         (an embedding, a gather, a loss's targets): out of range on CUDA they are a device-side
-        assert, which ends the judge's CUDA context, where the CPU raises an error. On the CPU
-        backend the reference itself is tried (`_reference`). Never raises."""
+        assert, which ends the judge's CUDA context, where the CPU raises an error. Inputs and
+        weights over `CPU_PROBE_MIB` are not tried: the trial is skipped. On the CPU backend the
+        reference itself is tried (`_reference`). Never raises."""
         if not self.cuda:
             return None
         try:
+            tensors = [t for t in x if isinstance(t, torch.Tensor)]
+            tensors += [*self.ref_model.parameters(), *self.ref_model.buffers()]
+            mib = sum(t.numel() * t.element_size() for t in tensors) / 2**20
+            if mib > CPU_PROBE_MIB:
+                return f"its inputs and weights ({mib:.0f} MiB) are too large to try on the CPU first"
             if self._cpu_reference is None:
                 torch.manual_seed(self.init_seed)
                 with torch.device("cpu"):

@@ -1,12 +1,15 @@
-"""`inputs.spread`: how the shifted and wide correctness trials move a task's inputs."""
+"""`inputs.spread`: how the shifted and wide correctness trials move a task's inputs; on CUDA, how the
+judge tries moved integer inputs on the CPU first (`Judge._outside_domain`)."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from cudal1.bench import inputs
-from cudal1.bench.judge import SHIFTS, WIDE
+from cudal1.bench.judge import CPU_PROBE_MIB, SHIFTS, WIDE, Judge
 from cudal1.bench.settings import EvalSettings
 
 
@@ -46,3 +49,41 @@ def test_negative_trial_counts_are_refused() -> None:
     with pytest.raises(ValueError, match="wide_trials"):
         EvalSettings(wide_trials=-1)
     assert EvalSettings(wide_trials=0).wide_trials == 0
+
+
+class _Gather(torch.nn.Module):
+    def __init__(self, rows: int) -> None:
+        super().__init__()
+        self.table = torch.nn.Parameter(torch.randn(rows, 4))
+
+    def forward(self, idx):
+        return self.table[idx]
+
+
+def _cuda_judge(rows: int) -> SimpleNamespace:
+    """What `Judge._outside_domain` reads of a judge on CUDA (its CPU copy is built from these)."""
+    module = SimpleNamespace(Model=_Gather)
+    return SimpleNamespace(
+        cuda=True, ref_model=_Gather(rows), module=module, init=[rows], init_seed=7, _cpu_reference=None
+    )
+
+
+def test_on_cuda_moved_integers_are_tried_first_on_a_cpu_copy_of_the_reference() -> None:
+    # Out-of-range indices on CUDA are a device-side assert that ends the judge's CUDA context: the
+    # judge tries them on a copy of the reference built on the CPU, where they raise.
+    judge = _cuda_judge(16)
+    idx = torch.randint(0, 16, (8,))
+    assert Judge._outside_domain(judge, [idx]) is None
+    (moved,), _ = inputs.spread([idx], None, WIDE[1][2])
+    why = Judge._outside_domain(judge, [moved])
+    assert why is not None and why.startswith("the reference raises there, on the CPU (IndexError"), why
+    assert isinstance(judge._cpu_reference, _Gather) and judge._cpu_reference.table.device.type == "cpu"
+
+
+def test_on_cuda_inputs_too_large_to_try_on_the_cpu_skip_the_trial() -> None:
+    rows = CPU_PROBE_MIB * 2**20 // 16 + 1  # float32 rows of 4: just over the bound
+    judge = _cuda_judge(1)
+    with torch.device("meta"):  # its size, without the memory
+        judge.ref_model = _Gather(rows)
+    why = Judge._outside_domain(judge, [torch.zeros(2, dtype=torch.int64)])
+    assert why is not None and "too large to try on the CPU first" in why and judge._cpu_reference is None
