@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from cudal1.bench import inputs
+from cudal1.bench import correctness, inputs
 from cudal1.bench.judge import CPU_PROBE_MIB, SHIFTS, WIDE, Judge
 from cudal1.bench.settings import EvalSettings
 
@@ -87,3 +87,15 @@ def test_on_cuda_inputs_too_large_to_try_on_the_cpu_skip_the_trial() -> None:
         judge.ref_model = _Gather(rows)
     why = Judge._outside_domain(judge, [torch.zeros(2, dtype=torch.int64)])
     assert why is not None and "too large to try on the CPU first" in why and judge._cpu_reference is None
+
+
+def test_share_of_tolerance_is_the_largest_difference_over_what_the_comparison_allows() -> None:
+    ref = torch.tensor([0.0, 2.0, float("nan"), float("inf")])
+    # float32: rtol 1e-3, atol 1e-3 x max(1, mean |finite ref| = 1): 1e-3 allowed at 0, 3e-3 at 2.
+    got = ref + torch.tensor([1e-3, 3e-3, 0.0, 0.0])
+    assert correctness.share_of_tolerance(got, ref) == pytest.approx(1.0, rel=1e-4)
+    assert correctness.share_of_tolerance(ref.clone(), ref) == 0.0
+    assert correctness.share_of_tolerance(torch.tensor([0.0, 2.0, 1.0, float("inf")]), ref) == float("inf")
+    ints = torch.arange(4)
+    assert correctness.share_of_tolerance(ints.clone(), ints) == 0.0
+    assert correctness.share_of_tolerance(ints + 1, ints) == float("inf")

@@ -380,3 +380,18 @@ def test_two_outputs_of_one_call_in_one_memory_are_refused(cache_dir) -> None:
     assert "share memory" in r.message, evalkit.describe(r)
     honest = run(TWO_RELUS, "honest_two_relus", cache_dir)
     assert honest.status is Status.OK, evalkit.describe(honest)
+
+
+def test_a_spread_trial_where_the_reference_is_ill_conditioned_is_skipped(cache_dir) -> None:
+    """level2/8 (a softmax between two matmuls): on the wide trial's inputs (x*30) the reference's
+    own float32 error is most of the tolerance, so a change of its inputs at the rounding level
+    moves its output by more than `CONDITION_SHARE` of it; an honest seed, which rounds otherwise,
+    could fail there. That trial is skipped and listed; the seed is paid."""
+    from cudal1.tasks import find_task, load_builtin, seed_solutions
+
+    task = find_task(load_builtin(levels=[2]).tasks, "level2/8")
+    seed = seed_solutions("cpu")["level2/8"].read_text()
+    r = evaluate(task, seed, "cpu", settings=evalkit.settings(cache_dir))
+    assert r.status is Status.OK, evalkit.describe(r)
+    assert [s.split(":")[0] for s in r.skipped_trials] == ["trial wide x*30"], r.skipped_trials
+    assert "ill-conditioned" in r.skipped_trials[0] and r.correctness_trials == 5 + 2, r.skipped_trials
