@@ -27,8 +27,8 @@ class EvalSettings:
     Correctness: `correctness_trials` fresh input sets, plus
     `shifted_trials` with the input distribution shifted (x*scale+shift, see `cudal1.bench.inputs`)
     and `wide_trials` with float inputs scaled far beyond it or integer inputs moved beyond the
-    generator's range (`cudal1.bench.judge.WIDE`), each where the reference accepts the inputs and
-    stays finite (`EvalResult.skipped_trials` lists the others). Timing: `rounds` rounds, each
+    generator's range (`cudal1.bench.judge.WIDE`), each where the reference accepts the inputs,
+    stays finite and is well-conditioned (`EvalResult.skipped_trials` lists the others). Timing: `rounds` rounds, each
     one round trip to the reference host and one to the candidate host (in random order) that
     run the same K fresh input sets of the nominal distribution back to back; K is chosen per
     task before the candidate exists.
