@@ -990,8 +990,9 @@ class Judge:
         """`correctness_trials` nominal trials, then `shifted_trials` (`SHIFTS`) and `wide_trials`
         (`WIDE`) on spread inputs. The reference decides whether a spread trial lies in the task's
         domain: where it raises, its output is not finite while its nominal outputs were, or it is
-        ill-conditioned (`CONDITION_SHARE`), the trial is skipped (listed in `EvalResult.skipped_trials`), never held against the
-        candidate; a spread trial that moves no input (no integer input to widen) is not run.
+        ill-conditioned (`CONDITION_SHARE`), the trial is skipped (listed in
+        `EvalResult.skipped_trials`), never held against the candidate; a spread trial that moves
+        no input (no integer input to widen) is not run.
         Raises Verdict: the first wrong answer (incorrect, naming the trial), a hack, or a
         reference that fails on its nominal inputs (invalid task)."""
         s = self.settings
