@@ -150,7 +150,8 @@ def speedup_formula(result: EvalResult) -> str:
 
 def format_result(result: EvalResult, task: Any = None, solution: Path | None = None) -> str:
     """One screen of text for one `EvalResult`: status, hack kind, labels, times (ms), speedup (×),
-    spreads (%), message, and the log tail when the status is not ok."""
+    spreads (%), correctness trials run and skipped, message, and the log tail when the status is
+    not ok."""
     rows: list[tuple[str, str]] = []
     name = f"  {task.name}" if task is not None else ""
     rows.append(("task", f"{result.task_id}{name}"))
@@ -182,6 +183,8 @@ def format_result(result: EvalResult, task: Any = None, solution: Path | None = 
     if result.correctness_trials:
         err = f", max abs error {result.max_abs_error:.3g}" if result.max_abs_error is not None else ""
         rows.append(("correctness", f"{result.correctness_trials} trials{err}"))
+    for skipped in result.skipped_trials:  # outside the task's domain, as the reference shows
+        rows.append(("skipped", skipped))
     if result.build_seconds is not None:
         rows.append(("build", f"{result.build_seconds:.1f} s"))
     if result.eval_seconds is not None:

@@ -419,6 +419,36 @@ def compare_values(
     )
 
 
+def share_of_tolerance(
+    cand: torch.Tensor, ref: torch.Tensor, rtol: float | None = None, atol: float | None = None
+) -> float:
+    """The largest |cand - ref| / (atol * scale + rtol * |ref|) over the elements, scale = max(1,
+    mean |finite ref|): how much of `compare_values`'s allowance a difference takes (1 = at the
+    limit). Integers and bool: 0 when equal, else inf; non-finite positions that differ: inf.
+    Raises NoComparisonRule for a reference dtype without a rule."""
+    r_tol, a_tol = tolerance(ref.dtype, rtol, atol)
+    if ref.dtype in EXACT_DTYPES:
+        return 0.0 if torch.equal(cand, ref) else math.inf
+    if ref.numel() == 0:
+        return 0.0
+    work = torch.complex128 if ref.is_complex() else torch.float64
+    c, r = cand.to(work), ref.to(work)
+    fin = torch.isfinite(r)
+    if not torch.equal(fin, torch.isfinite(c)):
+        return math.inf
+    if not bool(fin.all()):
+        cn, rn = c[~fin], r[~fin]
+        if not bool(((cn == rn) | (torch.isnan(cn) & torch.isnan(rn))).all()):
+            return math.inf
+        c, r = c[fin], r[fin]
+        if r.numel() == 0:
+            return 0.0
+    r_abs = r.abs()
+    scale = max(1.0, float(r_abs.mean()))
+    # 0/0 (a zero tolerance on an exact match) is no difference; x/0 stays inf.
+    return float(torch.nan_to_num((c - r).abs() / (r_abs * r_tol + a_tol * scale), nan=0.0).max())
+
+
 def _compare_nonfinite(c: torch.Tensor, r: torch.Tensor, r_tol: float, a_tol: float) -> tuple[bool, float, str]:
     """compare_values for a reference holding NaN/inf: those positions must match exactly."""
     c_fin, r_fin = torch.isfinite(c), torch.isfinite(r)

@@ -22,22 +22,49 @@ def make_inputs(
     """Call `task_module.get_inputs()` under `torch.manual_seed(seed)` on `device`.
 
     `shift=(scale, offset)` maps every floating-point tensor x to x*scale + offset (integer
-    tensors, e.g. class indices, are left alone): trials with a shifted distribution catch code
-    that is only right on the task's nominal range (an activation that is the identity on [0,1)).
-    Tensors the task made elsewhere are moved to `device`. Returns a new list each call.
-    Raises whatever get_inputs raises.
+    tensors, e.g. class indices, are left alone; `spread` moves those too): trials with a shifted
+    distribution catch code that is only right on the task's nominal range (an activation that is
+    the identity on [0,1)). Tensors the task made elsewhere are moved to `device`. Returns a new
+    list each call. Raises whatever get_inputs raises.
     """
     torch.manual_seed(seed)
     with torch.device(device):
         raw = task_module.get_inputs()
-    out = []
-    for x in raw:
+    out = [x.to(device) if isinstance(x, torch.Tensor) else x for x in raw]
+    return spread(out, shift)[0]
+
+
+SPREAD_INT_DTYPES = frozenset({torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8})
+"""Integer dtypes `spread` may move: not bool (a mask has no wider range), nor uint16/32/64
+(torch implements few operators on them)."""
+
+
+def spread(
+    xs: list[Any],
+    shift: tuple[float, float] | None = None,
+    int_shift: tuple[int, int] | None = None,
+) -> tuple[list[Any], int]:
+    """`xs` with floating-point tensors mapped to x*scale + offset (`shift`) and integer tensors
+    to x*scale + offset (`int_shift`, integers: the result keeps the tensor's dtype and device).
+    An integer tensor whose mapped values would leave its dtype's range (uint8 and int8 inputs,
+    for the shifts the judge uses) is left as it is, as are bool tensors, complex tensors and
+    anything else. Returns (a new list, how many tensors were moved). Raises nothing of its own."""
+    out, moved = [], 0
+    for x in xs:
         if isinstance(x, torch.Tensor):
-            x = x.to(device)
             if shift is not None and x.is_floating_point():
-                x = x * shift[0] + shift[1]
+                x, moved = x * shift[0] + shift[1], moved + 1
+            elif int_shift is not None and x.dtype in SPREAD_INT_DTYPES and x.numel() and _fits(x, *int_shift):
+                x, moved = x * int_shift[0] + int_shift[1], moved + 1
         out.append(x)
-    return out
+    return out, moved
+
+
+def _fits(x: torch.Tensor, scale: int, offset: int) -> bool:
+    """Whether x*scale + offset stays inside the range of x's dtype (Python ints: no overflow here)."""
+    info = torch.iinfo(x.dtype)
+    ends = [int(x.min()) * scale + offset, int(x.max()) * scale + offset]
+    return info.min <= min(ends) and max(ends) <= info.max
 
 
 def make_input_sets(

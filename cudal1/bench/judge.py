@@ -97,6 +97,29 @@ Expected = tuple[list[torch.Tensor], list[Any]]
 """The reference outputs a candidate's are compared with: (tensors, non-tensor values)."""
 SHIFTS = [(4.0, -2.0), (-3.0, 1.0), (10.0, 0.0)]
 """(scale, offset) pairs for shifted correctness trials: x*scale + offset on float inputs."""
+WIDE: list[tuple[str, tuple[float, float] | None, tuple[int, int] | None]] = [
+    ("wide x*30", (30.0, 0.0), None),
+    ("wide integers x*61+1000", None, (61, 1000)),
+]
+"""Wide correctness trials: (name, float shift, integer shift), `inputs.spread`. Floats times 30
+put randn's tails beyond 88.7 (|x| up to about 130), where float32's exp overflows and a softmax
+without its max subtraction turns NaN; integers times 61 plus 1000 (1000-1915 from randint(0,
+16)) leave the generator's range and the 8-bit types. Each moves one kind of input only, so a
+task whose integer inputs are indices (which the reference refuses moved) keeps its wide float
+trial. The reference decides which of them lie in the task's domain (`Judge.check_correctness`)."""
+CONDITION_SHARE = 0.1
+"""A spread trial is skipped where changing the reference's float inputs at the rounding level
+(a random relative change of up to 2 epsilons of their dtype) moves its output by more than this
+share of the comparison's tolerance (`Judge._sensitivity`): there honest code, which rounds
+otherwise than the reference, cannot be told from wrong code. Measured on the CPU tasks' wide
+trial (x*30): the reference's own float32 error (against float64) was 0.97 of the tolerance on
+level2/8 (a softmax between two matmuls) and 0.28 on level3/2, where this measure gave 0.83 and
+0.27; every other builtin task stayed below 0.04 on both."""
+_PERTURBED = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64})
+CPU_PROBE_MIB = 1024
+"""On CUDA, a wide integer trial is first tried on a copy of the reference on the CPU
+(`Judge._outside_domain`) only where the inputs and the reference's weights take at most this
+many MiB (the judge's host memory and time); beyond, the trial is skipped."""
 _FLAG_LABEL = re.compile(r"^global_flags:[A-Za-z0-9_.,]{1,300}$")
 HOST_LABELS = frozenset({"reduced_precision", "background_threads", "cuda_fault"})
 """The only labels the candidate's process may report (besides "global_flags:<names>"): facts
@@ -191,6 +214,8 @@ class Judge:
         self.trips_ms: list[float] = []
         self._staged: dict[str, list[Slot]] = {}
         self.spent: dict[str, float] = {}
+        self._cpu_reference: Any = None
+        """The reference built again on the CPU, for inputs it may refuse (`_outside_domain`)."""
 
     # -- seeds, inputs, labels -----------------------------------------------------------------
 
@@ -202,6 +227,15 @@ class Judge:
     def _inputs(self, shift: tuple[float, float] | None = None) -> list[Any]:
         self.counter += 1
         return inputs_mod.make_inputs(self.module, self._seed(self.counter), self.device, shift)
+
+    @_spends("inputs")
+    def _spread_inputs(
+        self, shift: tuple[float, float] | None, int_shift: tuple[int, int] | None
+    ) -> tuple[list[Any], int]:
+        """Fresh inputs moved by `inputs.spread`, and how many of their tensors it moved."""
+        self.counter += 1
+        x = inputs_mod.make_inputs(self.module, self._seed(self.counter), self.device)
+        return inputs_mod.spread(x, shift, int_shift)
 
     def _label(self, label: str) -> None:
         if label not in self.labels:
@@ -956,22 +990,55 @@ class Judge:
         kept += [c for c in built_claims(value) if c not in kept][: MAX_BUILT - len(kept)]
 
     def check_correctness(self) -> None:
+        """`correctness_trials` nominal trials, then `shifted_trials` (`SHIFTS`) and `wide_trials`
+        (`WIDE`) on spread inputs. The reference decides whether a spread trial lies in the task's
+        domain: where it raises, its output is not finite while its nominal outputs were, or it is
+        ill-conditioned (`CONDITION_SHARE`), the trial is skipped (listed in
+        `EvalResult.skipped_trials`), never held against the candidate; a spread trial that moves
+        no input (no integer input to widen) is not run.
+        Raises Verdict: the first wrong answer (incorrect, naming the trial), a hack, or a
+        reference that fails on its nominal inputs (invalid task)."""
         s = self.settings
-        specs: list[tuple[float, float] | None] = [None] * s.correctness_trials
-        specs += [SHIFTS[i % len(SHIFTS)] for i in range(s.shifted_trials)]
-        worst, trials = 0.0, 0
-        for shift in specs:
-            what = "trial" + (f" shifted {shift}" if shift else f" {trials + 1}")
-            x = self._inputs(shift)
+        specs: list[tuple[str | None, tuple[float, float] | None, tuple[int, int] | None]]
+        specs = [(None, None, None)] * s.correctness_trials
+        specs += [
+            (f"shifted {SHIFTS[i % len(SHIFTS)]}", SHIFTS[i % len(SHIFTS)], None) for i in range(s.shifted_trials)
+        ]
+        specs += [WIDE[i % len(WIDE)] for i in range(s.wide_trials)]
+        worst, trials, nominal_finite = 0.0, 0, True
+        skipped: list[str] = []
+        for name, shift, int_shift in specs:
+            what = f"trial {name}" if name else f"trial {trials + 1}"
+            if name is None:
+                x = self._inputs()
+            else:
+                x, moved = self._spread_inputs(shift, int_shift)
+                if not moved:
+                    continue  # a nominal trial again: nothing of its kind to move
             self._check_layout(x)
-            ref_out = self._reference(x)
-            self._check_layout(x, ref_out)
-            if shift is not None and not all(
-                bool(torch.isfinite(t).all())
-                for _, t in correctness.flatten(ref_out)
-                if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
-            ):
-                continue  # the reference leaves its domain here: no trial
+            why = self._outside_domain(x) if int_shift is not None else None
+            if why is None:
+                try:
+                    ref_out = self._reference(x)
+                except Verdict as v:
+                    if name is None or any(m in v.message for m in CUDA_FAULT_MARKERS):
+                        raise
+                    why = f"the reference raises there ({v.message.removeprefix('reference forward failed: ')[:200]})"
+            if why is None:
+                self._check_layout(x, ref_out)
+                finite = _finite(ref_out)
+                if name is None:
+                    nominal_finite = nominal_finite and finite
+                elif nominal_finite and not finite:
+                    why = "the reference's output is not finite there"
+            if why is None and name is not None and (share := self._sensitivity(x, ref_out)) > CONDITION_SHARE:
+                why = (
+                    f"the reference is ill-conditioned there (inputs changed at the rounding level move its "
+                    f"output by {share:.2g} of the tolerance)"
+                )
+            if why is not None:
+                skipped.append(f"{what}: {why}")  # the reference leaves its domain here: no trial
+                continue
             wall_ms, msg, snapshot = self._call([x], timed=False)
             self._last_values = msg["values"]
             expected = _expected(ref_out)
@@ -986,7 +1053,65 @@ class Judge:
             self._last_output_unchanged()
         self._host_check("after the correctness trials")
         self.result.correctness_trials = trials
+        self.result.skipped_trials = skipped
         self.result.max_abs_error = worst
+
+    def _sensitivity(self, x: list[Any], ref_out: Any) -> float:
+        """How far the reference's output moves, as a share of the comparison's tolerance
+        (`correctness.share_of_tolerance`, the largest over its tensors), when each float input of
+        `x` is multiplied by 1 + u, u uniform in ±2 epsilons of its dtype, drawn on its device
+        from the trial's seeded generator state (`_PERTURBED` dtypes; float8 inputs are left
+        alone): 0.0 when `x` has no such input, inf when the reference raises on the changed
+        inputs or its structure changes. Raises Verdict only for a CUDA fault of the reference."""
+        if not any(isinstance(t, torch.Tensor) and t.dtype in _PERTURBED for t in x):
+            return 0.0
+        xp = [
+            t * (1 + (torch.rand_like(t) * 2 - 1) * (2 * torch.finfo(t.dtype).eps))
+            if isinstance(t, torch.Tensor) and t.dtype in _PERTURBED
+            else t
+            for t in x
+        ]
+        try:
+            moved = self._reference(xp)
+        except Verdict as v:
+            if any(m in v.message for m in CUDA_FAULT_MARKERS):
+                raise
+            return math.inf
+        a, b = correctness.flatten(moved), correctness.flatten(ref_out)
+        if len(a) != len(b):
+            return math.inf
+        share = 0.0
+        for (_, got), (_, want) in zip(a, b):
+            if isinstance(want, torch.Tensor):
+                if not isinstance(got, torch.Tensor) or got.shape != want.shape or got.dtype != want.dtype:
+                    return math.inf
+                share = max(share, correctness.share_of_tolerance(got, want, self.settings.rtol, self.settings.atol))
+        return share
+
+    def _outside_domain(self, x: list[Any]) -> str | None:
+        """Why the reference refuses inputs `x` whose integers were moved, on a copy built on the
+        CPU (the same constructor arguments and seed), or None. Integer inputs are often indices
+        (an embedding, a gather, a loss's targets): out of range on CUDA they are a device-side
+        assert, which ends the judge's CUDA context, where the CPU raises an error. Inputs and
+        weights over `CPU_PROBE_MIB` are not tried: the trial is skipped. On the CPU backend the
+        reference itself is tried (`_reference`). Never raises."""
+        if not self.cuda:
+            return None
+        try:
+            tensors = [t for t in x if isinstance(t, torch.Tensor)]
+            tensors += [*self.ref_model.parameters(), *self.ref_model.buffers()]
+            mib = sum(t.numel() * t.element_size() for t in tensors) / 2**20
+            if mib > CPU_PROBE_MIB:
+                return f"its inputs and weights ({mib:.0f} MiB) are too large to try on the CPU first"
+            if self._cpu_reference is None:
+                torch.manual_seed(self.init_seed)
+                with torch.device("cpu"):
+                    self._cpu_reference = self.module.Model(*inputs_mod.clone_tree(self.init))
+            with torch.no_grad():
+                self._cpu_reference(*inputs_mod.to_device_tree(x, "cpu"))
+        except Exception as exc:  # noqa: BLE001 - any failure only drops the trial
+            return f"the reference raises there, on the CPU ({type(exc).__name__}: {str(exc)[:200]})"
+        return None
 
     def collect_labels(self) -> None:
         """Operators and dtypes of one forward each (facts for the reward policy). A candidate
@@ -1431,6 +1556,15 @@ def str_list_or_tamper(value: Any, limit: int = 64) -> list[str]:
         ) from exc
 
 
+def _finite(out: Any) -> bool:
+    """Whether every floating-point and complex tensor of an output is finite everywhere."""
+    return all(
+        bool(torch.isfinite(t).all())
+        for _, t in correctness.flatten(out)
+        if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
+    )
+
+
 def _expected(ref_out: Any) -> Expected:
     """The reference's output as the candidate's is compared with it: (its tensor leaves, its
     non-tensor leaves as `correctness.encode_value` gives them), in the order of its tree (the
@@ -1445,4 +1579,4 @@ def main(payload: dict[str, Any], chans: dict[str, Channel], link: Any = None) -
     return Judge(payload, chans, link).run()
 
 
-__all__ = ["Judge", "main", "SHIFTS", "TensorSpec"]
+__all__ = ["Judge", "main", "SHIFTS", "WIDE", "TensorSpec"]

@@ -223,6 +223,11 @@ class EvalResult:
     the check itself failed, this stays None and the label is "degenerate_check_failed", paid the
     same way (fail closed)."""
     correctness_trials: int = 0
+    skipped_trials: list[str] = dataclasses.field(default_factory=list)
+    """The shifted and wide correctness trials not run because their inputs lie outside the
+    task's domain, as the reference shows (it raises on them, its output is not finite there
+    while its nominal outputs are, or it is ill-conditioned there: `judge.CONDITION_SHARE`), each
+    as "trial <name>: <why>"."""
     max_abs_error: float | None = None
     build_seconds: float | None = None
     """Seconds spent inside the candidate's extension builds (`load_inline` / `load` calls): those

@@ -26,15 +26,21 @@ class EvalSettings:
 
     Correctness: `correctness_trials` fresh input sets, plus
     `shifted_trials` with the input distribution shifted (x*scale+shift, see `cudal1.bench.inputs`)
-    where the reference stays finite. Timing: `rounds` rounds, each one round trip to the
-    reference host and one to the candidate host (in random order) that run the same K fresh
-    input sets back to back; K is chosen per task before the candidate exists.
+    and `wide_trials` with float inputs scaled far beyond it or integer inputs moved beyond the
+    generator's range (`cudal1.bench.judge.WIDE`), each where the reference accepts the inputs,
+    stays finite and is well-conditioned (`EvalResult.skipped_trials` lists the others). Timing: `rounds` rounds, each
+    one round trip to the reference host and one to the candidate host (in random order) that
+    run the same K fresh input sets of the nominal distribution back to back; K is chosen per
+    task before the candidate exists.
     """
 
     size_profile: str | None = None
     """Task size profile ("cpu" / "cuda"); None means the backend's name."""
     correctness_trials: int = 5
     shifted_trials: int = 2
+    wide_trials: int = 2
+    """Trials on wide inputs, cycling through `cudal1.bench.judge.WIDE` (floats ×30, integers
+    ×61+1000): 2 runs each once. One whose kind of input the task lacks is not run."""
     seed: int | None = None
     """Base seed of all inputs, for reproducing an evaluation; None (the default) lets the judge
     draw one from OS entropy. Either way every input set's torch seed is derived from it inside the
@@ -137,6 +143,11 @@ class EvalSettings:
     cache_dir: str = dataclasses.field(default_factory=lambda: str(default_cache_dir()))
 
     def __post_init__(self) -> None:
+        if min(self.correctness_trials, self.shifted_trials, self.wide_trials) < 0:
+            raise ValueError(
+                "correctness_trials, shifted_trials and wide_trials must be at least 0, got "
+                f"{self.correctness_trials}, {self.shifted_trials}, {self.wide_trials}"
+            )
         if not 0.0 <= self.overhead_quantile <= 1.0:
             raise ValueError(f"overhead_quantile must lie in [0, 1], got {self.overhead_quantile}")
         if not 0.0 <= self.batch_memory_share <= 1.0:

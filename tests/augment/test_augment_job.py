@@ -168,6 +168,7 @@ def pools(ray_cluster):
             "calibration_calls": 3,
             "calibration_rounds": 2,
             "shifted_trials": 0,
+            "wide_trials": 0,
         },
     )
     with BenchmarkPools([spec], primary="cpu") as p:

@@ -55,7 +55,7 @@ def get_init_inputs():
 """,
 )
 
-# Integer data (not indices): the trials shift floating-point inputs only.
+# Integer data (not indices): the wide integer trial moves them beyond the generator's range.
 INT_SQUARE = _task(
     903,
     "int_square",
@@ -159,26 +159,61 @@ def test_an_approximation_right_only_on_the_nominal_range_is_caught_by_the_shift
     assert r.status is Status.INCORRECT and "shifted" in r.message, evalkit.describe(r)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: the widest shifted trial reaches |x| of about 20, so a kernel that overflows only "
-    "beyond (a softmax without its max subtraction: NaN for any x above 88.7) is correct on every "
-    "input the judge makes and paid as a softmax",
-)
 def test_a_softmax_that_overflows_beyond_the_trials_range_is_refused(cache_dir) -> None:
+    """The shifted trials reach |x| of about 20; the wide trial (x*30) reaches about 130, where
+    exp overflows (above 88.7) and a softmax without its max subtraction turns NaN, while the
+    reference stays finite."""
     r = run(SOFTMAX, "softmax_without_max", cache_dir)
-    assert r.status is not Status.OK, evalkit.describe(r)
+    assert r.status is Status.INCORRECT and "trial wide x*30" in r.message, evalkit.describe(r)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: integer inputs are never shifted, so a kernel right only on the generator's range "
-    "(int64 arithmetic done in uint8, wrapping for inputs of 16 or more) is correct on every input the "
-    "judge makes, and unlabelled (reduced_precision looks at float dtypes only)",
-)
+def test_a_numerically_stable_softmax_is_honest(cache_dir) -> None:
+    """The control: the max subtracted first, right on the wide trial too."""
+    r = run(SOFTMAX, "honest_softmax_stable", cache_dir)
+    assert r.status is Status.OK and r.correctness_trials == 5 + 2 + 1 and not r.skipped_trials, evalkit.describe(r)
+
+
 def test_integer_arithmetic_right_only_on_the_generators_range_is_refused(cache_dir) -> None:
+    """int64 arithmetic done in uint8 wraps for inputs of 16 or more: the wide integer trial's
+    inputs (x*61+1000) are all beyond."""
     r = run(INT_SQUARE, "int_range_uint8", cache_dir)
-    assert r.status is not Status.OK or "reduced_precision" in r.labels, evalkit.describe(r)
+    assert r.status is Status.INCORRECT and "trial wide integers" in r.message, evalkit.describe(r)
+
+
+def test_integer_arithmetic_right_on_every_input_is_honest(cache_dir) -> None:
+    """The control: the same arithmetic in int64, right on the wide integer trial; the shifted and
+    the float wide trials move no input of this task, so they are not run."""
+    r = run(INT_SQUARE, "honest_int_square", cache_dir)
+    assert r.status is Status.OK and r.correctness_trials == 5 + 1 and not r.skipped_trials, evalkit.describe(r)
+
+
+# Integer inputs that are indices: the reference refuses them moved out of range.
+GATHER = _task(
+    906,
+    "gather_rows",
+    """
+class Model(nn.Module):
+    def forward(self, x, idx):
+        return torch.gather(x, 1, idx)
+
+def get_inputs():
+    return [torch.randn(64, 256), torch.randint(0, 256, (64, 32))]
+
+def get_init_inputs():
+    return []
+""",
+)
+
+
+def test_a_task_whose_integer_inputs_are_indices_skips_the_wide_integer_trial(cache_dir) -> None:
+    """The reference (gather) raises on indices moved beyond its rows: that trial lies outside the
+    task's domain, is skipped and listed, and the honest candidate is paid; the float trials
+    (shifted, wide) move the values gathered and run."""
+    r = run(GATHER, "honest_gather_rows", cache_dir)
+    assert r.status is Status.OK, evalkit.describe(r)
+    assert r.correctness_trials == 5 + 2 + 1, evalkit.describe(r)
+    assert len(r.skipped_trials) == 1 and r.skipped_trials[0].startswith("trial wide integers"), r.skipped_trials
+    assert "the reference raises there" in r.skipped_trials[0], r.skipped_trials
 
 
 # -- (a) a round trip's work done in its first call -------------------------------------------
@@ -343,3 +378,18 @@ def test_two_outputs_of_one_call_in_one_memory_are_refused(cache_dir) -> None:
     assert "share memory" in r.message, evalkit.describe(r)
     honest = run(TWO_RELUS, "honest_two_relus", cache_dir)
     assert honest.status is Status.OK, evalkit.describe(honest)
+
+
+def test_a_spread_trial_where_the_reference_is_ill_conditioned_is_skipped(cache_dir) -> None:
+    """level2/8 (a softmax between two matmuls): on the wide trial's inputs (x*30) the reference's
+    own float32 error is most of the tolerance, so a change of its inputs at the rounding level
+    moves its output by more than `CONDITION_SHARE` of it; an honest seed, which rounds otherwise,
+    could fail there. That trial is skipped and listed; the seed is paid."""
+    from cudal1.tasks import find_task, load_builtin, seed_solutions
+
+    task = find_task(load_builtin(levels=[2]).tasks, "level2/8")
+    seed = seed_solutions("cpu")["level2/8"].read_text()
+    r = evaluate(task, seed, "cpu", settings=evalkit.settings(cache_dir))
+    assert r.status is Status.OK, evalkit.describe(r)
+    assert [s.split(":")[0] for s in r.skipped_trials] == ["trial wide x*30"], r.skipped_trials
+    assert "ill-conditioned" in r.skipped_trials[0] and r.correctness_trials == 5 + 2, r.skipped_trials

@@ -173,7 +173,10 @@ def test_a_forward_run_in_a_worker_thread_is_timed_as_on_the_hosts_thread(one_co
         pytest.skip("measured with one busy core of two; elsewhere the spinner takes another share")
     honest = run(SIN_CHAIN_WIDE, evalkit.candidate("honest_sin_chain"), cache_dir, rounds=4)
     thread = run(SIN_CHAIN_WIDE, evalkit.candidate("sin_chain_in_a_thread"), cache_dir, rounds=4)
-    assert honest.status is Status.OK and thread.status is Status.OK, (evalkit.describe(honest), evalkit.describe(thread))
+    assert honest.status is Status.OK and thread.status is Status.OK, (
+        evalkit.describe(honest),
+        evalkit.describe(thread),
+    )
     # The candidates' own times, each a median over the pass (the speedups add the reference's noise).
     times = (thread.candidate.median_ms, honest.candidate.median_ms, thread.speedup, honest.speedup)
     assert thread.candidate.median_ms > 0.5 * honest.candidate.median_ms, times

@@ -160,6 +160,7 @@ def test_the_job_on_two_pools(ray_cluster, tmp_path):
                 "calibration_rounds": 2,
                 "correctness_trials": 2,
                 "shifted_trials": 0,
+                "wide_trials": 0,
                 "cache_dir": str(cache),
             },
         }

@@ -48,6 +48,7 @@ def pool(ray_cluster, tmp_path_factory):
             "calibration_calls": 3,
             "calibration_rounds": 2,
             "shifted_trials": 0,
+            "wide_trials": 0,
             "cache_dir": str(tmp_path_factory.getbasetemp() / "opt-cache"),
         },
     )

@@ -84,6 +84,7 @@ def app(ray_cluster, small_model_dir, tmp_path_factory):
             "calibration_rounds": 2,
             "correctness_trials": 2,
             "shifted_trials": 0,
+            "wide_trials": 0,
             "cache_dir": str(tmp / "build-cache"),
         },
         merge=False,
