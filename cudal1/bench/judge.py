@@ -1065,8 +1065,9 @@ class Judge:
         inputs or its structure changes. Raises Verdict only for a CUDA fault of the reference."""
         if not any(isinstance(t, torch.Tensor) and t.dtype in _PERTURBED for t in x):
             return 0.0
+        # In place on one fresh tensor per input: no full-size temporaries beyond it (inputs reach GiBs).
         xp = [
-            t * (1 + (torch.rand_like(t) * 2 - 1) * (2 * torch.finfo(t.dtype).eps))
+            torch.rand_like(t).mul_(2).sub_(1).mul_(2 * torch.finfo(t.dtype).eps).add_(1).mul_(t)
             if isinstance(t, torch.Tensor) and t.dtype in _PERTURBED
             else t
             for t in x

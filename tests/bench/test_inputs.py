@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+import math
+
 import pytest
 import torch
 
@@ -99,3 +101,24 @@ def test_share_of_tolerance_is_the_largest_difference_over_what_the_comparison_a
     ints = torch.arange(4)
     assert correctness.share_of_tolerance(ints.clone(), ints) == 0.0
     assert correctness.share_of_tolerance(ints + 1, ints) == float("inf")
+    with pytest.raises(ValueError):
+        correctness.share_of_tolerance(got, ref, chunk=0)
+
+
+def test_share_of_tolerance_in_chunks_is_the_same_figure() -> None:
+    """Chunked (a few elements at a time, as for outputs of GiBs) and whole give the same share:
+    the scale is the mean over every finite element, non-finite positions are matched in each
+    chunk, and a chunk holding only non-finite values adds nothing."""
+    torch.manual_seed(0)
+    ref = torch.randn(7, 13) * 3
+    ref[2, :] = float("nan")
+    ref[4, 5] = float("-inf")
+    got = ref + torch.randn(7, 13) * 1e-3
+    got[2, :], got[4, 5] = float("nan"), float("-inf")
+    whole = correctness.share_of_tolerance(got, ref, chunk=10**9)
+    assert 0 < whole < math.inf
+    for chunk in (1, 5, 13, 64):
+        assert correctness.share_of_tolerance(got, ref, chunk=chunk) == pytest.approx(whole, rel=1e-12)
+    bad = got.clone()
+    bad[6, 12] = float("nan")  # a non-finite value the reference does not have, in the last chunk
+    assert correctness.share_of_tolerance(bad, ref, chunk=5) == math.inf
