@@ -75,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
             "overhead_ms": [r.overhead_ms for r in ok],
             "resolution_ms": [r.resolution_ms for r in ok],
             "statuses": sorted({r.status.value for r in runs}),
+            "failures": [r.message[:300] for r in runs if r.status.value != "ok"],
         }
         report.append(entry)
         print(json.dumps(entry), flush=True)
