@@ -33,7 +33,7 @@ import dataclasses
 import re
 import textwrap
 
-from cudal1.policy.prompts import SECTIONS
+from cudal1.policy.prompts import FENCE_RE, SECTIONS
 
 _HEADER_WORDS = {
     "analysis": ("performance analysis", "analysis", "performance", "bottleneck analysis"),
@@ -48,7 +48,6 @@ _HEADER_RE = re.compile(
     r"(?P<words>[a-z][a-z ]*?)\s*(?:\([^)]*\))?\s*:?\s*[*_]{0,3}\s*:?\s*$",
     re.IGNORECASE,
 )
-_FENCE_RE = re.compile(r"^\s*(?P<ticks>`{3,})\s*(?P<lang>[\w+-]*)\s*$")
 _PY_LANGS = {"python", "py", "python3", ""}
 
 
@@ -102,7 +101,7 @@ def _scan(text: str) -> tuple[dict[str, list[str]], list[_Fence]]:
     for line in text.split("\n"):
         if open_fence is not None:
             ticks, lang, body = open_fence
-            m = _FENCE_RE.match(line)
+            m = FENCE_RE.match(line)
             if m and not m.group("lang") and len(m.group("ticks")) >= len(ticks):
                 fences.append(_Fence(lang, textwrap.dedent("\n".join(body)), True, current))
                 open_fence = None
@@ -111,7 +110,7 @@ def _scan(text: str) -> tuple[dict[str, list[str]], list[_Fence]]:
             if current is not None:
                 sections[current].append(line)
             continue
-        m = _FENCE_RE.match(line)
+        m = FENCE_RE.match(line)
         if m:
             open_fence = (m.group("ticks"), m.group("lang").lower(), [])
             if current is not None:

@@ -286,7 +286,12 @@ _ANALYSIS_REFINE = (
     "What does the report show, what limits your previous solution (memory traffic, parallelism, "
     "kernel launches, arithmetic), and what will you change?"
 )
-_OPENING_FENCE = re.compile(r"^\s*(`{3,})[\w+-]*\s*$")
+
+
+FENCE_RE = re.compile(r"^\s*(?P<ticks>`{3,})\s*(?P<lang>[\w+-]*)\s*$")
+"""A Markdown code fence line: three or more backticks (`ticks`), then an optional language
+(`lang`, empty for a closing fence), spaces allowed around both. The one definition of a fence
+for the parser (`cudal1.policy.parsing`) and for the prompts that omit code."""
 
 
 def _fence_lines(text: str) -> list[tuple[str, bool, bool]]:
@@ -297,14 +302,14 @@ def _fence_lines(text: str) -> list[tuple[str, bool, bool]]:
     ticks = ""
     for line in text.split("\n"):
         if ticks:
-            stripped = line.strip()
-            if stripped.startswith(ticks) and set(stripped) == {"`"}:
+            m = FENCE_RE.match(line)
+            if m and not m.group("lang") and len(m.group("ticks")) >= len(ticks):
                 ticks = ""
             out.append((line, True, False))
             continue
-        m = _OPENING_FENCE.match(line)
+        m = FENCE_RE.match(line)  # the parser's fences, so what is omitted is what it would read
         if m:
-            ticks = m.group(1)
+            ticks = m.group("ticks")
         out.append((line, bool(m), bool(m)))
     return out
 

@@ -267,3 +267,20 @@ def test_over_budget_the_oldest_code_goes_first_and_the_task_never():
         ("omitted", "omitted", "code only", True),  # then the previous answer's sections
         ("omitted", "omitted", "code only", False),  # then the profile
     ]
+
+
+def test_the_prompts_omit_exactly_the_code_the_parser_reads():
+    """One fence definition (`prompts.FENCE_RE`) for the parser and for the code a long
+    refinement prompt omits: a fence with spaces before its language, or a longer closing fence,
+    is code to both; a line of backticks inside a longer fence is not a closing one."""
+    from cudal1.policy.prompts import _code_only, _omit_code
+
+    code = "class ModelNew:\n    pass"
+    for opening, closing in (("```python", "```"), ("``` python", "```"), ("````py", "`````"), ("```", "```")):
+        text = f"Analysis first.\n{opening}\n{code}\n{closing}\nAfter."
+        assert code in parse_response(text).code, opening
+        assert _omit_code(text, "(omitted)") == "Analysis first.\n(omitted)\nAfter.", opening
+        assert _code_only(text) == f"{opening}\n{code}\n{closing}", opening
+    nested = "````python\nx = '''\n```\n'''\n````\nAfter."
+    assert _omit_code(nested, "(omitted)") == "(omitted)\nAfter."
+    assert _code_only("no code at all") == "no code at all"
