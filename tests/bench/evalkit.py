@@ -165,6 +165,74 @@ def task(name: str) -> Task:
     return Task(level=1, problem_id=1, name=name, source=TASKS[name])
 
 
+def inline_task(problem_id: int, name: str, body: str) -> Task:
+    """A level-1 Task whose source is the torch imports and `body` (a `Model`, `get_inputs`,
+    `get_init_inputs`), for the red-team tests' own tasks."""
+    return Task(level=1, problem_id=problem_id, name=name, source=_HEADER + body)
+
+
+def sin_chain(problem_id: int, name: str, shape: str) -> Task:
+    """48 small elementwise operators (16 rounds of sin, scale, add) on one randn input of `shape`
+    (e.g. "16, 256"): a call is mostly per-operator overhead."""
+    return inline_task(
+        problem_id,
+        name,
+        f"""
+class Model(nn.Module):
+    def forward(self, x):
+        y = x
+        for _ in range(16):
+            y = torch.sin(y) * 0.5 + y
+        return y
+
+def get_inputs():
+    return [torch.randn({shape})]
+
+def get_init_inputs():
+    return []
+""",
+    )
+
+
+SIN_CHAIN = sin_chain(904, "sin_chain", "16, 256")
+"""The red-team tests' task 904: computing several calls' inputs stacked costs about what one
+call does."""
+
+SOFTMAX = inline_task(
+    901,
+    "softmax_rows",
+    """
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x, dim=1)
+
+def get_inputs():
+    return [torch.randn(16, 4096)]
+
+def get_init_inputs():
+    return []
+""",
+)
+"""A row softmax over 4096 columns (the red-team tests' task 901)."""
+
+TANH = inline_task(
+    902,
+    "tanh",
+    """
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.tanh(x)
+
+def get_inputs():
+    return [torch.randn(64, 1024)]
+
+def get_init_inputs():
+    return []
+""",
+)
+"""An elementwise tanh (the red-team tests' task 902)."""
+
+
 def candidate(name: str, **tokens: object) -> str:
     """Source of `candidates/<name>.py` with each `__KEY__` token replaced by str(value)."""
     text = (CANDIDATES / f"{name}.py").read_text()

@@ -12,51 +12,13 @@ import statistics
 import pytest
 
 import evalkit
+from evalkit import SIN_CHAIN, SOFTMAX, TANH
 from cudal1.bench.evaluator import evaluate
 from cudal1.bench.result import HackKind, Status
 from cudal1.tasks.task import Task
 
-_HEADER = "import torch\nimport torch.nn as nn\n\n"
-
-
-def _task(problem_id: int, name: str, body: str) -> Task:
-    return Task(level=1, problem_id=problem_id, name=name, source=_HEADER + body)
-
-
-SOFTMAX = _task(
-    901,
-    "softmax_rows",
-    """
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.softmax(x, dim=1)
-
-def get_inputs():
-    return [torch.randn(16, 4096)]
-
-def get_init_inputs():
-    return []
-""",
-)
-
-TANH = _task(
-    902,
-    "tanh",
-    """
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.tanh(x)
-
-def get_inputs():
-    return [torch.randn(64, 1024)]
-
-def get_init_inputs():
-    return []
-""",
-)
-
 # Integer data (not indices): the wide integer trial moves them beyond the generator's range.
-INT_SQUARE = _task(
+INT_SQUARE = evalkit.inline_task(
     903,
     "int_square",
     """
@@ -86,7 +48,7 @@ def run(task: Task, name: str, cache_dir, spin: bool | None = None, **overrides)
 
 # -- (c) a host that spins, and claims what the calibration allows ----------------------------
 
-MATMUL_512 = _task(
+MATMUL_512 = evalkit.inline_task(
     905,
     "matmul_512",
     """
@@ -188,7 +150,7 @@ def test_integer_arithmetic_right_on_every_input_is_honest(cache_dir) -> None:
 
 
 # Integer inputs that are indices: the reference refuses them moved out of range.
-GATHER = _task(
+GATHER = evalkit.inline_task(
     906,
     "gather_rows",
     """
@@ -217,25 +179,6 @@ def test_a_task_whose_integer_inputs_are_indices_skips_the_wide_integer_trial(ca
 
 
 # -- (a) a round trip's work done in its first call -------------------------------------------
-
-SIN_CHAIN = _task(
-    904,
-    "sin_chain",
-    """
-class Model(nn.Module):
-    def forward(self, x):
-        y = x
-        for _ in range(16):
-            y = torch.sin(y) * 0.5 + y
-        return y
-
-def get_inputs():
-    return [torch.randn(16, 256)]
-
-def get_init_inputs():
-    return []
-""",
-)
 
 
 def test_the_control_computes_call_by_call(cache_dir) -> None:
@@ -280,7 +223,7 @@ def test_the_builtin_seed_solutions_are_out_of_the_candidates_reach(cache_dir) -
 
 # -- fresh ideas ----------------------------------------------------------------------------------
 
-ROW_MEAN_FILLED = _task(
+ROW_MEAN_FILLED = evalkit.inline_task(
     906,
     "row_mean_filled",
     """
@@ -312,7 +255,7 @@ def test_an_output_that_repeats_memory_is_not_materialized(cache_dir) -> None:
 
 def test_a_reference_that_returns_a_broadcast_view_allows_one(cache_dir) -> None:
     """Where the reference's own output has a stride 0, so may the candidate's."""
-    task = _task(
+    task = evalkit.inline_task(
         907,
         "row_mean_expanded",
         """
@@ -351,7 +294,7 @@ def test_an_exception_with_a_huge_message_stays_the_candidates_failure(kind, cac
     assert "harness_error" not in r.labels and "worker_crashed" not in r.labels, evalkit.describe(r)
 
 
-TWO_RELUS = _task(
+TWO_RELUS = evalkit.inline_task(
     908,
     "two_relus",
     """

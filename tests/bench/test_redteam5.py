@@ -14,60 +14,14 @@ import pytest
 import torch
 
 import evalkit
+from evalkit import SIN_CHAIN, SOFTMAX, TANH
 from cudal1.bench.evaluator import evaluate
 from cudal1.bench.result import HARNESS_LABELS, HackKind, Status
 from cudal1.tasks.task import Task
 
-_HEADER = "import torch\nimport torch.nn as nn\n\n"
-
-
-def _task(problem_id: int, name: str, body: str) -> Task:
-    return Task(level=1, problem_id=problem_id, name=name, source=_HEADER + body)
-
-
-def _sin_chain(problem_id: int, name: str, shape: str) -> Task:
-    return _task(
-        problem_id,
-        name,
-        f"""
-class Model(nn.Module):
-    def forward(self, x):
-        y = x
-        for _ in range(16):
-            y = torch.sin(y) * 0.5 + y
-        return y
-
-def get_inputs():
-    return [torch.randn({shape})]
-
-def get_init_inputs():
-    return []
-""",
-    )
-
-
-# 48 small elementwise operators on one small input: a call is mostly per-operator overhead, so
-# computing several calls' inputs stacked costs about what one call does.
-SIN_CHAIN = _sin_chain(904, "sin_chain", "16, 256")
-# The same chain on 16x1024: each operator still runs on one core (below PyTorch's grain size), and
+# evalkit's SIN_CHAIN (16x256) on 16x1024: each operator still runs on one core (below PyTorch's grain size), and
 # is long enough that two threads running two calls at once gain (1.7x for 8 calls on this machine).
-SIN_CHAIN_WIDE = _sin_chain(909, "sin_chain_wide", "16, 1024")
-
-TANH = _task(
-    902,
-    "tanh",
-    """
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.tanh(x)
-
-def get_inputs():
-    return [torch.randn(64, 1024)]
-
-def get_init_inputs():
-    return []
-""",
-)
+SIN_CHAIN_WIDE = evalkit.sin_chain(909, "sin_chain_wide", "16, 1024")
 
 
 @pytest.fixture(scope="module")
@@ -198,22 +152,6 @@ def test_a_message_from_the_candidate_is_valid_text(where, cache_dir) -> None:
 
 
 # -- (5) what the tolerance allows on outputs far below it -----------------------------------------
-
-SOFTMAX = _task(
-    901,
-    "softmax_rows",
-    """
-class Model(nn.Module):
-    def forward(self, x):
-        return torch.softmax(x, dim=1)
-
-def get_inputs():
-    return [torch.randn(16, 4096)]
-
-def get_init_inputs():
-    return []
-""",
-)
 
 
 def test_a_softmax_answered_uniformly_where_the_input_looks_nominal_is_wrong_in_trial_1(cache_dir) -> None:
