@@ -47,9 +47,9 @@ What it does (in this order):
    directory, for the candidate's processes) the process reads and lists only its own dirs,
    even where a toolchain path holds them (`readable_paths`: every entry of each directory on
    the way to a hidden dir is allowed one by one, as it exists when the sandbox is applied;
-   those directories themselves cannot be listed). Seen on the H200 with the hidden dirs alone
-   (the allow-list is not yet run on a GPU): CUDA, cuBLAS, nvcc and Triton work under such
-   rules (Triton's cache renames need LANDLOCK_ACCESS_FS_REFER in scratch, which the write
+   those directories themselves cannot be listed). Seen on the H200, with the hidden dirs and
+   with the read allow-list (eighth session, `docs/benchmarks.md`): CUDA, cuBLAS, nvcc, Triton and
+   torch.compile work under such rules (Triton's cache renames need LANDLOCK_ACCESS_FS_REFER in scratch, which the write
    rules give). Opening a file for writing is a
    Landlock write even for a character device, so write access is granted, file by file, to the
    character devices under /dev that everyone may write (null, zero, full, random, urandom, tty,
