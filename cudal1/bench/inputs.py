@@ -13,25 +13,16 @@ from typing import Any
 import torch
 
 
-def make_inputs(
-    task_module: types.ModuleType,
-    seed: int,
-    device: str,
-    shift: tuple[float, float] | None = None,
-) -> list[Any]:
-    """Call `task_module.get_inputs()` under `torch.manual_seed(seed)` on `device`.
-
-    `shift=(scale, offset)` maps every floating-point tensor x to x*scale + offset (integer
-    tensors, e.g. class indices, are left alone; `spread` moves those too): trials with a shifted
-    distribution catch code that is only right on the task's nominal range (an activation that is
-    the identity on [0,1)). Tensors the task made elsewhere are moved to `device`. Returns a new
-    list each call. Raises whatever get_inputs raises.
+def make_inputs(task_module: types.ModuleType, seed: int, device: str) -> list[Any]:
+    """Call `task_module.get_inputs()` under `torch.manual_seed(seed)` on `device`: the task's
+    nominal distribution (`spread` moves it for the shifted and wide correctness trials). Tensors
+    the task made elsewhere are moved to `device`. Returns a new list each call. Raises whatever
+    get_inputs raises.
     """
     torch.manual_seed(seed)
     with torch.device(device):
         raw = task_module.get_inputs()
-    out = [x.to(device) if isinstance(x, torch.Tensor) else x for x in raw]
-    return spread(out, shift)[0]
+    return [x.to(device) if isinstance(x, torch.Tensor) else x for x in raw]
 
 
 SPREAD_INT_DTYPES = frozenset({torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8})
@@ -45,7 +36,9 @@ def spread(
     int_shift: tuple[int, int] | None = None,
 ) -> tuple[list[Any], int]:
     """`xs` with floating-point tensors mapped to x*scale + offset (`shift`) and integer tensors
-    to x*scale + offset (`int_shift`, integers: the result keeps the tensor's dtype and device).
+    to x*scale + offset (`int_shift`, integers: the result keeps the tensor's dtype and device):
+    trials on inputs so moved catch code that is only right on the task's nominal range (an
+    activation that is the identity on [0,1), a softmax without its max subtraction).
     An integer tensor whose mapped values would leave its dtype's range (uint8 and int8 inputs,
     for the shifts the judge uses) is left as it is, as are bool tensors, complex tensors and
     anything else. Returns (a new list, how many tensors were moved). Raises nothing of its own."""

@@ -224,18 +224,15 @@ class Judge:
         return int.from_bytes(digest[:8], "big") % (2**62)
 
     @_spends("inputs")
-    def _inputs(self, shift: tuple[float, float] | None = None) -> list[Any]:
+    def _inputs(self) -> list[Any]:
         self.counter += 1
-        return inputs_mod.make_inputs(self.module, self._seed(self.counter), self.device, shift)
+        return inputs_mod.make_inputs(self.module, self._seed(self.counter), self.device)
 
-    @_spends("inputs")
     def _spread_inputs(
         self, shift: tuple[float, float] | None, int_shift: tuple[int, int] | None
     ) -> tuple[list[Any], int]:
-        """Fresh inputs moved by `inputs.spread`, and how many of their tensors it moved."""
-        self.counter += 1
-        x = inputs_mod.make_inputs(self.module, self._seed(self.counter), self.device)
-        return inputs_mod.spread(x, shift, int_shift)
+        """Fresh inputs (`_inputs`) moved by `inputs.spread`, and how many of their tensors it moved."""
+        return inputs_mod.spread(self._inputs(), shift, int_shift)
 
     def _label(self, label: str) -> None:
         if label not in self.labels:
