@@ -461,8 +461,7 @@ def share_of_tolerance(
         if not torch.equal(fin, torch.isfinite(c)):
             return math.inf
         if not bool(fin.all()):
-            cn, rn = c[~fin], r[~fin]
-            if not bool(((cn == rn) | (torch.isnan(cn) & torch.isnan(rn))).all()):
+            if not _nonfinite_agree(c, r, fin):
                 return math.inf
             c, r = c[fin], r[fin]
             if r.numel() == 0:
@@ -473,13 +472,19 @@ def share_of_tolerance(
     return worst
 
 
+def _nonfinite_agree(c: torch.Tensor, r: torch.Tensor, r_fin: torch.Tensor) -> bool:
+    """Whether `c` holds `r`'s values where `r` is not finite (`r_fin` False): the same inf, or
+    NaN for NaN."""
+    cn, rn = c[~r_fin], r[~r_fin]
+    return bool(((cn == rn) | (torch.isnan(cn) & torch.isnan(rn))).all())
+
+
 def _compare_nonfinite(c: torch.Tensor, r: torch.Tensor, r_tol: float, a_tol: float) -> tuple[bool, float, str]:
     """compare_values for a reference holding NaN/inf: those positions must match exactly."""
     c_fin, r_fin = torch.isfinite(c), torch.isfinite(r)
     if not torch.equal(c_fin, r_fin):
         return False, float("inf"), "non-finite values (NaN/inf) where the reference has none, or vice versa"
-    cn, rn = c[~r_fin], r[~r_fin]
-    if not bool(((cn == rn) | (torch.isnan(cn) & torch.isnan(rn))).all()):
+    if not _nonfinite_agree(c, r, r_fin):
         return False, float("inf"), "non-finite values differ from the reference's"
     if not bool(r_fin.any()):
         return True, 0.0, ""
