@@ -250,23 +250,6 @@ def _from_outcome(task: Task, backend: str, out: WorkerOutcome, limit_mib: int) 
     return result
 
 
-def evaluate(
-    task: Task,
-    candidate_source: str,
-    backend: str = "cpu",
-    device: str | None = None,
-    settings: EvalSettings | None = None,
-    cpus: Sequence[int] | None = None,
-) -> EvalResult:
-    """`_evaluate`, with every text of the result made valid UTF-8 (`valid_text`): the message
-    and the log carry text from the candidate's process, which may hold lone surrogates that
-    no UTF-8 file, terminal or tokenizer takes (a feedback prompt quoting them could not be
-    tokenized). Arguments, result and errors as `_evaluate`'s."""
-    result = _evaluate(task, candidate_source, backend, device, settings, cpus)
-    result.message, result.log = valid_text(result.message), valid_text(result.log)
-    return result
-
-
 def valid_text(text: str) -> str:
     """`text` with whatever UTF-8 cannot encode (lone surrogates) written as backslash escapes
     (`"\\ud800"`); any other text unchanged."""
@@ -277,7 +260,21 @@ def valid_text(text: str) -> str:
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _evaluate(
+def _valid_texts(fn: Any) -> Any:
+    """`fn` (returning an `EvalResult`) with its result's message and log made valid UTF-8
+    (`valid_text`)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> EvalResult:
+        result = fn(*args, **kwargs)
+        result.message, result.log = valid_text(result.message), valid_text(result.log)
+        return result
+
+    return wrapper
+
+
+@_valid_texts
+def evaluate(
     task: Task,
     candidate_source: str,
     backend: str = "cpu",
@@ -293,6 +290,9 @@ def _evaluate(
     extensions are already built, and the result's `build_seconds` and `phases_s["prebuild"]`
     say what that prebuild took (`build_seconds` adds the seconds this evaluation spent in build
     calls itself: near zero when the prebuild built everything).
+    The result's message and log are valid UTF-8 (`valid_text`): they carry text from the
+    candidate's process, which may hold lone surrogates that no UTF-8 file, terminal or tokenizer
+    takes (a feedback prompt quoting them could not be tokenized).
     Never raises for anything the candidate does: crashes, hangs, memory blow-ups, CUDA faults and
     cheats come back as statuses. Raises ValueError for an unknown backend and RuntimeError when
     torch's install holds a stray precompiled header (`stray_precompiled_header`) or
