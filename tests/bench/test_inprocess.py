@@ -76,9 +76,10 @@ def test_a_real_cpu_measurement_tells_a_program_from_twice_its_work():
         "twice": twice_the_work(task.source),
         "broken": "raise ImportError('no such kernel')\n",
     }
-    # 60 interleaved calls: at 30, one whole-suite run from a fresh clone measured "twice" at 0.98x
-    # (reference 9.8 ms, about twice its usual time: something else held the cores for a while).
-    timing = measure(task, sources, "cpu", calls=60, warmup=2, seed=3)
+    # In a child with the evaluator's OpenMP and malloc settings, as the agreement benchmark runs it:
+    # in pytest's own process each 16 MB output is a fresh mmap whose page faults cost as much as
+    # the arithmetic, and two CI runs measured "twice" at 0.98x and 0.84x that way.
+    timing = measure_isolated(task, sources, "cpu", timeout_s=300, calls=60, warmup=2, seed=3)
     assert timing.calls == 60 and timing.reference_ms > 0
     assert set(timing.candidates_ms) == {"self", "twice"} and set(timing.errors) == {"broken"}
     assert timing.errors["broken"] == "build: ImportError: no such kernel"
