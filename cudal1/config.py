@@ -804,29 +804,15 @@ def load_serve_config(cfg: Any = None) -> DictConfig:
 
 
 def validate_bench(cfg: DictConfig) -> None:
-    """Check `cfg.bench` (pools, primary, backends, settings names). Raises ConfigError."""
+    """Check `cfg.bench`: at least one pool, `primary` names one, and each pool is a valid
+    `PoolSpec` (which checks its own fields). Raises ConfigError."""
+    from cudal1.actors.pool_spec import pool_specs
+
     if not cfg.bench.pools:
         raise ConfigError("bench.pools", "at least one benchmark pool is needed")
     if cfg.bench.primary not in cfg.bench.pools:
         raise ConfigError("bench.primary", f"{cfg.bench.primary!r} is not a pool; pools: {', '.join(cfg.bench.pools)}")
-    from cudal1.bench.settings import EvalSettings
-
-    known = {f.name for f in dataclasses.fields(EvalSettings)}
-    for name, pool in cfg.bench.pools.items():
-        key = f"bench.pools.{name}"
-        if pool.backend not in ("cpu", "cuda"):
-            raise ConfigError(f"{key}.backend", f"must be cpu or cuda; got {pool.backend!r}")
-        if pool.num_actors < 1:
-            raise ConfigError(f"{key}.num_actors", f"must be >= 1; got {pool.num_actors}")
-        if pool.build_actors < 0:
-            raise ConfigError(f"{key}.build_actors", f"must be >= 0; got {pool.build_actors}")
-        if pool.backend == "cuda" and pool.num_gpus <= 0:
-            raise ConfigError(f"{key}.num_gpus", "a cuda pool needs num_gpus > 0 per actor")
-        for setting in pool.settings:
-            if setting not in known:
-                raise ConfigError(
-                    f"{key}.settings.{setting}", f"not an EvalSettings field; known: {', '.join(sorted(known))}"
-                )
+    pool_specs(cfg.bench.pools)
 
 
 def validate_tasks(cfg: DictConfig) -> None:

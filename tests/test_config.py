@@ -66,6 +66,13 @@ def test_a_bench_group_replaces_the_pools():
         ("model.path=models:/cudal1-policy", "model.path"),  # no version or alias
         ("tasks.source=/nonexistent/kb", "tasks.source"),
         ("+bench.pools.cpu.settings.roundz=3", "bench.pools.cpu.settings.roundz"),
+        ("bench.pools.cpu.backend=tpu", "bench.pools.cpu.backend"),
+        ("bench.pools.cpu.num_actors=0", "bench.pools.cpu.num_actors"),
+        ("bench.pools.cpu.build_actors=-1", "bench.pools.cpu.build_actors"),
+        ("bench.pools.cpu.backend=cuda", "bench.pools.cpu.num_gpus"),  # a cuda pool with no GPU per actor
+        ("bench.pools.cpu.lost_after=0", "bench.pools.cpu.lost_after"),
+        ("bench.pools.cpu.max_task_retries=-1", "bench.pools.cpu.max_task_retries"),
+        ("bench.primary=h100", "bench.primary"),
         ("learner.num_ranks=0", "learner.num_ranks"),
         ("learner.offload_param=true", "learner.offload_param"),  # the cpu learner is ZeRO-2
         ("learner.logprob_chunk=0", "learner.logprob_chunk"),

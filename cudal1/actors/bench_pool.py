@@ -31,7 +31,7 @@ import os
 import queue
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import ray
@@ -159,26 +159,6 @@ class BenchWorker:
         return evaluate(
             task, candidate.source, self.backend, device=self.device, settings=self.settings, cpus=self.cpus
         )
-
-
-def pool_specs(pools: Mapping[str, Any], tasks: str = "builtin") -> dict[str, PoolSpec]:
-    """The `PoolSpec` of every pool of a `bench.pools` config, by name. `pools` maps a name to a
-    `PoolSpec`, its OmegaConf node, or a mapping of `PoolSpec` field names; each spec takes its
-    name from the key, and its actors load their tasks from `tasks` ("builtin", or a KernelBench
-    checkout on every node). Raises TypeError for a key `PoolSpec` has no field for, ValueError as
-    `PoolSpec` does."""
-    from omegaconf import DictConfig, OmegaConf
-
-    specs = {}
-    for name, p in pools.items():
-        if isinstance(p, DictConfig):
-            fields = OmegaConf.to_container(p, resolve=True)
-        elif dataclasses.is_dataclass(p):
-            fields = dataclasses.asdict(p)
-        else:
-            fields = dict(p)
-        specs[name] = PoolSpec(**{**fields, "name": name, "tasks": tasks})
-    return specs
 
 
 def timing_cores(backend: str) -> tuple[int, ...] | None:

@@ -5,9 +5,11 @@ consumes it whole."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from ..bench.settings import EvalSettings
+from ..errors import ConfigError
 
 RESTART_SLACK_S = 180.0
 """Seconds allowed, per attempt, on top of the evaluator's wall limit: an actor restart re-imports
@@ -69,21 +71,30 @@ class PoolSpec:
     enough. A pool that only records never counts as lost."""
 
     def __post_init__(self) -> None:
-        if self.backend not in ("cpu", "cuda"):
-            raise ValueError(f"pool {self.name!r}: backend must be 'cpu' or 'cuda', not {self.backend!r}")
-        if self.num_actors < 1:
-            raise ValueError(f"pool {self.name!r}: num_actors must be >= 1, not {self.num_actors}")
-        if self.backend == "cuda" and self.num_gpus <= 0:
-            raise ValueError(f"pool {self.name!r}: a cuda pool needs num_gpus > 0 per actor")
-        if self.build_actors < 0:
-            raise ValueError(f"pool {self.name!r}: build_actors must be >= 0, not {self.build_actors}")
-        if self.lost_after is not None and self.lost_after < 1:
-            raise ValueError(f"pool {self.name!r}: lost_after must be >= 1, not {self.lost_after}")
-        if self.max_task_retries < 0:
-            raise ValueError(
-                f"pool {self.name!r}: max_task_retries must be >= 0 (a finite number: a candidate "
-                "that kills its actor every time must not be retried forever)"
-            )
+        """Check every field. Raises `ConfigError` (a ValueError) naming the config key,
+        `bench.pools.<name>.<field>`, so the config's validation is this check."""
+        known = {f.name for f in dataclasses.fields(EvalSettings)}
+        checks = [
+            ("backend", self.backend in ("cpu", "cuda"), f"must be cpu or cuda, not {self.backend!r}"),
+            ("num_actors", self.num_actors >= 1, f"must be >= 1, not {self.num_actors}"),
+            ("num_gpus", self.backend != "cuda" or self.num_gpus > 0, "a cuda pool needs num_gpus > 0 per actor"),
+            ("build_actors", self.build_actors >= 0, f"must be >= 0, not {self.build_actors}"),
+            ("lost_after", self.lost_after is None or self.lost_after >= 1, f"must be >= 1, not {self.lost_after}"),
+            (
+                "max_task_retries",
+                self.max_task_retries >= 0,
+                "must be >= 0 (a finite number: a candidate that kills its actor every time must not be "
+                "retried forever)",
+            ),
+        ]
+        checks += [
+            (f"settings.{k}", False, f"not an EvalSettings field; known: {', '.join(sorted(known))}")
+            for k in self.settings
+            if k not in known
+        ]
+        for field, ok, message in checks:
+            if not ok:
+                raise ConfigError(f"bench.pools.{self.name}.{field}", message)
 
     def eval_settings(self) -> EvalSettings:
         """The evaluator settings the actors use. Raises TypeError for an unknown field name."""
@@ -107,3 +118,26 @@ class PoolSpec:
         if self.call_timeout_s is not None:
             return self.call_timeout_s
         return (self.max_task_retries + 1) * (self.eval_settings().wall_timeout_s + RESTART_SLACK_S)
+
+
+def pool_specs(pools: Mapping[str, Any], tasks: str = "builtin") -> dict[str, PoolSpec]:
+    """The `PoolSpec` of every pool of a `bench.pools` config, by name. `pools` maps a name to a
+    `PoolSpec`, its OmegaConf node, or a mapping of `PoolSpec` field names; each spec takes its
+    name from the key, and its actors load their tasks from `tasks` ("builtin", or a KernelBench
+    checkout on every node). Raises ConfigError (a ValueError) as `PoolSpec` does, and for a
+    key `PoolSpec` has no field for."""
+    from omegaconf import DictConfig, OmegaConf
+
+    specs = {}
+    for name, p in pools.items():
+        if isinstance(p, DictConfig):
+            fields = OmegaConf.to_container(p, resolve=True)
+        elif dataclasses.is_dataclass(p):
+            fields = dataclasses.asdict(p)
+        else:
+            fields = dict(p)
+        unknown = sorted(set(fields) - {f.name for f in dataclasses.fields(PoolSpec)})
+        if unknown:
+            raise ConfigError(f"bench.pools.{name}.{unknown[0]}", "not a PoolSpec field")
+        specs[name] = PoolSpec(**{**fields, "name": name, "tasks": tasks})
+    return specs

@@ -310,7 +310,8 @@ def run_augment_job(cfg: Any, pools: Any = None) -> AugmentSummary:
     creation raise."""
     import os
 
-    from cudal1.actors.bench_pool import BenchmarkPools, pool_specs
+    from cudal1.actors.bench_pool import BenchmarkPools
+    from cudal1.actors.pool_spec import pool_specs
     from cudal1.launch import select_tasks, start_ray, usable_tasks
 
     out = Path(cfg.out_dir).expanduser().resolve()

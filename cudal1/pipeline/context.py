@@ -81,7 +81,8 @@ class RunContext:
     @classmethod
     def start(cls, cfg: DictConfig) -> "RunContext":
         """Create the run directory, the tracker and all actors (Ray started or joined here)."""
-        from cudal1.actors.bench_pool import BenchmarkPools, pool_specs
+        from cudal1.actors.bench_pool import BenchmarkPools
+        from cudal1.actors.pool_spec import pool_specs
         from cudal1.actors.shells import BufferActor
         from cudal1.actors.storage import driver_node_options
         from cudal1.actors.weight_transport import weight_transport

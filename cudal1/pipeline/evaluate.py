@@ -318,7 +318,8 @@ def run_evaluate_job(cfg: Any) -> list[dict[str, Any]]:
     them when `cfg.compile_baseline` (`evaluate_compile_baseline`), written to `cfg.out_dir` and
     MLflow, the table printed. Returns the table's rows (`paper_table`). Raises what `load_solutions`,
     `cudal1.launch.start_ray` and pool creation raise."""
-    from cudal1.actors.bench_pool import BenchmarkPools, pool_specs
+    from cudal1.actors.bench_pool import BenchmarkPools
+    from cudal1.actors.pool_spec import pool_specs
     from cudal1.launch import open_tracker, select_tasks, start_ray
 
     out = Path(cfg.out_dir).resolve()

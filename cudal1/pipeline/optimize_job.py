@@ -202,7 +202,8 @@ def run_optimize_job(cfg: Any) -> tuple[list[TaskOutcome], list[dict[str, Any]]]
     Returns `optimize_tasks`' value. Raises what `start_ray`, model loading and pool creation raise."""
     from omegaconf import OmegaConf
 
-    from cudal1.actors.bench_pool import BenchmarkPool, pool_specs
+    from cudal1.actors.bench_pool import BenchmarkPool
+    from cudal1.actors.pool_spec import pool_specs
     from cudal1.launch import ensure_model, open_tracker, start_generator, start_ray
     from cudal1.pipeline.evaluate import load_solutions
     from cudal1.policy.model import load_tokenizer

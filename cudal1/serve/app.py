@@ -69,7 +69,8 @@ class PolicyServer:
     def __init__(self, cfg: dict[str, Any], model_path: str) -> None:
         from omegaconf import OmegaConf
 
-        from cudal1.actors.bench_pool import BenchmarkPool, pool_specs
+        from cudal1.actors.bench_pool import BenchmarkPool
+        from cudal1.actors.pool_spec import pool_specs
         from cudal1.config import load_serve_config
         from cudal1.engines.logs import route_engine_logs
         from cudal1.launch import engine_kwargs
