@@ -478,7 +478,7 @@ def _sample_rl_step(ctx: RunContext, step: int) -> tuple[list[Rollout], dict[str
     timings: dict[str, float] = {}
     best = None
     if cfg.turns > 1 and cfg.stop_margin is not None:
-        best = [_best_shown(ctx, t.task_id, codes) for t, (_, codes) in zip(tasks, drawn)]
+        best = [_best_shown(shown) for _, shown in drawn]
     rollouts = sample_episodes(
         ctx,
         tasks,
@@ -486,7 +486,7 @@ def _sample_rl_step(ctx: RunContext, step: int) -> tuple[list[Rollout], dict[str
         cfg.group_size,
         step,
         timings,
-        shown=[codes for _, codes in drawn],
+        shown=[[e.code for e in shown] for _, shown in drawn],
         turns=cfg.turns,
         best_shown=best,
         margin=cfg.stop_margin,
@@ -495,11 +495,10 @@ def _sample_rl_step(ctx: RunContext, step: int) -> tuple[list[Rollout], dict[str
     return rollouts, timings, step
 
 
-def _best_shown(ctx: RunContext, task_id: str, codes: list[str]) -> float | None:
-    """The best speedup (×) among the exemplars shown (`codes`) as the buffer holds them now
-    (one evicted since the draw counts no more), None for none."""
-    speedups = [e.speedup for e in ctx.buffer.exemplars(task_id) if e.code in set(codes)]
-    return max(speedups, default=None)
+def _best_shown(shown: list[Exemplar]) -> float | None:
+    """The best speedup (×) among the exemplars a prompt showed (`ExemplarBuffer.draw`), which a
+    refinement episode's turn must beat by `stop_margin` to end early; None when it showed none."""
+    return max((e.speedup for e in shown), default=None)
 
 
 def _pipeline_metrics(versions: list[int], learner_version: int, waited_s: float) -> dict[str, float]:

@@ -257,9 +257,10 @@ class ExemplarBuffer:
         `plain_prompt(task.source)`."""
         return self.draw(task, k)[0]
 
-    def draw(self, task: Any, k: int | None = None) -> tuple[list[dict[str, str]], list[str]]:
-        """(`build_prompt`'s messages, the code of the exemplars they show): the reward gives a
-        response that copies one of them no gain."""
+    def draw(self, task: Any, k: int | None = None) -> tuple[list[dict[str, str]], list[Exemplar]]:
+        """(`build_prompt`'s messages, the exemplars they show, in the prompt's order): the reward
+        gives a response that copies one of them no gain, and a refinement episode stops early
+        once a turn beats the best of them (`Exemplar.speedup`, ×)."""
         shown = self.sample(task.task_id, k)
         messages = contrastive_prompt(task.source, shown) if shown else plain_prompt(task.source)
-        return messages, [e.code for e in shown]
+        return messages, shown

@@ -342,10 +342,16 @@ def test_the_review_reads_episode_records_beside_single_turn_ones(tmp_path):
     assert review.episode_table(review.load_run(tmp_path / "rollouts")).empty  # no records at all
 
 
-def test_the_stop_rule_compares_with_the_best_exemplar_the_prompt_showed():
+def test_the_stop_rule_compares_with_the_best_exemplar_the_prompt_showed(tmp_path):
     from cudal1.pipeline.stages import _best_shown
+    from cudal1.rl.buffer import ExemplarBuffer
 
-    stored = [Exemplar(TASK.task_id, SLOW, 1.2), Exemplar(TASK.task_id, SHOWN, 1.5), Exemplar(TASK.task_id, FAST, 2.0)]
-    ctx = SimpleNamespace(buffer=SimpleNamespace(exemplars=lambda task_id: stored))
-    assert _best_shown(ctx, TASK.task_id, [SLOW, SHOWN]) == 1.5
-    assert _best_shown(ctx, TASK.task_id, []) is None
+    buf = ExemplarBuffer(tmp_path, seed=0)
+    buf.add([Exemplar(TASK.task_id, SLOW, 1.2), Exemplar(TASK.task_id, SHOWN, 1.5), Exemplar(TASK.task_id, FAST, 2.0)])
+    bests = set()
+    for _ in range(30):
+        _, shown = buf.draw(TASK, k=2)
+        bests.add(_best_shown(shown))
+        assert _best_shown(shown) == max(e.speedup for e in shown)
+    assert bests == {1.5, 2.0}  # the best drawn, not the best stored (2.0 is left out of some draws)
+    assert _best_shown([]) is None

@@ -141,6 +141,21 @@ def test_build_prompt_for_a_builtin_task(tmp_path):
     assert parse_response(user).error is None
 
 
+def test_draw_returns_the_exemplars_its_prompt_shows(tmp_path):
+    task = load_builtin().tasks[0]
+    buf = ExemplarBuffer(tmp_path, seed=3)
+    assert buf.draw(task)[1] == []
+    buf.add([ex(task.task_id, 1.0 + i / 4, f"c{i}") for i in range(6)])
+    messages, shown = buf.draw(task, k=2)
+    user = messages[1]["content"]
+    assert len(shown) == 2 and all(e.task_id == task.task_id for e in shown)
+    # Exactly the drawn ones are in the prompt, with their speedups (the caller's early stop reads them).
+    for e in buf.exemplars(task.task_id):
+        drawn = e in shown
+        assert (e.code.split("tag = ")[1].strip() in user) == drawn, e
+        assert (f"{e.speedup:.2f}x" in user) == drawn, e
+
+
 def test_bad_arguments(tmp_path):
     with pytest.raises(ValueError):
         ExemplarBuffer(tmp_path, max_per_task=0)
