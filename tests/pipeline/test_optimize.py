@@ -229,6 +229,7 @@ def test_task_files_get_distinct_ids_and_a_bad_value_names_its_key(tmp_path):
             ("rollout.top_p=0", "rollout.top_p"),
             (f"start={tmp_path / 'none'}", "start"),
             ("bucket_scale=cubic", "bucket_scale"),
+            ("feedback_mode=chat", "feedback_mode"),
         ):
             with pytest.raises(ConfigError, match=f"config error at {key}:"):
                 load_optimize_config(compose("optimize", overrides=[f"task_files=[{files[0]}]", override]))
@@ -245,6 +246,7 @@ def test_the_optimize_job_and_the_serve_app_build_the_same_search_settings(tmp_p
     register_schema()
     (tmp_path / "a.py").write_text(PROGRAM)
     common = ["rounds=3", "verify_tries=5", "min_gain=1.2", "rollout.max_tokens=48", "rollout.temperature=0.5"]
+    common.append("feedback_mode=block")
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         job = OptimizeSettings.from_config(
             load_optimize_config(
@@ -256,7 +258,10 @@ def test_the_optimize_job_and_the_serve_app_build_the_same_search_settings(tmp_p
     served = OptimizeSettings.from_config(load_serve_config(compose_config([*common, "serve.token=t"])))
     for s in (job, served):
         assert (s.rounds, s.verify_tries, s.min_gain, s.max_tokens, s.temperature) == (3, 5, 1.2, 48, 0.5)
+        assert s.feedback_mode == "block"
     assert (job.feedback_items, served.feedback_items) == (2, 4)  # the serve config does not set it: the default
+    served_default = OptimizeSettings.from_config(load_serve_config(compose_config(["serve.token=t"])))
+    assert served_default.feedback_mode == "conversation"  # what training's refinement episodes ask
 
 
 def test_a_submitted_program_is_a_task_or_a_clear_error():

@@ -86,9 +86,9 @@ class Pool:
 OK, WRONG = Status.OK, Status.INCORRECT
 
 
-def run(tmp_path, plan, start=(START,)):
+def run(tmp_path, plan, start=(START,), mode="conversation"):
     task = task_from_source(PROGRAM, "relu")
-    settings = OptimizeSettings(rounds=1, samples=2, max_tokens=64, max_model_len=100000)
+    settings = OptimizeSettings(rounds=1, samples=2, max_tokens=64, max_model_len=100000, feedback_mode=mode)
     optimizer = Optimizer(Generator(), Pool(plan), Tokenizer(), settings)
     (outcome,), _ = optimize_tasks(optimizer, [task], tmp_path, starts={task.task_id: list(start)}, progress=False)
     files = sorted(p.name for p in (tmp_path / "solutions").rglob("*.py"))
@@ -96,10 +96,21 @@ def run(tmp_path, plan, start=(START,)):
     return outcome, files, report
 
 
-def test_the_issue_case_a_start_rechecked_slower_is_not_delivered(tmp_path):
+@pytest.mark.parametrize("mode", ["conversation", "block"])
+def test_the_issue_case_a_start_rechecked_slower_is_not_delivered(tmp_path, mode):
     # start: 1.01x, then 0.61x on the other actor (both below the resolution); the model's code is wrong
     plan = {START: [(OK, 1.01, ["below_resolution"]), (OK, 0.61, ["below_resolution"])], MODEL: [(WRONG, None, [])]}
-    o, files, report = run(tmp_path, plan)
+    o, files, report = run(tmp_path, plan, mode=mode)
+    # The one start is continued by both samples (conversation), or shown as the correct-but-not-faster
+    # line of one fresh prompt (block); the search and its outcome are the same.
+    round1 = o.attempts[1:]
+    if mode == "conversation":
+        assert [a.continues for a in round1] == ["start/0", "start/0"] and round1[0].messages is round1[1].messages
+        assert round1[0].messages[2]["role"] == "assistant" and START.rstrip() in round1[0].messages[2]["content"]
+        assert o.prompts[0].startswith("The evaluator's report on your previous solution:\ncorrect: 1.01x")
+    else:
+        assert [a.continues for a in round1] == [None, None] and len(round1[0].messages) == 2
+        assert "- Attempt 1: correct but not faster: 1.01x speedup" in o.prompts[0]
     assert o.status == "no_correct" and not o.delivered and o.solution is None
     assert o.message.startswith("no faster solution found") and "1.01x" in o.message
     assert files == []
