@@ -8,12 +8,33 @@ feedback):
    reference does not run is reported as `invalid_task` before any sampling;
 2. (optional) starting solutions (`start`: the user's own attempts, seed solutions) are evaluated
    as round 0;
-3. each round builds one prompt: the reference and up to `exemplars` correct solutions found so
-   far with their measured speedups (`cudal1.rl.exemplars.sample_exemplars`, slowest first, in
-   `cudal1.policy.prompts.contrastive_prompt`), and, with `feedback`, what the evaluator said
-   about the previous round's failures and correct-but-not-faster attempts (status, message,
-   times: `cudal1.policy.prompts.with_feedback`); the generator samples `samples` responses, the
-   parser reads them, the pool evaluates the parsed candidates; correct ones join the exemplars;
+3. each round builds a fresh prompt: the reference and up to `exemplars` correct solutions found
+   so far with their measured speedups (`cudal1.rl.exemplars.sample_exemplars`, slowest first, in
+   `cudal1.policy.prompts.contrastive_prompt`). With `feedback`, the next round also shows what
+   the evaluator said about the previous round's attempts, in one of two forms
+   (`feedback_mode`):
+   - "conversation" (the default): the round's `samples` prompts continue conversations, the
+     prompt training's refinement episodes use (`cudal1.pipeline.episodes`): turn-1 prompt, the
+     model's answer, the evaluator's report on it (`cudal1.policy.prompts.refinement_turn` with
+     `Attempt.turn_feedback`, the `Feedback` a training turn shows), the next answer, ... Which
+     are continued (`continued_attempts`): the previous round's attempts with a non-empty
+     response, one conversation each (identical responses once), the correct ones fastest first,
+     then the failed ones in their order, at most `samples`. With k < `samples` conversations
+     sample i continues conversation i mod k (`conversation_prompts`). So a round of `samples`
+     answers is continued one to one, as training's `group_size` episodes are, and the rounds of
+     the loop are the turns of an episode. Round 1 continues the starting solutions (their code as
+     the answer, `sft_response`, after round 1's fresh prompt); without a start, or when no
+     response has text, a round samples the fresh prompt. A conversation that does not fit even
+     in `refinement_turn`'s shortest form gets the fresh prompt for its samples (logged once per
+     task). A conversation keeps the exemplars its first prompt showed (as a training episode
+     does): a correct solution found in round r is shown to its own conversation as its report,
+     and to other samples only when they get a fresh prompt.
+   - "block": one fresh prompt per round holding one line per failure and correct-but-not-faster
+     attempt of the previous round (status, message, times: `cudal1.policy.prompts.with_feedback`;
+     at most `feedback_items`).
+   The generator samples the responses (block mode and fresh prompts: one prompt, n = `samples`;
+   conversations: one prompt per sample, n = 1), the parser reads them, the pool evaluates the
+   parsed candidates; correct ones join the exemplars;
 4. the fastest correct candidate is measured again on another actor of the pool (`verify`;
    `cudal1.rl.rewards.second_opinion` decides whether two measurements agree); one that does not
    hold up is dropped and the next is tried. The verified one is the task's solution, with the
@@ -32,8 +53,14 @@ one, or a `cudal1.actors.generator_group.GeneratorGroup` (what the job passes; `
 runs only in the pool's evaluator workers, never here. With `rounds=1, feedback=False` (and no
 `start`) it scores a checkpoint on a task: one round of `samples` plain-prompt samples.
 
-Limits: the prompt must fit `max_model_len - max_tokens`; when it does not, feedback, then
-exemplars, are dropped, and a task whose bare prompt does not fit is reported (`prompt_too_long`).
+Limits: the prompt must fit `max_model_len - max_tokens`; when the fresh one does not, block
+feedback, then exemplars, are dropped, and a task whose bare prompt does not fit is reported
+(`prompt_too_long`); a conversation is shortened by `refinement_turn` (earlier answers' code, then
+their text, then the last answer cut to its code, then the profile) and otherwise replaced by the
+fresh prompt. Each conversation is sent as a fresh prompt of token ids (earlier answers
+re-tokenized from their text), as training's turns are; that vLLM's prefix cache reuses the shared
+prefix was not measured. `TaskOutcome.prompts` keeps one user message per round (in conversation
+mode, sample 0's latest); every attempt's whole prompt is `Attempt.messages`.
 """
 
 from __future__ import annotations
@@ -298,7 +325,8 @@ class TaskOutcome:
         solution: the verified solution, or None.
         reference: the reference check's result, or None when skipped.
         attempts: every candidate of every round, in order.
-        prompts: each round's user message (round 1 first).
+        prompts: each round's user message (round 1 first); in conversation mode the latest user
+            message of sample 0's prompt (the others: `Attempt.messages`).
         seconds: wall time of the whole task.
     """
 

@@ -21,10 +21,12 @@ a contrastive prompt, the sentence 28 to a plain one. The same format is used
 for SFT targets (`sft_response`) and self-training prompts (`plain_prompt`), so the three stages
 train one habit. `cudal1.policy.parsing` reads it back.
 
-After an evaluated answer, two prompts carry what the evaluator said (`Feedback`): the optimize
-loop's next round puts one line per earlier attempt into a fresh prompt (`with_feedback`), and a
-refinement episode's next turn continues the conversation with the model's answer and the
-evaluator's report on it (`refinement_turn`, `cudal1.rl.turns`), shortened to a token budget.
+After an evaluated answer, two prompts carry what the evaluator said (`Feedback`): a refinement
+episode's next turn continues the conversation with the model's answer and the evaluator's report
+on it (`refinement_turn`, `cudal1.rl.turns`), shortened to a token budget; the optimize loop's
+next round does the same by default (`feedback_mode` "conversation", so inference asks what
+training teaches), or puts one line per earlier attempt into a fresh prompt (`with_feedback`,
+"block").
 
 Prompts are kept short: the embedded default model has a context of about 8k tokens, and most of
 it should go to the reference, the exemplars and the answer. Chat messages are returned as
