@@ -114,8 +114,8 @@ class SearchSettings:
     exemplars: int = 2
     """Correct solutions shown per prompt with their speedups (0: plain prompts)."""
     feedback: bool = True
-    """Show the previous round's failures (and correct but not faster attempts) with the evaluator's
-    messages in the next prompt."""
+    """Show what the evaluator said about the previous round's attempts in the next round's
+    prompts (in the form `feedback_mode` says); False: every round samples the fresh prompt."""
     feedback_mode: str = "conversation"
     """How the next round shows the feedback (`FEEDBACK_MODES`): "conversation" continues the
     previous round's attempts' conversations with `cudal1.policy.prompts.refinement_turn`, the
@@ -413,7 +413,9 @@ class Optimizer:
 
     Args:
         generator: has `generate(prompt_ids: list[list[int]], n, max_tokens, temperature, top_p)
-            -> list[list[Generation]]` (`cudal1.rollout.RolloutGenerator`, or its actor's `ShellHandle`).
+            -> list[list[Generation]]` (`cudal1.rollout.RolloutGenerator`, or its actor's `ShellHandle`):
+            called once per round, with the fresh prompt and n = `samples`, or, when the round
+            continues conversations, with one prompt per sample and n = 1.
         pool: has `evaluate_many(candidates, progress=bool, avoid=None) -> list[EvalResult]`
             (`cudal1.actors.bench_pool.BenchmarkPool`); candidates carry their task (`Candidate.task`),
             so the pool need not hold the task in its suite.
