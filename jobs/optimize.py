@@ -4,6 +4,7 @@
     python jobs/optimize.py tasks.ids=[level1/13,level1/5] rounds=3 samples=8
     python jobs/optimize.py model=local model.path=/models/qwen tasks=kernelbench tasks.source=/data/KernelBench
     python jobs/optimize.py model.path=models:/cudal1-policy/3 rounds=1 feedback=false   # score a checkpoint
+    python jobs/optimize.py task_files=[my_program.py] feedback_mode=block   # one fresh prompt per round
 
 Writes `out_dir`: solutions/ (the best verified solution per task), reports/ (every attempt, each
 round's prompt), results.jsonl and the table (mean / median / geomean speedup, fast_1, fast_1.01);

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING
 from cudal1.bench.result import EvalResult
 from cudal1.pipeline.metrics import PASSING
 from cudal1.pipeline.rollouts import assign_advantages, reward_config, sample_rollouts
-from cudal1.policy.model import chat_prompt_ids
+from cudal1.policy.model import chat_token_counter
 from cudal1.policy.prompts import Feedback, refinement_turn
 from cudal1.records import Rollout
 from cudal1.rl.rewards import Priced, RewardConfig
@@ -55,16 +55,6 @@ if TYPE_CHECKING:
     from cudal1.pipeline.context import RunContext
 
 log = logging.getLogger(__name__)
-
-_FAILURES = {
-    "truncated": "the answer was cut off at the token limit before it ended; nothing was evaluated",
-    "parse_error:empty_response": "the answer was empty",
-    "parse_error:no_code_block": "the answer had no ```python code block",
-    "parse_error:truncated_code_block": "the code block was not closed",
-    "parse_error:syntax_error": "the code is not valid Python",
-    "parse_error:no_modelnew": "the code defines no `class ModelNew`",
-    "parse_error:modelnew_not_defined": "the code defines no `class ModelNew`",
-}
 
 
 @dataclasses.dataclass
@@ -114,7 +104,7 @@ def feedback_of(r: Rollout) -> Feedback:
     if status.startswith("format:missing_"):
         section = status.removeprefix("format:missing_")
         return Feedback(status, f"the {section} section is missing or too short; nothing was evaluated")
-    return Feedback(status, _FAILURES.get(status, "nothing was evaluated"))
+    return Feedback.unevaluated(status)
 
 
 def code_keys(turns: Sequence[Rollout]) -> list[Hashable | None]:
@@ -213,10 +203,11 @@ def sample_episodes(
     cfg = ctx.cfg
     room = cfg.rollout.max_model_len - cfg.rollout.max_tokens
     budget = feedback_tokens if feedback_tokens is not None else room
+    count = chat_token_counter(ctx.tokenizer)
     # The prompts that fit, so that group g is kept prompt g (sample_rollouts skips the others alike).
     fit = []
     for i, (task, messages) in enumerate(zip(tasks, prompts)):
-        size = len(chat_prompt_ids(ctx.tokenizer, messages))
+        size = count(messages)
         if size <= room:
             fit.append(i)
         else:
@@ -242,9 +233,6 @@ def sample_episodes(
         r.episode = r.origin
         ep.turns.append(r)
         price_episode_copies(ep, reward_cfg)
-
-    def count(messages: list[dict[str, str]]) -> int:
-        return len(chat_prompt_ids(ctx.tokenizer, messages))
 
     for turn in range(2, turns + 1):
         live = continue_episodes(list(episodes.values()), turns, margin, budget, count)

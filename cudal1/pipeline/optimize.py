@@ -8,12 +8,33 @@ feedback):
    reference does not run is reported as `invalid_task` before any sampling;
 2. (optional) starting solutions (`start`: the user's own attempts, seed solutions) are evaluated
    as round 0;
-3. each round builds one prompt: the reference and up to `exemplars` correct solutions found so
-   far with their measured speedups (`cudal1.rl.exemplars.sample_exemplars`, slowest first, in
-   `cudal1.policy.prompts.contrastive_prompt`), and, with `feedback`, what the evaluator said
-   about the previous round's failures and correct-but-not-faster attempts (status, message,
-   times: `cudal1.policy.prompts.with_feedback`); the generator samples `samples` responses, the
-   parser reads them, the pool evaluates the parsed candidates; correct ones join the exemplars;
+3. each round builds a fresh prompt: the reference and up to `exemplars` correct solutions found
+   so far with their measured speedups (`cudal1.rl.exemplars.sample_exemplars`, slowest first, in
+   `cudal1.policy.prompts.contrastive_prompt`). With `feedback`, the next round also shows what
+   the evaluator said about the previous round's attempts, in one of two forms
+   (`feedback_mode`):
+   - "conversation" (the default): the round's `samples` prompts continue conversations, the
+     prompt training's refinement episodes use (`cudal1.pipeline.episodes`): turn-1 prompt, the
+     model's answer, the evaluator's report on it (`cudal1.policy.prompts.refinement_turn` with
+     `Attempt.turn_feedback`, the `Feedback` a training turn shows), the next answer, ... Which
+     are continued (`continued_attempts`): the previous round's attempts with a non-empty
+     response, one conversation each (identical responses once), the correct ones fastest first,
+     then the failed ones in their order, at most `samples`. With k < `samples` conversations
+     sample i continues conversation i mod k (`conversation_prompts`). So a round of `samples`
+     answers is continued one to one, as training's `group_size` episodes are, and the rounds of
+     the loop are the turns of an episode. Round 1 continues the starting solutions (their code as
+     the answer, `sft_response`, after round 1's fresh prompt); without a start, or when no
+     response has text, a round samples the fresh prompt. A conversation that does not fit even
+     in `refinement_turn`'s shortest form gets the fresh prompt for its samples (logged once per
+     task). A conversation keeps the exemplars its first prompt showed (as a training episode
+     does): a correct solution found in round r is shown to its own conversation as its report,
+     and to other samples only when they get a fresh prompt.
+   - "block": one fresh prompt per round holding one line per failure and correct-but-not-faster
+     attempt of the previous round (status, message, times: `cudal1.policy.prompts.with_feedback`;
+     at most `feedback_items`).
+   The generator samples the responses (block mode and fresh prompts: one prompt, n = `samples`;
+   conversations: one prompt per sample, n = 1), the parser reads them, the pool evaluates the
+   parsed candidates; correct ones join the exemplars;
 4. the fastest correct candidate is measured again on another actor of the pool (`verify`;
    `cudal1.rl.rewards.second_opinion` decides whether two measurements agree); one that does not
    hold up is dropped and the next is tried. The verified one is the task's solution, with the
@@ -32,8 +53,14 @@ one, or a `cudal1.actors.generator_group.GeneratorGroup` (what the job passes; `
 runs only in the pool's evaluator workers, never here. With `rounds=1, feedback=False` (and no
 `start`) it scores a checkpoint on a task: one round of `samples` plain-prompt samples.
 
-Limits: the prompt must fit `max_model_len - max_tokens`; when it does not, feedback, then
-exemplars, are dropped, and a task whose bare prompt does not fit is reported (`prompt_too_long`).
+Limits: the prompt must fit `max_model_len - max_tokens`; when the fresh one does not, block
+feedback, then exemplars, are dropped, and a task whose bare prompt does not fit is reported
+(`prompt_too_long`); a conversation is shortened by `refinement_turn` (earlier answers' code, then
+their text, then the last answer cut to its code, then the profile) and otherwise replaced by the
+fresh prompt. Each conversation is sent as a fresh prompt of token ids (earlier answers
+re-tokenized from their text), as training's turns are; that vLLM's prefix cache reuses the shared
+prefix was not measured. `TaskOutcome.prompts` keeps one user message per round (in conversation
+mode, sample 0's latest); every attempt's whole prompt is `Attempt.messages`.
 """
 
 from __future__ import annotations
@@ -49,7 +76,8 @@ from typing import Any
 from cudal1.errors import ConfigError
 from cudal1.bench.result import EvalResult, Label, SecondOpinion, Status
 from cudal1.policy.parsing import parse_response
-from cudal1.policy.prompts import Feedback, contrastive_prompt, with_feedback
+from cudal1.policy.model import chat_prompt_ids, chat_token_counter
+from cudal1.policy.prompts import Feedback, contrastive_prompt, refinement_turn, sft_response, with_feedback
 from cudal1.records import Candidate, Exemplar
 from cudal1.rl.exemplars import SCALES as EXEMPLAR_SCALES, sample_exemplars
 from cudal1.rl.rewards import MIN_GAIN, VERIFY_TOLERANCE
@@ -66,6 +94,12 @@ starting solutions (delivered) / a verified solution that does not (not delivere
 solution / the reference itself does not run / the prompt does not fit."""
 
 
+FEEDBACK_MODES = ("conversation", "block")
+"""`SearchSettings.feedback_mode`: continue each continued attempt's conversation with the
+evaluator's report (`refinement_turn`, as training's refinement episodes) / one fresh prompt with a
+paragraph of the previous round's failures (`with_feedback`)."""
+
+
 @dataclasses.dataclass
 class SearchSettings:
     """How `Optimizer` searches: the top-level keys of the optimize and serve job configs
@@ -80,12 +114,17 @@ class SearchSettings:
     exemplars: int = 2
     """Correct solutions shown per prompt with their speedups (0: plain prompts)."""
     feedback: bool = True
-    """Show the previous round's failures (and correct but not faster attempts) with the evaluator's
-    messages in the next prompt."""
+    """Show what the evaluator said about the previous round's attempts in the next round's
+    prompts (in the form `feedback_mode` says); False: every round samples the fresh prompt."""
+    feedback_mode: str = "conversation"
+    """How the next round shows the feedback (`FEEDBACK_MODES`): "conversation" continues the
+    previous round's attempts' conversations with `cudal1.policy.prompts.refinement_turn`, the
+    prompt training's refinement episodes use; "block" puts one line per attempt into a fresh
+    prompt (`cudal1.policy.prompts.with_feedback`). See the module doc."""
     feedback_items: int = 4
-    """At most this many attempts in the feedback paragraph."""
+    """At most this many attempts in the feedback paragraph (block mode)."""
     feedback_chars: int = 300
-    """Each evaluator message is cut to this many characters."""
+    """Each evaluator message (and profile) is cut to this many characters."""
     tau: float = 1.0
     """Exemplar bucket temperature (`cudal1.rl.exemplars.sample_exemplars`)."""
     n_buckets: int = 4
@@ -112,6 +151,10 @@ class SearchSettings:
             raise ConfigError("exemplars", f"must be >= 0; got {self.exemplars}")
         if not self.tau > 0:
             raise ConfigError("tau", f"must be > 0; got {self.tau}")
+        if self.feedback_mode not in FEEDBACK_MODES:
+            raise ConfigError(
+                "feedback_mode", f"must be one of {', '.join(FEEDBACK_MODES)}; got {self.feedback_mode!r}"
+            )
         if self.bucket_scale not in EXEMPLAR_SCALES:
             raise ConfigError("bucket_scale", f"must be one of {', '.join(EXEMPLAR_SCALES)}; got {self.bucket_scale!r}")
         if not 0 < self.verify_tolerance < math.inf:
@@ -166,7 +209,12 @@ class Attempt:
     """One candidate of one round (round 0: a starting solution).
 
     `result` is the evaluation, None when the response held no usable code (`parse_error` says
-    why) or was cut at `max_tokens` (`finish_reason` "length").
+    why) or was cut at `max_tokens` (`finish_reason` "length"). `response` is the model's whole
+    answer (a starting solution's: its code as `cudal1.policy.prompts.sft_response` writes it);
+    `messages` the chat it answered ([] for a starting solution); `continues` the origin of the
+    attempt whose conversation its prompt continued (conversation mode), None for a fresh prompt.
+    `response` and `messages` are not in `to_dict` (the report's and Serve's shape is unchanged;
+    each conversation repeats the task).
     """
 
     round: int
@@ -177,6 +225,9 @@ class Attempt:
     parse_error: str | None
     finish_reason: str
     result: EvalResult | None
+    response: str = ""
+    messages: list[dict[str, str]] = dataclasses.field(default_factory=list)
+    continues: str | None = None
 
     @property
     def correct(self) -> bool:
@@ -191,12 +242,12 @@ class Attempt:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe dict (the result as `EvalResult.to_dict()`)."""
-        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "result"}
+        d = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name not in _NOT_IN_DICT}
         d["result"] = self.result.to_dict() if self.result is not None else None
         return d
 
     def feedback(self) -> Feedback:
-        """What the next round's prompt says about this attempt."""
+        """What the next round's prompt says about this attempt in block mode (`with_feedback`)."""
         if self.result is None:
             why = (
                 "the response was cut off before its code block closed"
@@ -206,6 +257,19 @@ class Attempt:
             return Feedback(f"parse_error:{self.parse_error or 'truncated'}", why)
         return Feedback.of(self.result)
 
+    def turn_feedback(self) -> Feedback:
+        """What the evaluator's report says about this attempt when its conversation is continued
+        (conversation mode): the `Feedback` training's refinement turns show
+        (`cudal1.pipeline.episodes.feedback_of`): `Feedback.of(result)` for an evaluated attempt,
+        else `Feedback.unevaluated` of "truncated" (cut at `max_tokens`) or "parse_error:<label>"."""
+        if self.result is not None:
+            return Feedback.of(self.result)
+        if self.finish_reason == "length":
+            return Feedback.unevaluated("truncated")
+        return Feedback.unevaluated(f"parse_error:{self.parse_error or 'no_code_block'}")
+
+
+_NOT_IN_DICT = ("result", "response", "messages")
 
 _PARSE_WHY = {
     "empty_response": "the response was empty",
@@ -261,7 +325,8 @@ class TaskOutcome:
         solution: the verified solution, or None.
         reference: the reference check's result, or None when skipped.
         attempts: every candidate of every round, in order.
-        prompts: each round's user message (round 1 first).
+        prompts: each round's user message (round 1 first); in conversation mode the latest user
+            message of sample 0's prompt (the others: `Attempt.messages`).
         seconds: wall time of the whole task.
     """
 
@@ -348,7 +413,9 @@ class Optimizer:
 
     Args:
         generator: has `generate(prompt_ids: list[list[int]], n, max_tokens, temperature, top_p)
-            -> list[list[Generation]]` (`cudal1.rollout.RolloutGenerator`, or its actor's `ShellHandle`).
+            -> list[list[Generation]]` (`cudal1.rollout.RolloutGenerator`, or its actor's `ShellHandle`):
+            called once per round, with the fresh prompt and n = `samples`, or, when the round
+            continues conversations, with one prompt per sample and n = 1.
         pool: has `evaluate_many(candidates, progress=bool, avoid=None) -> list[EvalResult]`
             (`cudal1.actors.bench_pool.BenchmarkPool`); candidates carry their task (`Candidate.task`),
             so the pool need not hold the task in its suite.
@@ -412,12 +479,19 @@ class Optimizer:
                 return self._finish(out, t0, emit)
 
         pool_of_exemplars: list[Exemplar] = []
-        feedback: list[Feedback] = []
+        feedback: list[Feedback] = []  # block mode: the next prompt's lines
+        previous: list[Attempt] = []  # conversation mode: the attempts the next round may continue
+        warned = False  # a conversation that does not fit is logged once per task
+        count = chat_token_counter(self.tokenizer)
         if start:
-            attempts = [Attempt(0, i, f"start/{i}", code, {}, None, "stop", None) for i, code in enumerate(start)]
+            attempts = [
+                Attempt(0, i, f"start/{i}", code, {}, None, "stop", None, response=sft_response(code))
+                for i, code in enumerate(start)
+            ]
             self._evaluate_attempts(task, task_record, attempts)
             out.attempts += attempts
             feedback = self._absorb(task, attempts, pool_of_exemplars)
+            previous = attempts
 
         for rnd in range(1, s.rounds + 1):
             emit("round_start", round=rnd, rounds=s.rounds)
@@ -428,20 +502,34 @@ class Optimizer:
                 if s.exemplars
                 else []
             )
-            prompt_ids, user = self._prompt(task, shown, feedback if s.feedback else [])
+            block = s.feedback and s.feedback_mode == "block"
+            prompt_ids, fresh = self._prompt(task, shown, feedback if block else [])
             if prompt_ids is None:
                 out.status = "prompt_too_long"
                 out.message = (
-                    f"the prompt without exemplars or feedback is {user} tokens; "
+                    f"the prompt without exemplars or feedback is {fresh} tokens; "
                     f"max_model_len - max_tokens = {s.max_model_len - s.max_tokens}"
                 )
                 return self._finish(out, t0, emit)
-            out.prompts.append(user)
-            gens = self.generator.generate(
-                [prompt_ids], n=s.samples, max_tokens=s.max_tokens, temperature=s.temperature, top_p=s.top_p
-            )[0]
+            plan: list[Prompt] = [(fresh, None)] * s.samples
+            if s.feedback and not block:
+                plan, over = conversation_prompts(
+                    previous, fresh, s.samples, s.max_model_len - s.max_tokens, count, s.feedback_chars
+                )
+                if over and not warned:
+                    warned = True
+                    log.warning(
+                        "%s: round %d: %d conversation(s) do not fit max_model_len - max_tokens = %d even "
+                        "shortened; their samples get a fresh prompt (logged once per task)",
+                        task.task_id,
+                        rnd,
+                        over,
+                        s.max_model_len - s.max_tokens,
+                    )
+            out.prompts.append(plan[0][0][-1]["content"])
+            gens = self._generate(prompt_ids, fresh, plan)
             attempts = []
-            for i, gen in enumerate(gens):
+            for i, (gen, (messages, continued)) in enumerate(zip(gens, plan)):
                 parsed = parse_response(gen.text)
                 usable = parsed.error is None and gen.finish_reason != "length"
                 attempts.append(
@@ -454,12 +542,16 @@ class Optimizer:
                         parsed.error,
                         gen.finish_reason,
                         None,
+                        response=gen.text,
+                        messages=messages,
+                        continues=continued.origin if continued is not None else None,
                     )
                 )
             emit("generated", round=rnd, responses=len(gens), parsed=sum(a.code is not None for a in attempts))
             self._evaluate_attempts(task, task_record, attempts)
             out.attempts += attempts
             feedback = self._absorb(task, attempts, pool_of_exemplars)
+            previous = attempts
             statuses: dict[str, int] = {}
             for a in attempts:
                 key = a.result.status.value if a.result else f"parse_error:{a.parse_error or 'truncated'}"
@@ -558,13 +650,13 @@ class Optimizer:
         return failed + slow
 
     def _prompt(self, task: Task, shown: list[Exemplar], feedback: list[Feedback]) -> tuple[list[int] | None, Any]:
-        """(prompt ids, user message) that fit; feedback, then exemplars, are dropped when too long.
-        (None, bare prompt's token count) when even the bare prompt does not fit."""
-        from cudal1.policy.model import chat_prompt_ids
-
+        """(prompt ids, messages) of the round's fresh prompt that fit: `contrastive_prompt` with
+        `shown`, and `with_feedback` of `feedback` (block mode; [] otherwise); the feedback, then
+        the exemplars, are dropped when too long. (None, the bare prompt's token count) when even
+        the bare prompt does not fit."""
         s = self.settings
         limit = s.max_model_len - s.max_tokens
-        tries = [(shown, feedback), (shown, []), ([], [])]
+        tries = [(shown, feedback), *([(shown, [])] if feedback else []), *([([], [])] if shown else [])]
         n = 0
         for ex, fb in tries:
             messages = contrastive_prompt(task.source, ex)
@@ -578,10 +670,26 @@ class Optimizer:
                         "%s: prompt too long for max_model_len - max_tokens = %d: %s dropped",
                         task.task_id,
                         limit,
-                        "feedback" if ex else "feedback and exemplars",
+                        "feedback" if ex else ("feedback and exemplars" if feedback else "exemplars"),
                     )
-                return ids, messages[-1]["content"]
+                return ids, messages
         return None, n
+
+    def _generate(self, fresh_ids: list[int], fresh: list[dict[str, str]], plan: list[Prompt]) -> list[Any]:
+        """One `Generation` per sample of `plan`: all `samples` from one call on the fresh prompt
+        (n = samples) when no sample continues a conversation (block mode, round 1 without a start,
+        `feedback` off), else one call with each sample's prompt (n = 1; a conversation's ids
+        rendered once)."""
+        s = self.settings
+        kw = {"max_tokens": s.max_tokens, "temperature": s.temperature, "top_p": s.top_p}
+        if all(continued is None for _, continued in plan):
+            return self.generator.generate([fresh_ids], n=len(plan), **kw)[0]
+        rendered: dict[int, list[int]] = {id(fresh): fresh_ids}
+        for m, _ in plan:
+            if id(m) not in rendered:
+                rendered[id(m)] = chat_prompt_ids(self.tokenizer, m)
+        ids = [rendered[id(m)] for m, _ in plan]
+        return [g[0] for g in self.generator.generate(ids, n=1, **kw)]
 
     def _verified_best(
         self, task: Task, task_record: dict[str, Any], attempts: list[Attempt], emit: Callable[..., None]
@@ -635,6 +743,75 @@ def task_from_source(source: str, name: str = "program") -> Task:
         except ValueError as e:
             raise ValueError(str(e).replace(f"task file {path}", f"program {name!r}")) from None
     return dataclasses.replace(task, path="")
+
+
+Prompt = tuple[list[dict[str, str]], "Attempt | None"]
+"""One sample's prompt in a round: its chat messages and the attempt whose conversation it
+continues (None: the round's fresh prompt)."""
+
+
+def continued_attempts(previous: Sequence[Attempt], samples: int) -> list[Attempt]:
+    """The attempts of the previous round (or the starting solutions) whose conversations the next
+    round continues, at most `samples`: those with a non-empty `response` (of identical responses
+    the first), the correct ones fastest first (refining what works is how a faster program is
+    found), then the others (failed, or cut off) in their order. Pure."""
+    seen: set[str] = set()
+    kept = []
+    for a in previous:
+        if a.response.strip() and a.response not in seen:
+            seen.add(a.response)
+            kept.append(a)
+    ranked = sorted((a for a in kept if a.correct), key=lambda a: -a.speedup) + [a for a in kept if not a.correct]
+    return ranked[:samples]
+
+
+def conversation_prompts(
+    previous: Sequence[Attempt],
+    fresh: list[dict[str, str]],
+    samples: int,
+    token_budget: int,
+    count_tokens: Callable[[list[dict[str, str]]], int],
+    max_chars: int = 300,
+) -> tuple[list[Prompt], int]:
+    """The next round's `samples` prompts in conversation mode (`feedback_mode`).
+
+    Each of the k `continued_attempts(previous, samples)` opens one conversation:
+    `refinement_turn(a.messages or fresh, a.response, a.turn_feedback(), token_budget,
+    count_tokens, max_chars)` (training's refinement turn: the chat so far, the answer as the
+    assistant's message, the evaluator's report, shortened to `token_budget` tokens). Sample i
+    gets conversation i mod k, so with k < `samples` the samples are spread evenly (the first ones
+    get one more). A conversation whose shortest form does not fit `token_budget`
+    (`refinement_turn` raises ValueError), and every sample when there is none to continue, gets
+    `fresh` (the round's turn-1 prompt, which fits).
+
+    Args:
+        previous: the previous round's attempts (round 1: the starting solutions, which answered
+            no prompt of their own: their conversation starts from `fresh`).
+        fresh: this round's turn-1 prompt (`contrastive_prompt`, fitting the budget).
+        samples: prompts to return (`SearchSettings.samples`).
+        token_budget: tokens a prompt may take (max_model_len - max_tokens), as `count_tokens`
+            counts (`cudal1.policy.model.chat_token_counter`).
+        max_chars: the report's message and profile are cut to this many characters.
+
+    Returns:
+        ([(messages, continued attempt or None)] in sample order, the number of conversations that
+        did not fit and fell back to `fresh`). Pure: no I/O.
+    """
+    chats: list[Prompt] = []
+    over = 0
+    for a in continued_attempts(previous, samples):
+        try:
+            messages = refinement_turn(
+                a.messages or fresh, a.response, a.turn_feedback(), token_budget, count_tokens, max_chars
+            )
+        except ValueError:
+            over += 1
+            chats.append((fresh, None))
+            continue
+        chats.append((messages, a))
+    if not chats:
+        return [(fresh, None)] * samples, 0
+    return [chats[i % len(chats)] for i in range(samples)], over
 
 
 def _larger_spread(first: EvalResult, second: EvalResult) -> float | None:

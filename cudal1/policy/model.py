@@ -6,6 +6,7 @@ DeepSeek checkpoint alike; nothing is downloaded (`local_files_only`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -113,3 +114,16 @@ def chat_prompt_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]
     # and this returns a plain list on every transformers version.
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     return list(tokenizer.encode(text, add_special_tokens=False))
+
+
+def chat_token_counter(tokenizer: Any) -> Callable[[list[dict[str, str]]], int]:
+    """The `count_tokens` of `cudal1.policy.prompts.refinement_turn` for this tokenizer: a
+    message list's length in tokens as `chat_prompt_ids` renders it (generation prompt included).
+    One definition for training's refinement episodes and the optimize loop's conversations, so
+    both measure a prompt against `max_model_len - max_tokens` alike. The returned function
+    raises ValueError as `chat_prompt_ids` does."""
+
+    def count(messages: list[dict[str, str]]) -> int:
+        return len(chat_prompt_ids(tokenizer, messages))
+
+    return count

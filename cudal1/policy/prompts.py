@@ -21,10 +21,12 @@ a contrastive prompt, the sentence 28 to a plain one. The same format is used
 for SFT targets (`sft_response`) and self-training prompts (`plain_prompt`), so the three stages
 train one habit. `cudal1.policy.parsing` reads it back.
 
-After an evaluated answer, two prompts carry what the evaluator said (`Feedback`): the optimize
-loop's next round puts one line per earlier attempt into a fresh prompt (`with_feedback`), and a
-refinement episode's next turn continues the conversation with the model's answer and the
-evaluator's report on it (`refinement_turn`, `cudal1.rl.turns`), shortened to a token budget.
+After an evaluated answer, two prompts carry what the evaluator said (`Feedback`): a refinement
+episode's next turn continues the conversation with the model's answer and the evaluator's report
+on it (`refinement_turn`, `cudal1.rl.turns`), shortened to a token budget; the optimize loop's
+next round does the same by default (`feedback_mode` "conversation", so inference asks what
+training teaches), or puts one line per earlier attempt into a fresh prompt (`with_feedback`,
+"block").
 
 Prompts are kept short: the embedded default model has a context of about 8k tokens, and most of
 it should go to the reference, the exemplars and the answer. Chat messages are returned as
@@ -154,6 +156,19 @@ def sft_response(code: str, analysis: str = "", design: str = "") -> str:
     )
 
 
+UNEVALUATED: dict[str, str] = {
+    "truncated": "the answer was cut off at the token limit before it ended; nothing was evaluated",
+    "parse_error:empty_response": "the answer was empty",
+    "parse_error:no_code_block": "the answer had no ```python code block",
+    "parse_error:truncated_code_block": "the code block was not closed",
+    "parse_error:syntax_error": "the code is not valid Python",
+    "parse_error:no_modelnew": "the code defines no `class ModelNew`",
+    "parse_error:modelnew_not_defined": "the code defines no `class ModelNew`",
+}
+"""Why an answer was never evaluated (the reward's reason: "truncated", "parse_error:<label>" of
+`cudal1.policy.parsing`) -> the one line a refinement turn's report says (`Feedback.unevaluated`)."""
+
+
 @dataclasses.dataclass
 class Feedback:
     """What the evaluator said about one earlier attempt, for the next prompt: the next round of
@@ -197,6 +212,15 @@ class Feedback:
             tuple(result.labels),
             profile,
         )
+
+    @classmethod
+    def unevaluated(cls, status: str) -> "Feedback":
+        """The feedback of an answer that was never evaluated: `status` ("truncated",
+        "parse_error:<label>", or another reason) with its one-line explanation from
+        `UNEVALUATED` ("nothing was evaluated" for one it does not list). What a refinement
+        episode's next turn (`cudal1.pipeline.episodes.feedback_of`) and the optimize loop's
+        conversations (`cudal1.pipeline.optimize.Attempt.turn_feedback`) say alike."""
+        return cls(status, UNEVALUATED.get(status, "nothing was evaluated"))
 
     def line(self, max_chars: int = 300) -> str:
         """One line: status, then the message cut to `max_chars`, or the timing of a correct attempt."""

@@ -62,7 +62,8 @@ def test_two_rounds_on_two_tasks_write_a_verified_solution_feedback_and_the_tabl
 ):
     from cudal1.pipeline.optimize import OptimizeSettings, Optimizer
     from cudal1.pipeline.optimize_job import optimize_tasks
-    from cudal1.policy.model import load_tokenizer
+    from cudal1.policy.model import chat_token_counter, load_tokenizer
+    from cudal1.policy.prompts import Feedback, refinement_turn, sft_response
 
     suite = load_builtin().tasks
     tasks = [find_task(suite, "level1/4"), find_task(suite, "level1/1")]
@@ -89,15 +90,34 @@ def test_two_rounds_on_two_tasks_write_a_verified_solution_feedback_and_the_tabl
     assert kron.reference.status == "ok" and diag.reference.status == "ok"
     start_ok, start_wrong = kron.attempts[:2]
     assert start_ok.result.status == "ok" and start_wrong.result.status == "incorrect"
-    # Round 1's prompt shows the correct start with its measured speedup, and the wrong one's evaluator message.
-    assert len(kron.prompts) == 2 and f"{start_ok.result.speedup:.2f}x speedup" in kron.prompts[0]
-    assert seed.strip()[:200] in kron.prompts[0]
-    assert f"- Attempt 1: incorrect: {start_wrong.result.message[:40]}" in kron.prompts[0]
-    # Round 1's own failures (the untrained model writes no code block) are in round 2's prompt.
+    # Conversation mode (the default): each round's prompts are training's refinement turns
+    # (refinement_turn with the attempt's Feedback) under the same token budget and counter.
+    count, budget = chat_token_counter(optimizer.tokenizer), 4096 - 48
     round1 = [a for a in kron.attempts if a.round == 1]
+    round2 = [a for a in kron.attempts if a.round == 2]
+    # Round 1 continues the two starts (the correct one first), one sample each; their turn 1 is the
+    # round's fresh prompt, which shows the correct start with its measured speedup.
+    fresh = round1[0].messages[:2]
+    assert (
+        f"{start_ok.result.speedup:.2f}x speedup" in fresh[1]["content"] and seed.strip()[:200] in fresh[1]["content"]
+    )
+    assert [a.continues for a in round1] == ["start/0", "start/1"]
+    for a, start in zip(round1, (start_ok, start_wrong)):
+        assert a.messages == refinement_turn(fresh, sft_response(start.code), Feedback.of(start.result), budget, count)
+    assert f"incorrect: {start_wrong.result.message[:40]}" in round1[1].messages[-1]["content"]
+    assert kron.prompts[0] == round1[0].messages[-1]["content"]
+    # Round 1's own failures (the untrained model writes no code block): round 2 continues each
+    # conversation with the model's answer and the parser's reason, as training's next turn says it.
     assert len(round1) == 2 and all(a.result is None and a.parse_error for a in round1)
-    assert f"- Attempt 1: parse_error:{round1[0].parse_error}" in kron.prompts[1]
-    assert "incorrect:" not in kron.prompts[1]  # only the previous round's failures
+    assert [a.continues for a in round2] == [a.origin for a in round1]
+    for a, before in zip(round2, round1):
+        fb = Feedback.unevaluated(
+            "truncated" if before.finish_reason == "length" else f"parse_error:{before.parse_error}"
+        )
+        assert a.messages == refinement_turn(before.messages, before.response, fb, budget, count)
+        assert a.messages[:2] == fresh and count(a.messages) <= budget
+    assert len(kron.prompts) == 2 and kron.prompts[1] == round2[0].messages[-1]["content"]
+    assert "incorrect:" not in kron.prompts[1]  # only the previous turn's report
 
     # The solution: the seed, measured twice (the second time on the other actor), the slower figure kept.
     # It is the start itself, so it cannot beat the start: recorded, not delivered (no file).
@@ -112,6 +132,9 @@ def test_two_rounds_on_two_tasks_write_a_verified_solution_feedback_and_the_tabl
 
     # No correct candidate for level1/1: no file, its table row is the most informative failure.
     assert diag.solution is None and diag.status == "no_correct" and len(diag.attempts) == 4
+    # Without a start round 1 is the fresh prompt (all samples from one call), round 2 continues it.
+    assert [a.continues for a in diag.attempts] == [None, None, "round1/s0", "round1/s1"]
+    assert diag.attempts[0].messages == diag.attempts[1].messages and len(diag.attempts[0].messages) == 2
     assert not (tmp_path / "solutions" / "level1" / "1_Matmul_with_diagonal_matrix.py").exists()
     with pytest.raises(ValueError):  # nothing delivered: the solutions directory holds no solution
         load_solutions(tmp_path / "solutions", ["level1/4", "level1/1"])
@@ -136,6 +159,8 @@ def test_two_rounds_on_two_tasks_write_a_verified_solution_feedback_and_the_tabl
     assert {"table.txt", "results.jsonl", "tables"} <= {a.path for a in client.list_artifacts(tracker.run_id)}
     report = json.loads((tmp_path / "reports" / "level1_4.json").read_text())
     assert report["solution"]["speedup"] == sol.speedup and len(report["attempts"]) == 6
+    assert [a["continues"] for a in report["attempts"]][2:] == ["start/0", "start/1", "round1/s0", "round1/s1"]
+    assert "messages" not in report["attempts"][2] and "response" not in report["attempts"][2]
 
     kinds = [e["event"] for e in events if e["task_id"] == "level1/4"]
     assert kinds == [
@@ -204,6 +229,7 @@ def test_task_files_get_distinct_ids_and_a_bad_value_names_its_key(tmp_path):
             ("rollout.top_p=0", "rollout.top_p"),
             (f"start={tmp_path / 'none'}", "start"),
             ("bucket_scale=cubic", "bucket_scale"),
+            ("feedback_mode=chat", "feedback_mode"),
         ):
             with pytest.raises(ConfigError, match=f"config error at {key}:"):
                 load_optimize_config(compose("optimize", overrides=[f"task_files=[{files[0]}]", override]))
@@ -220,6 +246,7 @@ def test_the_optimize_job_and_the_serve_app_build_the_same_search_settings(tmp_p
     register_schema()
     (tmp_path / "a.py").write_text(PROGRAM)
     common = ["rounds=3", "verify_tries=5", "min_gain=1.2", "rollout.max_tokens=48", "rollout.temperature=0.5"]
+    common.append("feedback_mode=block")
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
         job = OptimizeSettings.from_config(
             load_optimize_config(
@@ -231,7 +258,10 @@ def test_the_optimize_job_and_the_serve_app_build_the_same_search_settings(tmp_p
     served = OptimizeSettings.from_config(load_serve_config(compose_config([*common, "serve.token=t"])))
     for s in (job, served):
         assert (s.rounds, s.verify_tries, s.min_gain, s.max_tokens, s.temperature) == (3, 5, 1.2, 48, 0.5)
+        assert s.feedback_mode == "block"
     assert (job.feedback_items, served.feedback_items) == (2, 4)  # the serve config does not set it: the default
+    served_default = OptimizeSettings.from_config(load_serve_config(compose_config(["serve.token=t"])))
+    assert served_default.feedback_mode == "conversation"  # what training's refinement episodes ask
 
 
 def test_a_submitted_program_is_a_task_or_a_clear_error():
@@ -248,3 +278,87 @@ def test_a_submitted_program_is_a_task_or_a_clear_error():
     namespace: dict = {}
     exec(reference_as_candidate(PROGRAM), namespace)
     assert namespace["ModelNew"] is namespace["Model"] and namespace["ModelNew"]()
+
+
+def _reply(code: str | None, note: str = "one pass over the data") -> str:
+    body = f"## Code\n```python\n{code.rstrip()}\n```" if code else "## Code\nnothing yet"
+    return f"## Performance analysis\nThe relu is {note}.\n\n## Algorithm design\nFuse it.\n\n{body}"
+
+
+def test_conversation_prompts_are_training_refinement_turns_and_block_mode_is_the_fresh_prompt(small_model_dir):
+    """The real tokenizer counts the budget; the attempts are records (the run below has the real ones)."""
+    from cudal1.bench.result import Status, Timing
+    from cudal1.config import ConfigError
+    from cudal1.pipeline.optimize import (
+        Attempt,
+        OptimizeSettings,
+        Optimizer,
+        continued_attempts,
+        conversation_prompts,
+    )
+    from cudal1.policy.model import chat_prompt_ids, chat_token_counter, load_tokenizer
+    from cudal1.policy.prompts import Feedback, contrastive_prompt, refinement_turn, sft_response, with_feedback
+    from cudal1.records import Exemplar
+
+    tok = load_tokenizer(small_model_dir)
+    count = chat_token_counter(tok)
+    task = find_task(load_builtin().tasks, "level1/4")
+    seed = seed_solutions("cpu")["level1/4"].read_text()
+    fresh = contrastive_prompt(task.source, [Exemplar(task.task_id, seed, 1.3)])
+    ms = Timing(median_ms=2.0, mean_ms=2.0, min_ms=2.0, max_ms=2.0, round_medians_ms=[2.0], spread=0.0, calls=1)
+    fast = EvalResult(task.task_id, Status.OK, speedup=1.6, speedup_spread=0.02, reference=ms, candidate=ms)
+    slow = EvalResult(task.task_id, Status.OK, speedup=0.7, speedup_spread=0.02)
+    wrong = EvalResult(task.task_id, Status.INCORRECT, message="outputs differ: max abs error 3.1")
+    two_turns = refinement_turn(fresh, _reply(WRONG), Feedback.of(wrong), 100_000, count)
+
+    def attempt(sample, code, result, text, finish="stop", parse_error=None, messages=()):
+        return Attempt(1, sample, f"round1/s{sample}", code, {}, parse_error, finish, result, text, list(messages))
+
+    previous = [
+        attempt(0, None, None, "no code at all", parse_error="no_code_block", messages=fresh),
+        attempt(1, WRONG, slow, _reply(WRONG, "slow"), messages=two_turns),
+        attempt(2, None, None, "   ", parse_error="empty_response", messages=fresh),  # nothing to continue
+        attempt(3, seed, fast, _reply(seed), messages=fresh),
+        attempt(4, None, None, "no code at all", parse_error="no_code_block", messages=fresh),  # the same text
+        attempt(5, None, None, _reply(None, "cut"), finish="length", parse_error="no_code_block", messages=fresh),
+    ]
+    # Training's Feedback (episodes.feedback_of): the result's, else the reward's reason explained.
+    assert previous[3].turn_feedback() == Feedback.of(fast)
+    assert previous[0].turn_feedback() == Feedback(
+        "parse_error:no_code_block", "the answer had no ```python code block"
+    )
+    assert (
+        previous[5].turn_feedback() == Feedback.unevaluated("truncated")
+        and "cut off" in previous[5].turn_feedback().message
+    )
+    # Continued: the correct ones fastest first, then the failed in order; no empty or repeated response.
+    assert [a.sample for a in continued_attempts(previous, 8)] == [3, 1, 0, 5]
+    assert [a.sample for a in continued_attempts(previous, 2)] == [3, 1]
+
+    budget = 4096 - 48
+    plan, over = conversation_prompts(previous, fresh, 6, budget, count, 300)
+    assert over == 0 and [a.sample for _, a in plan] == [3, 1, 0, 5, 3, 1]  # 4 conversations spread over 6 samples
+    for messages, a in plan:
+        assert messages == refinement_turn(a.messages, a.response, a.turn_feedback(), budget, count, 300)
+        assert count(messages) <= budget
+    assert plan[0][0] == [*fresh, {"role": "assistant", "content": _reply(seed)}, plan[0][0][-1]]
+    assert plan[0][0][-1]["content"].startswith("The evaluator's report on your previous solution:\ncorrect: 1.60x")
+    assert len(plan[1][0]) == 6 and plan[1][0][:4] == two_turns  # a third turn: the whole conversation so far
+    # A start answered no prompt: its conversation starts from the round's fresh prompt, its answer its code.
+    start = Attempt(0, 0, "start/0", WRONG, {}, None, "stop", wrong, sft_response(WRONG))
+    [(only, continued)], over = conversation_prompts([start], fresh, 1, budget, count)
+    assert continued is start and only == refinement_turn(fresh, sft_response(WRONG), Feedback.of(wrong), budget, count)
+    assert "outputs differ: max abs error 3.1" in only[-1]["content"]
+    # Over budget (the fresh prompt's own size): every conversation falls back to the fresh prompt.
+    plan, over = conversation_prompts(previous, fresh, 3, count(fresh), count)
+    assert over == 3 and plan == [(fresh, None)] * 3
+    assert conversation_prompts(previous[2:3], fresh, 2, budget, count) == ([(fresh, None)] * 2, 0)
+
+    # Block mode: the round's one fresh prompt holds the failures' lines (with_feedback), as before.
+    settings = OptimizeSettings(feedback_mode="block", max_tokens=48, max_model_len=4096)
+    feedback = [a.feedback() for a in previous[:2]]
+    ids, messages = Optimizer(None, None, tok, settings)._prompt(task, [Exemplar(task.task_id, seed, 1.3)], feedback)
+    assert messages == with_feedback(fresh, feedback, 4, 300) and ids == chat_prompt_ids(tok, messages)
+    assert "- Attempt 1: parse_error:no_code_block" in messages[-1]["content"]
+    with pytest.raises(ConfigError, match="feedback_mode"):
+        OptimizeSettings(feedback_mode="blocks")

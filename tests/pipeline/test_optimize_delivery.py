@@ -11,7 +11,9 @@ import pytest
 from cudal1.bench.result import EvalResult, Status
 from cudal1.pipeline.optimize import OptimizeSettings, Optimizer, task_from_source
 from cudal1.pipeline.optimize_job import optimize_tasks, task_line
-from cudal1.records import Generation
+from cudal1.policy.model import chat_prompt_ids
+from cudal1.policy.prompts import contrastive_prompt
+from cudal1.records import Exemplar, Generation
 from cudal1.serve.jobs import runner_result
 
 PROGRAM = (
@@ -86,9 +88,9 @@ class Pool:
 OK, WRONG = Status.OK, Status.INCORRECT
 
 
-def run(tmp_path, plan, start=(START,)):
+def run(tmp_path, plan, start=(START,), mode="conversation"):
     task = task_from_source(PROGRAM, "relu")
-    settings = OptimizeSettings(rounds=1, samples=2, max_tokens=64, max_model_len=100000)
+    settings = OptimizeSettings(rounds=1, samples=2, max_tokens=64, max_model_len=100000, feedback_mode=mode)
     optimizer = Optimizer(Generator(), Pool(plan), Tokenizer(), settings)
     (outcome,), _ = optimize_tasks(optimizer, [task], tmp_path, starts={task.task_id: list(start)}, progress=False)
     files = sorted(p.name for p in (tmp_path / "solutions").rglob("*.py"))
@@ -96,10 +98,21 @@ def run(tmp_path, plan, start=(START,)):
     return outcome, files, report
 
 
-def test_the_issue_case_a_start_rechecked_slower_is_not_delivered(tmp_path):
+@pytest.mark.parametrize("mode", ["conversation", "block"])
+def test_the_issue_case_a_start_rechecked_slower_is_not_delivered(tmp_path, mode):
     # start: 1.01x, then 0.61x on the other actor (both below the resolution); the model's code is wrong
     plan = {START: [(OK, 1.01, ["below_resolution"]), (OK, 0.61, ["below_resolution"])], MODEL: [(WRONG, None, [])]}
-    o, files, report = run(tmp_path, plan)
+    o, files, report = run(tmp_path, plan, mode=mode)
+    # The one start is continued by both samples (conversation), or shown as the correct-but-not-faster
+    # line of one fresh prompt (block); the search and its outcome are the same.
+    round1 = o.attempts[1:]
+    if mode == "conversation":
+        assert [a.continues for a in round1] == ["start/0", "start/0"] and round1[0].messages is round1[1].messages
+        assert round1[0].messages[2]["role"] == "assistant" and START.rstrip() in round1[0].messages[2]["content"]
+        assert o.prompts[0].startswith("The evaluator's report on your previous solution:\ncorrect: 1.01x")
+    else:
+        assert [a.continues for a in round1] == [None, None] and len(round1[0].messages) == 2
+        assert "- Attempt 1: correct but not faster: 1.01x speedup" in o.prompts[0]
     assert o.status == "no_correct" and not o.delivered and o.solution is None
     assert o.message.startswith("no faster solution found") and "1.01x" in o.message
     assert files == []
@@ -144,3 +157,18 @@ def test_without_a_start_the_bar_is_the_reference_and_unpaid_gains_do_not_count(
     # 1.3x confirmed at 1.25x: delivered at 1.25x
     o, files, _ = run(tmp_path, {MODEL: [(OK, 1.3, []), (OK, 1.25, [])]}, start=())
     assert o.status == "improved" and o.solution.paid == pytest.approx(1.25) and files == ["0_relu.py"]
+
+
+def test_a_conversation_over_the_token_budget_falls_back_to_the_fresh_prompt_and_is_logged_once(tmp_path, caplog):
+    task = task_from_source(PROGRAM, "relu")
+    tok = Tokenizer()
+    fresh = contrastive_prompt(task.source, [Exemplar(task.task_id, START, 1.5)])
+    # Room for the fresh prompt (showing the start) and 5 tokens more: no refinement turn fits.
+    room = len(chat_prompt_ids(tok, fresh)) + 5
+    settings = OptimizeSettings(rounds=2, samples=2, max_tokens=64, max_model_len=room + 64, verify=False)
+    optimizer = Optimizer(Generator(), Pool({START: [(OK, 1.5, [])], MODEL: [(WRONG, None, [])]}), tok, settings)
+    with caplog.at_level("WARNING", logger="cudal1.pipeline.optimize"):
+        o = optimizer.optimize(task, start=[START])
+    assert [a.continues for a in o.attempts] == [None] * 5 and all(a.messages == fresh for a in o.attempts[1:])
+    warned = [r.getMessage() for r in caplog.records if "do not fit" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].startswith(f"{task.task_id}: round 1: 1 conversation(s) do not fit")
