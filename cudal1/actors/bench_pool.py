@@ -9,8 +9,9 @@ candidate to whichever actor finishes first.
 
 No result is ever silently lost. An actor that dies (node lost, process killed) is restarted by
 Ray (`max_restarts=-1`), and its in-flight call is retried on the restarted actor up to
-`max_task_retries` times. If that also fails, or the actor gives no answer within
-`call_timeout_s`, the candidate gets a labelled result (status runtime_error or timeout, label
+`max_task_retries` times. If that also fails (a lost node: the actor cannot come back there),
+the candidate is measured again on another actor of the pool, once (`MOVES`). If that fails
+too, or the actor gives no answer within `call_timeout_s`, the candidate gets a labelled result (status runtime_error or timeout, label
 "actor_died" / "harness_error" / "actor_timeout", message "benchmark actor ...") and the pool goes
 on with the other candidates. These labels say the harness failed, not the candidate: the reward
 policy can leave such candidates out instead of punishing them.
@@ -47,6 +48,10 @@ from .health import RewardSourceLost
 from .pool_spec import PoolSpec
 
 log = logging.getLogger(__name__)
+
+MOVES = 1
+"""How often one candidate is moved to another actor of its pool after its actor died under it
+(`_Run._move`); past that its result is the labelled harness failure (`Label.ACTOR_DIED`)."""
 
 LOST_CHECK_S = 10.0
 """While a call or an actor's restart is outstanding, how often (s) a pool that computes rewards
@@ -336,6 +341,10 @@ class BenchmarkPool:
         One call in flight per actor; the next candidate goes to the first actor that finishes.
         An actor gets work only after it answers a `ready` call (which waits through a restart).
         Every candidate gets a result: a harness failure gives a labelled one (see the module doc).
+        A call that ends because its actor died (after Ray's `max_task_retries` on that actor, e.g.
+        its node is gone) or because its evaluator raised is queued once more for another actor of
+        the pool (`MOVES`, logged); only when that fails too, or the pool has one actor, is the
+        labelled failure the result.
         An actor that is dead for good, not back within `start_timeout_s`, or whose calls die 3
         times in a row is left out for the rest of this call; with none left, the remaining
         candidates are labelled "no live benchmark actor". One call (or open `stream`) at a time
@@ -462,7 +471,8 @@ class _Run:
     def __init__(self, pool: BenchmarkPool, progress: bool) -> None:
         self.pool = pool
         self.candidates: list[Candidate] = []
-        self.avoid: list[int | None] = []
+        self.avoid: list[set[int]] = []  # per candidate, actors it should not go to
+        self.moves: list[int] = []  # per candidate, how often it was moved off an actor that died
         self.results: list[EvalResult | None] = []
         self.pending: collections.deque[int] = collections.deque()
         self.idle: collections.deque[int] = collections.deque()
@@ -489,7 +499,8 @@ class _Run:
         if not candidates:
             return range(start, start)
         self.candidates += candidates
-        self.avoid += avoid if avoid is not None else [None] * len(candidates)
+        self.avoid += [set() if a is None else {a} for a in (avoid if avoid is not None else [None] * len(candidates))]
+        self.moves += [0] * len(candidates)
         self.results += [None] * len(candidates)
         if self.bar is None:
             self.bar = tqdm(
@@ -521,6 +532,26 @@ class _Run:
         self.bar.update(1)
         self.pool.count(result)
 
+    def _move(self, i: int, a: int, failed: EvalResult) -> bool:
+        """Queue candidate `i` again for another actor than `a`, whose call ended in the harness's
+        failure (`failed`: the actor died, or its evaluator raised as it was killed): a result the
+        candidate did not cause is measured again rather than masked. At most `MOVES` times per
+        candidate (one that kills every actor it reaches is not moved on forever), and only in a
+        pool with another actor. Returns whether it was queued."""
+        if self.moves[i] >= MOVES or len(self.pool.actors) < 2:
+            return False
+        self.moves[i] += 1
+        self.avoid[i].add(a)
+        self.pending.appendleft(i)  # ahead of newer work: it has waited a whole call already
+        log.warning(
+            "pool %s: %s on actor %d (%s); measuring it again on another actor",
+            self.pool.name,
+            self.candidates[i].task_id,
+            a,
+            failed.message[:160],
+        )
+        return True
+
     def _after_build(self, i: int, failed: EvalResult | None) -> None:
         if failed is None:
             self.pending.append(i)
@@ -535,7 +566,7 @@ class _Run:
         parked: list[int] = []  # idle actors every pending candidate should avoid
         while self.idle and self.pending:
             a = self.idle.popleft()
-            i = next((j for j in self.pending if self.relaxed or self.avoid[j] != a), None)
+            i = next((j for j in self.pending if self.relaxed or a not in self.avoid[j]), None)
             if i is None:
                 parked.append(a)
                 continue
@@ -581,7 +612,10 @@ class _Run:
             del pool._busy[a]
             result, died, recheck = pool._collect(ref, self.candidates[i])
             result.actor = a
-            self._finish(i, result)
+            if (died or Label.HARNESS_ERROR in result.labels) and self._move(i, a, result):
+                pass
+            else:
+                self._finish(i, result)
             self.strikes[a] = self.strikes[a] + 1 if died else 0
             if self.strikes[a] >= 3:
                 log.warning("pool %s: actor %d died on 3 calls in a row; left out of this batch", pool.name, a)

@@ -15,7 +15,7 @@ import pytest
 import ray
 
 from cudal1.actors.bench_pool import BenchmarkPool, BenchmarkPools, BenchWorker, PoolSpec, RewardSourceLost
-from cudal1.bench.result import EvalResult, Label, Status
+from cudal1.bench.result import HARNESS_LABELS, EvalResult, Label, Status
 from cudal1.pipeline.verify import verify_outliers
 from cudal1.records import Candidate
 from cudal1.rl.rewards import RewardConfig, price
@@ -258,6 +258,41 @@ def test_kill_without_retries_gives_a_labelled_result(ray_cluster, tmp_path_fact
         assert first.status == "runtime_error" and first.labels in (["actor_died"], ["harness_error"]), first
         assert first.message.startswith(("benchmark actor died", "benchmark actor failed")), first.message
         assert second.status == "ok", second.message  # the restarted actor took the next one
+    finally:
+        pool.shutdown()
+
+
+def test_a_candidate_whose_actor_is_lost_is_measured_on_another_actor(ray_cluster, tmp_path_factory):
+    """An actor that cannot come back (killed for good, as on a lost node) under a call with no
+    retries: the candidate is measured again on the pool's other actor, not masked as actor_died."""
+    spec = PoolSpec(
+        name="moves",
+        num_actors=2,
+        num_cpus=1,
+        max_task_retries=0,
+        settings=settings(tmp_path_factory),
+        start_timeout_s=180,
+    )
+    pool = BenchmarkPool(spec)
+    try:
+        candidates = [Candidate(TASK, SEED, origin=f"c{i}") for i in range(3)]
+        out: dict = {}
+        runner = threading.Thread(
+            target=lambda: out.setdefault("results", pool.evaluate_many(candidates, progress=False))
+        )
+        runner.start()
+        deadline = time.monotonic() + 120
+        while len(pool.busy) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)  # inside both evaluations
+        victim, lost = next(iter(pool.busy.items()))
+        ray.kill(pool.actors[victim], no_restart=True)
+        runner.join(timeout=400)
+        assert not runner.is_alive()
+        results = out["results"]
+        assert [r.status for r in results] == [Status.OK] * 3, [(r.status, r.message[:80]) for r in results]
+        assert results[lost].actor == 1 - victim and not set(results[lost].labels) & HARNESS_LABELS, results[lost]
+        assert all(r.actor == 1 - victim for r in results[2:])  # the third waited for the live actor
     finally:
         pool.shutdown()
 
