@@ -34,7 +34,7 @@ BAD_REFERENCE = (
 )
 
 
-def test_a_start_that_fails_at_the_probe_is_a_config_error_and_leaves_no_run_for_the_review(ray_cluster, tmp_path, caplog):
+def test_a_start_failing_at_the_probe_is_a_config_error_and_no_run_for_the_review(ray_cluster, tmp_path, caplog):
     """Past the cluster check, every actor started, then no task is usable: a config error naming
     `tasks` (exit 2 in a job), the MLflow run FAILED, and a directory the review does not pick."""
     import logging
