@@ -9,7 +9,9 @@ What each job does before its own work, in one place:
 - `infrastructure_errors`: the pool that computes rewards lost (`RewardSourceLost`) or a broken
   weight sync (`WeightSyncBroken`) is one message and exit code 1, not a traceback and never a
   success.
-- `no_empty_output`: a job that fails before its first result leaves no output directory behind.
+- `no_empty_output`: a job that fails before its first result leaves no output directory behind
+  (a training start that fails once its actors run keeps its directory for the logs, without a
+  state.json: `RunContext.start` says so, and the review skips it).
 - `output_dir` and `compose`: Hydra's side. A job's output directory defaults to the one Hydra
   resolved for its own logs; `compose` builds a config outside `@hydra.main` (the Serve builder).
 - `start_ray`: start or join Ray as `cfg.ray` says, route the engines' log records to files, and
@@ -229,7 +231,9 @@ def select_tasks(cfg: Any) -> list[Task]:
 def usable_tasks(tasks: list[Task], probes: dict[str, dict[str, Any]]) -> list[Task]:
     """`tasks` without those whose reference failed to run or is degenerate on the primary pool's
     device (a wrong candidate passes on a degenerate task, so it can teach nothing), each dropped
-    one logged. `probes`: `BenchmarkPool.probe_tasks`' answer. Raises ValueError when none is left."""
+    one logged. `probes`: `BenchmarkPool.probe_tasks`' answer. Raises ConfigError (key "tasks", a
+    ValueError, which `user_errors` reports in one line) when none is left: the selection, not
+    cudal1, has to change."""
     kept = []
     for task in tasks:
         probe = probes.get(task.task_id) or {}
@@ -239,8 +243,12 @@ def usable_tasks(tasks: list[Task], probes: dict[str, dict[str, Any]]) -> list[T
         else:
             kept.append(task)
     if not kept:
-        raise ValueError(
-            f"none of the {len(tasks)} selected tasks can be used (each failed its probe or is degenerate)"
+        from cudal1.config import ConfigError
+
+        raise ConfigError(
+            "tasks",
+            f"none of the {len(tasks)} selected tasks can be used on the primary pool's device "
+            "(each failed its probe or is degenerate: the warnings above say why)",
         )
     log.info(
         "%d of %d tasks kept after probing their references: %s",

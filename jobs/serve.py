@@ -5,7 +5,10 @@
     RAY_AUTH_MODE=token ray job submit --working-dir . --runtime-env-json '{"env_vars": {"CUDAL1_SERVE_TOKEN": "secret"}}' \
         -- "$PWD/.venv/bin/python" jobs/serve.py model_dir=/shared/serve serve.jobs_dir=/shared/serve/jobs
 
-Blocks while the application runs (Ctrl-C stops it). Configuration: conf/serve.yaml; docs/serve.md.
+Prints what it waits for while it starts, then `serve: ready ...` once the application answers;
+blocks until SIGTERM or Ctrl-C, which delete the application and exit 0 (`cudal1.serve.app.start`).
+Exit 2: a config error or a cluster too small; 1: the application never answered over HTTP.
+Configuration: conf/serve.yaml; docs/serve.md.
 """
 
 import sys
@@ -31,10 +34,14 @@ def main(cfg: DictConfig) -> None:
     try:
         with user_errors("serve"):
             cfg = load_serve_config(cfg)  # typed, validated, token present: fails before anything starts
-            from cudal1.serve.app import start
+            from cudal1.serve.app import NotAnswering, start
 
-            start(cfg)
-    except KeyboardInterrupt:
+            try:
+                start(cfg)
+            except NotAnswering as e:  # the application was deleted; the message says what to check
+                print(f"serve: {e}", file=sys.stderr, flush=True)
+                sys.exit(1)
+    except KeyboardInterrupt:  # Ctrl-C before the application's start installed its own handlers
         sys.exit(130)
 
 

@@ -1,10 +1,13 @@
-"""A job that cannot start says why in one line, exits 2 and leaves no run directory (issue 24)."""
+"""A job that cannot start says why in one line and exits 2; it leaves no run directory, or (past the
+cluster check, when actors had started) none that the review picks (issue 24)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -22,3 +25,40 @@ def test_train_with_an_unknown_task_id_prints_one_line_exits_2_and_leaves_no_run
     assert "Traceback" not in proc.stderr
     assert proc.stderr.strip().splitlines()[-1].startswith("train: config error at tasks.ids: no task level9/99")
     assert not run_dir.exists()
+
+
+BAD_REFERENCE = (
+    "import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
+    "        raise RuntimeError('this reference cannot run')\n\n\n"
+    "def get_inputs():\n    return [torch.randn(8, 8)]\n\n\ndef get_init_inputs():\n    return []\n"
+)
+
+
+def test_a_start_failing_at_the_probe_is_a_config_error_and_no_run_for_the_review(ray_cluster, tmp_path, caplog):
+    """Past the cluster check, every actor started, then no task is usable: a config error naming
+    `tasks` (exit 2 in a job), the MLflow run FAILED, and a directory the review does not pick."""
+    import logging
+
+    from mlflow.tracking import MlflowClient
+
+    from cudal1 import review
+    from cudal1.config import ConfigError
+    from cudal1.pipeline.context import RunContext
+    from cudal1.tracking import default_tracking_uri
+    from tests.conftest import compose_smoke
+
+    (tmp_path / "kb" / "level1").mkdir(parents=True)
+    (tmp_path / "kb" / "level1" / "1_Bad.py").write_text(BAD_REFERENCE)
+    run_dir = tmp_path / "runs" / "first"
+    cfg = compose_smoke(run_dir, f"tasks.source={tmp_path / 'kb'}", "tasks.ids=[level1/1]", tracking="local")
+    with pytest.MonkeyPatch.context() as mp, caplog.at_level(logging.WARNING, logger="cudal1"):
+        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+        with pytest.raises(ConfigError) as e:
+            RunContext.start(cfg)
+    assert e.value.key == "tasks" and "none of the 1 selected tasks can be used" in str(e.value)
+    assert "task level1/1 (Bad) left out: forward seed=0 failed: RuntimeError" in caplog.text
+    assert f"{run_dir} holds no state.json, so the review skips it" in caplog.text
+    assert not (run_dir / "state.json").exists() and review.default_run_dir(tmp_path) is None
+    client = MlflowClient(default_tracking_uri(run_dir))
+    runs = client.search_runs([client.get_experiment_by_name(cfg.tracking.experiment).experiment_id])
+    assert [r.info.status for r in runs] == ["FAILED"]

@@ -4,6 +4,7 @@ import logging
 
 import pytest
 
+from cudal1.config import ConfigError
 from cudal1.launch import usable_tasks
 from cudal1.tasks.task import Task
 
@@ -25,7 +26,7 @@ def test_degenerate_and_failed_tasks_are_left_out_with_a_log_line(caplog):
     assert [t.task_id for t in kept] == ["level1/1", "level1/4"]
     assert "level1/2 (t2) left out: degenerate: output all zero" in caplog.text
     assert "level1/3 (t3) left out: import failed" in caplog.text
-    with pytest.raises(ValueError, match="none of the 2 selected tasks"):
+    with pytest.raises(ConfigError, match="config error at tasks: none of the 2 selected tasks"):
         usable_tasks(tasks[1:3], probes)
 
 

@@ -150,6 +150,14 @@ class RunContext:
                 check_shared_run_dir(run_dir, {"buffer": ctx.buffer, **ctx.learner.rank_handles()})
         except BaseException:
             ctx.close(status="FAILED")
+            if not state_exists:  # kept for its logs (an engine that failed to start says why there)
+                log.warning(
+                    "the run stopped before its first stage: %s holds no state.json, so the review skips it; "
+                    "MLflow run %s is marked FAILED; its logs are in %s",
+                    run_dir,
+                    tracker.run_id or "(none)",
+                    run_dir / "logs",
+                )
             raise
         return ctx
 

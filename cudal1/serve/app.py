@@ -22,6 +22,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -233,20 +235,183 @@ def run(cfg: Any, blocking: bool = True) -> None:
     serve.run(application(cfg), name=cfg.serve.app_name, route_prefix=cfg.serve.route_prefix, blocking=blocking)
 
 
+class NotAnswering(RuntimeError):
+    """The application reached RUNNING but its HTTP route did not answer 200 within
+    `serve.answer_timeout_s` (another process on the port, or Serve already running on the
+    cluster with other HTTP options)."""
+
+
+class _Stop(KeyboardInterrupt):
+    """SIGTERM or SIGINT reached jobs/serve.py; `signame` says which."""
+
+    def __init__(self, signame: str) -> None:
+        super().__init__(signame)
+        self.signame = signame
+
+
 def start(cfg: Any) -> None:
     """jobs/serve.py: join or start Ray as `cfg.ray` says (a local cluster unless RAY_ADDRESS, which
     `ray job submit` sets), check with `ray.preflight` that the nodes can hold the pools and the
-    replicas (`replica_needs`), then `run` the application and block. Raises InsufficientResources
-    naming each role."""
+    replicas (`replica_needs`), deploy the application, and block until SIGTERM or SIGINT.
+
+    Prints (stdout) what it waits for and the seconds elapsed every `serve.progress_s` while it
+    starts, then `serve: ready ...` with the URL only once `GET /v1/models` answered 200 (the
+    replica has loaded the engine and the pools, and the proxy routes to it). On SIGTERM or SIGINT
+    it deletes the application (the replica's pools shut down), stops the local cluster if it
+    started one, prints `serve: ... done` and returns: the caller exits 0, a requested stop being a
+    server's normal end. Raises InsufficientResources naming each role, NotAnswering, and what
+    `serve.run` raises for an application that fails to deploy (after the same clean-up)."""
+    import signal
+
     from cudal1.launch import start_ray
 
-    start_ray(cfg, needs=replica_needs(cfg))
+    facts = start_ray(cfg, needs=replica_needs(cfg))
+    s = cfg.serve
+    url = f"http://{s.host}:{s.port}{s.route_prefix.rstrip('/')}/v1"
+    t0 = time.monotonic()
+
+    def stop(signum: int, frame: Any) -> None:
+        raise _Stop(signal.Signals(signum).name)
+
+    # After Ray's start-up, whose handler in the driver prints a C++ stack and aborts on SIGTERM.
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     print(
-        f"serving {cfg.serve.model_name} at http://{cfg.serve.host}:{cfg.serve.port}{cfg.serve.route_prefix.rstrip('/')}"
-        f"/v1 (bearer token required); Ctrl-C stops",
+        f"serve: starting {s.model_name} at {url}: the policy checkpoint, then the replica (the engine and the "
+        f"benchmark pools load in it); a line every {s.progress_s:.0f} s until it answers",
         flush=True,
     )
-    run(cfg, blocking=True)
+    why = "stopping after an error"
+    try:
+        with _Progress(t0, s.progress_s) as progress:
+            progress.what = lambda: f"the policy checkpoint under {cfg.model_dir}"
+            serve.start(http_options={"host": s.host, "port": s.port})
+            target = application(cfg)
+            progress.what = lambda: _app_state(s.app_name)
+            serve.run(target, name=s.app_name, route_prefix=s.route_prefix, blocking=False)  # returns once RUNNING
+            _wait_answering(cfg, progress)
+        print(
+            f"serve: ready after {time.monotonic() - t0:.0f} s: {s.model_name} at {url} (bearer token required); "
+            "Ctrl-C or SIGTERM stops it",
+            flush=True,
+        )
+        while True:
+            time.sleep(3600)
+    except _Stop as e:
+        why = e.signame
+    finally:
+        for sig in previous:  # a second signal must not interrupt the clean-up
+            signal.signal(sig, lambda signum, frame: print("serve: already shutting down", flush=True))
+        clean = _shut_down(s.app_name, facts["started_local"], why)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    if not clean:
+        raise SystemExit(1)
+
+
+def _shut_down(app_name: str, local_cluster: bool, why: str) -> bool:
+    """Delete the application (Serve shuts its replicas down gracefully: `PolicyServer.__del__`
+    stops the pools) and, when this process started the cluster, stop it; one line before, one
+    after. Returns False when the clean-up failed (the line says how), never raises: an error being
+    reported must not be replaced by one of the clean-up."""
+    import ray
+
+    t0 = time.monotonic()
+    also = " and the local Ray cluster" if local_cluster else ""
+    print(f"serve: {why}: shutting down the application {app_name!r}{also} ...", flush=True)
+    try:
+        if ray.is_initialized():
+            try:
+                deployed = app_name in serve.status().applications
+            except Exception:  # noqa: BLE001 - no Serve instance: it failed before Serve started
+                deployed = False
+            if deployed:
+                serve.delete(app_name)
+            if local_cluster:
+                ray.shutdown()
+    except Exception as e:  # noqa: BLE001 - a failed clean-up is reported, not a second traceback
+        print(f"serve: shutting down: {type(e).__name__}: {e}", flush=True)
+        return False
+    print(f"serve: shut down in {time.monotonic() - t0:.0f} s: done", flush=True)
+    return True
+
+
+class _Progress:
+    """While the block runs, a line every `every_s` seconds on stdout: `serve: waiting for <what>
+    (<elapsed> s)`, elapsed from `t0` (`time.monotonic`). `what` is a callable the thread calls
+    (it may ask Serve for its status), set by the main thread as the start-up moves on."""
+
+    def __init__(self, t0: float, every_s: float) -> None:
+        self.t0, self.every_s = t0, every_s
+        self.what: Any = lambda: "the start"
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="serve-progress", daemon=True)
+
+    def __enter__(self) -> "_Progress":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._done.set()
+        self._thread.join(timeout=5)
+
+    def _beat(self) -> None:
+        while not self._done.wait(self.every_s):
+            try:
+                what = self.what()
+            except Exception as e:  # noqa: BLE001 - a status that cannot be read is still progress to show
+                what = f"the application (status unreadable: {type(e).__name__}: {str(e)[:200]})"
+            if not self._done.is_set():
+                print(f"serve: waiting for {what} ({time.monotonic() - self.t0:.0f} s)", flush=True)
+
+
+def _app_state(app_name: str) -> str:
+    """The application's state in Serve's words, e.g. "the application 'cudal1' to run: DEPLOYING,
+    PolicyServer UPDATING (replicas: STARTING 1)"."""
+    app = serve.status().applications.get(app_name)
+    if app is None:
+        return f"Serve to deploy the application {app_name!r}"
+
+    def word(x: Any) -> str:  # Serve's enums are str enums; plain strings pass unchanged
+        return str(getattr(x, "value", x))
+
+    parts = [word(app.status)]
+    for name, d in app.deployments.items():
+        replicas = ", ".join(f"{word(state)} {n}" for state, n in d.replica_states.items() if n)
+        parts.append(f"{name} {word(d.status)}" + (f" (replicas: {replicas})" if replicas else ""))
+    return f"the application {app_name!r} to run: " + ", ".join(parts)
+
+
+def _wait_answering(cfg: Any, progress: _Progress) -> None:
+    """Until `GET <route>/v1/models` with the bearer token answers 200 on this node (127.0.0.1 when
+    Serve binds every interface). Raises NotAnswering after `serve.answer_timeout_s` seconds."""
+    import urllib.error
+    import urllib.request
+
+    s = cfg.serve
+    host = "127.0.0.1" if s.host in ("0.0.0.0", "::", "") else s.host
+    url = f"http://{host}:{s.port}{s.route_prefix.rstrip('/')}/v1/models"
+    token = s.token or os.environ.get(s.token_env, "")
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {token}"})
+    last = "nothing yet"
+    progress.what = lambda: f"GET {url} to answer 200 (last: {last})"
+    deadline = time.monotonic() + s.answer_timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(request, timeout=10) as response:
+                if response.status == 200:
+                    return
+                last = f"HTTP {response.status}"
+        except urllib.error.HTTPError as e:
+            last = f"HTTP {e.code}"
+        except (urllib.error.URLError, OSError) as e:
+            last = str(getattr(e, "reason", e))
+        if time.monotonic() > deadline:
+            raise NotAnswering(
+                f"the application is RUNNING but GET {url} did not answer 200 within {s.answer_timeout_s:.0f} s "
+                f"(last: {last}); another process may hold port {s.port}, or Serve already runs on this cluster "
+                "with other HTTP options"
+            )
+        time.sleep(0.5)
 
 
 def replica_needs(cfg: Any) -> list[Any]:

@@ -49,6 +49,12 @@ class ServeSettings:
     max_program_chars: int = 100000
     max_chat_tokens: int = 1024
     """Largest `max_tokens` of a chat request."""
+    progress_s: float = 10.0
+    """jobs/serve.py: seconds between its start-up lines (what it waits for, elapsed) until the
+    application answers."""
+    answer_timeout_s: float = 300.0
+    """jobs/serve.py: seconds it waits, once Serve reports the application RUNNING, for its first
+    answer over HTTP (`GET /v1/models`: 200) before it gives up."""
 
     def __post_init__(self) -> None:
         for name in (
@@ -64,6 +70,8 @@ class ServeSettings:
             "max_samples",
             "max_program_chars",
             "max_chat_tokens",
+            "progress_s",
+            "answer_timeout_s",
         ):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"serve.{name}", f"must be > 0, got {getattr(self, name)!r}")

@@ -183,20 +183,29 @@ def test_two_rounds_on_two_tasks_write_a_verified_solution_feedback_and_the_tabl
     }
 
 
-def test_a_bad_task_file_is_one_line_and_exit_2(tmp_path):
-    bad = tmp_path / "prog.py"
-    bad.write_text("import torch\n\nclass Model(torch.nn.Module):\n    pass\n")
+@pytest.mark.parametrize(
+    "override, line",
+    [
+        ("task_files=[prog.py]", "task_files[0]: task file prog.py: missing module-level get_inputs, get_init_inputs"),
+        ("task_files=[nope.py]", "task_files[0]: no task file nope.py"),
+        ("tasks.ids=[level9/99]", "tasks.ids: no task level9/99 among "),
+    ],
+)
+def test_a_bad_task_file_or_id_is_one_line_exit_2_and_leaves_nothing_under_runs(tmp_path, override, line):
+    """As a user runs it (the default out_dir, runs/optimize-<time> under the working directory)."""
+    (tmp_path / "prog.py").write_text("import torch\n\nclass Model(torch.nn.Module):\n    pass\n")
     proc = subprocess.run(
-        [sys.executable, "jobs/optimize.py", f"task_files=[{bad}]", f"out_dir={tmp_path / 'o'}"],
-        cwd=ROOT,
+        [sys.executable, str(ROOT / "jobs" / "optimize.py"), override, "tracking=none"],
+        cwd=tmp_path,
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
-    assert proc.stderr.strip() == (
-        f"optimize: config error at task_files[0]: task file {bad}: missing module-level get_inputs, get_init_inputs"
-    )
+    assert proc.stderr.strip().startswith(f"optimize: config error at {line}"), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    runs = tmp_path / "runs"
+    assert not runs.exists() or not any(runs.iterdir()), list(runs.iterdir())
 
 
 PROGRAM = (

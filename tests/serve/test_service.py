@@ -140,6 +140,8 @@ def test_the_serve_config_needs_a_token_and_names_a_bad_key(monkeypatch):
         ("rounds=9", "rounds"),
         ("serve.port=0", "serve.port"),
         ("serve.route_prefix=v1", "serve.route_prefix"),
+        ("serve.progress_s=0", "serve.progress_s"),
+        ("serve.answer_timeout_s=-1", "serve.answer_timeout_s"),
         ("rollout.tensor_parallel_size=2", "rollout.tensor_parallel_size"),
         ("rollout.num_engines=2", "rollout.num_engines"),
     ):
