@@ -195,9 +195,9 @@ class MeasuredPool:
     A program is (task, `normalized_code`, second-opinion flag): a copy and a renamed copy of one
     code are one program, as `sample_rollouts` already treats them within a step. Each program is
     measured at most `measures` times over the experiment: in each of the first `measures` steps
-    (`new_step()`) in which it is asked for, afresh; after that, step k reuses its measurement
-    number k mod `measures`, so separate measurements of one code, with their noise, keep
-    alternating. Within one step a program always gets one result. `remeasure=True` measures every
+    (`new_step()`) in which it is asked for, afresh; after that, the steps that ask for it cycle
+    through those measurements in order (first, second, ..., first, ...), so separate
+    measurements of one code, with their noise, keep alternating. Within one step a program always gets one result. `remeasure=True` measures every
     program afresh at every step (as the training job does), unbounded. A second opinion on an
     outlier (a call with `avoid`, `cudal1.pipeline.verify.verify_outliers`) is a program of its own,
     kept apart from the first."""
@@ -212,6 +212,7 @@ class MeasuredPool:
         self.memo: dict[tuple[str, str, bool], list[EvalResult]] = {}
         self.served: dict[tuple[str, str, bool], EvalResult] = {}  # this step's result per program
         self.sources: dict[tuple[str, str, bool], str] = {}  # the first source measured per program
+        self.uses: dict[tuple[str, str, bool], int] = {}  # steps that asked for the program
         self.step = 0
         self.evaluations = 0
         self.reused = 0
@@ -265,6 +266,7 @@ class MeasuredPool:
         for c in candidates:
             key = self.key(c.task_id, c.source, avoid is not None)
             if key not in self.served:
+                uses = self.uses[key] = self.uses.get(key, 0) + 1
                 kept = self.memo.setdefault(key, [])
                 if len(kept) < self.measures:
                     t0 = time.perf_counter()
@@ -274,7 +276,7 @@ class MeasuredPool:
                     self.sources.setdefault(key, c.source)
                     self.served[key] = kept[-1]
                 else:
-                    self.served[key] = kept[self.step % len(kept)]
+                    self.served[key] = kept[(uses - 1) % len(kept)]
                     self.reused += 1
             else:
                 self.reused += 1

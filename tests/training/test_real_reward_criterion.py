@@ -159,3 +159,176 @@ def test_the_sft_targets_pass_the_rewards_format_check(kind):
         parsed = parse_response(sft_response(rrl.variant_code(task_id, kind), analysis, design))
         # Past the format check (every required section long enough), the next rule is the missing result.
         assert price(None, sections=parsed.sections, code=parsed.code).reason == "not_evaluated"
+
+
+# ----- the five-variant experiment (`--variants five`)
+
+
+def _five(fast, copy, renamed, fallback, failing):
+    """A five-variant trace from per-step shares (the rest of each step is "other")."""
+    other = [1 - sum(x) for x in zip(fast, copy, renamed, fallback, failing)]
+    return {"fast": fast, "copy": copy, "renamed": renamed, "fallback": fallback, "failing": failing, "other": other}
+
+
+def test_the_five_variant_criterion_needs_the_fast_share_and_few_copies_and_fallbacks():
+    rrl = load_script()
+    # 0.8 fast and 0.05 copies plus fallbacks over the last two steps: learned.
+    assert rrl.learned(_five([0.2, 0.85, 0.8], [0.2, 0, 0], [0.2, 0.05, 0], [0.2, 0, 0.05], [0.2, 0.1, 0.15]))
+    # Fast at 0.8, but copies + renamed + fallback at 0.1 (each under it alone): not learned.
+    assert not rrl.learned(_five([0.2, 0.8, 0.8], [0.2, 0.05, 0], [0.2, 0, 0.05], [0.2, 0.05, 0.05], [0.2, 0.1, 0.1]))
+    # Few copies, but the fast share at 0.75: not learned.
+    assert not rrl.learned(_five([0.2, 0.75, 0.75], [0.2, 0, 0], [0.2, 0, 0], [0.2, 0, 0], [0.2, 0.25, 0.25]))
+    # What equal pay should leave: the failing variant gone, the four correct ones about even.
+    assert not rrl.learned(_five([0.2, 0.25, 0.3], [0.2, 0.25, 0.2], [0.2, 0.25, 0.25], [0.2, 0.25, 0.25], [0.2, 0, 0]))
+    # A two-variant trace has no copies: only the fast share counts, as before.
+    assert rrl.learned({"fast": [0.8, 0.8], "slow": [0.2, 0.2]})
+
+
+@pytest.mark.parametrize("kind", ["copy", "renamed", "fallback", "fast", "failing"])
+def test_classify_recognizes_each_of_the_five_variants_through_the_parser(kind):
+    rrl = load_script()
+    for task_id in rrl.FIVE:
+        parsed = parse_response(sft_response(rrl.target_code(task_id, kind, "five"), *rrl.target_text(kind, "five")))
+        assert parsed.error is None and rrl.classify(parsed.code, task_id, "five") == kind
+        other = next(t for t in rrl.FIVE if t != task_id)
+        assert rrl.classify(parsed.code, other, "five") == "other"
+    assert rrl.classify(None, "level1/3", "five") == "other"
+
+
+def test_the_five_variants_are_five_programs_but_the_renamed_copy():
+    rrl = load_script()
+    from cudal1.rl.similarity import normalized_code
+
+    for task_id in rrl.FIVE:
+        codes = {k: normalized_code(rrl.target_code(task_id, k, "five")) for k in rrl.FIVE_KINDS}
+        assert codes["renamed"] == codes["copy"]  # one program: the reward's copy check must see it
+        assert rrl.target_code(task_id, "renamed", "five") != rrl.target_code(task_id, "copy", "five")
+        assert len({codes[k] for k in ("copy", "fallback", "fast", "failing")}) == 4
+    # The SFT targets' analysis lines start with five different words (that token carries the choice).
+    assert len({rrl.target_text(k, "five")[0].split()[0] for k in rrl.FIVE_KINDS}) == 5
+
+
+@pytest.mark.parametrize("kind", ["copy", "renamed", "fallback", "fast", "failing"])
+def test_the_five_sft_targets_pass_the_rewards_format_check(kind):
+    rrl = load_script()
+    for task_id in rrl.FIVE:
+        parsed = parse_response(sft_response(rrl.target_code(task_id, kind, "five"), *rrl.target_text(kind, "five")))
+        assert price(None, sections=parsed.sections, code=parsed.code).reason == "not_evaluated"
+
+
+def _result(task_id, kind):
+    """What the evaluator measured for each variant (the CPU figures of docs/training.md, rounded):
+    the exemplar 0.08x, the fallback 0.9x with the reference's operators, the fast one 2x, the
+    failing one wrong."""
+    from cudal1.bench.result import EvalResult, Status
+
+    if kind == "failing":
+        return EvalResult(task_id, Status.INCORRECT)
+    speedup, labels = {"copy": (0.08, []), "fallback": (0.9, ["pytorch_only", "calls_reference_ops"])}.get(
+        kind, (2.0, ["pytorch_only"])
+    )
+    return EvalResult(task_id, Status.OK, labels=list(labels), speedup=speedup, speedup_spread=0.1)
+
+
+def test_sample_rollouts_prices_the_copies_and_the_fallback_against_the_shown_exemplar(small_model_dir):
+    """Through the training job's own path: the five SFT targets as one group's responses to the
+    exemplar prompt, `sample_rollouts` with the prompt's shown code, `assign_advantages`. The copy
+    and the renamed copy are one program (one evaluation) priced "copy", the fallback "fallback",
+    both at the failure reward like the failing variant; only the fast variant gets a positive
+    advantage. Without `shown` the copies are paid as the correct 0.08x they measured."""
+    from types import SimpleNamespace
+
+    from cudal1.pipeline.rollouts import assign_advantages, sample_rollouts
+    from cudal1.policy.model import load_tokenizer
+    from cudal1.records import Generation
+    from cudal1.rl.rewards import RewardConfig
+    from cudal1.tasks import find_task, load_tasks
+
+    from ..pipeline.stream_pool import StreamPool
+
+    rrl = load_script()
+    task_id = "level1/17"
+    task = find_task(load_tasks("builtin"), task_id)
+    messages, shown = rrl.exemplar_prompt(task, 0.08)
+    assert shown == [rrl.target_code(task_id, "copy", "five")] and "0.08x" in messages[-1]["content"]
+    tokenizer = load_tokenizer(small_model_dir)
+    texts = [sft_response(rrl.target_code(task_id, k, "five"), *rrl.target_text(k, "five")) for k in rrl.FIVE_KINDS]
+
+    class Replay:
+        def generate(self, prompts, n, max_tokens, temperature, top_p):
+            gens = []
+            for text in texts:
+                ids = tokenizer.encode(text, add_special_tokens=False) + [tokenizer.eos_token_id]
+                gens.append(Generation(list(prompts[0]), ids, [-1.0] * len(ids), text, "stop", 0))
+            return [gens]
+
+    def kind_of(candidate):
+        return rrl.classify(candidate.source, task_id, "five")
+
+    cfg = RewardConfig()
+    pool = StreamPool(lambda c: _result(task_id, kind_of(c)))
+    ctx = SimpleNamespace(
+        cfg=SimpleNamespace(
+            rollout=SimpleNamespace(max_model_len=4096, max_tokens=160, temperature=1.0, top_p=1.0), reward=cfg
+        ),
+        tokenizer=tokenizer,
+        generator=Replay(),
+        pools=SimpleNamespace(primary=pool),
+        buffer=None,
+    )
+    rollouts = sample_rollouts(ctx, [task], [messages], len(texts), step=0, shown=[shown])
+    assert len(pool.submitted) == 4  # the renamed copy shares the copy's evaluation
+    assign_advantages(rollouts, cfg, "std")
+    got = {k: (r.reward_reason, r.reward) for k, r in zip(rrl.FIVE_KINDS, rollouts)}
+    fail = cfg.failure_value
+    assert got["copy"] == ("copy", fail) and got["renamed"] == ("copy", fail)
+    assert got["fallback"] == ("fallback", fail)
+    assert got["failing"] == ("incorrect", fail)
+    assert got["fast"][0] == "ok" and got["fast"][1] > 0
+    advantages = {k: r.advantage for k, r in zip(rrl.FIVE_KINDS, rollouts)}
+    assert advantages["fast"] > 0 and all(advantages[k] < 0 for k in ("copy", "renamed", "fallback", "failing"))
+
+    # The same group with nothing shown: the copies are the correct 0.08x they measured, above a failure.
+    unshown = sample_rollouts(ctx, [task], [messages], len(texts), step=1, shown=[[]])
+    assert [r.reward_reason for r in unshown[:2]] == ["ok", "ok"] and unshown[0].reward > fail
+
+    # The equal-pay control: every correct response at one reward, the failing one below.
+    rrl.equal_pay(rollouts)
+    assign_advantages(rollouts, cfg, "std")
+    paid = {k: (r.reward_reason, r.advantage) for k, r in zip(rrl.FIVE_KINDS, rollouts)}
+    assert {paid[k][0] for k in ("copy", "renamed", "fallback", "fast")} == {"equal_pay"}
+    assert len({paid[k][1] for k in ("copy", "renamed", "fallback", "fast")}) == 1
+    assert paid["failing"][0] == "incorrect" and paid["failing"][1] < paid["fast"][1]
+
+
+def test_the_measured_pool_measures_each_program_at_most_measures_times(monkeypatch):
+    """`MeasuredPool(measures=2)`: a code and its renamed copy are one program; it is measured in
+    the first two steps it is asked for, then those two measurements alternate; within a step it
+    gets one result; a second opinion (`avoid`) is a program of its own."""
+    import itertools
+
+    from cudal1.actors import bench_pool
+    from cudal1.bench.result import EvalResult, Status
+    from cudal1.records import Candidate
+
+    counter = itertools.count(1)
+
+    class Worker:
+        def __init__(self, *args):
+            pass
+
+        def evaluate(self, c):
+            return EvalResult(c.task_id, Status.OK, speedup=float(next(counter)), speedup_spread=0.0)
+
+    monkeypatch.setattr(bench_pool, "BenchWorker", Worker)
+    rrl = load_script()
+    pool = rrl.MeasuredPool(measures=2)
+    copy = Candidate("level1/3", rrl.target_code("level1/3", "copy", "five"))
+    renamed = Candidate("level1/3", rrl.target_code("level1/3", "renamed", "five"))
+    seen = []
+    for _ in range(5):
+        pool.new_step()
+        seen.append([r.speedup for r in pool.evaluate_many([copy, renamed, copy])])
+    assert seen == [[1.0] * 3, [2.0] * 3, [1.0] * 3, [2.0] * 3, [1.0] * 3]
+    assert pool.evaluations == 2
+    assert pool.evaluate_many([copy], avoid=[])[0].speedup == 3.0  # a second opinion: measured apart
