@@ -25,20 +25,48 @@ Set-up (issue 9, "a learning test on the real reward"):
   starts from the same SFT checkpoint with a fresh optimizer.
 - Measured: per step, the share of all sampled responses whose code is the fast variant (the
   parser's code, compared after `normalized_code`), the slow share, and the rest.
-- Controls: the same run with learning rate 0, and with every advantage negated before the
-  update. Neither may reach the criterion (`learned`).
+- Controls: the same run with learning rate 0, with every advantage negated before the update,
+  and with equal pay (`equal_pay`: every correct result paid as a 1.00x, so the two variants earn
+  alike). None may reach the criterion (`learned`).
 
-One shortcut, said plainly: the evaluator is slow (10-90 s per candidate on a loaded 2-core
-machine), so each distinct (task, code) is measured once per experiment and its result reused
-whenever the policy writes it again (`MeasuredPool`); a new code (e.g. a garbled one) is
-measured when it first appears. `--remeasure` measures every distinct code afresh at every step
-instead (as the training job does), at several times the cost; `--measured FILE` keeps the
-measurements for a later invocation. The variants themselves are measured before RL, again
+Five variants (`--variants five`, issue 23: does RL pay progress over the exemplar the prompt
+shows, not copies or fallbacks?):
+
+- Prompt: `contrastive_prompt` showing the task's exemplar (`FIVE[task]["copy"]`: level1/17's slow
+  loop, level1/3's `(A @ B.T).diagonal()`) as its one earlier solution, with the speedup
+  `measure_variants` measured for it; `sample_rollouts` gets that code as the prompt's `shown`, so
+  the reward's copy check (`price`, `normalized_code`) compares each response with it.
+- SFT targets, five per task, trained until each holds 0.12-0.28 of their summed probability
+  (`sft_balanced`): an exact copy of the exemplar, a renamed copy (arguments and loop names
+  renamed, a comment added: the same `normalized_code`), the reference's own expression as
+  `ModelNew` (a fallback: the evaluator labels it `calls_reference_ops` and it measures no
+  gain), a strictly faster variant (level1/17 `F.mse_loss`, 3-20x the loop; level1/3
+  `(A * B).sum(1)`, N*K instead of N*N*K multiply-adds, 12x the reference measured once), and a
+  failing one (level1/17: a sum, not a mean, wrong output; level1/3: a method that does not
+  exist, a runtime error). Priced by the project's reward, the copies, the fallback and the failure
+  all earn the failure reward; only the fast variant is paid its speedup.
+- Measured per step: each kind's share of all responses (`classify`); `learned` also needs the
+  copies, renamed copies and fallbacks together under 0.1 of all responses over the last two
+  steps. The controls are the same three.
+
+One shortcut, said plainly: the evaluator is slow (3-90 s per candidate on a loaded 2-core
+machine), so each distinct program (task and `normalized_code`) is measured a bounded number of
+times per experiment and its results reused whenever the policy writes it again (`MeasuredPool`);
+a new code (e.g. a garbled one) is measured when it first appears. `--measures K` (default 1)
+measures a program afresh in each of the first K steps that ask for it and then cycles through
+those K measurements, so with K = 2 one code is paid from two separate evaluations, and the
+between-evaluation noise (larger than either evaluation's own spread, docs/benchmarks.md) acts on
+the ranking, at most K times the cost of measuring once. Why not afresh at every step, as the
+training job does (`--remeasure`, still there): with about eight programs a step and 3-90 s an
+evaluation, 12 steps of four runs would take hours on this machine; K = 2 is the least that lets
+noise act, and the five-variant runs use it. `--measured FILE` keeps the measurements for a
+later invocation. The variants themselves are measured before RL, again
 (up to three times) while a pair is not told apart, and the run stops if one never is
 (`measure_variants`).
 
-    python benchmarks/real_reward_learning.py                       # SFT, the run and both controls
+    python benchmarks/real_reward_learning.py                       # SFT, the run and the three controls
     python benchmarks/real_reward_learning.py --work-dir W --reuse-sft --runs real --lr 3e-4
+    python benchmarks/real_reward_learning.py --variants five --measures 2 --min-clean 0.93 --sft-rounds 25
 
 Prints the share per step, one JSON line per run, and writes them all with --out.
 """
