@@ -258,6 +258,18 @@ class MeasuredPool:
         self.memo.pop(key, None)
         self.served.pop(key, None)
 
+    def first(self, candidate: Any) -> EvalResult:
+        """The program's first measurement, measured now when it has none (outside any step's count)."""
+        key = self.key(candidate.task_id, candidate.source)
+        kept = self.memo.setdefault(key, [])
+        if not kept:
+            t0 = time.perf_counter()
+            kept.append(self.worker.evaluate(candidate))
+            self.seconds += time.perf_counter() - t0
+            self.evaluations += 1
+            self.sources.setdefault(key, candidate.source)
+        return dataclasses.replace(kept[0])
+
     def save(self, path: Path) -> None:
         """Write the measured results (JSON lines of task, code, second-opinion flag, result; one line
         per measurement)."""
@@ -435,7 +447,8 @@ class Experiment:
         speedups above both spreads (else the reward's tie rule, `tie_clusters`, would pay them
         alike). A task whose pair does not pass is measured again, up to `attempts` times; the
         passing measurement is the one the RL runs reuse (with `Settings.measures` > 1, the first of
-        them). Five variants: the pair is the exemplar ("slow") and the fast variant, and the prompts
+        them). A variant already measured (`--measured`) is not measured again here: its first
+        measurement counts, so a reused SFT checkpoint sees the prompt it was trained on. Five variants: the pair is the exemplar ("slow") and the fast variant, and the prompts
         (`exemplar_prompt`) are built here, from the exemplar's speedup. Returns {task: {"slow",
         "fast": speedup (x), "slow_spread", "fast_spread", "attempts"}}. Raises RuntimeError when a
         variant is not correct, or a pair is still not told apart after `attempts`."""
@@ -453,7 +466,7 @@ class Experiment:
             cands = [
                 Candidate(t, variant_code(t, code[kind]), origin=kind) for t in pending for kind in ("slow", "fast")
             ]
-            results = self.pool.evaluate_many(cands)
+            results = [self.pool.first(c) for c in cands]
             for c, r in zip(cands, results):
                 if r.status is not Status.OK:
                     raise RuntimeError(f"{c.task_id} {c.origin} variant is {r.status.value}: {r.message}")
