@@ -332,3 +332,5 @@ def test_the_measured_pool_measures_each_program_at_most_measures_times(monkeypa
     assert seen == [[1.0] * 3, [2.0] * 3, [1.0] * 3, [2.0] * 3, [1.0] * 3]
     assert pool.evaluations == 2
     assert pool.evaluate_many([copy], avoid=[])[0].speedup == 3.0  # a second opinion: measured apart
+    # `first` (what measure_variants reads): the program's first measurement, not a new one.
+    assert pool.first(renamed).speedup == 1.0 and pool.evaluations == 3
