@@ -526,10 +526,9 @@ class Experiment:
     def use_sft(self, sft_dir: Path) -> dict[str, Any]:
         """Take an SFT checkpoint exported by an earlier `run_sft` instead of training one; its
         report is recomputed ({"steps": None, "probs", "seconds"})."""
-        from cudal1.training import GRPOLearner
 
         t0 = time.perf_counter()
-        learner = GRPOLearner(sft_dir, lr=0.0, micro_batch=self.s.micro_batch, seed=self.s.seed)
+        learner = learner_at(sft_dir, 0.0, self.s)
         self.sft_dir = Path(sft_dir)
         self.sft_report = {
             "steps": None,
@@ -599,7 +598,6 @@ class Experiment:
         all responses), "reward" (mean per step), "reasons" (counts over the run), "seconds"}."""
         from cudal1.pipeline.rollouts import assign_advantages, reward_config, sample_rollouts, update_examples
         from cudal1.policy.model import load_policy
-        from cudal1.training import GRPOLearner
 
         if self.sft_dir is None:
             raise RuntimeError("run_sft first")
@@ -609,7 +607,7 @@ class Experiment:
         model, _ = load_policy(self.sft_dir)
         self.generator.update_weights(list(model.named_parameters()), version=0)
         del model
-        learner = GRPOLearner(self.sft_dir, lr=lr, micro_batch=self.s.micro_batch, seed=self.s.seed)
+        learner = learner_at(self.sft_dir, lr, self.s)
         if pay not in ("measured", "equal"):
             raise ValueError(f"pay {pay!r} is not 'measured' or 'equal'")
         trace: dict[str, Any] = {"name": name, "lr": lr, "negate": negate, "pay": pay}
@@ -659,6 +657,18 @@ class Experiment:
 
         model, _ = load_policy(self.model_dir)
         self.generator.update_weights(list(model.named_parameters()), version=0)
+
+
+def learner_at(checkpoint: Path, lr: float, s: Settings) -> Any:
+    """A `GRPOLearner` on `checkpoint` with learning rate `lr` (>= 0). The learner's config refuses
+    lr 0 (`learner.lr` must be > 0), so lr 0 (the control, or a learner that only scores) is built
+    at 1.0 and set to 0 before any step: AdamW's step, weight decay included, is then scaled by 0."""
+    from cudal1.training import GRPOLearner
+
+    learner = GRPOLearner(checkpoint, lr=lr if lr > 0 else 1.0, micro_batch=s.micro_batch, seed=s.seed)
+    if lr <= 0:
+        learner.set_lr(0.0)
+    return learner
 
 
 def equal_pay(rollouts: Sequence[Any]) -> None:
