@@ -184,6 +184,41 @@ def test_the_five_variant_criterion_needs_the_fast_share_and_few_copies_and_fall
     assert rrl.learned({"fast": [0.8, 0.8], "slow": [0.2, 0.2]})
 
 
+# The five-variant runs of docs/training.md (2026-12-03 18:13-18:22 UTC, counts of 16 responses per
+# step: fast, copy, renamed, fallback, failing): the real run passes (fast 14 and 15 of 16 over the
+# last two steps, copies plus fallbacks 1 and 0), the three controls fail.
+FIVE_RUNS = {
+    "five real 1e-4": (
+        [(4, 1, 3, 3, 1), (2, 7, 3, 2, 2), (4, 6, 1, 2, 3), (8, 3, 1, 1, 1), (7, 3, 1, 2, 2), (11, 0, 1, 2, 1)]
+        + [(11, 2, 0, 0, 1), (13, 0, 0, 2, 1), (13, 1, 0, 1, 0), (14, 1, 0, 0, 0), (14, 0, 0, 1, 0), (15, 0, 0, 0, 0)],
+        True,
+    ),
+    "five equal pay 1e-4": (
+        [(3, 4, 1, 6, 1), (2, 1, 4, 4, 3), (1, 4, 3, 7, 1), (3, 3, 3, 5, 1), (2, 1, 3, 8, 0), (1, 3, 6, 6, 0)]
+        + [(2, 2, 6, 6, 0), (2, 3, 1, 9, 0), (5, 3, 2, 6, 0), (2, 3, 4, 5, 2), (3, 6, 1, 6, 0), (4, 3, 5, 3, 0)],
+        False,
+    ),
+    "five negated 1e-4": (
+        [(2, 1, 5, 3, 4), (2, 7, 2, 3, 1), (0, 4, 5, 5, 0), (3, 1, 5, 5, 1), (1, 2, 5, 2, 4), (2, 4, 3, 6, 1)]
+        + [(1, 4, 3, 4, 4), (1, 5, 5, 4, 0), (3, 3, 3, 6, 0), (0, 2, 6, 4, 2), (1, 3, 3, 7, 2), (0, 2, 2, 10, 1)],
+        False,
+    ),
+    "five lr0": (
+        [(2, 5, 3, 1, 3), (4, 2, 5, 4, 1), (2, 7, 1, 2, 2), (2, 2, 2, 8, 0), (1, 2, 5, 4, 3), (5, 2, 4, 1, 3)]
+        + [(5, 1, 3, 4, 2), (5, 2, 3, 2, 4), (1, 5, 1, 5, 3), (6, 6, 1, 0, 1), (2, 2, 2, 4, 4), (2, 2, 2, 6, 3)],
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(FIVE_RUNS))
+def test_the_five_variant_criterion_on_the_measured_runs(name):
+    rrl = load_script()
+    steps, expected = FIVE_RUNS[name]
+    shares = [[c / 16 for c in kinds] for kinds in zip(*steps)]
+    assert rrl.learned(_five(*shares)) is expected
+
+
 @pytest.mark.parametrize("kind", ["copy", "renamed", "fallback", "fast", "failing"])
 def test_classify_recognizes_each_of_the_five_variants_through_the_parser(kind):
     rrl = load_script()
