@@ -213,6 +213,7 @@ class Settings:
     measures: int = 1  # else: measure each distinct code at most this many times, in its first steps
     prompt: str = "plain"  # or "contrastive" (`task_prompt`); five variants: always the exemplar's
     variants: str = "two"  # "two" (slow, fast) or "five" (`FIVE_KINDS`)
+    loss_agg: str = "grpo"  # the RL learner's `LearnerConfig.loss_agg`: grpo | dr_grpo | dapo
     seed: int = 0
 
 
@@ -665,7 +666,9 @@ def learner_at(checkpoint: Path, lr: float, s: Settings) -> Any:
     at 1.0 and set to 0 before any step: AdamW's step, weight decay included, is then scaled by 0."""
     from cudal1.training import GRPOLearner
 
-    learner = GRPOLearner(checkpoint, lr=lr if lr > 0 else 1.0, micro_batch=s.micro_batch, seed=s.seed)
+    learner = GRPOLearner(
+        checkpoint, lr=lr if lr > 0 else 1.0, micro_batch=s.micro_batch, seed=s.seed, loss_agg=s.loss_agg
+    )
     if lr <= 0:
         learner.set_lr(0.0)
     return learner
@@ -790,6 +793,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--variants", default=Settings.variants, choices=["two", "five"])
     ap.add_argument("--sft-rounds", type=int, default=Settings.sft_rounds)
+    ap.add_argument("--loss-agg", default=Settings.loss_agg, choices=["grpo", "dr_grpo", "dapo"])
     ap.add_argument("--min-clean", type=float, default=Settings.min_clean)
     ap.add_argument("--out", type=Path, default=None, help="write the JSON lines here too")
     ap.add_argument(
@@ -823,6 +827,7 @@ def main(argv: list[str] | None = None) -> int:
         variants=args.variants,
         sft_rounds=args.sft_rounds,
         min_clean=args.min_clean,
+        loss_agg=args.loss_agg,
     )
     lines = []
     with tempfile.TemporaryDirectory() as tmp:
