@@ -75,6 +75,28 @@ RUNS = {
         _sixteenths(7, 11, 16, 11, 15, 15, 15, 15, 15, 13, 16, 15),
         False,
     ),
+    # The equal-pay control (`equal_pay`: both variants paid as a correct 1.00x), 2026-12-03
+    # 18:22-18:34 UTC, a fresh SFT: it passes the criterion in two of four seeds (docs/training.md).
+    "equal pay 1e-4 seed 0": (
+        _sixteenths(6, 9, 11, 10, 11, 10, 8, 10, 10, 15, 13, 12),
+        _sixteenths(10, 7, 5, 5, 5, 6, 6, 6, 4, 1, 3, 4),
+        False,
+    ),
+    "equal pay 1e-4 seed 1": (
+        _sixteenths(11, 8, 8, 3, 6, 11, 10, 9, 15, 12, 13, 9),
+        _sixteenths(4, 8, 8, 12, 9, 3, 6, 6, 1, 4, 3, 7),
+        False,
+    ),
+    "equal pay 1e-4 seed 2": (
+        _sixteenths(6, 7, 13, 10, 13, 12, 10, 10, 11, 14, 13, 14),
+        _sixteenths(9, 8, 3, 5, 3, 3, 5, 6, 4, 2, 3, 2),
+        True,
+    ),
+    "equal pay 1e-4 seed 3": (
+        _sixteenths(8, 9, 12, 8, 11, 9, 9, 15, 12, 11, 14, 14),
+        _sixteenths(7, 7, 3, 7, 4, 7, 6, 1, 4, 4, 2, 2),
+        True,
+    ),
     # 2026-12-02 00:48-01:12 UTC, from the earlier SFT (P(slow) + P(fast) = 0.87 per task): the real
     # runs kept 6-44% garbled responses; only seed 2 meets the criterion (last two steps: 0.78, 0.75,
     # 0.88 and 0.69 of all).
