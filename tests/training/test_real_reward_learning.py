@@ -4,7 +4,10 @@ targets hold at least `Settings.min_clean` = 0.95 of the probability per task); 
 update, with the evaluator's measured speedups as the reward, must raise the fast variant's share
 from about half to at least 0.8 of ALL responses (averaged over the last two of `Settings.steps`
 steps); with learning rate 0, with the advantages negated, and with equal pay for both correct
-variants (`equal_pay`), it must not (`learned`).
+variants (`equal_pay`), it must not (`learned`). The equal-pay case is known to fail: in two of
+four recorded seeds the equal-pay control reached the criterion too (docs/training.md, "Equal pay,
+the third control"), so the two-variant experiment does not yet show that the speed signal, rather
+than correctness alone, teaches the choice.
 
 The five-variant test (issue 23): behind the contrastive prompt that shows each task's exemplar
 with its measured speedup, the SFT policy writes a copy of the exemplar, a renamed copy, the
