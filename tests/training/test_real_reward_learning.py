@@ -3,7 +3,18 @@ and a fast correct variant of two builtin tasks about equally often, and little 
 targets hold at least `Settings.min_clean` = 0.95 of the probability per task); contrastive RL's
 update, with the evaluator's measured speedups as the reward, must raise the fast variant's share
 from about half to at least 0.8 of ALL responses (averaged over the last two of `Settings.steps`
-steps); with learning rate 0, and with the advantages negated, it must not (`learned`).
+steps); with learning rate 0, with the advantages negated, and with equal pay for both correct
+variants (`equal_pay`), it must not (`learned`). The equal-pay case is known to fail: in two of
+four recorded seeds the equal-pay control reached the criterion too (docs/training.md, "Equal pay,
+the third control"), so the two-variant experiment does not yet show that the speed signal, rather
+than correctness alone, teaches the choice.
+
+The five-variant test (issue 23): behind the contrastive prompt that shows each task's exemplar
+with its measured speedup, the SFT policy writes a copy of the exemplar, a renamed copy, the
+reference's own expression (a fallback), a strictly faster variant and a failing one about equally
+often; RL must raise the fast variant to at least 0.8 of all responses with copies plus fallbacks
+under 0.1 (`learned`), and the three controls must not. Each program is measured up to twice
+(`Settings.measures`), so the noise between evaluations acts on the reward.
 
 Everything is the project's own code path: vLLM sampling (the session's engine), the parser, the
 real evaluator in its sandboxed worker processes (CPU backend), `cudal1.rl.rewards` and
@@ -11,9 +22,10 @@ real evaluator in its sandboxed worker processes (CPU backend), `cudal1.rl.rewar
 weight sync into vLLM. The experiment itself is `benchmarks/real_reward_learning.py` (read its
 docstring: each distinct code is measured once per experiment and reused).
 
-Runs only with CUDAL1_SLOW_TESTS=1: 20 minutes on a shared 2-core machine (2026-12-02, load
-average 15-25: measuring the variants, 200 SFT steps, three RL runs of 12 steps); docs/training.md
-records its runs, and `test_real_reward_criterion.py` checks the criterion on the recorded traces.
+Runs only with CUDAL1_SLOW_TESTS=1: 20 minutes on a shared 2-core machine for the two-variant
+half (2026-12-02, load average 15-25: measuring the variants, 200 SFT steps, three RL runs of 12
+steps; the equal-pay run adds one more); docs/training.md records the runs of both halves, and
+`test_real_reward_criterion.py` checks the criterion on the recorded traces.
 """
 
 from __future__ import annotations
@@ -49,11 +61,17 @@ def load_script():
     return module
 
 
-@pytest.fixture(scope="module")
-def experiment(vllm_generator, small_model_dir, tmp_path_factory):
+FIVE = {"variants": "five", "measures": 2, "min_clean": 0.93, "sft_rounds": 25}
+"""The five-variant experiment's settings (as run for docs/training.md: `--variants five --measures 2
+--min-clean 0.93 --sft-rounds 25`)."""
+
+
+def _experiment(vllm_generator, small_model_dir, tmp_path_factory, **settings):
     pytest.importorskip("deepspeed")
     rrl = load_script()
-    exp = rrl.Experiment(small_model_dir, vllm_generator, rrl.Settings(), tmp_path_factory.mktemp("real_reward"))
+    exp = rrl.Experiment(
+        small_model_dir, vllm_generator, rrl.Settings(**settings), tmp_path_factory.mktemp("real_reward")
+    )
     try:
         variants = exp.measure_variants()
         for task, v in variants.items():
@@ -64,6 +82,16 @@ def experiment(vllm_generator, small_model_dir, tmp_path_factory):
         exp.restore_generator()  # the engine is shared by the session
 
 
+@pytest.fixture(scope="module")
+def experiment(vllm_generator, small_model_dir, tmp_path_factory):
+    yield from _experiment(vllm_generator, small_model_dir, tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def experiment_five(vllm_generator, small_model_dir, tmp_path_factory):
+    yield from _experiment(vllm_generator, small_model_dir, tmp_path_factory, **FIVE)
+
+
 def test_after_sft_both_variants_are_written_about_equally_often(experiment):
     _, exp = experiment
     for task, p in exp.sft_report["probs"].items():
@@ -71,11 +99,10 @@ def test_after_sft_both_variants_are_written_about_equally_often(experiment):
         assert 0.3 <= p["fast"] / (p["slow"] + p["fast"]) <= 0.7, (task, p)
 
 
-@pytest.mark.parametrize("run", ["real", "lr0", "negated"])
+@pytest.mark.parametrize("run", ["real", "lr0", "negated", "equal"])
 def test_rl_on_measured_speedups_learns_the_fast_variant_and_the_controls_do_not(experiment, run):
     rrl, exp = experiment
-    lr, negate = rrl.RUNS[run]
-    trace = exp.run_rl(run, exp.s.lr if lr is None else lr, negate)
+    trace = rrl.run_named(exp, run)
     shares = (
         " ".join(f"{x:.2f}" for x in trace["fast"])
         + " of all; "
@@ -88,3 +115,19 @@ def test_rl_on_measured_speedups_learns_the_fast_variant_and_the_controls_do_not
         )
     else:
         assert not rrl.learned(trace), f"{run} control reached the criterion: {shares}"
+
+
+def test_after_sft_the_five_variants_are_written_about_equally_often(experiment_five):
+    rrl, exp = experiment_five
+    for task, p in exp.sft_report["probs"].items():
+        assert set(p) == set(rrl.FIVE_KINDS) and rrl.sft_balanced(p, exp.s.min_clean), (task, p)
+
+
+@pytest.mark.parametrize("run", ["real", "lr0", "negated", "equal"])
+def test_rl_behind_the_exemplar_learns_the_faster_variant_not_copies_and_the_controls_do_not(experiment_five, run):
+    rrl, exp = experiment_five
+    trace = rrl.run_named(exp, run)
+    if run == "real":
+        assert rrl.learned(trace), f"not learned: {rrl.shares_line(trace)} ({trace['reasons']})"
+    else:
+        assert not rrl.learned(trace), f"{run} control reached the criterion: {rrl.shares_line(trace)}"
