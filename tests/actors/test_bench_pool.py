@@ -44,6 +44,15 @@ def settings(tmp_path_factory) -> dict:
     }
 
 
+def evaluate_in_background(pool, candidates):
+    """`pool.evaluate_many(candidates)` in a thread, so the test can kill an actor meanwhile:
+    (the started thread, a dict whose "results" the thread fills)."""
+    out: dict = {}
+    runner = threading.Thread(target=lambda: out.setdefault("results", pool.evaluate_many(candidates, progress=False)))
+    runner.start()
+    return runner, out
+
+
 @pytest.fixture(scope="module")
 def pool(ray_cluster, tmp_path_factory):
     spec = PoolSpec(
@@ -201,9 +210,7 @@ def test_pools_by_name(ray_cluster, tmp_path_factory):
 def test_killed_actor_loses_no_result(pool):
     """ray.kill one actor while it evaluates: every candidate still gets a result."""
     candidates = [Candidate(TASK, SEED, origin=f"seed{i}") for i in range(4)]
-    out: dict = {}
-    runner = threading.Thread(target=lambda: out.setdefault("results", pool.evaluate_many(candidates, progress=False)))
-    runner.start()
+    runner, out = evaluate_in_background(pool, candidates)
     deadline = time.monotonic() + 60
     while not pool.busy and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -239,11 +246,7 @@ def test_kill_without_retries_gives_a_labelled_result(ray_cluster, tmp_path_fact
     pool = BenchmarkPool(spec)
     try:
         candidates = [Candidate(TASK, SEED, origin="killed"), Candidate(TASK, SEED, origin="after")]
-        out: dict = {}
-        runner = threading.Thread(
-            target=lambda: out.setdefault("results", pool.evaluate_many(candidates, progress=False))
-        )
-        runner.start()
+        runner, out = evaluate_in_background(pool, candidates)
         while not pool.busy:
             time.sleep(0.05)
         time.sleep(1.0)
@@ -276,11 +279,7 @@ def test_a_candidate_whose_actor_is_lost_is_measured_on_another_actor(ray_cluste
     pool = BenchmarkPool(spec)
     try:
         candidates = [Candidate(TASK, SEED, origin=f"c{i}") for i in range(3)]
-        out: dict = {}
-        runner = threading.Thread(
-            target=lambda: out.setdefault("results", pool.evaluate_many(candidates, progress=False))
-        )
-        runner.start()
+        runner, out = evaluate_in_background(pool, candidates)
         deadline = time.monotonic() + 120
         while len(pool.busy) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
