@@ -243,7 +243,7 @@ def usable_tasks(tasks: list[Task], probes: dict[str, dict[str, Any]]) -> list[T
         else:
             kept.append(task)
     if not kept:
-        from cudal1.config import ConfigError
+        from cudal1.errors import ConfigError
 
         raise ConfigError(
             "tasks",
