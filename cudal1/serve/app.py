@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -275,10 +276,9 @@ def start(cfg: Any) -> None:
 
     # After Ray's start-up, whose handler in the driver prints a C++ stack and aborts on SIGTERM.
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
-    print(
+    _say(
         f"serve: starting {s.model_name} at {url}: the policy checkpoint, then the replica (the engine and the "
-        f"benchmark pools load in it); a line every {s.progress_s:.0f} s until it answers",
-        flush=True,
+        f"benchmark pools load in it); a line every {s.progress_s:.0f} s until it answers"
     )
     why = "stopping after an error"
     try:
@@ -289,10 +289,9 @@ def start(cfg: Any) -> None:
             progress.what = lambda: _app_state(s.app_name)
             serve.run(target, name=s.app_name, route_prefix=s.route_prefix, blocking=False)  # returns once RUNNING
             _wait_answering(cfg, progress)
-        print(
+        _say(
             f"serve: ready after {time.monotonic() - t0:.0f} s: {s.model_name} at {url} (bearer token required); "
-            "Ctrl-C or SIGTERM stops it",
-            flush=True,
+            "Ctrl-C or SIGTERM stops it"
         )
         while True:
             time.sleep(3600)
@@ -300,12 +299,20 @@ def start(cfg: Any) -> None:
         why = e.signame
     finally:
         for sig in previous:  # a second signal must not interrupt the clean-up
-            signal.signal(sig, lambda signum, frame: print("serve: already shutting down", flush=True))
+            signal.signal(sig, lambda signum, frame: _say("serve: already shutting down"))
         clean = _shut_down(s.app_name, facts["started_local"], why)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     if not clean:
         raise SystemExit(1)
+
+
+def _say(line: str) -> None:
+    """One line on stdout in a single write, its own newlines folded to spaces: `print` writes the
+    text and the newline separately, and Ray's log thread, writing the actors' lines to the same
+    stdout, can land between them (a progress line then ran into a Ray line in one test run)."""
+    sys.stdout.write(" ".join(line.splitlines()) + "\n")
+    sys.stdout.flush()
 
 
 def _shut_down(app_name: str, local_cluster: bool, why: str) -> bool:
@@ -317,7 +324,7 @@ def _shut_down(app_name: str, local_cluster: bool, why: str) -> bool:
 
     t0 = time.monotonic()
     also = " and the local Ray cluster" if local_cluster else ""
-    print(f"serve: {why}: shutting down the application {app_name!r}{also} ...", flush=True)
+    _say(f"serve: {why}: shutting down the application {app_name!r}{also} ...")
     try:
         if ray.is_initialized():
             try:
@@ -329,9 +336,9 @@ def _shut_down(app_name: str, local_cluster: bool, why: str) -> bool:
             if local_cluster:
                 ray.shutdown()
     except Exception as e:  # noqa: BLE001 - a failed clean-up is reported, not a second traceback
-        print(f"serve: shutting down: {type(e).__name__}: {e}", flush=True)
+        _say(f"serve: shutting down: {type(e).__name__}: {e}")
         return False
-    print(f"serve: shut down in {time.monotonic() - t0:.0f} s: done", flush=True)
+    _say(f"serve: shut down in {time.monotonic() - t0:.0f} s: done")
     return True
 
 
@@ -361,7 +368,7 @@ class _Progress:
             except Exception as e:  # noqa: BLE001 - a status that cannot be read is still progress to show
                 what = f"the application (status unreadable: {type(e).__name__}: {str(e)[:200]})"
             if not self._done.is_set():
-                print(f"serve: waiting for {what} ({time.monotonic() - self.t0:.0f} s)", flush=True)
+                _say(f"serve: waiting for {what} ({time.monotonic() - self.t0:.0f} s)")
 
 
 def _app_state(app_name: str) -> str:
