@@ -7,6 +7,7 @@ candidate (~10 s here), so the pools are created once per module where they can 
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -44,6 +45,20 @@ def settings(tmp_path_factory) -> dict:
     }
 
 
+@contextlib.contextmanager
+def pool_for_test(tmp_path_factory, name: str, **fields):
+    """A `BenchmarkPool` for a test or a module (one logical CPU per actor, the short test
+    settings, 180 s to start; `fields` override `PoolSpec`'s), shut down when the block ends."""
+    spec = PoolSpec(
+        **{"name": name, "num_cpus": 1, "settings": settings(tmp_path_factory), "start_timeout_s": 180, **fields}
+    )
+    pool = BenchmarkPool(spec)
+    try:
+        yield pool
+    finally:
+        pool.shutdown()
+
+
 def evaluate_in_background(pool, candidates):
     """`pool.evaluate_many(candidates)` in a thread, so the test can kill an actor meanwhile:
     (the started thread, a dict whose "results" the thread fills)."""
@@ -55,17 +70,8 @@ def evaluate_in_background(pool, candidates):
 
 @pytest.fixture(scope="module")
 def pool(ray_cluster, tmp_path_factory):
-    spec = PoolSpec(
-        name="test",
-        num_actors=2,
-        num_cpus=1,
-        resources={"bench_test": 1},
-        settings=settings(tmp_path_factory),
-        start_timeout_s=180,
-    )
-    p = BenchmarkPool(spec)
-    yield p
-    p.shutdown()
+    with pool_for_test(tmp_path_factory, "test", num_actors=2, resources={"bench_test": 1}) as p:
+        yield p
 
 
 def test_bench_worker_without_ray(tmp_path_factory):
@@ -164,13 +170,9 @@ def test_outliers_are_measured_again_on_another_actor_before_they_are_paid(pool)
 
 
 def test_a_pool_of_one_gives_the_second_opinion_itself(ray_cluster, tmp_path_factory):
-    spec = PoolSpec(name="alone", num_actors=1, num_cpus=1, settings=settings(tmp_path_factory), start_timeout_s=180)
-    alone = BenchmarkPool(spec)
-    try:
+    with pool_for_test(tmp_path_factory, "alone", num_actors=1) as alone:
         [result] = alone.evaluate_many([Candidate(TASK, SEED)], progress=False, avoid=[0])
         assert result.status == "ok" and result.actor == 0, result.message
-    finally:
-        alone.shutdown()
 
 
 def test_actors_hold_the_custom_resource(pool):
@@ -235,16 +237,7 @@ def test_killed_actor_loses_no_result(pool):
 
 def test_kill_without_retries_gives_a_labelled_result(ray_cluster, tmp_path_factory):
     """With max_task_retries=0 the killed call is not rerun: its candidate is labelled, not lost."""
-    spec = PoolSpec(
-        name="no-retry",
-        num_actors=1,
-        num_cpus=1,
-        max_task_retries=0,
-        settings=settings(tmp_path_factory),
-        start_timeout_s=180,
-    )
-    pool = BenchmarkPool(spec)
-    try:
+    with pool_for_test(tmp_path_factory, "no-retry", num_actors=1, max_task_retries=0) as pool:
         candidates = [Candidate(TASK, SEED, origin="killed"), Candidate(TASK, SEED, origin="after")]
         runner, out = evaluate_in_background(pool, candidates)
         while not pool.busy:
@@ -261,23 +254,12 @@ def test_kill_without_retries_gives_a_labelled_result(ray_cluster, tmp_path_fact
         assert first.status == "runtime_error" and first.labels in (["actor_died"], ["harness_error"]), first
         assert first.message.startswith(("benchmark actor died", "benchmark actor failed")), first.message
         assert second.status == "ok", second.message  # the restarted actor took the next one
-    finally:
-        pool.shutdown()
 
 
 def test_a_candidate_whose_actor_is_lost_is_measured_on_another_actor(ray_cluster, tmp_path_factory):
     """An actor that cannot come back (killed for good, as on a lost node) under a call with no
     retries: the candidate is measured again on the pool's other actor, not masked as actor_died."""
-    spec = PoolSpec(
-        name="moves",
-        num_actors=2,
-        num_cpus=1,
-        max_task_retries=0,
-        settings=settings(tmp_path_factory),
-        start_timeout_s=180,
-    )
-    pool = BenchmarkPool(spec)
-    try:
+    with pool_for_test(tmp_path_factory, "moves", num_actors=2, max_task_retries=0) as pool:
         candidates = [Candidate(TASK, SEED, origin=f"c{i}") for i in range(3)]
         runner, out = evaluate_in_background(pool, candidates)
         deadline = time.monotonic() + 120
@@ -292,29 +274,16 @@ def test_a_candidate_whose_actor_is_lost_is_measured_on_another_actor(ray_cluste
         assert [r.status for r in results] == [Status.OK] * 3, [(r.status, r.message[:80]) for r in results]
         assert results[lost].actor == 1 - victim and not set(results[lost].labels) & HARNESS_LABELS, results[lost]
         assert all(r.actor == 1 - victim for r in results[2:])  # the third waited for the live actor
-    finally:
-        pool.shutdown()
 
 
 def test_call_past_its_timeout_is_labelled(ray_cluster, tmp_path_factory):
     """A call with no answer within call_timeout_s is given up: labelled timeout, actor restarted."""
-    spec = PoolSpec(
-        name="impatient",
-        num_actors=1,
-        num_cpus=1,
-        call_timeout_s=1.0,
-        settings=settings(tmp_path_factory),
-        start_timeout_s=180,
-    )
-    pool = BenchmarkPool(spec)
-    try:
+    with pool_for_test(tmp_path_factory, "impatient", num_actors=1, call_timeout_s=1.0) as pool:
         start = time.monotonic()
         [result] = pool.evaluate_many([Candidate(TASK, SEED)], progress=False)
         assert result.status == "timeout" and result.labels == ["actor_timeout"], result
         assert time.monotonic() - start < 30
         assert pool.busy == {}
-    finally:
-        pool.shutdown()
 
 
 def test_a_reward_pool_whose_results_are_all_harness_failures_is_lost_and_a_recording_pool_is_not(
@@ -323,17 +292,7 @@ def test_a_reward_pool_whose_results_are_all_harness_failures_is_lost_and_a_reco
     """Every call past its 1 s limit: a pool that computes rewards stops the run after `lost_after`
     such results in a row (issue 25: a run whose reward source is gone must not train on nothing
     and exit 0); the same pool recording only labels each candidate and goes on."""
-    spec = PoolSpec(
-        name="lost",
-        num_actors=1,
-        num_cpus=1,
-        call_timeout_s=1.0,
-        lost_after=2,
-        settings=settings(tmp_path_factory),
-        start_timeout_s=180,
-    )
-    pool = BenchmarkPool(spec)
-    try:
+    with pool_for_test(tmp_path_factory, "lost", num_actors=1, call_timeout_s=1.0, lost_after=2) as pool:
         recorded = pool.evaluate_many([Candidate(TASK, SEED)] * 3, progress=False)
         assert [r.labels for r in recorded] == [["actor_timeout"]] * 3
         pool.computes_rewards = True
@@ -352,8 +311,6 @@ def test_a_reward_pool_whose_results_are_all_harness_failures_is_lost_and_a_reco
         assert pool.harness_streak == 1
         with pytest.raises(RewardSourceLost):
             pool.count(result(Label.ACTOR_DIED))
-    finally:
-        pool.shutdown()
 
 
 def test_a_reward_pool_that_no_alive_node_can_hold_is_lost(pool):
@@ -386,17 +343,7 @@ def test_a_worker_probes_task_references_on_its_device(tmp_path):
 def test_a_build_pool_builds_each_source_once_ahead_of_timing(ray_cluster, tmp_path_factory):
     """With build actors, each distinct source is built once on them; a build failure is the
     candidate's result without a timing actor ever seeing it; built candidates are timed."""
-    spec = PoolSpec(
-        name="built",
-        num_actors=1,
-        num_cpus=1,
-        settings=settings(tmp_path_factory),
-        start_timeout_s=180,
-        build_actors=2,
-        build_cpus=0.5,
-    )
-    p = BenchmarkPool(spec)
-    try:
+    with pool_for_test(tmp_path_factory, "built", num_actors=1, build_actors=2, build_cpus=0.5) as p:
         assert len(p.builders) == 2
         results = p.evaluate_many(
             [Candidate(TASK, SEED), Candidate(TASK, NOT_PYTHON), Candidate(TASK, SEED)], progress=False
@@ -406,8 +353,6 @@ def test_a_build_pool_builds_each_source_once_ahead_of_timing(ray_cluster, tmp_p
             assert wait_for(lambda: stream.submitted == 2 and p.busy)
             stream.submit([Candidate("level1/13", NOT_PYTHON)])
             streamed = stream.results(timeout_s=600)
-    finally:
-        p.shutdown()
     assert [r.status for r in results] == ["ok", "compile_error", "ok"], [r.message for r in results]
     # The build actor's verdict (the timing actor would say "candidate failed to import/build").
     assert results[1].message.startswith("SyntaxError"), results[1].message
