@@ -612,9 +612,8 @@ class _Run:
             del pool._busy[a]
             result, died, recheck = pool._collect(ref, self.candidates[i])
             result.actor = a
-            if (died or Label.HARNESS_ERROR in result.labels) and self._move(i, a, result):
-                pass
-            else:
+            moved = (died or Label.HARNESS_ERROR in result.labels) and self._move(i, a, result)
+            if not moved:
                 self._finish(i, result)
             self.strikes[a] = self.strikes[a] + 1 if died else 0
             if self.strikes[a] >= 3:
