@@ -24,7 +24,7 @@ import statistics
 from collections import Counter
 from collections.abc import Sequence
 
-from cudal1.bench.result import EvalResult, Label, Status
+from cudal1.bench.result import HARNESS_LABELS, EvalResult, Label, Status
 from cudal1.bench.summary import DEFAULT_PS, fast_p_key, summarize
 from cudal1.records import Rollout
 from cudal1.tracking import metric_key  # mlflow itself is imported only when a Tracker is enabled
@@ -56,6 +56,11 @@ def rollout_metrics(rollouts: Sequence[Rollout], ps: Sequence[float] = DEFAULT_P
           - "status/<status>" for every `Status` (zeros included): counts over evaluated rollouts.
           - "hack/<kind>" for every `HackKind` (zeros included): counts.
           - "response_tokens/mean": mean response length in tokens.
+          - "harness_failures": count of evaluated rollouts the harness failed to measure (a
+            result carrying one of `HARNESS_LABELS`: the benchmark actor died or timed out, or
+            its evaluator raised); they are priced untrainable, so this is what the step lost to
+            infrastructure rather than what the policy wrote. "harness/<label>" counts each
+            label (zeros included).
         Present when defined:
           - "speedup/mean", "speedup/median", "speedup/geomean" (×): paid speedups of the passing rollouts.
           - "below_resolution_rate": share of the correct rollouts whose candidate time was below
@@ -89,7 +94,10 @@ def rollout_metrics(rollouts: Sequence[Rollout], ps: Sequence[float] = DEFAULT_P
         )
         / n,
         "trainable_rate": sum(r.trainable for r in rollouts) / n,
+        "harness_failures": float(sum(bool(HARNESS_LABELS.intersection(r.labels)) for r in results)),
     }
+    for label in sorted(HARNESS_LABELS):
+        out[metric_key(f"harness/{label}")] = float(sum(label in r.labels for r in results))
     for p in ps:
         out[metric_key(fast_p_key(p))] = sum(s > p for s in paid) / n
     correct = [r for r in results if r.status is Status.OK]

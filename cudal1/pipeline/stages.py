@@ -554,6 +554,17 @@ def _rollout_log(ctx: RunContext, rollouts: list[Rollout], timings: dict[str, fl
         metrics.get(f"{prefix}/pass_rate", 0.0),
         ", ".join(f"{reason} {count}" for reason, count in reasons.most_common()) or "no reward reasons",
     )
+    lost = int(metrics.get(f"{prefix}/harness_failures", 0.0))
+    if lost:
+        log.warning(
+            "%s: %d of %d rollouts were not measured: the harness failed (%s); they are left out of the update",
+            prefix,
+            lost,
+            len(rollouts),
+            ", ".join(
+                f"{k.split('/')[-1]} {int(v)}" for k, v in metrics.items() if k.startswith(f"{prefix}/harness/") and v
+            ),
+        )
     if metrics.get(f"{prefix}/below_resolution_rate", 0.0) > 0.5:
         log.warning(
             "%s: %.0f%% of the correct candidates ran below the benchmark's resolution: their speedups are "

@@ -171,3 +171,33 @@ def test_headline_metrics_count_only_paid_results():
     assert m["speedup/geomean"] == pytest.approx(1.5 ** (1 / 3))
     copies = rollout_metrics(rs[:4])
     assert copies["pass_rate"] == 0.0 and copies["fast_1"] == 0.0 and "speedup/mean" not in copies
+
+
+def test_what_the_harness_failed_to_measure_is_counted_apart_from_what_the_policy_wrote():
+    """A candidate's own runtime error and one whose benchmark actor died are both runtime
+    errors by status; only the second carries a harness label and counts as lost to
+    infrastructure."""
+    own = EvalResult(task_id="level1/1", status=Status.RUNTIME_ERROR)
+    died = EvalResult(task_id="level1/1", status=Status.RUNTIME_ERROR, labels=["actor_died"])
+    raised = EvalResult(task_id="level1/1", status=Status.RUNTIME_ERROR, labels=["harness_error"])
+    m = rollout_metrics(
+        [_rollout(0, 0.0, own), _rollout(1, 0.0, died), _rollout(2, 0.0, raised), _rollout(3, 1.0, _ok(2.0))]
+    )
+    assert m["harness_failures"] == 2
+    assert m["harness/actor_died"] == 1 and m["harness/harness_error"] == 1 and m["harness/actor_timeout"] == 0
+    assert m["status/runtime_error"] == 3
+    clean = rollout_metrics([_rollout(0, 0.0, own)])
+    assert clean["harness_failures"] == 0 and clean["harness/actor_died"] == 0
+
+
+def test_a_step_that_lost_rollouts_to_the_harness_says_so(caplog):
+    """The step's log line names how many rollouts the harness failed to measure, and why."""
+    import logging
+
+    from cudal1.pipeline.stages import _rollout_log
+
+    died = EvalResult(task_id="level1/1", status=Status.RUNTIME_ERROR, labels=["actor_died"])
+    with caplog.at_level(logging.WARNING, logger="cudal1.pipeline.stages"):
+        metrics = _rollout_log(None, [_rollout(0, 0.0, died), _rollout(1, 1.0, _ok(2.0))], {}, "rl")
+    assert metrics["rl/harness_failures"] == 1
+    assert any("1 of 2 rollouts were not measured" in r.message and "actor_died 1" in r.message for r in caplog.records)
