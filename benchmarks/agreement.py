@@ -141,6 +141,14 @@ def run_task(
             evaluate(task, baseline_source(kind, task.source), args.backend, device, settings), kind
         )
         judged[kind] = agreement.judge_entry(result, time.monotonic() - started)
+        # What a mismeasurement is diagnosed from (the per-round-trip record, its K and fixed cost).
+        judged[kind]["timing"] = {
+            "calls_per_round": result.calls_per_round,
+            "overhead_ms": result.overhead_ms,
+            "resolution_ms": result.resolution_ms,
+            "remeasured": result.remeasured,
+            "round_trips": result.round_trips,
+        }
     sources = {kind: baseline_source(kind, task.source) for kind in BASELINES}
     timing, error = None, None
     lock = None
