@@ -43,6 +43,7 @@ FAST = frozenset(
         "bench/test_devicelock.py",
         "bench/test_guards_unit.py",
         "bench/test_host_spans.py",
+        "bench/test_lean_host_script.py",
         "bench/test_summary.py",
         "bench/test_timing.py",
         "bench/test_wire.py",
