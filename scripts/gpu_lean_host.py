@@ -159,7 +159,7 @@ def main() -> int:
                 trips = r.round_trips.get("candidate") or []
                 walls = [t["wall_ms"] / max(r.calls_per_round or 1, 1) for t in trips if t.get("wall_ms")]
                 parts = [t.get("host_parts_ms") or {} for t in trips]
-                desc = [p["describe"] for p in parts if "describe" in p]
+                desc = [part["describe"] for part in parts if "describe" in part]
                 print(
                     f"    {name} {i} {kind}: K={r.calls_per_round} judge wall/K median "
                     f"{statistics.median(walls) if walls else float('nan'):.4f} ms, overhead {r.overhead_ms} ms, "
