@@ -9,7 +9,8 @@ round trip) of each part:
 - messages: the judge's "answered" time less the host's own parts (both messages and the wake-ups);
 - read: wall less answered (the judge copying the outputs and synchronizing);
 - launch: the host's CPU time around its forwards less their GPU time (launches, synchronizes);
-- describe, inputs: the host's own parts after and before the forwards;
+- locate, inputs: the host's own parts after and before the forwards, before its answer;
+- audit: the host's memory checks after its answer (outside wall's interval but for the overlap);
 - fixed: wall less the forwards' own time, what the resolution is made of (its jitter / K).
 
     python benchmarks/round_trip_parts.py records.jsonl [--task level1/7]
@@ -36,13 +37,14 @@ def parts(trip: dict) -> dict[str, float] | None:
     host, own = trip.get("host_parts_ms") or {}, trip.get("own_ms")
     if own is None or not host:
         return None
-    mine = host.get("inputs", 0.0) + host.get("forwards", 0.0) + host.get("describe", 0.0)
+    mine = host.get("inputs", 0.0) + host.get("forwards", 0.0) + host.get("locate", 0.0)
     return {
         "wall": trip["wall_ms"],
         "messages": trip["answered_ms"] - mine,
         "read": trip["wall_ms"] - trip["answered_ms"],
         "launch": host.get("forwards", 0.0) - own,
-        "describe": host.get("describe", 0.0),
+        "locate": host.get("locate", 0.0),
+        "audit": host.get("audit", 0.0),
         "inputs": host.get("inputs", 0.0),
         "fixed": trip["wall_ms"] - own,
     }

@@ -159,11 +159,11 @@ def main() -> int:
                 trips = r.round_trips.get("candidate") or []
                 walls = [t["wall_ms"] / max(r.calls_per_round or 1, 1) for t in trips if t.get("wall_ms")]
                 parts = [t.get("host_parts_ms") or {} for t in trips]
-                desc = [part["describe"] for part in parts if "describe" in part]
+                desc = [part["locate"] for part in parts if "locate" in part]
                 print(
                     f"    {name} {i} {kind}: K={r.calls_per_round} judge wall/K median "
                     f"{statistics.median(walls) if walls else float('nan'):.4f} ms, overhead {r.overhead_ms} ms, "
-                    f"describe/round median {statistics.median(desc) if desc else float('nan'):.4f} ms",
+                    f"locate/round median {statistics.median(desc) if desc else float('nan'):.4f} ms",
                     flush=True,
                 )
                 ref = r.reference.median_ms if r.reference else float("nan")

@@ -26,13 +26,15 @@ The protocol, judge -> host (each answered by one message unless noted):
   when told to load the candidate).
 - `call` {k, n, in_slot (CPU: a fresh slot of n sets, its descriptor sent along), args (when
   they changed), args_each (when the sets' non-tensor arguments differ)} -> `done` {k,
-  inner_ms: [n], leaves: [n][outputs], values: [n][...], mismatch, hack, error}: map the call's
-  slot and build views of each set's inputs, run forward on each set in turn, each followed by
-  a device-wide synchronize and timed on this process's clock, check what each forward returned
-  and say where each output tensor lives (`cudal1.bench.readers.describe`). Nothing is copied:
-  the judge reads the outputs from this process's memory itself, and times the whole round trip
-  from outside. Every output of a round trip stays alive (each in memory of its own: an output
-  that shares memory with an earlier one is reported) until the next round trip, so the judge
+  inner_ms: [n], leaves: [n][outputs], values: [n][...], mismatch, hack, error}, then, after a
+  `done` with no problem, `audited` {hack}: map the call's slot and build views of each set's
+  inputs, run forward on each set in turn (each timed on this process's clock, one device-wide
+  synchronize after the last), check the structure, dtype, shape and device of what each
+  forward returned and say where each output tensor lives (`cudal1.bench.readers.describe`),
+  answer; then check that no output shares memory with an input or an earlier output and say so.
+  Nothing is copied: the judge reads the outputs from this process's memory itself, and times
+  the round trip from its go until it holds them, before it takes `audited`. Every output of a
+  round trip stays alive (each in memory of its own) until the next round trip, so the judge
   can look at them again.
 - `load` {source} -> `loaded` (candidate host): import the candidate (this builds its
   extensions) and construct `ModelNew` with the task's constructor arguments and the judge's
@@ -46,10 +48,11 @@ The protocol, judge -> host (each answered by one message unless noted):
 
 The host's own checks (materialization, aliasing, buffer reuse, flags, patches) are reports a
 candidate can switch off, since it runs in this process. That is by design: such reports can
-only make a result worse, and nothing the host skips changes what the judge reads. Skipping the
-host's own work (the synchronize after each forward, the checks) can shorten the round trip the
-judge times; the judge holds the host's claims only to that round trip less the fixed cost it
-measured before any candidate code existed (the README's limits say what that leaves).
+only make a result worse, and nothing the host skips changes what the judge reads. The judge
+holds the host's claims to its round trip less the fixed cost it measured on this same host
+before any candidate code existed, so that fixed cost holds only what a host cannot skip: the
+memory checks run after the answer, and the forwards of a round trip are synchronized once,
+not one by one (the README's limits say what is left).
 """
 
 from __future__ import annotations
@@ -202,9 +205,16 @@ class Host:
     # -- one round trip ------------------------------------------------------------------------
 
     def call(self, msg: dict[str, Any]) -> None:
-        """Run forward on each of the message's input sets, back to back; answer with each
-        call's time on this process's clock, and where each call's outputs live. Every call's
-        outputs stay alive (each in its own memory) until the next round trip."""
+        """Run forward on each of the message's input sets, back to back; answer (`done`) with
+        each call's time on this process's clock and where each call's outputs live, then
+        (`audited`, only after a clean `done`) whether any output shares memory it must not.
+
+        Only what no host can skip happens between the judge's go and the answer: the forwards,
+        one device synchronize, and locating the outputs (their structure, dtype, shape and
+        device, which the judge needs to read them). The memory checks come after the answer,
+        while the judge reads the outputs, outside the interval the judge times: a host that
+        skips them (a candidate can, it runs in this process) answers no sooner than this one.
+        Every call's outputs stay alive (each in its own memory) until the next round trip."""
         t0 = _now()
         self._keep_alive = []  # the last call's copies: the judge is done with them by now
         self._map_inputs(msg)
@@ -224,41 +234,37 @@ class Host:
             with torch.no_grad():
                 reply["inner_ms"], outs = self._timed_forwards(self.sets)
             t2 = _now()
-            # Both hosts do the same checks, so that both round trips cost the same; only the
-            # candidate's are reported.
-            inputs = _Spans(a for args in self.sets for a in args if isinstance(a, torch.Tensor))
-            earlier = _Spans(t for _, t in flatten(self.previous) if isinstance(t, torch.Tensor))
             for out in outs:
-                leaves, values = self._describe(out, reply, self.candidate_loaded, inputs, earlier)
+                leaves, values = self._place(out, reply)
                 if reply["mismatch"] is not None or reply["hack"] is not None:
                     break
                 reply["leaves"].append(leaves)
                 reply["values"].append(values)
-                for _, t in flatten(out):
-                    earlier.add(t)
             # Where this host's side of the round trip went (ms; data for the judge's record).
             reply["parts_ms"] = {
                 "inputs": (t1 - t0) / 1e6,
                 "forwards": (t2 - t1) / 1e6,
-                "describe": (_now() - t2) / 1e6,
+                "locate": (_now() - t2) / 1e6,
             }
         except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its result
             traceback.print_exc()
             reply["error"] = classify_exception(exc, "forward")
-        self.previous = outs  # alive until the next call: the judge may read them again
+        earlier_round, self.previous = self.previous, outs  # alive until the next call: the judge may read them again
         self.chan.send("done", **reply)
+        if reply["error"] is None and reply["mismatch"] is None and reply["hack"] is None:
+            t3 = _now()
+            hack = self._memory_problem(outs, self.sets, earlier_round)
+            self.chan.send("audited", hack=hack, parts_ms={"audit": (_now() - t3) / 1e6})
 
     def _timed_forwards(self, sets: list[list[Any]]) -> tuple[list[float], list[Any]]:
         """([ms of each forward], [its output]) on this process's own clock, one set after the
-        other: on CUDA, events on the current stream around each forward, then a device-wide
-        synchronize before the next (so each call runs alone, as in a one-call round trip, and
-        the GPU switching to this process is not counted). The end event is recorded before the
-        synchronize, as KernelBench and `cudal1.bench.inprocess` time a call: the synchronize's
-        return to the CPU (about 8 µs a call on an H200, docs/benchmarks.md) is not the
-        forward's; it is part of the round trip's fixed cost, the same in both hosts. On the CPU,
-        the CPU clock. The judge trusts these figures from the reference host; from the candidate
-        host they are claims held to the judge's clock, which also holds whatever a forward left
-        running on other streams (`timing.candidate_rounds_ms`)."""
+        other: on CUDA, events on the current stream around each forward, and one device-wide
+        synchronize after the last (the calls still run one after another, in stream order; the
+        next call is launched while the last one runs, as a host that skipped a synchronize after
+        each call would, so no host gains by skipping it). On the CPU, the CPU clock. The judge
+        trusts these figures from the reference host; from the candidate host they are claims
+        held to the judge's clock, which also holds whatever a forward left running on other
+        streams (`timing.candidate_rounds_ms`)."""
         times: list[float] = []
         outs: list[Any] = []
         if self.cuda:
@@ -267,7 +273,7 @@ class Host:
                 events[2 * j].record()
                 outs.append(self.model(*args))
                 events[2 * j + 1].record()
-                self._sync()
+            self._sync()
             times = [events[2 * j].elapsed_time(events[2 * j + 1]) for j in range(len(sets))]
             return times, outs
         for args in sets:
@@ -282,18 +288,14 @@ class Host:
             self._event_pool.append(_Event(enable_timing=True))
         return self._event_pool[: 2 * n]
 
-    def _describe(
-        self, out: Any, reply: dict[str, Any], check: bool, inputs: "_Spans", earlier: "_Spans"
-    ) -> tuple[list[dict[str, Any]], list[Any]]:
+    def _place(self, out: Any, reply: dict[str, Any]) -> tuple[list[dict[str, Any]], list[Any]]:
         """Check one call's output `out` against the expected layout (`out_tree`: the reference's
         structure, `correctness.match_output`) and say where each of its tensors lives:
         (descriptions of its tensor leaves, its non-tensor leaves encoded by
         `correctness.encode_value`), both in the tree's order. A problem is put in `reply`
-        ("mismatch": a structure, device, dtype or shape unlike the reference's; or "hack"); with
-        `check` False (the reference host) the memory checks
-        are made but not reported. `inputs`: the round trip's input tensors; `earlier`: the
-        tensors of its earlier calls and of the last round trip, whose memory an output must not
-        share."""
+        ("mismatch": a structure, device, dtype or shape unlike the reference's; or "hack": a
+        leaf that is no plain, materialized tensor). This is what the judge needs to read the
+        output; the memory checks are `_memory_problem`'s."""
         described: list[dict[str, Any]] = []
         try:
             tensors, encoded = match_output(out, self.out_tree)
@@ -315,20 +317,35 @@ class Host:
             if tuple(leaf.shape) != spec.shape:
                 reply["mismatch"] = f"{path}: shape {tuple(leaf.shape)}, reference {spec.shape}"
                 return described, values
-            if not self.ref_aliases_inputs and inputs.overlaps(leaf) and check:
-                reply["hack"] = {
-                    "kind": HackKind.OUTPUT_ALIASES_INPUT.value,
-                    "message": f"{path}: output shares memory with an input",
-                }
-                return described, values
-            if earlier.overlaps(leaf) and check:
-                reply["hack"] = {
-                    "kind": HackKind.OUTPUT_CHANGED_LATER.value,
-                    "message": f"{path}: returned the storage of an earlier call's output (that output is overwritten)",
-                }
-                return described, values
             described.append(self._locate(leaf, spec))
         return described, values
+
+    def _memory_problem(self, outs: list[Any], sets: list[list[Any]], earlier_round: Any) -> dict[str, str] | None:
+        """The first output of `outs` (one per input set of `sets`, already placed) that shares
+        memory with an input of the round trip (unless the reference's outputs alias its
+        inputs) or with an output of an earlier call, this round trip's or the last one's
+        (`earlier_round`), as a "hack" report; None when there is none, or while the host runs
+        the reference (the reference's memory is the task's own business)."""
+        inputs = _Spans(a for args in sets for a in args if isinstance(a, torch.Tensor))
+        earlier = _Spans(t for _, t in flatten(earlier_round) if isinstance(t, torch.Tensor))
+        found: dict[str, str] | None = None
+        for out in outs:
+            for path, leaf in flatten(out):
+                if not isinstance(leaf, torch.Tensor) or found is not None:
+                    continue
+                if not self.ref_aliases_inputs and inputs.overlaps(leaf):
+                    found = {
+                        "kind": HackKind.OUTPUT_ALIASES_INPUT.value,
+                        "message": f"{path}: output shares memory with an input",
+                    }
+                elif earlier.overlaps(leaf):
+                    found = {
+                        "kind": HackKind.OUTPUT_CHANGED_LATER.value,
+                        "message": f"{path}: returned the storage of an earlier call's output (that output is overwritten)",
+                    }
+            for _, t in flatten(out):
+                earlier.add(t)
+        return found if self.candidate_loaded else None
 
     def _locate(self, leaf: torch.Tensor, spec: TensorSpec) -> dict[str, Any]:
         """Where the judge can read `leaf`. A view much sparser than its values, or memory that
@@ -461,9 +478,9 @@ class Host:
             reply["dtypes"] = sorted(str(d).removeprefix("torch.") for d in rec.dtypes)
             self._sync()
             found: dict[str, Any] = {"mismatch": None, "hack": None}
-            inputs = _Spans(a for a in self.args if isinstance(a, torch.Tensor))
-            earlier = _Spans(t for _, t in flatten(self.previous) if isinstance(t, torch.Tensor))
-            leaves, values = self._describe(out, found, self.candidate_loaded, inputs, earlier)
+            leaves, values = self._place(out, found)
+            if found["mismatch"] is None and found["hack"] is None:
+                found["hack"] = self._memory_problem([out], [self.args], self.previous)
             if found["mismatch"] is None and found["hack"] is None:
                 reply["leaves"], reply["values"] = leaves, values
             self.previous = [*(self.previous or []), out]  # alive until the next call, as a call's outputs

@@ -613,18 +613,24 @@ class Judge:
             raise RuntimeError(f"the judge could not read the reference's outputs: {exc}") from exc
         self._sync()
         wall_ms = (self.clock.now_ns() - t0) / 1e6
-        self._note_trip("reference", wall_ms, (answered - t0) / 1e6, msg)
+        audit = self._ref_recv("audited")
+        if audit["hack"] is not None:
+            raise RuntimeError(f"the reference host reported its own outputs: {str(audit)[:300]}")
+        self._note_trip("reference", wall_ms, (answered - t0) / 1e6, msg, audit)
         return wall_ms, [float(v) for v in msg["inner_ms"]], list(zip(tensors, msg["values"]))
 
-    def _note_trip(self, who: str, wall_ms: float, answered_ms: float, msg: dict[str, Any]) -> None:
-        """Keep the record of a round trip of the timing pass (see `EvalResult.round_trips`)."""
+    def _note_trip(
+        self, who: str, wall_ms: float, answered_ms: float, msg: dict[str, Any], audit: dict[str, Any]
+    ) -> None:
+        """Keep the record of a round trip of the timing pass (see `EvalResult.round_trips`); the
+        host's parts come from its answer (`msg`) and its audit after it (`audit`)."""
         if self.recording is None:
             return
         # Everything here may come from the candidate's process: kept only where it is sane data.
-        parts = msg.get("parts_ms")
+        parts = {**(msg.get("parts_ms") or {}), **(audit.get("parts_ms") or {})}
         parts = (
             {k: round(v, 4) for k, v in parts.items() if isinstance(k, str) and type(v) is float and math.isfinite(v)}
-            if isinstance(parts, dict) and len(parts) <= 8
+            if len(parts) <= 8
             else {}
         )
         inner = msg.get("inner_ms")
@@ -674,7 +680,10 @@ class Judge:
         snapshot = self._read(msg["leaves"], n)
         self._sync()
         wall_ms = (self.clock.now_ns() - t0) / 1e6
-        self._note_trip("candidate", wall_ms, (answered - t0) / 1e6, msg)
+        # The host's memory checks, made after it answered: outside the interval just timed.
+        audit = self._recv("audited")
+        self._host_verdicts(audit)
+        self._note_trip("candidate", wall_ms, (answered - t0) / 1e6, msg, audit)
         self.last_leaves, self.last_snapshot = msg["leaves"], snapshot
         return wall_ms, msg, snapshot
 

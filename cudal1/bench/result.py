@@ -197,8 +197,8 @@ class EvalResult:
     calibration, with the candidate host running the reference), one entry per round trip in
     order (ms): `wall_ms` (the judge's clock, go to holding every output), `answered_ms` (go to
     the host's answer), `own_ms` (the host's own figure for its K forwards; None when it sent none
-    usable) and `host_parts_ms` (where the host says its side went: inputs, forwards, describe;
-    from the candidate's host, only its word)."""
+    usable) and `host_parts_ms` (where the host says its side went: inputs, forwards, locate before its
+    answer, audit after it; from the candidate's host, only its word)."""
     remeasured: bool = False
     """True when the speedup exceeded the re-measure bar and the value is from the second measurement."""
     overhead_ms: float | None = None

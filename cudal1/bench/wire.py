@@ -373,6 +373,7 @@ HOST_MESSAGES: dict[str, Obj] = {
             "parts_ms": Map(Num(0.0, MAX_MS), 16),
         },
     ),
+    "audited": Obj({"hack": Opt(Obj({"kind": Str(64), "message": Str()}))}, {"parts_ms": Map(Num(0.0, MAX_MS), 16)}),
     "profiled": Obj(
         {"ops": List(Str(300), 500), "dtypes": List(Str(64), 500), "side_streams": Bool()},
         {"error": Opt(Str()), "leaves": List(_LEAF, 4096), "values": List(_VALUE, 4096)},
