@@ -211,10 +211,13 @@ class Host:
 
         Only what no host can skip happens between the judge's go and the answer: the forwards,
         one device synchronize, and locating the outputs (their structure, dtype, shape and
-        device, which the judge needs to read them). The memory checks come after the answer,
-        while the judge reads the outputs, outside the interval the judge times: a host that
-        skips them (a candidate can, it runs in this process) answers no sooner than this one.
-        Every call's outputs stay alive (each in its own memory) until the next round trip."""
+        device, which the judge needs to read them). On CUDA the outputs are located while the
+        device still runs the forwards (it needs only their metadata), so on a device-bound
+        round trip what follows the last kernel is the synchronize's return and the answer. The
+        memory checks come after the answer, while the judge reads the outputs, outside the
+        interval the judge times. A host that skips any of this (a candidate can, it runs in
+        this process) answers no sooner than this one. Every call's outputs stay alive (each in
+        its own memory) until the next round trip."""
         t0 = _now()
         self._keep_alive = []  # the last call's copies: the judge is done with them by now
         self._map_inputs(msg)
@@ -229,22 +232,27 @@ class Host:
             "parts_ms": {},
         }
         outs: list[Any] = []
-        try:
-            t1 = _now()
-            with torch.no_grad():
-                reply["inner_ms"], outs = self._timed_forwards(self.sets)
-            t2 = _now()
+        placing = [0, 0]
+
+        def place(outs: list[Any]) -> None:
+            placing[0] = _now()
             for out in outs:
                 leaves, values = self._place(out, reply)
                 if reply["mismatch"] is not None or reply["hack"] is not None:
                     break
                 reply["leaves"].append(leaves)
                 reply["values"].append(values)
+            placing[1] = _now()
+
+        try:
+            t1 = _now()
+            with torch.no_grad():
+                reply["inner_ms"], outs = self._timed_forwards(self.sets, place)
             # Where this host's side of the round trip went (ms; data for the judge's record).
             reply["parts_ms"] = {
                 "inputs": (t1 - t0) / 1e6,
-                "forwards": (t2 - t1) / 1e6,
-                "locate": (_now() - t2) / 1e6,
+                "forwards": (_now() - t1) / 1e6,
+                "locate": (placing[1] - placing[0]) / 1e6,
             }
         except BaseException as exc:  # noqa: BLE001 - anything the candidate raises is its result
             traceback.print_exc()
@@ -256,15 +264,17 @@ class Host:
             hack = self._memory_problem(outs, self.sets, earlier_round)
             self.chan.send("audited", hack=hack, parts_ms={"audit": (_now() - t3) / 1e6})
 
-    def _timed_forwards(self, sets: list[list[Any]]) -> tuple[list[float], list[Any]]:
+    def _timed_forwards(self, sets: list[list[Any]], place: Any) -> tuple[list[float], list[Any]]:
         """([ms of each forward], [its output]) on this process's own clock, one set after the
-        other: on CUDA, events on the current stream around each forward, and one device-wide
-        synchronize after the last (the calls still run one after another, in stream order; the
-        next call is launched while the last one runs, as a host that skipped a synchronize after
-        each call would, so no host gains by skipping it). On the CPU, the CPU clock. The judge
-        trusts these figures from the reference host; from the candidate host they are claims
-        held to the judge's clock, which also holds whatever a forward left running on other
-        streams (`timing.candidate_rounds_ms`)."""
+        other, with `place(outputs)` called once every forward is launched: on CUDA, events on
+        the current stream around each forward, `place` while the device runs them, and one
+        device-wide synchronize after it (the calls still run one after another, in stream
+        order; the next call is launched while the last one runs, as a host that skipped a
+        synchronize after each call would, so no host gains by skipping it). On the CPU, the CPU
+        clock around each forward, then `place`. The judge trusts these figures from the
+        reference host; from the candidate host they are claims held to the judge's clock, which
+        also holds whatever a forward left running on other streams
+        (`timing.candidate_rounds_ms`)."""
         times: list[float] = []
         outs: list[Any] = []
         if self.cuda:
@@ -273,6 +283,7 @@ class Host:
                 events[2 * j].record()
                 outs.append(self.model(*args))
                 events[2 * j + 1].record()
+            place(outs)
             self._sync()
             times = [events[2 * j].elapsed_time(events[2 * j + 1]) for j in range(len(sets))]
             return times, outs
@@ -280,6 +291,7 @@ class Host:
             t0 = _now()
             outs.append(self.model(*args))
             times.append((_now() - t0) / 1e6)
+        place(outs)
         return times, outs
 
     def _events(self, n: int) -> list[Any]:

@@ -42,19 +42,20 @@ So, by construction:
 - the reference time that counts is at most a high quantile of its per-call times in batched
   rounds timed before the candidate was imported and again after its process (and every process
   of its uid) was killed (`baseline_ms`: the larger of the two), so a candidate that loads the
-  machine or the GPU while the reference is timed gains nothing; on the CPU every process of the
-  candidate is also stopped while the reference host's round trips run (`_pause_candidate`).
+  machine or the GPU while the reference is timed gains nothing; every process of the candidate
+  (the candidate host, from the calibration on) is also stopped while the reference host's round
+  trips run (`_pause_candidate`).
 
 What batching leaves open: inside one round trip the judge sees only the whole round, not each
 call. The K input sets lie one after another in one slot, mapped whole in the host, but each
 input tensor's storage spans its own bytes only (`Slot.view`), so a call's arguments give no way
-to the other sets through PyTorch's tensor API. The host synchronizes the device after every
-forward, so an honest host runs the K calls one after another, as a one-call round trip would; a
+to the other sets through PyTorch's tensor API. The host launches the K calls on one stream and
+synchronizes the device once after them, so an honest host's calls run one after another; a
 candidate that reads past its input through a raw pointer (ctypes, a kernel of its own), or finds
 the host's views of every set by introspection (it runs in that process), can still compute
-several calls' outputs in its first call and hand them out one per call; and one can switch off
-the host's synchronize and overlap its calls. Either is timed by what the round really took,
-which for small problems is less than K separate calls: not closed yet. Only overlap on side
+several calls' outputs in its first call and hand them out one per call; and one can run its
+calls on several streams and overlap them. Either is timed by what the round really took, which
+for small problems is less than K separate calls: not closed yet. Only overlap on side
 streams is labelled (`side_streams`, `collect_labels`).
 
 Order of work: load the task and the reference; the degenerate-task check; hand each host its
@@ -556,8 +557,8 @@ class Judge:
     @_gc_paused
     def _ref_call(self, xs: list[list[Any]]) -> tuple[float, list[float], list[Expected]]:
         """One round trip to the reference host: the reference run on each input set of `xs`,
-        back to back, timed exactly as a candidate round trip is. On the CPU, once the candidate
-        is loaded, every process of the candidate is stopped meanwhile (`_pause_candidate`).
+        back to back, timed exactly as a candidate round trip is. From the calibration of both
+        hosts on, every process of the candidate is stopped meanwhile (`_pause_candidate`).
 
         Returns (ms on the judge's clock from the go until the judge holds its copy of every
         output, ms of each forward on the reference host's own clock, the reference outputs of
@@ -572,12 +573,16 @@ class Judge:
                 self._pause_candidate(False)
 
     def _pause_candidate(self, stop: bool) -> bool:
-        """Stop (`stop`) or continue every process of the candidate, through the parent: on the
-        CPU, from the candidate's import until its processes are ended. The reference is then
-        timed with no candidate code running (the cores are what both share: a candidate host
-        spinning between its own round trips slowed the reference 1.5-2x on two cores, and the
-        clean baseline's high quantile let it keep most of that). True when the parent did it.
-        Raises RuntimeError when the parent fails to answer (the harness's failure)."""
+        """Stop (`stop`) or continue every process of the candidate, through the parent, from
+        the candidate's import until its processes are ended. The reference is then timed with
+        no candidate code running on the cores both share: on the CPU a candidate host spinning
+        between its own round trips slowed the reference 1.5-2x on two cores (the clean
+        baseline's high quantile let it keep most of that); on an H200 the same spin, on the
+        evaluation's two cores, raised the reference host's round trips, and with them the fixed
+        cost forgiven to the candidate (up to a jitter a round trip: paid 2.1x for x*2+1,
+        docs/benchmarks.md). Work it left queued on the GPU still runs (the clean baselines cap
+        what that does to the reference). True when the parent did it. Raises RuntimeError when
+        the parent fails to answer (the harness's failure)."""
         if not self.pause_candidate or self.link is None:
             return False
         try:
@@ -906,7 +911,10 @@ class Judge:
         both running the reference (the candidate host's stand-in, before any candidate code
         exists): each host's fixed cost under the conditions of a timing pass. The candidate
         host's bounds what its claims may leave out later (`_timing_pass`); the reference host's
-        per-call times give the clean baseline."""
+        per-call times give the clean baseline. The candidate host is stopped while the reference
+        host's round trips run, as it will be once it holds the candidate (`_pause_candidate`), so
+        that both fixed costs are measured as the timing pass will see them."""
+        self.pause_candidate = True
         ref_trips: list[float] = []
         cand_trips: list[float] = []
         per_call: list[float] = []
@@ -965,7 +973,7 @@ class Judge:
     # -- phase 5: the candidate ----------------------------------------------------------------
 
     def load_candidate(self) -> None:
-        self.pause_candidate = not self.cuda
+        self.pause_candidate = True
         t0 = time.perf_counter()
         self._send("load", source=self.source)
         msg = self._recv("loaded", ok=bool, build_seconds=float, labels=list, patches=list)

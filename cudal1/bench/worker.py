@@ -861,8 +861,8 @@ class _HostKeeper:
 
     def pause(self, stop: bool) -> bool:
         """Stop (SIGSTOP) or continue (SIGCONT) every process of the candidate
-        (`_candidate_pids`). The judge stops them while it times the reference on the CPU,
-        so that no candidate code runs beside it (a host spinning on its socket between its own
+        (`_candidate_pids`). The judge stops them while it times the reference, so that no
+        candidate code runs beside it on the evaluation's cores (a host spinning on its socket between its own
         round trips slowed the reference 1.5-2x on two cores, and was paid up to the clean
         baseline's high quantile). A stop waits, at most 0.2 s, until each process is stopped.
         True when it signalled the candidate (alive and not ended)."""
