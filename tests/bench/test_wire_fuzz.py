@@ -7,7 +7,7 @@ starts them, from the fork server, without the sandbox) and reading the candidat
 through the real parent link, served by the parent's own `worker._HostKeeper`. The candidate
 (`candidates/garbles_the_wire.py`) answers the nested_outputs task honestly and, from its import
 on, replaces one of its host's answers (`loaded`, `done` of a correctness trial or of a timed
-round trip, `checked`, `profiled`) by a mutated one: a field of the wrong type, missing or extra,
+round trip and the `audited` after it, `checked`, `profiled`) by a mutated one: a field of the wrong type, missing or extra,
 a huge or non-finite number, deep nesting, a huge string, a frame that is not JSON, an oversized
 or truncated frame, the wrong op or call number, a message nobody asked for, the channel closed
 early. The judge must answer with a result (never raise), and the result must be the candidate's:
@@ -106,14 +106,24 @@ def garbler(op: str, nth: int, kind: str, name: str = "", value: str = "") -> st
 FIELDS = {
     "loaded": ["ok", "status", "hack", "message", "build_seconds", "labels", "patches", "canary", "built"],
     "done": ["k", "inner_ms", "leaves", "values", "mismatch", "hack", "error", "parts_ms"],
+    "audited": ["hack", "parts_ms"],
     "checked": ["patches", "canary", "labels", "built"],
     "profiled": ["ops", "dtypes", "side_streams", "error"],
 }
 """The fields the candidate host sends with each answer it gives once the candidate is imported."""
-STEPS = [("loaded", 1), ("done", 1), ("done", 4), ("checked", 1), ("checked", 2), ("profiled", 1)]
-"""(op, nth): the answer to the import, to the first correctness trial, to a timed round trip (the
-fourth round trip: two trials and a warm-up call come first), to the check after the trials and
-to the one at the end, and to the profile."""
+STEPS = [
+    ("loaded", 1),
+    ("done", 1),
+    ("audited", 1),
+    ("done", 4),
+    ("audited", 4),
+    ("checked", 1),
+    ("checked", 2),
+    ("profiled", 1),
+]
+"""(op, nth): the answer to the import, to the first correctness trial and the audit after it, to
+a timed round trip (the fourth round trip: two trials and a warm-up call come first) and its
+audit, to the check after the trials and to the one at the end, and to the profile."""
 
 HUGE_INT = "1" + "0" * 400
 
@@ -194,7 +204,7 @@ a frame longer than allowed or cut short, the channel closed, the answer twice, 
 
 def all_cases() -> list[tuple[str, str]]:
     """(what, candidate source) for every step with every structural mutation and every field left
-    out and set to each of `BAD` (about 320 evaluations)."""
+    out and set to each of `BAD` (about 550 evaluations)."""
     cases = []
     for op, nth in STEPS:
         for kind, value in STRUCTURAL:
@@ -225,6 +235,8 @@ def suite_cases() -> list[tuple[str, str]]:
         ("done", 4, "inner_ms", f"[{HUGE_INT}, 1]"),
         ("done", 4, "k", HUGE_INT),
         ("done", 1, "error", '{"status": [], "message": 1}'),
+        ("audited", 1, "hack", '{"kind": 1, "message": []}'),
+        ("audited", 4, "parts_ms", f'{{"audit": {HUGE_INT}}}'),
         ("checked", 1, "patches", DEEP),
         ("checked", 2, "labels", '["harness_error"]'),
         ("profiled", 1, "ops", "1e999"),
@@ -273,7 +285,7 @@ def test_garbled_answers_at_every_step_are_the_candidates_result(tmp_path) -> No
     fuzz(tmp_path, suite_cases())
 
 
-@pytest.mark.skipif(os.environ.get("CUDAL1_FUZZ_ALL") != "1", reason="about 320 evaluations: set CUDAL1_FUZZ_ALL=1")
+@pytest.mark.skipif(os.environ.get("CUDAL1_FUZZ_ALL") != "1", reason="about 550 evaluations: set CUDAL1_FUZZ_ALL=1")
 def test_every_field_at_every_step(tmp_path) -> None:
     fuzz(tmp_path, all_cases())
 
