@@ -15,7 +15,7 @@ host's, else "CHECK_LEAN FAIL (...)". `--variants` adds lean hosts that keep one
 host's habits (its own wait instead of the spin, a synchronize after every call) to tell what each
 saving is worth (the verdict uses the first named); `--records FILE` appends every evaluation's
 whole result (its round trips included) as JSON lines. BACKEND=cpu runs the same on the CPU
-(smaller sizes). Results of 2026-12-03: docs/benchmarks.md.
+(smaller sizes). Results of 2026-12-03 (FAIL) and 2026-12-04 (PASS): docs/benchmarks.md.
 
     python3 scripts/gpu_lean_host.py [--pairs 5] [--gain 1.02] [--rounds 10] [--variants lean ...]
 """

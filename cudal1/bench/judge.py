@@ -29,12 +29,13 @@ So, by construction:
   it tells the host to go until it holds its own copy of every output, and the round's K calls
   count as at least that minus a high quantile of the round trip's fixed cost, the pass as a
   whole as at least that minus its median and half its jitter (`timing.candidate_rounds_ms`,
-  `EvalSettings.unexplained_tolerance`: the noise of comparing two medians of a few round trips).
-  The fixed cost is the candidate host's K-call round trip minus its forwards on its own clock
-  while it runs the reference, before any candidate code exists, moved as far as the reference
-  host's moved by the time of the pass (never up by more than the jitter); all of it is
-  messages, reads and GPU context switches, none of it work the candidate's process could
-  skip. Work left running after the host answers is inside that interval, or missing from what
+  `EvalSettings.unexplained_tolerance`: the noise of comparing two medians of a few round trips;
+  none for a host whose claims the bound replaced in half its calls or more). The fixed cost is
+  the candidate host's K-call round trip minus its forwards on its own clock while it runs the
+  reference, before any candidate code exists, moved as far as the reference host's moved by the
+  time of the pass (never up by more than the jitter); all of it is messages, reads and GPU
+  context switches, none of it work the candidate's process could skip (the host locates its
+  outputs while the GPU runs and checks their memory after it answers: `cudal1.bench.host`). Work left running after the host answers is inside that interval, or missing from what
   the judge copies (then the output is wrong, or changes when the judge looks again);
 - below the resolution (the jitter of the calibration's round trips over K, per call) two times
   are not told apart: both sides are taken as at least it (`timing.speedup_stats`), and
