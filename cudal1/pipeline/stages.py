@@ -33,6 +33,7 @@ from cudal1.pipeline.sft_data import sft_pairs, stage1_solutions
 from cudal1.pipeline.variants import stage1_ranks, stage1_shares
 from cudal1.policy.prompts import plain_prompt
 from cudal1.records import Candidate, Exemplar, PolicyExample, Rollout
+from cudal1.rl.rewards import paid_speedup
 from cudal1.bench.result import UNPAID_LABELS, Status
 from cudal1.tasks.suite import seeds_for
 from cudal1.tasks.task import reference_as_candidate
@@ -190,11 +191,12 @@ def run_sft(ctx: RunContext) -> None:
     """Stage 1: validate the seed solutions of the selected tasks and, with `data.augmented`, the
     dataset's kept variants of them (`cudal1.pipeline.sft_data.stage1_solutions`) on the primary
     pool (and, with `reference_variants`, each task's reference as a candidate (`ModelNew = Model` appended), a correct
-    1.00× variant), store the correct ones in the exemplar buffer with their speedups, then
-    fine-tune: each correct solution as the answer to the plain prompt, and, where a task has a
-    correct variant strictly slower than its fastest one, the fastest as the answer to a
-    contrastive prompt that shows the slower ones (`sft_pairs`). Without `validate_seeds` the
-    augmented variants keep their recorded speedups. A stage with nothing to train on is skipped
+    1.00× variant), store the correct ones in the exemplar buffer at the speedups the reward
+    would pay for them (`cudal1.rl.rewards.paid_speedup`: a noisy or unconfirmed gain shows as
+    1.00×), then fine-tune: each correct solution as the answer to the plain prompt, and, where
+    a task has a correct variant paid strictly less than its fastest one, the fastest as the
+    answer to a contrastive prompt that shows the slower ones (`sft_pairs`). Without
+    `validate_seeds` the augmented variants keep their recorded speedups. A stage with nothing to train on is skipped
     with a log line."""
     cfg = ctx.cfg.stage.sft
     backend = ctx.pools.primary.spec.backend
@@ -261,8 +263,9 @@ def _validated_variants(
     ctx: RunContext, solutions: list[Exemplar], references: bool
 ) -> tuple[list[Exemplar], dict[str, list[Exemplar]]]:
     """Evaluate `solutions` (and, with `references`, each of their tasks' reference as a
-    candidate) on the primary pool; store the correct ones in the buffer. Returns (the solutions
-    that are correct, with the speedups measured here, the correct variants per task)."""
+    candidate) on the primary pool; store the correct ones in the buffer, each at the speedup the
+    reward would pay for it (`cudal1.rl.rewards.paid_speedup`). Returns (the solutions that are
+    correct, with those speedups, the correct variants per task)."""
     candidates = [Candidate(e.task_id, e.code, origin=e.origin) for e in solutions]
     if references:
         sources = {t.task_id: t.source for t in ctx.tasks}
@@ -276,9 +279,16 @@ def _validated_variants(
     analyses = [e.analysis for e in solutions] + [""] * (len(candidates) - len(solutions))
     variants: dict[str, list[Exemplar]] = {}
     correct: list[Exemplar] = []
+    reward_cfg = reward_config(ctx.cfg)
     for c, res, analysis in zip(candidates, results, analyses):
-        if res.status is Status.OK and not UNPAID_LABELS.intersection(res.labels):
-            e = Exemplar(c.task_id, c.source, float(res.speedup), analysis=analysis, origin=c.origin)
+        # The speedup the reward would pay, not the raw measurement: a noisy or unconfirmed gain
+        # shows as 1.00x, so neither the buffer nor a contrastive pair learns from noise. The
+        # reference is the baseline: whatever it measured against itself is noise.
+        paid = paid_speedup(res, reward_cfg) if not UNPAID_LABELS.intersection(res.labels) else None
+        if paid is not None and c.origin == "reference":
+            paid = 1.0
+        if res.status is Status.OK and paid is not None:
+            e = Exemplar(c.task_id, c.source, paid, analysis=analysis, origin=c.origin)
             variants.setdefault(c.task_id, []).append(e)
             if c.origin != "reference":
                 correct.append(e)

@@ -445,6 +445,25 @@ def price(
     )
 
 
+def paid_speedup(result: EvalResult | None, cfg: RewardConfig | None = None) -> float | None:
+    """The speedup (×) the reward counts for `result` as a correct program, the number an exemplar
+    shows: `price`'s (rounded toward 1.00, 1.00 for a noisy or unconfirmed gain, the slower of two
+    confirming measurements, label factors applied), or None where `price` counts no correct
+    program (a failure, a hack, a degenerate task, an unusable speedup, a second opinion that was
+    wrong or a hack, labels that zero the pay). The fallback rule, which is about what a response
+    earns, not about what the program runs at, is not applied: a correct program that calls the
+    reference's operators with no gain shows its rounded speedup (at most 1.00×). The copy rule
+    needs a prompt and is not applied either. Never raises."""
+    cfg = cfg or RewardConfig()
+    priced = price(result, cfg=cfg)
+    if priced.reason == "fallback" and result is not None:
+        measured = _finite_speedup(result.speedup)
+        return conservative_speedup(measured, cfg) if measured is not None else None
+    if priced.speedup is None or priced.unpaid:
+        return None
+    return priced.speedup
+
+
 def share_identical(priced: Sequence[Priced], groups: Sequence[Any], codes: Sequence[str | None]) -> list[Priced]:
     """One price per program per group: responses of one group (same id in `groups`) whose
     `normalized_code` is equal (`codes`: each response's code, None when it has none) all get the

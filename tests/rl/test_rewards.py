@@ -11,6 +11,7 @@ from cudal1.rl.rewards import (
     label_factor,
     needs_second_opinion,
     normalized_code,
+    paid_speedup,
     price,
     second_opinion,
 )
@@ -229,3 +230,25 @@ def test_two_measurements_that_disagree_are_not_paid_and_two_that_agree_pay_the_
         RewardConfig(verify_tolerance=0.0)
     with pytest.raises(ValueError):
         RewardConfig(verify_above=0.5)
+
+
+def test_an_exemplar_shows_the_speedup_the_reward_pays_not_the_raw_measurement():
+    cfg = RewardConfig()
+    assert paid_speedup(ok(2.5), cfg) == 2.5
+    assert paid_speedup(ok(2.5, spread=0.9), cfg) == 1.0  # rounds that disagree: a noisy gain is no gain
+    assert paid_speedup(ok(1.006), cfg) == 1.0  # at or below min_gain
+    first = dataclasses.replace(ok(6.0), actor=0)
+    agree = second_opinion(first, dataclasses.replace(ok(5.7), actor=1), cfg)
+    assert paid_speedup(dataclasses.replace(first, second_opinion=agree), cfg) == pytest.approx(5.7)
+    apart = second_opinion(first, dataclasses.replace(ok(4.0), actor=1), cfg)
+    assert paid_speedup(dataclasses.replace(first, second_opinion=apart), cfg) == 1.0  # unconfirmed
+    wrong = second_opinion(first, EvalResult("level1/1", Status.INCORRECT, actor=1), cfg)
+    assert paid_speedup(dataclasses.replace(first, second_opinion=wrong), cfg) is None
+    # A correct program that calls the reference's operators with no gain: the reward prices the
+    # response as a fallback, the exemplar still shows what it runs at.
+    assert price(ok(0.987, labels=["calls_reference_ops"]), None, cfg).reason == "fallback"
+    assert paid_speedup(ok(0.987, labels=["calls_reference_ops"]), cfg) == pytest.approx(0.99)
+    assert paid_speedup(EvalResult("level1/1", Status.INCORRECT, speedup=3.0), cfg) is None
+    assert paid_speedup(ok(2.0, labels=["degenerate_task"]), cfg) is None
+    assert paid_speedup(ok(float("nan")), cfg) is None
+    assert paid_speedup(None, cfg) is None
