@@ -74,13 +74,15 @@ def test_train_all_stages_on_the_running_cluster(ray_cluster, smoke_run):
     for stage in STAGES:
         assert (run_dir / "exports" / stage / "config.json").is_file()
 
-    # Seeds, and each task's reference as a 1.00x variant, validated by the benchmark with measured
-    # speedups, went into the buffer.
+    # Seeds, and each task's reference as a 1.00x variant, validated by the benchmark, went into
+    # the buffer.
     exemplars = read_jsonl(run_dir / "buffer" / "exemplars.jsonl")
     for origin in ("seed", "reference"):
         found = [e for e in exemplars if e["origin"] == origin]
         assert sorted(e["task_id"] for e in found) == sorted(cfg.tasks.ids), origin
         assert all(e["status"] == "ok" and e["speedup"] > 0 for e in found)
+    # At the speedup the reward would pay: the reference is the baseline, exactly 1.00x.
+    assert {e["speedup"] for e in exemplars if e["origin"] == "reference"} == {1.0}
 
     # One record per response: tasks × samples, each (group, sample) once; evaluable ones evaluated.
     for name, n_tasks, n in (
