@@ -19,6 +19,9 @@
 #               below (benchmarks/repeatability.py)
 # The guard tests' and the seeds' extensions build first, in the background, while the degenerate
 # check and the probe run. Each step has a time limit, so the whole run stays under 10 minutes.
+# Not in this run (it would not fit the 10 minutes): a change to how the hosts or the judge time a
+# round trip also runs `python3 scripts/gpu_lean_host.py --pairs 4` (CHECK_LEAN PASS: a host that
+# skips every check and sends no times gains at most 2% over the honest host), in a call of its own.
 set -uo pipefail
 kb=${1:?usage: $0 KERNELBENCH_PATH OUTDIR}
 out=${2:?usage: $0 KERNELBENCH_PATH OUTDIR}
