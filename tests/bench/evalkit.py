@@ -8,6 +8,8 @@ as files in `candidates/`; a token such as `__MARKER__` in a candidate is replac
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Callable
 from pathlib import Path
 
 from cudal1.bench.evaluator import evaluate
@@ -260,3 +262,31 @@ def describe(r: EvalResult) -> str:
     return (
         f"status={r.status.value} hack_kind={kind} labels={r.labels}\nmessage: {r.message}\nlog tail:\n{r.log[-1500:]}"
     )
+
+
+def held_to_honest(
+    evaluate_series: Callable[[], list[EvalResult]],
+    bound: Callable[[float, float], bool],
+    first: int = 3,
+    most: int = 6,
+) -> tuple[bool, list[list[EvalResult]]]:
+    """Whether shortcut candidates gain no more than `bound` allows over an honest one, deciding
+    sequentially on a noisy machine.
+
+    `evaluate_series()` runs one series, honest first: [honest, shortcut 1, shortcut 2, ...]. At
+    least `first` series run; while some shortcut's median speedup (×) fails `bound(shortcut_x,
+    honest_x)` against the honest median, one more series runs, up to `most`. Honest evaluations
+    of one code on a loaded 2-core CI machine spread over 0.40-1.39x (one CI run: 0.99, 0.68,
+    0.62), so three series decide only where the medians are far apart; a shortcut that gains for
+    real fails at six as it did at three. Returns (held, the series run)."""
+    series: list[list[EvalResult]] = []
+    while True:
+        series.append(evaluate_series())
+        if len(series) < first:
+            continue
+        honest_x = statistics.median(s[0].speedup or 0.0 for s in series)
+        held = all(
+            bound(statistics.median(s[i].speedup or 0.0 for s in series), honest_x) for i in range(1, len(series[0]))
+        )
+        if held or len(series) >= most:
+            return held, series

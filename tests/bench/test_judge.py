@@ -10,7 +10,6 @@ degenerate tasks.
 from __future__ import annotations
 
 import json
-import statistics
 
 import pytest
 
@@ -282,22 +281,19 @@ def test_a_host_that_cuts_corners_buys_next_to_nothing(cache_dir) -> None:
     settings = dict(rounds=12, calls_per_round=4)
     # Interleaved, so that the machine's load drifting during the test weighs on all sides alike
     # (three honest evaluations, then three cut ones, once failed for a load that fell in between).
-    triples = [
-        [
-            run_task(MATMUL_512, name, cache_dir, **settings)
-            for name in ("honest_matmul_relu", *(h[0] for h in HOST_SHORTCUTS))
-        ]
-        for _ in range(3)
-    ]
-    honest = [t[0] for t in triples]
+    names = ("honest_matmul_relu", *(h[0] for h in HOST_SHORTCUTS))
+
+    def series():
+        return [run_task(MATMUL_512, name, cache_dir, **settings) for name in names]
+
+    held, runs = evalkit.held_to_honest(series, lambda cut_x, honest_x: cut_x < 1.25 * honest_x + 0.05)
+    honest = [s[0] for s in runs]
     assert all(r.status is Status.OK for r in honest), [evalkit.describe(r) for r in honest]
-    honest_x = statistics.median(r.speedup for r in honest)
     for i, (name, marker) in enumerate(HOST_SHORTCUTS, start=1):
-        cut = [t[i] for t in triples]
+        cut = [s[i] for s in runs]
         assert all(marker in r.log for r in cut), (name, evalkit.describe(cut[0]))
         assert all(r.status is Status.OK for r in cut), (name, [evalkit.describe(r) for r in cut])
-        cut_x = statistics.median(r.speedup for r in cut)
-        assert cut_x < 1.25 * honest_x + 0.05, (name, [r.speedup for r in cut], [r.speedup for r in honest])
+    assert held, {name: [s[i].speedup for s in runs] for i, name in enumerate(names)}
 
 
 def test_figures_a_host_garbles_are_a_protocol_hack_not_a_harness_failure(cache_dir) -> None:

@@ -7,7 +7,6 @@ states the hole; the README's limits list each of them.
 
 from __future__ import annotations
 
-import statistics
 
 import pytest
 
@@ -89,20 +88,19 @@ def test_a_host_spinning_between_its_round_trips_does_not_slow_the_reference(cac
     # 12 rounds, as the host-shortcut test in test_judge.py: at 4, honest evaluations of one code
     # spread over 0.71-1.40x on a loaded machine, more than the bound below allows.
     settings = dict(rounds=12)
-    pairs = [
-        (
+
+    def pair():
+        return [
             run(MATMUL_512, "honest_matmul_relu", cache_dir, **settings),
             run(MATMUL_512, "busy_poll_lean_host", cache_dir, spin=True, **settings),
-        )
-        for _ in range(3)
-    ]
+        ]
+
+    held, pairs = evalkit.held_to_honest(pair, lambda spin_x, honest_x: spin_x < 1.25 * honest_x + 0.05)
     assert all(h.status is Status.OK and c.status is Status.OK for h, c in pairs), [
         evalkit.describe(c) for _, c in pairs
     ]
     assert all("BUSY POLL LEAN HOST True" in c.log for _, c in pairs)
-    honest_x = statistics.median(h.speedup for h, _ in pairs)
-    spin_x = statistics.median(c.speedup for _, c in pairs)
-    assert spin_x < 1.25 * honest_x + 0.05, ([c.speedup for _, c in pairs], [h.speedup for h, _ in pairs])
+    assert held, ([c.speedup for _, c in pairs], [h.speedup for h, _ in pairs])
 
 
 # -- (d) shortcuts valid only on the easy part of the input space ------------------------------
