@@ -51,6 +51,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from cudal1.bench.result import EvalResult, Label, Status
+from cudal1.rl.rewards import RewardConfig
 
 BUCKET_EDGES_MS = (0.01, 0.1, 1.0, 10.0, 100.0)
 """Edges (ms per call of the reference) of the task-size buckets: one bucket per decade."""
@@ -266,3 +267,22 @@ class TieNoise:
         while len(noise._last) > noise.programs:
             noise._last.popitem(last=False)
         return noise
+
+
+def tie_noise(cfg: RewardConfig, saved: Mapping[str, Any] | None = None) -> TieNoise | None:
+    """The run's `TieNoise` from its reward config (`tie_floor`, `tie_quantile`, `tie_min_pairs`,
+    `tie_max_floor`), continuing `saved` (a `TieNoise.to_dict()` from the run state) when given;
+    None when `cfg.tie_calibration` is false (every result then ties within `cfg.tie_floor`).
+    Raises ValueError for a malformed `saved` record."""
+    if not cfg.tie_calibration:
+        return None
+    settings = dict(
+        tie_floor=cfg.tie_floor, quantile=cfg.tie_quantile, min_pairs=cfg.tie_min_pairs, max_floor=cfg.tie_max_floor
+    )
+    settings["window"] = max(TieNoise.window, cfg.tie_min_pairs)
+    if saved is None:
+        return TieNoise(**settings)
+    try:
+        return TieNoise.from_dict(saved, **settings)
+    except (KeyError, TypeError) as e:
+        raise ValueError(f"malformed tie-noise state: {e!r}") from e

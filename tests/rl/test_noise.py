@@ -161,3 +161,18 @@ def test_bad_settings_and_speedups_raise():
         TieNoise().add_pair("p", "b", 0.0, 1.0)
     with pytest.raises(ValueError):
         TieNoise().add_pair("p", "b", math.inf, 1.0)
+
+
+def test_the_run_builds_it_from_the_reward_config():
+    from cudal1.rl.noise import tie_noise
+    from cudal1.rl.rewards import RewardConfig
+
+    cfg = RewardConfig(tie_floor=0.05, tie_quantile=0.8, tie_min_pairs=3, tie_max_floor=0.3)
+    noise = tie_noise(cfg)
+    assert (noise.tie_floor, noise.quantile, noise.min_pairs, noise.max_floor) == (0.05, 0.8, 3, 0.3)
+    for d in (0.06, 0.07, 0.08, 0.09, 0.5):
+        noise.add_pair("sm_90", "1-10ms", 1.0, math.exp(d))
+    assert noise.floor("sm_90", "1-10ms") == pytest.approx(0.09)  # 4th of 5: ceil(0.8 x 5)
+    assert tie_noise(RewardConfig(tie_calibration=False)) is None
+    with pytest.raises(ValueError):
+        tie_noise(cfg, {"diffs": []})
