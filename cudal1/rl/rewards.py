@@ -18,7 +18,8 @@ The reward is the product's learning signal, so it is built to rank honestly:
   whose spread is missing, NaN or infinite (its noise is unknown), earns no gain (paid as 1.00×,
   reason "ok:noisy"). Within a group, results closer than the between-evaluation noise
   (`tie_floor`, 4% by default: separate evaluations of one 1-3 ms candidate differ by 1.4-4%,
-  docs/benchmarks.md, "Repeatability, second look") or than their own spreads are ties, results
+  docs/benchmarks.md, "Repeatability, second look"; with `tie_calibration`, learned per pool and
+  task size from the run's repeated measurements, `cudal1.rl.noise`) or than their own spreads are ties, results
   below the timer's resolution (label "below_resolution", `Priced.bound`) tie with each other, and
   responses with the same normalized code share one price (`share_identical`); see
   `cudal1.rl.advantages`.
@@ -127,7 +128,9 @@ class RewardConfig:
     max(tie_floor, tie_factor × the larger of their spreads) (`cudal1.rl.advantages.tie_clusters`).
     tie_floor is the between-evaluation noise of the pool (relative; ln-speedup units): 0.04, the
     top of the 1.4-4% that separate evaluations of one 1-3 ms candidate differ by on an H200
-    (docs/benchmarks.md, "Repeatability, second look"; re-measure it for another pool with
+    (docs/benchmarks.md, "Repeatability, second look"). With `tie_calibration` it is the lower
+    bound of the floor learned per pool and task size and the value used until one is learned;
+    without, it is the floor everywhere (re-measure it for another pool with
     benchmarks/repeatability.py and set it there)..."""
     tie_factor: float = 1.0
     """...or within this × the larger of their spreads (a spread is the whole range of one
