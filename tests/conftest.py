@@ -60,6 +60,7 @@ FAST = frozenset(
         "rl/test_buffer.py",
         "rl/test_exemplars.py",
         "rl/test_losses.py",
+        "rl/test_noise.py",
         "rl/test_rewards.py",
         "rl/test_turns.py",
         "serve/test_service.py",

@@ -273,22 +273,29 @@ def assign_episode_advantages(
     gamma: float = 0.4,
     form: str = "best_later",
     baseline: str = "group",
+    floors: Sequence[float] | None = None,
 ) -> None:
     """Set each rollout's advantage in place. Single-turn rollouts (no `episode`): exactly
     `assign_advantages`. Turns of episodes: per group, the episodes' per-turn rewards
     (`episode_rewards`: ties merged across the group's turns, untrainable turns left out), their
     `turn_returns` (`gamma`, `form`), set as `turn_return`, then `turn_advantages` (`baseline`,
-    `scale`); a turn left out gets advantage 0 and no return."""
+    `scale`); a turn left out gets advantage 0 and no return. `floors`: each rollout's tie floor
+    (ln units, `cudal1.pipeline.rollouts.tie_floors`); None: `reward_cfg.tie_floor`. Raises
+    ValueError when `floors` does not match `rollouts`."""
+    if floors is not None and len(floors) != len(rollouts):
+        raise ValueError(f"{len(rollouts)} rollouts but {len(floors)} tie floors")
     if all(r.episode is None for r in rollouts):
-        assign_advantages(rollouts, reward_cfg, scale)
+        assign_advantages(rollouts, reward_cfg, scale, floors)
         return
+    floor_of = {id(r): f for r, f in zip(rollouts, floors)} if floors is not None else None
     groups: dict[int, dict[str, list[Rollout]]] = {}
     for r in rollouts:
         groups.setdefault(r.group, {}).setdefault(r.episode or r.origin, []).append(r)
     for by_episode in groups.values():
         episodes = [sorted(turns, key=lambda r: r.turn) for turns in by_episode.values()]
         priced = [[r.priced if r.priced is not None else Priced(0.0, "") for r in ep] for ep in episodes]
-        returns = [turn_returns(rewards, gamma, form) for rewards in episode_rewards(priced, reward_cfg)]
+        ep_floors = None if floor_of is None else [[floor_of[id(r)] for r in ep] for ep in episodes]
+        returns = [turn_returns(rewards, gamma, form) for rewards in episode_rewards(priced, reward_cfg, ep_floors)]
         for ep, ep_returns, ep_advantages in zip(episodes, returns, turn_advantages(returns, baseline, scale)):
             for r, g, a in zip(ep, ep_returns, ep_advantages):
                 r.turn_return, r.advantage = g, a

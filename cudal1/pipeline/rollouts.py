@@ -19,6 +19,7 @@ from cudal1.policy.model import chat_prompt_ids
 from cudal1.policy.parsing import parse_response
 from cudal1.records import Candidate, Exemplar, Generation, PolicyExample, Rollout
 from cudal1.rl.advantages import rollout_advantages
+from cudal1.rl.noise import TieNoise, program_id
 from cudal1.rl.rewards import Priced, RewardConfig, format_failure, price, share_identical
 from cudal1.rl.similarity import normalized_code
 from cudal1.tasks import Task
@@ -286,13 +287,38 @@ def unusable_logprob_count(rollouts: Sequence[Rollout]) -> int:
     return sum(1 for r in rollouts if trainable(r) and r.advantage != 0.0 and not usable_logprobs(r))
 
 
-def assign_advantages(rollouts: list[Rollout], reward_cfg: RewardConfig, scale: str) -> None:
+def assign_advantages(
+    rollouts: list[Rollout], reward_cfg: RewardConfig, scale: str, floors: Sequence[float] | None = None
+) -> None:
     """Set each rollout's advantage in place (`rollout_advantages`: ties merged within each
     prompt's group, then GRPO's group normalization; scale="none" is Dr. GRPO). Untrainable
-    rollouts get 0 and stay out of their group's statistics."""
+    rollouts get 0 and stay out of their group's statistics. `floors`: each rollout's tie floor
+    (`tie_floors`); None: `reward_cfg.tie_floor`."""
     priced = [r.priced if r.priced is not None else Priced(0.0, "") for r in rollouts]
-    for r, a in zip(rollouts, rollout_advantages(priced, [r.group for r in rollouts], reward_cfg, scale)):
+    groups = [r.group for r in rollouts]
+    for r, a in zip(rollouts, rollout_advantages(priced, groups, reward_cfg, scale, floors)):
         r.advantage = a
+
+
+def observe_noise(noise: TieNoise, rollouts: Sequence[Rollout]) -> int:
+    """Teach `noise` the between-evaluation noise of a step's rollouts: each distinct evaluation
+    once (copies of one program share one result object and make no pair), with its program's id
+    (`program_key`), so a second opinion or a program measured in an earlier step makes a pair
+    (`TieNoise.observe`). Returns the pairs added."""
+    seen: set[int] = set()
+    added = 0
+    for r in rollouts:
+        if r.result is None or r.candidate is None or id(r.result) in seen:
+            continue
+        seen.add(id(r.result))
+        added += noise.observe(r.result, program_id(*program_key(r.candidate)))
+    return added
+
+
+def tie_floors(rollouts: Sequence[Rollout], noise: TieNoise) -> list[float]:
+    """The tie floor (ln-speedup units) of each rollout: `noise`'s for its result's pool and task
+    size (`TieNoise.floor_for`; the configured floor for a rollout without a result)."""
+    return [noise.floor_for(r.result) for r in rollouts]
 
 
 def is_success(r: Rollout, min_speedup: float = 0.0) -> bool:

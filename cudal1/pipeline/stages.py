@@ -21,9 +21,11 @@ from cudal1.pipeline.metrics import rollout_metrics, step_breakdown
 from cudal1.pipeline.overlap import OneStepAhead
 from cudal1.pipeline.rollouts import (
     is_success,
+    observe_noise,
     reward_config,
     sample_rollouts,
     successes,
+    tie_floors,
     unusable_logprob_count,
     update_examples,
 )
@@ -33,6 +35,7 @@ from cudal1.pipeline.sft_data import sft_pairs, stage1_solutions
 from cudal1.pipeline.variants import stage1_ranks, stage1_shares
 from cudal1.policy.prompts import plain_prompt
 from cudal1.records import Candidate, Exemplar, PolicyExample, Rollout
+from cudal1.rl.noise import noise_key, tie_noise
 from cudal1.rl.rewards import paid_speedup
 from cudal1.bench.result import UNPAID_LABELS, Status
 from cudal1.tasks.suite import seeds_for
@@ -383,6 +386,10 @@ def run_contrastive_rl(ctx: RunContext) -> None:
     """
     cfg = ctx.cfg.stage.contrastive_rl
     mode = ctx.cfg.pipeline.mode
+    reward_cfg = reward_config(ctx.cfg)
+    # The tie floor per pool and task size, learned from the run's repeated measurements and
+    # continued from the run state on a resume (`cudal1.rl.noise`); None: reward.tie_floor only.
+    noise = tie_noise(reward_cfg, ctx.state.tie_noise)
     bar = progress(ctx, cfg.steps, "contrastive_rl", "step")
     pipeline = OneStepAhead(mode, lambda step: _sample_rl_step(ctx, step), lambda: _sync_if_behind(ctx))
     watch = SyncWatch(ctx.cfg.pipeline.max_engine_gap)
@@ -395,15 +402,24 @@ def run_contrastive_rl(ctx: RunContext) -> None:
                 ctx.buffer.add(keep)
             last = ctx.state.unit + 1 == cfg.steps
             sync_s = pipeline.ahead(ctx.state.step + 1) if not last else 0.0
+            floors = None
+            if noise is not None:  # this step's pairs count for its own ties
+                observe_noise(noise, rollouts)
+                floors = tie_floors(rollouts, noise)
+                ctx.state.tie_noise = noise.to_dict()  # saved with the next checkpoint
             assign_episode_advantages(
                 rollouts,
-                reward_config(ctx.cfg),
+                reward_cfg,
                 cfg.advantage_scale,
                 gamma=cfg.gamma,
                 form=cfg.turn_return,
                 baseline=cfg.turn_baseline,
+                floors=floors,
             )
             metrics = _rollout_log(ctx, rollouts, timings, "rl")
+            if noise is not None:
+                used = {noise_key(r.result) for r in rollouts if r.result is not None and r.result.correct}
+                metrics.update(noise.metrics(used))
             metrics.update({f"rl/{k}": v for k, v in turn_metrics(rollouts).items()})
             metrics.update(_stage1_share_log(ctx, rollouts, "rl"))
             learner_version = int(ctx.learner.attribute("version"))

@@ -28,6 +28,9 @@ class RunState:
         mlflow_run_id: the MLflow run this training logs to.
         history: per-unit summary rows (reward, speedup, ...) for the curves.
         registered: stage → the model version of `cudal1-policy` its export was registered as.
+        tie_noise: the RL stage's between-evaluation noise (`cudal1.rl.noise.TieNoise.to_dict`),
+            saved with each checkpoint so a resumed run keeps its calibrated tie floors; None
+            before the stage or with `reward.tie_calibration` false.
     """
 
     completed: list[str] = dataclasses.field(default_factory=list)
@@ -39,6 +42,7 @@ class RunState:
     mlflow_run_id: str | None = None
     history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     registered: dict[str, str] = dataclasses.field(default_factory=dict)
+    tie_noise: dict[str, Any] | None = None
 
     @classmethod
     def load(cls, run_dir: Path) -> "RunState":

@@ -10,7 +10,8 @@ which otherwise up-weights prompts whose rewards barely differ (too easy or too 
 `rollout_advantages` is what training uses: the rewards of `cudal1.rl.rewards.price` (already
 bounded, so no batch-wide normalization or clipping is needed), with correct results that the
 measurement cannot tell apart merged into ties (`tie_clusters`: within the pool's
-between-evaluation noise, `RewardConfig.tie_floor`, or their own spreads; below-resolution
+between-evaluation noise, `RewardConfig.tie_floor` or its calibration per pool and task size
+from repeated measurements, `cudal1.rl.noise`, or their own spreads; below-resolution
 results all together) before the group statistics, and responses that must stay out of the
 update (truncated ones, harness failures) left out of their group's statistics with advantage 0.
 
@@ -93,31 +94,39 @@ def _standardize(rewards: Sequence[float], groups: Sequence[Any], *, scale: bool
 def tie_clusters(
     speedups: Sequence[float],
     spreads: Sequence[float],
-    floor: float = 0.04,
+    floor: float | Sequence[float] = 0.04,
     factor: float = 1.0,
     bounds: Sequence[bool] | None = None,
 ) -> list[int]:
     """Cluster id of each speedup: results the measurement cannot tell apart share one.
 
-    Two results i, j tie when |ln s_i - ln s_j| <= max(floor, factor × max(spread_i, spread_j))
-    (`floor`: the between-evaluation noise, `cudal1.rl.rewards.RewardConfig.tie_floor`; `spreads`:
-    the evaluator's (max - min) / median of per-round speedups). Speedups (× > 0) are taken in
+    Two results i, j tie when |ln s_i - ln s_j| <= max(floor_i, floor_j, factor × max(spread_i, spread_j))
+    (`floor`: the between-evaluation noise in ln-speedup units, one value for all or one per
+    result: `cudal1.rl.rewards.RewardConfig.tie_floor`, or its calibration per pool and task size,
+    `cudal1.rl.noise.TieNoise`; `spreads`: the evaluator's (max - min) / median of per-round
+    speedups). Speedups (× > 0) are taken in
     increasing order and each joins the current cluster only when it ties with every member
     already in it, else starts the next one: a chain of small steps (1.00, 1.02, 1.04, ...) is
     not one tie, and one noisy result that ties with a clean 1.2× and a clean 2.0× does not tie
     those two together. Results flagged in `bounds` (below the timer's resolution: each speedup
     is only a lower bound) form one cluster of their own, whatever their speedups. Returns ids
     0, 1, ... (the bounds' cluster last), in input order. Raises ValueError for lengths that
-    differ or a speedup <= 0.
+    differ, a speedup <= 0, or a floor that is not finite and >= 0.
     """
     bounds = [False] * len(speedups) if bounds is None else list(bounds)
-    if not len(speedups) == len(spreads) == len(bounds):
-        raise ValueError(f"{len(speedups)} speedups, {len(spreads)} spreads, {len(bounds)} bound flags")
+    floors = [float(floor)] * len(speedups) if isinstance(floor, (int, float)) else [float(f) for f in floor]
+    if not len(speedups) == len(spreads) == len(bounds) == len(floors):
+        raise ValueError(
+            f"{len(speedups)} speedups, {len(spreads)} spreads, {len(bounds)} bound flags, {len(floors)} floors"
+        )
     if any(not s > 0 for s in speedups):
         raise ValueError("speedups must be > 0")
+    if any(not (math.isfinite(f) and f >= 0) for f in floors):
+        raise ValueError("floors must be finite and >= 0")
 
     def tie(i: int, j: int) -> bool:
-        return abs(math.log(speedups[i] / speedups[j])) <= max(floor, factor * max(spreads[i], spreads[j]))
+        window = max(floors[i], floors[j], factor * max(spreads[i], spreads[j]))
+        return abs(math.log(speedups[i] / speedups[j])) <= window
 
     order = sorted((i for i in range(len(speedups)) if not bounds[i]), key=lambda i: speedups[i])
     ids = [0] * len(speedups)
@@ -134,16 +143,23 @@ def tie_clusters(
 
 
 def tied_rewards(
-    priced: Sequence[Priced], groups: Sequence[Any], cfg: RewardConfig | None = None
+    priced: Sequence[Priced],
+    groups: Sequence[Any],
+    cfg: RewardConfig | None = None,
+    floors: Sequence[float] | None = None,
 ) -> list[float | None]:
     """The reward of each response as the group statistics see it: None for an untrainable one
     (left out of its group), and within a group, correct results in one `tie_clusters` cluster
     (below-resolution results in one of their own) all at the cluster's mean reward, so noise
-    between them is no signal. Returns N values in input order. Raises ValueError for lengths
-    that differ."""
+    between them is no signal. `floors`: N tie floors (ln-speedup units), one per response (the
+    calibrated floor of its pool and task size, `cudal1.rl.noise.TieNoise.floor_for`); None:
+    `cfg.tie_floor` for every one. Returns N values in input order. Raises ValueError for lengths
+    that differ or a floor that is not finite and >= 0."""
     cfg = cfg or RewardConfig()
     if len(priced) != len(groups):
         raise ValueError(f"{len(priced)} rewards but {len(groups)} group ids")
+    if floors is not None and len(floors) != len(priced):
+        raise ValueError(f"{len(priced)} rewards but {len(floors)} tie floors")
     use = [i for i, p in enumerate(priced) if p.trainable]
     rewards: list[float | None] = [None] * len(priced)
     for i in use:
@@ -156,7 +172,7 @@ def tied_rewards(
         ids = tie_clusters(
             [priced[i].speedup for i in idx],
             [priced[i].spread for i in idx],
-            cfg.tie_floor,
+            cfg.tie_floor if floors is None else [floors[i] for i in idx],
             cfg.tie_factor,
             [priced[i].bound for i in idx],
         )
@@ -169,16 +185,21 @@ def tied_rewards(
 
 
 def rollout_advantages(
-    priced: Sequence[Priced], groups: Sequence[Any], cfg: RewardConfig | None = None, scale: str = "none"
+    priced: Sequence[Priced],
+    groups: Sequence[Any],
+    cfg: RewardConfig | None = None,
+    scale: str = "none",
+    floors: Sequence[float] | None = None,
 ) -> list[float]:
     """The advantage of each response, from its `Priced` reward and its group id (responses to one
     prompt share one).
 
     Untrainable responses get 0 and are left out of their group's mean and std; ties are merged
-    (`tied_rewards`). Then `group_advantages` with `scale`: "none" (Dr. GRPO, the default) or
-    "std" (GRPO). Returns N floats in input order. Raises ValueError for lengths that differ.
+    (`tied_rewards`, with `floors`: one tie floor per response, ln units; None: `cfg.tie_floor`).
+    Then `group_advantages` with `scale`: "none" (Dr. GRPO, the default) or "std" (GRPO).
+    Returns N floats in input order. Raises ValueError for lengths that differ.
     """
-    rewards = tied_rewards(priced, groups, cfg)
+    rewards = tied_rewards(priced, groups, cfg, floors)
     use = [i for i, r in enumerate(rewards) if r is not None]
     out = [0.0] * len(priced)
     for i, a in zip(use, group_advantages([rewards[i] for i in use], [groups[i] for i in use], scale=scale)):

@@ -18,7 +18,8 @@ The reward is the product's learning signal, so it is built to rank honestly:
   whose spread is missing, NaN or infinite (its noise is unknown), earns no gain (paid as 1.00×,
   reason "ok:noisy"). Within a group, results closer than the between-evaluation noise
   (`tie_floor`, 4% by default: separate evaluations of one 1-3 ms candidate differ by 1.4-4%,
-  docs/benchmarks.md, "Repeatability, second look") or than their own spreads are ties, results
+  docs/benchmarks.md, "Repeatability, second look"; with `tie_calibration`, learned per pool and
+  task size from the run's repeated measurements, `cudal1.rl.noise`) or than their own spreads are ties, results
   below the timer's resolution (label "below_resolution", `Priced.bound`) tie with each other, and
   responses with the same normalized code share one price (`share_identical`); see
   `cudal1.rl.advantages`.
@@ -127,11 +128,26 @@ class RewardConfig:
     max(tie_floor, tie_factor × the larger of their spreads) (`cudal1.rl.advantages.tie_clusters`).
     tie_floor is the between-evaluation noise of the pool (relative; ln-speedup units): 0.04, the
     top of the 1.4-4% that separate evaluations of one 1-3 ms candidate differ by on an H200
-    (docs/benchmarks.md, "Repeatability, second look"; re-measure it for another pool with
+    (docs/benchmarks.md, "Repeatability, second look"). With `tie_calibration` it is the lower
+    bound of the floor learned per pool and task size and the value used until one is learned;
+    without, it is the floor everywhere (re-measure it for another pool with
     benchmarks/repeatability.py and set it there)..."""
     tie_factor: float = 1.0
     """...or within this × the larger of their spreads (a spread is the whole range of one
     result's rounds: within one evaluation, usually far smaller)."""
+    tie_calibration: bool = True
+    """Learn the tie floor per pool and task size from the run's own pairs of measurements of one
+    program (a result and its second opinion; a program measured again in a later step): the
+    `tie_quantile` of their |ln s1 - ln s2|, within [tie_floor, tie_max_floor], once a key has
+    `tie_min_pairs` pairs (`cudal1.rl.noise.TieNoise`). false: tie_floor everywhere."""
+    tie_quantile: float = 0.9
+    """The share (0, 1] of same-program pairs a calibrated tie window must hold."""
+    tie_min_pairs: int = 20
+    """Pairs a (pool, size bucket) needs before its own quantile is used (before that: its pool's
+    over all sizes, then tie_floor)."""
+    tie_max_floor: float = 0.25
+    """The cap on a calibrated floor (ln units; 0.25 is about 28%): a wider window would tie
+    results the policy should learn to tell apart; >= tie_floor."""
     failure_reward: float | None = None
     """Reward of a failure (parse error, bad format, compile or runtime error, timeout, limit,
     wrong output, degenerate task or a failed degenerate-task check, no result). null: the
@@ -160,10 +176,20 @@ class RewardConfig:
     def __post_init__(self) -> None:
         if self.transform not in TRANSFORMS:
             raise ConfigError("reward.transform", f"{self.transform!r} is not one of {', '.join(TRANSFORMS)}")
-        for name in ("max_credit", "min_gain", "round_step", "max_spread", "tie_floor", "tie_factor"):
+        for name in ("max_credit", "min_gain", "round_step", "max_spread", "tie_floor", "tie_factor", "tie_max_floor"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ConfigError(f"reward.{name}", f"must be a finite number >= 0, got {value!r}")
+        if not isinstance(self.tie_calibration, bool):
+            raise ConfigError("reward.tie_calibration", f"must be true or false, got {self.tie_calibration!r}")
+        if not (isinstance(self.tie_quantile, (int, float)) and 0 < self.tie_quantile <= 1):
+            raise ConfigError("reward.tie_quantile", f"must be in (0, 1], got {self.tie_quantile!r}")
+        if isinstance(self.tie_min_pairs, bool) or not isinstance(self.tie_min_pairs, int) or self.tie_min_pairs < 1:
+            raise ConfigError("reward.tie_min_pairs", f"must be an integer >= 1, got {self.tie_min_pairs!r}")
+        if self.tie_max_floor < self.tie_floor:
+            raise ConfigError(
+                "reward.tie_max_floor", f"must be >= tie_floor ({self.tie_floor}), got {self.tie_max_floor}"
+            )
         if not self.max_credit > 1:
             raise ConfigError("reward.max_credit", f"must be > 1 (×), got {self.max_credit}")
         if self.min_gain < 1:

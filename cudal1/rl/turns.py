@@ -166,14 +166,20 @@ def _leave_one_out(values: list[float], scale: bool, eps: float) -> list[float]:
     return [(v - (total - v) / (n - 1)) / denom for v in values]
 
 
-def episode_rewards(episodes: Sequence[Sequence[Priced]], cfg: RewardConfig | None = None) -> list[list[float | None]]:
+def episode_rewards(
+    episodes: Sequence[Sequence[Priced]],
+    cfg: RewardConfig | None = None,
+    floors: Sequence[Sequence[float]] | None = None,
+) -> list[list[float | None]]:
     """The per-turn rewards of one group's episodes as the statistics see them: None for a turn
     left out of the update (`Priced.trainable` false), and correct results that the measurement
     cannot tell apart, across all turns and episodes of the group, at their cluster's mean
-    reward (`cudal1.rl.advantages.tied_rewards`, as single-turn training merges them). Same
-    shape as `episodes`."""
+    reward (`cudal1.rl.advantages.tied_rewards`, as single-turn training merges them; `floors`:
+    each turn's tie floor, ln units, the same shape as `episodes`; None: `cfg.tie_floor`). Same
+    shape as `episodes`. Raises ValueError as `tied_rewards` does."""
     flat = [p for ep in episodes for p in ep]
-    rewards = tied_rewards(flat, [0] * len(flat), cfg)
+    flat_floors = None if floors is None else [float(f) for ep in floors for f in ep]
+    rewards = tied_rewards(flat, [0] * len(flat), cfg, flat_floors)
     out, at = [], 0
     for ep in episodes:
         out.append(rewards[at : at + len(ep)])

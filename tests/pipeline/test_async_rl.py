@@ -80,6 +80,8 @@ def test_async_rl_stage_records_each_step_once_with_its_policy_version_and_resum
     assert at_failure["stage"] == "contrastive_rl" and at_failure["unit"] == 1  # step 0 checkpointed
     assert [h["step"] for h in at_failure["history"]] == [0]
     assert not (run_dir / "rollouts" / "rl_step2.jsonl").exists()  # step 2 was in flight: never recorded
+    # The tie-noise state (reward.tie_calibration, on by default) is checkpointed with the run state.
+    assert set(at_failure["tie_noise"]) == {"settings", "diffs", "last"}
 
     monkeypatch.setattr(stages, "save_rollouts", real_save)
     state = train(compose(run_dir, *overrides, "resume=true"))

@@ -6,6 +6,7 @@ result is fixed, so prices, returns and advantages are exact)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from types import SimpleNamespace
 
 import pytest
@@ -355,3 +356,62 @@ def test_the_stop_rule_compares_with_the_best_exemplar_the_prompt_showed(tmp_pat
         assert _best_shown(shown) == max(e.speedup for e in shown)
     assert bests == {1.5, 2.0}  # the best drawn, not the best stored (2.0 is left out of some draws)
     assert _best_shown([]) is None
+
+
+# ----- the tie floor calibrated from the run's repeated measurements (issue 23)
+
+
+def test_repeated_measurements_calibrate_the_step_floors_and_survive_a_resume(tmp_path):
+    from cudal1.bench.result import SecondOpinion, Timing
+    from cudal1.pipeline.rollouts import observe_noise, tie_floors
+    from cudal1.pipeline.state import RunState
+    from cudal1.records import Candidate
+    from cudal1.rl.noise import tie_noise
+
+    cfg = RewardConfig(verify_above=1e9, verify_over_best=1e9, tie_min_pairs=2)
+    ref = Timing(0.05, 0.05, 0.05, 0.05, [0.05], 0.0, 10)  # a sub-0.1 ms task
+
+    def measured(code, speedup, sample, opinion=None, result=None):
+        r = turn("x", group=0, sample=sample, code=code)
+        r.candidate = Candidate(TASK.task_id, code)
+        r.result = result or EvalResult(
+            TASK.task_id,
+            Status.OK,
+            arch="sm_90",
+            speedup=speedup,
+            speedup_spread=0.01,
+            reference=ref,
+            second_opinion=opinion,
+        )
+        r.priced = price(r.result, None, cfg)
+        return r
+
+    noise = tie_noise(cfg)
+    first = measured(FAST, 2.0, 0)
+    copy = measured(
+        modelnew("fast", "x.clamp_min(0)").replace("# fast", "# same program"), None, 1, result=first.result
+    )
+    assert observe_noise(noise, [first, copy]) == 0  # one evaluation shared by two copies: no pair
+    # The next step: FAST measured again 10% apart, SLOW with a second opinion 10% apart.
+    again = measured(FAST, 2.2, 0)
+    mid = measured(modelnew("mid", "x.relu()"), 2.33, 1)  # ln(2.33 / 2.2) = 0.057 above FAST
+    checked = measured(SLOW, 1.2, 2, opinion=SecondOpinion(1.32, Status.OK, 1, 0.1, 0.1, True))
+    failed_turn = measured(BROKEN, None, 3, result=EvalResult(TASK.task_id, Status.RUNTIME_ERROR))
+    step = [again, mid, checked, failed_turn]
+    assert observe_noise(noise, step) == 2
+    floors = tie_floors(step, noise)
+    assert floors[:3] == pytest.approx([math.log(1.1)] * 3) and floors[3] == cfg.tie_floor
+
+    default = [dataclasses.replace(r) for r in step]
+    assign_episode_advantages(default, cfg, "none")
+    assert default[1].advantage > default[0].advantage  # 5.7% apart: a ranking under the 4% floor
+    assign_episode_advantages(step, cfg, "none", floors=floors)
+    assert step[0].advantage == step[1].advantage > step[3].advantage  # one tie under the 9.5% floor
+    with pytest.raises(ValueError):
+        assign_episode_advantages(step, cfg, "none", floors=floors[:2])
+
+    # The run state carries it across a resume.
+    RunState(tie_noise=noise.to_dict()).save(tmp_path)
+    resumed = tie_noise(cfg, RunState.load(tmp_path).tie_noise)
+    assert tie_floors(step, resumed) == floors
+    assert tie_noise(dataclasses.replace(cfg, tie_calibration=False)) is None

@@ -118,3 +118,38 @@ def test_a_lone_response_or_an_all_failed_group_has_no_signal():
     assert rollout_advantages([correct(3.0)], [0]) == [0.0]
     assert rollout_advantages([FAILED, FAILED, FAILED], [0, 0, 0]) == [0.0, 0.0, 0.0]
     assert rollout_advantages([Priced(0.5, "ok", 2.0), Priced(0.5, "ok", 2.0)], [0, 0], scale="none") == [0.0, 0.0]
+
+
+# ----- the tie floor calibrated per pool and task size (issue 23)
+
+from cudal1.bench.result import Timing  # noqa: E402
+from cudal1.rl.noise import TieNoise  # noqa: E402
+
+
+def timed(speedup, ref_ms=0.05, spread=0.02):
+    """A correct result of a sub-0.1 ms task on an sm_90 pool."""
+    ref = Timing(ref_ms, ref_ms, ref_ms, ref_ms, [ref_ms], 0.0, 10)
+    return EvalResult("level1/1", Status.OK, arch="sm_90", speedup=speedup, speedup_spread=spread, reference=ref)
+
+
+def test_results_6_percent_apart_tie_under_a_calibrated_10_percent_floor_and_not_under_the_default():
+    results = [timed(2.00), timed(2.12), EvalResult("level1/1", Status.INCORRECT)]  # ln(2.12 / 2.00) = 0.058
+    priced = [price(r, None) for r in results]
+    noise = TieNoise(tie_floor=0.04, min_pairs=20)
+    for _ in range(20):  # the pool's sub-0.1 ms programs measured twice, 10% apart (in ln units)
+        noise.add_pair("sm_90", "0.01-0.1ms", 1.0, math.exp(0.10))
+    floors = [noise.floor_for(r) for r in results]
+    assert floors == pytest.approx([0.10, 0.10, 0.04])
+
+    default = rollout_advantages(priced, [0, 0, 0])
+    assert default[1] > default[0] > 0 > default[2]  # 4%: the 6% gap is a ranking
+    calibrated = rollout_advantages(priced, [0, 0, 0], floors=floors)
+    assert calibrated[0] == calibrated[1] > 0 > calibrated[2]  # 10%: one tie, still above the failure
+    # A 1-10 ms task of the same pool learned nothing of its own, and its pool's pairs are all
+    # small ones: it takes the pool's floor (coarser key), not the default.
+    assert noise.floor_for(timed(2.0, ref_ms=3.0)) == pytest.approx(0.10)
+    # Per-result floors must match the responses.
+    with pytest.raises(ValueError):
+        rollout_advantages(priced, [0, 0, 0], floors=[0.1, 0.1])
+    with pytest.raises(ValueError):
+        tie_clusters([1.0, 1.1], [0.0, 0.0], floor=[0.1, -0.1])

@@ -82,6 +82,17 @@ def test_a_failure_or_hack_reward_that_pays_more_than_correct_code_is_refused():
     ):
         with pytest.raises(ValueError):
             RewardConfig(**bad)
+    for key, bad in (
+        ("tie_calibration", dict(tie_calibration="yes")),
+        ("tie_quantile", dict(tie_quantile=0.0)),
+        ("tie_quantile", dict(tie_quantile=1.5)),
+        ("tie_min_pairs", dict(tie_min_pairs=0)),
+        ("tie_min_pairs", dict(tie_min_pairs=2.5)),
+        ("tie_max_floor", dict(tie_max_floor=0.01)),  # below tie_floor (0.04)
+        ("tie_max_floor", dict(tie_max_floor=float("inf"))),
+    ):
+        with pytest.raises(ValueError, match=key):
+            RewardConfig(**bad)
 
 
 def test_speedups_are_rounded_toward_one_and_count_only_above_the_min_gain():

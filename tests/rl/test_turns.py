@@ -220,6 +220,16 @@ def test_results_within_noise_tie_across_turns_and_episodes():
     assert episode_rewards([[left_out(), ok(2.0)]]) == [[None, credit(2.0, RewardConfig())]]
 
 
+def test_calibrated_floors_reach_the_turns_of_an_episode():
+    # 2.00x then 2.12x (ln gap 0.058): a gain under the 4% default, a tie under a 10% floor per turn.
+    episodes = [[ok(2.0), ok(2.12)], [failed()]]
+    default = episode_rewards(episodes)
+    assert default[0][1] > default[0][0]
+    wide = episode_rewards(episodes, floors=[[0.10, 0.10], [0.04]])
+    assert wide[0][0] == wide[0][1] == pytest.approx((credit(2.0, RewardConfig()) + credit(2.12, RewardConfig())) / 2)
+    assert wide[1] == [FAIL]
+
+
 def test_episode_advantages_by_hand():
     cfg = RewardConfig()
     c15, c3 = credit(1.5, cfg), credit(3.0, cfg)
