@@ -22,6 +22,7 @@ stays out of the geometric mean.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import logging
@@ -255,14 +256,19 @@ def evaluate_solutions(
     names: Sequence[str] | None = None,
 ) -> dict[str, list[EvalResult]]:
     """Evaluate `candidates` on each pool of `pools` (a `BenchmarkPools`) named in `names` (default:
-    all, primary first). Returns {pool name: [EvalResult per candidate, in order]}; a harness
-    failure is a labelled result, never an exception (see `BenchmarkPool.evaluate_many`)."""
+    all, primary first), the pools at the same time (each is its own hardware: one `PoolStream`
+    per pool, so the job takes as long as its slowest pool, not the sum). Returns {pool name:
+    [EvalResult per candidate, in order]}; a harness failure is a labelled result, never an
+    exception (see `BenchmarkPool.evaluate_many`). An error or Ctrl-C while waiting cancels every
+    pool's calls in flight."""
     names = list(names) if names else [pools.primary.name, *(n for n in pools.names if n != pools.primary.name)]
-    out = {}
-    for name in names:
-        log.info("evaluating %d solutions on pool %s", len(candidates), name)
-        out[name] = pools.pool(name).evaluate_many(list(candidates))
-    return out
+    with contextlib.ExitStack() as stack:
+        streams = {}
+        for name in names:
+            log.info("evaluating %d solutions on pool %s", len(candidates), name)
+            streams[name] = stack.enter_context(pools.pool(name).stream())
+            streams[name].submit(list(candidates))
+        return {name: stream.results() for name, stream in streams.items()}
 
 
 def evaluate_compile_baseline(
