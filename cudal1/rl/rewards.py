@@ -14,9 +14,10 @@ The reward is the product's learning signal, so it is built to rank honestly:
   cannot dwarf the rest. This replaces CUDA-L1's batch-wide standardize-then-clip at ±1.5, which
   maps a whole group of large wins to the clip and so to advantage 0.
 - **Noise is not signal.** A speedup is rounded toward 1.00 (to `round_step`), counts as a gain
-  only above `min_gain` (1.01×), and a result whose rounds disagree by more than `max_spread`, or
-  whose spread is missing, NaN or infinite (its noise is unknown), earns no gain (paid as 1.00×,
-  reason "ok:noisy"). Within a group, results closer than the between-evaluation noise
+  only above `min_gain` (1.01×); a result whose rounds disagree by more than `max_spread` earns
+  only the gain three rounds in four agree on (`noisy_quantile`, `consistent_speedup`), and one
+  whose spread is missing, NaN or infinite (its noise is unknown) earns no gain (paid as 1.00×);
+  both have reason "ok:noisy". Within a group, results closer than the between-evaluation noise
   (`tie_floor`, 4% by default: separate evaluations of one 1-3 ms candidate differ by 1.4-4%,
   docs/benchmarks.md, "Repeatability, second look"; with `tie_calibration`, learned per pool and
   task size from the run's repeated measurements, `cudal1.rl.noise`) or than their own spreads are ties, results
@@ -122,7 +123,13 @@ class RewardConfig:
     """Speedups are rounded toward 1.00 to a multiple of this (×; 0 = no rounding)."""
     max_spread: float = 0.5
     """A correct result whose per-round speedups disagree by more than this ((max - min) / median,
-    the evaluator's `speedup_spread`) earns no gain."""
+    the evaluator's `speedup_spread`) is paid only the gain most of its rounds agree on
+    (`noisy_quantile`)."""
+    noisy_quantile: float = 0.25
+    """For a result beyond `max_spread`: the nearest-rank quantile (0, 0.5] of its per-round
+    speedups that is paid, when it is a gain and no more than the speedup itself
+    (`consistent_speedup`): with 0.25, three rounds in four were at least that fast. 0: such a
+    result earns no gain (paid as 1.00×)."""
     tie_floor: float = 0.04
     """Two correct results of one group tie when their log-speedups differ by at most
     max(tie_floor, tie_factor × the larger of their spreads) (`cudal1.rl.advantages.tie_clusters`).
@@ -176,12 +183,23 @@ class RewardConfig:
     def __post_init__(self) -> None:
         if self.transform not in TRANSFORMS:
             raise ConfigError("reward.transform", f"{self.transform!r} is not one of {', '.join(TRANSFORMS)}")
-        for name in ("max_credit", "min_gain", "round_step", "max_spread", "tie_floor", "tie_factor", "tie_max_floor"):
+        for name in (
+            "max_credit",
+            "min_gain",
+            "round_step",
+            "max_spread",
+            "noisy_quantile",
+            "tie_floor",
+            "tie_factor",
+            "tie_max_floor",
+        ):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise ConfigError(f"reward.{name}", f"must be a finite number >= 0, got {value!r}")
         if not isinstance(self.tie_calibration, bool):
             raise ConfigError("reward.tie_calibration", f"must be true or false, got {self.tie_calibration!r}")
+        if not self.noisy_quantile <= 0.5:
+            raise ConfigError("reward.noisy_quantile", f"must be in [0, 0.5], got {self.noisy_quantile!r}")
         if not (isinstance(self.tie_quantile, (int, float)) and 0 < self.tie_quantile <= 1):
             raise ConfigError("reward.tie_quantile", f"must be in (0, 1], got {self.tie_quantile!r}")
         if isinstance(self.tie_min_pairs, bool) or not isinstance(self.tie_min_pairs, int) or self.tie_min_pairs < 1:
@@ -306,6 +324,49 @@ def conservative_speedup(speedup: float, cfg: RewardConfig) -> float:
     if 1.0 < s <= cfg.min_gain:
         s = 1.0
     return s if s > 0 else speedup
+
+
+def round_speedups(result: EvalResult) -> list[float]:
+    """The speedup (×) of each timed round of `result`: the reference's round median over the
+    candidate's (`Timing.round_medians_ms`), the reference capped at `baseline_ms` and both sides
+    floored at `resolution_ms` as the evaluator does for the whole (`timing.speedup_stats`).
+    Empty where the result has no usable rounds (no timings, unequal round counts, a value that
+    is not finite and > 0)."""
+    ref, cand = result.reference, result.candidate
+    if (
+        ref is None
+        or cand is None
+        or not ref.round_medians_ms
+        or len(ref.round_medians_ms) != len(cand.round_medians_ms)
+    ):
+        return []
+    values = [*ref.round_medians_ms, *cand.round_medians_ms]
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in values):
+        return []
+    cap = result.baseline_ms if _positive(result.baseline_ms) else math.inf
+    floor = result.resolution_ms if _positive(result.resolution_ms) else 0.0
+    # The evaluator's ratio (cudal1.bench.timing.speedup_stats), not imported: that module needs torch.
+    return [max(min(r, cap), floor) / max(c, floor) for r, c in zip(ref.round_medians_ms, cand.round_medians_ms)]
+
+
+def consistent_speedup(result: EvalResult, quantile: float, speedup: float) -> float:
+    """The gain a noisy result's rounds agree on (×): the nearest-rank `quantile` of its
+    `round_speedups` (the ceil(q·n)-th smallest), at most `speedup` (the whole-pass figure);
+    1.0 where that is no gain, where the rounds are unusable, or for quantile 0.
+
+    Why: a result whose rounds disagree widely (spread > `max_spread`) may still be faster in
+    nearly every round, as a 2x kernel timed on a loaded CPU is (rounds 1.2-3.4x); paying it 1.00x
+    would teach nothing about speed. A quantile below the median pays only what most rounds
+    show, so a candidate fast in a few rounds and not in the rest earns nothing."""
+    rounds = sorted(round_speedups(result))
+    if quantile <= 0 or not rounds:
+        return 1.0
+    low = rounds[max(0, math.ceil(quantile * len(rounds)) - 1)]
+    return max(1.0, min(low, speedup))
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
 
 
 def label_factor(labels: Iterable[str], cfg: RewardConfig) -> float:
@@ -446,7 +507,8 @@ def price(
     spread = _spread(result)
     s, reason = conservative_speedup(speedup, cfg), "ok"
     if s > 1 and spread > cfg.max_spread:
-        s, reason = 1.0, "ok:noisy"
+        agreed = consistent_speedup(result, cfg.noisy_quantile, speedup) if math.isfinite(spread) else 1.0
+        s, reason = conservative_speedup(agreed, cfg), "ok:noisy"
     check = result.second_opinion
     if check is not None and check.status is Status.HACK:
         return Priced(hack, "second_opinion:hack")

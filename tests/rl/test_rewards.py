@@ -3,16 +3,18 @@ import math
 
 import pytest
 
-from cudal1.bench.result import EvalResult, HackKind, Status
+from cudal1.bench.result import EvalResult, HackKind, Status, Timing
 from cudal1.rl.rewards import (
     RewardConfig,
     conservative_speedup,
+    consistent_speedup,
     credit,
     label_factor,
     needs_second_opinion,
     normalized_code,
     paid_speedup,
     price,
+    round_speedups,
     second_opinion,
 )
 
@@ -114,6 +116,62 @@ def test_a_result_noisier_than_the_bar_earns_no_gain():
     assert quiet.reason == "ok" and quiet.reward > 0
     slow_noisy = price(ok(0.5, spread=0.9), None)  # a slowdown is not forgiven for being noisy
     assert slow_noisy.reason == "ok" and slow_noisy.reward < 0
+
+
+def timed(speedup, round_x, ref_ms=2.0, spread=None, **fields):
+    """A correct result whose rounds ran at `round_x` (× each: the reference `ref_ms` a call, the
+    candidate ref_ms / x), with the whole pass at `speedup`."""
+
+    def timing(rounds):
+        return Timing(
+            median_ms=sorted(rounds)[len(rounds) // 2], mean_ms=sum(rounds) / len(rounds), min_ms=min(rounds),
+            max_ms=max(rounds), round_medians_ms=list(rounds), spread=0.0, calls=len(rounds),
+        )  # fmt: skip
+
+    if spread is None:
+        spread = (max(round_x) - min(round_x)) / sorted(round_x)[len(round_x) // 2]
+    return dataclasses.replace(
+        ok(speedup, spread=spread),
+        reference=timing([ref_ms] * len(round_x)),
+        candidate=timing([ref_ms / x for x in round_x]),
+        **fields,
+    )
+
+
+def test_a_noisy_result_is_paid_the_gain_three_rounds_in_four_agree_on():
+    # A 2x kernel on a loaded machine: every round faster, the rounds 1.2-3.4x (spread 1.05).
+    steady = timed(2.1, [1.2, 1.5, 1.8, 2.0, 2.2, 2.6, 3.0, 3.4])
+    assert round_speedups(steady) == pytest.approx([1.2, 1.5, 1.8, 2.0, 2.2, 2.6, 3.0, 3.4])
+    p = price(steady, None)
+    assert (p.reason, p.speedup) == ("ok:noisy", pytest.approx(1.5))  # the 2nd smallest of 8
+    assert p.reward == pytest.approx(softsign_credit(1.5))
+    # Fast in two rounds of eight and not in the rest: what the pass's median says is not what
+    # most rounds agree on, so no gain.
+    lucky = timed(2.0, [0.9, 0.95, 1.0, 1.0, 1.0, 1.05, 3.0, 3.5])
+    assert price(lucky, None).speedup == 1.0 and price(lucky, None).reward == 0.0
+    # Never above the pass's own figure, rounded toward 1.00 as every speedup is.
+    assert consistent_speedup(timed(2.0, [3.0] * 4 + [9.0]), 0.25, 2.0) == 2.0
+    assert price(timed(1.5, [1.237] * 6 + [5.0]), None).speedup == pytest.approx(1.23)
+    # Unknown noise is still no gain, whatever the rounds; quantile 0 restores "no gain".
+    assert price(timed(2.1, [1.5, 1.8, 2.0, 2.2, 3.4], spread=math.inf), None).speedup == 1.0
+    assert price(steady, None, RewardConfig(noisy_quantile=0.0)).speedup == 1.0
+    # Within max_spread nothing changes: the pass's figure is paid.
+    assert price(timed(2.0, [1.9, 2.0, 2.1]), None).speedup == 2.0
+    with pytest.raises(ValueError):
+        RewardConfig(noisy_quantile=0.6)
+
+
+def test_round_speedups_cap_and_floor_as_the_evaluator_does():
+    capped = timed(1.0, [2.0, 2.0], ref_ms=4.0, baseline_ms=2.0)  # the reference at most its clean baseline
+    assert round_speedups(capped) == pytest.approx([1.0, 1.0])
+    floored = timed(1.0, [4000.0, 4000.0], ref_ms=4.0, resolution_ms=0.5)  # both sides at least the resolution
+    assert round_speedups(floored) == pytest.approx([8.0, 8.0])
+    # Rounds the result cannot pair, or times that are not finite and > 0: none.
+    assert round_speedups(ok(2.0)) == []
+    uneven = timed(2.0, [2.0, 2.0])
+    uneven.candidate.round_medians_ms.append(1.0)
+    assert round_speedups(uneven) == []
+    assert round_speedups(timed(2.0, [2.0, math.inf])) == []
 
 
 def test_labels_price_the_gain_and_never_forgive_a_slowdown():
@@ -246,7 +304,8 @@ def test_two_measurements_that_disagree_are_not_paid_and_two_that_agree_pay_the_
 def test_an_exemplar_shows_the_speedup_the_reward_pays_not_the_raw_measurement():
     cfg = RewardConfig()
     assert paid_speedup(ok(2.5), cfg) == 2.5
-    assert paid_speedup(ok(2.5, spread=0.9), cfg) == 1.0  # rounds that disagree: a noisy gain is no gain
+    assert paid_speedup(ok(2.5, spread=0.9), cfg) == 1.0  # rounds that disagree, none to agree on: no gain
+    assert paid_speedup(timed(2.5, [1.2, 1.6, 2.5, 2.9]), cfg) == 1.2  # the gain the rounds agree on
     assert paid_speedup(ok(1.006), cfg) == 1.0  # at or below min_gain
     first = dataclasses.replace(ok(6.0), actor=0)
     agree = second_opinion(first, dataclasses.replace(ok(5.7), actor=1), cfg)
