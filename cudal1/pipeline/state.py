@@ -26,6 +26,9 @@ class RunState:
         checkpoint_tag: the tag of that checkpoint in the directory (the one this state belongs to;
             a later save that the state never recorded is not loaded).
         mlflow_run_id: the MLflow run this training logs to.
+        mlflow_uri: that run's store when it is a local SQLite file (`sqlite:///<abs path>`), so a
+            resume from another directory, and `cudal1.review`, find it; None for a server (its
+            URI comes from the config or the environment again) or without tracking.
         history: per-unit summary rows (reward, speedup, ...) for the curves.
         registered: stage → the model version of `cudal1-policy` its export was registered as.
         tie_noise: the RL stage's between-evaluation noise (`cudal1.rl.noise.TieNoise.to_dict`),
@@ -40,6 +43,7 @@ class RunState:
     checkpoint: str | None = None
     checkpoint_tag: str | None = None
     mlflow_run_id: str | None = None
+    mlflow_uri: str | None = None
     history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     registered: dict[str, str] = dataclasses.field(default_factory=dict)
     tie_noise: dict[str, Any] | None = None
