@@ -93,9 +93,8 @@ def format_run_summary(
     axis = step_ranges(history)
     if axis:
         lines.append(
-            "  MLflow step = learner updates since the run began, one axis for all stages: "
+            f"  stages on MLflow's step axis (learner updates since the run began; {OVERVIEW}/ charts): "
             + ", ".join(f"{stage} {a}-{b}" if a != b else f"{stage} {a}" for stage, (a, b) in axis.items())
-            + f" (the {OVERVIEW}/ charts: reward, pass rate, paid speedup, fast_1, KL, entropy across them)"
         )
     sampled = [(i, h) for i, h in enumerate(history) if "pass_rate" in h]
     if sampled:

@@ -48,7 +48,7 @@ def test_summary_text_names_everything_a_user_looks_for():
     assert "the policy beat its seeds on 1 of 2 tasks" in text
     # The stage's own count (no "unit" in these rows: counted) apart from MLflow's run-wide step.
     assert "last sampled unit: contrastive_rl step 2 (MLflow step 6): pass rate 0.75, fast_1 0.50" in text
-    assert "one axis for all stages: sft 1, contrastive_rl 4-6 (the _overview/ charts" in text
+    assert "step axis (learner updates since the run began; _overview/ charts): sft 1, contrastive_rl 4-6" in text
     assert "models:/cudal1-policy/3 (sft), models:/cudal1-policy/5 (contrastive_rl)" in text
     assert "MLflow run abc123: mlflow ui --backend-store-uri sqlite:///runs/mlflow.db" in text
     assert lines[-1] == "  run directory: /runs/a"
