@@ -105,7 +105,11 @@ class RunContext:
         (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
 
         tracker = open_tracker(
-            cfg, run_dir, run_name=run_dir.name, resume_run_id=state.mlflow_run_id, default_uri=state.mlflow_uri
+            cfg,
+            run_dir,
+            run_name=run_dir.name,
+            resume_run_id=state.mlflow_run_id,
+            default_uri=state.tracking_store(run_dir),
         )
         state.mlflow_run_id = tracker.run_id
         state.mlflow_uri = tracker.uri if local_store_path(tracker.uri) is not None else None

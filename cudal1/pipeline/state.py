@@ -58,6 +58,16 @@ class RunState:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
 
+    def tracking_store(self, run_dir: Path) -> str | None:
+        """The local MLflow store to continue this run in when neither `tracking.uri` nor
+        MLFLOW_TRACKING_URI names one: `mlflow_uri`, else, for a run recorded before the store
+        was per project (an MLflow run id and no `mlflow_uri`), `<run_dir's parent>/mlflow.db`
+        when that file exists (the default then); None: the project's default store."""
+        if self.mlflow_uri is not None:
+            return self.mlflow_uri
+        old = Path(run_dir).resolve().parent / "mlflow.db"
+        return f"sqlite:///{old}" if self.mlflow_run_id and old.is_file() else None
+
     def save(self, run_dir: Path) -> None:
         """Write state.json atomically (a crash leaves the old or the new file, never half of one)."""
         path = Path(run_dir) / "state.json"
