@@ -257,7 +257,9 @@ class TrackingConfig:
 
     enabled: bool = True
     uri: Optional[str] = None
-    """Tracking URI; None = a local store beside the run directories."""
+    """Tracking URI (`sqlite:///path/mlflow.db`, `http://host:5000`, ...). None: $MLFLOW_TRACKING_URI
+    if set, else the project's one local store, `runs/mlflow.db` under the directory the job is
+    started from (`cudal1.tracking.resolve_tracking_uri`), whatever the run_dir or out_dir."""
     experiment: str = "cudal1"
     log_samples: int = 4
     """Prompts and responses logged per step as text artifacts."""

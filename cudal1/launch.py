@@ -184,9 +184,18 @@ def start_ray(cfg: Any, log_dir: Path | None = None, needs: list[ActorNeed] | No
     return facts
 
 
-def open_tracker(cfg: Any, out_dir: Path, run_name: str | None = None, resume_run_id: str | None = None) -> Tracker:
-    """The job's MLflow run as `cfg.tracking` says (uri, experiment, enabled, system metrics),
-    its artifacts and the local store's default under `out_dir`; `resume_run_id` continues a run."""
+def open_tracker(
+    cfg: Any,
+    out_dir: Path,
+    run_name: str | None = None,
+    resume_run_id: str | None = None,
+    default_uri: str | None = None,
+) -> Tracker:
+    """The job's MLflow run as `cfg.tracking` says (uri, experiment, enabled, system metrics), with
+    `out_dir` as its run directory; `resume_run_id` continues a run. The store: `tracking.uri`,
+    else MLFLOW_TRACKING_URI, else `default_uri` (a resumed run's own local store), else the
+    project's `runs/mlflow.db` under the current working directory
+    (`cudal1.tracking.resolve_tracking_uri`): the same for every job."""
     from cudal1.tracking import Tracker
 
     t = cfg.tracking
@@ -198,6 +207,7 @@ def open_tracker(cfg: Any, out_dir: Path, run_name: str | None = None, resume_ru
         enabled=t.enabled,
         resume_run_id=resume_run_id,
         system_metrics_s=t.system_metrics_s,
+        default_uri=default_uri,
     )
 
 
@@ -261,13 +271,14 @@ def usable_tasks(tasks: list[Task], probes: dict[str, dict[str, Any]]) -> list[T
 
 def ensure_model(cfg: Any, out_dir: Path) -> Path:
     """The policy checkpoint directory: `model.path` (a registered "models:/name/version" is
-    downloaded under `<out_dir>/registry_model`), or the embedded small model built (once) under
+    downloaded under `<out_dir>/registry_model` from the store `cudal1.tracking.resolve_tracking_uri`
+    names: `tracking.uri`, MLFLOW_TRACKING_URI, else the project's `runs/mlflow.db`), or the embedded small model built (once) under
     `<out_dir>/base_model`."""
     if cfg.model.path and str(cfg.model.path).startswith("models:/"):
-        from cudal1.tracking import checkpoint_from_registry, default_tracking_uri
+        from cudal1.tracking import checkpoint_from_registry, resolve_tracking_uri
 
         log.info("fetching %s from the model registry", cfg.model.path)
-        uri = cfg.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(out_dir)
+        uri = resolve_tracking_uri(cfg.tracking.uri)  # the store the training jobs register in
         return checkpoint_from_registry(str(cfg.model.path), out_dir / "registry_model", tracking_uri=uri)
     if cfg.model.path:
         return Path(os.path.expanduser(cfg.model.path))

@@ -339,10 +339,12 @@ def episode_table(run: RunData) -> pd.DataFrame:
 def mlflow_metrics(run: RunData, tracking_uri: str | None = None) -> pd.DataFrame | None:
     """The latest value of every metric of the run's MLflow run, or None when there is none.
 
-    The store is `tracking_uri`, else `$MLFLOW_TRACKING_URI`, else the default of
-    `cudal1.tracking` (`<run_dir's parent>/mlflow.db`); a default SQLite store that does not
-    exist gives None without creating one. The run is `state["mlflow_run_id"]`, else the newest
-    run of experiment "cudal1" whose name is the run directory's name.
+    The store is `tracking_uri`, else `$MLFLOW_TRACKING_URI`, else the local SQLite store the run
+    recorded (`state["mlflow_uri"]`), else `<run_dir's parent>/mlflow.db` (the project's default
+    store `runs/mlflow.db` for a run under `runs/`, and the default of runs made before the store
+    was per project); a local store whose file does not exist gives None without creating one.
+    The run is `state["mlflow_run_id"]`, else the newest run of experiment "cudal1" whose name is
+    the run directory's name.
 
     Returns:
         Index `key` (sorted), one column `value`. None: no store, no such run, or mlflow
@@ -355,14 +357,16 @@ def mlflow_metrics(run: RunData, tracking_uri: str | None = None) -> pd.DataFram
         from mlflow.exceptions import MlflowException
     except ImportError:
         return None
-    from cudal1.tracking import default_tracking_uri
+    from cudal1.tracking import local_store_path
 
     uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
     if uri is None:
-        db = run.run_dir.resolve().parent / "mlflow.db"
+        recorded = local_store_path(run.state.get("mlflow_uri"))
+        beside = run.run_dir.resolve().parent / "mlflow.db"
+        db = recorded if recorded is not None and recorded.is_file() else beside
         if not db.is_file():
             return None
-        uri = default_tracking_uri(run.run_dir)
+        uri = f"sqlite:///{db}"
     client = MlflowClient(tracking_uri=uri)
     run_id = run.state.get("mlflow_run_id")
     if not run_id:

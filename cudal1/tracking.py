@@ -5,12 +5,15 @@ table / plot artifacts, and checkpoints registered as model versions. It talks t
 `MlflowClient` with an explicit run id (no fluent "active run" global), so several trackers, Ray
 actors and tests never step on each other.
 
-Default store (uri None and no MLFLOW_TRACKING_URI in the environment): a SQLite database
-`<run_dir's parent>/mlflow.db`, with artifacts in `<run_dir's parent>/mlartifacts/`. SQLite is
-MLflow 3's default and recommended local backend (the `./mlruns` file store is in
-keep-the-lights-on mode since 3.7) and, unlike the file store, it holds the model registry. All
-runs under one parent share one database, so `mlflow ui --backend-store-uri sqlite:///runs/mlflow.db`
-shows them side by side.
+Default store (`tracking.uri` null and no MLFLOW_TRACKING_URI in the environment): one SQLite
+database per project, `<current working directory>/runs/mlflow.db`, with artifacts in
+`<current working directory>/runs/mlartifacts/` (`default_tracking_uri`). Every job started from
+the project's root (train, optimize, evaluate, and serve where it fetches a registered model)
+logs there whatever its run_dir or out_dir, so `mlflow ui --backend-store-uri
+sqlite:///runs/mlflow.db` shows all of them side by side. The order is `tracking.uri`, then
+MLFLOW_TRACKING_URI, then that default (`resolve_tracking_uri`). SQLite is MLflow 3's default and
+recommended local backend (the `./mlruns` file store is in keep-the-lights-on mode since 3.7) and,
+unlike the file store, it holds the model registry.
 
 Failure policy: the constructor fails loudly (`TrackingError`) when the store cannot be reached or
 the run to resume does not exist. After that, an MLflow or I/O error inside a logging call never
@@ -46,9 +49,36 @@ class TrackingError(RuntimeError):
     """The tracking store or run could not be opened."""
 
 
-def default_tracking_uri(run_dir: Path) -> str:
-    """`sqlite:///<abs parent of run_dir>/mlflow.db`: the local store shared by sibling runs."""
-    return f"sqlite:///{Path(run_dir).resolve().parent / 'mlflow.db'}"
+DEFAULT_STORE = Path("runs") / "mlflow.db"
+"""The default store's file, relative to the project directory (`default_tracking_uri`)."""
+
+
+def default_tracking_uri(project_dir: str | os.PathLike[str] | None = None) -> str:
+    """`sqlite:///<abs project_dir>/runs/mlflow.db`: the project's one local store, shared by every
+    run and job started there. `project_dir` defaults to the current working directory (where a
+    job is started: the jobs do not change directory); the path is made absolute here, so a later
+    change of directory keeps the same store."""
+    root = Path.cwd() if project_dir is None else Path(project_dir)
+    return f"sqlite:///{(root / DEFAULT_STORE).resolve()}"
+
+
+def resolve_tracking_uri(uri: str | None, default: str | None = None) -> str:
+    """The store a job uses: `uri` (`tracking.uri`) if set, else $MLFLOW_TRACKING_URI if set, else
+    `default` if given (e.g. the local store a resumed run started in), else
+    `default_tracking_uri()`."""
+    return uri or os.environ.get("MLFLOW_TRACKING_URI") or default or default_tracking_uri()
+
+
+def local_store_path(uri: str | None) -> Path | None:
+    """The database file of a local `sqlite:///` URI (absolute as written); None for any other
+    store (a server, an in-memory database, None)."""
+    prefix = "sqlite:///"
+    if not uri or not uri.startswith(prefix):
+        return None
+    path = uri[len(prefix) :]
+    if not path or path.startswith(":memory:"):
+        return None
+    return Path(path)
 
 
 def _local_artifact_root(uri: str) -> Path | None:
@@ -57,13 +87,8 @@ def _local_artifact_root(uri: str) -> Path | None:
     Without this, MLflow's client-side SQLite store puts artifacts in `./mlruns` of whatever the
     current directory happens to be.
     """
-    prefix = "sqlite:///"
-    if not uri.startswith(prefix):
-        return None
-    path = uri[len(prefix) :]
-    if not path or path.startswith(":memory:"):
-        return None
-    return Path(path).resolve().parent / "mlartifacts"
+    path = local_store_path(uri)
+    return None if path is None else path.resolve().parent / "mlartifacts"
 
 
 def flatten_config(cfg: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -115,10 +140,11 @@ class Tracker:
 
     Args:
         uri: MLflow tracking URI (`sqlite:///...`, `http://host:5000`, `databricks`, ...). None:
-            MLFLOW_TRACKING_URI if set, else `default_tracking_uri(run_dir)`.
+            MLFLOW_TRACKING_URI if set, else `default_uri` if given, else the project's store
+            `default_tracking_uri()` (`runs/mlflow.db` under the current working directory).
         experiment: experiment name; created if missing (with artifacts beside a local SQLite file).
-        run_dir: the training run's directory (its name is the default run name; its parent holds
-            the default store). Need not exist.
+        run_dir: the training run's directory (its name is the default run name; its absolute
+            path the run's tag `cudal1.run_dir`). Need not exist; it does not choose the store.
         run_name: MLflow run name; default `run_dir.name`.
         enabled: False makes every method a no-op returning None, and mlflow is never imported.
         resume_run_id: re-open this run (status back to RUNNING) instead of creating one; metrics
@@ -126,6 +152,8 @@ class Tracker:
         system_metrics_s: > 0 samples this machine's CPU, memory, disk, network (and GPUs that
             pynvml sees) every that many seconds into "system/..." metrics (MLflow's
             SystemMetricsMonitor, a thread) until `close`; 0 (default) does not.
+        default_uri: the store to use when neither `uri` nor MLFLOW_TRACKING_URI names one,
+            instead of the project's (a resumed run passes the local store it started in).
 
     Raises:
         TrackingError: the store cannot be opened (unsupported scheme, unwritable path,
@@ -141,6 +169,7 @@ class Tracker:
         enabled: bool = True,
         resume_run_id: str | None = None,
         system_metrics_s: float = 0.0,
+        default_uri: str | None = None,
     ):
         self.enabled = enabled
         self.errors = 0
@@ -163,7 +192,7 @@ class Tracker:
             validation.MAX_METRICS_PER_BATCH,
         )
         run_dir = Path(run_dir)
-        self.uri = uri or os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(run_dir)
+        self.uri = resolve_tracking_uri(uri, default_uri)
         try:
             artifact_root = _local_artifact_root(self.uri)
             if artifact_root is not None:

@@ -173,7 +173,8 @@ class SmokeRun:
     state: Any
     run_dir: Path
     tracking_uri: str
-    """sqlite:///<run_dir's parent>/mlflow.db: the store this run alone logged to."""
+    """sqlite:///<run_dir's parent>/mlflow.db: the store this run alone logged to (its project's
+    default store, `default_tracking_uri(<run_dir's parent's parent>)`, given as tracking.uri)."""
 
 
 @pytest.fixture(scope="session")
@@ -184,11 +185,16 @@ def smoke_run(ray_cluster, tmp_path_factory) -> SmokeRun:
     from cudal1.pipeline.driver import train
     from cudal1.tracking import default_tracking_uri
 
-    run_dir = tmp_path_factory.mktemp("smoke") / "runs" / "smoke"
+    project = tmp_path_factory.mktemp("smoke")
+    run_dir = project / "runs" / "smoke"
+    uri = default_tracking_uri(project)  # the project store a job started in `project` would use
     cfg = compose_smoke(
-        run_dir, SMOKE_TASKS, "rollout.weight_sync=broadcast", "tracking.system_metrics_s=2", tracking="local"
+        run_dir,
+        SMOKE_TASKS,
+        "rollout.weight_sync=broadcast",
+        "tracking.system_metrics_s=2",
+        f"tracking.uri={uri}",
+        tracking="local",
     )
-    with pytest.MonkeyPatch.context() as mp:
-        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
-        state = train(cfg)
-    return SmokeRun(cfg, state, run_dir, default_tracking_uri(run_dir))
+    state = train(cfg)
+    return SmokeRun(cfg, state, run_dir, uri)

@@ -50,15 +50,20 @@ def test_a_start_failing_at_the_probe_is_a_config_error_and_no_run_for_the_revie
     (tmp_path / "kb" / "level1").mkdir(parents=True)
     (tmp_path / "kb" / "level1" / "1_Bad.py").write_text(BAD_REFERENCE)
     run_dir = tmp_path / "runs" / "first"
-    cfg = compose_smoke(run_dir, f"tasks.source={tmp_path / 'kb'}", "tasks.ids=[level1/1]", tracking="local")
-    with pytest.MonkeyPatch.context() as mp, caplog.at_level(logging.WARNING, logger="cudal1"):
-        mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+    cfg = compose_smoke(
+        run_dir,
+        f"tasks.source={tmp_path / 'kb'}",
+        "tasks.ids=[level1/1]",
+        f"tracking.uri={default_tracking_uri(tmp_path)}",  # this test's project, not the checkout's runs/
+        tracking="local",
+    )
+    with caplog.at_level(logging.WARNING, logger="cudal1"):
         with pytest.raises(ConfigError) as e:
             RunContext.start(cfg)
     assert e.value.key == "tasks" and "none of the 1 selected tasks can be used" in str(e.value)
     assert "task level1/1 (Bad) left out: forward seed=0 failed: RuntimeError" in caplog.text
     assert f"{run_dir} holds no state.json, so the review skips it" in caplog.text
     assert not (run_dir / "state.json").exists() and review.default_run_dir(tmp_path) is None
-    client = MlflowClient(default_tracking_uri(run_dir))
+    client = MlflowClient(cfg.tracking.uri)
     runs = client.search_runs([client.get_experiment_by_name(cfg.tracking.experiment).experiment_id])
     assert [r.info.status for r in runs] == ["FAILED"]

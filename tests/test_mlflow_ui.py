@@ -2,9 +2,9 @@
 
 `mlflow server` runs on loopback against the smoke run's store (tests/conftest.py::smoke_run: no
 second training), Debian's chromium opens it headless through chromedriver and selenium, and the
-test reads what the pages show: the experiment and the run in the runs list, a metric curve of
-the run, the rollouts table artifact with its columns and rows, and the registered model
-`cudal1-policy` with the run's versions. Nothing is saved (no screenshots).
+test reads what the pages show: the experiment and the run in the runs list, the run's
+"_overview" charts first and a metric curve of the run, the rollouts table artifact with its
+columns and rows, and the registered model `cudal1-policy` with the run's versions. Nothing is saved (no screenshots).
 
 The browser comes from the system: `apt-get install -y chromium chromium-driver`
 (scripts/install.sh installs both as root). Without them, or without selenium (the `test` extra),
@@ -195,8 +195,11 @@ def test_mlflow_ui_shows_the_smoke_runs_curves_tables_and_registered_model(brows
     page.open(f"{base}/runs", smoke_run.cfg.tracking.experiment, run_name, "1 matching run")
 
     # The run's metric curves: a chart per metric, titled "<run> (<metric>)"; the charts of a
-    # section are drawn when it scrolls into view.
-    page.open(f"{base}/runs/{run_id}/model-metrics", "rl/reward")
+    # section are drawn when it scrolls into view. The "_overview" section comes first, its
+    # charts drawn without scrolling.
+    text = page.open(f"{base}/runs/{run_id}/model-metrics", "rl/reward", "_overview", "learner", "bench")
+    assert text.index("_overview") < min(text.index(s) for s in ("bench", "learner", "rl/reward")), text[:2000]
+    page.wait_for(f"{run_name} (_overview/reward)", f"{run_name} (_overview/stage)")
     for _ in range(20):
         page.scroll_to("rl/reward")
         if f"{run_name} (rl/reward/mean)" in page.text():

@@ -237,9 +237,11 @@ def tracked_run(tmp_path_factory):
     pytest.importorskip("mlflow")
     from cudal1.tracking import Tracker
 
-    run_dir = write_run(tmp_path_factory.mktemp("tracked") / "runs" / "smoke")
+    project = tmp_path_factory.mktemp("tracked")
+    run_dir = write_run(project / "runs" / "smoke")
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+        mp.chdir(project)  # the project's default store: runs/mlflow.db, beside the run
         with Tracker(None, "cudal1", run_dir) as tracker:
             tracker.log_metrics({"rl/reward/mean": 0.5, "rl/pass_rate": 0.25}, step=2)
             tracker.log_metrics({"rl/reward/mean": 0.75}, step=3)
@@ -249,6 +251,22 @@ def tracked_run(tmp_path_factory):
 def test_mlflow_metrics_finds_the_run_by_name(tracked_run, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     metrics = review.mlflow_metrics(review.load_run(tracked_run))
+    assert metrics["value"].to_dict() == {"rl/pass_rate": 0.25, "rl/reward/mean": 0.75}
+
+
+def test_mlflow_metrics_reads_the_store_the_run_recorded(tracked_run, tmp_path, monkeypatch):
+    """A run directory away from its project's runs/ (run_dir=/scratch/...) is found through the
+    local store its state.json names."""
+    import shutil
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    moved = tmp_path / "scratch" / tracked_run.name
+    shutil.copytree(tracked_run, moved)
+    assert review.mlflow_metrics(review.load_run(moved)) is None  # no store beside it, none recorded
+    state = json.loads((moved / "state.json").read_text())
+    state["mlflow_uri"] = f"sqlite:///{(tracked_run.parent / 'mlflow.db').resolve()}"
+    (moved / "state.json").write_text(json.dumps(state))
+    metrics = review.mlflow_metrics(review.load_run(moved))
     assert metrics["value"].to_dict() == {"rl/pass_rate": 0.25, "rl/reward/mean": 0.75}
 
 

@@ -12,17 +12,19 @@ from urllib.request import url2pathname
 
 import pytest
 
-from cudal1.tracking import Tracker, TrackingError, default_tracking_uri, flatten_config
+from cudal1.tracking import Tracker, TrackingError, default_tracking_uri, flatten_config, resolve_tracking_uri
 
 mlflow = pytest.importorskip("mlflow")
 
 
 @pytest.fixture(scope="module")
 def root(tmp_path_factory):
-    """A runs/ folder whose default store (runs/mlflow.db) exists; the env cannot redirect it."""
-    runs = tmp_path_factory.mktemp("runs")
+    """A project's runs/ folder whose default store (runs/mlflow.db) exists; the env cannot
+    redirect it. The trackers here run with the project (`root.parent`) as working directory."""
+    runs = tmp_path_factory.mktemp("project") / "runs"
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
+        mp.chdir(runs.parent)
         Tracker(None, "cudal1-test", runs / "init").close()
     return runs
 
@@ -30,6 +32,7 @@ def root(tmp_path_factory):
 @pytest.fixture
 def tracker(root, request, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(root.parent)
     t = Tracker(None, "cudal1-test", root / request.node.name)
     yield t
     t.close()
@@ -44,13 +47,41 @@ def _local(uri: str) -> Path:
     return Path(url2pathname(urlparse(uri).path))
 
 
-def test_default_store_is_sqlite_beside_the_run_dirs(root, tracker, client):
-    assert tracker.uri == default_tracking_uri(root / "x") == f"sqlite:///{root.resolve()}/mlflow.db"
+def test_default_store_is_the_projects_sqlite_file(root, tracker, client):
+    assert tracker.uri == default_tracking_uri() == default_tracking_uri(root.parent)
+    assert tracker.uri == f"sqlite:///{root.resolve()}/mlflow.db"
     assert (root / "mlflow.db").is_file()
     run = client.get_run(tracker.run_id)
     assert _local(run.info.artifact_uri).is_relative_to(root.resolve() / "mlartifacts")
-    assert run.info.run_name == "test_default_store_is_sqlite_beside_the_run_dirs"
+    assert run.info.run_name == "test_default_store_is_the_projects_sqlite_file"
     assert run.info.status == "RUNNING"
+
+
+def test_run_dirs_in_different_folders_share_the_projects_store(root, tmp_path, monkeypatch, client):
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(root.parent)
+    elsewhere = tmp_path / "scratch" / "exp1" / "a"  # not under the project at all
+    with Tracker(None, "cudal1-test", elsewhere) as a, Tracker(None, "cudal1-test", root / "nested" / "b") as b:
+        assert a.uri == b.uri == f"sqlite:///{root.resolve()}/mlflow.db"
+        a.log_metrics({"x": 1.0}, step=0)
+        b.log_metrics({"x": 2.0}, step=0)
+    assert not (elsewhere.parent / "mlflow.db").exists() and not (root / "nested" / "mlflow.db").exists()
+    exp = client.get_experiment_by_name("cudal1-test")
+    found = {r.info.run_id: r for r in client.search_runs([exp.experiment_id], max_results=1000)}
+    assert found[a.run_id].data.metrics == {"x": 1.0} and found[b.run_id].data.metrics == {"x": 2.0}
+    assert found[a.run_id].data.tags["cudal1.run_dir"] == str(elsewhere.resolve())
+    assert _local(found[a.run_id].info.artifact_uri).is_relative_to(root.resolve() / "mlartifacts")
+
+
+def test_store_precedence(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    assert resolve_tracking_uri(None) == f"sqlite:///{tmp_path.resolve()}/runs/mlflow.db"
+    assert resolve_tracking_uri(None, "sqlite:////old/mlflow.db") == "sqlite:////old/mlflow.db"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow:5000")
+    assert resolve_tracking_uri(None, "sqlite:////old/mlflow.db") == "http://mlflow:5000"
+    assert resolve_tracking_uri("sqlite:////cfg/mlflow.db") == "sqlite:////cfg/mlflow.db"
+    assert not (tmp_path / "runs").exists()  # resolving creates nothing
 
 
 def test_config_becomes_dotted_params(tracker, client):
@@ -178,6 +209,7 @@ def test_curves_are_a_png(tracker, client):
 
 def test_system_metrics_are_sampled_until_close(root, monkeypatch):
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.chdir(root.parent)
     t = Tracker(None, "cudal1-test", root / "sysmetrics", system_metrics_s=0.2)
     client = mlflow.MlflowClient(t.uri)
     deadline = time.monotonic() + 30

@@ -20,6 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 from cudal1.launch import ensure_model, open_tracker, select_tasks, start_generator, start_ray, usable_tasks
 from cudal1.pipeline.state import RunState
 from cudal1.tasks import Task
+from cudal1.tracking import local_store_path
 
 if TYPE_CHECKING:
     from ray.util.placement_group import PlacementGroup
@@ -103,8 +104,15 @@ class RunContext:
         tokenizer = load_tokenizer(model_path)
         (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg))
 
-        tracker = open_tracker(cfg, run_dir, run_name=run_dir.name, resume_run_id=state.mlflow_run_id)
+        tracker = open_tracker(
+            cfg,
+            run_dir,
+            run_name=run_dir.name,
+            resume_run_id=state.mlflow_run_id,
+            default_uri=state.tracking_store(run_dir),
+        )
         state.mlflow_run_id = tracker.run_id
+        state.mlflow_uri = tracker.uri if local_store_path(tracker.uri) is not None else None
         if not state_exists:
             tracker.log_config(OmegaConf.to_container(cfg, resolve=True))
         ctx = cls(cfg, run_dir, model_path, tasks, tokenizer, state, tracker, random.Random(cfg.seed + state.step))

@@ -22,7 +22,8 @@ from __future__ import annotations
 import math
 import statistics
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from cudal1.bench.result import HARNESS_LABELS, EvalResult, Label, Status
 from cudal1.bench.summary import DEFAULT_PS, fast_p_key, summarize
@@ -115,6 +116,69 @@ def rollout_metrics(rollouts: Sequence[Rollout], ps: Sequence[float] = DEFAULT_P
         out[metric_key(f"parse/{label}")] = float(count)
     for reason, count in Counter(r.reward_reason for r in rollouts if r.reward_reason).items():
         out[metric_key(f"reason/{reason}")] = float(count)
+    return out
+
+
+OVERVIEW = "_overview"
+"""The prefix of the run's headline metrics (`overview_metrics`). MLflow's chart view groups charts
+into sections by the part of the key before its last "/" and orders the sections by name
+(`localeCompare`), the unprefixed "Model metrics" and "System metrics" last; the leading
+underscore sorts this section before every other prefix (bench, learner, rl, ...)."""
+
+STAGE_INDEX = {"sft": 1, "self_train": 2, "contrastive_rl": 3}
+"""`<OVERVIEW>/stage`: each stage's number, as the docs count them (stage 1 `sft`, ...)."""
+
+STAGE_PREFIX = {"sft": "sft", "self_train": "self_train", "contrastive_rl": "rl"}
+"""The prefix each stage's own metrics are logged under."""
+
+
+def overview_metrics(
+    stage: str, metrics: Mapping[str, float], summary: Mapping[str, Any] | None = None
+) -> dict[str, float]:
+    """The headline figures of one finished unit of `stage`, under `OVERVIEW`, with the same names
+    in every stage, so each is one curve across all stages on the run's one step axis (the
+    learner's optimizer steps since the run began, `RunState.step`).
+
+    Args:
+        stage: "sft", "self_train" or "contrastive_rl".
+        metrics: the unit's metrics as logged (keys under the stage's `STAGE_PREFIX`, and
+            "learner/..." for RL).
+        summary: the unit's history row (`RunState.history`); its "sft_loss" is SFT's loss.
+
+    Returns (each only where the unit has it; a copy, never a new measurement):
+        stage: `STAGE_INDEX[stage]` (1, 2, 3), always: where it changes, a stage begins.
+        reward: mean reward of the unit's rollouts (`<prefix>/reward/mean`).
+        pass_rate, fast_1: shares of all the unit's rollouts paid as correct, and as faster than
+            1.00× (`rollout_metrics`).
+        paid_speedup: mean paid speedup (×) of the passing rollouts (`<prefix>/speedup/mean`).
+        fast_share: share of responses that are their task's fastest stage-1 solution.
+        kl, entropy: the GRPO update's token-mean k3 KL to the reference and policy entropy
+            (nats; `learner/kl`, `learner/entropy`: RL only).
+        sft_loss: supervised loss (mean NLL per response token, nats) of the unit's last step:
+            SFT's (`summary["sft_loss"]`), and self-training's when it fine-tuned
+            (`self_train/loss`); never RL's (its `learner/loss` is the GRPO objective).
+
+    Raises:
+        KeyError: an unknown stage.
+    """
+    prefix = STAGE_PREFIX[stage]
+    sources = {
+        "reward": f"{prefix}/reward/mean",
+        "pass_rate": f"{prefix}/pass_rate",
+        "paid_speedup": f"{prefix}/speedup/mean",
+        "fast_1": f"{prefix}/{fast_p_key(1.0)}",
+        "fast_share": f"{prefix}/fast_share",
+        "kl": "learner/kl",
+        "entropy": "learner/entropy",
+        "sft_loss": f"{prefix}/loss",
+    }
+    values = {**metrics}
+    if summary is not None and summary.get("sft_loss") is not None:  # SFT logs its loss per learner step
+        values.setdefault(f"{prefix}/loss", summary["sft_loss"])
+    out = {f"{OVERVIEW}/stage": float(STAGE_INDEX[stage])}
+    out.update(
+        {f"{OVERVIEW}/{name}": float(values[key]) for name, key in sources.items() if values.get(key) is not None}
+    )
     return out
 
 

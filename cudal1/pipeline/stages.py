@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from tqdm import tqdm
 
 from cudal1.pipeline.episodes import assign_episode_advantages, sample_episodes, turn_metrics
-from cudal1.pipeline.metrics import rollout_metrics, step_breakdown
+from cudal1.pipeline.metrics import overview_metrics, rollout_metrics, step_breakdown
 from cudal1.pipeline.overlap import OneStepAhead
 from cudal1.pipeline.rollouts import (
     is_success,
@@ -76,7 +76,12 @@ def finish_unit(
     units since the last one.
 
     `log_step` is the step the unit's metrics are logged at (default: the current step); units
-    that sampled rollouts log at the step recorded in those rollouts. With `breakdown` (the step's
+    that sampled rollouts log at the step recorded in those rollouts. Steps are the run's one
+    counter (`RunState.step`: learner updates since the run began, over all stages), so every
+    stage's metrics share MLflow's step axis; the unit's headline figures are logged with them
+    under "_overview/" (`cudal1.pipeline.metrics.overview_metrics`, with "_overview/stage"
+    marking the stage), and its history row (`summary`, when given) gets "step", "stage" and
+    "unit" (the stage's own count of finished units: its epoch, round or RL step, from 1). With `breakdown` (the step's
     evaluation results) the step's time per phase and each role's idle share are logged too
     (`cudal1.pipeline.metrics.step_breakdown`; `wall_step_s`: the step's wall time when its
     phases overlap) and shown in one log line."""
@@ -108,9 +113,9 @@ def finish_unit(
         )
     ctx.state.unit += 1
     step = ctx.state.step if log_step is None else log_step
-    ctx.tracker.log_metrics(metrics, step=step)
+    ctx.tracker.log_metrics({**metrics, **overview_metrics(ctx.state.stage, metrics, summary)}, step=step)
     if summary is not None:
-        ctx.state.history.append({"step": step, "stage": ctx.state.stage, **summary})
+        ctx.state.history.append({"step": step, "stage": ctx.state.stage, "unit": ctx.state.unit, **summary})
     if checkpoint:
         ctx.state.checkpoint_tag = ctx.learner.save(str(ctx.checkpoint_dir))
         ctx.state.checkpoint = str(ctx.checkpoint_dir)

@@ -26,6 +26,9 @@ class RunState:
         checkpoint_tag: the tag of that checkpoint in the directory (the one this state belongs to;
             a later save that the state never recorded is not loaded).
         mlflow_run_id: the MLflow run this training logs to.
+        mlflow_uri: that run's store when it is a local SQLite file (`sqlite:///<abs path>`), so a
+            resume from another directory, and `cudal1.review`, find it; None for a server (its
+            URI comes from the config or the environment again) or without tracking.
         history: per-unit summary rows (reward, speedup, ...) for the curves.
         registered: stage → the model version of `cudal1-policy` its export was registered as.
         tie_noise: the RL stage's between-evaluation noise (`cudal1.rl.noise.TieNoise.to_dict`),
@@ -40,6 +43,7 @@ class RunState:
     checkpoint: str | None = None
     checkpoint_tag: str | None = None
     mlflow_run_id: str | None = None
+    mlflow_uri: str | None = None
     history: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     registered: dict[str, str] = dataclasses.field(default_factory=dict)
     tie_noise: dict[str, Any] | None = None
@@ -53,6 +57,16 @@ class RunState:
         data = json.loads(path.read_text())
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in data.items() if k in names})
+
+    def tracking_store(self, run_dir: Path) -> str | None:
+        """The local MLflow store to continue this run in when neither `tracking.uri` nor
+        MLFLOW_TRACKING_URI names one: `mlflow_uri`, else, for a run recorded before the store
+        was per project (an MLflow run id and no `mlflow_uri`), `<run_dir's parent>/mlflow.db`
+        when that file exists (the default then); None: the project's default store."""
+        if self.mlflow_uri is not None:
+            return self.mlflow_uri
+        old = Path(run_dir).resolve().parent / "mlflow.db"
+        return f"sqlite:///{old}" if self.mlflow_run_id and old.is_file() else None
 
     def save(self, run_dir: Path) -> None:
         """Write state.json atomically (a crash leaves the old or the new file, never half of one)."""

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from cudal1.bench.result import EvalResult, HackKind, Status
-from cudal1.pipeline.metrics import rollout_metrics
+from cudal1.pipeline.metrics import overview_metrics, rollout_metrics
 from cudal1.tracking import metric_key
 from cudal1.records import Generation, Rollout
 from cudal1.rl.rewards import Priced
@@ -201,3 +201,41 @@ def test_a_step_that_lost_rollouts_to_the_harness_says_so(caplog):
         metrics = _rollout_log(None, [_rollout(0, 0.0, died), _rollout(1, 1.0, _ok(2.0))], {}, "rl")
     assert metrics["rl/harness_failures"] == 1
     assert any("1 of 2 rollouts were not measured" in r.message and "actor_died 1" in r.message for r in caplog.records)
+
+
+def test_overview_names_each_stages_headline_figures_alike():
+    sft = overview_metrics("sft", {"sft/epoch": 3.0}, {"sft_loss": 1.25})
+    assert sft == {"_overview/stage": 1.0, "_overview/sft_loss": 1.25}
+    self_train = overview_metrics(
+        "self_train",
+        {"self_train/reward/mean": 0.5, "self_train/pass_rate": 0.25, "self_train/loss": 0.75, "time/step_s": 9.0},
+        {"reward/mean": 0.5},
+    )
+    assert self_train == {
+        "_overview/stage": 2.0,
+        "_overview/reward": 0.5,
+        "_overview/pass_rate": 0.25,
+        "_overview/sft_loss": 0.75,
+    }
+    rl = {
+        "rl/reward/mean": 0.1,
+        "rl/pass_rate": 0.5,
+        "rl/speedup/mean": 1.2,
+        "rl/fast_1": 0.25,
+        "rl/fast_share": 0.75,
+        "learner/kl": 0.01,
+        "learner/entropy": 2.5,
+        "learner/loss": -0.3,  # the GRPO objective: not an overview loss
+    }
+    assert overview_metrics("contrastive_rl", rl, {"pass_rate": 0.5}) == {
+        "_overview/stage": 3.0,
+        "_overview/reward": 0.1,
+        "_overview/pass_rate": 0.5,
+        "_overview/paid_speedup": 1.2,
+        "_overview/fast_1": 0.25,
+        "_overview/fast_share": 0.75,
+        "_overview/kl": 0.01,
+        "_overview/entropy": 2.5,
+    }
+    with pytest.raises(KeyError):
+        overview_metrics("warmup", {})

@@ -46,9 +46,19 @@ def test_summary_text_names_everything_a_user_looks_for():
     assert lines[2].split() == ["level1/1", "1.50x", "1.80x", "yes"]
     assert lines[3].split()[:3] == ["level2/10", "-", "-"] and lines[3].endswith("no new correct solution")
     assert "the policy beat its seeds on 1 of 2 tasks" in text
-    assert "last sampled unit (contrastive_rl, step 6): pass rate 0.75, fast_1 0.50" in text
+    # The stage's own count (no "unit" in these rows: counted) apart from MLflow's run-wide step.
+    assert "last sampled unit: contrastive_rl step 2 (MLflow step 6): pass rate 0.75, fast_1 0.50" in text
+    assert "step axis (learner updates since the run began; _overview/ charts): sft 1, contrastive_rl 4-6" in text
     assert "models:/cudal1-policy/3 (sft), models:/cudal1-policy/5 (contrastive_rl)" in text
     assert "MLflow run abc123: mlflow ui --backend-store-uri sqlite:///runs/mlflow.db" in text
     assert lines[-1] == "  run directory: /runs/a"
+    history = [
+        {"step": 200, "stage": "sft", "unit": 200},
+        {"step": 200, "stage": "self_train", "unit": 1, "pass_rate": 0.5},
+        {"step": 203, "stage": "contrastive_rl", "unit": 3, "pass_rate": 1.0},
+    ]
+    text = format_run_summary(rows, history, {}, "/runs/a", None, None)
+    assert "sft 200, self_train 200, contrastive_rl 203" in text
+    assert "last sampled unit: contrastive_rl step 3 (MLflow step 203): pass rate 1.00" in text
     bare = format_run_summary(rows, [], {}, "/runs/b", None, None)
     assert "MLflow" not in bare and "pass rate" not in bare and "registered" not in bare

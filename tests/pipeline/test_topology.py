@@ -111,6 +111,45 @@ def test_train_all_stages_on_the_running_cluster(ray_cluster, smoke_run):
     assert all(task in text for task in cfg.tasks.ids)  # the best-per-task table names each task
 
 
+def test_smoke_runs_overview_is_one_step_axis_across_the_stages(smoke_run):
+    """The session's smoke run in its MLflow store: the "_overview/" metrics, one curve each across
+    all stages on the run's one step counter, with "_overview/stage" marking the stages."""
+    from mlflow import MlflowClient
+
+    from cudal1.pipeline.metrics import STAGE_INDEX
+
+    state, run_id = smoke_run.state, smoke_run.state.mlflow_run_id
+    assert state.mlflow_uri == smoke_run.tracking_uri  # recorded for a resume and the review
+    client = MlflowClient(smoke_run.tracking_uri)
+
+    def history(key: str) -> list[tuple[int, float]]:
+        """(step, value) of every logged value of `key`, in the order logged."""
+        return [(m.step, m.value) for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.timestamp)]
+
+    stages = history("_overview/stage")
+    # One unit per stage in the smoke config; the steps never go back, the stage numbers rise.
+    assert [v for _, v in stages] == [1.0, 2.0, 3.0]
+    assert [s for s, _ in stages] == sorted(s for s, _ in stages)
+    assert stages == [(h["step"], float(STAGE_INDEX[h["stage"]])) for h in state.history]
+    assert [h["unit"] for h in state.history] == [1, 1, 1]  # each stage's own count
+
+    by_stage = {h["stage"]: h for h in state.history}
+    sampled = [by_stage["self_train"]["step"], by_stage["contrastive_rl"]["step"]]
+    for key, row_key in (("reward", "reward/mean"), ("pass_rate", "pass_rate"), ("fast_1", "fast_1")):
+        # Both sampling stages on one curve, at their units' steps, with the values of their rows.
+        assert history(f"_overview/{key}") == [
+            (by_stage[s]["step"], pytest.approx(by_stage[s][row_key])) for s in ("self_train", "contrastive_rl")
+        ], key
+    assert [s for s, _ in history("_overview/reward")] == sampled
+    assert history("_overview/sft_loss")[0] == (by_stage["sft"]["step"], pytest.approx(by_stage["sft"]["sft_loss"]))
+    metrics = client.get_run(run_id).data.metrics
+    if metrics["learner/skipped"] == 0.0:  # the RL step trained: its KL and entropy are in the overview
+        assert [s for s, _ in history("_overview/kl")] == [by_stage["contrastive_rl"]["step"]]
+        assert metrics["_overview/entropy"] == metrics["learner/entropy"] > 0
+    for key in ("rl/reward/mean", "self_train/reward/mean", "rl/pass_rate", "learner/skipped"):
+        assert key in metrics  # the stages' own keys stay as they were
+
+
 def _start_train(run_dir: Path, address: str, log: Path, *overrides: str) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("RAY_ADDRESS", None)  # the address override is what joins the session's cluster
