@@ -24,6 +24,7 @@ files arrive, and torch builds again there (correct, not faster).
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import hashlib
 import io
 import json
@@ -33,6 +34,7 @@ import shutil
 import stat
 import tarfile
 from pathlib import Path
+from typing import Any, Callable
 
 from ..bench import buildcache
 
@@ -62,6 +64,15 @@ class ArtifactInfo:
     built_at: str
     """The build directory's real path on the node that built it (its build records name files
     under it; `unpack` moves them to the receiving directory)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Artifact:
+    """An artifact on its way to a timing actor: its info, and its bytes or a handle on them that
+    the receiver resolves only when it needs them (a Ray ObjectRef: `cudal1.actors.bench_pool`)."""
+
+    info: ArtifactInfo
+    data: Any
 
 
 def build_key(cache_root: str | os.PathLike, ext_dir: str | os.PathLike) -> str:
@@ -137,14 +148,11 @@ def unpack(info: ArtifactInfo, data: bytes, cache_root: str | os.PathLike) -> Pa
     digest = hashlib.sha256(data).hexdigest()
     if digest != info.sha256:
         raise ArtifactError(f"artifact {info.key}: SHA-256 {digest[:16]} on arrival, {info.sha256[:16]} sent")
-    parts = info.key.split("/")
-    if info.key.startswith("/") or any(p in ("", ".", "..") for p in parts):
-        raise ArtifactError(f"artifact key {info.key!r} is not a relative path inside the cache")
+    dest = destination(info, cache_root)
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:") as tar:
         members = tar.getmembers()
         for m in members:
             _check(m)
-        dest = Path(cache_root).joinpath(*parts)
         dest.parent.mkdir(parents=True, exist_ok=True)
         staging = dest.parent / f".{dest.name}.unpack-{secrets.token_hex(4)}"
         staging.mkdir()
@@ -176,6 +184,15 @@ def unpack(info: ArtifactInfo, data: bytes, cache_root: str | os.PathLike) -> Pa
         _move_records(records, info.built_at, dest)
     mark(dest, info.sha256)
     return dest
+
+
+def destination(info: ArtifactInfo, cache_root: str | os.PathLike) -> Path:
+    """Where the artifact's build directory goes under `cache_root`. Raises ArtifactError when its
+    key is not a relative path inside it."""
+    parts = info.key.split("/")
+    if info.key.startswith("/") or any(p in ("", ".", "..") for p in parts):
+        raise ArtifactError(f"artifact key {info.key!r} is not a relative path inside the cache")
+    return Path(cache_root).joinpath(*parts)
 
 
 def _check(m: tarfile.TarInfo) -> None:
@@ -255,3 +272,25 @@ def is_marked(ext_dir: str | os.PathLike, sha256: str) -> bool:
         return Path(ext_dir).is_dir() and marker_path(ext_dir).read_text() == sha256
     except OSError:
         return False
+
+
+def receive(info: ArtifactInfo, fetch: Callable[[], bytes], cache_root: str | os.PathLike) -> bool:
+    """Make the artifact `info` present under `cache_root`: nothing to do when its directory there
+    already holds it (`is_marked`: the builder's own storage, or an earlier arrival); else its
+    bytes are fetched (`fetch()`) and unpacked (`unpack`). One receiver per directory at a time
+    (a lock file beside it), so two timing actors of a node never unpack the same source over
+    each other. Returns whether it fetched.
+
+    Raises ArtifactError (a SHA-256 mismatch, an unsafe member or key), OSError, and whatever
+    `fetch` raises.
+    """
+    dest = destination(info, cache_root)
+    if is_marked(dest, info.sha256):
+        return False
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with open(marker_path(dest).with_name(f".{dest.name}.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if is_marked(dest, info.sha256):  # another actor of this node put it there meanwhile
+            return False
+        unpack(info, fetch(), cache_root)
+        return True

@@ -118,3 +118,20 @@ def test_a_device_is_refused(tmp_path):
 def test_a_build_outside_the_cache_root_is_not_packed(tmp_path):
     with pytest.raises(ArtifactError, match="not under the cache root"):
         pack(tmp_path / "root", a_build(tmp_path / "other"))
+
+
+def test_a_receiver_that_sees_the_build_already_fetches_nothing(tmp_path):
+    """One host (or shared storage): the builder marked its directory, so the timing side takes the
+    build where it is; elsewhere the bytes are fetched once, then the marker says they arrived."""
+    built = a_build(tmp_path / "builder")
+    info, data = pack(tmp_path / "builder", built)
+    artifacts.mark(built, info.sha256)
+
+    def never() -> bytes:
+        raise AssertionError("fetched a build this node already sees")
+
+    assert artifacts.receive(info, never, tmp_path / "builder") is False
+    fetched = []
+    assert artifacts.receive(info, lambda: fetched.append(1) or data, tmp_path / "timer") is True
+    assert artifacts.receive(info, never, tmp_path / "timer") is False
+    assert fetched == [1] and (tmp_path / "timer" / info.key / "mod" / "mod.so").is_file()
