@@ -500,3 +500,19 @@ def test_builds_on_a_node_of_their_own_travel_to_the_timing_actor(ray_cluster, t
     assert result.phases_s.get("prebuild", 0) > 0 and result.build_seconds > 0
     assert "ninja: no work to do" in result.log, result.log[-2000:]
     assert "c++" not in result.log, result.log[-2000:]
+
+
+def test_an_artifact_that_fails_its_check_is_the_harness_failure(tmp_path_factory):
+    """Without Ray: a build whose bytes changed on the way is refused before anything is written,
+    and the result is labelled the harness's failure (measured again elsewhere, never paid)."""
+    from cudal1.actors.artifacts import Artifact, ArtifactInfo
+    from cudal1.bench.evaluator import extensions_dir
+
+    worker = BenchWorker("plain", "cpu", {**settings(tmp_path_factory), "cache_dir": str(tmp_path_factory.mktemp("c"))})
+    arch = worker.device_info["arch"]
+    key = extensions_dir(worker.settings, arch, SEED).relative_to(worker.settings.cache_dir).as_posix()
+    bad = Artifact(ArtifactInfo(key, "0" * 64, 3, "/elsewhere"), b"abc")
+    result = worker.evaluate(Candidate(TASK, SEED), bad)
+    assert result.status == "runtime_error" and set(result.labels) == {"harness_error", "artifact_refused"}
+    assert HARNESS_LABELS.intersection(result.labels) and "SHA-256" in result.message
+    assert not extensions_dir(worker.settings, arch, SEED).exists()
