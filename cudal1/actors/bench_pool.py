@@ -553,7 +553,8 @@ class _Run:
 
     With build actors, a candidate becomes pending once its source is built: one build per
     distinct source for the whole run (a source seen again waits for, or reuses, the first
-    build), and a build failure is its result.
+    build), and a build failure is its result. Each built candidate goes to its timing actor with
+    its build (`Artifact`: the bytes stay in the object store until the timing actor asks).
     """
 
     def __init__(self, pool: BenchmarkPool, progress: bool) -> None:
