@@ -535,6 +535,23 @@ class BenchmarkPool:
         except ValueError as e:
             raise RewardSourceLost(f"{e} The pool computes the run's rewards: none can be measured.") from None
 
+    def builders_placeable(self) -> bool:
+        """Whether some alive node can hold one of the pool's build actors (`PoolSpec.build_demand`)."""
+        try:
+            check_fits(self.spec, self.spec.build_demand(), "build actor")
+        except ValueError:
+            return False
+        return True
+
+    def drop_builders(self) -> None:
+        """Kill the build actors (no restart): from now on each timing actor builds what it times."""
+        for actor in self.builders:
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        self.builders = []
+
     def shutdown(self) -> None:
         """Kill the pool's actors (no restart). Idempotent."""
         for actor in [*self.actors, *self.builders]:
@@ -582,6 +599,7 @@ class _Run:
         }
         self.timeout_s = pool.spec.timeout_per_call_s()
         self.checked = time.monotonic()  # when `BenchmarkPool.check_alive` last ran
+        self.builds_checked = self.checked  # when `BenchmarkPool.builders_placeable` last ran
         self.progress = progress
         self.bar: Any = None  # made by the first `add` with candidates (a stream may never get any)
 
@@ -651,6 +669,26 @@ class _Run:
         else:
             c = self.candidates[i]
             self._finish(i, dataclasses.replace(failed, task_id=c.task_id, candidate_hash=source_hash(c.source)))
+
+    def _without_builders(self) -> None:
+        """No alive node can hold a build actor (the build nodes are gone, and Ray would wait for
+        one forever): the builds under way are given up, their candidates and every later one are
+        built by their timing actors, and the pool's build actors are let go."""
+        log.warning(
+            "pool %s: no alive node can hold a build actor (it needs %s); its timing actors build from now on",
+            self.pool.name,
+            self.pool.spec.build_demand(),
+        )
+        for ref, (source, _) in list(self.builds.items()):
+            try:
+                ray.cancel(ref)
+            except Exception:  # noqa: BLE001 - its actor is killed below anyway
+                pass
+            del self.builds[ref]
+            self.built[source] = None
+            for i in self.waiting_build.pop(source):
+                self._after_build(i, None)
+        self.pool.drop_builders()
 
     def step(self, wait_s: float) -> None:
         """Hand pending candidates to idle actors, wait up to `wait_s` for one call (or probe, or
@@ -738,6 +776,10 @@ class _Run:
         if (self.inflight or self.probes) and now - self.checked >= LOST_CHECK_S:
             self.checked = now
             pool.check_alive()
+        if self.builds and now - self.builds_checked >= LOST_CHECK_S:
+            self.builds_checked = now
+            if not pool.builders_placeable():
+                self._without_builders()
         for ref, (a, start) in list(self.probes.items()):
             if now - start > pool.spec.start_timeout_s:
                 self.probes.pop(ref)

@@ -516,3 +516,14 @@ def test_an_artifact_that_fails_its_check_is_the_harness_failure(tmp_path_factor
     assert result.status == "runtime_error" and set(result.labels) == {"harness_error", "artifact_refused"}
     assert HARNESS_LABELS.intersection(result.labels) and "SHA-256" in result.message
     assert not extensions_dir(worker.settings, arch, SEED).exists()
+
+
+def test_a_pool_whose_build_nodes_are_gone_builds_on_its_timing_actors(ray_cluster, tmp_path_factory):
+    """Build actors that no alive node can hold (their nodes lost; here a resource no node has)
+    would keep their builds waiting forever: the pool gives them up within `LOST_CHECK_S` and its
+    timing actor evaluates the candidates itself."""
+    fields = {"num_actors": 1, "build_actors": 1, "build_resources": {"no_such_node": 1}, "check_nodes": False}
+    with pool_for_test(tmp_path_factory, "no-builders", **fields) as p:
+        result = p.evaluate(Candidate(TASK, SEED))
+        assert p.builders == []
+    assert result.status == "ok", result.message
