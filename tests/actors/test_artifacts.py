@@ -15,8 +15,6 @@ from cudal1.actors import artifacts
 from cudal1.actors.artifacts import ArtifactError, pack, unpack
 from cudal1.bench import buildcache
 
-pytestmark = pytest.mark.fast
-
 
 def a_build(root):
     """A build directory like torch's under `root`, with a build record beside it."""
