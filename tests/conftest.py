@@ -35,6 +35,7 @@ FAST = frozenset(
         "test_launch.py",
         "test_memory_plan.py",
         "test_review.py",
+        "actors/test_artifacts.py",
         "actors/test_weight_transport.py",
         "augment/test_dataset.py",
         "bench/test_agreement.py",

@@ -39,10 +39,12 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from tqdm.auto import tqdm
 
-from ..bench.evaluator import default_device, device_info, evaluate, source_hash
+from ..bench.evaluator import default_device, device_info, evaluate, extensions_dir, source_hash
 from ..bench.result import HARNESS_LABELS, EvalResult, Label, Status
 from ..bench.settings import EvalSettings
 from ..records import Candidate
+from . import artifacts
+from .artifacts import Artifact, ArtifactError, ArtifactInfo
 from .cluster import alive_nodes
 from .health import RewardSourceLost
 from .pool_spec import PoolSpec
@@ -131,17 +133,34 @@ class BenchWorker:
             out[task.task_id] = {"degenerate": task.degenerate, "failure": None}
         return out
 
-    def evaluate(self, candidate: Candidate | dict[str, Any]) -> EvalResult:
+    def evaluate(self, candidate: Candidate | dict[str, Any], artifact: Artifact | None = None) -> EvalResult:
         """Evaluate one candidate.
 
         The task is `candidate.task` when set (a task outside the suite), else the suite's task of
         `candidate.task_id`; an id this worker does not know gives status invalid_task (label
         "unknown_task").
+        `artifact`: the candidate's build from a build actor (`BuildWorker.build_artifact`), put
+        into this worker's cache first (`receive`), so the evaluation finds it built. One that
+        fails its check on arrival gives a harness failure (labels "harness_error" and
+        "artifact_refused"), never the candidate's result; one whose bytes are lost is left out
+        (the evaluation builds for itself).
         Raises only for harness faults (the evaluator's RuntimeError/OSError), never for anything
         the candidate does.
         """
         if isinstance(candidate, dict):
             candidate = Candidate(**candidate)
+        if artifact is not None:
+            try:
+                self.receive(candidate.source, artifact)
+            except ArtifactError as e:
+                log.error("pool %s: build artifact of %s refused: %s", self.pool, candidate.task_id, e)
+                result = harness_failure(
+                    candidate, self.backend, f"build artifact refused on arrival: {e}", Label.HARNESS_ERROR
+                )
+                result.labels.append(ARTIFACT_REFUSED)
+                return result
+            except ray.exceptions.RayError as e:  # its bytes are lost (the build node went): build here
+                log.warning("pool %s: build artifact of %s lost (%s); building here", self.pool, candidate.task_id, e)
         if candidate.task is not None:  # a task the suite does not hold, carried by the candidate
             from ..tasks import Task
 
@@ -164,6 +183,38 @@ class BenchWorker:
         return evaluate(
             task, candidate.source, self.backend, device=self.device, settings=self.settings, cpus=self.cpus
         )
+
+    def receive(self, source: str, artifact: Artifact) -> bool:
+        """Put the build of `source` that a build actor sent into this worker's build cache
+        (`artifacts.receive`; its bytes fetched from Ray's object store only when this worker
+        does not see that build already). An artifact built for another directory than this
+        worker's (another torch or architecture, or another cache root) is left out with a
+        warning: the evaluation then builds for itself. Returns whether bytes were fetched.
+        Raises ArtifactError for a SHA-256 mismatch or an unsafe member, OSError when the cache
+        cannot be written."""
+        info = artifact.info
+        ext = extensions_dir(self.settings, self.device_info["arch"], source)
+        if artifacts.build_key(self.settings.cache_dir, ext) != info.key:
+            log.warning("pool %s: artifact %s is not for this actor's %s; building here", self.pool, info.key, ext)
+            return False
+        if os.path.realpath(ext) != info.built_at:
+            log.warning(
+                "pool %s: artifact built at %s arrives at %s: torch's build files name their path, so it "
+                "builds again here (give every node the same settings.cache_dir)",
+                self.pool,
+                info.built_at,
+                os.path.realpath(ext),
+            )
+
+        def fetch() -> bytes:
+            data = artifact.data if isinstance(artifact.data, bytes) else ray.get(artifact.data)
+            return data if isinstance(data, bytes) else b""
+
+        return artifacts.receive(info, fetch, self.settings.cache_dir)
+
+
+ARTIFACT_REFUSED = "artifact_refused"
+"""Label (beside "harness_error") of a result whose build artifact failed its check on arrival."""
 
 
 def timing_cores(backend: str) -> tuple[int, ...] | None:
@@ -236,6 +287,37 @@ class BuildWorker:
         result.task_id = candidate.task_id
         return result
 
+    def build_artifact(self, candidate: Candidate | dict[str, Any]) -> tuple[BuildOutcome, bytes]:
+        """`build` the candidate and pack its build directory (`artifacts.pack`), marked as held
+        here (`artifacts.mark`), for a timing actor on any node: (the outcome, the artifact's
+        bytes; b"" when there is none). A failed build, or one whose directory cannot be packed
+        (too large, unreadable: logged), has no artifact; the timing actor then builds what it
+        needs itself. Raises as `build` does."""
+        if isinstance(candidate, dict):
+            candidate = Candidate(**candidate)
+        result = self.build(candidate)
+        if result is not None:
+            return BuildOutcome(result), b""
+        ext = extensions_dir(self.settings, self.arch, candidate.source)
+        try:
+            info, data = artifacts.pack(self.settings.cache_dir, ext)
+        except (ArtifactError, OSError) as e:
+            log.warning("build of %s not packed (%s); its timing actor builds it", candidate.task_id, e)
+            return BuildOutcome(None), b""
+        artifacts.mark(ext, info.sha256)
+        return BuildOutcome(None, info), data
+
+
+@dataclasses.dataclass
+class BuildOutcome:
+    """What a build actor says of one build (the artifact's bytes travel apart)."""
+
+    result: EvalResult | None
+    """None: ready to be timed; else the candidate's result (a compile error, a build that ran
+    out of time or memory)."""
+    artifact: ArtifactInfo | None = None
+    """The packed build, when there is one."""
+
 
 BuildActor = ray.remote(max_concurrency=1)(BuildWorker)
 """The Ray actor class of `BuildWorker` (created by `BenchmarkPool` with the spec's options)."""
@@ -269,6 +351,8 @@ class BenchmarkPool:
         self.settings = spec.eval_settings()
         if spec.check_nodes:
             check_fits(spec)
+            if spec.build_actors:
+                check_fits(spec, spec.build_demand(), "build actor")
         options: dict[str, Any] = {
             "num_cpus": spec.num_cpus,
             "num_gpus": spec.num_gpus,
@@ -294,9 +378,12 @@ class BenchmarkPool:
             if spec.build_actors:
                 arch = self.workers[0]["device"]["arch"]
                 self.builders = [
-                    BuildActor.options(num_cpus=spec.build_cpus, max_restarts=-1, max_task_retries=1).remote(
-                        spec.backend, self.settings, arch, spec.tasks, spec.task_options
-                    )
+                    BuildActor.options(
+                        num_cpus=spec.build_cpus,
+                        resources=dict(spec.build_resources) or None,
+                        max_restarts=-1,
+                        max_task_retries=1,
+                    ).remote(spec.backend, self.settings, arch, spec.tasks, spec.task_options)
                     for _ in range(spec.build_actors)
                 ]
         except BaseException:
@@ -372,14 +459,15 @@ class BenchmarkPool:
         `evaluate_many` on this pool before `results()` (it would wait forever)."""
         return PoolStream(self, progress)
 
-    def _build_outcome(self, ref: Any) -> EvalResult | None:
-        """None when a build went well (or its build actor failed: the timing actor then builds
-        it as usual, no reason to fail the candidate), else the build's failure result."""
+    def _build_outcome(self, ref: Any) -> BuildOutcome:
+        """A build's outcome; a build actor that failed counts as a build without a failure and
+        without an artifact (the timing actor then builds as usual: no reason to fail the
+        candidate)."""
         try:
             return ray.get(ref)
         except (RayActorError, RayTaskError) as e:
             log.warning("pool %s: a build actor failed (%s); the timing actor builds instead", self.name, _short(e))
-            return None
+            return BuildOutcome(None)
 
     def probe_tasks(self, task_ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """Probe the tasks' references on the pool's devices, spread over its actors (see
@@ -447,6 +535,23 @@ class BenchmarkPool:
         except ValueError as e:
             raise RewardSourceLost(f"{e} The pool computes the run's rewards: none can be measured.") from None
 
+    def builders_placeable(self) -> bool:
+        """Whether some alive node can hold one of the pool's build actors (`PoolSpec.build_demand`)."""
+        try:
+            check_fits(self.spec, self.spec.build_demand(), "build actor")
+        except ValueError:
+            return False
+        return True
+
+    def drop_builders(self) -> None:
+        """Kill the build actors (no restart): from now on each timing actor builds what it times."""
+        for actor in self.builders:
+            try:
+                ray.kill(actor, no_restart=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        self.builders = []
+
     def shutdown(self) -> None:
         """Kill the pool's actors (no restart). Idempotent."""
         for actor in [*self.actors, *self.builders]:
@@ -465,7 +570,8 @@ class _Run:
 
     With build actors, a candidate becomes pending once its source is built: one build per
     distinct source for the whole run (a source seen again waits for, or reuses, the first
-    build), and a build failure is its result.
+    build), and a build failure is its result. Each built candidate goes to its timing actor with
+    its build (`Artifact`: the bytes stay in the object store until the timing actor asks).
     """
 
     def __init__(self, pool: BenchmarkPool, progress: bool) -> None:
@@ -478,7 +584,10 @@ class _Run:
         self.idle: collections.deque[int] = collections.deque()
         self.strikes = [0] * len(pool.actors)
         self.inflight: dict[Any, tuple[int, int, float]] = {}  # ref -> (candidate index, actor index, start)
-        self.builds: dict[Any, str] = {}  # build ref -> source
+        self.builds: dict[Any, tuple[str, Any]] = {}  # build ref -> (source, ref of its artifact's bytes)
+        # source -> its build, sent with each of its candidates; the bytes stay in Ray's object
+        # store until the run ends, and a timing actor fetches them only when it lacks the build.
+        self.artifacts: dict[str, Artifact] = {}
         self.waiting_build: dict[str, list[int]] = {}  # source -> candidates waiting for its build
         self.built: dict[str, EvalResult | None] = {}  # source -> its build's outcome (None: ready to time)
         self.build_count = 0
@@ -490,6 +599,7 @@ class _Run:
         }
         self.timeout_s = pool.spec.timeout_per_call_s()
         self.checked = time.monotonic()  # when `BenchmarkPool.check_alive` last ran
+        self.builds_checked = self.checked  # when `BenchmarkPool.builders_placeable` last ran
         self.progress = progress
         self.bar: Any = None  # made by the first `add` with candidates (a stream may never get any)
 
@@ -520,7 +630,8 @@ class _Run:
                 self.waiting_build[source] = [i]
                 builder = self.pool.builders[self.build_count % len(self.pool.builders)]  # round robin
                 self.build_count += 1
-                self.builds[builder.build.remote(self.candidates[i])] = source
+                outcome, data = builder.build_artifact.options(num_returns=2).remote(self.candidates[i])
+                self.builds[outcome] = (source, data)
         return range(start, len(self.candidates))
 
     def busy(self) -> bool:
@@ -559,6 +670,26 @@ class _Run:
             c = self.candidates[i]
             self._finish(i, dataclasses.replace(failed, task_id=c.task_id, candidate_hash=source_hash(c.source)))
 
+    def _without_builders(self) -> None:
+        """No alive node can hold a build actor (the build nodes are gone, and Ray would wait for
+        one forever): the builds under way are given up, their candidates and every later one are
+        built by their timing actors, and the pool's build actors are let go."""
+        log.warning(
+            "pool %s: no alive node can hold a build actor (it needs %s); its timing actors build from now on",
+            self.pool.name,
+            self.pool.spec.build_demand(),
+        )
+        for ref, (source, _) in list(self.builds.items()):
+            try:
+                ray.cancel(ref)
+            except Exception:  # noqa: BLE001 - its actor is killed below anyway
+                pass
+            del self.builds[ref]
+            self.built[source] = None
+            for i in self.waiting_build.pop(source):
+                self._after_build(i, None)
+        self.pool.drop_builders()
+
     def step(self, wait_s: float) -> None:
         """Hand pending candidates to idle actors, wait up to `wait_s` for one call (or probe, or
         build) to finish and take what finished, then enforce the call and restart timeouts."""
@@ -571,7 +702,7 @@ class _Run:
                 parked.append(a)
                 continue
             self.pending.remove(i)
-            ref = pool.actors[a].evaluate.remote(self.candidates[i])
+            ref = pool.actors[a].evaluate.remote(self.candidates[i], self.artifacts.get(self.candidates[i].source))
             self.inflight[ref] = (i, a, time.monotonic())
             pool._busy[a] = i
         if parked and self.pending and not self.inflight and not self.probes and not self.builds:
@@ -595,8 +726,11 @@ class _Run:
         ready, _ = ray.wait([*self.inflight, *self.probes, *self.builds], num_returns=1, timeout=wait_s)
         for ref in ready:
             if ref in self.builds:
-                source = self.builds.pop(ref)
-                self.built[source] = pool._build_outcome(ref)
+                source, data = self.builds.pop(ref)
+                outcome = pool._build_outcome(ref)
+                self.built[source] = outcome.result
+                if outcome.artifact is not None:
+                    self.artifacts[source] = Artifact(outcome.artifact, data)
                 for i in self.waiting_build.pop(source):
                     self._after_build(i, self.built[source])
                 continue
@@ -642,6 +776,10 @@ class _Run:
         if (self.inflight or self.probes) and now - self.checked >= LOST_CHECK_S:
             self.checked = now
             pool.check_alive()
+        if self.builds and now - self.builds_checked >= LOST_CHECK_S:
+            self.builds_checked = now
+            if not pool.builders_placeable():
+                self._without_builders()
         for ref, (a, start) in list(self.probes.items()):
             if now - start > pool.spec.start_timeout_s:
                 self.probes.pop(ref)
@@ -663,6 +801,7 @@ class _Run:
         self.inflight.clear()
         self.probes.clear()
         self.builds.clear()
+        self.artifacts.clear()
         self.pool._busy.clear()
 
 
@@ -800,9 +939,10 @@ _CLOSED = object()
 """End of a `PoolStream`'s submissions."""
 
 
-def check_fits(spec: PoolSpec) -> None:
-    """Raise ValueError unless some alive node has every resource one actor of `spec` needs."""
-    need = spec.demand()
+def check_fits(spec: PoolSpec, need: dict[str, float] | None = None, what: str = "benchmark actor") -> None:
+    """Raise ValueError unless some alive node has every resource one actor of `spec` needs
+    (`need`, default `spec.demand()`; `what`: the actor's role, for the message)."""
+    need = need or spec.demand()
     nodes = alive_nodes()
     if any(all(node["resources"].get(k, 0.0) >= v for k, v in need.items()) for node in nodes):
         return
@@ -813,7 +953,7 @@ def check_fits(spec: PoolSpec) -> None:
     missing = {k: v for k, v in need.items() if totals.get(k, 0.0) < v}
     have = {k: totals.get(k, 0.0) for k in (missing or need)}
     raise ValueError(
-        f"pool {spec.name!r}: no node of the cluster can host one benchmark actor: it needs {need}; "
+        f"pool {spec.name!r}: no node of the cluster can host one {what}: it needs {need}; "
         f"the best node has {have} (missing: {sorted(missing) or 'no single node has all of them'}). "
         f"{len(nodes)} alive node(s). Set check_nodes=False on an autoscaling cluster."
     )

@@ -57,12 +57,20 @@ class PoolSpec:
     build_actors: int = 0
     """CPU actors that build candidates' extensions ahead of timing (`BuildWorker`: at import, in
     __init__ and in the first forward), in parallel, one build per distinct source (0: each timing
-    actor builds what it times, inside its evaluation). They write into the evaluator's build
-    cache, which the timing actors must see: the same machine, or `settings.cache_dir` on storage
-    every node shares. On a GPU node their compilers keep off the cores the node's timing actors
-    time on (`build_cores`, `timing_cores`)."""
+    actor builds what it times, inside its evaluation). They build into the evaluator's build
+    cache under `settings.cache_dir` and send each build directory, packed and hashed
+    (`cudal1.actors.artifacts`), with the candidate to its timing actor, which checks it and puts
+    it into its own cache before timing: the two may be on different nodes, provided
+    `settings.cache_dir` is the same path on both (torch's build files name it). Where the timing
+    actor already sees the build (one host, shared storage) nothing is copied. On a GPU node
+    their compilers keep off the cores the node's timing actors time on (`build_cores`,
+    `timing_cores`)."""
     build_cpus: float = 2.0
     """Logical CPUs per build actor (each build runs 2 compiler jobs)."""
+    build_resources: dict[str, float] = dataclasses.field(default_factory=dict)
+    """Custom resources per build actor, to put builds on nodes of their own (e.g. {"builder": 1}
+    on CPU-only nodes started with `ray start --resources '{"builder": 8}'`). Empty: any node
+    with `build_cpus` free CPUs."""
     lost_after: int | None = None
     """For the pool that computes rewards: this many results in a row (across calls) that are all
     the harness's failures (`HARNESS_LABELS`: an actor died, timed out, or its evaluator raised)
@@ -79,6 +87,7 @@ class PoolSpec:
             ("num_actors", self.num_actors >= 1, f"must be >= 1, not {self.num_actors}"),
             ("num_gpus", self.backend != "cuda" or self.num_gpus > 0, "a cuda pool needs num_gpus > 0 per actor"),
             ("build_actors", self.build_actors >= 0, f"must be >= 0, not {self.build_actors}"),
+            ("build_cpus", self.build_cpus > 0, f"must be > 0, not {self.build_cpus}"),
             ("lost_after", self.lost_after is None or self.lost_after >= 1, f"must be >= 1, not {self.lost_after}"),
             (
                 "max_task_retries",
@@ -109,6 +118,10 @@ class PoolSpec:
             need[f"accelerator_type:{self.accelerator_type}"] = 0.001
         need.update({k: float(v) for k, v in self.resources.items()})
         return need
+
+    def build_demand(self) -> dict[str, float]:
+        """Ray resources one build actor needs ("CPU" and `build_resources`)."""
+        return {"CPU": float(self.build_cpus), **{k: float(v) for k, v in self.build_resources.items()}}
 
     def lost_after_results(self) -> int:
         """`lost_after`, or its default max(4, 2 × num_actors)."""

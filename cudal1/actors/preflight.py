@@ -155,7 +155,14 @@ def job_needs(cfg: Any) -> list[ActorNeed]:
             )
         )
         if pool.build_actors:
-            needs.append(ActorNeed.of(f"build actors of pool {name!r}", pool.build_actors, pool.build_cpus))
+            needs.append(
+                ActorNeed.of(
+                    f"build actors of pool {name!r}",
+                    pool.build_actors,
+                    pool.build_cpus,
+                    resources=dict(getattr(pool, "build_resources", None) or {}),
+                )
+            )
     if "rollout" in cfg and "learner" in cfg and cfg.rollout.get("weight_sync") == "ipc":
         # one placement-group bundle with one whole GPU for both (`generator_group.colocated_placement_group`)
         needs.append(

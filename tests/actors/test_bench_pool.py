@@ -8,14 +8,21 @@ candidate (~10 s here), so the pools are created once per module where they can 
 from __future__ import annotations
 
 import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import psutil
 import pytest
 import ray
 
 from cudal1.actors.bench_pool import BenchmarkPool, BenchmarkPools, BenchWorker, PoolSpec, RewardSourceLost
+from cudal1.actors.cluster import alive_nodes
 from cudal1.bench.result import HARNESS_LABELS, EvalResult, Label, Status
 from cudal1.pipeline.verify import verify_outliers
 from cudal1.records import Candidate
@@ -404,3 +411,119 @@ def test_timing_and_build_actors_split_a_gpu_node(monkeypatch):
     assert timing_cores("cuda") == (12, 13)
     assert build_cores() == tuple(range(12))
     assert timing_cores("cpu") is None
+
+
+SPLIT_BUILD = SEED.replace(
+    "        super().__init__()\n",
+    "        super().__init__()\n        self.lib = build('cudal1_tiny_split')\n",
+).replace(
+    "class ModelNew",
+    # A plain C++ library built in __init__ (no torch headers: about a second to compile), with
+    # its source at a stable path in the build directory, so that ninja finds it up to date.
+    "import os\nfrom torch.utils.cpp_extension import load\n\n\n"
+    "def build(name):\n"
+    "    folder = os.path.join(os.environ['TORCH_EXTENSIONS_DIR'], 'src')\n"
+    "    os.makedirs(folder, exist_ok=True)\n"
+    "    path = os.path.join(folder, name + '.cpp')\n"
+    "    if not os.path.exists(path):\n"
+    "        with open(path, 'w') as f:\n"
+    "            f.write('extern \"C\" int cudal1_tiny() { return 42; }\\n')\n"
+    "    return load(name=name, sources=[path], is_python_module=False, verbose=True)\n\n\n"
+    "class ModelNew",
+)
+
+
+@contextlib.contextmanager
+def builder_node(address: str, cache: Path):
+    """A second Ray node on this machine, with one CPU and the resource "builder", whose processes
+    see a tmpfs of their own at `cache` (a mount namespace of its own): a build node with its own
+    disk at the same cache path as the timing node's. Stopped (SIGTERM to its process group, which
+    drains it) when the block ends. Skips the test where mount namespaces are not allowed."""
+    if subprocess.run(["unshare", "-m", "true"], capture_output=True).returncode != 0:
+        pytest.skip("unshare -m is not allowed here (no CAP_SYS_ADMIN): no second filesystem view")
+    # This interpreter by its path, not the `ray` script's: torch's build files name torch's headers
+    # by the interpreter's path, and a node whose workers reach them by another would build anew.
+    ray_cli = f"{shlex.quote(sys.executable)} -m ray.scripts.scripts"
+    start = (
+        f"mount -t tmpfs tmpfs {shlex.quote(str(cache))} && exec {ray_cli} start "
+        f"--address={shlex.quote(address)} --num-cpus=1 --resources='{{\"builder\": 1}}' --block "
+        "--disable-usage-stats"
+    )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[2]), os.environ.get("PYTHONPATH", "")]),
+    }
+    node = subprocess.Popen(
+        ["unshare", "-m", "sh", "-c", start],
+        start_new_session=True,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        assert wait_for(
+            lambda: node.poll() is None and any("builder" in n["resources"] for n in alive_nodes()), timeout_s=120
+        ), f"the builder node did not join (exit code {node.poll()})"
+        yield
+    finally:
+        os.killpg(node.pid, signal.SIGTERM)
+        node.wait(timeout=60)
+
+
+def test_builds_on_a_node_of_their_own_travel_to_the_timing_actor(ray_cluster, tmp_path_factory):
+    """The build actor runs on a CPU node of its own (resource "builder"), whose cache directory is
+    a filesystem only it sees; the timing actor (on the head node) receives the build packed and
+    hashed, puts it into its own cache at the same path, and times the candidate without
+    compiling (ninja finds the library up to date) and with a correct result."""
+    from cudal1.actors.artifacts import marker_path
+    from cudal1.bench.evaluator import extensions_dir
+
+    cache = tmp_path_factory.mktemp("split-cache")
+    fields = {
+        "num_actors": 1,
+        "resources": {"node:__internal_head__": 0.001},
+        "build_actors": 1,
+        "build_cpus": 1,
+        "build_resources": {"builder": 1},
+        "settings": {**settings(tmp_path_factory), "cache_dir": str(cache)},
+    }
+    with builder_node(ray_cluster["address"], cache), pool_for_test(tmp_path_factory, "split", **fields) as p:
+        where = ray.get(p.builders[0].__ray_call__.remote(lambda self: ray.get_runtime_context().get_node_id()))
+        assert where != p.workers[0]["node_id"]
+        result = p.evaluate(Candidate(TASK, SPLIT_BUILD))
+    assert result.status == "ok", result.message + result.log[-2000:]
+    assert result.speedup > 0
+    ext = extensions_dir(p.settings, p.workers[0]["device"]["arch"], SPLIT_BUILD)
+    assert (ext / "cudal1_tiny_split" / "cudal1_tiny_split.so").is_file()  # arrived on the head's disk
+    assert marker_path(ext).is_file()
+    # Built on the builder node (the prebuild's record travelled with it), not compiled here.
+    assert result.phases_s.get("prebuild", 0) > 0 and result.build_seconds > 0
+    assert "ninja: no work to do" in result.log, result.log[-2000:]
+    assert "c++" not in result.log, result.log[-2000:]
+
+
+def test_an_artifact_that_fails_its_check_is_the_harness_failure(tmp_path_factory):
+    """Without Ray: a build whose bytes changed on the way is refused before anything is written,
+    and the result is labelled the harness's failure (measured again elsewhere, never paid)."""
+    from cudal1.actors.artifacts import Artifact, ArtifactInfo
+    from cudal1.bench.evaluator import extensions_dir
+
+    worker = BenchWorker("plain", "cpu", {**settings(tmp_path_factory), "cache_dir": str(tmp_path_factory.mktemp("c"))})
+    arch = worker.device_info["arch"]
+    key = extensions_dir(worker.settings, arch, SEED).relative_to(worker.settings.cache_dir).as_posix()
+    bad = Artifact(ArtifactInfo(key, "0" * 64, 3, "/elsewhere"), b"abc")
+    result = worker.evaluate(Candidate(TASK, SEED), bad)
+    assert result.status == "runtime_error" and set(result.labels) == {"harness_error", "artifact_refused"}
+    assert HARNESS_LABELS.intersection(result.labels) and "SHA-256" in result.message
+    assert not extensions_dir(worker.settings, arch, SEED).exists()
+
+
+def test_a_pool_whose_build_nodes_are_gone_builds_on_its_timing_actors(ray_cluster, tmp_path_factory):
+    """Build actors that no alive node can hold (their nodes lost; here a resource no node has)
+    would keep their builds waiting forever: the pool gives them up within `LOST_CHECK_S` and its
+    timing actor evaluates the candidates itself."""
+    fields = {"num_actors": 1, "build_actors": 1, "build_resources": {"no_such_node": 1}, "check_nodes": False}
+    with pool_for_test(tmp_path_factory, "no-builders", **fields) as p:
+        result = p.evaluate(Candidate(TASK, SEED))
+        assert p.builders == []
+    assert result.status == "ok", result.message

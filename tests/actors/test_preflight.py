@@ -62,6 +62,13 @@ def test_job_needs_follow_the_config():
     roles = {n.role: n.resources for n in job_needs(gpu)}
     assert any(r.get("accelerator_type:H100") for r in roles.values())
     assert roles["learner"]["GPU"] == 1.0 and roles["rollout engine"]["GPU"] == 1.0
+    assert roles["build actors of pool 'h100'"] == {"CPU": 2.0}
+    # Builds on CPU-only nodes of their own: the build actors ask for the custom resource too.
+    builder = composed(overrides=["bench=h100", "+bench.pools.h100.build_resources={builder: 1}"])
+    assert {n.role: n.resources for n in job_needs(builder)}["build actors of pool 'h100'"] == {
+        "CPU": 2.0,
+        "builder": 1.0,
+    }
     group = {
         n.role: n
         for n in job_needs(
