@@ -51,7 +51,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from cudal1.bench.result import EvalResult, Label, Status
-from cudal1.rl.rewards import RewardConfig
+from cudal1.rl.rewards import RewardConfig, finite_positive
 
 BUCKET_EDGES_MS = (0.01, 0.1, 1.0, 10.0, 100.0)
 """Edges (ms per call of the reference) of the task-size buckets: one bucket per decade."""
@@ -65,7 +65,7 @@ def size_bucket(ms: float | None, edges: tuple[float, ...] = BUCKET_EDGES_MS) ->
     the first edge, "<e_i>-<e_i+1>ms" between two (lower edge included), "ge<e_last>ms" from the
     last; "unknown" for None or a value that is not finite and > 0. Names hold only characters
     MLflow accepts in a metric name."""
-    if ms is None or isinstance(ms, bool) or not isinstance(ms, (int, float)) or not math.isfinite(ms) or ms <= 0:
+    if finite_positive(ms) is None:
         return "unknown"
     if ms < edges[0]:
         return f"lt{edges[0]:g}ms"
@@ -79,7 +79,7 @@ def reference_ms(result: EvalResult) -> float | None:
     """The reference's time per call (ms) the speedup of `result` was computed from: the smaller
     of `baseline_ms` and the reference's median where each is finite and > 0; None with neither."""
     values = [result.baseline_ms, result.reference.median_ms if result.reference is not None else None]
-    usable = [float(v) for v in values if isinstance(v, (int, float)) and math.isfinite(v) and v > 0]
+    usable = [v for v in map(finite_positive, values) if v is not None]
     return min(usable) if usable else None
 
 
@@ -93,19 +93,13 @@ def noise_key(result: EvalResult) -> tuple[str, str]:
     return pool_of(result), size_bucket(reference_ms(result))
 
 
-def _speedup(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
-        return None
-    return float(value)
-
-
 def measured_speedup(result: EvalResult | None) -> float | None:
     """The raw speedup (×) of a correct result that is a measurement of its program: status ok, a
     finite speedup > 0, not below the timer's resolution (label "below_resolution": only a lower
     bound); None otherwise."""
     if result is None or result.status is not Status.OK or Label.BELOW_RESOLUTION in result.labels:
         return None
-    return _speedup(result.speedup)
+    return finite_positive(result.speedup)
 
 
 def program_id(task_id: str, normalized: str) -> str:
@@ -162,7 +156,7 @@ class TieNoise:
         """Record two independent measurements s1, s2 (×, finite, > 0) of one program in one pool
         and task-size bucket: |ln s1 - ln s2| joins that key's window and the pool's "all" window.
         Raises ValueError for a speedup that is not finite and > 0."""
-        a, b = _speedup(s1), _speedup(s2)
+        a, b = finite_positive(s1), finite_positive(s2)
         if a is None or b is None:
             raise ValueError(f"speedups must be finite and > 0, got {s1}, {s2}")
         d = abs(math.log(a) - math.log(b))
@@ -185,7 +179,7 @@ class TieNoise:
         pool, bucket = noise_key(result)
         added = 0
         check = result.second_opinion
-        if check is not None and check.status is Status.OK and _speedup(check.speedup) is not None:
+        if check is not None and check.status is Status.OK and finite_positive(check.speedup) is not None:
             self.add_pair(pool, bucket, s, float(check.speedup))  # type: ignore[arg-type]
             added += 1
         if program is not None and self.programs > 0:

@@ -341,10 +341,10 @@ def round_speedups(result: EvalResult) -> list[float]:
     ):
         return []
     values = [*ref.round_medians_ms, *cand.round_medians_ms]
-    if not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in values):
+    if any(finite_positive(v) is None for v in values):
         return []
-    cap = result.baseline_ms if _positive(result.baseline_ms) else math.inf
-    floor = result.resolution_ms if _positive(result.resolution_ms) else 0.0
+    cap = finite_positive(result.baseline_ms) or math.inf
+    floor = finite_positive(result.resolution_ms) or 0.0
     # The evaluator's ratio (cudal1.bench.timing.speedup_stats), not imported: that module needs torch.
     return [max(min(r, cap), floor) / max(c, floor) for r, c in zip(ref.round_medians_ms, cand.round_medians_ms)]
 
@@ -365,10 +365,6 @@ def consistent_speedup(result: EvalResult, quantile: float, speedup: float) -> f
     return max(1.0, min(low, speedup))
 
 
-def _positive(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-
-
 def label_factor(labels: Iterable[str], cfg: RewardConfig) -> float:
     """The product of the factors of every label in `labels` that a `label_factors` key matches
     (the key itself, or "<key>:<anything>")."""
@@ -380,8 +376,9 @@ def label_factor(labels: Iterable[str], cfg: RewardConfig) -> float:
     return factor
 
 
-def _finite_speedup(value: Any) -> float | None:
-    """`value` as a speedup (×) when it is a finite number > 0, else None."""
+def finite_positive(value: Any) -> float | None:
+    """`value` as a float when it is a finite number > 0 (not a bool), else None: a usable
+    speedup (×) or time (ms)."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
         return None
     return float(value)
@@ -403,7 +400,7 @@ def needs_second_opinion(result: EvalResult | None, best_known: float | None, cf
     `cfg.verify_over_best` × `best_known` (the task's best stored speedup, × ; None: unknown)."""
     if result is None or result.status is not Status.OK:
         return False
-    s = _finite_speedup(result.speedup)
+    s = finite_positive(result.speedup)
     if s is None:
         return False
     return s > cfg.verify_above or (best_known is not None and best_known > 0 and s > cfg.verify_over_best * best_known)
@@ -422,7 +419,7 @@ def second_opinion(first: EvalResult, second: EvalResult, cfg: RewardConfig) -> 
     that do not.
     """
     s1 = float(first.speedup)  # type: ignore[arg-type]
-    s2 = _finite_speedup(second.speedup) if second.status is Status.OK else None
+    s2 = finite_positive(second.speedup) if second.status is Status.OK else None
     disagreement = abs(s1 - s2) / min(s1, s2) if s2 is not None else None
     tolerance = float(cfg.verify_tolerance)
     return SecondOpinion(
@@ -501,7 +498,7 @@ def price(
         mine = normalized_code(code)
         if any(normalized_code(other) == mine for other in shown):
             return Priced(fail, "copy")
-    speedup = _finite_speedup(result.speedup)
+    speedup = finite_positive(result.speedup)
     if speedup is None:
         return Priced(fail, "bad_speedup", trainable=False)
     spread = _spread(result)
@@ -545,7 +542,7 @@ def paid_speedup(result: EvalResult | None, cfg: RewardConfig | None = None) -> 
     cfg = cfg or RewardConfig()
     priced = price(result, cfg=cfg)
     if priced.reason == "fallback" and result is not None:
-        measured = _finite_speedup(result.speedup)
+        measured = finite_positive(result.speedup)
         return conservative_speedup(measured, cfg) if measured is not None else None
     if priced.speedup is None or priced.unpaid:
         return None
