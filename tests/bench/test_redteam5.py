@@ -171,28 +171,53 @@ def test_a_relative_error_of_two_percent_on_outputs_of_order_one_is_refused() ->
     assert not ok
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: float32's tolerance is |cand - ref| <= 1e-3 * |ref| + 1e-3 * max(1, mean |ref|), so on "
-    "outputs far below 1e-3 (a softmax over 4096 columns: 2.4e-4 on average) any relative error fits: a "
-    "softmax with no reduction at all, exp(x) over the normalizer a randn row has on average (4096 * e^0.5), "
-    "off by up to 5% on every value, passes (here, seed 0). As a candidate that is exact where the input "
-    "looks shifted (|x| > 6 in its first 64 columns; candidates/softmax_expected_normalizer.py on the "
-    "test_redteam SOFTMAX task) it passed all 7 trials (max error 3.5e-4 to 6.2e-4) in 3 evaluations of 3, "
-    "was paid 0.21-0.47x on this CPU (slower than the fused softmax here), and in 1 of the 3 one timed value "
-    "of about 100 calls was 1.07e-3 off (result_cache): a GPU kernel that skips the reductions would be paid "
-    "what it saves, at that risk",
-)
-def test_a_softmax_with_no_reduction_is_refused() -> None:
-    from cudal1.bench.correctness import compare_values
+def test_a_softmax_with_no_reduction_is_refused(cache_dir) -> None:
+    """exp(x) over the normalizer a randn row has on average (4096 * e^0.5), off by up to 5% on
+    every value and exact where the input looks shifted: every value lies far below the absolute
+    allowance an output of magnitude 1 gets (1e-3), which the judge no longer gives an output of
+    magnitude 2.4e-4 (`correctness.noise_scale_floor`, measured on the first trial): wrong in
+    trial 1. Before, it passed all 7 trials in 3 evaluations of 3."""
+    r = run(SOFTMAX, evalkit.candidate("softmax_expected_normalizer"), cache_dir, calls_per_round=2)
+    assert r.status is Status.INCORRECT and r.message.startswith("trial 1"), evalkit.describe(r)
+
+
+def test_an_exact_softmax_computed_otherwise_passes(cache_dir) -> None:
+    """The control: the softmax written out (max subtracted, exp, sum, divide), which rounds
+    otherwise than torch.softmax, passes every trial under the allowance held to the output's
+    magnitude."""
+    r = run(SOFTMAX, evalkit.candidate("softmax_written_out"), cache_dir, calls_per_round=2)
+    assert r.status is Status.OK and r.correctness_trials >= 5, evalkit.describe(r)
+
+
+def test_the_allowance_follows_the_output_magnitude_unless_that_is_noise() -> None:
+    """`noise_scale_floor`: a softmax over 4096 columns (magnitude 2.4e-4, moving by about 1e-11
+    at the rounding level) is held to its own magnitude, so 5% off everywhere is refused and the
+    float64 answer passes; a mean of normalized values (magnitude 1e-8, all of it rounding noise)
+    keeps an allowance at its noise, so the float64 answer passes there too."""
+    from cudal1.bench.correctness import compare_values, noise_scale_floor
+    from cudal1.bench.inputs import rounding_perturbed
 
     torch.manual_seed(0)
     x = torch.randn(16, 4096)
     ref = torch.softmax(x, dim=1)
+    floor = noise_scale_floor(torch.softmax(rounding_perturbed([x])[0], dim=1), ref)
+    assert floor < 1e-3
     cand = torch.exp(x) / (x.shape[1] * math.exp(0.5))
-    assert float(((cand - ref).abs() / ref).max()) > 0.04  # every row is off by its own normalizer's error
-    ok, _, _ = compare_values(cand, ref)
-    assert not ok
+    assert compare_values(cand, ref)[0]  # the allowance of magnitude 1: the hole
+    assert not compare_values(cand, ref, scale_floor=floor)[0]
+    assert compare_values(torch.softmax(x.double(), dim=1).float(), ref, scale_floor=floor)[0]
+
+    def centred(v: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.layer_norm(v, v.shape[1:]).mean(dim=(1, 2, 3))
+
+    v = torch.randn(8, 16, 32, 32)
+    noise_ref = centred(v)
+    assert float(noise_ref.abs().mean()) < 1e-6
+    noise_floor = noise_scale_floor(centred(rounding_perturbed([v])[0]), noise_ref)
+    assert noise_floor > float(noise_ref.abs().mean())
+    assert compare_values(centred(v.double()).float(), noise_ref, scale_floor=noise_floor)[0]
+    assert not compare_values(noise_ref + 1e-3, noise_ref, scale_floor=noise_floor)[0]
+    assert compare_values(noise_ref + 1e-3, noise_ref)[0]  # the allowance of magnitude 1 took it
 
 
 # -- (6) the host's own reports switched off --------------------------------------------------------
