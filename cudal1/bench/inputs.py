@@ -78,6 +78,26 @@ def make_input_sets(
     return sets
 
 
+PERTURBED = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64})
+"""The input dtypes `rounding_perturbed` changes (float8 inputs are left alone)."""
+
+
+def rounding_perturbed(x: list[Any]) -> list[Any] | None:
+    """`x` with each float input (`PERTURBED`) multiplied by 1 + u, u uniform in ±2 epsilons of
+    its dtype, drawn on its device from the current generator state: the inputs changed at the
+    rounding level, to see how far an output moves with its own rounding noise. None when `x`
+    has no such input. Other inputs are passed through, not copied."""
+    if not any(isinstance(t, torch.Tensor) and t.dtype in PERTURBED for t in x):
+        return None
+    # In place on one fresh tensor per input: no full-size temporaries beyond it (inputs reach GiBs).
+    return [
+        torch.rand_like(t).mul_(2).sub_(1).mul_(2 * torch.finfo(t.dtype).eps).add_(1).mul_(t)
+        if isinstance(t, torch.Tensor) and t.dtype in PERTURBED
+        else t
+        for t in x
+    ]
+
+
 def make_init_inputs(task_module: types.ModuleType) -> list[Any]:
     """The constructor arguments, from the task (never from the candidate)."""
     return list(task_module.get_init_inputs())

@@ -117,7 +117,6 @@ otherwise than the reference, cannot be told from wrong code. Measured on the CP
 trial (x*30): the reference's own float32 error (against float64) was 0.97 of the tolerance on
 level2/8 (a softmax between two matmuls) and 0.28 on level3/2, where this measure gave 0.83 and
 0.27; every other builtin task stayed below 0.04 on both."""
-_PERTURBED = frozenset({torch.float16, torch.bfloat16, torch.float32, torch.float64})
 CPU_PROBE_MIB = 1024
 """On CUDA, a wide integer trial is first tried on a copy of the reference on the CPU
 (`Judge._outside_domain`) only where the inputs and the reference's weights take at most this
@@ -218,6 +217,9 @@ class Judge:
         self.spent: dict[str, float] = {}
         self._cpu_reference: Any = None
         """The reference built again on the CPU, for inputs it may refuse (`_outside_domain`)."""
+        self.scale_floors: list[float] | None = None
+        """Per tensor output, `compare_values`'s scale floor (`_measure_noise`, on the first
+        nominal trial); None until then (1.0 each)."""
 
     # -- seeds, inputs, labels -----------------------------------------------------------------
 
@@ -780,8 +782,11 @@ class Judge:
             if why is not None:
                 return f"{path}: {why}", float("nan")
         worst = 0.0
-        for path, got, want in zip(self.tensor_paths, snapshot, ref_tensors):
-            ok, err, message = correctness.compare_values(got, want, self.settings.rtol, self.settings.atol)
+        floors = self.scale_floors or [1.0] * len(ref_tensors)
+        for path, got, want, floor in zip(self.tensor_paths, snapshot, ref_tensors, floors):
+            ok, err, message = correctness.compare_values(
+                got, want, self.settings.rtol, self.settings.atol, scale_floor=floor
+            )
             if not ok:
                 return f"output tensor {path}: {message}", err
             worst = max(worst, err)
@@ -1054,6 +1059,8 @@ class Judge:
             if why is not None:
                 skipped.append(f"{what}: {why}")  # the reference leaves its domain here: no trial
                 continue
+            if self.scale_floors is None:
+                self._measure_noise(x, ref_out)
             wall_ms, msg, snapshot = self._call([x], timed=False)
             self._last_values = msg["values"]
             expected = _expected(ref_out)
@@ -1073,36 +1080,70 @@ class Judge:
 
     def _sensitivity(self, x: list[Any], ref_out: Any) -> float:
         """How far the reference's output moves, as a share of the comparison's tolerance
-        (`correctness.share_of_tolerance`, the largest over its tensors), when each float input of
-        `x` is multiplied by 1 + u, u uniform in ±2 epsilons of its dtype, drawn on its device
-        from the trial's seeded generator state (`_PERTURBED` dtypes; float8 inputs are left
-        alone): 0.0 when `x` has no such input, inf when the reference raises on the changed
-        inputs or its structure changes. Raises Verdict only for a CUDA fault of the reference."""
-        if not any(isinstance(t, torch.Tensor) and t.dtype in _PERTURBED for t in x):
+        (`correctness.share_of_tolerance` with the judge's scale floors, the largest over its
+        tensors), when the float inputs of `x` change at the rounding level (`inputs.rounding_perturbed`): 0.0
+        when `x` has no such input, inf when the reference raises on the changed inputs or its
+        structure changes. Raises Verdict only for a CUDA fault of the reference."""
+        moved = self._moved_reference(x)
+        if moved is None:
             return 0.0
-        # In place on one fresh tensor per input: no full-size temporaries beyond it (inputs reach GiBs).
-        xp = [
-            torch.rand_like(t).mul_(2).sub_(1).mul_(2 * torch.finfo(t.dtype).eps).add_(1).mul_(t)
-            if isinstance(t, torch.Tensor) and t.dtype in _PERTURBED
-            else t
-            for t in x
-        ]
-        try:
-            moved = self._reference(xp)
-        except Verdict as v:
-            if any(m in v.message for m in CUDA_FAULT_MARKERS):
-                raise
+        if moved is math.inf:
             return math.inf
         a, b = correctness.flatten(moved), correctness.flatten(ref_out)
         if len(a) != len(b):
             return math.inf
-        share = 0.0
+        share, leaf = 0.0, 0
         for (_, got), (_, want) in zip(a, b):
             if isinstance(want, torch.Tensor):
                 if not isinstance(got, torch.Tensor) or got.shape != want.shape or got.dtype != want.dtype:
                     return math.inf
-                share = max(share, correctness.share_of_tolerance(got, want, self.settings.rtol, self.settings.atol))
+                floor = self.scale_floors[leaf] if self.scale_floors else 1.0
+                leaf += 1
+                share = max(
+                    share,
+                    correctness.share_of_tolerance(
+                        got, want, self.settings.rtol, self.settings.atol, scale_floor=floor
+                    ),
+                )
         return share
+
+    def _moved_reference(self, x: list[Any]) -> Any:
+        """The reference's output on `_perturbed(x)`; None when nothing can be perturbed, math.inf
+        when the reference raises there. Raises Verdict only for a CUDA fault of the reference."""
+        xp = inputs_mod.rounding_perturbed(x)
+        if xp is None:
+            return None
+        try:
+            return self._reference(xp)
+        except Verdict as v:
+            if any(m in v.message for m in CUDA_FAULT_MARKERS):
+                raise
+            return math.inf
+
+    def _measure_noise(self, x: list[Any], ref_out: Any) -> None:
+        """Set each tensor output's scale floor (`correctness.noise_scale_floor`, in the order of
+        `tensor_paths`) from how far the reference moves when the nominal inputs `x` change at
+        the rounding level: an output far below 1 in magnitude is then held to its own magnitude,
+        unless its magnitude is its own rounding noise. Every floor stays 1.0 (atol absolute below
+        magnitude 1) where nothing can be perturbed, the reference raises on the changed inputs,
+        or their output is not the same tree. Raises Verdict only for a CUDA fault."""
+        ref_tensors = _expected(ref_out)[0]
+        self.scale_floors = [1.0] * len(ref_tensors)
+        moved = self._moved_reference(x)
+        if moved is None or moved is math.inf:
+            return
+        if correctness.structure(moved) != correctness.structure(ref_out):
+            return
+        moved_tensors = _expected(moved)[0]
+        if len(moved_tensors) != len(ref_tensors):
+            return
+        self.scale_floors = [
+            correctness.noise_scale_floor(m, r, self.settings.atol)
+            if isinstance(m, torch.Tensor) and m.dtype == r.dtype
+            else 1.0
+            for m, r in zip(moved_tensors, ref_tensors)
+        ]
+        self.extra["scale_floors"] = dict(zip(self.tensor_paths, self.scale_floors))
 
     def _outside_domain(self, x: list[Any]) -> str | None:
         """Why the reference refuses inputs `x` whose integers were moved, on a copy built on the
