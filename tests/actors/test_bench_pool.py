@@ -236,7 +236,7 @@ def test_killed_actor_loses_no_result(pool):
     assert [r.status for r in again] == ["ok", "ok"]
 
 
-def test_a_pool_of_one_measures_again_itself_and_a_kill_without_retries_gives_a_labelled_result(
+def test_a_pool_of_one_gives_the_second_opinion_itself_and_a_killed_call_without_retries_is_labelled(
     ray_cluster, tmp_path_factory
 ):
     """A pool of one actor gives a second opinion itself (asked to avoid its only actor); with
