@@ -1,4 +1,11 @@
-"""The real `cudal1` CLI (subprocess) on builtin tasks with seed solutions, on the CPU backend."""
+"""The real `cudal1` CLI on builtin tasks with seed solutions, on the CPU backend.
+
+`test_eval_seed_solution_json` runs it as a user does, a subprocess (`python -m cudal1.cli`, its
+exit code and its stdout); the other tests call the same `main(argv)` in this process (`run`), with
+the same arguments, working directory and build cache, and read its exit code, stdout and stderr:
+a subprocess per call would add an interpreter, a torch import and a fork server's start (about 5 s
+each on 2 cores) to what they check.
+"""
 
 from __future__ import annotations
 
@@ -54,6 +61,24 @@ def cli(args: list[str], env: dict[str, str], cwd: Path) -> subprocess.Completed
     )
 
 
+@pytest.fixture
+def run(env, monkeypatch, capsys):
+    """`cudal1 ARGS` in this process: `cudal1.cli.main(ARGS)` in `cwd`, with the module's
+    CUDAL1_CACHE; returns what the subprocess would (returncode, stdout, stderr)."""
+    from cudal1.cli import main
+
+    monkeypatch.setenv("CUDAL1_CACHE", env["CUDAL1_CACHE"])
+
+    def call(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+        monkeypatch.chdir(cwd)
+        capsys.readouterr()
+        code = main(args)
+        out = capsys.readouterr()
+        return subprocess.CompletedProcess(["cudal1", *args], code, out.out, out.err)
+
+    return call
+
+
 def wrong_solution(seed: Path) -> str:
     """The seed solution with every output shifted by 1: runs fine, must be judged incorrect."""
     return seed.read_text() + (
@@ -86,24 +111,24 @@ def test_eval_seed_solution_json(seeds, env, tmp_path):
     assert record["correctness_trials"] >= 5
 
 
-def test_eval_wrong_solution_text(seeds, env, tmp_path):
+def test_eval_wrong_solution_text(seeds, run, tmp_path):
     task_id, seed = next(iter(seeds.items()))
     wrong = tmp_path / "wrong.py"
     wrong.write_text(wrong_solution(seed))
-    proc = cli(["eval", "--task", task_id, "--solution", str(wrong), "--rounds", ROUNDS], env, tmp_path)
+    proc = run(["eval", "--task", task_id, "--solution", str(wrong), "--rounds", ROUNDS], tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     lines = {ln.split()[0]: ln for ln in proc.stdout.splitlines() if ln.strip()}
     assert lines["status"].split()[1] == "incorrect"
     assert task_id in lines["task"]
 
 
-def test_eval_timeout_ends_a_hanging_candidate_as_a_timeout(env, tmp_path):
+def test_eval_timeout_ends_a_hanging_candidate_as_a_timeout(run, tmp_path):
     hang = tmp_path / "hang.py"
     hang.write_text(
         "import torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n    def forward(self, *args):\n        while True:\n"
         "            pass\n"
     )
-    proc = cli(["eval", "--task", "level1/3", "--solution", str(hang), "--timeout-s", "5"], env, tmp_path)
+    proc = run(["eval", "--task", "level1/3", "--solution", str(hang), "--timeout-s", "5"], tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     lines = {ln.split()[0]: ln for ln in proc.stdout.splitlines() if ln.strip()}
     assert lines["status"].split()[1] == "timeout"
@@ -175,12 +200,12 @@ def get_init_inputs():
 """
 
 
-def test_eval_a_standalone_task_file(env, tmp_path):
+def test_eval_a_standalone_task_file(run, tmp_path):
     """A KernelBench-format file outside any suite is a task; one without Model says so; a
     candidate with a syntax error is reported without a worker; a slower one is called slower."""
     (tmp_path / "task.py").write_text(STANDALONE_TASK)
     (tmp_path / "sol.py").write_text(STANDALONE_TASK.replace("class Model(", "class ModelNew("))
-    proc = cli(["eval", "--task", "task.py", "--solution", "sol.py", "--json", "--rounds", ROUNDS], env, tmp_path)
+    proc = run(["eval", "--task", "task.py", "--solution", "sol.py", "--json", "--rounds", ROUNDS], tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     record = json.loads(proc.stdout)
     assert record["task_id"] == "level0/0" and record["status"] == "ok"
@@ -188,11 +213,11 @@ def test_eval_a_standalone_task_file(env, tmp_path):
     assert ("faster" in words) == (round(record["speedup"], 3) > 1.0), record["message"]
 
     (tmp_path / "nomodel.py").write_text(STANDALONE_TASK.replace("class Model(", "class Other("))
-    proc = cli(["eval", "--task", "nomodel.py", "--solution", "sol.py"], env, tmp_path)
+    proc = run(["eval", "--task", "nomodel.py", "--solution", "sol.py"], tmp_path)
     assert proc.returncode == 2 and "task file nomodel.py: missing module-level Model" in proc.stderr
 
     (tmp_path / "broken.py").write_text("class ModelNew(torch.nn.Module)\n    pass\n")
-    proc = cli(["eval", "--task", "task.py", "--solution", "broken.py", "--json"], env, tmp_path)
+    proc = run(["eval", "--task", "task.py", "--solution", "broken.py", "--json"], tmp_path)
     record = json.loads(proc.stdout)
     assert record["status"] == "compile_error" and record["eval_seconds"] is None  # no worker ran
     assert "SyntaxError: expected ':' (<candidate>, line 1)" in record["message"]
@@ -219,7 +244,7 @@ def _jsonl(path: Path) -> list[dict]:
     return [json.loads(ln) for ln in path.read_text().splitlines() if ln.strip()]
 
 
-def test_eval_suite_results_resume_and_summary(seeds, env, tmp_path):
+def test_eval_suite_results_resume_and_summary(seeds, run, tmp_path):
     (good_id, good_seed), (bad_id, bad_seed) = list(seeds.items())
     sol = tmp_path / "solutions"
     (sol / "level1").mkdir(parents=True)
@@ -242,7 +267,7 @@ def test_eval_suite_results_resume_and_summary(seeds, env, tmp_path):
         "2",
     ]
 
-    proc = cli(args, env, tmp_path)
+    proc = run(args, tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr  # one candidate is wrong
     assert "notes.py" in proc.stderr  # unmatched file reported
     records = {r["task_id"]: r for r in _jsonl(out)}
@@ -264,7 +289,7 @@ def test_eval_suite_results_resume_and_summary(seeds, env, tmp_path):
     assert "tasks evaluated" in proc.stdout and "fast_1.5" in proc.stdout
 
     # an existing results file is never silently overwritten
-    assert cli(args, env, tmp_path).returncode == 2
+    assert run(args, tmp_path).returncode == 2
 
     # Resume after a run killed mid-write, with one solution edited since: the unchanged task is
     # skipped, the edited one is evaluated again, the torn line is ignored.
@@ -272,7 +297,7 @@ def test_eval_suite_results_resume_and_summary(seeds, env, tmp_path):
     bad_file.write_text(bad_file.read_text() + "\n# edited\n")
     with open(out, "a") as f:
         f.write('{"task_id": "' + good_id + '", "sta')
-    proc = cli([*args, "--resume"], env, tmp_path)
+    proc = run([*args, "--resume"], tmp_path)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "1 task(s) already in" in proc.stderr
     assert "1 task(s) in" in proc.stderr and "changed solution" in proc.stderr
@@ -337,7 +362,7 @@ def test_the_printed_result_shows_the_figures_that_make_the_speedup(ref, cand, b
     assert "resolution" in text
 
 
-def test_tasks_probe_prints_one_line_per_task(env, tmp_path):
+def test_tasks_probe_prints_one_line_per_task(run, tmp_path):
     """`cudal1 tasks --probe`: one line per task as it finishes (id, status, seconds, name, reason),
     the listing, the summary and, with --json, the report; a hub model fails without a worker."""
     head = "import torch\nimport torch.nn as nn\n\nclass Model(nn.Module):\n    def forward(self, x):\n        return "
@@ -352,9 +377,8 @@ def test_tasks_probe_prints_one_line_per_task(env, tmp_path):
     for name, text in files.items():
         (tmp_path / "level1" / name).write_text(text)
     report = tmp_path / "report.json"
-    proc = cli(
+    proc = run(
         ["tasks", "--tasks", str(tmp_path), "--levels", "1", "--probe", "--jobs", "1", "--json", str(report)],
-        env,
         tmp_path,
     )
     assert proc.returncode == 0, proc.stderr
@@ -372,5 +396,5 @@ def test_tasks_probe_prints_one_line_per_task(env, tmp_path):
     data = json.loads(report.read_text())
     assert [t["task_id"] for t in data["tasks"]] == ["level1/1", "level1/2"] and len(data["failures"]) == 2
     # Usage errors: one line, exit code 2.
-    bad = cli(["tasks", "--tasks", str(tmp_path), "--probe", "--jobs", "0"], env, tmp_path)
+    bad = run(["tasks", "--tasks", str(tmp_path), "--probe", "--jobs", "0"], tmp_path)
     assert bad.returncode == 2 and bad.stderr.strip() == "cudal1: --jobs must be at least 1"

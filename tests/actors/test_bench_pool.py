@@ -176,12 +176,6 @@ def test_outliers_are_measured_again_on_another_actor_before_they_are_paid(pool)
     assert verify_outliers(pool, candidates, results, {TASK: 1e6}, quiet) == 0
 
 
-def test_a_pool_of_one_gives_the_second_opinion_itself(ray_cluster, tmp_path_factory):
-    with pool_for_test(tmp_path_factory, "alone", num_actors=1) as alone:
-        [result] = alone.evaluate_many([Candidate(TASK, SEED)], progress=False, avoid=[0])
-        assert result.status == "ok" and result.actor == 0, result.message
-
-
 def test_actors_hold_the_custom_resource(pool):
     assert len(pool.workers) == 2
     for info in pool.workers:
@@ -242,9 +236,16 @@ def test_killed_actor_loses_no_result(pool):
     assert [r.status for r in again] == ["ok", "ok"]
 
 
-def test_kill_without_retries_gives_a_labelled_result(ray_cluster, tmp_path_factory):
-    """With max_task_retries=0 the killed call is not rerun: its candidate is labelled, not lost."""
-    with pool_for_test(tmp_path_factory, "no-retry", num_actors=1, max_task_retries=0) as pool:
+def test_a_pool_of_one_gives_the_second_opinion_itself_and_a_killed_call_without_retries_is_labelled(
+    ray_cluster, tmp_path_factory
+):
+    """A pool of one actor gives a second opinion itself (asked to avoid its only actor); with
+    max_task_retries=0 a killed call is not rerun: its candidate is labelled, not lost. One pool
+    for both: a pool's start is most of either check's time."""
+    with pool_for_test(tmp_path_factory, "single", num_actors=1, max_task_retries=0) as pool:
+        [result] = pool.evaluate_many([Candidate(TASK, SEED)], progress=False, avoid=[0])
+        assert result.status == "ok" and result.actor == 0, result.message
+
         candidates = [Candidate(TASK, SEED, origin="killed"), Candidate(TASK, SEED, origin="after")]
         runner, out = evaluate_in_background(pool, candidates)
         while not pool.busy:
@@ -283,23 +284,19 @@ def test_a_candidate_whose_actor_is_lost_is_measured_on_another_actor(ray_cluste
         assert all(r.actor == 1 - victim for r in results[2:])  # the third waited for the live actor
 
 
-def test_call_past_its_timeout_is_labelled(ray_cluster, tmp_path_factory):
-    """A call with no answer within call_timeout_s is given up: labelled timeout, actor restarted."""
-    with pool_for_test(tmp_path_factory, "impatient", num_actors=1, call_timeout_s=1.0) as pool:
+def test_calls_past_their_timeout_are_labelled_and_a_reward_pool_of_only_those_is_lost(ray_cluster, tmp_path_factory):
+    """A call with no answer within call_timeout_s (1 s) is given up: labelled timeout, actor
+    restarted. With every call past it, a pool that computes rewards stops the run after
+    `lost_after` such results in a row (issue 25: a run whose reward source is gone must not train
+    on nothing and exit 0); the same pool recording only labels each candidate and goes on. One
+    pool for both: its start is most of the first check's time."""
+    with pool_for_test(tmp_path_factory, "impatient", num_actors=1, call_timeout_s=1.0, lost_after=2) as pool:
         start = time.monotonic()
         [result] = pool.evaluate_many([Candidate(TASK, SEED)], progress=False)
         assert result.status == "timeout" and result.labels == ["actor_timeout"], result
         assert time.monotonic() - start < 30
         assert pool.busy == {}
 
-
-def test_a_reward_pool_whose_results_are_all_harness_failures_is_lost_and_a_recording_pool_is_not(
-    ray_cluster, tmp_path_factory
-):
-    """Every call past its 1 s limit: a pool that computes rewards stops the run after `lost_after`
-    such results in a row (issue 25: a run whose reward source is gone must not train on nothing
-    and exit 0); the same pool recording only labels each candidate and goes on."""
-    with pool_for_test(tmp_path_factory, "lost", num_actors=1, call_timeout_s=1.0, lost_after=2) as pool:
         recorded = pool.evaluate_many([Candidate(TASK, SEED)] * 3, progress=False)
         assert [r.labels for r in recorded] == [["actor_timeout"]] * 3
         pool.computes_rewards = True

@@ -52,7 +52,7 @@ CRASHES = [
     ("crash_segfault", {}, Status.RUNTIME_ERROR, "worker_crashed", "SIGSEGV"),
     ("crash_os_exit", {}, Status.RUNTIME_ERROR, "worker_crashed", "exit code 0"),
     ("crash_sigkill_self", {}, Status.RUNTIME_ERROR, "worker_crashed", "SIGKILL"),
-    ("hang_busy_loop", {"wall_timeout_s": 10.0}, Status.TIMEOUT, None, "no result within 10 s"),
+    ("hang_busy_loop", {"wall_timeout_s": 5.0}, Status.TIMEOUT, None, "no result within 5 s"),
     ("alloc_huge", {}, Status.RESOURCE_EXCEEDED, None, "forward"),
     ("alloc_gradual", {"memory_limit_mib": 1024}, Status.RESOURCE_EXCEEDED, None, "> limit 1024 MiB"),
     ("exit_at_import", {}, Status.COMPILE_ERROR, None, "SystemExit"),

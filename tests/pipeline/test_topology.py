@@ -8,7 +8,7 @@
 
 A benchmark actor killed in the middle of a batch (no result lost) is tested on the pool itself:
 tests/actors/test_bench_pool.py::test_killed_actor_loses_no_result and
-::test_kill_without_retries_gives_a_labelled_result.
+::test_a_pool_of_one_gives_the_second_opinion_itself_and_a_killed_call_without_retries_is_labelled.
 
 Slow (tens of seconds each: they start the generator, learner and benchmark actors for real).
 """
