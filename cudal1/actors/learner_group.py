@@ -224,6 +224,10 @@ class LearnerGroup:
         """How messages name rank i: "learner rank i (actor <id>)"."""
         return self.ranks[i].label(f"learner rank {i}")
 
+    def labels(self) -> list[str]:
+        """`label(i)` of every rank, rank 0 first."""
+        return [self.label(i) for i in range(len(self.ranks))]
+
     def calls(self, name: str, *args: Any, **kwargs: Any) -> list[tuple[str, Any]]:
         """Start the group method `name` on its ranks (split as the module docstring says);
         returns (label, ObjectRef) per rank, rank 0 first."""

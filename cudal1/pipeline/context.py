@@ -156,6 +156,8 @@ class RunContext:
             ):
                 log.info("waiting for the %s", name)
                 handle.ready()
+            # Ray's actor ids, as the messages of a lost or silent actor name them (`ray list actors`).
+            log.info("actors: %s", ", ".join([*ctx.generator.labels(), *ctx.learner.labels()]))
             if cfg.ray.storage == "shared":
                 check_shared_run_dir(run_dir, {"buffer": ctx.buffer, **ctx.learner.rank_handles()})
         except BaseException:
