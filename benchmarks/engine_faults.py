@@ -108,7 +108,7 @@ def policy_gap(export: Path, rollouts: Path) -> dict[str, float]:
     import torch
     from transformers import AutoModelForCausalLM
 
-    model = AutoModelForCausalLM.from_pretrained(export, torch_dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(export, dtype=torch.float32).eval()
     diffs: list[float] = []
     for line in rollouts.read_text().splitlines():
         gen = json.loads(line)["generation"]

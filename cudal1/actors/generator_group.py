@@ -377,7 +377,7 @@ class GeneratorGroup:
             return
         limits = sampling.pop("max_tokens", None)
         per_prompt = limits is not None and not isinstance(limits, int)
-        streams: dict[Any, tuple[int, list[int]]] = {}  # ObjectRefGenerator -> (engine, its prompt indices)
+        streams: dict[Any, tuple[int, list[int], ShellHandle]] = {}  # stream -> (engine, its prompts, its actor)
 
         def launch(indices: list[int], engines: list[int]) -> None:
             for e, idx in split_over(indices, engines):
@@ -385,10 +385,12 @@ class GeneratorGroup:
                 if limits is not None:
                     own["max_tokens"] = [limits[i] for i in idx] if per_prompt else limits
                 stream = self.engines[e].generate_stream.stream([prompts[i] for i in idx], n=n, **own)
-                streams[stream] = (e, idx)
+                streams[stream] = (e, idx, self.engines[e])
                 waiting.append(stream)
 
         waiting: list[Any] = []
+        if not self.live() and self.catch_up is not None:  # every engine replaced since the last sync
+            self.catch_up()
         launch(list(range(len(prompts))), self.live())
         delivered: dict[Any, set[int]] = {}  # stream -> the prompt indices it handed out
         restarted: set[int] = set()
@@ -402,7 +404,7 @@ class GeneratorGroup:
                 ]
                 waiting = []
             for stream in ready:
-                engine, idx = streams[stream]
+                engine, idx, _ = streams[stream]
                 try:
                     ref = next(stream)
                 except StopIteration:
@@ -421,7 +423,7 @@ class GeneratorGroup:
                 waiting.append(stream)
                 yield idx[index], group
             for stream, cause in lost:
-                engine, idx = streams[stream]
+                engine, idx, actor = streams[stream]
                 done = delivered.setdefault(stream, set())
                 owed = missing_prompts(idx, done)
                 error = EngineStreamError(engine, len(done), len(idx), cause)
@@ -431,7 +433,8 @@ class GeneratorGroup:
                         raise error
                     restarted.add(engine)
                     t0 = time.perf_counter()
-                    self.restart(engine)
+                    if self.engines[engine] is actor:  # not replaced yet (a catch-up sync replaces the dead it finds)
+                        self.restart(engine)
                     targets = self.live()
                     if not targets and self.catch_up is not None:
                         self.catch_up()

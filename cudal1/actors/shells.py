@@ -198,6 +198,10 @@ def wait_all(refs: list[Any], timeout_s: float | None = None) -> list[Any]:
     return ray.get(list(refs), timeout=timeout_s)
 
 
+DEATH_GRACE_S = 10.0
+"""How long `wait_named`, after a call raised, looks for another of its calls whose actor died."""
+
+
 def wait_named(
     calls: Sequence[tuple[str, Any]], what: str, timeout_s: float | None, lost: type[ActorLost] = ActorLost
 ) -> list[Any]:
@@ -206,7 +210,9 @@ def wait_named(
     without waiting for the others (which may be blocked in a collective with the failed one).
 
     Raises:
-        `lost` (an `ActorLost`): a call's actor died (RayActorError), naming it and `what`.
+        `lost` (an `ActorLost`): a call's actor died (RayActorError), naming it and `what`; also
+            when a call raised and another call's actor is found dead within `DEATH_GRACE_S`
+            (the members of a collective fail when one of them dies).
         the call's own error (RayTaskError, an instance of the exception it raised).
         ActorStalled: calls still unanswered after `timeout_s` (None: no limit), naming each.
     """
@@ -215,6 +221,11 @@ def wait_named(
     labels = {ref: label for label, ref in calls}
     pending = [ref for _, ref in calls]
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
+
+    def died(ref: Any, e: RayActorError) -> ActorLost:
+        first = str(e).strip().splitlines()
+        return lost(labels[ref], what, first[0] if first else type(e).__name__)
+
     while pending:
         left = None if deadline is None else max(0.0, deadline - time.monotonic())
         done, pending = ray.wait(pending, num_returns=1, timeout=left)
@@ -223,8 +234,19 @@ def wait_named(
         try:
             ray.get(done[0])
         except RayActorError as e:
-            first = str(e).strip().splitlines()
-            raise lost(labels[done[0]], what, first[0] if first else type(e).__name__) from e
+            raise died(done[0], e) from e
+        except Exception:
+            # A collective's members fail when one of them dies ("connection closed by peer"):
+            # the dead one, if any shows within DEATH_GRACE_S, is the cause to name.
+            others, _ = ray.wait(pending, num_returns=len(pending), timeout=DEATH_GRACE_S) if pending else ([], [])
+            for ref in others:
+                try:
+                    ray.get(ref)
+                except RayActorError as e:
+                    raise died(ref, e) from e
+                except Exception:  # noqa: BLE001 - another survivor's error: the first one is raised
+                    pass
+            raise
     return ray.get([ref for _, ref in calls])
 
 
