@@ -19,7 +19,7 @@ script finds their processes through Ray's actor table, waits for stage 2 to end
   update (`learner/skipped` 1) step 1's are the same (`policy_gap`); the same measure against the
   checkpoint a replacement starts from (`base_model`) is the control.
 - `learner_rank`: to rank 1 of a learner group of two (`learner.num_ranks=2`) while it is in a
-  call of the RL stage (title `ray::ActorShell.call`). Expected: the job stops with exit 1 and one
+  call after stage 2's export (title `ray::ActorShell.call`: a checkpoint save or an update). Expected: the job stops with exit 1 and one
   message naming the rank, the RL stage exports nothing (the title must hold for two polls 50 ms
   apart, so the kill lands in a long call, the update, rather than a short one); then the same job with `resume=true`
   (no fault) continues from the last checkpoint and finishes (exit 0).

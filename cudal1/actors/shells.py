@@ -238,12 +238,15 @@ def wait_named(
         except Exception:
             # A collective's members fail when one of them dies ("connection closed by peer"):
             # the dead one, if any shows within DEATH_GRACE_S, is the cause to name.
-            others, _ = ray.wait(pending, num_returns=len(pending), timeout=DEATH_GRACE_S) if pending else ([], [])
-            for ref in others:
+            until = time.monotonic() + DEATH_GRACE_S
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=1, timeout=max(0.0, until - time.monotonic()))
+                if not ready:
+                    break
                 try:
-                    ray.get(ref)
+                    ray.get(ready[0])
                 except RayActorError as e:
-                    raise died(ref, e) from e
+                    raise died(ready[0], e) from e
                 except Exception:  # noqa: BLE001 - another survivor's error: the first one is raised
                     pass
             raise

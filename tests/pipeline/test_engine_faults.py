@@ -20,7 +20,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 SLOW = os.environ.get("CUDAL1_SLOW_TESTS") == "1"
-pytestmark = pytest.mark.skipif(not SLOW, reason="two smoke jobs with a fault each take minutes: CUDAL1_SLOW_TESTS=1")
+pytestmark = [
+    pytest.mark.skipif(not SLOW, reason="two smoke jobs with a fault each take minutes: CUDAL1_SLOW_TESTS=1"),
+    pytest.mark.timeout(3600),  # the learner scenario runs the smoke job twice
+]
 
 
 @pytest.fixture(scope="module")
