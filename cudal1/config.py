@@ -799,8 +799,6 @@ def load_serve_config(cfg: Any = None) -> DictConfig:
         raise ConfigError(
             "serve.token", f"a bearer token is required: set serve.token or the {s.token_env} environment variable"
         )
-    if not cfg.rollout.timeout_s > 0:
-        raise ConfigError("rollout.timeout_s", f"must be > 0 seconds; got {cfg.rollout.timeout_s}")
     for key in ("rollout.num_engines", "rollout.tensor_parallel_size"):  # a replica holds one engine in-process
         if OmegaConf.select(merged, key) != 1:
             raise ConfigError(
