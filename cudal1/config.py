@@ -96,6 +96,10 @@ class RolloutConfig:
     """Workers per engine (vLLM tensor parallelism), on one node."""
     engine_kwargs: dict[str, Any] = field(default_factory=dict)
     """Extra options passed to the engine (vllm.LLM keyword arguments)."""
+    timeout_s: float = 1800.0
+    """The longest wait on one engine: its start (or restart), a weight sync, one group's sampling
+    while no other engine delivers. An engine silent that long is named and replaced like one
+    that died (`cudal1.actors.generator_group`)."""
 
 
 @dataclasses.dataclass
@@ -547,6 +551,8 @@ def validate(cfg: DictConfig) -> None:
             raise ConfigError(f"stage.{stage}.lr", f"must be > 0 or null; got {lr}")
     if not 0 < cfg.rollout.top_p <= 1:
         raise ConfigError("rollout.top_p", f"must be in (0, 1]; got {cfg.rollout.top_p}")
+    if not cfg.rollout.timeout_s > 0:
+        raise ConfigError("rollout.timeout_s", f"must be > 0 seconds; got {cfg.rollout.timeout_s}")
     for key in ("rollout.num_engines", "rollout.tensor_parallel_size"):
         if int(OmegaConf.select(cfg, key)) < 1:
             raise ConfigError(key, f"must be at least 1; got {OmegaConf.select(cfg, key)}")

@@ -77,20 +77,26 @@ def user_errors(job: str) -> Iterator[None]:
 
 @contextlib.contextmanager
 def infrastructure_errors(job: str) -> Iterator[None]:
-    """Turn `RewardSourceLost` (the pool that computes rewards is gone: its nodes lost, or every
-    recent result a harness failure) and `WeightSyncBroken` (the engines sample from other
-    weights than the learner's) raised inside the block into `<job>: stopped: <message>` and what
-    to do next, on stderr, and SystemExit(1): the run failed, but not through a bug in cudal1 or
-    a config value. The run directory keeps everything recorded so far."""
-    from cudal1.actors.health import RewardSourceLost, WeightSyncBroken
+    """Turn what ends a run because its infrastructure is gone, raised inside the block, into
+    `<job>: stopped: <message>` and what to do next, on stderr, and SystemExit(1): the run failed,
+    but not through a bug in cudal1 or a config value. The run directory keeps everything
+    recorded so far. Those are `RewardSourceLost` (the pool that computes rewards is gone: its
+    nodes lost, or every recent result a harness failure), `WeightSyncBroken` (the engines sample
+    from other weights than the learner's), `LearnerRankLost` (a rank of the learner group died)
+    and `ActorStalled` (actors gave no answer within their timeout, each named)."""
+    from cudal1.actors.health import ActorStalled, LearnerRankLost, RewardSourceLost, WeightSyncBroken
 
     try:
         yield
-    except (RewardSourceLost, WeightSyncBroken) as e:
-        after = "once the pool's nodes are back" if isinstance(e, RewardSourceLost) else "once the sync is mended"
+    except (RewardSourceLost, WeightSyncBroken, LearnerRankLost, ActorStalled) as e:
+        after = {
+            RewardSourceLost: "once the pool's nodes are back",
+            WeightSyncBroken: "once the sync is mended",
+            LearnerRankLost: "once the rank's node is back",
+        }.get(type(e), "once the silent actors are looked into")
         print(
             f"{job}: stopped: {e}\n{job}: what was recorded is kept; {after}, run the job again "
-            "(training: the same run_dir with resume=true)",
+            "(training: the same run_dir with resume=true continues from the last checkpoint)",
             file=sys.stderr,
             flush=True,
         )
@@ -329,5 +335,6 @@ def start_generator(cfg: Any, model_path: str | Path, colocated: PlacementGroup 
         dtype=cfg.model.dtype,
         seed=cfg.seed,
         colocated=colocated,
+        timeout_s=ro.timeout_s,
         **engine_kwargs(cfg),
     )

@@ -158,6 +158,8 @@ def test_pipeline_mode_defaults_to_sync_and_async_turns_on_truncated_importance(
         (["pipeline.mode=async", "pipeline.max_staleness=0"], "pipeline.max_staleness"),
         (["pipeline.max_staleness=-1"], "pipeline.max_staleness"),
         (["pipeline.max_engine_gap=0"], "pipeline.max_engine_gap"),
+        (["rollout.timeout_s=0"], "rollout.timeout_s"),
+        (["learner.timeout_s=-5"], "learner.timeout_s"),
     ],
 )
 def test_health_bounds_are_checked(overrides, key):

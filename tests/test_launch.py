@@ -109,3 +109,25 @@ def test_a_lost_reward_pool_is_one_message_and_exit_code_1(capsys):
     with pytest.raises(ValueError):  # anything else passes through unchanged
         with infrastructure_errors("train"):
             raise ValueError("a bug keeps its traceback")
+
+
+def test_a_lost_learner_rank_or_a_stalled_actor_is_one_message_naming_it_and_exit_code_1(capsys):
+    from cudal1.actors.health import ActorStalled, LearnerRankLost
+    from cudal1.launch import infrastructure_errors
+
+    with pytest.raises(SystemExit) as exit_info:
+        with infrastructure_errors("train"):
+            raise LearnerRankLost("learner rank 1 (actor 3f2a9c01)", "grpo_step", "the actor died unexpectedly")
+    assert exit_info.value.code == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[0] == (
+        "train: stopped: learner rank 1 (actor 3f2a9c01) died during grpo_step: the actor died unexpectedly"
+    )
+    assert "once the rank's node is back" in err[1] and "resume=true continues from the last checkpoint" in err[1]
+    with pytest.raises(SystemExit) as exit_info:
+        with infrastructure_errors("train"):
+            raise ActorStalled(["learner rank 0 (actor aa)", "learner rank 1 (actor bb)"], "save", 1800)
+    assert exit_info.value.code == 1
+    assert capsys.readouterr().err.splitlines()[0] == (
+        "train: stopped: learner rank 0 (actor aa), learner rank 1 (actor bb): no answer to save within 1800 s"
+    )

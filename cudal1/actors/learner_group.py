@@ -19,9 +19,13 @@ rank 0's value:
 - anything else (save, load, export, set_lr, reset_reference, named_weights, weight_manifest,
   init_weight_group, broadcast_weights, ...): the same arguments to every rank.
 
-A blocking call fails as soon as any rank fails. Limit: a rank that fails while the others wait in
-a collective leaves them waiting until the process group's timeout (DeepSpeed's default, 30 min);
-`kill()` ends them.
+A blocking call fails as soon as any rank fails, without waiting for the others (which may be
+blocked in a collective with it): a rank that died raises `cudal1.actors.health.LearnerRankLost`
+naming the rank and its actor, a call still unanswered after `learner.timeout_s` raises
+`ActorStalled` naming the silent ranks. The group cannot go on without the rank (its collectives
+would wait for it): the driver stops the run, `kill()` ends the other ranks at once, and
+`resume=true` continues from the last checkpoint. The ranks' own collectives time out after
+`learner.timeout_s` too (the process group's timeout, `LearnerConfig.timeout_s`).
 
 All of cudal1's Ray calls for the learner group are in this module.
 """
@@ -33,7 +37,8 @@ from typing import Any
 
 import ray
 
-from cudal1.actors.shells import ShellHandle, remote_class
+from cudal1.actors.health import LearnerRankLost
+from cudal1.actors.shells import ShellHandle, remote_class, wait_named
 from cudal1.training import shards
 from cudal1.training.config import LearnerConfig
 from cudal1.training.learner import GRPOLearner
@@ -60,16 +65,19 @@ def _first(*values: Any) -> Any:
     return values[0]
 
 
-def _wait(refs: list[Any], timeout_s: float | None = None) -> list[Any]:
-    """The values of `refs`, raising the first error as soon as any call fails (not after the
-    others, which may be blocked in a collective waiting for the failed rank)."""
-    pending = list(refs)
-    while pending:
-        done, pending = ray.wait(pending, num_returns=1, timeout=timeout_s)
-        if not done:
-            raise ray.exceptions.GetTimeoutError(f"learner group: no answer within {timeout_s} s")
-        ray.get(done)  # raises that rank's error at once
-    return ray.get(list(refs))
+def _wait(calls: list[tuple[str, Any]], what: str, timeout_s: float | None = None) -> list[Any]:
+    """The values of one call per rank (`calls`: (label, ObjectRef)), raising as soon as any call
+    fails (not after the others, which may be blocked in a collective waiting for the failed rank):
+    `LearnerRankLost` for a rank that died, the rank's own error, or `ActorStalled` after `timeout_s`."""
+    return wait_named(calls, what, timeout_s, lost=LearnerRankLost)
+
+
+def rank_calls(learner: Any, name: str, *args: Any, **kwargs: Any) -> list[tuple[str, Any]]:
+    """(label, ObjectRef) of the call `name(*args, **kwargs)` on every rank of `learner` (a
+    `LearnerGroup`, or one learner's `ShellHandle`), rank 0 first: what `wait_named` waits for."""
+    if isinstance(learner, LearnerGroup):
+        return learner.calls(name, *args, **kwargs)
+    return [(learner.label("learner"), learner.method(name).remote(*args, **kwargs))]
 
 
 class _GroupMethod:
@@ -109,7 +117,7 @@ class _GroupMethod:
         return _first.remote(*refs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        values = _wait(self._refs(args, kwargs))
+        values = _wait(self._group.calls(self._name, *args, **kwargs), self._name, self._group.timeout_s)
         if self._name == "score":
             return [row for part in values for row in part]
         return values[0]
@@ -122,10 +130,14 @@ class LearnerGroup:
         ranks: the ranks' `ShellHandle`s, rank 0 first.
         placement_group: the group's Ray placement group (None for one rank).
         per_rank: examples per rank and optimizer step (micro_batch * grad_accum).
+        timeout_s: the longest the driver waits for one call (`learner.timeout_s`; None: no limit).
     """
 
-    def __init__(self, ranks: list[ShellHandle], placement_group: Any, per_rank: int) -> None:
+    def __init__(
+        self, ranks: list[ShellHandle], placement_group: Any, per_rank: int, timeout_s: float | None = None
+    ) -> None:
         self.ranks, self.placement_group, self.per_rank = list(ranks), placement_group, per_rank
+        self.timeout_s = timeout_s
         self.class_name = "LearnerGroup"
 
     @classmethod
@@ -162,7 +174,7 @@ class LearnerGroup:
         per_rank = config.micro_batch * config.grad_accum
         if num_ranks == 1:
             rank = LearnerActor.options(num_cpus=num_cpus, num_gpus=num_gpus, **(actor_options or {}))
-            return cls([rank.remote(model_path, config, **learner_kwargs)], None, per_rank)
+            return cls([rank.remote(model_path, config, **learner_kwargs)], None, per_rank, config.timeout_s)
         if actor_options and "scheduling_strategy" in actor_options:
             raise ValueError(
                 "several learner ranks are placed by their placement group: pass node constraints as bundle_resources"
@@ -197,7 +209,7 @@ class LearnerGroup:
         log.info(
             "learner group: %d ranks, rendezvous at %s:%d, bundles %s (%s)", num_ranks, host, port, bundle, strategy
         )
-        return cls(ranks, pg, per_rank)
+        return cls(ranks, pg, per_rank, config.timeout_s)
 
     def __getattr__(self, name: str) -> _GroupMethod:
         if name.startswith("_"):  # keeps pickling and copy from probing
@@ -208,13 +220,29 @@ class LearnerGroup:
         """The group method `name` (for names this class uses itself)."""
         return _GroupMethod(self, name)
 
+    def label(self, i: int) -> str:
+        """How messages name rank i: "learner rank i (actor <id>)"."""
+        return self.ranks[i].label(f"learner rank {i}")
+
+    def labels(self) -> list[str]:
+        """`label(i)` of every rank, rank 0 first."""
+        return [self.label(i) for i in range(len(self.ranks))]
+
+    def calls(self, name: str, *args: Any, **kwargs: Any) -> list[tuple[str, Any]]:
+        """Start the group method `name` on its ranks (split as the module docstring says);
+        returns (label, ObjectRef) per rank, rank 0 first."""
+        refs = _GroupMethod(self, name)._refs(args, kwargs)
+        return [(self.label(i), ref) for i, ref in enumerate(refs)]
+
     def attribute(self, name: str) -> Any:
         """Rank 0's public attribute `name` (blocking)."""
-        return self.ranks[0].attribute(name)
+        return _wait([(self.label(0), self.ranks[0].actor.get.remote(name))], f"reading {name}", self.timeout_s)[0]
 
     def ready(self, timeout_s: float | None = None) -> str:
-        """Wait until every rank's constructor has run (re-raises the first error)."""
-        return _wait([h.actor.ready.remote() for h in self.ranks], timeout_s)[0]
+        """Wait until every rank's constructor has run (re-raises the first error; `timeout_s`
+        None: the group's)."""
+        calls = [(self.label(i), h.actor.ready.remote()) for i, h in enumerate(self.ranks)]
+        return _wait(calls, "start-up", self.timeout_s if timeout_s is None else timeout_s)[0]
 
     def endpoint(self) -> tuple[str, int]:
         """(IP, free port) on rank 0's node: where the weight-broadcast group is served."""

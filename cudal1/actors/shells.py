@@ -25,10 +25,13 @@ which reruns it: only for methods that are safe to run twice.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Sequence
 from typing import Any
 
 import ray
 
+from cudal1.actors.health import ActorLost, ActorStalled
 from cudal1.rl.buffer import ExemplarBuffer
 
 
@@ -67,6 +70,12 @@ class ActorShell:
     def ready(self) -> str:
         """The wrapped class's name, once the constructor has run (use to wait for start-up)."""
         return type(self.obj).__name__
+
+    def pid(self) -> int:
+        """This actor's process id (for the tools and tests that kill it)."""
+        import os
+
+        return os.getpid()
 
     def endpoint(self) -> tuple[str, int]:
         """(IP address of this actor's node, a TCP port free there): where a process group that this
@@ -146,6 +155,15 @@ class ShellHandle:
         """(node IP, free port) on this actor's node (see `ActorShell.endpoint`)."""
         return ray.get(self.actor.endpoint.remote())
 
+    def pid(self, timeout_s: float | None = None) -> int:
+        """The actor's process id. Raises GetTimeoutError after `timeout_s`."""
+        return ray.get(self.actor.pid.remote(), timeout=timeout_s)
+
+    def label(self, role: str) -> str:
+        """`role` and the first 8 hex digits of the actor's id, e.g. "rollout engine 1 (actor 3f2a9c01)":
+        how messages name this actor."""
+        return f"{role} (actor {self.actor._actor_id.hex()[:8]})"
+
     def storage_probe(self, probe: str, token: str, role: str) -> Any:
         """ObjectRef of `ActorShell.storage_probe` (the driver gathers several at once)."""
         return self.actor.storage_probe.remote(probe, token, role)
@@ -178,6 +196,61 @@ def wait_all(refs: list[Any], timeout_s: float | None = None) -> list[Any]:
     """The values of several calls started together (e.g. both sides of a collective); re-raises
     the first error. Raises GetTimeoutError after `timeout_s`."""
     return ray.get(list(refs), timeout=timeout_s)
+
+
+DEATH_GRACE_S = 10.0
+"""How long `wait_named`, after a call raised, looks for another of its calls whose actor died."""
+
+
+def wait_named(
+    calls: Sequence[tuple[str, Any]], what: str, timeout_s: float | None, lost: type[ActorLost] = ActorLost
+) -> list[Any]:
+    """The values of several calls started together (`calls`: (label, ObjectRef) each; the label
+    names the role and the actor, `ShellHandle.label`), in order. Fails as soon as one call fails,
+    without waiting for the others (which may be blocked in a collective with the failed one).
+
+    Raises:
+        `lost` (an `ActorLost`): a call's actor died (RayActorError), naming it and `what`; also
+            when a call raised and another call's actor is found dead within `DEATH_GRACE_S`
+            (the members of a collective fail when one of them dies).
+        the call's own error (RayTaskError, an instance of the exception it raised).
+        ActorStalled: calls still unanswered after `timeout_s` (None: no limit), naming each.
+    """
+    from ray.exceptions import RayActorError
+
+    labels = {ref: label for label, ref in calls}
+    pending = [ref for _, ref in calls]
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+
+    def died(ref: Any, e: RayActorError) -> ActorLost:
+        first = str(e).strip().splitlines()
+        return lost(labels[ref], what, first[0] if first else type(e).__name__)
+
+    while pending:
+        left = None if deadline is None else max(0.0, deadline - time.monotonic())
+        done, pending = ray.wait(pending, num_returns=1, timeout=left)
+        if not done:
+            raise ActorStalled([labels[r] for r in pending], what, float(timeout_s or 0.0))
+        try:
+            ray.get(done[0])
+        except RayActorError as e:
+            raise died(done[0], e) from e
+        except Exception:
+            # A collective's members fail when one of them dies ("connection closed by peer"):
+            # the dead one, if any shows within DEATH_GRACE_S, is the cause to name.
+            until = time.monotonic() + DEATH_GRACE_S
+            while pending:
+                ready, pending = ray.wait(pending, num_returns=1, timeout=max(0.0, until - time.monotonic()))
+                if not ready:
+                    break
+                try:
+                    ray.get(ready[0])
+                except RayActorError as e:
+                    raise died(ready[0], e) from e
+                except Exception:  # noqa: BLE001 - another survivor's error: the first one is raised
+                    pass
+            raise
+    return ray.get([ref for _, ref in calls])
 
 
 def remote_class(target: type, **actor_options: Any) -> RemoteClass:

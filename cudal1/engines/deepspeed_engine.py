@@ -34,6 +34,7 @@ import dataclasses
 import importlib
 import os
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +101,10 @@ def accelerator_name() -> str:
 
 
 def init_distributed_if_needed(
-    backend: str | None = None, device: str | None = None, rendezvous: "Rendezvous | None" = None
+    backend: str | None = None,
+    device: str | None = None,
+    rendezvous: "Rendezvous | None" = None,
+    timeout_s: float = 1800.0,
 ) -> None:
     """Join (or create) the process group DeepSpeed needs; a no-op when one exists.
 
@@ -114,6 +118,8 @@ def init_distributed_if_needed(
         backend: "gloo" or "nccl"; default gloo on CPU, nccl on CUDA.
         device: "cpu" or "cuda[:i]", used to pick the accelerator if deepspeed is not imported yet.
         rendezvous: this process's rank, the world size and rank 0's address and port.
+        timeout_s: how long a collective waits for the other ranks before it fails (the default
+            group's timeout; a rank whose peer died then raises instead of hanging).
     """
     ds = _deepspeed(device)
     if torch.distributed.is_available() and torch.distributed.is_initialized():
@@ -141,7 +147,7 @@ def init_distributed_if_needed(
         # importlib, not `import deepspeed.comm.torch as m`: the package re-exports the name
         # `torch` (the torch module), which that attribute lookup would return instead.
         importlib.import_module("deepspeed.comm.torch").build_shm_op = lambda: None
-    ds.init_distributed(dist_backend=backend, auto_mpi_discovery=False)
+    ds.init_distributed(dist_backend=backend, auto_mpi_discovery=False, timeout=timedelta(seconds=timeout_s))
 
 
 def engine_config(

@@ -209,9 +209,12 @@ class HFEngine:
     def init_weight_group(
         self, host: str, port: int, rank: int, world_size: int, backend: str = "nccl", timeout_s: float = 600.0
     ) -> None:
-        """Join the learner's weight-broadcast group as `rank` (`cudal1.engines.weight_sync`).
-        Blocks until every member has joined."""
+        """Join the learner's weight-broadcast group as `rank` (`cudal1.engines.weight_sync`),
+        dropping an earlier group first. Blocks until every member has joined."""
         from cudal1.engines.weight_sync import WeightChannel
+
+        if getattr(self, "channel", None) is not None:
+            self.channel.close()
 
         device = str(self.device) if backend == "nccl" else "cpu"
         self.channel = WeightChannel(host, port, rank, world_size, backend, device, timeout_s)

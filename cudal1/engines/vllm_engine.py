@@ -112,9 +112,12 @@ class WeightSyncExtension:
     def cudal1_init_group(
         self, host: str, port: int, first_rank: int, world_size: int, backend: str, timeout_s: float
     ) -> int:
-        """Join the learner's weight-broadcast group as rank first_rank + this worker's rank."""
+        """Join the learner's weight-broadcast group as rank first_rank + this worker's rank (an
+        earlier group, if any, is dropped first: `WeightChannel.close`)."""
         from cudal1.engines.weight_sync import WeightChannel
 
+        if getattr(self, "_cudal1_channel", None) is not None:
+            self._cudal1_channel.close()
         rank = first_rank + int(getattr(self, "rank", 0))
         device = str(getattr(self, "device", "cpu")) if backend == "nccl" else "cpu"
         self._cudal1_channel = WeightChannel(host, port, rank, world_size, backend, device, timeout_s)

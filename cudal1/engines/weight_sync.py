@@ -191,11 +191,17 @@ class WeightChannel:
                 offset += spec.numel
 
     def close(self) -> None:
-        """Release the group (NCCL communicators hold GPU memory)."""
-        shutdown = getattr(self.group, "shutdown", None)
-        if shutdown is not None:
-            try:
-                shutdown()
-            except Exception:  # already torn down with the process
-                pass
+        """Release the group (NCCL communicators hold GPU memory) without a collective: `abort`
+        where the backend has it, so a member that died cannot hold the others here (a new group
+        is then formed of the live members), else `shutdown`. Also stops serving the group's
+        store (rank 0)."""
+        for name in ("abort", "shutdown"):
+            end = getattr(self.group, name, None)
+            if end is not None:
+                try:
+                    end()
+                    break
+                except Exception:  # already torn down with the process, or not supported
+                    continue
         self.group = None
+        self._store = None

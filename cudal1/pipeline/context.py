@@ -141,6 +141,8 @@ class RunContext:
                 ctx.generator,
                 on_gpus=cfg.learner.num_gpus > 0 and cfg.rollout.num_gpus > 0,
             )
+            # A stream whose engines were all replaced samples again once they hold the learner's weights.
+            ctx.generator.catch_up = lambda: ctx.weights.sync(int(ctx.learner.attribute("version")))
             ctx.pools = BenchmarkPools(specs, primary=cfg.bench.primary)
             if len(ctx.pools.names) > 1:
                 from cudal1.pipeline.record import PoolRecorder
@@ -154,6 +156,8 @@ class RunContext:
             ):
                 log.info("waiting for the %s", name)
                 handle.ready()
+            # Ray's actor ids, as the messages of a lost or silent actor name them (`ray list actors`).
+            log.info("actors: %s", ", ".join([*ctx.generator.labels(), *ctx.learner.labels()]))
             if cfg.ray.storage == "shared":
                 check_shared_run_dir(run_dir, {"buffer": ctx.buffer, **ctx.learner.rank_handles()})
         except BaseException:

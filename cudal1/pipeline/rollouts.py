@@ -85,7 +85,9 @@ def sample_rollouts(
             generation) to the end of evaluation, outlier verification included; "overlap_s": how
             long both ran at once; so the round's wall time is generate_s + evaluate_s - overlap_s.
             Also "tokens", "evaluations" (candidates submitted to the pool) and
-            "evaluations_saved" (candidates that shared an earlier copy's result instead), counts.
+            "evaluations_saved" (candidates that shared an earlier copy's result instead), counts;
+            with a generator that recovers lost engines (`GeneratorGroup.recovery`),
+            "engine_restarts", "resampled_groups" (counts) and "recovery_s" (seconds).
         shown: per prompt, the code of the exemplars it showed (a copy of one earns no gain).
         evaluated: results of earlier calls of the same step (a refinement episode's earlier
             turns, `cudal1.pipeline.episodes`), by `program_key`: a candidate found there is not
@@ -172,6 +174,7 @@ def sample_rollouts(
             evaluations=float(len(candidates)),
             evaluations_saved=float(len(evaluable) - len(candidates)),
             tokens=float(sum(len(r.generation.response_ids) for r in rollouts)),
+            **getattr(ctx.generator, "recovery", {}),
         )
     return rollouts
 

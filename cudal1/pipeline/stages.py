@@ -493,8 +493,10 @@ def run_contrastive_rl(ctx: RunContext) -> None:
 
 def _sync_if_behind(ctx: RunContext) -> float:
     """`sync_weights` unless every engine already holds the learner's version (the first async
-    step: the last unit of the previous stage, or the resumed checkpoint, synced them). Seconds."""
-    if set(ctx.generator.model_versions()) == {int(ctx.learner.attribute("version"))}:
+    step: the last unit of the previous stage, or the resumed checkpoint, synced them) and none
+    was replaced since (a replaced engine holds the checkpoint's weights). Seconds."""
+    current = set(ctx.generator.model_versions()) == {int(ctx.learner.attribute("version"))}
+    if current and not ctx.generator.unsynced:
         return 0.0
     return sync_weights(ctx)
 
@@ -574,6 +576,10 @@ def _rollout_log(ctx: RunContext, rollouts: list[Rollout], timings: dict[str, fl
             "rollout/tokens_per_s": timings.get("tokens", 0.0) / gen_s if gen_s else 0.0,
             "bench/evaluations_per_s": timings.get("evaluations", 0.0) / eval_s if eval_s else 0.0,
             "bench/evaluations_saved": timings.get("evaluations_saved", 0.0),  # copies that shared one result
+            # A rollout engine lost mid-sampling: replaced, its unfinished groups sampled again.
+            "rollout/engine_restarts": timings.get("engine_restarts", 0.0),
+            "rollout/resampled_groups": timings.get("resampled_groups", 0.0),
+            "time/engine_recovery_s": timings.get("recovery_s", 0.0),
         }
     )
     reasons = Counter(r.reward_reason for r in rollouts if r.reward_reason)
@@ -585,6 +591,14 @@ def _rollout_log(ctx: RunContext, rollouts: list[Rollout], timings: dict[str, fl
         metrics.get(f"{prefix}/pass_rate", 0.0),
         ", ".join(f"{reason} {count}" for reason, count in reasons.most_common()) or "no reward reasons",
     )
+    if metrics["rollout/engine_restarts"]:
+        log.warning(
+            "%s: %d rollout engine(s) lost while sampling were replaced; %d groups sampled again (recovery %.1f s)",
+            prefix,
+            int(metrics["rollout/engine_restarts"]),
+            int(metrics["rollout/resampled_groups"]),
+            metrics["time/engine_recovery_s"],
+        )
     lost = int(metrics.get(f"{prefix}/harness_failures", 0.0))
     if lost:
         log.warning(

@@ -80,6 +80,11 @@ class LearnerConfig:
     non-reentrant checkpointing) instead of keeping them."""
     logprob_chunk: int = 1024
     """Response positions per block of the float32 log-softmax (no full-vocabulary float32 logits)."""
+    timeout_s: float = 1800.0
+    """Seconds a collective of the learner's ranks waits for the others (the process group's
+    timeout, so a rank whose peer died fails instead of hanging), and the longest the driver waits
+    for one learner call (an update, a save, a weight sync) before it names the ranks still
+    silent and stops the run."""
 
     def __post_init__(self) -> None:
         for name, choices in (("precision", PRECISIONS), ("loss_agg", LOSS_AGGREGATIONS)):
@@ -89,7 +94,16 @@ class LearnerConfig:
                 )
         if self.zero_stage not in (0, 1, 2, 3):
             raise ConfigError("learner.zero_stage", f"must be 0, 1, 2 or 3; got {self.zero_stage}")
-        for name in ("lr", "micro_batch", "grad_accum", "clip_eps", "log_ratio_clamp", "logprob_chunk", "num_ranks"):
+        for name in (
+            "lr",
+            "micro_batch",
+            "grad_accum",
+            "clip_eps",
+            "log_ratio_clamp",
+            "logprob_chunk",
+            "num_ranks",
+            "timeout_s",
+        ):
             value = getattr(self, name)
             if not (value > 0 and math.isfinite(value)):
                 raise ConfigError(f"learner.{name}", f"must be > 0; got {value!r}")

@@ -199,7 +199,7 @@ class GRPOLearner:
         self.version = 0
         zero_stage, precision = config.zero_stage, config.precision
         _seed_everything(seed)
-        dse.init_distributed_if_needed(device=device, rendezvous=rendezvous)
+        dse.init_distributed_if_needed(device=device, rendezvous=rendezvous, timeout_s=config.timeout_s)
         self.rank, self.world_size = dse.world()
         if self.world_size > 1 and zero_stage == 0:
             raise ValueError(
@@ -530,8 +530,12 @@ class GRPOLearner:
     ) -> None:
         """Open the weight-broadcast group as its rank 0 (the sender; engines join as 1..world_size-1).
         Backend: nccl on CUDA, gloo on CPU. Blocks until every member has joined. Only the
-        learner's own rank 0 joins; its other ranks (ZeRO across GPUs) only help gather."""
+        learner's own rank 0 joins; its other ranks (ZeRO across GPUs) only help gather. An
+        earlier group (of engines since replaced) is dropped first."""
         from cudal1.engines.weight_sync import WeightChannel
+
+        if getattr(self, "channel", None) is not None:
+            self.channel.close()
 
         backend = backend or ("nccl" if self.device.type == "cuda" else "gloo")
         self.channel = (
