@@ -32,7 +32,8 @@ Set-up (issue 26, "a learning test on the real reward"; the machinery is
   was not fast: turn 1 alone does not explain them).
 - Controls, from the same SFT checkpoint: learning rate 0; every advantage negated; and the report
   removed from turn 2's prompt (`feedback="none"`: the previous answer and the closing
-  instruction only, `stage.contrastive_rl.feedback=none`). None may reach the criterion.
+  instruction only, `stage.contrastive_rl.feedback=none`). None may meet the criterion over any
+  two consecutive steps (`ever_learned`).
 
 The evaluator is slow here, so each distinct program is measured once per experiment and reused
 (`real_reward_learning.MeasuredPool`, `measures=1`): the reports the policy sees for the slow and
@@ -378,11 +379,22 @@ def last_mean(values: list[float], last: int = 2) -> float:
     return statistics.fmean(values[-last:])
 
 
-def learned(trace: dict[str, Any], target: float = 0.8, refined: float = 0.6, turns: int = 2) -> bool:
-    """The criterion, over the last two steps: the last turn's fast share is at least `target` of
-    that turn's responses, and at least `refined` of the episodes reached the fast variant at the
-    last turn after a first turn that was not it (turn 1 alone does not explain the last turn)."""
-    return last_mean(trace[f"turn{turns}"]["fast"]) >= target and last_mean(trace["refined"]) >= refined
+def learned(
+    trace: dict[str, Any], target: float = 0.8, refined: float = 0.6, turns: int = 2, end: int | None = None
+) -> bool:
+    """The criterion, over the two steps before `end` (None: the last two): the last turn's fast
+    share is at least `target` of that turn's responses, and at least `refined` of the episodes
+    reached the fast variant at the last turn after a first turn that was not it (turn 1 alone
+    does not explain the last turn)."""
+    fast, done = trace[f"turn{turns}"]["fast"][:end], trace["refined"][:end]
+    return len(fast) >= 2 and last_mean(fast) >= target and last_mean(done) >= refined
+
+
+def ever_learned(trace: dict[str, Any], turns: int = 2, **criterion: Any) -> bool:
+    """Whether `learned` holds over any two consecutive steps of the run, not only the last two: a
+    control must never get there (one that did and fell back by the end was not kept from
+    learning)."""
+    return any(learned(trace, turns=turns, end=end, **criterion) for end in range(2, len(trace["refined"]) + 1))
 
 
 RUNS: dict[str, dict[str, Any]] = {
@@ -405,6 +417,7 @@ def run_named(exp: Experiment, name: str) -> dict[str, Any]:
         final_turn1=last_mean(trace["turn1"]["fast"]),
         final_refined=last_mean(trace["refined"]),
         learned=learned(trace, turns=t),
+        ever_learned=ever_learned(trace, turns=t),
     )
     return trace
 
@@ -465,7 +478,10 @@ def main(argv: list[str] | None = None) -> int:
                 lines.append(trace)
                 if args.measured:
                     exp.pool.save(args.measured)
-                print(f"{name}: {shares_line(trace)}; learned {trace['learned']}", flush=True)
+                print(
+                    f"{name}: {shares_line(trace)}; learned {trace['learned']}, ever {trace['ever_learned']}",
+                    flush=True,
+                )
                 print(json.dumps(trace), flush=True)
                 if args.out:
                     args.out.write_text("".join(json.dumps(x) + "\n" for x in lines))

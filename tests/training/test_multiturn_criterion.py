@@ -107,3 +107,16 @@ def test_learned_needs_the_last_turn_fast_and_reached_after_a_first_turn_that_wa
     # Turn 2 fast because turn 1 was (a policy that is fast at once): not refined.
     assert not mtl.learned(_trace([0.9, 0.9], [0.3, 0.3], turn1_fast=[0.6, 0.6]))
     assert mtl.learned(_trace([0.8, 0.8], [0.6, 0.6]))
+
+
+def test_a_control_must_never_meet_the_criterion_over_two_consecutive_steps():
+    mtl = load_script()
+    # The no-report control of 2026-12-04 (docs/training.md): 0.72 over the last two steps, but
+    # 0.81-0.94 over steps 3-9.
+    no_report = [0.38, 0.25, 0.75, 0.81, 0.88, 0.81, 0.94, 0.88, 0.88, 0.88, 0.69, 0.75]
+    trace = _trace(no_report, no_report)
+    assert not mtl.learned(trace) and mtl.ever_learned(trace)
+    lr0 = [0.62, 0.62, 0.56, 0.31, 0.44, 0.44, 0.25, 0.56, 0.31, 0.38, 0.62, 0.44]
+    assert not mtl.ever_learned(_trace(lr0, lr0))
+    assert mtl.learned(_trace([0.9, 0.9, 0.5], [0.9, 0.9, 0.5]), end=2)
+    assert not mtl.ever_learned(_trace([0.9], [0.9]))  # one step is not two

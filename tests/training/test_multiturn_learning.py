@@ -4,7 +4,12 @@ fast one, and its answer to the evaluator's report on that is the fast variant a
 time; multi-turn RL (two turns, per-turn returns, leave-one-out baseline) must raise turn 2's fast
 share to at least 0.8, with at least 0.6 of the episodes reaching it after a turn 1 that was not
 fast (`learned`); with learning rate 0, with the advantages negated, and with the report removed
-from turn 2's prompt (`stage.contrastive_rl.feedback=none`) it must not.
+from turn 2's prompt (`stage.contrastive_rl.feedback=none`) it must not, over any two consecutive
+steps (`ever_learned`). The no-report control is known to fail this: in the recorded run it rose
+like the real run (turn 2 fast 0.81-0.94 over steps 3-9), because the prompt still shows the
+previous code and the evaluator's verdict is a function of that code (docs/training.md, "Does the
+second turn learn from the evaluator?"), so the test does not yet show that the policy reads the
+report.
 
 Everything is the project's own code path: vLLM sampling (the session's engine),
 `cudal1.pipeline.episodes.sample_episodes` (the refinement prompts, the parser, the real evaluator
@@ -71,4 +76,4 @@ def test_multi_turn_rl_learns_to_answer_the_report_with_the_fast_variant_and_the
     if run == "real":
         assert mtl.learned(trace), f"not learned: {mtl.shares_line(trace)} ({trace['reasons']})"
     else:
-        assert not mtl.learned(trace), f"{run} control reached the criterion: {mtl.shares_line(trace)}"
+        assert not mtl.ever_learned(trace), f"{run} control reached the criterion: {mtl.shares_line(trace)}"
