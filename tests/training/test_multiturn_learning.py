@@ -18,10 +18,11 @@ turn), `assign_episode_advantages`, `GRPOLearner` on DeepSpeed, and the weight s
 experiment is `benchmarks/multiturn_learning.py` (each distinct program is measured once per
 experiment and reused: read its docstring).
 
-Runs only with CUDAL1_SLOW_TESTS=1: its SFT (three contexts of ~550-900 prompt tokens) and four RL
-runs of 12 steps of 16 two-turn episodes take about an hour on a loaded 2-core machine
-(docs/training.md records the run and its machine); `test_multiturn_criterion.py` checks the
-criterion on the recorded traces in the fast tier.
+Runs only with CUDAL1_SLOW_TESTS=1: measuring the variants, SFT (three contexts of 550-900 prompt
+tokens, 200 steps) and four RL runs of 12 steps of 16 two-turn episodes took 40 minutes on a
+shared 2-core machine (2026-12-04, load average 20-57, the script's run: SFT 689 s, the runs 294-443
+s each); docs/training.md records it. `test_multiturn_criterion.py` checks the criterion and the
+SFT prompts in the fast tier.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ pytestmark = [
     pytest.mark.timeout(7200),
     pytest.mark.skipif(
         os.environ.get("CUDAL1_SLOW_TESTS") != "1",
-        reason="runs about an hour on a loaded 2-core machine: set CUDAL1_SLOW_TESTS=1",
+        reason="runs about 40 minutes on a loaded 2-core machine: set CUDAL1_SLOW_TESTS=1",
     ),
 ]
 
