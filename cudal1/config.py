@@ -28,6 +28,7 @@ from cudal1.actors.pool_spec import PoolSpec
 from cudal1.actors.weight_transport import KINDS as WEIGHT_TRANSPORTS
 from cudal1.pipeline.optimize import OptimizeSettings, SearchSettings
 from cudal1.pipeline.overlap import MODES as PIPELINE_MODES
+from cudal1.policy.prompts import REFINEMENT_FEEDBACK
 from cudal1.rl.advantages import SCALES as ADVANTAGE_SCALES
 from cudal1.rl.exemplars import SCALES as BUCKET_SCALES
 from cudal1.errors import ConfigError
@@ -242,6 +243,10 @@ class RLConfig:
     feedback_tokens: Optional[int] = None
     """The most tokens the prompt of turns 2.. may take (earlier answers' code is omitted first,
     never the task). None: rollout.max_model_len - rollout.max_tokens, all that fits."""
+    feedback: str = "report"
+    """What the prompt of turns 2.. shows after the previous answer: report (the evaluator's
+    report on it) | none (nothing but the closing instruction: the ablation that tells whether
+    the policy learns from the report, docs/training.md)."""
 
 
 @dataclasses.dataclass
@@ -451,6 +456,7 @@ CHOICES = {
     "stage.contrastive_rl.bucket_scale": BUCKET_SCALES,
     "stage.contrastive_rl.turn_return": TURN_RETURNS,
     "stage.contrastive_rl.turn_baseline": TURN_BASELINES,
+    "stage.contrastive_rl.feedback": REFINEMENT_FEEDBACK,
     "ray.storage": ("shared", "driver_node"),
     "pipeline.mode": PIPELINE_MODES,
 }

@@ -295,8 +295,9 @@ def episode_table(run: RunData) -> pd.DataFrame:
 
     Returns:
         Index `episode` ("step<k>/g<group>/s<sample>", the first turn's origin), columns: step,
-        task_id, turns, statuses (per turn, the evaluator's status or `UNPARSED`), reasons (per
-        turn, the reward reason), rewards, returns (per turn; NaN for a turn left out),
+        task_id, turns, statuses (per turn, the evaluator's status or `UNPARSED`), speedups (per
+        turn, the measured speedup, ×; NaN where not correct), reasons (per turn, the reward
+        reason), rewards, returns (per turn; NaN for a turn left out),
         first_passed / passed (turn 1 / any turn paid as correct, `metrics.PASSING`),
         best_speedup (×, the best paid speedup of a passing turn; NaN for none). Empty when no
         rollout belongs to an episode (a single-turn run, or records written before episodes).
@@ -306,6 +307,7 @@ def episode_table(run: RunData) -> pd.DataFrame:
         "task_id",
         "turns",
         "statuses",
+        "speedups",
         "reasons",
         "rewards",
         "returns",
@@ -324,6 +326,7 @@ def episode_table(run: RunData) -> pd.DataFrame:
             "task_id": turns["task_id"].iloc[0],
             "turns": len(turns),
             "statuses": list(turns["status"]),
+            "speedups": list(turns["speedup"]),
             "reasons": list(turns["reward_reason"]),
             "rewards": list(turns["reward"]),
             "returns": list(turns["turn_return"]),

@@ -67,6 +67,7 @@ FAST = frozenset(
         "serve/test_service.py",
         "tasks/test_find_task.py",
         "tasks/test_task.py",
+        "training/test_multiturn_criterion.py",
         "training/test_real_reward_criterion.py",
     }
 )

@@ -86,6 +86,7 @@ def test_a_bench_group_replaces_the_pools():
         ("stage.contrastive_rl.stop_margin=0.9", "stage.contrastive_rl.stop_margin"),
         ("stage.contrastive_rl.feedback_tokens=0", "stage.contrastive_rl.feedback_tokens"),
         ("stage.contrastive_rl.feedback_tokens=100000", "stage.contrastive_rl.feedback_tokens"),
+        ("stage.contrastive_rl.feedback=summary", "stage.contrastive_rl.feedback"),
     ],
 )
 def test_bad_values_name_their_key(override, key):
@@ -97,8 +98,9 @@ def test_bad_values_name_their_key(override, key):
 def test_multi_turn_settings_default_to_single_turn_and_more_turns_are_accepted():
     rl = load_config(composed(overrides=["run_dir=/tmp/x"])).stage.contrastive_rl
     assert (rl.turns, rl.gamma, rl.turn_return, rl.turn_baseline) == (1, 0.4, "best_later", "group")
-    assert rl.stop_margin is None and rl.feedback_tokens is None
+    assert rl.stop_margin is None and rl.feedback_tokens is None and rl.feedback == "report"
     ok = ["stage.contrastive_rl.gamma=0", "stage.contrastive_rl.turn_baseline=loo", "stage.contrastive_rl.gamma=1"]
+    ok.append("stage.contrastive_rl.feedback=none")
     load_config(
         composed(overrides=[*ok, "stage.contrastive_rl.stop_margin=1.2", "stage.contrastive_rl.feedback_tokens=512"])
     )

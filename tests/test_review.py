@@ -231,14 +231,80 @@ def test_default_run_dir_prefers_the_env_then_the_newest_finished_run(tmp_path, 
     assert review.default_run_dir(tmp_path) == old
 
 
+def _turn(episode: str, turn: int, ret: float | None, **kw) -> Rollout:
+    """A turn of a refinement episode (`_rollout`'s arguments), as `cudal1.pipeline.episodes`
+    records it: its episode id, turn, the report its prompt showed (after turn 1) and its return."""
+    step, group, sample = (int(part.lstrip("stepgs")) for part in episode.split("/"))
+    r = _rollout(kw.pop("task"), step, group, sample, **kw)
+    r.episode, r.turn, r.turn_return = episode, turn, ret
+    r.feedback = None if turn == 1 else "incorrect: output mismatch"
+    return r
+
+
+EPISODES = {
+    # Step 4, one group of level1/2: an episode that fails then passes at 2.0x, one whose turn 1
+    # passes at 1.5x and whose copy at turn 2 is paid as a failure, one that never parses then is
+    # truncated (left out: no return); step 5, an episode of one turn (an early stop).
+    "rl_step4": [
+        _turn("step4/g0/s0", 1, -0.5, task="level1/2", status=Status.INCORRECT, reward=-1.0),
+        _turn("step4/g0/s0", 2, 2.0, task="level1/2", status=Status.OK, speedup=2.0, reward=2.0),
+        _turn("step4/g0/s1", 1, 1.5, task="level1/2", status=Status.OK, speedup=1.5, reward=1.5),
+        _turn("step4/g0/s1", 2, -1.0, task="level1/2", status=Status.OK, speedup=1.5, reward=-1.0, reason="copy"),
+        _turn("step4/g0/s2", 1, -1.0, task="level1/2", parse_error="no_code_block", reward=-1.0),
+        _turn("step4/g0/s2", 2, None, task="level1/2", parse_error="truncated", reward=-1.0),
+    ],
+    "rl_step5": [_turn("step5/g0/s0", 1, 3.0, task="level1/1", status=Status.OK, speedup=3.0, reward=3.0)],
+}
+
+
+def write_episodes(run_dir: Path) -> Path:
+    """`EPISODES`' rollouts/*.jsonl in `run_dir` (steps after those of `write_run`)."""
+    (run_dir / "rollouts").mkdir(parents=True, exist_ok=True)
+    for name, rollouts in EPISODES.items():
+        with open(run_dir / "rollouts" / f"{name}.jsonl", "w") as f:
+            f.writelines(json.dumps(r.to_dict()) + "\n" for r in rollouts)
+    return run_dir
+
+
+def test_episode_table_has_one_row_per_episode_with_its_turns(tmp_path, run_dir):
+    table = review.episode_table(review.load_run(write_episodes(tmp_path / "turns")))
+    assert list(table.index) == ["step4/g0/s0", "step4/g0/s1", "step4/g0/s2", "step5/g0/s0"]
+    assert list(table["turns"]) == [2, 2, 2, 1] and list(table["step"]) == [4, 4, 4, 5]
+    assert list(table["task_id"]) == ["level1/2"] * 3 + ["level1/1"]
+    assert table["statuses"].tolist() == [
+        ["incorrect", "ok"],
+        ["ok", "ok"],
+        [review.UNPARSED, review.UNPARSED],
+        ["ok"],
+    ]
+    speedups = [[None if math.isnan(x) else x for x in row] for row in table["speedups"]]
+    assert speedups == [[None, 2.0], [1.5, 1.5], [None, None], [3.0]]
+    assert table["reasons"].tolist() == [
+        ["incorrect", "ok"],
+        ["ok", "copy"],
+        ["no_code_block", "truncated"],
+        ["ok"],
+    ]
+    returns = [[None if x is None or math.isnan(x) else x for x in row] for row in table["returns"]]
+    assert returns == [[-0.5, 2.0], [1.5, -1.0], [-1.0, None], [3.0]]
+    assert list(table["first_passed"]) == [False, True, False, True]
+    assert list(table["passed"]) == [True, True, False, True]
+    best = [None if math.isnan(x) else x for x in table["best_speedup"]]
+    assert best == [2.0, 1.5, None, 3.0]  # the copy measured 1.5x is not paid
+    # A single-turn run has no episodes: an empty table with the same columns.
+    empty = review.episode_table(review.load_run(run_dir))
+    assert empty.empty and list(empty.columns) == list(table.columns)
+
+
 @pytest.fixture(scope="module")
 def tracked_run(tmp_path_factory):
-    """A run directory beside a real MLflow store (runs/mlflow.db) holding its run's metrics."""
+    """A run directory beside a real MLflow store (runs/mlflow.db) holding its run's metrics; its
+    contrastive RL steps 4 and 5 ran episodes of two turns (`EPISODES`)."""
     pytest.importorskip("mlflow")
     from cudal1.tracking import Tracker
 
     project = tmp_path_factory.mktemp("tracked")
-    run_dir = write_run(project / "runs" / "smoke")
+    run_dir = write_episodes(write_run(project / "runs" / "smoke"))  # a single-turn stage, then turns 2
     with pytest.MonkeyPatch.context() as mp:
         mp.delenv("MLFLOW_TRACKING_URI", raising=False)
         mp.chdir(project)  # the project's default store: runs/mlflow.db, beside the run
@@ -314,6 +380,13 @@ def test_notebook_runs_top_to_bottom(tracked_run, monkeypatch, capsys):
     tables = [v for v in values if isinstance(v, pd.DataFrame)]
     assert len(tables) >= 5  # per step, statuses, hacks, parse labels, best per task, MLflow
     assert any("rl/reward/mean" in t.index for t in tables)
+    episodes = [t for t in tables if t.index.name == "episode"]
+    assert len(episodes) == 1 and list(episodes[0].index) == [
+        "step4/g0/s0",
+        "step4/g0/s1",
+        "step4/g0/s2",
+        "step5/g0/s0",
+    ]
     assert str(tracked_run) in capsys.readouterr().out
 
 

@@ -44,7 +44,7 @@ from cudal1.bench.result import EvalResult
 from cudal1.pipeline.metrics import PASSING
 from cudal1.pipeline.rollouts import assign_advantages, reward_config, sample_rollouts
 from cudal1.policy.model import chat_token_counter
-from cudal1.policy.prompts import Feedback, refinement_turn
+from cudal1.policy.prompts import REFINEMENT_FEEDBACK, Feedback, refinement_turn
 from cudal1.records import Rollout
 from cudal1.rl.rewards import Priced, RewardConfig
 from cudal1.rl.similarity import normalized_code
@@ -130,6 +130,7 @@ def continue_episodes(
     token_budget: int,
     count_tokens: Callable[[list[dict[str, str]]], int],
     max_chars: int = 300,
+    report: bool = True,
 ) -> list[Episode]:
     """After a turn: end the episodes that are done, and give each of the others its next prompt.
 
@@ -138,7 +139,8 @@ def continue_episodes(
     ("stop"), when the turn's response is empty ("empty"), or when even the shortest refinement
     prompt exceeds `token_budget` ("budget", logged). Otherwise its `messages` become
     `refinement_turn(messages, its response, feedback_of(turn), token_budget, count_tokens)` and
-    `feedback` the report shown (`Feedback.report`).
+    `feedback` the report shown (`Feedback.report`). `report` False: the prompt leaves the report
+    out (`refinement_turn(report=False)`) and `feedback` stays None.
 
     Returns the episodes that go on, in input order. Pure: no I/O but a log line."""
     live = []
@@ -155,12 +157,14 @@ def continue_episodes(
         else:
             fb = feedback_of(last)
             try:
-                ep.messages = refinement_turn(ep.messages, last.generation.text, fb, token_budget, count_tokens)
+                ep.messages = refinement_turn(
+                    ep.messages, last.generation.text, fb, token_budget, count_tokens, max_chars, report
+                )
             except ValueError as exc:
                 log.warning("%s: episode %s ends after turn %d: %s", ep.task.task_id, last.origin, len(ep.turns), exc)
                 ep.ended = "budget"
                 continue
-            ep.feedback = fb.report(max_chars)
+            ep.feedback = fb.report(max_chars) if report else None
             live.append(ep)
     return live
 
@@ -183,6 +187,7 @@ def sample_episodes(
     best_shown: Sequence[float | None] | None = None,
     margin: float | None = None,
     feedback_tokens: int | None = None,
+    feedback: str = "report",
 ) -> list[Rollout]:
     """A step's episodes (see the module docstring): `n` per prompt, up to `turns` turns each.
 
@@ -193,11 +198,19 @@ def sample_episodes(
         best_shown: per prompt, the best speedup (×) it showed, or None (`stops`).
         margin: `stage.contrastive_rl.stop_margin` (None: no early stop).
         feedback_tokens: the token budget of turns 2..; None: max_model_len - max_tokens.
+        feedback: "report" (turns 2.. show the evaluator's report) or "none" (they show the
+            previous answer and the closing instruction only: `stage.contrastive_rl.feedback`).
 
     Returns:
         Every turn's rollout, ordered by group, sample, turn; with turns > 1 each carries its
-        `episode` (the first turn's origin), `turn` and, after turn 1, `feedback`.
+        `episode` (the first turn's origin), `turn` and, after turn 1, `feedback` (None with
+        feedback "none").
+
+    Raises:
+        ValueError: `feedback` is not one of `REFINEMENT_FEEDBACK`.
     """
+    if feedback not in REFINEMENT_FEEDBACK:
+        raise ValueError(f"feedback must be one of {REFINEMENT_FEEDBACK}, got {feedback!r}")
     if turns == 1:
         return sample_rollouts(ctx, tasks, prompts, n, step, timings, shown=shown)
     cfg = ctx.cfg
@@ -235,7 +248,7 @@ def sample_episodes(
         price_episode_copies(ep, reward_cfg)
 
     for turn in range(2, turns + 1):
-        live = continue_episodes(list(episodes.values()), turns, margin, budget, count)
+        live = continue_episodes(list(episodes.values()), turns, margin, budget, count, report=feedback == "report")
         if not live:
             break
         part = {}

@@ -524,6 +524,7 @@ def _sample_rl_step(ctx: RunContext, step: int) -> tuple[list[Rollout], dict[str
         best_shown=best,
         margin=cfg.stop_margin,
         feedback_tokens=cfg.feedback_tokens,
+        feedback=cfg.feedback,
     )
     return rollouts, timings, step
 

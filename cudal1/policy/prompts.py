@@ -305,6 +305,10 @@ def with_feedback(
     return out
 
 
+REFINEMENT_FEEDBACK = ("report", "none")
+"""What the prompt of a refinement turn shows after the previous answer (`refinement_turn`'s
+`report`): the evaluator's report on it, or nothing (an ablation: does a policy use the report?)."""
+
 _REFINE_INTRO = "The evaluator's report on your previous solution:"
 _ANALYSIS_REFINE = (
     "What does the report show, what limits your previous solution (memory traffic, parallelism, "
@@ -356,6 +360,7 @@ def refinement_turn(
     token_budget: int,
     count_tokens: Callable[[list[dict[str, str]]], int],
     max_chars: int = 300,
+    report: bool = True,
 ) -> list[dict[str, str]]:
     """The prompt of the next turn of a refinement episode: the conversation so far, the model's
     previous answer as an assistant message, and a user message with the evaluator's report on
@@ -373,6 +378,8 @@ def refinement_turn(
         count_tokens: the token count of a message list (the caller applies the chat template,
             e.g. `len(chat_prompt_ids(tokenizer, messages))`).
         max_chars: each of the report's message and profile is cut to this many characters.
+        report: False leaves the report out (the user message is the closing instruction
+            alone; `feedback` is then unused): the ablation `stage.contrastive_rl.feedback=none`.
 
     Returns:
         A new message list (the inputs are unchanged). Over budget, it is shortened in this
@@ -393,8 +400,8 @@ def refinement_turn(
     closing = "Write an improved solution. " + _FORMAT.format(analysis=_ANALYSIS_REFINE)
 
     def turn(response: str, profile: bool) -> list[dict[str, str]]:
-        report = f"{_REFINE_INTRO}\n{feedback.report(max_chars, profile)}"
-        return [*out, {"role": "assistant", "content": response}, {"role": "user", "content": f"{report}\n\n{closing}"}]
+        said = f"{_REFINE_INTRO}\n{feedback.report(max_chars, profile)}\n\n" if report else ""
+        return [*out, {"role": "assistant", "content": response}, {"role": "user", "content": f"{said}{closing}"}]
 
     prompt = turn(previous_response, True)
     if count_tokens(prompt) <= token_budget:

@@ -155,6 +155,16 @@ def test_continue_episodes_ends_done_episodes_and_builds_the_next_prompts():
     assert continue_episodes([ep], 3, None, count(prompt), count) == [] and ep.ended == "budget"
 
 
+def test_continue_episodes_without_the_report():
+    prompt = contrastive_prompt(TASK.source, [Exemplar(TASK.task_id, SHOWN, 1.5)])
+    bad = EvalResult(TASK.task_id, Status.RUNTIME_ERROR, message="AttributeError: nope")
+    ep = Episode(TASK, 0, 0, prompt, [SHOWN], 1.5, [turn(response(BROKEN), bad, price(bad))])
+    assert continue_episodes([ep], 2, None, 100_000, count, report=False) == [ep]
+    assert ep.feedback is None
+    assert ep.messages == refinement_turn(prompt, response(BROKEN), Feedback.of(bad), 100_000, count, report=False)
+    assert "AttributeError" not in ep.messages[-1]["content"]
+
+
 def test_feedback_of_a_turn_says_what_failed_or_that_it_copied():
     assert feedback_of(turn("x", None, Priced(-2.3, "parse_error:no_code_block"))) == Feedback(
         "parse_error:no_code_block", "the answer had no ```python code block"
@@ -314,6 +324,19 @@ def test_a_three_turn_step_refines_failures_evaluates_each_program_once_and_pric
     assert [r.advantage for r in rollouts] == [a for ep in turn_advantages(returns, "loo") for a in ep]
     assert [r.to_dict()["turn"] for r in rollouts] == [1, 2, 1, 2, 3, 1, 1, 2]
     assert turn_metrics(rollouts)["turn3/pass_rate"] == 1.0 and turn_metrics(rollouts)["episode/pass_rate"] == 1.0
+
+
+def test_a_step_without_the_report_shows_the_answers_but_not_what_the_evaluator_said():
+    prompts = [contrastive_prompt(TASK.source, [Exemplar(TASK.task_id, SHOWN, 1.5)])]
+    script = Script([[[response(BROKEN), response(SLOW)]], [response(FAST), response(FAST)]])
+    rollouts = sample_episodes(context(script), [TASK], prompts, 2, 5, shown=[[SHOWN]], turns=2, feedback="none")
+    assert [(r.sample, r.turn) for r in rollouts] == [(0, 1), (0, 2), (1, 1), (1, 2)]
+    assert [r.feedback for r in rollouts] == [None] * 4 and [r.episode for r in rollouts][1] == "step5/g0/s0"
+    turn2 = script.seen[1][1]
+    assert response(BROKEN) in turn2[0] and response(SLOW) in turn2[1]
+    assert not any("report on your previous solution" in text or "AttributeError" in text for text in turn2)
+    with pytest.raises(ValueError, match="feedback must be one of"):
+        sample_episodes(context(script), [TASK], prompts, 2, 5, turns=2, feedback="summary")
 
 
 def test_the_review_reads_episode_records_beside_single_turn_ones(tmp_path):

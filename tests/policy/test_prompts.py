@@ -232,6 +232,20 @@ def test_a_refinement_turn_is_the_conversation_the_answer_and_the_report():
         refinement_turn(base, "  ", fb, 10_000, words)
 
 
+def test_a_refinement_turn_without_the_report_shows_the_answer_and_the_closing_only():
+    base = plain_prompt(REFERENCE)
+    fb = Feedback("incorrect", "max abs error 3.2 > atol 1e-05 on trial 1")
+    with_report = refinement_turn(base, RESPONSE, fb, 10_000, words)
+    without = refinement_turn(base, RESPONSE, fb, 10_000, words, report=False)
+    assert without[:3] == with_report[:3] and without[2]["content"] == RESPONSE
+    assert without[3]["content"].startswith("Write an improved solution.")
+    assert with_report[3]["content"].endswith(without[3]["content"])
+    assert "report on your previous solution" not in without[3]["content"] and "max abs" not in without[3]["content"]
+    # The budget holds the same way (here, the previous answer cut to its code).
+    short = refinement_turn(base, RESPONSE, fb, words(without) - 1, words, report=False)
+    assert short[2]["content"] == fence(LONG) and words(short) < words(without)
+
+
 def test_over_budget_the_oldest_code_goes_first_and_the_task_never():
     base = plain_prompt(REFERENCE)
     fb = Feedback("ok", "", 1.3, profile="dram 91% of peak " * 5)
