@@ -24,7 +24,8 @@ Set-up (issue 9, "a learning test on the real reward"):
   (DeepSpeed on the CPU), and the weights go back to the generator (`update_weights`). Every run
   starts from the same SFT checkpoint with a fresh optimizer.
 - Measured: per step, the share of all sampled responses whose code is the fast variant (the
-  parser's code, compared after `normalized_code`), the slow share, and the rest.
+  parser's code, compared after `normalized_code`), the slow share, and the rest; the pass rate
+  and the mean paid speedup (`rollout_metrics`, as the training job logs them).
 - Controls: the same run with learning rate 0, with every advantage negated before the update,
   and with equal pay (`equal_pay`: every correct result paid as a 1.00x, so the two variants earn
   alike). None may reach the criterion (`learned`).
@@ -596,7 +597,11 @@ class Experiment:
         """One RL run from the SFT weights: `steps` steps at `lr`, advantages negated when
         `negate`; `pay` "equal" pays every correct result alike (`equal_pay`). Returns {"name",
         "lr", "negate", "pay", each kind of `kinds_of(variants)` and "other" (share per step, of
-        all responses), "reward" (mean per step), "reasons" (counts over the run), "seconds"}."""
+        all responses), "reward" (mean per step), "pass_rate" and "paid" (per step: the share of
+        responses paid as correct, reason "ok" or "ok:noisy", and their mean paid speedup in ×,
+        None without any: `cudal1.pipeline.metrics.rollout_metrics`' "pass_rate" and
+        "speedup/mean", as the training job logs them), "reasons" (counts over the run), "seconds"}."""
+        from cudal1.pipeline.metrics import rollout_metrics
         from cudal1.pipeline.rollouts import assign_advantages, reward_config, sample_rollouts, update_examples
         from cudal1.policy.model import load_policy
 
@@ -613,7 +618,7 @@ class Experiment:
             raise ValueError(f"pay {pay!r} is not 'measured' or 'equal'")
         trace: dict[str, Any] = {"name": name, "lr": lr, "negate": negate, "pay": pay}
         trace.update({key: [] for key in (*self.kinds, "other")})
-        trace.update(reward=[], reasons={})
+        trace.update(reward=[], pass_rate=[], paid=[], reasons={})
         for step in range(self.s.steps):
             self.pool.new_step()
             messages = [self.prompts[t.task_id][0] for t in self.tasks]
@@ -632,6 +637,9 @@ class Experiment:
             for key in (*self.kinds, "other"):
                 trace[key].append(kinds.count(key) / len(kinds))
             trace["reward"].append(statistics.fmean(r.reward for r in rollouts))
+            scored = rollout_metrics(rollouts)  # as the training job logs them (rl/pass_rate, rl/speedup/mean)
+            trace["pass_rate"].append(scored["pass_rate"])
+            trace["paid"].append(scored.get("speedup/mean"))
             for r in rollouts:
                 trace["reasons"][r.reward_reason] = trace["reasons"].get(r.reward_reason, 0) + 1
             examples = update_examples(rollouts)

@@ -51,6 +51,7 @@ FAST = frozenset(
         "pipeline/test_episodes.py",
         "pipeline/test_health.py",
         "pipeline/test_metrics.py",
+        "pipeline/test_optimize_delivery.py",
         "pipeline/test_report.py",
         "pipeline/test_signal.py",
         "pipeline/test_variants.py",

@@ -342,7 +342,10 @@ class TaskOutcome:
 
     @property
     def speedup(self) -> float | None:
-        return self.solution.speedup if self.solution else None
+        """The delivered solution's verified speedup (×, the slower of its two measurements); None
+        when nothing is delivered (the solution that was not delivered keeps its figures in
+        `solution`, for the record)."""
+        return self.solution.speedup if self.delivered else None
 
     @property
     def delivered(self) -> bool:
@@ -350,12 +353,30 @@ class TaskOutcome:
         return self.status == "improved" and self.solution is not None
 
     def table_result(self) -> EvalResult:
-        """The task's row for `cudal1.pipeline.evaluate.paper_table`: the verified solution's result
-        (its speedup and spread set to the verified ones); without one, the most informative
-        failure (a wrong or slow answer before a crash before a build error), a failed reference's
-        result, or a compile_error labelled "no_candidate" when no response held usable code."""
+        """The task's row for `cudal1.pipeline.evaluate.paper_table`, which counts a row with status
+        ok as a success and its speedup toward fast_p.
+
+        - A delivered solution (`delivered`): its first measurement's result with the verified
+          speedup (×, the slower of the two measurements, as `speedup`), the larger spread and the
+          solution's labels.
+        - Nothing delivered, the reference itself failed (`invalid_task`): the reference's result.
+        - Nothing delivered, but some attempt was correct (a correct result whose second opinion
+          did not agree, or whose paid speedup did not beat the reference and the starting
+          solutions: "not_faster", or "no_correct" with unconfirmed results): a placeholder with
+          status compile_error, labelled `NOT_DELIVERED`, the outcome's message and no speedup.
+        - Nothing delivered and no attempt correct: the most informative failure (a wrong answer
+          before a hack before a timeout or out-of-memory before a crash before a build error),
+          or a compile_error labelled "no_candidate" when no response held usable code.
+
+        Why: the table reports what the job hands back (the files under `solutions/`, Serve's
+        `code`), so it must agree with the task's line ("no faster solution found"). An
+        unconfirmed 1.5x, or a verified 1.3x that does not beat a 1.5x start, is a measurement,
+        not a delivered program: counted as a success it would raise the pass rate and fast_1 for
+        a task where the user got nothing. The placeholder's status is that of a task with no
+        program (compile_error, as "no_candidate"), since the table has no status for "correct
+        but not delivered"; its label and message say which it was."""
         # A copy without the measuring actor: the table holds the evaluator's columns.
-        if self.solution is not None:
+        if self.solution is not None and self.delivered:
             return dataclasses.replace(
                 self.solution.result,
                 speedup=self.solution.speedup,
@@ -366,9 +387,16 @@ class TaskOutcome:
             )
         if self.status == "invalid_task" and self.reference is not None:
             return dataclasses.replace(self.reference, actor=None, second_opinion=None)
-        evaluated = [a.result for a in self.attempts if a.result is not None]
-        if evaluated:
-            worst = max(evaluated, key=lambda r: _FAILURE_RANK[r.status])
+        if self.solution is not None or any(a.result is not None and a.result.correct for a in self.attempts):
+            return EvalResult(
+                self.task_id,
+                Status.COMPILE_ERROR,
+                labels=[NOT_DELIVERED],
+                message=self.message or "no faster solution found",
+            )
+        failed = [a.result for a in self.attempts if a.result is not None and a.result.status is not Status.OK]
+        if failed:
+            worst = max(failed, key=lambda r: _FAILURE_RANK[r.status])
             return dataclasses.replace(worst, actor=None, second_opinion=None)
         return EvalResult(
             self.task_id,
@@ -379,12 +407,14 @@ class TaskOutcome:
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-safe dict (the job's report.json): the fields, each result as `EvalResult.to_dict()`,
-        and "speedup"."""
+        "delivered" and "speedup" (`delivered`, `speedup`: None when nothing is delivered, though
+        "solution" keeps the undelivered solution's figures for the record)."""
         return {
             "task_id": self.task_id,
             "name": self.name,
             "status": self.status,
             "message": self.message,
+            "delivered": self.delivered,
             "solution": self.solution.to_dict() if self.solution is not None else None,
             "reference": self.reference.to_dict() if self.reference is not None else None,
             "attempts": [a.to_dict() for a in self.attempts],
@@ -395,7 +425,6 @@ class TaskOutcome:
 
 
 _FAILURE_RANK = {
-    Status.OK: 6,
     Status.INCORRECT: 5,
     Status.HACK: 4,
     Status.TIMEOUT: 3,
@@ -404,8 +433,13 @@ _FAILURE_RANK = {
     Status.COMPILE_ERROR: 1,
     Status.INVALID_TASK: 0,
 }
-"""Which failure `TaskOutcome.table_result` reports: the most informative (a wrong or slow answer
-before a crash before a build error)."""
+"""Which failure `TaskOutcome.table_result` reports when no attempt was correct: the most
+informative (a wrong answer before a hack before a timeout or out-of-memory before a crash before a
+build error)."""
+
+NOT_DELIVERED = "not_delivered"
+"""The label of `TaskOutcome.table_result`'s placeholder for a task whose correct attempts were not
+delivered (not confirmed by a second opinion, or not paid above the reference and the start)."""
 
 
 class Optimizer:
@@ -454,7 +488,8 @@ class Optimizer:
                 "round_start" {"round", "rounds"}; "generated" {"round", "responses", "parsed"};
                 "round_done" {"round", "rounds", "evaluated", "correct", "best_speedup" (× or None),
                 "statuses" {status: count}}; "verified" {"speedup" or None, "agrees"};
-                "done" {"status", "speedup", "message"}. An exception it raises is logged and ignored.
+                "done" {"status", "speedup" (`TaskOutcome.speedup`: None when nothing is
+                delivered), "message"}. An exception it raises is logged and ignored.
 
         Returns:
             A `TaskOutcome`. Raises only for errors of the generator or the pool themselves

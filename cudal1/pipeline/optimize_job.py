@@ -9,7 +9,8 @@
     reports/level<L>_<id>.json          the task's `TaskOutcome`: every attempt with its evaluation,
                                         each round's prompt, the solution's analysis and design
     results.jsonl                       one `EvalResult` per task (`TaskOutcome.table_result`): the
-                                        table's input
+                                        table's input, where a task with nothing delivered is
+                                        never a success
     table.json, table.txt               `paper_table` over results.jsonl: mean / median / geomean
                                         speedup, fast_1, fast_1.01, ... (× vs the eager reference)
 
@@ -69,6 +70,27 @@ def task_line(o: TaskOutcome) -> str:
     spread = f" (spread {s.spread:.0%})" if s.spread is not None else ""
     labels = f" [{', '.join(s.labels)}]" if s.labels else ""
     return f"{o.task_id} {o.name}: {o.status}: {s.paid:.2f}x paid{spread}{labels}, from {s.origin}"
+
+
+def outcome_row(o: TaskOutcome) -> dict[str, Any]:
+    """The task's row of MLflow's per-task table (`tables/optimize.json`): status, "delivered", and
+    the delivered solution's speedup (×, verified), paid speedup (×), spread, labels, origin and
+    analysis (None / "" when nothing is delivered: the message says why), attempts, message."""
+    sol = o.solution if o.delivered else None
+    return {
+        "task_id": o.task_id,
+        "name": o.name,
+        "status": o.status,
+        "delivered": sol is not None,
+        "speedup": sol.speedup if sol else None,
+        "paid": sol.paid if sol else None,
+        "spread": sol.spread if sol else None,
+        "labels": ",".join(sol.labels) if sol else "",
+        "origin": sol.origin if sol else "",
+        "attempts": len(o.attempts),
+        "message": o.message[:200],
+        "analysis": (sol.analysis if sol else "")[:500],
+    }
 
 
 def optimize_tasks(
@@ -136,8 +158,8 @@ def optimize_tasks(
             if tracker is not None:
                 tracker.log_metrics(
                     {
-                        "task/speedup": o.speedup or 0.0,
-                        "task/correct": float(o.solution is not None),
+                        "task/speedup": o.speedup or 0.0,  # 0.0: nothing delivered
+                        "task/delivered": float(o.delivered),
                         "task/attempts": float(len(o.attempts)),
                         "task/seconds": o.seconds,
                     },
@@ -153,24 +175,7 @@ def optimize_tasks(
     (out / "table.json").write_text(json.dumps(rows, indent=1))
     (out / "table.txt").write_text(text + "\n")
     if tracker is not None:
-        tracker.log_table(
-            [
-                {
-                    "task_id": o.task_id,
-                    "name": o.name,
-                    "status": o.status,
-                    "speedup": o.speedup,
-                    "spread": o.solution.spread if o.solution else None,
-                    "labels": ",".join(o.solution.labels) if o.solution else "",
-                    "origin": o.solution.origin if o.solution else "",
-                    "attempts": len(o.attempts),
-                    "message": o.message[:200],
-                    "analysis": (o.solution.analysis if o.solution else "")[:500],
-                }
-                for o in outcomes
-            ],
-            "tables/optimize.json",
-        )
+        tracker.log_table([outcome_row(o) for o in outcomes], "tables/optimize.json")
         tracker.log_table(
             [{k: v for k, v in r.items() if not k.endswith("_counts")} for r in rows], "tables/paper_table.json"
         )

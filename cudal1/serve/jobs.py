@@ -215,8 +215,9 @@ class OptimizeService:
 
     def get(self, job_id: str) -> dict[str, Any]:
         """The job's state: id, status (`STATES`), progress (events so far), message, result (when
-        done: the `TaskOutcome` as a dict, with the verified solution, speedup, spread, labels and
-        analysis). Raises ApiError(404) for an unknown id."""
+        done: `OptimizeRunner`'s answer, the `TaskOutcome` as a dict with the delivered solution's
+        code, speedup, paid speedup, spread, labels and analysis, None / empty when nothing is
+        delivered). Raises ApiError(404) for an unknown id."""
         with self._lock:
             state = self._states.get(job_id)
             if state is not None:
@@ -293,7 +294,8 @@ class OptimizeRunner:
 
     def __call__(self, request: Mapping[str, Any], on_progress: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         """Returns the `TaskOutcome` as a dict (its "message" says "no faster solution found" with
-        the best figures when nothing is delivered) plus "delivered", "pool", and "paid",
+        the best figures when nothing is delivered, and its "speedup" is then None) plus
+        "delivered", "pool", and "paid",
         "spread", "labels", "analysis", "code" of the delivered solution (None / [] / "" when
         none is delivered: `TaskOutcome.delivered`, a paid speedup above the reference's and the
         starting solutions')."""

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from cudal1.bench.result import EvalResult, Status
-from cudal1.pipeline.optimize import OptimizeSettings, Optimizer, task_from_source
-from cudal1.pipeline.optimize_job import optimize_tasks, task_line
+from cudal1.pipeline.optimize import NOT_DELIVERED, OptimizeSettings, Optimizer, task_from_source
+from cudal1.pipeline.optimize_job import optimize_tasks, outcome_row, task_line
 from cudal1.policy.model import chat_prompt_ids
 from cudal1.policy.prompts import contrastive_prompt
 from cudal1.records import Exemplar, Generation
@@ -88,9 +88,9 @@ class Pool:
 OK, WRONG = Status.OK, Status.INCORRECT
 
 
-def run(tmp_path, plan, start=(START,), mode="conversation"):
+def run(tmp_path, plan, start=(START,), mode="conversation", samples=2):
     task = task_from_source(PROGRAM, "relu")
-    settings = OptimizeSettings(rounds=1, samples=2, max_tokens=64, max_model_len=100000, feedback_mode=mode)
+    settings = OptimizeSettings(rounds=1, samples=samples, max_tokens=64, max_model_len=100000, feedback_mode=mode)
     optimizer = Optimizer(Generator(), Pool(plan), Tokenizer(), settings)
     (outcome,), _ = optimize_tasks(optimizer, [task], tmp_path, starts={task.task_id: list(start)}, progress=False)
     files = sorted(p.name for p in (tmp_path / "solutions").rglob("*.py"))
@@ -172,3 +172,71 @@ def test_a_conversation_over_the_token_budget_falls_back_to_the_fresh_prompt_and
     assert [a.continues for a in o.attempts] == [None] * 5 and all(a.messages == fresh for a in o.attempts[1:])
     warned = [r.getMessage() for r in caplog.records if "do not fit" in r.getMessage()]
     assert len(warned) == 1 and warned[0].startswith(f"{task.task_id}: round 1: 1 conversation(s) do not fit")
+
+
+def table(tmp_path):
+    """The job's results.jsonl (one row) and table.json (one row: one task of one level)."""
+    (line,) = (tmp_path / "results.jsonl").read_text().splitlines()
+    (row,) = json.loads((tmp_path / "table.json").read_text())
+    return EvalResult.from_dict(json.loads(line)), row
+
+
+def test_an_unconfirmed_correct_result_is_no_success_and_no_speedup_in_the_table(tmp_path):
+    # The only evaluated attempt: ok at 1.5x, then 1.0x on the other actor (disagree by 50% > 10%).
+    o, files, report = run(tmp_path, {MODEL: [(OK, 1.5, []), (OK, 1.0, [])]}, start=(), samples=1)
+    assert [a.result.speedup for a in o.attempts] == [1.5] and o.solution is None and o.status == "no_correct"
+    assert o.message.startswith("no faster solution found: 1 correct candidates (best measured 1.50x)")
+    r, row = table(tmp_path)
+    assert (r.status, r.labels, r.speedup, r.message) == (Status.COMPILE_ERROR, [NOT_DELIVERED], None, o.message)
+    assert (row["n"], row["success"], row["pass_rate"], row["fast_1"], row["fast_1.01"]) == (1, 0, 0.0, 0.0, 0.0)
+    assert row["speedup_mean"] is None and row["status_counts"] == {"compile_error": 1}
+    # every reader says the same: nothing delivered, no speedup
+    assert files == [] and (report["delivered"], report["speedup"]) == (False, None)
+    assert task_line(o) == f"level0/0 relu: no_correct: {o.message}"
+    d = runner_result(o, "cpu")
+    assert (d["delivered"], d["speedup"], d["paid"], d["code"]) == (False, None, None, None)
+    assert (outcome_row(o)["delivered"], outcome_row(o)["speedup"], outcome_row(o)["paid"]) == (False, None, None)
+
+
+def test_a_verified_solution_below_the_start_is_no_success_in_the_table_but_stays_in_the_report(tmp_path):
+    # verified 1.5x (the start) and 1.4x (the model): correct and faster than the reference, but
+    # nothing beats the start, so nothing is delivered
+    o, files, report = run(tmp_path, {START: [(OK, 1.5, [])], MODEL: [(OK, 1.4, [])]})
+    assert o.status == "not_faster" and o.solution.speedup == pytest.approx(1.5) and o.speedup is None
+    r, row = table(tmp_path)
+    assert (r.status, r.labels, r.speedup) == (Status.COMPILE_ERROR, [NOT_DELIVERED], None)
+    assert r.message.startswith("no faster solution found: best start/0 measured 1.50x")
+    assert (row["success"], row["fast_1"], row["speedup_mean"]) == (0, 0.0, None)
+    assert (report["delivered"], report["speedup"], report["solution"]["speedup"]) == (False, None, 1.5)
+    assert runner_result(o, "cpu")["speedup"] is None
+    # the issue's case: the start, 1.01x then 0.61x, is unconfirmed; the model's answers are wrong.
+    # A correct result existed, so the row says "not delivered", not the model's "incorrect".
+    plan = {START: [(OK, 1.01, ["below_resolution"]), (OK, 0.61, ["below_resolution"])], MODEL: [(WRONG, None, [])]}
+    o, _, _ = run(tmp_path, plan)
+    r, row = table(tmp_path)
+    assert o.status == "no_correct" and (r.status, r.labels) == (Status.COMPILE_ERROR, [NOT_DELIVERED])
+    assert (row["success"], row["fast_1"]) == (0, 0.0)
+
+
+def test_a_delivered_solution_is_the_tables_success_at_its_verified_speedup(tmp_path):
+    o, _, report = run(tmp_path, {START: [(OK, 1.5, [])], MODEL: [(OK, 2.0, []), (OK, 1.9, [])]})
+    assert o.delivered and o.speedup == pytest.approx(1.9)
+    r, row = table(tmp_path)
+    assert (r.status, r.speedup, r.actor, r.second_opinion) == (Status.OK, pytest.approx(1.9), None, None)
+    assert (row["success"], row["fast_1"], row["fast_1.01"]) == (1, 1.0, 1.0)
+    assert row["speedup_mean"] == pytest.approx(1.9)
+    assert (report["delivered"], report["speedup"]) == (True, pytest.approx(1.9))
+    assert runner_result(o, "cpu")["speedup"] == pytest.approx(1.9)
+    assert outcome_row(o)["paid"] == pytest.approx(1.9) and outcome_row(o)["origin"] == "round1/s0"
+
+
+def test_without_a_correct_result_the_row_is_the_most_informative_failure(tmp_path):
+    # a wrong answer before a hack before a crash
+    hacked = modelnew("hack")
+    plan = {MODEL: [(WRONG, None, [])], START: [(Status.RUNTIME_ERROR, None, [])], hacked: [(Status.HACK, None, [])]}
+    o, _, _ = run(tmp_path, plan, start=(START, hacked))
+    r, row = table(tmp_path)
+    assert o.status == "no_correct" and r.status is Status.INCORRECT and (row["success"], row["fast_1"]) == (0, 0.0)
+    o, _, _ = run(tmp_path, {MODEL: [(Status.HACK, None, [])], START: [(Status.RUNTIME_ERROR, None, [])]})
+    r, row = table(tmp_path)
+    assert r.status is Status.HACK and row["status_counts"] == {"hack": 1}
