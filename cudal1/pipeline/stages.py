@@ -14,8 +14,6 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Callable
 
-from tqdm import tqdm
-
 from cudal1.pipeline.episodes import assign_episode_advantages, sample_episodes, turn_metrics
 from cudal1.pipeline.metrics import overview_due, overview_metrics, rollout_metrics, step_breakdown
 from cudal1.pipeline.overlap import OneStepAhead
@@ -30,6 +28,7 @@ from cudal1.pipeline.rollouts import (
     update_examples,
 )
 from cudal1.policy.model import chat_prompt_ids
+from cudal1.progress import bar
 from cudal1.pipeline.health import GAP_METRIC, SyncWatch, too_stale
 from cudal1.pipeline.sft_data import sft_pairs, stage1_solutions
 from cudal1.pipeline.variants import stage1_ranks, stage1_shares
@@ -152,9 +151,10 @@ def train_supervised(
     return last
 
 
-def progress(ctx: RunContext, total: int, stage: str, unit: str) -> tqdm:
-    """A progress bar over a stage's units, starting at the units already done (resume)."""
-    return tqdm(total=total, initial=min(ctx.state.unit, total), desc=stage, unit=unit, dynamic_ncols=True)
+def progress(ctx: RunContext, total: int, stage: str, unit: str) -> Any:
+    """A progress bar over a stage's units, starting at the units already done (resume); drawn
+    only on a terminal (`cudal1.progress.bar`)."""
+    return bar(total=total, initial=min(ctx.state.unit, total), desc=stage, unit=unit)
 
 
 def log_samples(ctx: RunContext, rollouts: list[Rollout], name: str) -> None:
