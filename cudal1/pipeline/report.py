@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from cudal1.pipeline.metrics import OVERVIEW, OVERVIEW_SFT_POINTS
+from cudal1.pipeline.metrics import OVERVIEW
 
 
 def written_by_policy(origin: str) -> bool:
@@ -164,7 +164,7 @@ def format_run_summary(
     if overview:
         sft_units = [h.get("unit") for h in history if h.get("stage") == "sft" and h.get("overview_step") is not None]
         every = sft_units[0] if len(sft_units) > 1 and isinstance(sft_units[0], int) else 1
-        sampled_sft = f"; sft: one per {every} epochs, at most {OVERVIEW_SFT_POINTS}" if every > 1 else ""
+        sampled_sft = f"; sft: one per {every} epochs" if every > 1 else ""
         lines.append(f"  {OVERVIEW}/ charts' step axis (one point per unit{sampled_sft}): {ranges(overview)}")
     axis = step_ranges(history)
     if axis:

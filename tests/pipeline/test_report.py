@@ -128,9 +128,10 @@ def test_sft_gets_at_most_20_overview_points_and_the_sampling_stages_one_each():
 
 
 def test_the_overview_axis_gives_each_stage_a_share_and_the_summary_explains_both_axes(tmp_path):
-    """`finish_unit` over 30 SFT epochs, a self-training round and 4 RL steps, into a real MLflow
-    store: the `_overview/` charts count points (SFT sampled to 15 of them), the other metrics
-    the learner's updates, and the summary names where each stage lies on both."""
+    """`finish_unit` over 10 SFT epochs (at most 5 overview points here), a self-training round
+    and 3 RL steps, into a real MLflow store: the `_overview/` charts count points (SFT sampled to
+    5 of them), the other metrics the learner's updates, and the summary names where each stage
+    lies on both."""
     from mlflow import MlflowClient
 
     from cudal1.pipeline.stages import finish_unit
@@ -148,10 +149,11 @@ def test_the_overview_axis_gives_each_stage_a_share_and_the_summary_explains_bot
         log_step = None if stage == "sft" else sampled_at
         finish_unit(ctx, metrics, summary, checkpoint=False, sync=False, log_step=log_step, overview=overview)
 
-    for epoch in range(1, 31):
-        unit("sft", {"sft/epoch": epoch}, {"sft_loss": 1.0 / epoch}, overview=overview_due("sft", epoch, 30))
+    for epoch in range(1, 11):
+        due = overview_due("sft", epoch, 10, sft_points=5)
+        unit("sft", {"sft/epoch": epoch}, {"sft_loss": 1.0 / epoch}, overview=due)
     unit("self_train", {"self_train/reward/mean": 0.2, "self_train/pass_rate": 0.5}, {"pass_rate": 0.5})
-    for k in range(4):
+    for k in range(3):
         rl = {"rl/reward/mean": 0.1 * k, "rl/pass_rate": 0.75, "learner/kl": 0.01}
         unit("contrastive_rl", rl, {"reward/mean": 0.1 * k, "pass_rate": 0.75})
     tracker.close()
@@ -161,26 +163,26 @@ def test_the_overview_axis_gives_each_stage_a_share_and_the_summary_explains_bot
     def steps(key):
         return [m.step for m in sorted(client.get_metric_history(tracker.run_id, key), key=lambda m: m.step)]
 
-    assert steps("_overview/stage") == list(range(1, 21))
-    assert steps("_overview/sft_loss") == list(range(1, 16))  # epochs 2, 4, ..., 30
+    assert steps("_overview/stage") == list(range(1, 10))
+    assert steps("_overview/sft_loss") == [1, 2, 3, 4, 5]  # epochs 2, 4, ..., 10
     assert client.get_metric_history(tracker.run_id, "_overview/sft_loss")[0].value == 0.5  # epoch 2's loss
-    assert steps("_overview/pass_rate") == [16, 17, 18, 19, 20]  # the round, then the RL steps
-    assert steps("sft/epoch") == list(range(1, 31))  # the other metrics: learner updates, as before
-    assert steps("self_train/reward/mean") == [30]
-    assert steps("rl/reward/mean") == [31, 32, 33, 34]
-    assert ctx.state.overview_step == 20
+    assert steps("_overview/pass_rate") == [6, 7, 8, 9]  # the round, then the RL steps
+    assert steps("sft/epoch") == list(range(1, 11))  # the other metrics: learner updates, as before
+    assert steps("self_train/reward/mean") == [10]
+    assert steps("rl/reward/mean") == [11, 12, 13]
+    assert ctx.state.overview_step == 9
     assert [h.get("overview_step") for h in ctx.state.history[:4]] == [None, 1, None, 2]
 
     text = format_run_summary(
         [], ctx.state.history, {}, str(tmp_path / "run"), tracker.run_id, uri, tracker.experiment_id
     )
     assert (
-        "  _overview/ charts' step axis (one point per unit; sft: one per 2 epochs, at most 20): "
-        "sft 1-15, self_train 16, contrastive_rl 17-20"
+        "  _overview/ charts' step axis (one point per unit; sft: one per 2 epochs): "
+        "sft 1-5, self_train 6, contrastive_rl 7-9"
     ) in text
     assert (
-        "  other charts' step axis (learner updates since the run began): sft 1-30, self_train 30, contrastive_rl 31-34"
+        "  other charts' step axis (learner updates since the run began): sft 1-10, self_train 10, contrastive_rl 11-13"
     ) in text
-    assert "last sampled unit: contrastive_rl step 4 (MLflow step 34, _overview/ step 20): pass rate 0.75" in text
+    assert "last sampled unit: contrastive_rl step 3 (MLflow step 13, _overview/ step 9): pass rate 0.75" in text
     page = f"/#/experiments/{tracker.experiment_id}/runs/{tracker.run_id}/model-metrics?workflowType=machine_learning"
     assert f"  then open http://127.0.0.1:5000{page}" in text.splitlines()
