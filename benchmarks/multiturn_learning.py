@@ -276,21 +276,7 @@ class Experiment:
         }
 
     def _ctx(self) -> Any:
-        from types import SimpleNamespace
-
-        from cudal1.rl.rewards import RewardConfig
-
-        rollout = SimpleNamespace(
-            max_model_len=self.s.max_model_len, max_tokens=self.s.max_tokens, temperature=1.0, top_p=1.0
-        )
-        cfg = SimpleNamespace(rollout=rollout, reward=RewardConfig())
-        return SimpleNamespace(
-            cfg=cfg,
-            tokenizer=self.tokenizer,
-            generator=self.generator,
-            pools=SimpleNamespace(primary=self.pool),
-            buffer=None,
-        )
+        return rrl.run_context(self.s, self.tokenizer, self.generator, self.pool)
 
     def run_rl(self, name: str, lr: float, negate: bool = False, feedback: str = "report") -> dict[str, Any]:
         """One RL run of `steps` steps from the SFT weights. Returns {"name", "lr", "negate",

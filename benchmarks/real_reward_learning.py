@@ -412,6 +412,19 @@ def classify(code: str | None, task_id: str, variants: str = "two") -> str:
     return "other"
 
 
+def run_context(s: Any, tokenizer: Any, generator: Any, pool: Any) -> Any:
+    """The slice of a run's context that `sample_rollouts` and `sample_episodes` read: the rollout
+    settings of `s` (max_model_len, max_tokens; temperature and top_p 1), the default reward, the
+    tokenizer, the generator and `pool` as the primary pool, no exemplar buffer."""
+    from cudal1.rl.rewards import RewardConfig
+
+    rollout = SimpleNamespace(max_model_len=s.max_model_len, max_tokens=s.max_tokens, temperature=1.0, top_p=1.0)
+    cfg = SimpleNamespace(rollout=rollout, reward=RewardConfig())
+    return SimpleNamespace(
+        cfg=cfg, tokenizer=tokenizer, generator=generator, pools=SimpleNamespace(primary=pool), buffer=None
+    )
+
+
 class Experiment:
     """SFT once, then RL runs that each start from the SFT weights.
 
@@ -579,19 +592,7 @@ class Experiment:
     # ----- RL
 
     def _ctx(self) -> Any:
-        from cudal1.rl.rewards import RewardConfig
-
-        rollout = SimpleNamespace(
-            max_model_len=self.s.max_model_len, max_tokens=self.s.max_tokens, temperature=1.0, top_p=1.0
-        )
-        cfg = SimpleNamespace(rollout=rollout, reward=RewardConfig())
-        return SimpleNamespace(
-            cfg=cfg,
-            tokenizer=self.tokenizer,
-            generator=self.generator,
-            pools=SimpleNamespace(primary=self.pool),
-            buffer=None,
-        )
+        return run_context(self.s, self.tokenizer, self.generator, self.pool)
 
     def run_rl(self, name: str, lr: float, negate: bool = False, pay: str = "measured") -> dict[str, Any]:
         """One RL run from the SFT weights: `steps` steps at `lr`, advantages negated when
