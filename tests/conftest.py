@@ -32,9 +32,7 @@ FAST = frozenset(
     {
         "test_config.py",
         "test_environment.py",
-        "test_install.py",
         "test_launch.py",
-        "test_progress.py",
         "test_memory_plan.py",
         "test_review.py",
         "actors/test_artifacts.py",

@@ -121,13 +121,7 @@ def finish_run(ctx: RunContext) -> None:
     log.info(
         "%s",
         format_run_summary(
-            outcomes,
-            ctx.state.history,
-            ctx.state.registered,
-            str(ctx.run_dir),
-            ctx.tracker.run_id,
-            ctx.tracker.uri,
-            ctx.tracker.experiment_id,
+            outcomes, ctx.state.history, ctx.state.registered, str(ctx.run_dir), ctx.tracker.run_id, ctx.tracker.uri
         ),
     )
 
