@@ -19,8 +19,11 @@ Set-up (issue 9, "a learning test on the real reward"):
 - RL: the project's pieces, unchanged. Per step `cudal1.pipeline.rollouts.sample_rollouts`
   samples `group` responses per task from the vLLM generator, parses them, evaluates the
   candidates with the real evaluator (`cudal1.bench`, CPU backend, in sandboxed worker
-  processes) and prices them (`cudal1.rl.rewards`); `assign_advantages` (ties within the measured
-  spread, then GRPO's group normalization), `update_examples`, `GRPOLearner.grpo_step`
+  processes) and prices them (`cudal1.rl.rewards`); `learn_noise` (the pool's between-evaluation
+  noise learned from repeated measurements, as the RL stage does: a fallback within it is a
+  fallback; with `--measures K` the same K measurements recur, so their pairs recur too),
+  `assign_advantages` (ties within that noise or the measured spread, then GRPO's group
+  normalization), `update_examples`, `GRPOLearner.grpo_step`
   (DeepSpeed on the CPU), and the weights go back to the generator (`update_weights`). Every run
   starts from the same SFT checkpoint with a fresh optimizer.
 - Measured: per step, the share of all sampled responses whose code is the fast variant (the
@@ -603,14 +606,22 @@ class Experiment:
         None without any: `cudal1.pipeline.metrics.rollout_metrics`' "pass_rate" and
         "speedup/mean", as the training job logs them), "reasons" (counts over the run), "seconds"}."""
         from cudal1.pipeline.metrics import rollout_metrics
-        from cudal1.pipeline.rollouts import assign_advantages, reward_config, sample_rollouts, update_examples
+        from cudal1.pipeline.rollouts import (
+            assign_advantages,
+            learn_noise,
+            reward_config,
+            sample_rollouts,
+            update_examples,
+        )
         from cudal1.policy.model import load_policy
+        from cudal1.rl.noise import tie_noise
 
         if self.sft_dir is None:
             raise RuntimeError("run_sft first")
         t0 = time.perf_counter()
         ctx = self._ctx()
         rcfg = reward_config(ctx.cfg)
+        noise = tie_noise(rcfg)  # as the RL stage: ties and fallbacks within the pool's learned noise
         model, _ = load_policy(self.sft_dir)
         self.generator.update_weights(list(model.named_parameters()), version=0)
         del model
@@ -625,9 +636,10 @@ class Experiment:
             messages = [self.prompts[t.task_id][0] for t in self.tasks]
             shown = [self.prompts[t.task_id][1] for t in self.tasks]
             rollouts = sample_rollouts(ctx, self.tasks, messages, self.s.group, step, shown=shown)
+            floors, _ = learn_noise(noise, rollouts, rcfg)
             if pay == "equal":
                 equal_pay(rollouts)
-            assign_advantages(rollouts, rcfg, "std")
+            assign_advantages(rollouts, rcfg, "std", floors)
             if negate:
                 for r in rollouts:
                     r.advantage = -r.advantage

@@ -5,8 +5,8 @@ dict to `cudal1.tracking.Tracker.log_metrics`. Speedup statistics and fast_p com
 `cudal1.bench.summary.summarize`, so a training step and `cudal1 bench` report the same numbers.
 
 Headline figures count only what the reward pays: a rollout passes when its price
-(`cudal1.rl.rewards.price`) is "ok" or "ok:noisy", and its speedup is the paid one
-(`Rollout.paid_speedup`: rounded toward 1.00, the slower of two confirming measurements, label
+(`cudal1.rl.rewards.price`) is "ok", "ok:noisy" or "ok:disputed", and its speedup is the paid
+one (`Rollout.paid_speedup`: rounded toward 1.00, the slower of two measurements, label
 factors applied). Copies, fallbacks, hacks (caught, or on a second opinion), unconfirmed
 ("suspect:unverified") and unpriced rollouts do not pass; reduced precision passes at 1.00×, so it
 is never fast. The status and hack counts stay the evaluator's raw facts.
@@ -31,7 +31,7 @@ from cudal1.records import Rollout
 from cudal1.tracking import metric_key  # mlflow itself is imported only when a Tracker is enabled
 
 
-PASSING = ("ok", "ok:noisy")
+PASSING = ("ok", "ok:noisy", "ok:disputed")
 """Reward reasons of a rollout paid as correct."""
 
 
@@ -46,7 +46,7 @@ def rollout_metrics(rollouts: Sequence[Rollout], ps: Sequence[float] = DEFAULT_P
         Always present (an empty batch gives `rollouts` = 0 and nothing else):
           - "rollouts", "evaluated": counts.
           - "reward/mean", "reward/std" (population std; 0 for one rollout), "reward/max".
-          - "pass_rate": share that passes (paid as correct: reason "ok" or "ok:noisy").
+          - "pass_rate": share that passes (paid as correct: a reason in `PASSING`).
           - "parse_failure_rate": share with a `parse_error`.
           - "truncated_rate": share whose generation hit max_tokens (finish_reason "length").
           - "format_ok_rate": share that parsed and has every required section (a reward reason

@@ -20,7 +20,7 @@ from cudal1.policy.parsing import parse_response
 from cudal1.records import Candidate, Exemplar, Generation, PolicyExample, Rollout
 from cudal1.rl.advantages import rollout_advantages
 from cudal1.rl.noise import TieNoise, program_id
-from cudal1.rl.rewards import Priced, RewardConfig, format_failure, price, share_identical
+from cudal1.rl.rewards import FALLBACK_LABEL, Priced, RewardConfig, format_failure, price, share_identical
 from cudal1.rl.similarity import normalized_code
 from cudal1.tasks import Task
 
@@ -322,6 +322,50 @@ def tie_floors(rollouts: Sequence[Rollout], noise: TieNoise) -> list[float]:
     """The tie floor (ln-speedup units) of each rollout: `noise`'s for its result's pool and task
     size (`TieNoise.floor_for`; the configured floor for a rollout without a result)."""
     return [noise.floor_for(r.result) for r in rollouts]
+
+
+def fallbacks_within_noise(rollouts: Sequence[Rollout], reward_cfg: RewardConfig, floors: Sequence[float]) -> int:
+    """Price again, with each rollout's own tie floor (`floors`, ln-speedup units, `tie_floors`),
+    the correct rollouts whose candidate calls the reference's operators (label
+    `calls_reference_ops`), and make those whose gain lies within that floor fallbacks (`price`'s
+    fallback rule). Sampling prices with the configured `reward.tie_floor`, before the step's
+    measurements have taught the pool's noise (`observe_noise`); this applies what they taught.
+    Only ever lowers a price to the failure reward; copies of one program share one result and
+    so one floor, and stay priced alike. Returns how many rollouts became fallbacks."""
+    if len(floors) != len(rollouts):
+        raise ValueError(f"{len(floors)} floors for {len(rollouts)} rollouts")
+    changed = 0
+    for r, floor in zip(rollouts, floors):
+        p, res = r.priced, r.result
+        if p is None or not p.correct or res is None or FALLBACK_LABEL not in res.labels:
+            continue
+        again = price(
+            res,
+            r.parse_error,
+            reward_cfg,
+            finish_reason=r.generation.finish_reason,
+            sections=r.sections,
+            tie_floor=floor,
+        )
+        if again.reason == "fallback":
+            r.priced = again
+            changed += 1
+    return changed
+
+
+def learn_noise(
+    noise: TieNoise | None, rollouts: Sequence[Rollout], reward_cfg: RewardConfig
+) -> tuple[list[float] | None, int]:
+    """A step's rollouts through the run's noise model, in the order the RL stage needs: teach
+    `noise` the step's pairs (`observe_noise`), read each rollout's tie floor (`tie_floors`), and
+    make the fallbacks within it fallbacks (`fallbacks_within_noise`). Returns (the floors, for
+    `assign_advantages`; None with `noise` None: calibration off, `reward.tie_floor` everywhere)
+    and how many rollouts became fallbacks."""
+    if noise is None:
+        return None, 0
+    observe_noise(noise, rollouts)
+    floors = tie_floors(rollouts, noise)
+    return floors, fallbacks_within_noise(rollouts, reward_cfg, floors)
 
 
 def is_success(r: Rollout, min_speedup: float = 0.0) -> bool:

@@ -21,11 +21,10 @@ from cudal1.pipeline.metrics import overview_metrics, rollout_metrics, step_brea
 from cudal1.pipeline.overlap import OneStepAhead
 from cudal1.pipeline.rollouts import (
     is_success,
-    observe_noise,
+    learn_noise,
     reward_config,
     sample_rollouts,
     successes,
-    tie_floors,
     unusable_logprob_count,
     update_examples,
 )
@@ -407,10 +406,9 @@ def run_contrastive_rl(ctx: RunContext) -> None:
                 ctx.buffer.add(keep)
             last = ctx.state.unit + 1 == cfg.steps
             sync_s = pipeline.ahead(ctx.state.step + 1) if not last else 0.0
-            floors = None
-            if noise is not None:  # this step's pairs count for its own ties
-                observe_noise(noise, rollouts)
-                floors = tie_floors(rollouts, noise)
+            # This step's pairs count for its own ties and fallbacks (pricing ran before they were seen).
+            floors, in_noise = learn_noise(noise, rollouts, reward_cfg)
+            if noise is not None:
                 ctx.state.tie_noise = noise.to_dict()  # saved with the next checkpoint
             assign_episode_advantages(
                 rollouts,
@@ -425,6 +423,7 @@ def run_contrastive_rl(ctx: RunContext) -> None:
             if noise is not None:
                 used = {noise_key(r.result) for r in rollouts if r.result is not None and r.result.correct}
                 metrics.update(noise.metrics(used))
+                metrics["reward/fallbacks_within_noise"] = float(in_noise)
             metrics.update({f"rl/{k}": v for k, v in turn_metrics(rollouts).items()})
             metrics.update(_stage1_share_log(ctx, rollouts, "rl"))
             learner_version = int(ctx.learner.attribute("version"))

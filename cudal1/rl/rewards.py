@@ -31,8 +31,10 @@ The reward is the product's learning signal, so it is built to rank honestly:
   (`normalized_code`: the AST with comments, docstrings, formatting and no-op statements removed
   and identifiers renamed by first occurrence, `cudal1.rl.similarity`) equals an exemplar its
   prompt showed is a copy (reason "copy"); a correct candidate labelled `calls_reference_ops` (no
-  kernel of its own, every reference operator still called) with no gain after the rules above is
-  a fallback (reason "fallback"). Both earn the failure reward and stay in the update. Why not
+  kernel of its own, every reference operator still called) with no gain after the rules above,
+  or a gain within the between-evaluation noise (`tie_floor`, or the pool's calibrated floor
+  that the RL stage passes in), is a fallback (reason "fallback"): the reference's own operators
+  measured 1.04-1.14x on a loaded CPU by noise alone. Both earn the failure reward and stay in the update. Why not
   leave them out of it: a response left out is neither raised nor lowered, so a policy that has
   learned to copy keeps copying as long as nothing else in its groups succeeds; priced as a
   failure a copy ties the failures of its group (advantage 0 beside them, never positive) and
@@ -47,7 +49,15 @@ The reward is the product's learning signal, so it is built to rank honestly:
   one caught as a hack there the hack reward ("second_opinion:hack"): the same code gave a wrong
   answer on other inputs. Two correct measurements that disagree, or a re-measurement that crashed
   or timed out (which may be the other actor's fault), earn no gain ("suspect:unverified"). Two
-  measurements agree only within `verify_tolerance` (`second_opinion`).
+  correct measurements are paid the slower of the two: "ok" when they agree within
+  `verify_tolerance` (`second_opinion`), "ok:disputed" when they do not. Why the slower and not
+  1.00x: both are measurements of the same code on two actors, so whatever made one of them fast
+  (an actor's state, a burst of noise) is absent from at least one, and the slower is the
+  figure the candidate has shown it can reach; paying 1.00x instead taught nothing about speed
+  on a noisy pool (a 15.7x kernel re-measured at 10.1x was paid as a 1.00x copy of the
+  reference). A disputed result passes but is not kept as an exemplar
+  (`cudal1.pipeline.rollouts.is_success`): a prompt shows only figures two actors agree on or
+  that needed no second look.
 - **Only finished, well-formed responses are paid.** A response cut at `max_tokens`
   (finish reason "length") earns nothing and is left out of the update (DAPO's overlong
   filtering, Yu et al. 2025); one without its performance analysis and algorithm design sections
@@ -73,6 +83,10 @@ TRANSFORMS = ("log_speedup", "speedup")
 MIN_GAIN = 1.01
 """The default gain bar (×): a speedup counts as a gain only above it (pricing, exemplar targets,
 an optimize outcome "improved")."""
+
+FALLBACK_LABEL = "calls_reference_ops"
+"""The evaluator's label of a candidate with no kernel of its own that still calls every reference
+operator (`cudal1.bench.labels`): with no gain beyond the noise it is a fallback."""
 
 VERIFY_TOLERANCE = 0.10
 """The default tolerance of a second opinion: two measurements of one candidate whose speedups
@@ -454,6 +468,7 @@ def price(
     sections: Mapping[str, str] | None = None,
     code: str | None = None,
     shown: Iterable[str] = (),
+    tie_floor: float | None = None,
 ) -> Priced:
     """The reward of one response and why (see the module docstring for the rules).
 
@@ -465,6 +480,9 @@ def price(
         sections: the parsed sections (key -> text); None skips the format check.
         code: the candidate's code, compared with `shown` (the code of the exemplars its prompt
             showed) to detect a copy.
+        tie_floor: the between-evaluation noise of the result's pool and task size (ln-speedup
+            units, `cudal1.rl.noise.TieNoise.floor_for`); None: `cfg.tie_floor`. A candidate
+            labelled `calls_reference_ops` whose speedup is within it of 1.00x is a fallback.
 
     Returns:
         A `Priced`. Never raises for any result content.
@@ -512,11 +530,13 @@ def price(
     if check is not None and check.status is Status.INCORRECT:
         return Priced(fail, "second_opinion:incorrect")
     if s > 1 and check is not None:
-        if not check.agrees or check.speedup is None:
+        if check.speedup is None:  # the re-measurement crashed or timed out: maybe the actor's fault
             s, reason = 1.0, "suspect:unverified"
-        else:  # the slower of the two measurements
+        else:  # the slower of the two measurements, whether or not they agree
             s = min(s, conservative_speedup(check.speedup, cfg))
-    if s <= 1 and "calls_reference_ops" in labels:
+            reason = reason if check.agrees else "ok:disputed"
+    floor = cfg.tie_floor if tie_floor is None else tie_floor
+    if FALLBACK_LABEL in labels and math.log(s) <= max(0.0, floor):
         return Priced(fail, "fallback")
     if s > 1:
         s = math.exp(math.log(s) * label_factor(labels, cfg))
@@ -532,18 +552,19 @@ def price(
 
 def paid_speedup(result: EvalResult | None, cfg: RewardConfig | None = None) -> float | None:
     """The speedup (×) the reward counts for `result` as a correct program, the number an exemplar
-    shows: `price`'s (rounded toward 1.00, 1.00 for a noisy or unconfirmed gain, the slower of two
-    confirming measurements, label factors applied), or None where `price` counts no correct
-    program (a failure, a hack, a degenerate task, an unusable speedup, a second opinion that was
-    wrong or a hack, labels that zero the pay). The fallback rule, which is about what a response
-    earns, not about what the program runs at, is not applied: a correct program that calls the
-    reference's operators with no gain shows its rounded speedup (at most 1.00×). The copy rule
-    needs a prompt and is not applied either. Never raises."""
+    shows: `price`'s (rounded toward 1.00, the agreed share of a noisy gain, 1.00 for a gain whose
+    re-measurement failed, the slower of two measurements, label factors applied), or None where
+    `price` counts no correct program (a failure, a hack, a degenerate task, an unusable speedup,
+    a second opinion that was wrong or a hack, labels that zero the pay). The fallback rule, which
+    is about what a response earns, not about what the program runs at, is not applied: a correct
+    program that calls the reference's operators with no gain beyond `cfg.tie_floor` shows its
+    rounded speedup, at most 1.00× (a gain within the noise is none). The copy rule needs a prompt
+    and is not applied either. Never raises."""
     cfg = cfg or RewardConfig()
     priced = price(result, cfg=cfg)
     if priced.reason == "fallback" and result is not None:
         measured = finite_positive(result.speedup)
-        return conservative_speedup(measured, cfg) if measured is not None else None
+        return min(1.0, conservative_speedup(measured, cfg)) if measured is not None else None
     if priced.speedup is None or priced.unpaid:
         return None
     return priced.speedup

@@ -8,7 +8,14 @@ import pytest
 
 from cudal1.bench.result import EvalResult, SecondOpinion, Status
 from cudal1.pipeline.metrics import rollout_metrics
-from cudal1.pipeline.rollouts import assign_advantages, is_success, price_rollouts, successes, update_examples
+from cudal1.pipeline.rollouts import (
+    assign_advantages,
+    fallbacks_within_noise,
+    is_success,
+    price_rollouts,
+    successes,
+    update_examples,
+)
 from cudal1.records import Generation, Rollout
 from cudal1.rl.buffer import ExemplarBuffer
 from cudal1.rl.rewards import RewardConfig
@@ -145,7 +152,8 @@ def test_only_paid_results_become_exemplars_and_the_prompt_shows_the_paid_speedu
         rollout(0, 5, ok(2.0, labels=["pytorch_only"])),
     ]  # paid 2^0.75
     run(rs)
-    assert [r.reward_reason for r in rs] == ["suspect:unverified", "ok", "ok", "ok:noisy", "ok", "ok"]
+    assert [r.reward_reason for r in rs] == ["ok:disputed", "ok", "ok", "ok:noisy", "ok", "ok"]
+    assert rs[0].paid_speedup == pytest.approx(1.1)  # the slower of 9x and 1.1x: passes, never shown
     assert [is_success(r) for r in rs] == [False, True, False, False, True, True]
     kept = successes(rs)
     assert [(e.code, e.speedup) for e in kept] == [
@@ -171,3 +179,27 @@ def test_stage_two_selects_by_the_paid_speedup():
     assert rs[0].paid_speedup == pytest.approx(1.2**0.25)
     assert [is_success(r, 1.1) for r in rs] == [False, True]
     assert [e.speedup for e in successes(rs, 1.1)] == [1.2]
+
+
+def test_a_fallback_within_the_pools_learned_noise_is_repriced_as_a_fallback():
+    labels = ["pytorch_only", "calls_reference_ops"]
+    shared = ok(1.12, labels=labels)  # two responses, one program: one result object
+    rs = [
+        rollout(0, 0, shared, code=CODE),
+        rollout(0, 1, shared, code=CODE),
+        rollout(0, 2, ok(1.12, labels=["custom_kernel"])),
+        rollout(0, 3, failed("incorrect")),
+    ]
+    cfg = RewardConfig()
+    price_rollouts(rs, cfg)
+    assert [r.reward_reason for r in rs] == ["ok", "ok", "ok", "incorrect"]  # 1.12x > the configured 4%
+    assert fallbacks_within_noise(rs, cfg, [0.15, 0.15, 0.15, 0.15]) == 2  # the pool's noise: 16%
+    assert [r.reward_reason for r in rs] == ["fallback", "fallback", "ok", "incorrect"]
+    assert rs[0].reward == rs[3].reward == cfg.failure_value
+    assert fallbacks_within_noise(rs, cfg, [0.15] * 4) == 0  # only ever lowers, once
+    # within a narrower floor the gain stands
+    again = [rollout(0, 0, ok(1.12, labels=labels))]
+    price_rollouts(again, cfg)
+    assert fallbacks_within_noise(again, cfg, [0.05]) == 0 and again[0].reward_reason == "ok"
+    with pytest.raises(ValueError):
+        fallbacks_within_noise(rs, cfg, [0.1])

@@ -10,7 +10,7 @@ from cudal1.bench.result import EvalResult, SecondOpinion, Status
 from cudal1.records import Exemplar, Generation, Rollout
 from cudal1.rl.advantages import rollout_advantages, tie_clusters
 from cudal1.rl.buffer import ExemplarBuffer
-from cudal1.rl.rewards import RewardConfig, price, share_identical
+from cudal1.rl.rewards import RewardConfig, price, second_opinion, share_identical
 from cudal1.rl.similarity import normalized_code
 
 FAIL = RewardConfig().failure_value  # -ln 10
@@ -112,6 +112,24 @@ def test_a_fallback_to_the_reference_ties_the_failures():
     assert price(ok(1.5, labels=["pytorch_only", "calls_reference_ops"])).speedup == pytest.approx(1.5**0.1875)
     # a slow PyTorch rewrite that does not call the reference's operators stays a correct answer
     assert price(ok(0.9, labels=["pytorch_only"])).reason == "ok"
+
+
+def test_a_fallbacks_gain_within_the_noise_is_no_gain():
+    # The reference's own operators measured 1.04-1.14x by noise on a loaded CPU (five-variant
+    # run, 2026-12-04): within the pool's noise such a gain makes the response a fallback.
+    labels = ["pytorch_only", "calls_reference_ops"]
+    cfg = RewardConfig()  # tie_floor 0.04 ln-speedup units
+    assert price(ok(1.04, labels=labels), cfg=cfg).reason == "fallback"  # ln 1.04 = 0.0392
+    assert price(ok(1.05, labels=labels), cfg=cfg).reason == "ok"  # ln 1.05 = 0.0488: a gain
+    # a calibrated floor (the pool's noise, ln units) widens it, for this label only
+    assert price(ok(1.14, labels=labels), cfg=cfg, tie_floor=0.15).reason == "fallback"
+    assert price(ok(1.17, labels=labels), cfg=cfg, tie_floor=0.15).reason == "ok"  # ln 1.17 = 0.157
+    assert price(ok(1.14, labels=["custom_kernel"]), cfg=cfg, tie_floor=0.15).reason == "ok"
+    # a fallback's two measurements: the slower one decides (1.3x, then 1.1x on another actor)
+    check = second_opinion(ok(1.3), ok(1.1), cfg)
+    assert price(dataclasses.replace(ok(1.3, labels=labels), second_opinion=check), cfg=cfg, tie_floor=0.15).reason == (
+        "fallback"
+    )
 
 
 def test_near_copies_stay_out_of_the_buffer(tmp_path):

@@ -255,7 +255,7 @@ def test_outliers_need_a_second_opinion():
     assert not needs_second_opinion(None, None, cfg)
 
 
-def test_two_measurements_that_disagree_are_not_paid_and_two_that_agree_pay_the_slower():
+def test_two_measurements_pay_the_slower_and_a_disagreement_is_marked_disputed():
     cfg = RewardConfig()
     first = dataclasses.replace(ok(6.0), actor=0)
     agree = second_opinion(first, dataclasses.replace(ok(5.7), actor=1), cfg)
@@ -264,8 +264,15 @@ def test_two_measurements_that_disagree_are_not_paid_and_two_that_agree_pay_the_
     assert paid.reason == "ok" and paid.speedup == pytest.approx(5.7)
     apart = second_opinion(first, dataclasses.replace(ok(4.0), actor=1), cfg)  # 50% apart
     assert not apart.agrees and apart.disagreement == pytest.approx(0.5)
-    unpaid = price(dataclasses.replace(first, second_opinion=apart), None)
-    assert unpaid.reason == "suspect:unverified" and unpaid.reward == 0.0 and unpaid.trainable
+    disputed = price(dataclasses.replace(first, second_opinion=apart), None)
+    assert disputed.reason == "ok:disputed" and disputed.speedup == pytest.approx(4.0) and disputed.trainable
+    assert disputed.reward == pytest.approx(credit(4.0, cfg))
+    # the faster re-measurement never raises the pay: 6x first, 9x on the other actor pays 6x
+    higher = second_opinion(first, dataclasses.replace(ok(9.0), actor=1), cfg)
+    assert price(dataclasses.replace(first, second_opinion=higher), None).speedup == pytest.approx(6.0)
+    # a re-measurement below 1x makes a 6x a slowdown: what the other actor saw is paid
+    slower = second_opinion(first, dataclasses.replace(ok(0.8), actor=1), cfg)
+    assert price(dataclasses.replace(first, second_opinion=slower), None).speedup == pytest.approx(0.8)
     failed = second_opinion(first, EvalResult("level1/1", Status.INCORRECT, actor=1), cfg)
     assert not failed.agrees and failed.disagreement is None and failed.speedup is None
     assert failed.status is Status.INCORRECT
@@ -311,13 +318,18 @@ def test_an_exemplar_shows_the_speedup_the_reward_pays_not_the_raw_measurement()
     agree = second_opinion(first, dataclasses.replace(ok(5.7), actor=1), cfg)
     assert paid_speedup(dataclasses.replace(first, second_opinion=agree), cfg) == pytest.approx(5.7)
     apart = second_opinion(first, dataclasses.replace(ok(4.0), actor=1), cfg)
-    assert paid_speedup(dataclasses.replace(first, second_opinion=apart), cfg) == 1.0  # unconfirmed
+    assert paid_speedup(dataclasses.replace(first, second_opinion=apart), cfg) == pytest.approx(4.0)  # the slower
+    crashed = second_opinion(first, EvalResult("level1/1", Status.RUNTIME_ERROR, actor=1), cfg)
+    assert paid_speedup(dataclasses.replace(first, second_opinion=crashed), cfg) == 1.0  # unconfirmed
     wrong = second_opinion(first, EvalResult("level1/1", Status.INCORRECT, actor=1), cfg)
     assert paid_speedup(dataclasses.replace(first, second_opinion=wrong), cfg) is None
     # A correct program that calls the reference's operators with no gain: the reward prices the
     # response as a fallback, the exemplar still shows what it runs at.
     assert price(ok(0.987, labels=["calls_reference_ops"]), None, cfg).reason == "fallback"
     assert paid_speedup(ok(0.987, labels=["calls_reference_ops"]), cfg) == pytest.approx(0.99)
+    # ...and a gain within the noise (tie_floor 0.04 ln: up to 1.04x) is shown as no gain
+    assert price(ok(1.03, labels=["calls_reference_ops"]), None, cfg).reason == "fallback"
+    assert paid_speedup(ok(1.03, labels=["calls_reference_ops"]), cfg) == 1.0
     assert paid_speedup(EvalResult("level1/1", Status.INCORRECT, speedup=3.0), cfg) is None
     assert paid_speedup(ok(2.0, labels=["degenerate_task"]), cfg) is None
     assert paid_speedup(ok(float("nan")), cfg) is None
