@@ -37,6 +37,7 @@ from cudal1.rl.turns import BASELINES as TURN_BASELINES, RETURN_FORMS as TURN_RE
 from cudal1.rollout.generator import BACKENDS as ROLLOUT_BACKENDS
 from cudal1.serve.settings import ServeSettings
 from cudal1.training.config import LearnerConfig
+from cudal1.training.schedule import LR_SCHEDULES
 
 
 @dataclasses.dataclass
@@ -168,7 +169,12 @@ class SFTConfig:
     at temperature 1 reproduce valid solutions often enough for the later stages to see rewards."""
     batch_size: int = 4
     lr: Optional[float] = None
-    """Learning rate for this stage (None: learner.lr)."""
+    """Learning rate for this stage (None: learner.lr): its first epoch's, under `lr_schedule`."""
+    lr_schedule: str = "cosine"
+    """constant | cosine: the rate per epoch (`cudal1.training.schedule.lr_at`), decayed to
+    `min_lr_ratio` of `lr` by the last epoch so the stage ends settled, not on a loss spike."""
+    min_lr_ratio: float = 0.05
+    """The share of `lr` the cosine schedule ends at, in [0, 1]."""
     seeds: bool = True
     """Train on the builtin seed solutions of the selected tasks. The embedded default turns them
     off: it trains on `data.variants` alone (level1/17's seed is a C++ extension, slow to build
@@ -459,6 +465,7 @@ CHOICES = {
     "stage.contrastive_rl.feedback": REFINEMENT_FEEDBACK,
     "ray.storage": ("shared", "driver_node"),
     "pipeline.mode": PIPELINE_MODES,
+    "stage.sft.lr_schedule": LR_SCHEDULES,
 }
 """Each key's allowed values, the consumer's own tuple. The parts whose config is their own
 dataclass check their choices themselves (`learner`: `LearnerConfig`, `reward`: `RewardConfig`)."""
@@ -555,6 +562,9 @@ def validate(cfg: DictConfig) -> None:
         lr = cfg.stage[stage].lr
         if lr is not None and not lr > 0:
             raise ConfigError(f"stage.{stage}.lr", f"must be > 0 or null; got {lr}")
+    ratio = cfg.stage.sft.min_lr_ratio
+    if not (isinstance(ratio, (int, float)) and 0 <= ratio <= 1):
+        raise ConfigError("stage.sft.min_lr_ratio", f"must be in [0, 1]; got {ratio!r}")
     if not 0 < cfg.rollout.top_p <= 1:
         raise ConfigError("rollout.top_p", f"must be in (0, 1]; got {cfg.rollout.top_p}")
     if not cfg.rollout.timeout_s > 0:

@@ -70,6 +70,7 @@ FAST = frozenset(
         "tasks/test_task.py",
         "training/test_multiturn_criterion.py",
         "training/test_real_reward_criterion.py",
+        "training/test_schedule.py",
     }
 )
 """The fast tier's modules, relative to tests/."""

@@ -182,3 +182,17 @@ def test_choices_spelled_in_the_learner_config_are_their_consumers():
 
     assert set(LEARNER_PRECISIONS) == set(PRECISIONS)
     assert set(LOSS_AGGREGATIONS) == set(AGGREGATIONS)
+
+
+def test_the_sft_schedule_is_cosine_by_default_and_checked():
+    cfg = load_config(composed())
+    assert (cfg.stage.sft.lr_schedule, cfg.stage.sft.min_lr_ratio) == ("cosine", 0.05)
+    assert load_config(composed(overrides=["stage.sft.lr_schedule=constant"])).stage.sft.lr_schedule == "constant"
+    for overrides, key in (
+        (["stage.sft.lr_schedule=linear"], "stage.sft.lr_schedule"),
+        (["stage.sft.min_lr_ratio=1.5"], "stage.sft.min_lr_ratio"),
+        (["stage.sft.min_lr_ratio=-0.1"], "stage.sft.min_lr_ratio"),
+    ):
+        with pytest.raises(ConfigError) as err:
+            load_config(composed(overrides=overrides))
+        assert err.value.key == key

@@ -29,6 +29,7 @@ from cudal1.pipeline.rollouts import (
     update_examples,
 )
 from cudal1.policy.model import chat_prompt_ids
+from cudal1.training.schedule import lr_at
 from cudal1.pipeline.health import GAP_METRIC, SyncWatch, too_stale
 from cudal1.pipeline.sft_data import sft_pairs, stage1_solutions
 from cudal1.pipeline.variants import stage1_ranks, stage1_shares
@@ -258,10 +259,14 @@ def run_sft(ctx: RunContext) -> None:
         log.warning("sft: nothing to train on (no seed validated, or every prompt is too long); stage skipped")
         return
     log.info("sft: %d examples (%d tasks, %d with a contrastive example)", len(examples), trained, contrastive)
+    base_lr = cfg.lr or ctx.cfg.learner.lr
     with progress(ctx, cfg.epochs, "sft", "epoch") as bar:
         while ctx.state.unit < cfg.epochs:
+            # From the unit, not a counter: a resumed stage continues the schedule where it stopped.
+            lr = lr_at(base_lr, ctx.state.unit, cfg.epochs, cfg.lr_schedule, cfg.min_lr_ratio)
+            ctx.learner.set_lr(lr)
             last = train_supervised(ctx, examples, 1, cfg.batch_size, "sft")
-            finish_unit(ctx, {"sft/epoch": ctx.state.unit + 1}, {"sft_loss": last.get("sft/loss")})
+            finish_unit(ctx, {"sft/epoch": ctx.state.unit + 1, "sft/lr": lr}, {"sft_loss": last.get("sft/loss")})
             bar.set_postfix(loss=f"{last.get('sft/loss', float('nan')):.3f}")
             bar.update()
 
