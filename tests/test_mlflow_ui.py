@@ -196,8 +196,8 @@ def test_mlflow_ui_shows_the_smoke_runs_curves_tables_and_registered_model(brows
 
     # MLflow 3.17 opens an experiment in its GenAI view (traces, sessions, judges) unless told
     # otherwise (the browser is fresh: no earlier choice in its local storage) ...
+    # (its sidebar names judges and traces; the URL carries no workflowType then).
     page.open(base, "Judges", "Traces")
-    assert "workflowType=genai" in browser.current_url, browser.current_url
     # ... and with MODEL_TRAINING_VIEW in its "Model training" view, whose experiment page is the
     # runs list: the experiment and the run by its name. (Its "Models" column stayed "-" for this
     # run in one try and named the model in another: not asserted; the model's page is below.)
