@@ -178,6 +178,8 @@ class Tracker:
         self._closed = False
         self._run_id: str | None = None
         self.uri: str | None = None
+        self.experiment_id: str | None = None
+        """The MLflow experiment the run belongs to (None when disabled)."""
         self._system_metrics: Any = None
         if not enabled:
             return
@@ -217,6 +219,7 @@ class Tracker:
                 f"cannot open MLflow tracking store {self.uri!r} ({what}): {type(e).__name__}: {e}"
             ) from e
         self._run_id = run.info.run_id
+        self.experiment_id = str(run.info.experiment_id)
         self._artifact_uri = run.info.artifact_uri
         log.info("MLflow run %s in %s", self._run_id, self.uri)
         if system_metrics_s > 0:

@@ -25,6 +25,7 @@ from omegaconf import DictConfig  # noqa: E402
 
 from cudal1.config import load_optimize_config, register_schema  # noqa: E402
 from cudal1.launch import infrastructure_errors, no_empty_output, output_dir, user_errors  # noqa: E402
+from cudal1.progress import records_between_bars  # noqa: E402
 
 register_schema()
 
@@ -33,7 +34,12 @@ register_schema()
 def main(cfg: DictConfig) -> None:
     output_dir(cfg, "out_dir")
     try:
-        with no_empty_output(cfg.out_dir), infrastructure_errors("optimize"), user_errors("optimize"):
+        with (
+            no_empty_output(cfg.out_dir),
+            infrastructure_errors("optimize"),
+            user_errors("optimize"),
+            records_between_bars(),  # log records on lines of their own, not on a progress bar's
+        ):
             cfg = load_optimize_config(cfg)  # typed, validated, task files parsed: fails before anything starts
             from cudal1.pipeline.optimize_job import run_optimize_job
 

@@ -23,6 +23,7 @@ from omegaconf import DictConfig  # noqa: E402
 from cudal1.config import load_config, register_schema  # noqa: E402
 from cudal1.launch import infrastructure_errors, no_empty_output, output_dir, user_errors  # noqa: E402
 from cudal1.pipeline.variants import rl_outcome  # noqa: E402
+from cudal1.progress import records_between_bars  # noqa: E402
 
 register_schema()
 
@@ -31,7 +32,12 @@ register_schema()
 def main(cfg: DictConfig) -> None:
     output_dir(cfg, "run_dir")  # the default runs/${now:...}, as Hydra resolved it
     try:
-        with no_empty_output(cfg.run_dir), infrastructure_errors("train"), user_errors("train"):
+        with (
+            no_empty_output(cfg.run_dir),
+            infrastructure_errors("train"),
+            user_errors("train"),
+            records_between_bars(),  # log records on lines of their own, not on a progress bar's
+        ):
             cfg = load_config(cfg)  # typed, validated: fails here, before any actor starts
             from cudal1.pipeline.driver import train
 

@@ -32,7 +32,9 @@ FAST = frozenset(
     {
         "test_config.py",
         "test_environment.py",
+        "test_install.py",
         "test_launch.py",
+        "test_progress.py",
         "test_memory_plan.py",
         "test_review.py",
         "actors/test_artifacts.py",

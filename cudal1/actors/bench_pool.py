@@ -37,11 +37,11 @@ from typing import Any
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
-from tqdm.auto import tqdm
 
 from ..bench.evaluator import default_device, device_info, evaluate, extensions_dir, source_hash
 from ..bench.result import HARNESS_LABELS, EvalResult, Label, Status
 from ..bench.settings import EvalSettings
+from ..progress import bar as progress_bar
 from ..records import Candidate
 from . import artifacts
 from .artifacts import Artifact, ArtifactError, ArtifactInfo
@@ -613,8 +613,8 @@ class _Run:
         self.moves += [0] * len(candidates)
         self.results += [None] * len(candidates)
         if self.bar is None:
-            self.bar = tqdm(
-                total=0, desc=f"bench[{self.pool.name}]", unit="cand", disable=not self.progress, leave=False
+            self.bar = progress_bar(
+                total=0, desc=f"bench[{self.pool.name}]", unit="cand", enabled=self.progress, leave=False
             )
         self.bar.total += len(candidates)
         self.bar.refresh()

@@ -26,6 +26,12 @@ same: the driver puts them in the job's Ray runtime_env (`cudal1.launch.start_ra
 each actor shell (`cudal1.actors.shells.ActorShell`) calls `route_engine_logs` with them before it
 builds its object, so vLLM and DeepSpeed are imported after the routing is in place.
 
+What vLLM's spawned processes print before vLLM configures their logging (Python's last-resort
+handler: "Triton is installed, but doesn't include CPU backend"; Python warnings such as torch's
+FutureWarnings) goes to stderr, which they inherit: the vLLM adapter starts its engine inside
+`spawned_stderr_to_log()`, which points this process's stderr at its log file meanwhile, so they
+inherit the file; their vLLM records at `terminal_level` reach the terminal through stdout.
+
 Limits: lines a library prints with `print` or writes to the file descriptors directly (outside
 the switches above) still reach the terminal; a benchmark actor (not a shell: it runs no engine)
 gets the switches through the runtime_env but does not route its loggers. When the driver's
@@ -38,11 +44,13 @@ printed once by Python's last-resort handler (WARNING and above) in vLLM's spawn
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import logging.config
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 ENGINE_LOGGERS = (
@@ -74,6 +82,7 @@ _SWITCHES = {
 }
 _FORMAT = "%(asctime)s %(levelname)s %(name)s [%(process)d]: %(message)s"
 _MARK = "_cudal1_engine_log"  # set on the handlers this module adds, to replace them on a second call
+_routed: dict[str, Path] = {}  # "file": this process's log file, once `route_engine_logs` ran
 
 
 def engine_env(log_dir: str | os.PathLike) -> dict[str, str]:
@@ -91,7 +100,8 @@ def _handler(handler: logging.Handler, level: int) -> logging.Handler:
 
 def _vllm_config(log_file: Path, terminal_level: int) -> dict:
     """vLLM's logging as a dictConfig (what `VLLM_LOGGING_CONFIG_PATH` names): the "vllm" logger to
-    `log_file` at INFO and to stderr at `terminal_level`."""
+    `log_file` at INFO and to stdout at `terminal_level` (stdout: the stderr of vLLM's spawned
+    processes is the log file, `spawned_stderr_to_log`)."""
     return {
         "version": 1,
         "disable_existing_loggers": False,
@@ -106,7 +116,7 @@ def _vllm_config(log_file: Path, terminal_level: int) -> dict:
             },
             "terminal": {
                 "class": "logging.StreamHandler",
-                "stream": "ext://sys.stderr",
+                "stream": "ext://sys.stdout",
                 "level": logging.getLevelName(terminal_level),
                 "formatter": "plain",
             },
@@ -158,6 +168,7 @@ def route_engine_logs(
         if root.level == logging.NOTSET or root.level > logging.INFO:
             root.setLevel(logging.INFO)
 
+    _routed["file"] = log_file
     config = log_dir / f".{log_file.stem}.vllm-logging.json"
     config.write_text(json.dumps(_vllm_config(log_file, terminal_level), indent=1))
     os.environ["VLLM_CONFIGURE_LOGGING"] = "1"
@@ -165,6 +176,49 @@ def route_engine_logs(
     if "vllm.logger" in sys.modules:  # imported before: apply the config now (vLLM reads it on import)
         logging.config.dictConfig(_vllm_config(log_file, terminal_level))
     return log_file
+
+
+@contextlib.contextmanager
+def spawned_stderr_to_log() -> Iterator[Path | None]:
+    """While open, file descriptor 2 of this process writes to its log file (`route_engine_logs`),
+    so the processes started meanwhile (vLLM's engine core and workers) inherit the file as their
+    stderr for good; this process's stderr is restored on exit. Its own terminal handlers
+    (`route_engine_logs`') write to a copy of the original stderr meanwhile, so its errors still
+    reach the terminal. Yields the log file; without one (nothing routed) it changes nothing and
+    yields None."""
+    log_file = _routed.get("file")
+    if log_file is None:
+        yield None
+        return
+    try:
+        fd2 = sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):  # a replaced stderr (a test's capture): nothing to point
+        yield None
+        return
+    sys.stderr.flush()
+    saved = os.dup(fd2)
+    terminal = os.fdopen(os.dup(saved), "w", buffering=1, errors="backslashreplace")
+    moved = [
+        h
+        for logger in (logging.getLogger(), *(logging.getLogger(n) for n in ENGINE_LOGGERS))
+        for h in logger.handlers
+        if getattr(h, _MARK, False) and isinstance(h, logging.StreamHandler) and h.stream is sys.stderr
+    ]
+    log_file.parent.mkdir(parents=True, exist_ok=True)
+    target = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        for h in moved:
+            h.setStream(terminal)
+        os.dup2(target, fd2)
+        yield log_file
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, fd2)
+        os.close(saved)
+        os.close(target)
+        for h in moved:
+            h.setStream(sys.stderr)
+        terminal.close()
 
 
 def _writes_to_terminal(handler: logging.Handler) -> bool:

@@ -46,6 +46,7 @@ import vllm  # noqa: E402
 from vllm import LLM, SamplingParams  # noqa: E402
 
 from cudal1.engines import EngineSample, MaxTokens, collect_groups, per_prompt_limits
+from cudal1.engines.logs import spawned_stderr_to_log
 
 log = logging.getLogger(__name__)
 
@@ -251,7 +252,9 @@ class VLLMEngine:
             if not os.environ.get("VLLM_CPU_OMP_THREADS_BIND"):  # the worker processes inherit it
                 os.environ["VLLM_CPU_OMP_THREADS_BIND"] = cpu_thread_binds(os.sched_getaffinity(0), tp)
         log.info("starting vLLM %s engine for %s", vllm.__version__, model_path)
-        self.llm = LLM(**kwargs)
+        # Its engine-core and worker processes start here: they inherit the log file as stderr.
+        with spawned_stderr_to_log():
+            self.llm = LLM(**kwargs)
 
     def generate(
         self, prompts: list[list[int]], n: int, max_tokens: MaxTokens, temperature: float, top_p: float

@@ -121,7 +121,13 @@ def finish_run(ctx: RunContext) -> None:
     log.info(
         "%s",
         format_run_summary(
-            outcomes, ctx.state.history, ctx.state.registered, str(ctx.run_dir), ctx.tracker.run_id, ctx.tracker.uri
+            outcomes,
+            ctx.state.history,
+            ctx.state.registered,
+            str(ctx.run_dir),
+            ctx.tracker.run_id,
+            ctx.tracker.uri,
+            ctx.tracker.experiment_id,
         ),
     )
 

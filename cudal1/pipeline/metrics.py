@@ -125,6 +125,23 @@ into sections by the part of the key before its last "/" and orders the sections
 (`localeCompare`), the unprefixed "Model metrics" and "System metrics" last; the leading
 underscore sorts this section before every other prefix (bench, learner, rl, ...)."""
 
+OVERVIEW_SFT_POINTS = 20
+"""The most `OVERVIEW` points an SFT stage logs (`overview_due`): its epochs are many short units
+(300 in the embedded default), and one point each would leave the sampling stages a sliver of the
+overview's step axis."""
+
+
+def overview_due(stage: str, unit: int, units: int, sft_points: int = OVERVIEW_SFT_POINTS) -> bool:
+    """Whether finished unit `unit` (1-based) of a `stage` of `units` units gets a point on the
+    `OVERVIEW` charts. Self-training rounds and RL steps: each one. SFT epochs: every
+    ceil(`units` / `sft_points`)-th and the last, so at most `sft_points` (+1) points; the SFT
+    points show that epoch's loss (a sample of the curve; `sft/loss` has every learner step)."""
+    if stage != "sft":
+        return True
+    every = max(1, math.ceil(units / max(1, sft_points)))
+    return unit % every == 0 or unit >= units
+
+
 STAGE_INDEX = {"sft": 1, "self_train": 2, "contrastive_rl": 3}
 """`<OVERVIEW>/stage`: each stage's number, as the docs count them (stage 1 `sft`, ...)."""
 
@@ -136,8 +153,10 @@ def overview_metrics(
     stage: str, metrics: Mapping[str, float], summary: Mapping[str, Any] | None = None
 ) -> dict[str, float]:
     """The headline figures of one finished unit of `stage`, under `OVERVIEW`, with the same names
-    in every stage, so each is one curve across all stages on the run's one step axis (the
-    learner's optimizer steps since the run began, `RunState.step`).
+    in every stage, so each is one curve across all stages on the overview's own step axis
+    (`RunState.overview_step`: one step per point, `overview_due` says which units get one; the
+    other metrics are logged at the learner's optimizer steps since the run began,
+    `RunState.step`).
 
     Args:
         stage: "sft", "self_train" or "contrastive_rl".

@@ -28,9 +28,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from cudal1.pipeline.evaluate import format_paper_table, paper_table
+from cudal1.progress import bar as progress_bar
 from cudal1.pipeline.optimize import OptimizeSettings, Optimizer, ProgressCallback, TaskOutcome
 from cudal1.tasks.task import Task
 
@@ -127,7 +128,7 @@ def optimize_tasks(
     results_file = out / "results.jsonl"
     results_file.write_text("")
     outcomes: list[TaskOutcome] = []
-    bar = tqdm(total=len(tasks), desc="optimize", unit="task", disable=not progress, dynamic_ncols=True)
+    bar = progress_bar(total=len(tasks), desc="optimize", unit="task", enabled=progress)
 
     def show(event: dict[str, Any]) -> None:
         if on_progress is not None:

@@ -14,10 +14,8 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Callable
 
-from tqdm import tqdm
-
 from cudal1.pipeline.episodes import assign_episode_advantages, sample_episodes, turn_metrics
-from cudal1.pipeline.metrics import overview_metrics, rollout_metrics, step_breakdown
+from cudal1.pipeline.metrics import overview_due, overview_metrics, rollout_metrics, step_breakdown
 from cudal1.pipeline.overlap import OneStepAhead
 from cudal1.pipeline.rollouts import (
     is_success,
@@ -29,6 +27,7 @@ from cudal1.pipeline.rollouts import (
     update_examples,
 )
 from cudal1.policy.model import chat_prompt_ids
+from cudal1.progress import bar
 from cudal1.training.schedule import lr_at
 from cudal1.pipeline.health import GAP_METRIC, SyncWatch, too_stale
 from cudal1.pipeline.sft_data import sft_pairs, stage1_solutions
@@ -68,6 +67,7 @@ def finish_unit(
     breakdown: list[dict[str, Any] | None] | None = None,
     sync: bool = True,
     wall_step_s: float | None = None,
+    overview: bool = True,
 ) -> None:
     """After one unit: sync the generator (unless `sync` is False: the async RL stage syncs
     between generate calls itself and leaves "time/weight_sync_s" in `metrics`), log, and (when
@@ -78,10 +78,13 @@ def finish_unit(
     `log_step` is the step the unit's metrics are logged at (default: the current step); units
     that sampled rollouts log at the step recorded in those rollouts. Steps are the run's one
     counter (`RunState.step`: learner updates since the run began, over all stages), so every
-    stage's metrics share MLflow's step axis; the unit's headline figures are logged with them
-    under "_overview/" (`cudal1.pipeline.metrics.overview_metrics`, with "_overview/stage"
-    marking the stage), and its history row (`summary`, when given) gets "step", "stage" and
-    "unit" (the stage's own count of finished units: its epoch, round or RL step, from 1). With `breakdown` (the step's
+    stage's metrics share MLflow's step axis. With `overview` (`cudal1.pipeline.metrics.overview_due`),
+    the unit's headline figures are logged under "_overview/" (`overview_metrics`, with
+    "_overview/stage" marking the stage) at the overview's own step, one more than the last
+    (`RunState.overview_step`), so each stage gets a readable share of those charts whatever its
+    count of learner updates. The unit's history row (`summary`, when given) gets "step", "stage",
+    "unit" (the stage's own count of finished units: its epoch, round or RL step, from 1) and,
+    with `overview`, "overview_step". With `breakdown` (the step's
     evaluation results) the step's time per phase and each role's idle share are logged too
     (`cudal1.pipeline.metrics.step_breakdown`; `wall_step_s`: the step's wall time when its
     phases overlap) and shown in one log line."""
@@ -113,9 +116,14 @@ def finish_unit(
         )
     ctx.state.unit += 1
     step = ctx.state.step if log_step is None else log_step
-    ctx.tracker.log_metrics({**metrics, **overview_metrics(ctx.state.stage, metrics, summary)}, step=step)
+    ctx.tracker.log_metrics(metrics, step=step)
+    row: dict[str, Any] = {"step": step, "stage": ctx.state.stage, "unit": ctx.state.unit}
+    if overview:
+        ctx.state.overview_step += 1
+        ctx.tracker.log_metrics(overview_metrics(ctx.state.stage, metrics, summary), step=ctx.state.overview_step)
+        row["overview_step"] = ctx.state.overview_step
     if summary is not None:
-        ctx.state.history.append({"step": step, "stage": ctx.state.stage, "unit": ctx.state.unit, **summary})
+        ctx.state.history.append({**row, **summary})
     if checkpoint:
         ctx.state.checkpoint_tag = ctx.learner.save(str(ctx.checkpoint_dir))
         ctx.state.checkpoint = str(ctx.checkpoint_dir)
@@ -143,9 +151,10 @@ def train_supervised(
     return last
 
 
-def progress(ctx: RunContext, total: int, stage: str, unit: str) -> tqdm:
-    """A progress bar over a stage's units, starting at the units already done (resume)."""
-    return tqdm(total=total, initial=min(ctx.state.unit, total), desc=stage, unit=unit, dynamic_ncols=True)
+def progress(ctx: RunContext, total: int, stage: str, unit: str) -> Any:
+    """A progress bar over a stage's units, starting at the units already done (resume); drawn
+    only on a terminal (`cudal1.progress.bar`)."""
+    return bar(total=total, initial=min(ctx.state.unit, total), desc=stage, unit=unit)
 
 
 def log_samples(ctx: RunContext, rollouts: list[Rollout], name: str) -> None:
@@ -266,7 +275,12 @@ def run_sft(ctx: RunContext) -> None:
             lr = lr_at(base_lr, ctx.state.unit, cfg.epochs, cfg.lr_schedule, cfg.min_lr_ratio)
             ctx.learner.set_lr(lr)
             last = train_supervised(ctx, examples, 1, cfg.batch_size, "sft")
-            finish_unit(ctx, {"sft/epoch": ctx.state.unit + 1, "sft/lr": lr}, {"sft_loss": last.get("sft/loss")})
+            finish_unit(
+                ctx,
+                {"sft/epoch": ctx.state.unit + 1, "sft/lr": lr},
+                {"sft_loss": last.get("sft/loss")},
+                overview=overview_due("sft", ctx.state.unit + 1, cfg.epochs),
+            )
             bar.set_postfix(loss=f"{last.get('sft/loss', float('nan')):.3f}")
             bar.update()
 

@@ -21,7 +21,11 @@ class RunState:
         completed: stages finished, in order ("sft", "self_train", "contrastive_rl").
         stage: the stage in progress (None before the first and after the last).
         unit: units of `stage` finished (SFT epochs, self-training rounds, RL steps).
-        step: global step counter (learner updates logged to MLflow).
+        step: global step counter (learner updates since the run began: MLflow's step of every
+            metric but the `_overview/` ones).
+        overview_step: points logged on the `_overview/` charts so far (their MLflow step: one
+            per self-training round and RL step, at most `OVERVIEW_SFT_POINTS` for SFT's epochs;
+            `cudal1.pipeline.metrics.overview_due`).
         checkpoint: directory of the last learner checkpoint, or None.
         checkpoint_tag: the tag of that checkpoint in the directory (the one this state belongs to;
             a later save that the state never recorded is not loaded).
@@ -40,6 +44,7 @@ class RunState:
     stage: str | None = None
     unit: int = 0
     step: int = 0
+    overview_step: int = 0
     checkpoint: str | None = None
     checkpoint_tag: str | None = None
     mlflow_run_id: str | None = None

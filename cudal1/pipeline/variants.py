@@ -132,6 +132,13 @@ def stage1_shares(rollouts: Sequence[Rollout], ranks: Mapping[str, Mapping[str, 
     return {f"{k}_share": v / len(rollouts) for k, v in counts.items()}
 
 
+SHARES_MEANING = (
+    "fast/slow share: responses that repeat the faster / a slower program SFT taught for their task, "
+    "faster than each other, not necessarily than PyTorch"
+)
+"""What the RL outcome line's fast and slow shares count (`stage1_shares`), in its own words."""
+
+
 def rl_outcome(history: Sequence[Mapping[str, Any]], window: int = 2) -> str | None:
     """The RL stage's outcome in one line, from `RunState.history` rows of stage
     "contrastive_rl": the fast and slow shares (`stage1_shares`), the mean paid speedup (× over the
@@ -140,8 +147,8 @@ def rl_outcome(history: Sequence[Mapping[str, Any]], window: int = 2) -> str | N
     read alone). None when no RL step was sampled.
 
     e.g. "RL outcome: fast share 0.44 -> 0.91, slow share 0.50 -> 0.03, mean paid speedup 0.41x ->
-    0.88x, pass rate 0.94 -> 0.94 (first 2 vs last 2 of 8 steps; fast: the task's fastest stage-1
-    solution)"."""
+    0.88x, pass rate 0.94 -> 0.94 (first 2 vs last 2 of 8 steps; fast/slow share: ...)", ending
+    with `SHARES_MEANING`."""
     rows = [h for h in history if h.get("stage") == "contrastive_rl"]
     if not rows:
         return None
@@ -159,5 +166,5 @@ def rl_outcome(history: Sequence[Mapping[str, Any]], window: int = 2) -> str | N
     return (
         f"RL outcome: fast share {pair('fast_share')}, slow share {pair('slow_share')}, "
         f"mean paid speedup {pair('speedup/mean', 'x')}, pass rate {pair('pass_rate')} "
-        f"(first {k} vs last {k} of {len(rows)} steps; fast: the task's fastest stage-1 solution)"
+        f"(first {k} vs last {k} of {len(rows)} steps; {SHARES_MEANING})"
     )

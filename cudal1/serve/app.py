@@ -228,12 +228,24 @@ def build_app(args: dict[str, str]) -> Any:
     return application(compose_config([f"{k}={v}" for k, v in (args or {}).items()]))
 
 
+def logging_config(cfg: Any) -> dict[str, Any]:
+    """Serve's logging config for the proxy, the controller and the application's replicas:
+    per-request access-log lines only with `serve.access_log`."""
+    return {"enable_access_log": bool(cfg.serve.access_log)}
+
+
 def run(cfg: Any, blocking: bool = True) -> None:
     """Start Serve's HTTP proxy on `serve.host:serve.port` and deploy the application as
     `serve.app_name` at `serve.route_prefix` (jobs/serve.py; tests call it with blocking=False).
     Ray must be initialised."""
-    serve.start(http_options={"host": cfg.serve.host, "port": cfg.serve.port})
-    serve.run(application(cfg), name=cfg.serve.app_name, route_prefix=cfg.serve.route_prefix, blocking=blocking)
+    serve.start(http_options={"host": cfg.serve.host, "port": cfg.serve.port}, logging_config=logging_config(cfg))
+    serve.run(
+        application(cfg),
+        name=cfg.serve.app_name,
+        route_prefix=cfg.serve.route_prefix,
+        blocking=blocking,
+        logging_config=logging_config(cfg),
+    )
 
 
 class NotAnswering(RuntimeError):
@@ -284,10 +296,16 @@ def start(cfg: Any) -> None:
     try:
         with _Progress(t0, s.progress_s) as progress:
             progress.what = lambda: f"the policy checkpoint under {cfg.model_dir}"
-            serve.start(http_options={"host": s.host, "port": s.port})
+            serve.start(http_options={"host": s.host, "port": s.port}, logging_config=logging_config(cfg))
             target = application(cfg)
             progress.what = lambda: _app_state(s.app_name)
-            serve.run(target, name=s.app_name, route_prefix=s.route_prefix, blocking=False)  # returns once RUNNING
+            serve.run(  # returns once RUNNING
+                target,
+                name=s.app_name,
+                route_prefix=s.route_prefix,
+                blocking=False,
+                logging_config=logging_config(cfg),
+            )
             _wait_answering(cfg, progress)
         _say(
             f"serve: ready after {time.monotonic() - t0:.0f} s: {s.model_name} at {url} (bearer token required); "

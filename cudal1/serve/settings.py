@@ -49,6 +49,10 @@ class ServeSettings:
     max_program_chars: int = 100000
     max_chat_tokens: int = 1024
     """Largest `max_tokens` of a chat request."""
+    access_log: bool = False
+    """Serve's access-log line per request (method, route, status, milliseconds: Serve's
+    `LoggingConfig.enable_access_log`, for the replicas and the HTTP proxy). False: none; with a
+    local cluster they would reach the job's terminal, one per request."""
     progress_s: float = 10.0
     """jobs/serve.py: seconds between its start-up lines (what it waits for, elapsed) until the
     application answers."""

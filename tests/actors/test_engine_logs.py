@@ -45,6 +45,14 @@ class Noisy:
         return os.getpid()
 
 
+def spawned_child() -> None:
+    """What one of vLLM's spawned processes prints before vLLM configures its logging: a Python
+    warning, a record through Python's last-resort handler (no handler yet); and a line on stdout."""
+    warnings.warn("a spawned FutureWarning", FutureWarning, stacklevel=1)
+    logging.getLogger("vllm.triton_utils").warning("Triton-like line before logging is configured")
+    print("spawned stdout line", flush=True)
+
+
 def _run(code: str, env: dict[str, str] | None = None, timeout_s: float = 120) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
     env.pop("RAY_ADDRESS", None)
@@ -96,6 +104,39 @@ def test_engine_records_go_to_the_file_and_only_errors_to_the_terminal(tmp_path)
         assert line in text, (line, text)
     assert text.count("vllm error line") == 1  # one file handler, however often it was routed
     assert (tmp_path / f".{log_file.stem}.vllm-logging.json").is_file()
+
+
+def test_processes_spawned_while_the_engine_starts_print_into_the_log_file(tmp_path):
+    proc = _run(
+        f"""
+        import logging, multiprocessing, sys
+        from cudal1.engines.logs import route_engine_logs, spawned_stderr_to_log
+        from tests.actors.test_engine_logs import spawned_child
+        path = route_engine_logs({str(tmp_path)!r}, "RolloutGenerator")
+        with spawned_stderr_to_log() as routed:
+            assert routed == path
+            child = multiprocessing.get_context("spawn").Process(target=spawned_child)
+            child.start()
+            child.join()
+            assert child.exitcode == 0
+            logging.getLogger("vllm.engine").error("engine error while it starts")
+        logging.getLogger("vllm.engine").error("engine error after")
+        print("plain stderr after", file=sys.stderr)
+        print(path)
+    """,
+        env={"CUDAL1_LOG_DIR": ""},
+    )
+    assert proc.returncode == 0, proc.stderr
+    log_file = Path(proc.stdout.strip().splitlines()[-1])
+    # The terminal: this process's errors (during the start too) and its stderr once restored;
+    # the spawned process's stdout; nothing it printed to stderr.
+    for line in ("engine error while it starts", "engine error after", "plain stderr after"):
+        assert line in proc.stderr, (line, proc.stderr)
+    assert "spawned stdout line" in proc.stdout
+    assert "FutureWarning" not in proc.stderr and "Triton-like" not in proc.stderr, proc.stderr
+    text = log_file.read_text()
+    assert "a spawned FutureWarning" in text and "Triton-like line before logging is configured" in text, text
+    assert "plain stderr after" not in text
 
 
 def test_nothing_changes_without_a_log_dir(tmp_path):
@@ -175,21 +216,15 @@ def test_vllm_engine_in_an_actor_logs_to_its_file(ray_cluster, small_model_dir, 
         if "pid=" in line and "error line" not in line and "product warning line" not in line
     ]
     # None of vLLM's own records (vLLM formats them "(<process> pid=N) WARNING ..."), none of
-    # torch's C++ warnings, no progress bar. What remains comes from vLLM's spawned processes before
-    # vLLM configures their logging (Python's last-resort handler, Python warnings), the limit
-    # cudal1.engines.logs names.
-    known = (
-        "Triton is installed, but doesn't include CPU backend",
-        "FutureWarning",
-        "if hasattr(",
-        "wrapper = lookup(",
-    )
-    assert all(not line or line.startswith(known) or "FutureWarning" in line for line in forwarded), "\n".join(
-        forwarded
-    )
+    # torch's C++ warnings, no progress bar, and nothing of what vLLM's spawned processes print
+    # before vLLM configures their logging (Python's last-resort handler, Python warnings): their
+    # stderr is the actor's log file (`spawned_stderr_to_log`).
+    early = ("Triton is installed", "FutureWarning", "if hasattr(", "wrapper = lookup(")
+    assert not [line for line in forwarded if line.startswith(early) or "FutureWarning" in line], "\n".join(forwarded)
     assert not any(level in line for line in forwarded for level in (" INFO ", " WARNING ", "[W1", "%|", "Completed |"))
     (log_file,) = log_dir.glob("RolloutGenerator-*.log")
     text = log_file.read_text()
+    assert "Triton is installed, but doesn't include CPU backend" in text, text[-3000:]
     # vLLM's lines from the actor and from its own engine-core process, which only
     # VLLM_LOGGING_CONFIG_PATH reaches.
     assert " vllm." in text, text[-3000:]

@@ -113,7 +113,8 @@ def test_train_all_stages_on_the_running_cluster(ray_cluster, smoke_run):
 
 def test_smoke_runs_overview_is_one_step_axis_across_the_stages(smoke_run):
     """The session's smoke run in its MLflow store: the "_overview/" metrics, one curve each across
-    all stages on the run's one step counter, with "_overview/stage" marking the stages."""
+    all stages on the overview's own step axis (a point per unit), with "_overview/stage" marking
+    the stages; the stages' own metrics at the learner's updates."""
     from mlflow import MlflowClient
 
     from cudal1.pipeline.metrics import STAGE_INDEX
@@ -127,24 +128,25 @@ def test_smoke_runs_overview_is_one_step_axis_across_the_stages(smoke_run):
         return [(m.step, m.value) for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.timestamp)]
 
     stages = history("_overview/stage")
-    # One unit per stage in the smoke config; the steps never go back, the stage numbers rise.
-    assert [v for _, v in stages] == [1.0, 2.0, 3.0]
-    assert [s for s, _ in stages] == sorted(s for s, _ in stages)
-    assert stages == [(h["step"], float(STAGE_INDEX[h["stage"]])) for h in state.history]
+    # One unit per stage in the smoke config: one overview point each, at steps 1, 2, 3.
+    assert stages == [(1, 1.0), (2, 2.0), (3, 3.0)]
+    assert stages == [(h["overview_step"], float(STAGE_INDEX[h["stage"]])) for h in state.history]
     assert [h["unit"] for h in state.history] == [1, 1, 1]  # each stage's own count
 
     by_stage = {h["stage"]: h for h in state.history}
-    sampled = [by_stage["self_train"]["step"], by_stage["contrastive_rl"]["step"]]
     for key, row_key in (("reward", "reward/mean"), ("pass_rate", "pass_rate"), ("fast_1", "fast_1")):
-        # Both sampling stages on one curve, at their units' steps, with the values of their rows.
+        # Both sampling stages on one curve, at their units' overview steps, with the values of their rows.
         assert history(f"_overview/{key}") == [
-            (by_stage[s]["step"], pytest.approx(by_stage[s][row_key])) for s in ("self_train", "contrastive_rl")
+            (by_stage[s]["overview_step"], pytest.approx(by_stage[s][row_key]))
+            for s in ("self_train", "contrastive_rl")
         ], key
-    assert [s for s, _ in history("_overview/reward")] == sampled
-    assert history("_overview/sft_loss")[0] == (by_stage["sft"]["step"], pytest.approx(by_stage["sft"]["sft_loss"]))
+    assert history("_overview/sft_loss")[0] == (1, pytest.approx(by_stage["sft"]["sft_loss"]))
+    # The stages' own metrics stay on the learner's updates.
+    assert [s for s, _ in history("rl/reward/mean")] == [by_stage["contrastive_rl"]["step"]]
+    assert [s for s, _ in history("self_train/reward/mean")] == [by_stage["self_train"]["step"]]
     metrics = client.get_run(run_id).data.metrics
     if metrics["learner/skipped"] == 0.0:  # the RL step trained: its KL and entropy are in the overview
-        assert [s for s, _ in history("_overview/kl")] == [by_stage["contrastive_rl"]["step"]]
+        assert [s for s, _ in history("_overview/kl")] == [by_stage["contrastive_rl"]["overview_step"]]
         assert metrics["_overview/entropy"] == metrics["learner/entropy"] > 0
     for key in ("rl/reward/mean", "self_train/reward/mean", "rl/pass_rate", "learner/skipped"):
         assert key in metrics  # the stages' own keys stay as they were

@@ -95,7 +95,8 @@ def test_outcome_line_averages_the_first_and_last_steps():
     line = rl_outcome(history)
     assert line == (
         "RL outcome: fast share 0.38 -> 0.88, slow share 0.62 -> 0.12, mean paid speedup 0.30x -> 0.90x, "
-        "pass rate 1.00 -> 1.00 (first 2 vs last 2 of 6 steps; fast: the task's fastest stage-1 solution)"
+        "pass rate 1.00 -> 1.00 (first 2 vs last 2 of 6 steps; fast/slow share: responses that repeat the faster / "
+        "a slower program SFT taught for their task, faster than each other, not necessarily than PyTorch)"
     )
     short = rl_outcome(history[:3])  # 2 steps: one each
     assert "fast share 0.25 -> 0.50" in short and "first 1 vs last 1 of 2 steps" in short

@@ -1,5 +1,6 @@
 """`python jobs/serve.py` as a user starts it (a subprocess on its own local Ray cluster), issue 24:
-it says "ready" only when it answers, and SIGTERM shuts it down quietly with exit code 0.
+it says "ready" only when it answers, its requests print no access-log lines, and SIGTERM shuts it
+down quietly with exit code 0.
 
 One start for the module (30-60 s on a shared 2-core machine): the transformers backend (the
 engine does not matter here, and vLLM's start would double the time), one benchmark actor.
@@ -25,6 +26,9 @@ ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "job-test-token"
 
 pytestmark = pytest.mark.timeout(600)
+
+ACCESS_LOG = re.compile(r"\b(GET|POST) /v1/\S* (200|401)\b")
+"""Serve's per-request access-log line (method, route, status), as its replica and proxy write it."""
 
 CRASH_LIKE = re.compile(r"Traceback|\*\*\* SIG|logging\.cc|PC: @|Aborted|core dumped")
 """What a crash looks like in a terminal: a Python traceback, Ray's C++ signal handler's stack."""
@@ -87,6 +91,10 @@ def test_ready_is_printed_only_when_it_answers_and_sigterm_shuts_down_quietly(tm
         ] or seen[-20:]
         assert "unreadable" not in "\n".join(waits), waits  # each says what it waits for in Serve's words
         assert any("the application 'cudal1' to run: " in ln for ln in waits), waits
+        for _ in range(3):  # answered and refused requests, none of them a line on the terminal
+            assert requests.get(url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=10).status_code == 200
+            assert requests.get(url, timeout=10).status_code == 401
+        time.sleep(3)  # Ray forwards a worker's lines to the driver within about a second
 
         started = len(seen)
         proc.send_signal(signal.SIGTERM)
@@ -106,5 +114,6 @@ def test_ready_is_printed_only_when_it_answers_and_sigterm_shuts_down_quietly(tm
     assert "serve: SIGTERM: shutting down the application 'cudal1' and the local Ray cluster ..." in after, text
     assert re.fullmatch(r"serve: shut down in \d+ s: done", [ln for ln in after if ln.startswith("serve: ")][-1]), text
     assert not CRASH_LIKE.search(text), text
+    assert not [ln for ln in seen if ACCESS_LOG.search(ln)], [ln for ln in seen if ACCESS_LOG.search(ln)]
     with pytest.raises(requests.ConnectionError):  # the proxy went with the cluster
         requests.get(url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5)
