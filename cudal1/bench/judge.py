@@ -1083,28 +1083,23 @@ class Judge:
         (`correctness.share_of_tolerance` with the judge's scale floors, the largest over its
         tensors), when the float inputs of `x` change at the rounding level (`inputs.rounding_perturbed`): 0.0
         when `x` has no such input, inf when the reference raises on the changed inputs or its
-        structure changes. Raises Verdict only for a CUDA fault of the reference."""
+        output is not the same tree of tensors of the same shapes and dtypes (`_tensor_pairs`).
+        Raises Verdict only for a CUDA fault of the reference."""
         moved = self._moved_reference(x)
         if moved is None:
             return 0.0
-        if moved is math.inf:
+        pairs = None if moved is math.inf else _tensor_pairs(moved, ref_out)
+        if pairs is None:
             return math.inf
-        a, b = correctness.flatten(moved), correctness.flatten(ref_out)
-        if len(a) != len(b):
-            return math.inf
-        share, leaf = 0.0, 0
-        for (_, got), (_, want) in zip(a, b):
-            if isinstance(want, torch.Tensor):
-                if not isinstance(got, torch.Tensor) or got.shape != want.shape or got.dtype != want.dtype:
-                    return math.inf
-                floor = self.scale_floors[leaf] if self.scale_floors else 1.0
-                leaf += 1
-                share = max(
-                    share,
-                    correctness.share_of_tolerance(
-                        got, want, self.settings.rtol, self.settings.atol, scale_floor=floor
-                    ),
-                )
+        share = 0.0
+        for leaf, (got, want) in enumerate(pairs):
+            if not isinstance(got, torch.Tensor) or got.shape != want.shape or got.dtype != want.dtype:
+                return math.inf
+            floor = self.scale_floors[leaf] if self.scale_floors else 1.0
+            share = max(
+                share,
+                correctness.share_of_tolerance(got, want, self.settings.rtol, self.settings.atol, scale_floor=floor),
+            )
         return share
 
     def _moved_reference(self, x: list[Any]) -> Any:
@@ -1127,21 +1122,16 @@ class Judge:
         unless its magnitude is its own rounding noise. Every floor stays 1.0 (atol absolute below
         magnitude 1) where nothing can be perturbed, the reference raises on the changed inputs,
         or their output is not the same tree. Raises Verdict only for a CUDA fault."""
-        ref_tensors = _expected(ref_out)[0]
-        self.scale_floors = [1.0] * len(ref_tensors)
+        self.scale_floors = [1.0] * len(_expected(ref_out)[0])
         moved = self._moved_reference(x)
-        if moved is None or moved is math.inf:
-            return
-        if correctness.structure(moved) != correctness.structure(ref_out):
-            return
-        moved_tensors = _expected(moved)[0]
-        if len(moved_tensors) != len(ref_tensors):
+        pairs = None if moved is None or moved is math.inf else _tensor_pairs(moved, ref_out)
+        if pairs is None:
             return
         self.scale_floors = [
             correctness.noise_scale_floor(m, r, self.settings.atol)
             if isinstance(m, torch.Tensor) and m.dtype == r.dtype
             else 1.0
-            for m, r in zip(moved_tensors, ref_tensors)
+            for m, r in pairs
         ]
         self.extra["scale_floors"] = dict(zip(self.tensor_paths, self.scale_floors))
 
@@ -1628,6 +1618,20 @@ def _expected(ref_out: Any) -> Expected:
     caller checked that the tree is the task's)."""
     _, tensors, values = correctness.output_tree(ref_out)
     return [t for _, t in tensors], [v for _, v in values]
+
+
+def _tensor_pairs(moved: Any, ref_out: Any) -> list[tuple[Any, torch.Tensor]] | None:
+    """The reference's output on moved inputs (`moved`) against its nominal output (`ref_out`),
+    leaf by leaf: (the moved leaf, the nominal tensor) for each tensor leaf of `ref_out`, in the
+    order of `correctness.flatten` (the scale floors' order, `_expected`'s); the moved leaf may be
+    any object. None when the two trees differ in their paths or in which leaves are tensors
+    (a list and a tuple are one kind of sequence; a non-tensor leaf's value may move with the
+    inputs)."""
+    a, b = correctness.flatten(moved), correctness.flatten(ref_out)
+    kinds = [[(path, isinstance(leaf, torch.Tensor)) for path, leaf in tree] for tree in (a, b)]
+    if kinds[0] != kinds[1]:
+        return None
+    return [(got, want) for (_, got), (_, want) in zip(a, b) if isinstance(want, torch.Tensor)]
 
 
 def main(payload: dict[str, Any], chans: dict[str, Channel], link: Any = None) -> dict[str, Any]:

@@ -220,6 +220,22 @@ def test_the_allowance_follows_the_output_magnitude_unless_that_is_noise() -> No
     assert compare_values(noise_ref + 5e-4, noise_ref)[0]  # the allowance of magnitude 1 takes it
 
 
+def test_the_moved_and_nominal_outputs_pair_their_tensors_whatever_the_sequence_type() -> None:
+    """`_tensor_pairs`, which both the scale floors and the ill-conditioning check read: tensor
+    leaves paired in order, a list and a tuple one kind of sequence, a Python number that moved
+    with the inputs no reason to refuse the pairing; a different tree or a tensor turned into a
+    value is no pairing (None)."""
+    from cudal1.bench.judge import _tensor_pairs
+
+    a, b, c = torch.ones(2), torch.zeros(3), torch.full((2,), 2.0)
+    pairs = _tensor_pairs([c, 0.5, {"k": b}], (a, 0.25, {"k": b}))
+    assert [(got is c, want is a) for got, want in pairs[:1]] == [(True, True)] and len(pairs) == 2
+    assert pairs[1][0] is b and pairs[1][1] is b
+    assert _tensor_pairs((a, b), (a,)) is None
+    assert _tensor_pairs((a, 1.0), (a, b)) is None
+    assert _tensor_pairs({"x": a}, {"y": a}) is None
+
+
 # -- (6) the host's own reports switched off --------------------------------------------------------
 
 
