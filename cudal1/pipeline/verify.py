@@ -5,7 +5,9 @@ the results that `cudal1.rl.rewards.needs_second_opinion` picks (`verify_outlier
 are priced); the optimize loop re-measures its fastest candidates until one holds up
 (`cudal1.pipeline.optimize.Optimizer`). Both go through `second_opinions`: the same
 re-measurement, the same comparison (`cudal1.rl.rewards.second_opinion`), the same log line for
-two measurements that disagree.
+two measurements that disagree. What a disagreement costs differs: training pays the slower of
+the two (`cudal1.rl.rewards.price`, "ok:disputed"); the optimize job delivers only a candidate
+whose two measurements agree.
 """
 
 from __future__ import annotations
@@ -46,7 +48,8 @@ def second_opinions(
         opinion = second_opinion(first, second, cfg)
         if not opinion.agrees:
             log.warning(
-                "%s: not confirmed on another actor (a hack, or noise): %.3fx on actor %s, %s on actor %s (%s)",
+                "%s: not confirmed on another actor (noise, or a hack): %.3fx on actor %s, %s on actor %s (%s); "
+                "training pays the slower, the optimize job delivers neither",
                 c.task_id,
                 first.speedup,
                 first.actor,
