@@ -3,7 +3,7 @@
 What each job does before its own work, in one place:
 
 - `user_errors`: a wrong config value, a cluster too small for the job, a Ray that did not start
-  (or an address where none answers) or a run directory the nodes do not share is not a bug in
+  (or no cluster to join at "auto") or a run directory the nodes do not share is not a bug in
   cudal1: the user gets one message naming the key and the value (or each role's needs and each
   node's resources, or what Ray said and where its logs are) and exit code 2, not a traceback. Every
   other exception keeps its traceback.

@@ -62,6 +62,25 @@ def test_ray_not_starting_within_its_timeout_is_one_line_and_exit_2(tmp_path):
     assert not out.exists()
 
 
+def test_no_cluster_to_join_is_a_ray_start_error_naming_the_address(tmp_path):
+    """address "auto" with no cluster running (Ray's temp directory made empty with RAY_TMPDIR, so
+    a cluster another job runs here is not found): RayStartError, which `user_errors` prints."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["RAY_TMPDIR"] = str(tmp_path)
+    code = (
+        "from cudal1.actors.cluster import init_ray\n"
+        "from cudal1.actors.preflight import RayStartError\n"
+        "try:\n    init_ray(address='auto')\nexcept RayStartError as e:\n    print(e)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    said = "Ray did not start (joining the Ray cluster at auto): Could not find any running Ray instance."
+    assert proc.stdout.startswith(said), proc.stdout
+    assert proc.stdout.rstrip().endswith(f"(Ray's logs: {tmp_path}/ray/session_latest/logs)"), proc.stdout
+
+
 RELU = (
     "import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n\n\n"
     "def get_inputs():\n    return [torch.randn(8, 8)]\n\n\ndef get_init_inputs():\n    return []\n"

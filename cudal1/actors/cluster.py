@@ -1,4 +1,4 @@
-"""Start or join a Ray cluster: `ClusterConfig`, `init_ray`, `shutdown_ray`, `RayStartError`.
+"""Start or join a Ray cluster: `ClusterConfig`, `init_ray`, `shutdown_ray`.
 
 Where the cluster comes from, first match wins:
 1. `ClusterConfig.address` (from the Hydra config): "local" starts a fresh local cluster,
