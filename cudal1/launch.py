@@ -2,9 +2,10 @@
 
 What each job does before its own work, in one place:
 
-- `user_errors`: a wrong config value, a cluster too small for the job or a run directory the
-  nodes do not share is not a bug in cudal1: the user gets one message naming the key and the
-  value (or each role's needs and each node's resources) and exit code 2, not a traceback. Every
+- `user_errors`: a wrong config value, a cluster too small for the job, a Ray that did not start
+  (or no cluster to join at "auto") or a run directory the nodes do not share is not a bug in
+  cudal1: the user gets one message naming the key and the value (or each role's needs and each
+  node's resources, or what Ray said and where its logs are) and exit code 2, not a traceback. Every
   other exception keeps its traceback.
 - `infrastructure_errors`: the pool that computes rewards lost (`RewardSourceLost`) or a broken
   weight sync (`WeightSyncBroken`) is one message and exit code 1, not a traceback and never a
@@ -55,17 +56,19 @@ CONF_DIR = ROOT / "conf"
 
 @contextlib.contextmanager
 def user_errors(job: str) -> Iterator[None]:
-    """Turn ConfigError, OmegaConf's validation and key errors, InsufficientResources and
-    SharedStorageError raised inside the block into `<job>: <message>` on stderr and SystemExit(2)."""
+    """Turn ConfigError, OmegaConf's validation and key errors, InsufficientResources,
+    SharedStorageError and RayStartError (Ray did not start or could not be joined) raised inside
+    the block into `<job>: <message>` on stderr and SystemExit(2)."""
     from omegaconf.errors import ConfigKeyError, ValidationError
 
-    from cudal1.actors.preflight import InsufficientResources
+    from cudal1.actors.preflight import InsufficientResources, RayStartError
     from cudal1.actors.storage import SharedStorageError
     from cudal1.config import ConfigError
 
+    errors = (ConfigError, ValidationError, ConfigKeyError, InsufficientResources, SharedStorageError, RayStartError)
     try:
         yield
-    except (ConfigError, ValidationError, ConfigKeyError, InsufficientResources, SharedStorageError) as e:
+    except errors as e:
         message = str(e).strip()
         if isinstance(e, (ValidationError, ConfigKeyError)):
             # OmegaConf appends "full_key: ..., object_type=..." lines; the first line and the key suffice.
@@ -163,8 +166,9 @@ def start_ray(cfg: Any, log_dir: Path | None = None, needs: list[ActorNeed] | No
     nodes can hold every actor the job asks for: `needs`, by default what the job's config asks for
     (`cudal1.actors.preflight.job_needs`). With `log_dir`, the engines' log records of the driver
     and of every actor shell go to files there, not to the terminal (`cudal1.engines.logs`).
-    Returns `init_ray`'s facts. Raises `cudal1.actors.preflight.InsufficientResources` naming each
-    role's needs and each node's resources when they cannot."""
+    Returns `init_ray`'s facts. Raises `cudal1.actors.preflight.RayStartError` when Ray does not
+    start or cannot be joined, `cudal1.actors.preflight.InsufficientResources` naming each role's
+    needs and each node's resources when the nodes cannot hold the actors."""
     from cudal1.actors.cluster import ClusterConfig, alive_nodes, code_runtime_env, init_ray
     from cudal1.actors.preflight import check_cluster, job_needs
 

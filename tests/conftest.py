@@ -56,6 +56,7 @@ FAST = frozenset(
         "pipeline/test_optimize_delivery.py",
         "pipeline/test_report.py",
         "pipeline/test_signal.py",
+        "pipeline/test_standalone.py",
         "pipeline/test_variants.py",
         "policy/test_parsing.py",
         "policy/test_prompts.py",

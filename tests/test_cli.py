@@ -208,7 +208,7 @@ def test_eval_a_standalone_task_file(run, tmp_path):
     proc = run(["eval", "--task", "task.py", "--solution", "sol.py", "--json", "--rounds", ROUNDS], tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     record = json.loads(proc.stdout)
-    assert record["task_id"] == "level0/0" and record["status"] == "ok"
+    assert record["task_id"] == "file/task" and record["status"] == "ok"
     words = record["message"].split("; ")[1]
     assert ("faster" in words) == (round(record["speedup"], 3) > 1.0), record["message"]
 

@@ -27,6 +27,64 @@ def test_train_with_an_unknown_task_id_prints_one_line_exits_2_and_leaves_no_run
     assert not run_dir.exists()
 
 
+def test_ray_not_starting_within_its_timeout_is_one_line_and_exit_2(tmp_path):
+    """A local Ray whose GCS does not come up in time (here: a wait of 0 s, through Ray's own
+    RAY_gcs_server_port_wait_time_s, so no slow cluster is needed) ends the optimize job with one
+    line naming what was tried, Ray's reason and its logs, exit code 2, and no run directory."""
+    import os
+    import shutil
+    import tempfile
+
+    (tmp_path / "my-relu.py").write_text(RELU)
+    out = tmp_path / "out"
+    ray_tmp = tempfile.mkdtemp(prefix="r", dir="/tmp")  # short: Ray's socket paths have a length limit
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env.update(RAY_gcs_server_port_wait_time_s="0", RAY_TMPDIR=ray_tmp)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "jobs/optimize.py", f"task_files=[{tmp_path / 'my-relu.py'}]", f"out_dir={out}"]
+            + ["tracking=none"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+        )
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr and "Traceback" not in proc.stdout
+    last = proc.stderr.strip().splitlines()[-1]
+    said = "optimize: Ray did not start (starting a local Ray cluster): Timed out waiting for file "
+    assert last.startswith(said), last
+    assert last.endswith(f"(Ray's logs: {ray_tmp}/ray/session_latest/logs)"), last
+    assert "1 tasks: file/my_relu" in proc.stdout + proc.stderr  # the standalone program's own name
+    assert not out.exists()
+
+
+def test_no_cluster_to_join_is_a_ray_start_error_naming_the_address(tmp_path):
+    """address "auto" with no cluster running (Ray's temp directory made empty with RAY_TMPDIR, so
+    a cluster another job runs here is not found): RayStartError, which `user_errors` prints."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["RAY_TMPDIR"] = str(tmp_path)
+    code = (
+        "from cudal1.actors.cluster import init_ray\n"
+        "from cudal1.actors.preflight import RayStartError\n"
+        "try:\n    init_ray(address='auto')\nexcept RayStartError as e:\n    print(e)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    said = "Ray did not start (joining the Ray cluster at auto): Could not find any running Ray instance."
+    assert proc.stdout.startswith(said), proc.stdout
+    assert proc.stdout.rstrip().endswith(f"(Ray's logs: {tmp_path}/ray/session_latest/logs)"), proc.stdout
+
+
+RELU = (
+    "import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n\n\n"
+    "def get_inputs():\n    return [torch.randn(8, 8)]\n\n\ndef get_init_inputs():\n    return []\n"
+)
 BAD_REFERENCE = (
     "import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n"
     "        raise RuntimeError('this reference cannot run')\n\n\n"

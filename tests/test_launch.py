@@ -51,6 +51,12 @@ def test_user_errors_turn_a_config_error_into_one_line_and_exit_code_2(capsys):
     assert capsys.readouterr().err == "train: config error at learner.lr: must be > 0, got -1\n"
     with pytest.raises(RuntimeError), user_errors("train"):  # a bug keeps its traceback
         raise RuntimeError("x")
+    from cudal1.actors.preflight import RayStartError
+
+    said = "Ray did not start (starting a local Ray cluster): Timed out waiting for file x"
+    with pytest.raises(SystemExit) as exit_info, user_errors("optimize"):
+        raise RayStartError(said)
+    assert exit_info.value.code == 2 and capsys.readouterr().err == f"optimize: {said}\n"
 
 
 def test_an_unknown_task_id_or_source_is_a_config_error_with_the_key():

@@ -21,6 +21,8 @@ from typing import Any
 
 import ray
 
+from cudal1.actors.preflight import RayStartError
+
 log = logging.getLogger(__name__)
 
 
@@ -74,8 +76,10 @@ def init_ray(config: ClusterConfig | None = None, **overrides: Any) -> dict[str,
 
     `overrides` replace fields of `config` (e.g. `init_ray(address="local", num_cpus=2)`).
     Returns {"address", "started_local", "resources"}: the GCS address, whether a new local cluster
-    was started, and the cluster's total resources. Raises ConnectionError when an address is
-    given and nothing answers there.
+    was started, and the cluster's total resources. Raises RayStartError (its message: what was
+    tried, Ray's first line, where Ray's logs are) when `ray.init` fails with a ConnectionError,
+    TimeoutError, RuntimeError or a bare Exception (Ray's "node timed out during startup"); any
+    other exception (a bad argument) as it is.
     """
     config = dataclasses.replace(config or ClusterConfig(), **overrides)
     if ray.is_initialized():
@@ -105,8 +109,26 @@ def init_ray(config: ClusterConfig | None = None, **overrides: Any) -> dict[str,
                 "joining the Ray cluster at %s: node sizes %s apply only to a local cluster; ignored", address, ignored
             )
         kwargs["address"] = address
-    ray.init(**kwargs)
+    try:
+        ray.init(**kwargs)
+    except Exception as e:
+        if not isinstance(e, (ConnectionError, TimeoutError, RuntimeError)) and type(e) is not Exception:
+            raise
+        tried = f"joining the Ray cluster at {address}" if address else "starting a local Ray cluster"
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        raise RayStartError(f"Ray did not start ({tried}): {first} (Ray's logs: {_ray_logs()})") from e
     return _facts(started_local=address is None)
+
+
+def _ray_logs() -> str:
+    """Where Ray writes the latest session's logs on this machine (RAY_TMPDIR, else /tmp)."""
+    try:
+        from ray._common.utils import get_default_ray_temp_dir
+
+        root = get_default_ray_temp_dir()
+    except ImportError:  # a private module: another Ray version may not have it
+        root = os.path.join(os.environ.get("RAY_TMPDIR", "/tmp"), "ray")
+    return os.path.join(root, "session_latest", "logs")
 
 
 def _facts(started_local: bool) -> dict[str, Any]:

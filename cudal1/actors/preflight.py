@@ -1,4 +1,5 @@
-"""Does a job fit the cluster? Checked before any actor starts: `ActorNeed`, `check_cluster`.
+"""Does a job fit the cluster? Checked before any actor starts: `ActorNeed`, `check_cluster`;
+and `RayStartError`, raised when Ray itself did not start or could not be joined (`init_ray`).
 
 Ray queues an actor that no node can host and waits; a job that asks for more than the cluster
 has would sit silent until some start timeout. `check_cluster` packs every actor the job will ask
@@ -21,6 +22,15 @@ from typing import Any
 
 class InsufficientResources(RuntimeError):
     """The job's actors cannot all be placed on the cluster's nodes (message: needs vs nodes)."""
+
+
+class RayStartError(RuntimeError):
+    """Ray did not start here (a local cluster whose processes did not come up within Ray's own
+    timeouts: the GCS's port file, the raylet's registration) or could not be joined (`ray.init`
+    raised ConnectionError, as for address "auto" with no cluster running). A start error, not a
+    bug in cudal1: jobs print it in one line and exit 2 (`cudal1.launch.user_errors`). Limit: for
+    a host:port where nothing answers, `ray.init` keeps retrying (over 150 s here, 2026-12-04)
+    before it gives up, and what it raises then was not seen."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from cudal1.bench.result import EvalResult, Status
 from cudal1.bench.summary import fast_p_key, geometric_mean, summarize
 from cudal1.records import Candidate
+from cudal1.tasks.task import STANDALONE, standalone_name
 
 if TYPE_CHECKING:
     from cudal1.actors.bench_pool import BenchmarkPools
@@ -43,11 +44,17 @@ DEFAULT_PS: tuple[float, ...] = (1.0, 1.01, 1.5, 2.0)
 """fast_p thresholds of the table: fast_1 and fast_1.01 as in the paper, and two more."""
 
 
-def load_solutions(spec: str | Path, task_ids: Sequence[str]) -> tuple[list[Candidate], list[str]]:
+def load_solutions(
+    spec: str | Path, task_ids: Sequence[str], exclude: Sequence[str | Path] = ()
+) -> tuple[list[Candidate], list[str]]:
     """The solutions `spec` names, one Candidate per task of `task_ids`, and notes on what was skipped.
 
     `spec` is one of:
-      - a directory of solution files laid out as `level<L>/<id>_<Name>.py` (cudal1 eval-suite's layout);
+      - a directory of solution files laid out as `level<L>/<id>_<Name>.py` (cudal1 eval-suite's
+        layout); a standalone program's (task "file/<name>", `cudal1.tasks.Task`) is any
+        `<name>.py` in it or below (its stem made safe as the task's name was: "my-relu.py" is
+        my_relu's), or `level0/0_<name>.py`; the first in sorted path order counts, and a file of
+        `exclude` (the tasks' own files, when the directory holds them) never does;
       - a JSONL file of records with "task_id" and the code in "code" or "source", or a file path
         in "solution" (an eval-suite results file, a buffer's exemplars.jsonl); the last record of
         a task wins;
@@ -74,9 +81,24 @@ def load_solutions(spec: str | Path, task_ids: Sequence[str]) -> tuple[list[Cand
         from cudal1.bench.suite import match_solutions
 
         match = match_solutions(path, task_ids)
-        skipped += [f"{p}: {why}" for p, why in match.unmatched]
         for task_id, file in match.matched.items():
             found[task_id] = Candidate(task_id, file.read_text(encoding="utf-8"), origin=str(file))
+        unmatched = match.unmatched
+        standalone = {t.split("/", 1)[1]: t for t in task_ids if t.startswith(f"{STANDALONE}/")}
+        if standalone:
+            own = {Path(p).resolve() for p in exclude if p}
+            unmatched = []
+            for file, why in match.unmatched:
+                task_id = next((standalone[n] for n in _standalone_names(file) if n in standalone), None)
+                if task_id is None:
+                    unmatched.append((file, f"{why}; no task {STANDALONE}/{_standalone_names(file)[0]}"))
+                elif file.resolve() in own:
+                    unmatched.append((file, f"the task file of {task_id} itself"))
+                elif task_id in found:
+                    unmatched.append((file, f"another solution for {task_id} comes first: {found[task_id].origin}"))
+                else:
+                    found[task_id] = Candidate(task_id, file.read_text(encoding="utf-8"), origin=str(file))
+        skipped += [f"{p}: {why}" for p, why in unmatched]
     else:
         for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if not line.strip():
@@ -106,6 +128,15 @@ def load_solutions(spec: str | Path, task_ids: Sequence[str]) -> tuple[list[Cand
             + (f" ({len(skipped)} skipped, e.g. {skipped[0]})" if skipped else "")
         )
     return [found[t] for t in task_ids if t in found], skipped
+
+
+def _standalone_names(file: Path) -> list[str]:
+    """The standalone task names a solution file may belong to: its stem made safe
+    (`standalone_name`), then, for `level0/0_<name>.py`, that name."""
+    names = [standalone_name(file.stem)]
+    if file.parent.name == "level0" and file.stem.startswith("0_"):
+        names.append(standalone_name(file.stem[2:]))
+    return names
 
 
 def level_of(task_id: str) -> str:

@@ -759,19 +759,18 @@ class Optimizer:
 
 
 def task_from_source(source: str, name: str = "program") -> Task:
-    """A submitted KernelBench-format program (its text) as a `Task` (level0/0, suite "file"),
-    parsed without being executed, exactly as `cudal1.tasks.load_task_file` parses a file.
-    Raises ValueError naming what is wrong (syntax error, no `Model`, `get_inputs` or
-    `get_init_inputs`, pretrained weights, ...)."""
-    import re
+    """A submitted KernelBench-format program (its text) as a standalone `Task`: suite "file", id
+    "file/<name>" with `name` made safe by `cudal1.tasks.standalone_name` ("my relu" ->
+    "file/my_relu"), parsed without being executed, exactly as `cudal1.tasks.load_task_file`
+    parses a file. Raises ValueError naming what is wrong (syntax error, no `Model`, `get_inputs`
+    or `get_init_inputs`, pretrained weights, ...)."""
     import tempfile
     from pathlib import Path
 
-    from cudal1.tasks import load_task_file
+    from cudal1.tasks import load_task_file, standalone_name
 
-    stem = re.sub(r"[^A-Za-z0-9_]+", "_", name).strip("_") or "program"
     with tempfile.TemporaryDirectory(prefix="cudal1-task-") as tmp:
-        path = Path(tmp) / f"{stem}.py"
+        path = Path(tmp) / f"{standalone_name(name)}.py"  # a directory not named level<L>: standalone
         path.write_text(source, encoding="utf-8")
         try:
             task = load_task_file(path)

@@ -5,9 +5,11 @@
     solutions/level<L>/<id>_<Name>.py   the delivered solution per task (`TaskOutcome.delivered`:
                                         its paid speedup beats the reference and the starting
                                         solutions; none otherwise), in the layout
-                                        `cudal1 eval-suite --solutions` and jobs/evaluate.py read
+                                        `cudal1 eval-suite --solutions` and jobs/evaluate.py read;
+                                        a standalone program's (task "file/<name>"): file/<name>.py
     reports/level<L>_<id>.json          the task's `TaskOutcome`: every attempt with its evaluation,
                                         each round's prompt, the solution's analysis and design
+                                        (a standalone program's: reports/file_<name>.json)
     results.jsonl                       one `EvalResult` per task (`TaskOutcome.table_result`): the
                                         table's input, where a task with nothing delivered is
                                         never a success
@@ -39,23 +41,34 @@ log = logging.getLogger(__name__)
 
 
 def solution_path(root: Path, task: Task) -> Path:
-    """`root/level<L>/<id>_<Name>.py` for `task` (the suite layout)."""
+    """`root/level<L>/<id>_<Name>.py` for a suite's task (the suite layout); `root/file/<name>.py`
+    for a standalone program (task "file/<name>"), which a later run's `start=` matches by name."""
+    if task.standalone:
+        return root / f"{task.task_id}.py"
     name = re.sub(r"[^A-Za-z0-9_]+", "_", task.name).strip("_") or "task"
     return root / f"level{task.level}" / f"{task.problem_id}_{name}.py"
 
 
 def distinct_ids(tasks: Sequence[Task]) -> list[Task]:
-    """`tasks` with colliding task ids renumbered: standalone files not named like a suite's all
-    load as level0/0 (`load_task_file`); the k-th task of a level whose id is taken gets the next
-    free id of that level (logged). The order is kept."""
+    """`tasks` with colliding task ids made distinct, in their order, each change logged. A
+    standalone program whose name is taken (two files `a/relu.py`, `b/relu.py`) gets the first free
+    numeric suffix: "file/relu", then "file/relu_2" (its start solution is then `relu_2.py`). A
+    suite's task whose id is taken (one file loaded twice) gets the next free id of its level."""
     taken = {t.task_id for t in tasks}
     seen: set[str] = set()
     out = []
     for t in tasks:
         if t.task_id in seen:
-            n = max([t.problem_id, *(int(i.split("/")[1]) for i in taken if i.startswith(f"level{t.level}/"))]) + 1
-            new = dataclasses.replace(t, problem_id=n)
-            log.info("%s (%s) renumbered %s: the id is taken", t.task_id, t.path or t.name, new.task_id)
+            if t.standalone:
+                k = 2
+                while f"{t.task_id}_{k}" in taken:
+                    k += 1
+                new = dataclasses.replace(t, name=f"{t.name}_{k}")
+                log.info("%s (%s) named %s: the name is taken", t.task_id, t.path or t.name, new.task_id)
+            else:
+                taken_ids = (int(i.split("/")[1]) for i in taken if i.startswith(f"level{t.level}/"))
+                new = dataclasses.replace(t, problem_id=max([t.problem_id, *taken_ids]) + 1)
+                log.info("%s (%s) renumbered %s: the id is taken", t.task_id, t.path or t.name, new.task_id)
             t = new
             taken.add(t.task_id)
         seen.add(t.task_id)
@@ -64,13 +77,15 @@ def distinct_ids(tasks: Sequence[Task]) -> list[Task]:
 
 
 def task_line(o: TaskOutcome) -> str:
-    """One summary line of a task's outcome."""
+    """One summary line of a task's outcome: "<task id> <name>: <status>: ...", the name left out
+    when the id ends with it (a standalone program's "file/<name>")."""
+    head = o.task_id if o.task_id.endswith(f"/{o.name}") else f"{o.task_id} {o.name}"
     if not o.delivered:
-        return f"{o.task_id} {o.name}: {o.status}: {o.message}"
+        return f"{head}: {o.status}: {o.message}"
     s = o.solution
     spread = f" (spread {s.spread:.0%})" if s.spread is not None else ""
     labels = f" [{', '.join(s.labels)}]" if s.labels else ""
-    return f"{o.task_id} {o.name}: {o.status}: {s.paid:.2f}x paid{spread}{labels}, from {s.origin}"
+    return f"{head}: {o.status}: {s.paid:.2f}x paid{spread}{labels}, from {s.origin}"
 
 
 def outcome_row(o: TaskOutcome) -> dict[str, Any]:
@@ -218,7 +233,9 @@ def run_optimize_job(cfg: Any) -> tuple[list[TaskOutcome], list[dict[str, Any]]]
     tasks = job_tasks(cfg)
     starts: dict[str, list[str]] = {}
     if cfg.start:
-        found, skipped = load_solutions(cfg.start, [t.task_id for t in tasks])
+        found, skipped = load_solutions(cfg.start, [t.task_id for t in tasks], exclude=[t.path for t in tasks])
+        for note in skipped:
+            log.debug("start: %s", note)
         for c in found:
             starts.setdefault(c.task_id, []).append(c.source)
         log.info("%d starting solutions from %s (%d skipped)", len(found), cfg.start, len(skipped))

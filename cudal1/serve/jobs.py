@@ -52,8 +52,10 @@ def parse_request(
 ) -> dict[str, Any]:
     """Validate a `POST /v1/optimize` body: {"program": str (KernelBench format), "name"?: str,
     "rounds"?: int, "samples"?: int, "pool"?: pool name (its architecture), "architecture"?: same,
-    "start"?: [str] (your own solutions, evaluated first)}. Returns the normalized request.
-    Raises ApiError(400) naming the bad field (the program is parsed, not run: `task_from_source`)."""
+    "start"?: [str] (your own solutions, evaluated first)}. Returns the normalized request, with
+    "task_id": "file/<name>", the program's id as a standalone task (`task_from_source`: the name
+    made safe, "my relu" -> "file/my_relu"; "file/program" without a name). Raises ApiError(400)
+    naming the bad field (the program is parsed, not run)."""
     from cudal1.pipeline.optimize import task_from_source
 
     if not isinstance(payload, Mapping):
@@ -186,7 +188,8 @@ class OptimizeService:
         self._beat.start()
 
     def submit(self, payload: Any) -> dict[str, Any]:
-        """Validate and queue a job. Returns {"id", "status": "queued", "position"}.
+        """Validate and queue a job. Returns {"id", "status": "queued", "position", "task_id"} (the
+        program's task id, "file/<name>": `parse_request`).
         Raises ApiError(400) for a bad payload, ApiError(429) when `max_pending` jobs wait here."""
         request = parse_request(payload, **self.limits)
         job_id = uuid.uuid4().hex
@@ -211,7 +214,7 @@ class OptimizeService:
             self.store.write(state)
             self._states[job_id] = state
         self._queue.put(job_id)
-        return {"id": job_id, "status": "queued", "position": self._queue.qsize()}
+        return {"id": job_id, "status": "queued", "position": self._queue.qsize(), "task_id": request["task_id"]}
 
     def get(self, job_id: str) -> dict[str, Any]:
         """The job's state: id, status (`STATES`), progress (events so far), message, result (when

@@ -7,9 +7,10 @@ task's reference (the probe and the degenerate-task check) is the benchmark's pa
 
 from .kernelbench import LoadFailure, SuiteReport, load_suite, load_task_file
 from .suite import builtin_root, find_task, load_builtin, load_tasks, seed_solutions
-from .task import Task
+from .task import STANDALONE, Task, standalone_name
 
 __all__ = [
+    "STANDALONE",
     "load_task_file",
     "LoadFailure",
     "SuiteReport",
@@ -20,4 +21,5 @@ __all__ = [
     "load_suite",
     "load_tasks",
     "seed_solutions",
+    "standalone_name",
 ]

@@ -20,7 +20,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .task import Task
+from .task import STANDALONE, Task, standalone_name
 
 FILE_RE = re.compile(r"^(\d+)_(\w.*)\.py$")
 """`<id>_<Name>.py`; the id is a positive integer."""
@@ -241,8 +241,9 @@ def parse_task_file(
 def load_task_file(path: str | Path, profile: str | None = None) -> Task:
     """One standalone KernelBench-format file as a Task, parsed without executing it.
 
-    A file named like a suite's (`level<L>/<id>_<Name>.py`) keeps that level and id; any other file
-    becomes `level0/0` named after its stem, in suite "file". Raises FileNotFoundError when the
+    A file named like a suite's (`level<L>/<id>_<Name>.py`, L and id >= 1) keeps that level and id;
+    any other file is a standalone program named after its stem (`standalone_name`: "my-relu.py"
+    is task "file/my_relu"), in suite "file" (`Task.task_id`). Raises FileNotFoundError when the
     file does not exist and ValueError naming what is wrong with it (syntax error, no `Model`,
     `get_inputs` or `get_init_inputs` at module level, a size profile it lacks, ...).
     """
@@ -250,10 +251,11 @@ def load_task_file(path: str | Path, profile: str | None = None) -> Task:
     if not path.is_file():
         raise FileNotFoundError(f"no task file {path}")
     m, level_m = FILE_RE.match(path.name), LEVEL_RE.match(path.parent.name)
-    level, problem_id, name = (
-        (int(level_m.group(1)), int(m.group(1)), m.group(2)) if m and level_m else (0, 0, path.stem)
-    )
-    task = parse_task_file(path, level, problem_id, name, suite="file", profile=profile)
+    if m and level_m and int(level_m.group(1)) >= 1 and int(m.group(1)) >= 1:
+        level, problem_id, name = int(level_m.group(1)), int(m.group(1)), m.group(2)
+    else:
+        level, problem_id, name = 0, 0, standalone_name(path.stem)
+    task = parse_task_file(path, level, problem_id, name, suite=STANDALONE, profile=profile)
     if isinstance(task, str):
         raise ValueError(f"task file {path}: {task}")
     return task

@@ -14,8 +14,20 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import re
 import types
 from typing import Any
+
+STANDALONE = "file"
+"""The suite of a standalone program: a file not named like a suite's (`load_task_file`) or a
+program sent to the Serve app. Such a task has level 0 and its id is "file/<name>"."""
+
+
+def standalone_name(text: str) -> str:
+    """A standalone program's name from a file stem or a name it was given: runs of characters
+    other than ASCII letters, digits and "_" become "_", leading and trailing "_" are dropped, at
+    most 100 characters; "program" when nothing is left. "my-softmax v2" -> "my_softmax_v2"."""
+    return re.sub(r"[^A-Za-z0-9_]+", "_", text).strip("_")[:100].strip("_") or "program"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,6 +37,14 @@ class Task:
     `task_id` is "level<L>/<id>" (e.g. "level1/12"), unique within one suite; `name` is the file
     stem after the id (e.g. "Matmul_with_diagonal_matrices_"). `suite` names where it came from
     ("builtin" or the KernelBench checkout path).
+
+    A standalone program (suite `STANDALONE`, level 0) is named by its own name instead:
+    "file/<name>", its name made by `standalone_name` (a file stem or the name sent to Serve).
+    Why that form: "file" never matches `level<L>`, so the id cannot collide with a suite's, and
+    its first part is what the paper table groups by (one "file" row, as "level1" is one); the name
+    holds only ASCII letters, digits and "_", so the id is safe in paths (reports use it with "/"
+    as "_": "file_<name>.json", solutions `file/<name>.py`), MLflow keys, JSONL and seed lookups
+    (`seeds_for` never matches it: no builtin task has it).
     """
 
     level: int
@@ -40,7 +60,14 @@ class Task:
 
     @property
     def task_id(self) -> str:
+        if self.standalone:
+            return f"{STANDALONE}/{self.name}"
         return f"level{self.level}/{self.problem_id}"
+
+    @property
+    def standalone(self) -> bool:
+        """A program outside any suite (see the class doc): its id is "file/<name>"."""
+        return self.suite == STANDALONE and self.level == 0
 
     @property
     def source_hash(self) -> str:

@@ -234,8 +234,9 @@ def test_task_files_get_distinct_ids_and_a_bad_value_names_its_key(tmp_path):
             compose("optimize", overrides=[f"task_files=[{','.join(map(str, files))}]", f"out_dir={tmp_path / 'o'}"])
         )
         tasks = job_tasks(cfg)
-        assert [(t.task_id, t.name) for t in tasks] == [("level0/0", "a"), ("level0/1", "b"), ("level1/3", "Relu")]
-        assert solution_path(tmp_path, tasks[1]) == tmp_path / "level0" / "1_b.py"
+        assert [(t.task_id, t.name) for t in tasks] == [("file/a", "a"), ("file/b", "b"), ("level1/3", "Relu")]
+        assert solution_path(tmp_path, tasks[1]) == tmp_path / "file" / "b.py"
+        assert solution_path(tmp_path, tasks[2]) == tmp_path / "level1" / "3_Relu.py"
         for override, key in (
             ("rounds=0", "rounds"),
             ("rollout.top_p=0", "rollout.top_p"),
@@ -281,7 +282,7 @@ def test_a_submitted_program_is_a_task_or_a_clear_error():
     from cudal1.tasks.task import reference_as_candidate
 
     task = task_from_source(PROGRAM, name="my relu")
-    assert (task.task_id, task.name, task.source, task.path) == ("level0/0", "my_relu", PROGRAM, "")
+    assert (task.task_id, task.name, task.source, task.path) == ("file/my_relu", "my_relu", PROGRAM, "")
     with pytest.raises(ValueError, match=r"^program 'x': missing module-level get_inputs, get_init_inputs$"):
         task_from_source("import torch\nclass Model(torch.nn.Module):\n    pass\n", name="x")
     with pytest.raises(ValueError, match="syntax error"):

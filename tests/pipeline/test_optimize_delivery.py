@@ -94,7 +94,7 @@ def run(tmp_path, plan, start=(START,), mode="conversation", samples=2):
     optimizer = Optimizer(Generator(), Pool(plan), Tokenizer(), settings)
     (outcome,), _ = optimize_tasks(optimizer, [task], tmp_path, starts={task.task_id: list(start)}, progress=False)
     files = sorted(p.name for p in (tmp_path / "solutions").rglob("*.py"))
-    report = json.loads((tmp_path / "reports" / "level0_0.json").read_text())
+    report = json.loads((tmp_path / "reports" / "file_relu.json").read_text())
     return outcome, files, report
 
 
@@ -130,7 +130,7 @@ def test_a_verified_solution_that_does_not_beat_the_start_is_not_delivered(tmp_p
         "paid 1.50x (ok), start paid 1.50x; needs above 1.52x"
     )
     assert files == [] and report["solution"]["paid"] == pytest.approx(1.5) and report["status"] == "not_faster"
-    assert task_line(o) == f"level0/0 relu: not_faster: {o.message}"
+    assert task_line(o) == f"file/relu: not_faster: {o.message}"
     d = runner_result(o, "cpu")
     assert (d["delivered"], d["code"], d["paid"], d["labels"]) == (False, None, None, [])
 
@@ -140,10 +140,11 @@ def test_a_faster_confirmed_solution_is_delivered_at_its_paid_speedup(tmp_path):
     o, files, _ = run(tmp_path, plan)
     assert o.status == "improved" and o.delivered
     assert o.solution.origin == "round1/s0" and o.solution.paid == pytest.approx(1.9)
-    assert files == ["0_relu.py"] and (tmp_path / "solutions" / "level0" / "0_relu.py").read_text() == MODEL
-    assert task_line(o) == "level0/0 relu: improved: 1.90x paid (spread 1%), from round1/s0"
+    assert files == ["relu.py"] and (tmp_path / "solutions" / "file" / "relu.py").read_text() == MODEL
+    assert task_line(o) == "file/relu: improved: 1.90x paid (spread 1%), from round1/s0"
     d = runner_result(o, "cpu")
     assert d["delivered"] is True and d["code"] == MODEL and d["paid"] == pytest.approx(1.9)
+    assert (d["task_id"], d["name"]) == ("file/relu", "relu")  # Serve's answer names the program
 
 
 def test_without_a_start_the_bar_is_the_reference_and_unpaid_gains_do_not_count(tmp_path):
@@ -156,7 +157,7 @@ def test_without_a_start_the_bar_is_the_reference_and_unpaid_gains_do_not_count(
     assert o.status == "no_correct" and files == [] and o.message.startswith("no faster solution found")
     # 1.3x confirmed at 1.25x: delivered at 1.25x
     o, files, _ = run(tmp_path, {MODEL: [(OK, 1.3, []), (OK, 1.25, [])]}, start=())
-    assert o.status == "improved" and o.solution.paid == pytest.approx(1.25) and files == ["0_relu.py"]
+    assert o.status == "improved" and o.solution.paid == pytest.approx(1.25) and files == ["relu.py"]
 
 
 def test_a_conversation_over_the_token_budget_falls_back_to_the_fresh_prompt_and_is_logged_once(tmp_path, caplog):
@@ -190,9 +191,10 @@ def test_an_unconfirmed_correct_result_is_no_success_and_no_speedup_in_the_table
     assert (r.status, r.labels, r.speedup, r.message) == (Status.COMPILE_ERROR, [NOT_DELIVERED], None, o.message)
     assert (row["n"], row["success"], row["pass_rate"], row["fast_1"], row["fast_1.01"]) == (1, 0, 0.0, 0.0, 0.0)
     assert row["speedup_mean"] is None and row["status_counts"] == {"compile_error": 1}
+    assert (r.task_id, row["level"]) == ("file/relu", "file")  # standalone programs: one "file" row
     # every reader says the same: nothing delivered, no speedup
     assert files == [] and (report["delivered"], report["speedup"]) == (False, None)
-    assert task_line(o) == f"level0/0 relu: no_correct: {o.message}"
+    assert task_line(o) == f"file/relu: no_correct: {o.message}"
     d = runner_result(o, "cpu")
     assert (d["delivered"], d["speedup"], d["paid"], d["code"]) == (False, None, None, None)
     assert (outcome_row(o)["delivered"], outcome_row(o)["speedup"], outcome_row(o)["paid"]) == (False, None, None)

@@ -209,6 +209,7 @@ def test_optimize_jobs_label_cheats_and_crashes_and_survive_a_replica_restart(ap
     )
     assert r.status_code == 202, r.text
     job = r.json()["id"]
+    assert r.json()["task_id"] == "file/relu"  # the name it was sent
     r = requests.post(
         f"{url}/v1/optimize", headers=_auth(), timeout=60, json={"program": EXITING_PROGRAM, "rounds": 1, "samples": 1}
     )
@@ -217,6 +218,7 @@ def test_optimize_jobs_label_cheats_and_crashes_and_survive_a_replica_restart(ap
     state = _poll(url, job)
     assert state["status"] == "done", state["message"]
     result = state["result"]
+    assert (state["task_id"], result["task_id"], result["name"]) == ("file/relu", "file/relu", "relu")
     events = [e["event"] for e in state["progress"]]
     assert events[0] == "reference" and "round_done" in events and events[-1] == "done"
     by_origin = {a["origin"]: a for a in result["attempts"]}

@@ -40,8 +40,16 @@ def test_the_bearer_token_is_checked():
 
 def test_optimize_payloads_are_validated_with_a_message():
     req = parse_request({"program": PROGRAM, "rounds": 1}, **LIMITS)
-    assert (req["rounds"], req["samples"], req["pool"], req["start"], req["task_id"]) == (1, 4, "cpu", [], "level0/0")
+    assert (req["rounds"], req["samples"], req["pool"], req["start"], req["task_id"]) == (
+        1,
+        4,
+        "cpu",
+        [],
+        "file/program",
+    )
     assert parse_request({"program": PROGRAM, "architecture": "h100"}, **LIMITS)["pool"] == "h100"
+    for name, task_id in (("relu", "file/relu"), ("../../etc/passwd", "file/etc_passwd"), ("!!", "file/program")):
+        assert parse_request({"program": PROGRAM, "name": name}, **LIMITS)["task_id"] == task_id
     bad = [
         ([1], "JSON object"),
         ({}, "program must be"),
@@ -84,7 +92,7 @@ def test_the_job_service_runs_jobs_in_order_and_a_failing_one_does_not_stop_it(t
 
     def run_job(request, on_progress):
         calls.append(request["rounds"])
-        on_progress({"event": "round_start", "task_id": "level0/0", "round": 1, "rounds": request["rounds"]})
+        on_progress({"event": "round_start", "task_id": "file/program", "round": 1, "rounds": request["rounds"]})
         if request["rounds"] == 2:
             raise RuntimeError("engine died")
         release.wait(10)
@@ -92,7 +100,10 @@ def test_the_job_service_runs_jobs_in_order_and_a_failing_one_does_not_stop_it(t
 
     service = OptimizeService(JobStore(tmp_path, 60), run_job, LIMITS, max_pending=2)
     first = service.submit({"program": PROGRAM, "rounds": 1})
-    second = service.submit({"program": PROGRAM, "rounds": 2})
+    second = service.submit({"program": PROGRAM, "rounds": 2, "name": "my softmax (v2)"})
+    # the response names the program's task: the name it was sent, made safe; "program" without one
+    assert (first["task_id"], second["task_id"]) == ("file/program", "file/my_softmax_v2")
+    assert service.get(second["id"])["task_id"] == "file/my_softmax_v2"
     with pytest.raises(ApiError) as e:
         service.submit({"program": PROGRAM})
     assert e.value.status == 429
