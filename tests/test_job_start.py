@@ -64,9 +64,17 @@ def test_ray_not_starting_within_its_timeout_is_one_line_and_exit_2(tmp_path):
 
 def test_no_cluster_to_join_is_a_ray_start_error_naming_the_address(tmp_path):
     """address "auto" with no cluster running (Ray's temp directory made empty with RAY_TMPDIR, so
-    a cluster another job runs here is not found): RayStartError, which `user_errors` prints."""
+    a cluster another job left a record of is not found): RayStartError, which `user_errors`
+    prints. Ray's "auto" also finds a cluster by its running GCS process, which no environment
+    hides: while one runs on this machine (the suite's shared cluster, once an earlier test started
+    it) there is no "no cluster" to test, and the test skips; alone
+    (`pytest tests/test_job_start.py`) it runs."""
     import os
 
+    from ray._private.services import find_gcs_addresses  # Ray's own lookup for "auto"
+
+    if find_gcs_addresses():
+        pytest.skip("a Ray cluster runs on this machine: address 'auto' joins it")
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env["RAY_TMPDIR"] = str(tmp_path)
     code = (
