@@ -51,11 +51,11 @@ The reward is the product's learning signal, so it is built to rank honestly:
   or timed out (which may be the other actor's fault), earn no gain ("suspect:unverified"). Two
   correct measurements are paid the slower of the two: "ok" when they agree within
   `verify_tolerance` (`second_opinion`), "ok:disputed" when they do not. Why the slower and not
-  1.00x: both are measurements of the same code on two actors, so whatever made one of them fast
-  (an actor's state, a burst of noise) is absent from at least one, and the slower is the
-  figure the candidate has shown it can reach; paying 1.00x instead taught nothing about speed
-  on a noisy pool (a 15.7x kernel re-measured at 10.1x was paid as a 1.00x copy of the
-  reference). A disputed result passes but is not kept as an exemplar
+  1.00x: both are measurements of the same code on two actors, and what makes one figure too
+  fast (one actor's state, a burst of noise) is unlikely to be in both, so the slower is the
+  figure to trust; paying 1.00x instead taught nothing about speed on a noisy pool (a 15.7x
+  kernel re-measured at 10.1x was paid 1.00x, like the reference). A disputed result passes but
+  is not kept as an exemplar
   (`cudal1.pipeline.rollouts.is_success`): a prompt shows only figures two actors agree on or
   that needed no second look.
 - **Only finished, well-formed responses are paid.** A response cut at `max_tokens`
