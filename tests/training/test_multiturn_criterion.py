@@ -6,28 +6,17 @@ extracts it; and `learned` gives the right verdicts on hand-made traces."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 
 from cudal1.bench.result import EvalResult, Status, Timing
 from cudal1.policy.parsing import parse_response
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "multiturn_learning.py"
+from .benchmark_scripts import load_benchmark
 
 
 def load_script():
-    """benchmarks/multiturn_learning.py as a module (it is a script, not a package module)."""
-    name = "cudal1_bench_multiturn_learning"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+    """benchmarks/multiturn_learning.py as a module."""
+    return load_benchmark("multiturn_learning")
 
 
 def _timing(ms: float) -> Timing:

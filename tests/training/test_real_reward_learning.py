@@ -30,12 +30,11 @@ steps; the equal-pay run adds one more); docs/training.md records the runs of bo
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
-from pathlib import Path
 
 import pytest
+
+from .benchmark_scripts import load_benchmark
 
 pytestmark = [
     pytest.mark.slow,
@@ -46,19 +45,10 @@ pytestmark = [
     ),
 ]
 
-SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "real_reward_learning.py"
-
 
 def load_script():
-    """benchmarks/real_reward_learning.py as a module (it is a script, not a package module)."""
-    name = "cudal1_bench_real_reward_learning"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the class is built
-    spec.loader.exec_module(module)
-    return module
+    """benchmarks/real_reward_learning.py as a module."""
+    return load_benchmark("real_reward_learning")
 
 
 FIVE = {"variants": "five", "measures": 2, "min_clean": 0.93, "sft_rounds": 25}
