@@ -12,6 +12,8 @@
 #   guards      the GPU guard tests (tests/bench/test_gpu_guards.py)
 #   self        the reference as its own candidate on a fixed set of 12 KernelBench level-1/2
 #               tasks: 0.98-1.02x on >= 95% (benchmarks/self_speedup.py)
+#   labels      the same evaluations: none labelled profile_failed or reduced_precision (the
+#               reference computes as itself)
 #   agreement   the same set through benchmarks/agreement.py for as long as its budget lasts: the
 #               reference and torch.compile of it, judge against a plain in-process timing
 #               (targets: reference 0.98-1.02x on 95%; compile within ±5% on 90%, ±10% on 98%)
@@ -76,7 +78,9 @@ rc=$?; tail -3 "$out/guards.log"; verdict guards $rc "$(tail -1 "$out/guards.log
 KB_IDS=$(echo $SET | sed 's#kernelbench/##g')
 timeout 100 python3 benchmarks/self_speedup.py --backend cuda --kernelbench "$kb" --tasks $KB_IDS --repeats 1 \
   --band 0.98 1.02 --out "$out/self.json" > "$out/self.log" 2>&1
-rc=$?; tail -1 "$out/self.log"; verdict self $rc "$(tail -1 "$out/self.log")"
+tail -2 "$out/self.log"
+grep -q "^PASS reference as candidate" "$out/self.log"; verdict self $? "$(tail -1 "$out/self.log")"
+grep -q "^LABELS PASS" "$out/self.log"; verdict labels $? "$(grep '^LABELS' "$out/self.log" || echo 'no report')"
 
 timeout 170 python3 benchmarks/agreement.py --backend cuda --kernelbench "$kb" --tasks $SET \
   --time-budget-s 130 --out "$out/agreement.json" > "$out/agreement.txt" 2> "$out/agreement.err"

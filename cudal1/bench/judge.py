@@ -135,7 +135,7 @@ CALIBRATION_WARMUP = 4
 """At least this many reference calls before the candidate is imported."""
 RECORDED_SLACK = 4.0
 """The recorded forward's outputs may differ from an unrecorded one's on the same inputs by at most
-this many times two unrecorded forwards differ (`Judge._recorded_as_run`)."""
+this many times two unrecorded forwards differ (`Judge._recorded_otherwise`)."""
 SNAPSHOT_CHUNKS = 64
 GRACE_S = 5.0
 """The judge waits this long past the evaluation's deadline (the parent kills at the deadline)."""
@@ -244,6 +244,15 @@ class Judge:
 
     def _sync(self) -> None:
         self.clock.sync()
+
+    def _release_cached_memory(self) -> None:
+        """Give the device memory this process's allocator keeps cached back to the device (CUDA),
+        between phases: the judge's trials hold many outputs at once (on KernelBench level1/19,
+        6 GiB each, the judge's cache grew to 110 GiB of the H200's 140), and memory the judge
+        merely caches must not make the candidate's own allocations fail."""
+        if self.cuda:
+            self._sync()
+            torch.cuda.empty_cache()
 
     # -- talking to the host -------------------------------------------------------------------
 
@@ -1186,11 +1195,14 @@ class Judge:
         self._send("profile", fds=fds, **fields)
         self._sent("candidate")
         msg = self._recv("profiled", ops=list, dtypes=list, side_streams=bool)
-        if msg.get("error") is not None or not self._recorded_as_run(x, msg):
+        otherwise = f"recording failed: {str(msg['error'])[:300]}" if msg.get("error") is not None else None
+        otherwise = otherwise or self._recorded_otherwise(x, msg)
+        if otherwise is not None:
             # Fail closed: a candidate whose forward refuses to be recorded, or computes otherwise
             # while recorded, gets the worst labels, reduced precision included (one that computes
             # in bf16 and raises under a dispatch mode would otherwise lose only labels it has a
-            # kernel of its own to shed).
+            # kernel of its own to shed). The reason goes into the record.
+            self.result.label_reasons["profile_failed"] = otherwise
             self._label("profile_failed")
             self._label("reduced_precision")
             return
@@ -1204,16 +1216,17 @@ class Judge:
         if msg["side_streams"]:
             self._label("side_streams")
 
-    def _recorded_as_run(self, x: list[Any], msg: dict[str, Any]) -> bool:
-        """Whether the recorded forward computed what an unrecorded one computes on the same
-        inputs `x` (`_recorded_within`: the same bits, or a difference at the rounding level of
-        the output's dtype, or no larger than `RECORDED_SLACK` times the difference between two
-        unrecorded runs, for a candidate whose own runs differ). A candidate can tell the
-        recorded forward apart (a dispatch mode is on); one that computes in float32 there and in
-        lower precision everywhere else is seen here. False also when the recorded outputs were
-        not described. Raises Verdict as any call does (the candidate's process died, say)."""
+    def _recorded_otherwise(self, x: list[Any], msg: dict[str, Any]) -> str | None:
+        """How the recorded forward's outputs differ from what an unrecorded forward computes on
+        the same inputs `x`, or None where they do not (`_recorded_difference`: the same bits, or
+        a difference at the rounding level of the output's dtype, or no larger than
+        `RECORDED_SLACK` times the difference between two unrecorded runs, for a candidate whose
+        own runs differ). A candidate can tell the recorded forward apart (a dispatch mode is on);
+        one that computes in float32 there and in lower precision everywhere else is seen here.
+        Also a reason when the recorded outputs were not described. Raises Verdict as any call
+        does (the candidate's process died, say)."""
         if not isinstance(msg.get("leaves"), list) or not isinstance(msg.get("values"), list):
-            return False
+            return "the recorded outputs were not described"
         recorded = [t.clone() for t in self._read([msg["leaves"]], 1, again=True)[0]]
         self._sync()
         self.last_snapshot = None  # the late checks are done; these calls only compare
@@ -1222,11 +1235,11 @@ class Judge:
             _, answer, snapshot = self._call([x], timed=False)
             runs.append(([t.clone() for t in snapshot[0]], answer["values"][0]))
             if len(runs) == 1 and correctness.tree_equal(recorded, runs[0][0]) and msg["values"] == runs[0][1]:
-                return True
+                return None
         (first, first_values), (second, second_values) = runs
         if first_values == second_values and msg["values"] != first_values:
-            return False  # deterministic plain values, other while recorded
-        return _recorded_within(recorded, first, second)
+            return "non-tensor outputs: the same in two unrecorded runs, other while recorded"
+        return _recorded_difference(recorded, first, second)
 
     # -- phase 6: timing -----------------------------------------------------------------------
 
@@ -1390,6 +1403,7 @@ class Judge:
                 ):
                     started = time.perf_counter()
                     step()
+                    self._release_cached_memory()
                     phases[phase] = round(time.perf_counter() - started, 3)
                     phases.update({f"calls: {k}": round(v, 3) for k, v in self.spent.items()})
             except Verdict:
@@ -1565,23 +1579,57 @@ epsilon, relative to the output's largest magnitude (float32: about 8e-6; float1
 2^-11, about 5e-4): the reordering of float additions (atomics), never a lower precision."""
 
 
-def _recorded_within(recorded: list[torch.Tensor], first: list[torch.Tensor], second: list[torch.Tensor]) -> bool:
-    """Whether each recorded output tensor is the first unrecorded run's bit for bit, or a float
-    tensor within `RECORDED_ULPS` of its dtype's epsilon (relative to its largest magnitude) or
-    within `RECORDED_SLACK` times the first and second unrecorded runs' own difference."""
-    for r, a, b in zip(recorded, first, second):
+def _recorded_difference(
+    recorded: list[torch.Tensor], first: list[torch.Tensor], second: list[torch.Tensor]
+) -> str | None:
+    """None when each recorded output tensor is the first unrecorded run's bit for bit, or a
+    float tensor within `RECORDED_ULPS` of its dtype's epsilon (relative to its largest magnitude)
+    or within `RECORDED_SLACK` times the first and second unrecorded runs' own difference; else
+    what differs (output index, largest difference, the runs' own, the scale). Differences are
+    taken in float64 (complex128) a chunk at a time, so an output of several GB needs no more
+    than `_CHUNK` elements of scratch per operand."""
+    for i, (r, a, b) in enumerate(zip(recorded, first, second)):
         if correctness.tree_equal([r], [a]):
             continue
         if not (a.is_floating_point() or a.is_complex()) or a.numel() == 0:
-            return False
-        wide = torch.complex128 if a.is_complex() else torch.float64
-        apart = float((r.to(wide) - a.to(wide)).abs().nan_to_num(nan=math.inf).max())
-        own = float((b.to(wide) - a.to(wide)).abs().nan_to_num(nan=math.inf).max())
-        scale = float(a.to(wide).abs().nan_to_num(nan=0.0, posinf=0.0).max())
+            return f"output {i} ({a.dtype}): other values while recorded"
+        apart, own, scale = _max_abs_diff(r, a), _max_abs_diff(b, a), _max_abs(a)
         eps = torch.finfo(a.real.dtype if a.is_complex() else a.dtype).eps
         if not (apart <= RECORDED_ULPS * eps * scale or apart <= RECORDED_SLACK * own):
-            return False
-    return True
+            return (
+                f"output {i} ({a.dtype}): recorded differs by {apart:.3g} from an unrecorded run; "
+                f"two unrecorded runs differ by {own:.3g}; largest magnitude {scale:.3g}"
+            )
+    return None
+
+
+_CHUNK = 1 << 24
+"""Elements per chunk of `_max_abs_diff` and `_max_abs` (128 MiB of float64)."""
+
+
+def _chunks(t: torch.Tensor) -> list[torch.Tensor]:
+    flat = t.reshape(-1)
+    return [flat[i : i + _CHUNK] for i in range(0, flat.numel(), _CHUNK)]
+
+
+def _wide(t: torch.Tensor) -> torch.Tensor:
+    return t.to(torch.complex128 if t.is_complex() else torch.float64)
+
+
+def _max_abs_diff(x: torch.Tensor, y: torch.Tensor) -> float:
+    """max |x - y| over all elements, in float64 (a NaN counts as infinite); 0.0 when empty."""
+    worst = 0.0
+    for cx, cy in zip(_chunks(x), _chunks(y)):
+        worst = max(worst, float((_wide(cx) - _wide(cy)).abs().nan_to_num(nan=math.inf).max()))
+    return worst
+
+
+def _max_abs(x: torch.Tensor) -> float:
+    """max |x| over the finite elements, in float64; 0.0 when empty."""
+    worst = 0.0
+    for c in _chunks(x):
+        worst = max(worst, float(_wide(c).abs().nan_to_num(nan=0.0, posinf=0.0).max()))
+    return worst
 
 
 def _flat(calls: list[list[Any]]) -> list[Any]:

@@ -181,6 +181,9 @@ class EvalResult:
     """Architecture key: "sm_90" on CUDA, "cpu-x86_64" on the CPU backend."""
     hack_kind: HackKind | None = None
     labels: list[str] = dataclasses.field(default_factory=list)
+    label_reasons: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Why the judge set a label, where the rest of the record does not say (label -> reason):
+    "profile_failed" -> how the recorded forward failed or differed from an unrecorded one."""
     message: str = ""
     """One human-readable line saying why the status is what it is."""
     reference: Timing | None = None

@@ -349,6 +349,7 @@ def test_a_candidate_that_computes_otherwise_when_recorded_loses_its_labels(cach
     r = evalkit.run("relu", evalkit.candidate("fp16_unless_recorded"), cache_dir)
     assert r.status is OK, evalkit.describe(r)
     assert "reduced_precision" in r.labels and "profile_failed" in r.labels, evalkit.describe(r)
+    assert "recorded differs by" in r.label_reasons["profile_failed"], r.label_reasons
     honest_relu = evalkit.run("relu", evalkit.candidate("honest_relu"), cache_dir)
     assert honest_relu.status is OK and "profile_failed" not in honest_relu.labels, evalkit.describe(honest_relu)
     assert "reduced_precision" not in honest_relu.labels, evalkit.describe(honest_relu)
@@ -364,29 +365,39 @@ def test_a_candidate_that_behaves_otherwise_when_recorded_keeps_its_labels(cache
     is on in its process). bf16_unless_recorded is right everywhere (bf16 is exact on int_relu)
     and computes in float32 only when recorded: it should still be labelled reduced_precision,
     but its outputs are the same bits either way, so the check of the recorded forward against an
-    unrecorded one (`Judge._recorded_as_run`) sees nothing."""
+    unrecorded one (`Judge._recorded_otherwise`) sees nothing."""
     r = evalkit.run("int_relu", evalkit.candidate("bf16_unless_recorded"), cache_dir)
     assert r.status is OK, evalkit.describe(r)
     assert "reduced_precision" in r.labels, evalkit.describe(r)
 
 
-def test_the_recorded_forward_may_differ_by_rounding_not_by_precision() -> None:
-    """`judge._recorded_within`: the recorded forward's output against two unrecorded runs. Equal
-    bits, a reordering of float additions (a few ulps) and a difference within the candidate's own
-    run-to-run noise pass; float16 or bfloat16 rounding of a float32 output, and any change of an
-    integer output, do not."""
+def test_the_recorded_forward_may_differ_by_rounding_not_by_precision(monkeypatch) -> None:
+    """`judge._recorded_difference`: the recorded forward's output against two unrecorded runs.
+    Equal bits, a reordering of float additions (a few ulps) and a difference within the
+    candidate's own run-to-run noise pass (None); float16 or bfloat16 rounding of a float32
+    output, and any change of an integer output, do not, and the reason names the output and the
+    sizes. The float64 comparison goes a chunk at a time: a difference in the last chunk counts."""
     import torch
 
-    from cudal1.bench.judge import _recorded_within
+    from cudal1.bench import judge
+    from cudal1.bench.judge import _recorded_difference
 
     torch.manual_seed(0)
     a = torch.randn(64, 64)
     ulps = a + a.abs() * torch.finfo(torch.float32).eps * 4
-    assert _recorded_within([a], [a.clone()], [a.clone()])
-    assert _recorded_within([ulps], [a], [a])
-    assert not _recorded_within([a], [a.half().float()], [a.half().float()])
-    assert not _recorded_within([a], [a.bfloat16().float()], [a.bfloat16().float()])
+    assert _recorded_difference([a], [a.clone()], [a.clone()]) is None
+    assert _recorded_difference([ulps], [a], [a]) is None
+    half = _recorded_difference([a], [a.half().float()], [a.half().float()])
+    assert half is not None and half.startswith("output 0 (torch.float32): recorded differs by"), half
+    assert "two unrecorded runs differ by 0" in half, half
+    assert _recorded_difference([a], [a.bfloat16().float()], [a.bfloat16().float()]) is not None
     noisy = a + 1e-3 * torch.randn(64, 64)
-    assert _recorded_within([a + 1e-3 * torch.randn(64, 64)], [noisy], [a + 1e-3 * torch.randn(64, 64)])
+    assert _recorded_difference([a + 1e-3 * torch.randn(64, 64)], [noisy], [a + 1e-3 * torch.randn(64, 64)]) is None
     ints = torch.arange(4)
-    assert not _recorded_within([ints + 1], [ints], [ints])
+    assert _recorded_difference([ints + 1], [ints], [ints]) == "output 0 (torch.int64): other values while recorded"
+    monkeypatch.setattr(judge, "_CHUNK", 100)
+    late = a.clone().reshape(-1)
+    late[-1] += 1.0
+    assert judge._max_abs_diff(late, a) == pytest.approx(1.0)
+    assert judge._max_abs(late) == pytest.approx(float(late.abs().max()))
+    assert _recorded_difference([late.reshape(64, 64)], [a], [a]) is not None
