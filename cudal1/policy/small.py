@@ -1,10 +1,16 @@
 """The embedded default policy: a small Qwen2-architecture model and a code tokenizer, built offline.
 
-`init_small(DIR)` needs no download: it trains a byte-level BPE tokenizer (the `tokenizers`
-library) on the project's own Python code (every .py under the cudal1 package, which includes
-the builtin reference programs and seed solutions), adds the Qwen chat special tokens and a
-Qwen-style chat template, and saves a randomly initialised `Qwen2ForCausalLM` beside it. The
-directory is an ordinary Hugging Face checkpoint that transformers, vLLM and DeepSpeed load.
+`init_small(DIR)` needs no download: it takes a byte-level BPE tokenizer (the `tokenizers`
+library) with the Qwen chat special tokens, adds a Qwen-style chat template, and saves a randomly
+initialised `Qwen2ForCausalLM` beside it. The directory is an ordinary Hugging Face checkpoint
+that transformers, vLLM and DeepSpeed load.
+
+The default tokenizer ships with the package (`SHIPPED_TOKENIZER`, 4096 tokens, trained once by
+`scripts/build_small_tokenizer.py` on the project's Python code, builtin reference programs and
+seed solutions included), so that the same arguments build the same model whatever else in the
+package changed: a tokenizer retrained on the code at hand gave a different default model after
+every commit, and one of them stopped learning in the README's first command. Another vocabulary
+size, or an explicit `corpus_root`, trains a tokenizer afresh.
 
 What it is not: a model that writes kernels. Its weights are random; it exists so that the whole
 RL system (rollouts, weight sync, learner, evaluation) runs end to end on a CPU machine in
@@ -27,6 +33,12 @@ CHAT_TEMPLATE = (
 )
 """Qwen's ChatML layout: `<|im_start|>role\\ncontent<|im_end|>\\n` per message; generation
 starts after `<|im_start|>assistant\\n` and ends with `<|im_end|>`."""
+
+
+SHIPPED_TOKENIZER = Path(__file__).with_name("small_tokenizer.json")
+"""The default tokenizer (a `tokenizers` JSON file, 4096 tokens): `init_small` uses it unless
+asked for another vocabulary size or corpus; `scripts/build_small_tokenizer.py` writes it."""
+SHIPPED_VOCAB = 4096
 
 
 def package_root() -> Path:
@@ -90,15 +102,17 @@ def init_small(
     Args:
         out_dir: directory to write (created). It receives config.json, model.safetensors,
             generation_config.json, tokenizer.json, tokenizer_config.json (with the chat template).
-        vocab_size: target BPE vocabulary size (bytes + merges + 3 special tokens). The model's
-            embedding has exactly the tokenizer's size.
+        vocab_size: BPE vocabulary size (bytes + merges + 3 special tokens). At `SHIPPED_VOCAB`
+            with no `corpus_root`, the shipped tokenizer; otherwise one trained here on the
+            corpus. The model's embedding has exactly the tokenizer's size.
         hidden_size, intermediate_size, num_layers, num_heads, num_kv_heads: Qwen2 shape. The
             head size hidden_size / num_heads must be one vLLM's CPU attention supports
             (32, 64, 80, 96, 112, 128, ...).
         max_position_embeddings: longest sequence (prompt + response) in tokens; prompts hold a
             reference program and two exemplar solutions, a few thousand tokens.
         seed: seeds the weight initialisation; the same arguments give the same files.
-        corpus_root: tokenizer corpus directory (default: the cudal1 package).
+        corpus_root: train the tokenizer on the .py files under this directory (default: the
+            shipped tokenizer, or the cudal1 package's code for another `vocab_size`).
         overwrite: replace a directory that already holds a config.json.
 
     Raises:
@@ -122,7 +136,12 @@ def init_small(
         raise ValueError(f"head size {head_dim} (hidden_size / num_heads) is not one vLLM's attention kernels support")
     out.mkdir(parents=True, exist_ok=True)
 
-    raw = train_tokenizer(corpus_files(Path(corpus_root) if corpus_root else None), vocab_size)
+    if corpus_root is None and vocab_size == SHIPPED_VOCAB:
+        from tokenizers import Tokenizer
+
+        raw = Tokenizer.from_file(str(SHIPPED_TOKENIZER))
+    else:
+        raw = train_tokenizer(corpus_files(Path(corpus_root) if corpus_root else None), vocab_size)
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=raw,
         bos_token=None,
@@ -166,6 +185,7 @@ def init_small(
                 "builder": "cudal1.policy.small.init_small",
                 "seed": seed,
                 "vocab_size": config.vocab_size,
+                "tokenizer": "shipped" if corpus_root is None and vocab_size == SHIPPED_VOCAB else "trained",
                 "parameters": sum(p.numel() for p in model.parameters()),
             },
             indent=2,

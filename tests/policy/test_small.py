@@ -9,7 +9,15 @@ import torch
 
 from cudal1.cli import main as cli_main
 from cudal1.policy.model import CheckpointError, chat_prompt_ids, load_policy, load_tokenizer
-from cudal1.policy.small import IM_END, IM_START, SPECIAL_TOKENS, corpus_files, init_small, package_root
+from cudal1.policy.small import (
+    IM_END,
+    IM_START,
+    SHIPPED_TOKENIZER,
+    SPECIAL_TOKENS,
+    corpus_files,
+    init_small,
+    package_root,
+)
 
 
 @pytest.fixture(scope="module")
@@ -81,6 +89,22 @@ def test_deterministic_from_seed(small_dir, tmp_path):
     assert (again / "tokenizer.json").read_text() == (small_dir / "tokenizer.json").read_text()
     other = init_small(tmp_path / "other", seed=1)
     assert (other / "model.safetensors").read_bytes() != (small_dir / "model.safetensors").read_bytes()
+
+
+def test_the_default_tokenizer_is_the_shipped_one_whatever_the_code(small_dir, tmp_path):
+    """The default model's tokenizer is the file shipped with the package, not one trained on the
+    code at hand: the same arguments build the same model after any code change. Another corpus
+    (or another vocabulary size) trains one here, and that one does follow its corpus."""
+    shipped = json.loads(SHIPPED_TOKENIZER.read_text())["model"]["vocab"]
+    assert json.loads((small_dir / "tokenizer.json").read_text())["model"]["vocab"] == shipped
+    assert json.loads((small_dir / "cudal1_small.json").read_text())["tokenizer"] == "shipped"
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "a.py").write_text("def zyxwvut_only_here(q):\n    return q\n" * 50)
+    trained = init_small(tmp_path / "trained", corpus_root=corpus, vocab_size=400, num_layers=1)
+    assert json.loads((trained / "cudal1_small.json").read_text())["tokenizer"] == "trained"
+    vocab = json.loads((trained / "tokenizer.json").read_text())["model"]["vocab"]
+    assert "zyxwvut" in "".join(vocab) and vocab != shipped
 
 
 def test_corpus_is_the_project_code():
