@@ -767,6 +767,23 @@ def learned(trace: dict[str, Any], target: float = 0.8, max_copies: float = 0.1)
     return True
 
 
+def learned_on_average(traces: Sequence[dict[str, Any]], target: float = 0.8, max_copies: float = 0.1) -> bool:
+    """`learned`'s criterion on the mean over several runs of one case (the same SFT checkpoint,
+    independent sampling): the fast variant's share over each run's last two steps, averaged over
+    the runs, at least `target`; for five variants also the copies, renamed copies and fallbacks,
+    averaged the same way, below `max_copies`. One 16-step run of the five-variant case ends
+    anywhere in 0.72-0.94 (docs/training.md), so a single run decides by its luck; the mean of
+    three tells a policy that learned from one that did not."""
+    if not traces:
+        raise ValueError("no runs to average")
+    if statistics.fmean(final_share(t, "fast") for t in traces) < target:
+        return False
+    if all(all(key in t for key in COPIES) for t in traces):
+        copies = [statistics.fmean([sum(step) for step in zip(*(t[key] for key in COPIES))][-2:]) for t in traces]
+        return statistics.fmean(copies) < max_copies
+    return True
+
+
 RUNS: dict[str, dict[str, Any]] = {
     # name -> run_rl's arguments (lr None: Settings.lr)
     "real": {"lr": None, "negate": False, "pay": "measured"},

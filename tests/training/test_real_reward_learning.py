@@ -13,7 +13,8 @@ The five-variant test (issue 23): behind the contrastive prompt that shows each 
 with its measured speedup, the SFT policy writes a copy of the exemplar, a renamed copy, the
 reference's own expression (a fallback), a strictly faster variant and a failing one about equally
 often; RL must raise the fast variant to at least 0.8 of all responses with copies plus fallbacks
-under 0.1 (`learned`), and the three controls must not. Each program is measured up to twice
+under 0.1, on the mean of three runs from one SFT checkpoint (`learned_on_average`), and the three
+controls must not. Each program is measured up to twice
 (`Settings.measures`), so the noise between evaluations acts on the reward.
 
 Everything is the project's own code path: vLLM sampling (the session's engine), the parser, the
@@ -114,11 +115,18 @@ def test_after_sft_the_five_variants_are_written_about_equally_often(experiment_
         assert set(p) == set(rrl.FIVE_KINDS) and rrl.sft_balanced(p, exp.s.min_clean), (task, p)
 
 
+FIVE_RUNS = 3
+"""Runs per case of the five-variant test, from the one SFT checkpoint: the criterion is taken on
+their mean (`learned_on_average`). One run's final fast share varied over 0.72-0.94 across seeds
+(docs/training.md), so a single run decided by its luck about one time in four."""
+
+
 @pytest.mark.parametrize("run", ["real", "lr0", "negated", "equal"])
 def test_rl_behind_the_exemplar_learns_the_faster_variant_not_copies_and_the_controls_do_not(experiment_five, run):
     rrl, exp = experiment_five
-    trace = rrl.run_named(exp, run)
+    traces = [rrl.run_named(exp, run) for _ in range(FIVE_RUNS)]
+    lines = "\n".join(f"run {i}: {rrl.shares_line(t)} ({t['reasons']})" for i, t in enumerate(traces))
     if run == "real":
-        assert rrl.learned(trace), f"not learned: {rrl.shares_line(trace)} ({trace['reasons']})"
+        assert rrl.learned_on_average(traces), f"not learned on average:\n{lines}"
     else:
-        assert not rrl.learned(trace), f"{run} control reached the criterion: {rrl.shares_line(trace)}"
+        assert not rrl.learned_on_average(traces), f"{run} control reached the criterion on average:\n{lines}"
