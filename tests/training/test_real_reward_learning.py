@@ -23,10 +23,11 @@ real evaluator in its sandboxed worker processes (CPU backend), `cudal1.rl.rewar
 weight sync into vLLM. The experiment itself is `benchmarks/real_reward_learning.py` (read its
 docstring: each distinct code is measured once per experiment and reused).
 
-Runs only with CUDAL1_SLOW_TESTS=1: 20 minutes on a shared 2-core machine for the two-variant
-half (2026-12-02, load average 15-25: measuring the variants, 200 SFT steps, three RL runs of 12
-steps; the equal-pay run adds one more); docs/training.md records the runs of both halves, and
-`test_real_reward_criterion.py` checks the criterion on the recorded traces.
+Runs only with CUDAL1_SLOW_TESTS=1 (`-rA` prints the five-variant runs' shares of a passing case).
+All ten cases, each half with its own SFT, took 690 s on the idle 2-core machine (2026-12-04, one
+run per five-variant case); the five-variant half with three runs per case is longer. The runs of
+both halves are in docs/training.md, and `test_real_reward_criterion.py` checks the criterion on
+the recorded traces.
 """
 
 from __future__ import annotations
@@ -126,6 +127,7 @@ def test_rl_behind_the_exemplar_learns_the_faster_variant_not_copies_and_the_con
     rrl, exp = experiment_five
     traces = [rrl.run_named(exp, run) for _ in range(FIVE_RUNS)]
     lines = "\n".join(f"run {i}: {rrl.shares_line(t)} ({t['reasons']})" for i, t in enumerate(traces))
+    print(f"five variants, {run}:\n{lines}")  # shown with pytest -rA (the docs' tables come from it)
     if run == "real":
         assert rrl.learned_on_average(traces), f"not learned on average:\n{lines}"
     else:
