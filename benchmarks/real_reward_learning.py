@@ -772,7 +772,7 @@ def learned_on_average(traces: Sequence[dict[str, Any]], target: float = 0.8, ma
     independent sampling): the fast variant's share over each run's last two steps, averaged over
     the runs, at least `target`; for five variants also the copies, renamed copies and fallbacks,
     averaged the same way, below `max_copies`. One 16-step run of the five-variant case ends
-    anywhere in 0.72-0.94 (docs/training.md), so a single run decides by its luck; the mean of
+    anywhere in 0.72-0.97 (docs/training.md), so a single run decides by its luck; the mean of
     three tells a policy that learned from one that did not."""
     if not traces:
         raise ValueError("no runs to average")

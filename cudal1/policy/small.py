@@ -8,9 +8,9 @@ that transformers, vLLM and DeepSpeed load.
 The default tokenizer ships with the package (`SHIPPED_TOKENIZER`, 4096 tokens, trained once by
 `scripts/build_small_tokenizer.py` on the project's Python code, builtin reference programs and
 seed solutions included), so that the same arguments build the same model whatever else in the
-package changed: a tokenizer retrained on the code at hand gave a different default model after
-every commit, and one of them stopped learning in the README's first command. Another vocabulary
-size, or an explicit `corpus_root`, trains a tokenizer afresh.
+package changes (a tokenizer trained on the code at hand would make every commit's default model
+a different one). Another vocabulary size, or an explicit `corpus_root`, trains a tokenizer
+afresh.
 
 What it is not: a model that writes kernels. Its weights are random; it exists so that the whole
 RL system (rollouts, weight sync, learner, evaluation) runs end to end on a CPU machine in
