@@ -89,6 +89,30 @@ def test_no_cluster_to_join_is_a_ray_start_error_naming_the_address(tmp_path):
     assert proc.stdout.rstrip().endswith(f"(Ray's logs: {tmp_path}/ray/session_latest/logs)"), proc.stdout
 
 
+def test_joining_a_host_port_where_nothing_answers_is_a_prompt_ray_start_error():
+    """A host:port where nothing listens (a port just freed on this machine): RayStartError within
+    seconds, naming the address and what to do, instead of `ray.init` retrying for minutes."""
+    import socket
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    code = (
+        "from cudal1.actors.cluster import init_ray\n"
+        "from cudal1.actors.preflight import RayStartError\n"
+        f"try:\n    init_ray(address='127.0.0.1:{port}')\nexcept RayStartError as e:\n    print(e)\n"
+    )
+    t0 = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    said = f"Ray did not start (joining the Ray cluster at 127.0.0.1:{port}): nothing answers there (ConnectionRefusedError"
+    assert proc.stdout.startswith(said), proc.stdout
+    assert "ray start --head" in proc.stdout, proc.stdout
+    assert took < 60, took  # the interpreter's and Ray's imports included; ray.init alone retried > 150 s
+
+
 RELU = (
     "import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n\n\n"
     "def get_inputs():\n    return [torch.randn(8, 8)]\n\n\ndef get_init_inputs():\n    return []\n"

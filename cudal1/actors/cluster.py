@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import socket
 from typing import Any
 
 import ray
@@ -109,6 +110,12 @@ def init_ray(config: ClusterConfig | None = None, **overrides: Any) -> dict[str,
                 "joining the Ray cluster at %s: node sizes %s apply only to a local cluster; ignored", address, ignored
             )
         kwargs["address"] = address
+        silent = _nothing_answers(address)
+        if silent:
+            raise RayStartError(
+                f"Ray did not start (joining the Ray cluster at {address}): nothing answers there ({silent}); "
+                "start the head with `ray start --head` on that node, or correct ray.address / RAY_ADDRESS"
+            )
     try:
         ray.init(**kwargs)
     except Exception as e:
@@ -118,6 +125,26 @@ def init_ray(config: ClusterConfig | None = None, **overrides: Any) -> dict[str,
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise RayStartError(f"Ray did not start ({tried}): {first} (Ray's logs: {_ray_logs()})") from e
     return _facts(started_local=address is None)
+
+
+JOIN_PROBE_S = 5.0
+"""Seconds `init_ray` waits for a TCP connection to a host:port it is asked to join, before it
+hands the address to `ray.init` (which, where nothing listens, retries for minutes)."""
+
+
+def _nothing_answers(address: str, timeout_s: float = JOIN_PROBE_S) -> str | None:
+    """Why nothing accepts a TCP connection at `address` ("host:port", optionally "ray://host:port"),
+    or None when something does or the address is not of that form ("auto" and the like are left
+    to `ray.init`). A connection that is accepted proves only that a port listens, not that it is
+    Ray's: `ray.init` decides the rest."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not host or not port.isdigit():
+        return None
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s):
+            return None
+    except OSError as e:
+        return f"{type(e).__name__}: {e.strerror or e}"
 
 
 def _ray_logs() -> str:

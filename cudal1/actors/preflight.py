@@ -28,9 +28,9 @@ class RayStartError(RuntimeError):
     """Ray did not start here (a local cluster whose processes did not come up within Ray's own
     timeouts: the GCS's port file, the raylet's registration) or could not be joined (`ray.init`
     raised ConnectionError, as for address "auto" with no cluster running). A start error, not a
-    bug in cudal1: jobs print it in one line and exit 2 (`cudal1.launch.user_errors`). Limit: for
-    a host:port where nothing answers, `ray.init` keeps retrying (over 150 s here, 2026-12-04)
-    before it gives up, and what it raises then was not seen."""
+    bug in cudal1: jobs print it in one line and exit 2 (`cudal1.launch.user_errors`). A host:port
+    where nothing accepts a connection is refused before `ray.init` (which would retry there for
+    minutes), within `cluster.JOIN_PROBE_S`."""
 
 
 @dataclasses.dataclass(frozen=True)
