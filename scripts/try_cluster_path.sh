@@ -18,7 +18,7 @@ env -i HOME="$HOME" PATH=/usr/local/bin:/usr/bin:/bin TERM=dumb bash --noprofile
   echo \"shell's python: \$(command -v python3 || true); ray on PATH: \$(command -v ray || echo none)\"
   .venv/bin/ray start --head --num-cpus 6 --port $port --dashboard-port $dash --temp-dir $tmp/ray
   RAY_AUTH_MODE=token .venv/bin/ray job submit --address http://127.0.0.1:$dash --working-dir . -- \
-    \"\$PWD/.venv/bin/python\" jobs/train.py --config-name smoke run_dir=$tmp/run
+    \"\$PWD/.venv/bin/python\" jobs/train.py --config-name smoke run_dir=$tmp/run tracking.uri=sqlite:///$tmp/mlflow.db
 " > "$log" 2>&1
 rc=$?
 # Stop only this head: `ray stop` would stop every Ray cluster of the machine.
