@@ -269,7 +269,8 @@ def run_optimize_job(cfg: Any) -> tuple[list[TaskOutcome], list[dict[str, Any]]]
     for o in outcomes:
         if o.delivered and o.solution.analysis:
             print(f"\n{o.task_id} analysis ({o.solution.origin}):\n{o.solution.analysis[:1200]}")
-    print("\n" + "\n".join(task_line(o) for o in outcomes))
+    if len(outcomes) > 1:  # one task's line was printed as it finished, just above
+        print("\n" + "\n".join(task_line(o) for o in outcomes))
     print("\n" + format_paper_table(rows, list(cfg.ps)), flush=True)
     log.info(
         "solutions, reports and the table in %s%s", out, f"; MLflow run {tracker.run_id}" if tracker.run_id else ""

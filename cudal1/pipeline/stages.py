@@ -267,7 +267,13 @@ def run_sft(ctx: RunContext) -> None:
     if not examples:
         log.warning("sft: nothing to train on (no seed validated, or every prompt is too long); stage skipped")
         return
-    log.info("sft: %d examples (%d tasks, %d with a contrastive example)", len(examples), trained, contrastive)
+    if not cfg.contrastive_prompts:
+        kind = "plain prompts only: stage.sft.contrastive_prompts is false"
+    elif k == 0:
+        kind = "plain prompts only, as stage 3's: stage.contrastive_rl.exemplars is 0"
+    else:
+        kind = f"{contrastive} with a contrastive example"
+    log.info("sft: %d examples (%d tasks; %s)", len(examples), trained, kind)
     base_lr = cfg.lr or ctx.cfg.learner.lr
     with progress(ctx, cfg.epochs, "sft", "epoch") as bar:
         while ctx.state.unit < cfg.epochs:
