@@ -29,6 +29,7 @@ import urllib.request
 
 import pytest
 
+from cudal1.pipeline.metrics import overview_key
 from tests.procs import stop_process_group
 
 pytestmark = pytest.mark.slow  # the smoke run (shared), an MLflow server and a browser: ~1-3 min
@@ -213,7 +214,10 @@ def test_mlflow_ui_shows_the_smoke_runs_curves_tables_and_registered_model(brows
     text = page.text()
     assert "Judges" not in text, text[:2000]
     assert text.index("_overview") < min(text.index(s) for s in ("bench", "learner", "rl/reward")), text[:2000]
-    page.wait_for(f"{run_name} (_overview/reward)", f"{run_name} (_overview/stage)")
+    first, stage = f"{run_name} ({overview_key('reward')})", f"{run_name} ({overview_key('stage')})"
+    page.wait_for(first, stage)
+    text = page.text()  # in the reading order (`OVERVIEW_ORDER`), not alphabetical
+    assert text.index(first) < text.index(f"{run_name} ({overview_key('pass_rate')})") < text.index(stage), text[:3000]
     for _ in range(20):
         page.scroll_to("rl/reward")
         if f"{run_name} (rl/reward/mean)" in page.text():

@@ -125,6 +125,18 @@ into sections by the part of the key before its last "/" and orders the sections
 (`localeCompare`), the unprefixed "Model metrics" and "System metrics" last; the leading
 underscore sorts this section before every other prefix (bench, learner, rl, ...)."""
 
+OVERVIEW_ORDER = ("reward", "pass_rate", "paid_speedup", "fast_1", "fast_share", "stage", "sft_loss", "kl", "entropy")
+"""The headline figures in the order a researcher reads them. Within a section MLflow orders the
+charts by key, so each key carries its rank (`overview_key`): reward, pass rate and paid speedup
+fill the first row of a window 1600 pixels wide, then fast_1, the fast share and the stage."""
+
+
+def overview_key(name: str) -> str:
+    """The MLflow key of headline figure `name` (one of `OVERVIEW_ORDER`): "_overview/1_reward",
+    "_overview/6_stage", ... Raises ValueError for another name."""
+    return f"{OVERVIEW}/{OVERVIEW_ORDER.index(name) + 1}_{name}"
+
+
 OVERVIEW_SFT_POINTS = 20
 """The most `OVERVIEW` points an SFT stage logs (`overview_due`): its epochs are many short units
 (300 in the embedded default), and one point each would leave the sampling stages a sliver of the
@@ -152,8 +164,8 @@ STAGE_PREFIX = {"sft": "sft", "self_train": "self_train", "contrastive_rl": "rl"
 def overview_metrics(
     stage: str, metrics: Mapping[str, float], summary: Mapping[str, Any] | None = None
 ) -> dict[str, float]:
-    """The headline figures of one finished unit of `stage`, under `OVERVIEW`, with the same names
-    in every stage, so each is one curve across all stages on the overview's own step axis
+    """The headline figures of one finished unit of `stage`, under `OVERVIEW` (keys by
+    `overview_key`, in `OVERVIEW_ORDER`), with the same names in every stage, so each is one curve across all stages on the overview's own step axis
     (`RunState.overview_step`: one step per point, `overview_due` says which units get one; the
     other metrics are logged at the learner's optimizer steps since the run began,
     `RunState.step`).
@@ -194,10 +206,8 @@ def overview_metrics(
     values = {**metrics}
     if summary is not None and summary.get("sft_loss") is not None:  # SFT logs its loss per learner step
         values.setdefault(f"{prefix}/loss", summary["sft_loss"])
-    out = {f"{OVERVIEW}/stage": float(STAGE_INDEX[stage])}
-    out.update(
-        {f"{OVERVIEW}/{name}": float(values[key]) for name, key in sources.items() if values.get(key) is not None}
-    )
+    out = {overview_key("stage"): float(STAGE_INDEX[stage])}
+    out.update({overview_key(name): float(values[key]) for name, key in sources.items() if values.get(key) is not None})
     return out
 
 

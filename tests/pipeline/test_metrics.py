@@ -5,7 +5,7 @@ import math
 import pytest
 
 from cudal1.bench.result import EvalResult, HackKind, Status
-from cudal1.pipeline.metrics import overview_metrics, rollout_metrics
+from cudal1.pipeline.metrics import OVERVIEW_ORDER, overview_key, overview_metrics, rollout_metrics
 from cudal1.tracking import metric_key
 from cudal1.records import Generation, Rollout
 from cudal1.rl.rewards import Priced
@@ -205,17 +205,17 @@ def test_a_step_that_lost_rollouts_to_the_harness_says_so(caplog):
 
 def test_overview_names_each_stages_headline_figures_alike():
     sft = overview_metrics("sft", {"sft/epoch": 3.0}, {"sft_loss": 1.25})
-    assert sft == {"_overview/stage": 1.0, "_overview/sft_loss": 1.25}
+    assert sft == {overview_key("stage"): 1.0, overview_key("sft_loss"): 1.25}
     self_train = overview_metrics(
         "self_train",
         {"self_train/reward/mean": 0.5, "self_train/pass_rate": 0.25, "self_train/loss": 0.75, "time/step_s": 9.0},
         {"reward/mean": 0.5},
     )
     assert self_train == {
-        "_overview/stage": 2.0,
-        "_overview/reward": 0.5,
-        "_overview/pass_rate": 0.25,
-        "_overview/sft_loss": 0.75,
+        overview_key("stage"): 2.0,
+        overview_key("reward"): 0.5,
+        overview_key("pass_rate"): 0.25,
+        overview_key("sft_loss"): 0.75,
     }
     rl = {
         "rl/reward/mean": 0.1,
@@ -228,14 +228,24 @@ def test_overview_names_each_stages_headline_figures_alike():
         "learner/loss": -0.3,  # the GRPO objective: not an overview loss
     }
     assert overview_metrics("contrastive_rl", rl, {"pass_rate": 0.5}) == {
-        "_overview/stage": 3.0,
-        "_overview/reward": 0.1,
-        "_overview/pass_rate": 0.5,
-        "_overview/paid_speedup": 1.2,
-        "_overview/fast_1": 0.25,
-        "_overview/fast_share": 0.75,
-        "_overview/kl": 0.01,
-        "_overview/entropy": 2.5,
+        overview_key("stage"): 3.0,
+        overview_key("reward"): 0.1,
+        overview_key("pass_rate"): 0.5,
+        overview_key("paid_speedup"): 1.2,
+        overview_key("fast_1"): 0.25,
+        overview_key("fast_share"): 0.75,
+        overview_key("kl"): 0.01,
+        overview_key("entropy"): 2.5,
     }
     with pytest.raises(KeyError):
         overview_metrics("warmup", {})
+
+
+def test_overview_keys_sort_in_the_reading_order():
+    """MLflow orders a section's charts by key: the keys' ranks put reward, pass rate and paid
+    speedup first, and every headline figure has its own key."""
+    keys = [overview_key(name) for name in OVERVIEW_ORDER]
+    assert keys[:3] == ["_overview/1_reward", "_overview/2_pass_rate", "_overview/3_paid_speedup"]
+    assert sorted(keys) == keys and len(set(keys)) == len(OVERVIEW_ORDER) == 9
+    with pytest.raises(ValueError):
+        overview_key("loss")

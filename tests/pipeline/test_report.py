@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from cudal1.pipeline.metrics import overview_due
+from cudal1.pipeline.metrics import overview_due, overview_key
 from cudal1.pipeline.report import (
     format_run_summary,
     mlflow_command,
@@ -163,10 +163,10 @@ def test_the_overview_axis_gives_each_stage_a_share_and_the_summary_explains_bot
     def steps(key):
         return [m.step for m in sorted(client.get_metric_history(tracker.run_id, key), key=lambda m: m.step)]
 
-    assert steps("_overview/stage") == list(range(1, 10))
-    assert steps("_overview/sft_loss") == [1, 2, 3, 4, 5]  # epochs 2, 4, ..., 10
-    assert client.get_metric_history(tracker.run_id, "_overview/sft_loss")[0].value == 0.5  # epoch 2's loss
-    assert steps("_overview/pass_rate") == [6, 7, 8, 9]  # the round, then the RL steps
+    assert steps(overview_key("stage")) == list(range(1, 10))
+    assert steps(overview_key("sft_loss")) == [1, 2, 3, 4, 5]  # epochs 2, 4, ..., 10
+    assert client.get_metric_history(tracker.run_id, overview_key("sft_loss"))[0].value == 0.5  # epoch 2's loss
+    assert steps(overview_key("pass_rate")) == [6, 7, 8, 9]  # the round, then the RL steps
     assert steps("sft/epoch") == list(range(1, 11))  # the other metrics: learner updates, as before
     assert steps("self_train/reward/mean") == [10]
     assert steps("rl/reward/mean") == [11, 12, 13]

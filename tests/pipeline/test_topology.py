@@ -113,11 +113,11 @@ def test_train_all_stages_on_the_running_cluster(ray_cluster, smoke_run):
 
 def test_smoke_runs_overview_is_one_step_axis_across_the_stages(smoke_run):
     """The session's smoke run in its MLflow store: the "_overview/" metrics, one curve each across
-    all stages on the overview's own step axis (a point per unit), with "_overview/stage" marking
+    all stages on the overview's own step axis (a point per unit), with `overview_key("stage")` marking
     the stages; the stages' own metrics at the learner's updates."""
     from mlflow import MlflowClient
 
-    from cudal1.pipeline.metrics import STAGE_INDEX
+    from cudal1.pipeline.metrics import STAGE_INDEX, overview_key
 
     state, run_id = smoke_run.state, smoke_run.state.mlflow_run_id
     assert state.mlflow_uri == smoke_run.tracking_uri  # recorded for a resume and the review
@@ -127,7 +127,7 @@ def test_smoke_runs_overview_is_one_step_axis_across_the_stages(smoke_run):
         """(step, value) of every logged value of `key`, in the order logged."""
         return [(m.step, m.value) for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.timestamp)]
 
-    stages = history("_overview/stage")
+    stages = history(overview_key("stage"))
     # One unit per stage in the smoke config: one overview point each, at steps 1, 2, 3.
     assert stages == [(1, 1.0), (2, 2.0), (3, 3.0)]
     assert stages == [(h["overview_step"], float(STAGE_INDEX[h["stage"]])) for h in state.history]
@@ -136,18 +136,18 @@ def test_smoke_runs_overview_is_one_step_axis_across_the_stages(smoke_run):
     by_stage = {h["stage"]: h for h in state.history}
     for key, row_key in (("reward", "reward/mean"), ("pass_rate", "pass_rate"), ("fast_1", "fast_1")):
         # Both sampling stages on one curve, at their units' overview steps, with the values of their rows.
-        assert history(f"_overview/{key}") == [
+        assert history(overview_key(key)) == [
             (by_stage[s]["overview_step"], pytest.approx(by_stage[s][row_key]))
             for s in ("self_train", "contrastive_rl")
         ], key
-    assert history("_overview/sft_loss")[0] == (1, pytest.approx(by_stage["sft"]["sft_loss"]))
+    assert history(overview_key("sft_loss"))[0] == (1, pytest.approx(by_stage["sft"]["sft_loss"]))
     # The stages' own metrics stay on the learner's updates.
     assert [s for s, _ in history("rl/reward/mean")] == [by_stage["contrastive_rl"]["step"]]
     assert [s for s, _ in history("self_train/reward/mean")] == [by_stage["self_train"]["step"]]
     metrics = client.get_run(run_id).data.metrics
     if metrics["learner/skipped"] == 0.0:  # the RL step trained: its KL and entropy are in the overview
-        assert [s for s, _ in history("_overview/kl")] == [by_stage["contrastive_rl"]["overview_step"]]
-        assert metrics["_overview/entropy"] == metrics["learner/entropy"] > 0
+        assert [s for s, _ in history(overview_key("kl"))] == [by_stage["contrastive_rl"]["overview_step"]]
+        assert metrics[overview_key("entropy")] == metrics["learner/entropy"] > 0
     for key in ("rl/reward/mean", "self_train/reward/mean", "rl/pass_rate", "learner/skipped"):
         assert key in metrics  # the stages' own keys stay as they were
 
