@@ -161,11 +161,18 @@ def compose(config_name: str, overrides: Sequence[str] = ()) -> DictConfig:
         return hydra_compose(config_name=config_name, overrides=list(overrides))
 
 
-def start_ray(cfg: Any, log_dir: Path | None = None, needs: list[ActorNeed] | None = None) -> dict[str, Any]:
+def start_ray(
+    cfg: Any,
+    log_dir: Path | None = None,
+    needs: list[ActorNeed] | None = None,
+    env_vars: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """Start or join Ray as `cfg.ray` says, then (with `ray.preflight`) check that the cluster's
     nodes can hold every actor the job asks for: `needs`, by default what the job's config asks for
     (`cudal1.actors.preflight.job_needs`). With `log_dir`, the engines' log records of the driver
     and of every actor shell go to files there, not to the terminal (`cudal1.engines.logs`).
+    `env_vars` are set in this process's environment (a local cluster's processes inherit it)
+    and in the job's runtime environment (every worker of the job, on a joined cluster too).
     Returns `init_ray`'s facts. Raises `cudal1.actors.preflight.RayStartError` when Ray does not
     start or cannot be joined, `cudal1.actors.preflight.InsufficientResources` naming each role's
     needs and each node's resources when the nodes cannot hold the actors."""
@@ -175,6 +182,9 @@ def start_ray(cfg: Any, log_dir: Path | None = None, needs: list[ActorNeed] | No
     # Workers must import cudal1 from the same tree as the driver (a local cluster does not
     # upload a working dir; `ray job submit --working-dir .` does).
     env = code_runtime_env(ROOT)
+    if env_vars:
+        os.environ.update(env_vars)
+        env = {**env, "env_vars": {**env.get("env_vars", {}), **env_vars}}
     if log_dir is not None:
         from cudal1.engines.logs import engine_env, route_engine_logs
 

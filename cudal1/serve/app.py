@@ -228,6 +228,16 @@ def build_app(args: dict[str, str]) -> Any:
     return application(compose_config([f"{k}={v}" for k, v in (args or {}).items()]))
 
 
+def _serve_logs() -> str:
+    """The directory of Ray Serve's log files in this Ray session (on the head node)."""
+    import ray
+
+    try:
+        return str(Path(ray._private.worker._global_node.get_logs_dir_path()) / "serve")
+    except AttributeError:  # a private API: another Ray version may not have it
+        return "the serve/ folder of Ray's session logs"
+
+
 def logging_config(cfg: Any) -> dict[str, Any]:
     """Serve's logging config for the proxy, the controller and the application's replicas:
     per-request access-log lines only with `serve.access_log`."""
@@ -278,8 +288,11 @@ def start(cfg: Any) -> None:
 
     from cudal1.launch import start_ray
 
-    facts = start_ray(cfg, needs=replica_needs(cfg))
     s = cfg.serve
+    quiet = {} if s.serve_logs_to_terminal else {"RAY_SERVE_LOG_TO_STDERR": "0"}
+    if quiet:  # this process's own Serve client lines too ("Started Serve", "Deleting app")
+        logging.getLogger("ray.serve").setLevel(logging.WARNING)
+    facts = start_ray(cfg, needs=replica_needs(cfg), env_vars=quiet)
     url = f"http://{s.host}:{s.port}{s.route_prefix.rstrip('/')}/v1"
     t0 = time.monotonic()
 
@@ -291,6 +304,7 @@ def start(cfg: Any) -> None:
     _say(
         f"serve: starting {s.model_name} at {url}: the policy checkpoint, then the replica (the engine and the "
         f"benchmark pools load in it); a line every {s.progress_s:.0f} s until it answers"
+        + ("" if s.serve_logs_to_terminal else f"; Ray Serve's own log lines: {_serve_logs()}")
     )
     why = "stopping after an error"
     try:

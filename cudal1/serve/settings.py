@@ -53,6 +53,11 @@ class ServeSettings:
     """Serve's access-log line per request (method, route, status, milliseconds: Serve's
     `LoggingConfig.enable_access_log`, for the replicas and the HTTP proxy). False: none; with a
     local cluster they would reach the job's terminal, one per request."""
+    serve_logs_to_terminal: bool = False
+    """jobs/serve.py: whether Ray Serve's own log lines (its controller, HTTP proxy and replicas:
+    deployment, scaling and shutdown INFO lines, its warnings) reach the job's terminal. False: they
+    go only to Serve's log files (`<Ray's session logs>/serve/`, which the start-up line names;
+    Serve's `RAY_SERVE_LOG_TO_STDERR=0`), the replicas' output with them."""
     progress_s: float = 10.0
     """jobs/serve.py: seconds between its start-up lines (what it waits for, elapsed) until the
     application answers."""

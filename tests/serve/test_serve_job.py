@@ -1,6 +1,7 @@
 """`python jobs/serve.py` as a user starts it (a subprocess on its own local Ray cluster), issue 24:
-it says "ready" only when it answers, its requests print no access-log lines, and SIGTERM shuts it
-down quietly with exit code 0.
+it says "ready" only when it answers, its requests print no access-log lines, Ray Serve's own lines
+go to Serve's log files (named on its start line), and SIGTERM shuts it down quietly with exit
+code 0.
 
 One start for the module (30-60 s on a shared 2-core machine): the transformers backend (the
 engine does not matter here, and vLLM's start would double the time), one benchmark actor.
@@ -29,6 +30,9 @@ pytestmark = pytest.mark.timeout(600)
 
 ACCESS_LOG = re.compile(r"\b(GET|POST) /v1/\S* (200|401)\b")
 """Serve's per-request access-log line (method, route, status), as its replica and proxy write it."""
+
+SERVE_OWN = re.compile(r"\((ServeController|ProxyActor|ServeReplica)\b")
+"""A line Ray forwards from one of Serve's own actors (its prefix names the actor class)."""
 
 CRASH_LIKE = re.compile(r"Traceback|\*\*\* SIG|logging\.cc|PC: @|Aborted|core dumped")
 """What a crash looks like in a terminal: a Python traceback, Ray's C++ signal handler's stack."""
@@ -115,5 +119,12 @@ def test_ready_is_printed_only_when_it_answers_and_sigterm_shuts_down_quietly(tm
     assert re.fullmatch(r"serve: shut down in \d+ s: done", [ln for ln in after if ln.startswith("serve: ")][-1]), text
     assert not CRASH_LIKE.search(text), text
     assert not [ln for ln in seen if ACCESS_LOG.search(ln)], [ln for ln in seen if ACCESS_LOG.search(ln)]
+    # Serve's own lines (deployment, shutdown) go to its log files, which the start line names.
+    assert not [ln for ln in seen if SERVE_OWN.search(ln)], [ln for ln in seen if SERVE_OWN.search(ln)]
+    starting = next(ln for ln in seen if ln.startswith("serve: starting "))
+    named = re.search(r"Ray Serve's own log lines: (\S+/serve)$", starting)
+    assert named, starting
+    logs = Path(named.group(1))
+    assert any("controller" in p.name for p in logs.iterdir()), sorted(p.name for p in logs.iterdir())
     with pytest.raises(requests.ConnectionError):  # the proxy went with the cluster
         requests.get(url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=5)
