@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cudal1.bench.result import EvalResult, Status
+from cudal1.bench.result import EvalResult, Label, Status
 from cudal1.bench.summary import fast_p_key, geometric_mean, summarize
 from cudal1.records import Candidate
 from cudal1.tasks.task import STANDALONE, standalone_name
@@ -42,6 +42,11 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PS: tuple[float, ...] = (1.0, 1.01, 1.5, 2.0)
 """fast_p thresholds of the table: fast_1 and fast_1.01 as in the paper, and two more."""
+
+NO_PROGRAM = frozenset({Label.NO_CANDIDATE, "not_delivered"})
+"""Labels of the placeholder results that stand for no program (status compile_error by
+convention): no response held usable code, or the optimize job delivered none of its correct
+attempts (`cudal1.pipeline.optimize.NOT_DELIVERED`)."""
 
 
 def load_solutions(
@@ -219,9 +224,21 @@ def paper_table(
                     "status_counts": {k: v for k, v in s["status_counts"].items() if v},
                     "hack_counts": {k: v for k, v in s["hack_counts"].items() if v},
                     "label_counts": s["label_counts"],
+                    "no_program": _no_program(group),
                 }
             )
     return rows
+
+
+def _no_program(results: Sequence[EvalResult]) -> dict[str, int]:
+    """{placeholder label: count} over `results` that stand for no program at all (status
+    compile_error by convention, labelled `NO_PROGRAM`): the table's status line names them by
+    what happened, not as build errors."""
+    counts: dict[str, int] = {}
+    for r in results:
+        for label in NO_PROGRAM.intersection(r.labels) if r.status is Status.COMPILE_ERROR else ():
+            counts[label] = counts.get(label, 0) + 1
+    return counts
 
 
 def format_paper_table(rows: Sequence[Mapping[str, Any]], ps: Sequence[float] = DEFAULT_PS) -> str:
@@ -271,9 +288,13 @@ def format_paper_table(rows: Sequence[Mapping[str, Any]], ps: Sequence[float] = 
         for line in [head, *body]
     ]
     for r in rows:
+        none = r.get("no_program", {})
+        statuses = dict(r["status_counts"])
+        statuses[Status.COMPILE_ERROR.value] = statuses.get(Status.COMPILE_ERROR.value, 0) - sum(none.values())
         extra = {
             **{f"hack:{k}": v for k, v in r["hack_counts"].items()},
-            **{f"status:{k}": v for k, v in r["status_counts"].items() if k != Status.OK},
+            **{f"status:{k}": v for k, v in statuses.items() if k != Status.OK and v},
+            **{f"no program ({k})": v for k, v in none.items()},
             **{f"label:{k}": v for k, v in r["label_counts"].items()},
         }
         if extra:

@@ -96,6 +96,31 @@ def test_the_paper_table_per_pool_and_level():
     assert "h100/all: hack:output_aliases_input 1, status:incorrect 1, status:hack 1" in text
 
 
+def test_a_placeholder_for_no_program_is_named_by_what_happened_not_as_a_build_error():
+    """The optimize job's placeholders (status compile_error by convention) for a task with no
+    usable code, or with correct attempts it did not deliver, read as "no program (...)" in the
+    table's status line; a real build error stays a compile_error."""
+    from cudal1.pipeline.evaluate import NO_PROGRAM
+    from cudal1.pipeline.optimize import NOT_DELIVERED
+
+    assert NOT_DELIVERED in NO_PROGRAM
+    results = {
+        "cpu": [
+            result("file/a", Status.COMPILE_ERROR, labels=[NOT_DELIVERED]),
+            result("file/b", Status.COMPILE_ERROR, labels=["no_candidate"]),
+            result("file/c", Status.COMPILE_ERROR),
+            result("file/d", Status.COMPILE_ERROR, labels=[NOT_DELIVERED]),
+        ]
+    }
+    rows = paper_table(results, [1.0])
+    assert rows[0]["status_counts"] == {"compile_error": 4}  # the counts themselves keep the status
+    assert rows[0]["no_program"] == {NOT_DELIVERED: 2, "no_candidate": 1}
+    text = format_paper_table(rows, [1.0])
+    assert "cpu/file: status:compile_error 1, no program (not_delivered) 2, no program (no_candidate) 1" in text
+    only = format_paper_table(paper_table({"cpu": results["cpu"][:1]}, [1.0]), [1.0])
+    assert "cpu/file: no program (not_delivered) 1" in only and "status:" not in only
+
+
 def test_speedup_vs_torch_compile_per_pool_and_level():
     results = {
         "h100": [
