@@ -289,6 +289,10 @@ def run_sft(ctx: RunContext) -> None:
             )
             bar.set_postfix(loss=f"{last.get('sft/loss', float('nan')):.3f}")
             bar.update()
+            done = ctx.state.unit
+            if bar.disable and (done % max(1, cfg.epochs // 10) == 0 or done == cfg.epochs):
+                # No bar off a terminal (a captured log): a line every tenth of the stage instead.
+                log.info("sft: epoch %d/%d, loss %.4f", done, cfg.epochs, last.get("sft/loss", float("nan")))
 
 
 def _validated_variants(
