@@ -7,11 +7,12 @@ stdout and stderr are read together, as a terminal shows them, and split at newl
 bar that redraws itself with carriage returns is one line). A line is the product's (`classify`)
 when it is a cudal1 log record (Hydra's `[time][cudal1...]` format, or a forwarded actor's
 `... cudal1.x [pid]:`), one of cudal1's progress bars (`bench[...]`, a stage, `optimize`), a line
-of the final run summary (indented under "run summary"), or a job's one-line error
-(`train: ...`); every other line (Ray, vLLM, DeepSpeed, MLflow, transformers, torch warnings,
-blank lines) counts as engine output. The rules know the training job's lines only: the optimize
-job's own printed table and task lines would count as engine output. Prints the counts and the share, and with --show the engine
-lines. Exits with the command's exit code.
+of the final run summary (indented under "run summary"), a job's one-line error or status
+(`train: ...`, `serve: ...`), a line of `scripts/install.sh` (`install.sh: ...`), or the optimize
+job's printed outcome (a task's line, `<task id>: <outcome>: ...`, and its table, from the
+`pool  level ...` header to the next blank line); every other line (Ray, vLLM, DeepSpeed, MLflow,
+transformers, torch warnings, blank lines) counts as engine output. Prints the counts and the
+share, and with --show the engine lines. Exits with the command's exit code.
 """
 
 from __future__ import annotations
@@ -25,15 +26,20 @@ from collections import Counter
 _RECORD = re.compile(r"^\[\d{4}-\d\d-\d\d [\d:,]+\]\[cudal1[.\]]")
 _ACTOR_RECORD = re.compile(r"\b(WARNING|ERROR|CRITICAL) cudal1\.[\w.]+ \[\d+\]:")
 _BARS = ("bench[", "sft:", "self_train:", "contrastive_rl:", "optimize:", "probe[", "eval-suite")
-_JOB_ERROR = re.compile(r"^(train|optimize|evaluate|augment|serve): ")
+_JOB_ERROR = re.compile(r"^(train|optimize|evaluate|augment|serve|install\.sh): ")
+_TASK_LINE = re.compile(r"^\S+/\S+( \S+)?: (improved|not_faster|no_correct|invalid_task|prompt_too_long): ")
+_TABLE_HEAD = re.compile(r"^pool\s+level\s+n\s+success\b")
 
 
 def classify(lines: list[str]) -> list[str]:
     """ "product" or "engine" for each line (see the module docstring)."""
-    kinds, in_summary = [], False
+    kinds, in_summary, in_table = [], False, False
     for line in lines:
         plain = re.sub(r"\x1b\[[0-9;]*m", "", line)
-        if _RECORD.match(plain):
+        in_table = bool(_TABLE_HEAD.match(plain)) or (in_table and bool(plain.strip()))
+        if in_table:
+            kinds.append("product")
+        elif _RECORD.match(plain):
             in_summary = plain.rstrip().endswith("- run summary")
             kinds.append("product")
         elif in_summary and plain.startswith("  ") and plain.strip():
@@ -43,6 +49,7 @@ def classify(lines: list[str]) -> list[str]:
             product = (
                 plain.lstrip("\r").startswith(_BARS)
                 or bool(_JOB_ERROR.match(plain))
+                or bool(_TASK_LINE.match(plain))
                 or bool(_ACTOR_RECORD.search(plain))
             )
             kinds.append("product" if product else "engine")

@@ -75,3 +75,27 @@ def test_on_a_terminal_each_record_gets_a_line_of_its_own():
 def test_a_captured_log_holds_the_records_and_no_bar():
     text = run_child("between", tty=False)
     assert text.splitlines() == [f"[record] unit {i} done" for i in range(4)], repr(text)
+
+
+def test_terminal_lines_tells_the_products_lines_from_the_engines():
+    """`benchmarks/terminal_lines.classify` on the lines of the install, the optimize job and
+    Serve as they print them: each of the product's own lines is counted as the product's (the
+    install script's, a task's outcome line, the printed table up to its blank line, `serve:`
+    lines), and Ray's and blank lines as the engines'."""
+    from benchmarks.terminal_lines import classify
+
+    lines = {
+        "install.sh: torch 2.13.0+cpu: done (19 s)": "product",
+        "[2026-12-04 20:08:41,017][cudal1.pipeline.optimize_job][INFO] - 1 tasks: file/my_gelu": "product",
+        "file/my_gelu: no_correct: no faster solution found: no correct candidate in 24 attempts": "product",
+        "level1/13 HardSigmoid: improved: 1.90x paid (spread 1%), from round1/s0": "product",
+        "": "engine",
+        "pool  level  n  success  mean  median  geomean  fast_1  fast_1.01": "product",
+        "cpu   file   1        0     -       -        -    0.00       0.00": "product",
+        "  cpu/file: no program (no_candidate) 1": "product",
+        " ": "engine",
+        "serve: ready after 17 s: cudal1-policy at http://127.0.0.1:8123/v1": "product",
+        "2026-12-04 20:24:37,171\tINFO worker.py:2038 -- Started a local Ray instance.": "engine",
+        "cpu   file   1        0     -       -        -    0.00       0.00 ": "engine",  # no table header above
+    }
+    assert classify(list(lines)) == list(lines.values())
