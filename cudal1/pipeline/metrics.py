@@ -165,8 +165,8 @@ def overview_metrics(
     stage: str, metrics: Mapping[str, float], summary: Mapping[str, Any] | None = None
 ) -> dict[str, float]:
     """The headline figures of one finished unit of `stage`, under `OVERVIEW` (keys by
-    `overview_key`, in `OVERVIEW_ORDER`), with the same names in every stage, so each is one curve across all stages on the overview's own step axis
-    (`RunState.overview_step`: one step per point, `overview_due` says which units get one; the
+    `overview_key`, in `OVERVIEW_ORDER`), with the same names in every stage, so each is one
+    curve across all stages on the overview's own step axis (`RunState.overview_step`: one step per point, `overview_due` says which units get one; the
     other metrics are logged at the learner's optimizer steps since the run began,
     `RunState.step`).
 
