@@ -166,9 +166,9 @@ def overview_metrics(
 ) -> dict[str, float]:
     """The headline figures of one finished unit of `stage`, under `OVERVIEW` (keys by
     `overview_key`, in `OVERVIEW_ORDER`), with the same names in every stage, so each is one
-    curve across all stages on the overview's own step axis (`RunState.overview_step`: one step per point, `overview_due` says which units get one; the
-    other metrics are logged at the learner's optimizer steps since the run began,
-    `RunState.step`).
+    curve across all stages on the overview's own step axis (`RunState.overview_step`: one step
+    per point, `overview_due` says which units get one; the other metrics are logged at the
+    learner's optimizer steps since the run began, `RunState.step`).
 
     Args:
         stage: "sft", "self_train" or "contrastive_rl".
