@@ -458,7 +458,36 @@ def noise_scale_floor(moved: torch.Tensor, ref: torch.Tensor, atol: float | None
 
 
 SHARE_CHUNK = 1 << 24
-"""Elements `share_of_tolerance` takes at a time (16 Mi: 128 MiB in float64)."""
+"""Elements `share_of_tolerance`, `max_abs_diff` and `max_abs` take at a time (16 Mi: 128 MiB in
+float64)."""
+
+
+def _flat_chunks(t: torch.Tensor) -> list[torch.Tensor]:
+    """`t` flattened, in views of at most `SHARE_CHUNK` elements (read at call time)."""
+    flat = t.reshape(-1)
+    return [flat[i : i + SHARE_CHUNK] for i in range(0, flat.numel(), SHARE_CHUNK)]
+
+
+def _wide(t: torch.Tensor) -> torch.Tensor:
+    return t.to(torch.complex128 if t.is_complex() else torch.float64)
+
+
+def max_abs_diff(x: torch.Tensor, y: torch.Tensor) -> float:
+    """max |x - y| over all elements (same shape), in float64 (complex128) a `SHARE_CHUNK` at a
+    time; a NaN counts as infinite; 0.0 when empty."""
+    worst = 0.0
+    for cx, cy in zip(_flat_chunks(x), _flat_chunks(y)):
+        worst = max(worst, float((_wide(cx) - _wide(cy)).abs().nan_to_num(nan=math.inf).max()))
+    return worst
+
+
+def max_abs(x: torch.Tensor) -> float:
+    """max |x| over the finite elements, in float64 (complex128) a `SHARE_CHUNK` at a time; 0.0
+    when empty."""
+    worst = 0.0
+    for c in _flat_chunks(x):
+        worst = max(worst, float(_wide(c).abs().nan_to_num(nan=0.0, posinf=0.0).max()))
+    return worst
 
 
 def share_of_tolerance(

@@ -1102,7 +1102,7 @@ class Judge:
             return math.inf
         share = 0.0
         for leaf, (got, want) in enumerate(pairs):
-            if not isinstance(got, torch.Tensor) or got.shape != want.shape or got.dtype != want.dtype:
+            if got.shape != want.shape or got.dtype != want.dtype:
                 return math.inf
             floor = self.scale_floors[leaf] if self.scale_floors else 1.0
             share = max(
@@ -1131,16 +1131,13 @@ class Judge:
         unless its magnitude is its own rounding noise. Every floor stays 1.0 (atol absolute below
         magnitude 1) where nothing can be perturbed, the reference raises on the changed inputs,
         or their output is not the same tree. Raises Verdict only for a CUDA fault."""
-        self.scale_floors = [1.0] * len(_expected(ref_out)[0])
+        self.scale_floors = [1.0] * len(self.tensor_paths)
         moved = self._moved_reference(x)
         pairs = None if moved is None or moved is math.inf else _tensor_pairs(moved, ref_out)
         if pairs is None:
             return
         self.scale_floors = [
-            correctness.noise_scale_floor(m, r, self.settings.atol)
-            if isinstance(m, torch.Tensor) and m.dtype == r.dtype
-            else 1.0
-            for m, r in pairs
+            correctness.noise_scale_floor(m, r, self.settings.atol) if m.dtype == r.dtype else 1.0 for m, r in pairs
         ]
         self.extra["scale_floors"] = dict(zip(self.tensor_paths, self.scale_floors))
 
@@ -1586,14 +1583,15 @@ def _recorded_difference(
     float tensor within `RECORDED_ULPS` of its dtype's epsilon (relative to its largest magnitude)
     or within `RECORDED_SLACK` times the first and second unrecorded runs' own difference; else
     what differs (output index, largest difference, the runs' own, the scale). Differences are
-    taken in float64 (complex128) a chunk at a time, so an output of several GB needs no more
-    than `_CHUNK` elements of scratch per operand."""
+    taken in float64 (complex128) a chunk at a time (`correctness.max_abs_diff`), so an output of
+    several GB needs no more than `correctness.SHARE_CHUNK` elements of scratch per operand."""
     for i, (r, a, b) in enumerate(zip(recorded, first, second)):
         if correctness.tree_equal([r], [a]):
             continue
         if not (a.is_floating_point() or a.is_complex()) or a.numel() == 0:
             return f"output {i} ({a.dtype}): other values while recorded"
-        apart, own, scale = _max_abs_diff(r, a), _max_abs_diff(b, a), _max_abs(a)
+        apart, own = correctness.max_abs_diff(r, a), correctness.max_abs_diff(b, a)
+        scale = correctness.max_abs(a)
         eps = torch.finfo(a.real.dtype if a.is_complex() else a.dtype).eps
         if not (apart <= RECORDED_ULPS * eps * scale or apart <= RECORDED_SLACK * own):
             return (
@@ -1601,35 +1599,6 @@ def _recorded_difference(
                 f"two unrecorded runs differ by {own:.3g}; largest magnitude {scale:.3g}"
             )
     return None
-
-
-_CHUNK = 1 << 24
-"""Elements per chunk of `_max_abs_diff` and `_max_abs` (128 MiB of float64)."""
-
-
-def _chunks(t: torch.Tensor) -> list[torch.Tensor]:
-    flat = t.reshape(-1)
-    return [flat[i : i + _CHUNK] for i in range(0, flat.numel(), _CHUNK)]
-
-
-def _wide(t: torch.Tensor) -> torch.Tensor:
-    return t.to(torch.complex128 if t.is_complex() else torch.float64)
-
-
-def _max_abs_diff(x: torch.Tensor, y: torch.Tensor) -> float:
-    """max |x - y| over all elements, in float64 (a NaN counts as infinite); 0.0 when empty."""
-    worst = 0.0
-    for cx, cy in zip(_chunks(x), _chunks(y)):
-        worst = max(worst, float((_wide(cx) - _wide(cy)).abs().nan_to_num(nan=math.inf).max()))
-    return worst
-
-
-def _max_abs(x: torch.Tensor) -> float:
-    """max |x| over the finite elements, in float64; 0.0 when empty."""
-    worst = 0.0
-    for c in _chunks(x):
-        worst = max(worst, float(_wide(c).abs().nan_to_num(nan=0.0, posinf=0.0).max()))
-    return worst
 
 
 def _flat(calls: list[list[Any]]) -> list[Any]:
@@ -1668,13 +1637,13 @@ def _expected(ref_out: Any) -> Expected:
     return [t for _, t in tensors], [v for _, v in values]
 
 
-def _tensor_pairs(moved: Any, ref_out: Any) -> list[tuple[Any, torch.Tensor]] | None:
+def _tensor_pairs(moved: Any, ref_out: Any) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
     """The reference's output on moved inputs (`moved`) against its nominal output (`ref_out`),
-    leaf by leaf: (the moved leaf, the nominal tensor) for each tensor leaf of `ref_out`, in the
-    order of `correctness.flatten` (the scale floors' order, `_expected`'s); the moved leaf may be
-    any object. None when the two trees differ in their paths or in which leaves are tensors
-    (a list and a tuple are one kind of sequence; a non-tensor leaf's value may move with the
-    inputs)."""
+    leaf by leaf: (the moved tensor, the nominal tensor) for each tensor leaf of `ref_out`, in the
+    order of `correctness.flatten` (the scale floors' order, `_expected`'s); their shapes and
+    dtypes may differ. None when the two trees differ in their paths or in which leaves are
+    tensors (a list and a tuple are one kind of sequence; a non-tensor leaf's value may move with
+    the inputs)."""
     a, b = correctness.flatten(moved), correctness.flatten(ref_out)
     kinds = [[(path, isinstance(leaf, torch.Tensor)) for path, leaf in tree] for tree in (a, b)]
     if kinds[0] != kinds[1]:

@@ -379,7 +379,7 @@ def test_the_recorded_forward_may_differ_by_rounding_not_by_precision(monkeypatc
     sizes. The float64 comparison goes a chunk at a time: a difference in the last chunk counts."""
     import torch
 
-    from cudal1.bench import judge
+    from cudal1.bench import correctness
     from cudal1.bench.judge import _recorded_difference
 
     torch.manual_seed(0)
@@ -395,9 +395,9 @@ def test_the_recorded_forward_may_differ_by_rounding_not_by_precision(monkeypatc
     assert _recorded_difference([a + 1e-3 * torch.randn(64, 64)], [noisy], [a + 1e-3 * torch.randn(64, 64)]) is None
     ints = torch.arange(4)
     assert _recorded_difference([ints + 1], [ints], [ints]) == "output 0 (torch.int64): other values while recorded"
-    monkeypatch.setattr(judge, "_CHUNK", 100)
+    monkeypatch.setattr(correctness, "SHARE_CHUNK", 100)
     late = a.clone().reshape(-1)
     late[-1] += 1.0
-    assert judge._max_abs_diff(late, a) == pytest.approx(1.0)
-    assert judge._max_abs(late) == pytest.approx(float(late.abs().max()))
+    assert correctness.max_abs_diff(late, a) == pytest.approx(1.0)
+    assert correctness.max_abs(late) == pytest.approx(float(late.abs().max()))
     assert _recorded_difference([late.reshape(64, 64)], [a], [a]) is not None
