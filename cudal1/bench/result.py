@@ -82,7 +82,14 @@ class Label:
     """The candidate's time was below the measurement's resolution: its speedup is a lower bound."""
     NO_CANDIDATE = "no_candidate"
     """No response held usable code (a placeholder result, status compile_error)."""
+    NOT_DELIVERED = "not_delivered"
+    """The optimize job delivered none of a task's correct attempts (not confirmed by a second
+    opinion, or not paid above the reference and the start): a placeholder, status compile_error."""
 
+
+NO_PROGRAM_LABELS = frozenset({Label.NO_CANDIDATE, Label.NOT_DELIVERED})
+"""Labels of the placeholder results that stand for no program at all (status compile_error by
+convention): a table names them by what happened, not as build errors."""
 
 HARNESS_LABELS = frozenset({Label.ACTOR_DIED, Label.HARNESS_ERROR, Label.ACTOR_TIMEOUT})
 """Labels that say the harness failed, not the candidate: such a result says nothing about it."""

@@ -26,11 +26,12 @@ import contextlib
 import dataclasses
 import json
 import logging
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cudal1.bench.result import EvalResult, Label, Status
+from cudal1.bench.result import NO_PROGRAM_LABELS, EvalResult, Status
 from cudal1.bench.summary import fast_p_key, geometric_mean, summarize
 from cudal1.records import Candidate
 from cudal1.tasks.task import STANDALONE, standalone_name
@@ -42,11 +43,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_PS: tuple[float, ...] = (1.0, 1.01, 1.5, 2.0)
 """fast_p thresholds of the table: fast_1 and fast_1.01 as in the paper, and two more."""
-
-NO_PROGRAM = frozenset({Label.NO_CANDIDATE, "not_delivered"})
-"""Labels of the placeholder results that stand for no program (status compile_error by
-convention): no response held usable code, or the optimize job delivered none of its correct
-attempts (`cudal1.pipeline.optimize.NOT_DELIVERED`)."""
 
 
 def load_solutions(
@@ -232,13 +228,12 @@ def paper_table(
 
 def _no_program(results: Sequence[EvalResult]) -> dict[str, int]:
     """{placeholder label: count} over `results` that stand for no program at all (status
-    compile_error by convention, labelled `NO_PROGRAM`): the table's status line names them by
-    what happened, not as build errors."""
-    counts: dict[str, int] = {}
-    for r in results:
-        for label in NO_PROGRAM.intersection(r.labels) if r.status is Status.COMPILE_ERROR else ():
-            counts[label] = counts.get(label, 0) + 1
-    return counts
+    compile_error by convention, labelled one of `NO_PROGRAM_LABELS`): the table's status line
+    names them by what happened, not as build errors."""
+    found = Counter(
+        label for r in results if r.status is Status.COMPILE_ERROR for label in NO_PROGRAM_LABELS.intersection(r.labels)
+    )
+    return dict(found)
 
 
 def format_paper_table(rows: Sequence[Mapping[str, Any]], ps: Sequence[float] = DEFAULT_PS) -> str:

@@ -363,7 +363,7 @@ class TaskOutcome:
         - Nothing delivered, but some attempt was correct (a correct result whose second opinion
           did not agree, or whose paid speedup did not beat the reference and the starting
           solutions: "not_faster", or "no_correct" with unconfirmed results): a placeholder with
-          status compile_error, labelled `NOT_DELIVERED`, the outcome's message and no speedup.
+          status compile_error, labelled `Label.NOT_DELIVERED`, the outcome's message and no speedup.
         - Nothing delivered and no attempt correct: the most informative failure (a wrong answer
           before a hack before a timeout or out-of-memory before a crash before a build error),
           or a compile_error labelled "no_candidate" when no response held usable code.
@@ -391,7 +391,7 @@ class TaskOutcome:
             return EvalResult(
                 self.task_id,
                 Status.COMPILE_ERROR,
-                labels=[NOT_DELIVERED],
+                labels=[Label.NOT_DELIVERED],
                 message=self.message or "no faster solution found",
             )
         failed = [a.result for a in self.attempts if a.result is not None and a.result.status is not Status.OK]
@@ -436,10 +436,6 @@ _FAILURE_RANK = {
 """Which failure `TaskOutcome.table_result` reports when no attempt was correct: the most
 informative (a wrong answer before a hack before a timeout or out-of-memory before a crash before a
 build error)."""
-
-NOT_DELIVERED = "not_delivered"
-"""The label of `TaskOutcome.table_result`'s placeholder for a task whose correct attempts were not
-delivered (not confirmed by a second opinion, or not paid above the reference and the start)."""
 
 
 class Optimizer:

@@ -100,10 +100,9 @@ def test_a_placeholder_for_no_program_is_named_by_what_happened_not_as_a_build_e
     """The optimize job's placeholders (status compile_error by convention) for a task with no
     usable code, or with correct attempts it did not deliver, read as "no program (...)" in the
     table's status line; a real build error stays a compile_error."""
-    from cudal1.pipeline.evaluate import NO_PROGRAM
-    from cudal1.pipeline.optimize import NOT_DELIVERED
+    from cudal1.bench.result import Label
 
-    assert NOT_DELIVERED in NO_PROGRAM
+    NOT_DELIVERED = Label.NOT_DELIVERED
     results = {
         "cpu": [
             result("file/a", Status.COMPILE_ERROR, labels=[NOT_DELIVERED]),

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from cudal1.bench.result import EvalResult, Status
-from cudal1.pipeline.optimize import NOT_DELIVERED, OptimizeSettings, Optimizer, task_from_source
+from cudal1.bench.result import EvalResult, Label, Status
+from cudal1.pipeline.optimize import OptimizeSettings, Optimizer, task_from_source
 from cudal1.pipeline.optimize_job import optimize_tasks, outcome_row, task_line
 from cudal1.policy.model import chat_prompt_ids
 from cudal1.policy.prompts import contrastive_prompt
@@ -188,7 +188,7 @@ def test_an_unconfirmed_correct_result_is_no_success_and_no_speedup_in_the_table
     assert [a.result.speedup for a in o.attempts] == [1.5] and o.solution is None and o.status == "no_correct"
     assert o.message.startswith("no faster solution found: 1 correct candidates (best measured 1.50x)")
     r, row = table(tmp_path)
-    assert (r.status, r.labels, r.speedup, r.message) == (Status.COMPILE_ERROR, [NOT_DELIVERED], None, o.message)
+    assert (r.status, r.labels, r.speedup, r.message) == (Status.COMPILE_ERROR, [Label.NOT_DELIVERED], None, o.message)
     assert (row["n"], row["success"], row["pass_rate"], row["fast_1"], row["fast_1.01"]) == (1, 0, 0.0, 0.0, 0.0)
     assert row["speedup_mean"] is None and row["status_counts"] == {"compile_error": 1}
     assert (r.task_id, row["level"]) == ("file/relu", "file")  # standalone programs: one "file" row
@@ -206,7 +206,7 @@ def test_a_verified_solution_below_the_start_is_no_success_in_the_table_but_stay
     o, files, report = run(tmp_path, {START: [(OK, 1.5, [])], MODEL: [(OK, 1.4, [])]})
     assert o.status == "not_faster" and o.solution.speedup == pytest.approx(1.5) and o.speedup is None
     r, row = table(tmp_path)
-    assert (r.status, r.labels, r.speedup) == (Status.COMPILE_ERROR, [NOT_DELIVERED], None)
+    assert (r.status, r.labels, r.speedup) == (Status.COMPILE_ERROR, [Label.NOT_DELIVERED], None)
     assert r.message.startswith("no faster solution found: best start/0 measured 1.50x")
     assert (row["success"], row["fast_1"], row["speedup_mean"]) == (0, 0.0, None)
     assert (report["delivered"], report["speedup"], report["solution"]["speedup"]) == (False, None, 1.5)
@@ -216,7 +216,7 @@ def test_a_verified_solution_below_the_start_is_no_success_in_the_table_but_stay
     plan = {START: [(OK, 1.01, ["below_resolution"]), (OK, 0.61, ["below_resolution"])], MODEL: [(WRONG, None, [])]}
     o, _, _ = run(tmp_path, plan)
     r, row = table(tmp_path)
-    assert o.status == "no_correct" and (r.status, r.labels) == (Status.COMPILE_ERROR, [NOT_DELIVERED])
+    assert o.status == "no_correct" and (r.status, r.labels) == (Status.COMPILE_ERROR, [Label.NOT_DELIVERED])
     assert (row["success"], row["fast_1"]) == (0, 0.0)
 
 
