@@ -762,9 +762,15 @@ def learned(trace: dict[str, Any], target: float = 0.8, max_copies: float = 0.1)
     if final_share(trace, "fast") < target:
         return False
     if all(key in trace for key in COPIES):
-        copies = [sum(step) for step in zip(*(trace[key] for key in COPIES))]
-        return statistics.fmean(copies[-2:]) < max_copies
+        return final_copies(trace) < max_copies
     return True
+
+
+def final_copies(trace: dict[str, Any], last: int = 2) -> float:
+    """The mean over the last `last` steps of the copies', renamed copies' and fallbacks' share
+    together (a five-variant trace: each of `COPIES` per step)."""
+    per_step = [sum(step) for step in zip(*(trace[key] for key in COPIES))]
+    return statistics.fmean(per_step[-last:])
 
 
 def learned_on_average(traces: Sequence[dict[str, Any]], target: float = 0.8, max_copies: float = 0.1) -> bool:
@@ -779,8 +785,7 @@ def learned_on_average(traces: Sequence[dict[str, Any]], target: float = 0.8, ma
     if statistics.fmean(final_share(t, "fast") for t in traces) < target:
         return False
     if all(all(key in t for key in COPIES) for t in traces):
-        copies = [statistics.fmean([sum(step) for step in zip(*(t[key] for key in COPIES))][-2:]) for t in traces]
-        return statistics.fmean(copies) < max_copies
+        return statistics.fmean(final_copies(t) for t in traces) < max_copies
     return True
 
 
