@@ -136,7 +136,8 @@ def init_small(
         raise ValueError(f"head size {head_dim} (hidden_size / num_heads) is not one vLLM's attention kernels support")
     out.mkdir(parents=True, exist_ok=True)
 
-    if corpus_root is None and vocab_size == SHIPPED_VOCAB:
+    shipped = corpus_root is None and vocab_size == SHIPPED_VOCAB
+    if shipped:
         from tokenizers import Tokenizer
 
         raw = Tokenizer.from_file(str(SHIPPED_TOKENIZER))
@@ -185,7 +186,7 @@ def init_small(
                 "builder": "cudal1.policy.small.init_small",
                 "seed": seed,
                 "vocab_size": config.vocab_size,
-                "tokenizer": "shipped" if corpus_root is None and vocab_size == SHIPPED_VOCAB else "trained",
+                "tokenizer": "shipped" if shipped else "trained",
                 "parameters": sum(p.numel() for p in model.parameters()),
             },
             indent=2,
