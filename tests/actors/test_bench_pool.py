@@ -36,6 +36,11 @@ BROKEN = (
     "    def forward(self, *inputs):\n        return inputs[0].no_such_method()\n"
 )
 NOT_PYTHON = "this is not python ("
+SLOW = SEED.replace("import torch\n", "import time\n\nimport torch\n", 1).replace(
+    "        super().__init__()\n", "        super().__init__()\n        time.sleep(2.0)\n", 1
+)
+"""The seed, correct, with 2 s of sleep in ModelNew(): its evaluation takes two seconds more than
+the seed's on any machine, so an actor killed one second into it is killed inside it."""
 
 
 def settings(tmp_path_factory) -> dict:
@@ -242,11 +247,12 @@ def test_a_pool_of_one_gives_the_second_opinion_itself_and_a_killed_call_without
     """A pool of one actor gives a second opinion itself (asked to avoid its only actor); with
     max_task_retries=0 a killed call is not rerun: its candidate is labelled, not lost. One pool
     for both: a pool's start is most of either check's time."""
+    assert "time.sleep(2.0)" in SLOW
     with pool_for_test(tmp_path_factory, "single", num_actors=1, max_task_retries=0) as pool:
         [result] = pool.evaluate_many([Candidate(TASK, SEED)], progress=False, avoid=[0])
         assert result.status == "ok" and result.actor == 0, result.message
 
-        candidates = [Candidate(TASK, SEED, origin="killed"), Candidate(TASK, SEED, origin="after")]
+        candidates = [Candidate(TASK, SLOW, origin="killed"), Candidate(TASK, SEED, origin="after")]
         runner, out = evaluate_in_background(pool, candidates)
         while not pool.busy:
             time.sleep(0.05)
@@ -268,7 +274,7 @@ def test_a_candidate_whose_actor_is_lost_is_measured_on_another_actor(ray_cluste
     """An actor that cannot come back (killed for good, as on a lost node) under a call with no
     retries: the candidate is measured again on the pool's other actor, not masked as actor_died."""
     with pool_for_test(tmp_path_factory, "moves", num_actors=2, max_task_retries=0) as pool:
-        candidates = [Candidate(TASK, SEED, origin=f"c{i}") for i in range(3)]
+        candidates = [Candidate(TASK, SLOW, origin="c0"), Candidate(TASK, SLOW, origin="c1"), Candidate(TASK, SEED)]
         runner, out = evaluate_in_background(pool, candidates)
         deadline = time.monotonic() + 120
         while len(pool.busy) < 2 and time.monotonic() < deadline:
