@@ -151,6 +151,7 @@ class GeneratorGroup:
             weights and sample nothing until a sync clears them, `mark_synced`).
         restarts: engines restarted since the group started (a transport that formed a group of
             its members before must form it again).
+        closed: `kill` was called: the engines are stopped for good and `restart` refuses.
         catch_up: called when a stream has prompts to sample again and no engine holds the current
             weights: it must sync every engine (the driver sets the run's weight sync); None: such
             a call ends with `EngineStreamError`.
@@ -175,6 +176,7 @@ class GeneratorGroup:
         self.timeout_s = float(timeout_s)
         self.unsynced: set[int] = set()
         self.restarts = 0
+        self.closed = False
         self.catch_up: Callable[[], Any] | None = None
         self.recovery: dict[str, float] = _no_recovery()
 
@@ -294,12 +296,15 @@ class GeneratorGroup:
         it still runs) and wait until it has loaded; it joins `unsynced`. Returns the seconds.
 
         Raises:
-            RuntimeError: the group was built without `start_engine`.
+            RuntimeError: the group was built without `start_engine`, or is closed (a sample still
+                running in a background thread after its run stopped must not start new engines).
             ActorStalled: the new engine did not load within `timeout_s`.
             ActorLost, or the engine's own error: it failed to start.
         """
         if self.start_engine is None:
             raise RuntimeError(f"{self.label(i)}: this generator group cannot restart its engines")
+        if self.closed:
+            raise RuntimeError(f"{self.label(i)}: the generator group is closed; its engines are not restarted")
         t0 = time.perf_counter()
         old = self.label(i)
         try:
@@ -555,7 +560,8 @@ class GeneratorGroup:
         }
 
     def kill(self) -> None:
-        """Stop the engines and release their placement groups."""
+        """Stop the engines and release their placement groups; the group is `closed` from now on."""
+        self.closed = True
         _release(self.engines, self._placement_groups)
 
 

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from cudal1.actors.learner_group import LearnerGroup
     from cudal1.actors.shells import ShellHandle
     from cudal1.actors.weight_transport import WeightTransport
+    from cudal1.pipeline.overlap import Background
     from cudal1.pipeline.record import PoolRecorder
     from cudal1.tracking import Tracker
 
@@ -49,6 +50,11 @@ def check_shared_run_dir(run_dir: Path, actors: dict[str, ShellHandle]) -> None:
     replies = ray.get([handle.storage_probe(str(probe), token, role) for role, handle in actors.items()])
     check_answers(probe, token, replies)
     log.info("run directory shared with %s", ", ".join(f"{r['role']} ({r['node']})" for r in replies))
+
+
+DROPPED_JOIN_S = 60.0
+"""Seconds `RunContext.close` waits for each dropped sampling thread to end after the actors stopped
+(its next call on a stopped engine or pool fails at once; a call already waiting may take longer)."""
 
 
 @dataclasses.dataclass
@@ -74,6 +80,9 @@ class RunContext:
     (`cudal1.actors.weight_transport`)."""
     recorder: PoolRecorder | None = None
     """Records the primary pool's correct candidates on the other pools, when there is more than one."""
+    dropped: list[Background] = dataclasses.field(default_factory=list)
+    """Samples an interrupted stage left running in background threads (`OneStepAhead.drop`);
+    `close` waits for them once the actors they call are stopped."""
 
     @property
     def checkpoint_dir(self) -> Path:
@@ -186,6 +195,12 @@ class RunContext:
                     handle.kill()
                 except Exception as e:  # already dead: nothing to stop
                     log.debug("stopping %s: %s", handle, e)
+        # A sampling thread left running would go on calling Ray after the driver shut it down
+        # (where Ray then starts a new local cluster in this process, or its client ends the process).
+        for job in self.dropped:
+            if not job.join(DROPPED_JOIN_S):
+                log.warning("%s still running %.0f s after its run's actors stopped", job.name, DROPPED_JOIN_S)
+        self.dropped.clear()
         self.tracker.close(status)
 
 

@@ -20,7 +20,9 @@ calls: `ahead` refuses to sync while a sample is in flight.
 
 Limits: one sample in flight at most (one step off-policy, never more); the background thread
 cannot be cancelled, so a stage that stops early (an error, Ctrl-C) drops the step in flight
-(`drop`): it was never recorded, and a resumed run samples it again from its checkpoint.
+(`drop`): it was never recorded, and a resumed run samples it again from its checkpoint. The
+dropped thread ends once the run's actors are stopped (its calls on them fail); the run waits for
+that (`cudal1.pipeline.context.RunContext.close`), so no sampling thread outlives its run.
 """
 
 from __future__ import annotations
@@ -53,6 +55,16 @@ class Background(Generic[T]):
             self._error = exc
 
     def done(self) -> bool:
+        return not self._thread.is_alive()
+
+    @property
+    def name(self) -> str:
+        return self._thread.name
+
+    def join(self, timeout_s: float) -> bool:
+        """Wait up to `timeout_s` seconds for `fn` to end, its value or error left unread; returns
+        whether it ended."""
+        self._thread.join(timeout_s)
         return not self._thread.is_alive()
 
     def result(self, timeout_s: float | None = None) -> T:
@@ -127,11 +139,13 @@ class OneStepAhead(Generic[T]):
         self._pending = (step, Background(lambda: self._sample(step), name=f"cudal1-sample-step{step}"))
         return seconds
 
-    def drop(self) -> None:
-        """Forget the sample in flight, if any (an interrupted stage; it was never recorded)."""
-        if self._pending is not None:
-            log.info(
-                "dropping the sampling of step %d in flight (not recorded; a resumed run samples it again)",
-                self._pending[0],
-            )
-            self._pending = None
+    def drop(self) -> Background[T] | None:
+        """Forget the sample in flight, if any (an interrupted stage; it was never recorded).
+        Returns its still running `Background` (None when nothing was in flight), for the caller
+        to wait for once it has stopped the actors the sample uses."""
+        if self._pending is None:
+            return None
+        step, job = self._pending
+        log.info("dropping the sampling of step %d in flight (not recorded; a resumed run samples it again)", step)
+        self._pending = None
+        return job

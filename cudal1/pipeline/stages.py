@@ -515,7 +515,9 @@ def run_contrastive_rl(ctx: RunContext) -> None:
             )
             bar.update()
     finally:
-        pipeline.drop()
+        dropped = pipeline.drop()
+        if dropped is not None:
+            ctx.dropped.append(dropped)  # `RunContext.close` waits for it after stopping the actors
         bar.close()
 
 

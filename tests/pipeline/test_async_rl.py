@@ -16,6 +16,7 @@ Slow (1-3 min: it starts the generator, learner and benchmark actors twice).
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -80,6 +81,9 @@ def test_async_rl_stage_records_each_step_once_with_its_policy_version_and_resum
     assert at_failure["stage"] == "contrastive_rl" and at_failure["unit"] == 1  # step 0 checkpointed
     assert [h["step"] for h in at_failure["history"]] == [0]
     assert not (run_dir / "rollouts" / "rl_step2.jsonl").exists()  # step 2 was in flight: never recorded
+    # ... and its sampling thread ended with the run: it no longer calls the stopped actors (it went
+    # on restarting the killed engine, and after the session's Ray shutdown started a new cluster).
+    assert [t.name for t in threading.enumerate() if t.name.startswith(("cudal1-sample", "pool-stream"))] == []
     # The tie-noise state (reward.tie_calibration, on by default) is checkpointed with the run state.
     assert set(at_failure["tie_noise"]) == {"settings", "diffs", "last"}
 
