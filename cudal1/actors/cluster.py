@@ -124,7 +124,22 @@ def init_ray(config: ClusterConfig | None = None, **overrides: Any) -> dict[str,
         tried = f"joining the Ray cluster at {address}" if address else "starting a local Ray cluster"
         first = (str(e).strip().splitlines() or [type(e).__name__])[0]
         raise RayStartError(f"Ray did not start ({tried}): {first} (Ray's logs: {_ray_logs()})") from e
+    _no_implicit_init()
     return _facts(started_local=address is None)
+
+
+def _no_implicit_init() -> None:
+    """Turn off Ray's implicit `ray.init()` on the first API call in this process: after
+    `shutdown_ray`, a call from a thread that outlived its run raises instead of starting a second
+    local cluster that nothing shuts down (its GCS client ended a test run with exit code 1, 60 s
+    after the first cluster had stopped). Ray reads RAY_ENABLE_AUTO_CONNECT once, at import, into a private flag, which is
+    set here; a Ray version without that module keeps its default."""
+    try:
+        from ray._private import auto_init_hook
+
+        auto_init_hook.enable_auto_connect = False
+    except ImportError:
+        pass
 
 
 JOIN_PROBE_S = 5.0

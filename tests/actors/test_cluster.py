@@ -21,3 +21,11 @@ def test_second_init_returns_the_running_cluster(ray_cluster):
     assert again["resources"]["CPU"] == 4 and again["resources"]["bench_test"] == 2
     [node] = alive_nodes()
     assert node["resources"]["bench_test"] == 2
+
+
+def test_no_ray_call_starts_a_cluster_implicitly_once_init_ray_ran(ray_cluster):
+    """After `init_ray`, Ray's implicit `ray.init()` on a first API call is off in this process: a
+    thread that outlives `shutdown_ray` gets an error instead of a second local cluster."""
+    from ray._private import auto_init_hook
+
+    assert auto_init_hook.enable_auto_connect is False
