@@ -107,6 +107,20 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.fast)
 
 
+EXIT_WATCH_S = 30
+"""Seconds this process may live on after pytest has finished before every thread's stack is printed."""
+
+
+def pytest_unconfigure(config):
+    """Print every thread's stack to stderr if the process is still alive `EXIT_WATCH_S` s after pytest
+    has finished: a thread or native client (a Ray GCS client is one) that holds the interpreter past
+    the end of the session is then named in the log, rather than only its effect (Ray's client ends
+    the process with exit code 1 when its cluster has been gone for 60 s)."""
+    import faulthandler
+
+    faulthandler.dump_traceback_later(EXIT_WATCH_S, exit=False)
+
+
 @pytest.fixture(scope="session")
 def small_model_dir(tmp_path_factory):
     """The embedded default policy, built once per session."""
