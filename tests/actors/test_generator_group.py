@@ -57,9 +57,20 @@ def test_broadcast_ranks_give_each_worker_one_rank():
 
 
 def _start_learner(small_model_dir):
+    """A one-rank learner actor with a rendezvous of its own, as `LearnerGroup` gives each rank: not
+    the MASTER_PORT its worker may inherit (from this process, when an in-process learner test ran
+    before the cluster started, and still holds that port)."""
     from cudal1.actors.learner_group import LearnerActor
+    from cudal1.engines.deepspeed_engine import Rendezvous
+    from cudal1.engines.weight_sync import free_port
 
-    learner = LearnerActor.options(num_cpus=0.5).remote(str(small_model_dir), zero_stage=2, lr=1e-2, micro_batch=2)
+    learner = LearnerActor.options(num_cpus=0.5).remote(
+        str(small_model_dir),
+        zero_stage=2,
+        lr=1e-2,
+        micro_batch=2,
+        rendezvous=Rendezvous(0, 1, "127.0.0.1", free_port()),
+    )
     learner.ready(timeout_s=300)
     return learner
 
