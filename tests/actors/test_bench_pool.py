@@ -21,6 +21,7 @@ import psutil
 import pytest
 import ray
 
+from cudal1.actors import bench_pool
 from cudal1.actors.bench_pool import BenchmarkPool, BenchmarkPools, BenchWorker, PoolSpec, RewardSourceLost
 from cudal1.actors.cluster import alive_nodes
 from cudal1.bench.result import HARNESS_LABELS, EvalResult, Label, Status
@@ -521,10 +522,11 @@ def test_an_artifact_that_fails_its_check_is_the_harness_failure(tmp_path_factor
     assert not extensions_dir(worker.settings, arch, SEED).exists()
 
 
-def test_a_pool_whose_build_nodes_are_gone_builds_on_its_timing_actors(ray_cluster, tmp_path_factory):
+def test_a_pool_whose_build_nodes_are_gone_builds_on_its_timing_actors(ray_cluster, tmp_path_factory, monkeypatch):
     """Build actors that no alive node can hold (their nodes lost; here a resource no node has)
-    would keep their builds waiting forever: the pool gives them up within `LOST_CHECK_S` and its
-    timing actor evaluates the candidates itself."""
+    would keep their builds waiting forever: the pool gives them up within `LOST_CHECK_S` (1 s
+    here instead of 10) and its timing actor evaluates the candidates itself."""
+    monkeypatch.setattr(bench_pool, "LOST_CHECK_S", 1.0)
     fields = {"num_actors": 1, "build_actors": 1, "build_resources": {"no_such_node": 1}, "check_nodes": False}
     with pool_for_test(tmp_path_factory, "no-builders", **fields) as p:
         result = p.evaluate(Candidate(TASK, SEED))
