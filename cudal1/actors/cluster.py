@@ -132,8 +132,8 @@ def _no_implicit_init() -> None:
     """Turn off Ray's implicit `ray.init()` on the first API call in this process: after
     `shutdown_ray`, a call from a thread that outlived its run raises instead of starting a second
     local cluster that nothing shuts down (its GCS client ended a test run with exit code 1, 60 s
-    after the first cluster had stopped). Ray reads RAY_ENABLE_AUTO_CONNECT once, at import, into a private flag, which is
-    set here; a Ray version without that module keeps its default."""
+    after the first cluster had stopped). Ray reads RAY_ENABLE_AUTO_CONNECT once, at import, into
+    a private flag, which is set here; a Ray version without that module keeps its default."""
     try:
         from ray._private import auto_init_hook
 

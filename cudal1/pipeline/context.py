@@ -195,8 +195,8 @@ class RunContext:
                     handle.kill()
                 except Exception as e:  # already dead: nothing to stop
                     log.debug("stopping %s: %s", handle, e)
-        # A sampling thread left running would go on calling Ray after the driver shut it down
-        # (where Ray then starts a new local cluster in this process, or its client ends the process).
+        # A sampling thread left running would go on calling the stopped actors, and Ray after the
+        # driver shut it down.
         for job in self.dropped:
             if not job.join(DROPPED_JOIN_S):
                 log.warning("%s still running %.0f s after its run's actors stopped", job.name, DROPPED_JOIN_S)
