@@ -5,7 +5,8 @@ one GCS), each worker with one unit of the custom resource `bench_node`, so the 
 two benchmark actors (`bench.pools.cpu.num_actors=2`, one `bench_node` each) land one per worker
 node. The smoke job (`jobs/train.py --config-name smoke`, every stage) is started as the driver
 of that cluster (RAY_ADDRESS), as `ray job submit` would start it. Once a benchmark actor is in an
-evaluation (its process title reads `ray::BenchWorker.evaluate`), one fault:
+evaluation (its process title reads `ray::BenchWorker.evaluate`; with `--during rl`, only once the
+run's state says the contrastive RL stage runs), one fault:
 
 - `actor`: SIGKILL to that actor's process (Ray restarts it on its node; the pool reruns the
   call, `PoolSpec.max_task_retries`);
@@ -20,6 +21,12 @@ run directory and the job's log stay under --out.
 
     python benchmarks/cluster_faults.py --scenario actor --out /tmp/faults
     python benchmarks/cluster_faults.py --scenario node --out /tmp/faults
+
+The smoke run's RL responses are cut at 48 tokens and never reach the pool, so its faults land in
+stage 1's seed validation. For a fault inside an RL step, run the embedded default (whose SFT
+teaches each task's programs, so RL responses are evaluated) and wait for that stage:
+
+    python benchmarks/cluster_faults.py --config config --during rl --scenario actor --out /tmp/faults
 
 Runs on one machine only (the nodes share its cores: a 2-core machine runs the smoke job several
 times slower than alone). Not a test: a run takes minutes and its timing depends on the load.
@@ -74,8 +81,19 @@ def harness_counts(run_dir: Path) -> dict[str, int]:
     return counts
 
 
-def run(scenario: str, out: Path, job_timeout_s: float, extra: list[str]) -> dict[str, Any]:
-    """One scenario (see the module docstring); returns its report."""
+def stage_of(run_dir: Path) -> str | None:
+    """The stage the run's state file says runs now (None before it is written)."""
+    try:
+        return json.loads((run_dir / "state.json").read_text()).get("stage")
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def run(
+    scenario: str, out: Path, job_timeout_s: float, extra: list[str], config: str = "smoke", during: str = "any"
+) -> dict[str, Any]:
+    """One scenario (see the module docstring) of the job `jobs/train.py --config-name config`;
+    `during` "rl" arms the fault only once the contrastive RL stage runs. Returns its report."""
     from ray.cluster_utils import Cluster
 
     out.mkdir(parents=True, exist_ok=True)
@@ -90,7 +108,7 @@ def run(scenario: str, out: Path, job_timeout_s: float, extra: list[str]) -> dic
         sys.executable,
         "jobs/train.py",
         "--config-name",
-        "smoke",
+        config,
         f"run_dir={run_dir}",
         "bench.pools.cpu.num_actors=2",
         "+bench.pools.cpu.resources.bench_node=1",
@@ -103,7 +121,7 @@ def run(scenario: str, out: Path, job_timeout_s: float, extra: list[str]) -> dic
         fault_at = None
         try:
             while job.poll() is None and time.monotonic() - t0 < job_timeout_s:
-                if fault_at is None:
+                if fault_at is None and (during == "any" or stage_of(run_dir) == "contrastive_rl"):
                     busy = busy_bench_actors(raylets)
                     if busy:
                         time.sleep(1.0)  # inside the evaluation
@@ -115,6 +133,7 @@ def run(scenario: str, out: Path, job_timeout_s: float, extra: list[str]) -> dic
                         fault_at = time.monotonic() - t0
                         report["fault_at_s"] = round(fault_at, 1)
                         report["fault"] = f"{scenario}: pid {pid}"
+                        report["fault_stage"] = stage_of(run_dir)
                 time.sleep(0.2)
             if job.poll() is None:
                 job.kill()
@@ -136,11 +155,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenario", choices=["actor", "node"], action="append", required=True)
     parser.add_argument("--out", type=Path, required=True, help="folder for the run directories, logs and reports")
     parser.add_argument("--job-timeout-s", type=float, default=1800.0)
+    parser.add_argument("--config", default="smoke", help="the job's config name (conf/<name>.yaml)")
+    parser.add_argument(
+        "--during", choices=["any", "rl"], default="any", help="rl: fault only once the contrastive RL stage runs"
+    )
     parser.add_argument("overrides", nargs="*", help="more Hydra overrides for the job")
     args = parser.parse_args(argv)
     ok = True
     for scenario in args.scenario:
-        report = run(scenario, args.out, args.job_timeout_s, args.overrides)
+        report = run(scenario, args.out, args.job_timeout_s, args.overrides, args.config, args.during)
         print(json.dumps(report), flush=True)
         with open(args.out / "reports.jsonl", "a") as f:
             f.write(json.dumps(report) + "\n")
