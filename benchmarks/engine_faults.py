@@ -68,9 +68,9 @@ METRICS = (
 )
 
 
-def actor_pid(label: str, log_text: str) -> int | None:
-    """The process id of the actor the job's log names `label` ("rollout engine 0 (actor 1a2b3c4d)"
-    in its "actors:" line), from Ray's actor table (this process must be a driver of the cluster)."""
+def actor_entry(label: str, log_text: str) -> dict[str, Any] | None:
+    """Ray's actor-table entry of the live actor the job's log names `label` ("rollout engine 0
+    (actor 1a2b3c4d)" in its "actors:" line); this process must be a driver of the cluster."""
     import ray
 
     found = re.search(re.escape(label) + r" \(actor ([0-9a-f]{8})\)", log_text)
@@ -78,8 +78,14 @@ def actor_pid(label: str, log_text: str) -> int | None:
         return None
     for actor in ray._private.state.actors().values():  # the GCS's table: no dashboard needed
         if actor["ActorID"].startswith(found.group(1)) and actor["State"] == "ALIVE":
-            return int(actor["Pid"])
+            return actor
     return None
+
+
+def actor_pid(label: str, log_text: str) -> int | None:
+    """The process id of the actor the job's log names `label` (`actor_entry`)."""
+    entry = actor_entry(label, log_text)
+    return int(entry["Pid"]) if entry is not None else None
 
 
 def title(pid: int) -> str:
@@ -124,8 +130,10 @@ def job(cmd: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen
     return subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=open(log_path, "w"), stderr=subprocess.STDOUT)
 
 
-def run(scenario: str, out: Path, job_timeout_s: float, extra: list[str]) -> dict[str, Any]:
-    """One scenario (see the module docstring); returns its report."""
+def run(scenario: str, out: Path, job_timeout_s: float, extra: list[str], workers: int = 0) -> dict[str, Any]:
+    """One scenario (see the module docstring); returns its report. `workers` > 0: the head gets 2
+    CPUs and that many worker nodes of 2 CPUs each join it (`add_node`), so Ray may place the
+    job's actors on any of them; the report names the node of the actor that was hit."""
     import ray
     from ray.cluster_utils import Cluster
 
@@ -133,7 +141,12 @@ def run(scenario: str, out: Path, job_timeout_s: float, extra: list[str]) -> dic
     run_dir, store = out / f"run_{scenario}", out / f"mlflow_{scenario}.db"
     log_path = out / f"job_{scenario}.log"
     label, busy_title = FAULTS[scenario]
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 6, "include_dashboard": False})
+    cluster = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 2 if workers else 6, "include_dashboard": False}
+    )
+    for _ in range(workers):
+        cluster.add_node(num_cpus=2)
+    cluster.wait_for_nodes()
     ray.init(address=cluster.address, log_to_driver=False)
     env = dict(os.environ, RAY_ADDRESS=cluster.address, PYTHONPATH=str(ROOT))
     cmd = [
@@ -161,6 +174,10 @@ def run(scenario: str, out: Path, job_timeout_s: float, extra: list[str]) -> dic
                 stage2_done = (run_dir / "exports" / "self_train").exists()
                 seen = seen + 1 if pid is not None and stage2_done and title(pid).startswith(busy_title) else 0
                 if seen >= polls:
+                    entry = actor_entry(label, log_path.read_text(errors="replace")) or {}
+                    node = (entry.get("Address") or {}).get("NodeID")
+                    report["nodes"] = 1 + workers
+                    report["hit_on_head"] = node == cluster.head_node.node_id if node else None
                     os.kill(pid, signal.SIGKILL)
                     report["fault_at_s"] = round(time.monotonic() - t0, 1)
                     report["fault"] = f"SIGKILL to {label} (pid {pid}) in {busy_title}"
@@ -206,11 +223,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scenario", choices=sorted(FAULTS), action="append", required=True)
     parser.add_argument("--out", type=Path, required=True, help="folder for the run directories, logs and reports")
     parser.add_argument("--job-timeout-s", type=float, default=1800.0)
+    parser.add_argument("--workers", type=int, default=0, help="worker nodes beside the head (2 CPUs each)")
     parser.add_argument("overrides", nargs="*", help="more Hydra overrides for the job")
     args = parser.parse_args(argv)
     ok = True
     for scenario in args.scenario:
-        report = run(scenario, args.out, args.job_timeout_s, args.overrides)
+        report = run(scenario, args.out, args.job_timeout_s, args.overrides, args.workers)
         print(json.dumps(report), flush=True)
         with open(args.out / "reports.jsonl", "a") as f:
             f.write(json.dumps(report) + "\n")
