@@ -82,12 +82,6 @@ def actor_entry(label: str, log_text: str) -> dict[str, Any] | None:
     return None
 
 
-def actor_pid(label: str, log_text: str) -> int | None:
-    """The process id of the actor the job's log names `label` (`actor_entry`)."""
-    entry = actor_entry(label, log_text)
-    return int(entry["Pid"]) if entry is not None else None
-
-
 def title(pid: int) -> str:
     try:
         return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace").strip()
@@ -166,15 +160,15 @@ def run(scenario: str, out: Path, job_timeout_s: float, extra: list[str], worker
     t0 = time.monotonic()
     try:
         proc = job(cmd, env, log_path)
-        pid, seen = None, 0
+        entry, seen = None, 0
         polls = 1 if scenario == "engine" else 2
         while proc.poll() is None and time.monotonic() - t0 < job_timeout_s:
             if "fault_at_s" not in report:
-                pid = pid or actor_pid(label, log_path.read_text(errors="replace"))
+                entry = entry or actor_entry(label, log_path.read_text(errors="replace"))
+                pid = int(entry["Pid"]) if entry is not None else None
                 stage2_done = (run_dir / "exports" / "self_train").exists()
                 seen = seen + 1 if pid is not None and stage2_done and title(pid).startswith(busy_title) else 0
                 if seen >= polls:
-                    entry = actor_entry(label, log_path.read_text(errors="replace")) or {}
                     node = (entry.get("Address") or {}).get("NodeID")
                     report["nodes"] = 1 + workers
                     report["hit_on_head"] = node == cluster.head_node.node_id if node else None
