@@ -44,7 +44,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_ready_is_printed_only_when_it_answers_and_sigterm_shuts_down_quietly(tmp_path):
+def test_ready_is_printed_only_when_it_answers_and_sigterm_shuts_down_quietly(tmp_path, small_model_dir):
     port = _free_port()
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # its own local cluster, as a user's
     env["CUDAL1_SERVE_TOKEN"] = TOKEN
@@ -54,6 +54,7 @@ def test_ready_is_printed_only_when_it_answers_and_sigterm_shuts_down_quietly(tm
             "jobs/serve.py",
             "rollout=hf",
             f"model_dir={tmp_path}",
+            f"model.path={small_model_dir}",  # the session's small model: no build in the job (5 s)
             f"serve.jobs_dir={tmp_path / 'jobs'}",
             f"serve.port={port}",
             "serve.progress_s=2",
