@@ -11,6 +11,11 @@
   cluster, tracked in an MLflow store of its own (1-3 min); tests/pipeline/test_topology.py checks
   the run, tests/test_mlflow_ui.py shows it in the MLflow UI.
 
+The whole suite runs in two pytest-xdist workers (`pytest -q tests -n 2`): one runs the tests that
+need no Ray cluster and no engine (`JUDGE_FOLDERS` and the fast tier: the judge's evaluations, the
+seed solutions, the parts' unit tests), the other every other test in collection order, and only it
+starts the session's cluster, engines and smoke run (`TwoGroups`).
+
 The fast tier, `pytest -q tests --fast` (under a minute on 2 cores): only the modules in `FAST`,
 unit tests of the parts that start no Ray cluster, no vLLM engine, no DeepSpeed engine and no
 judged evaluation; the others are not even collected (importing them all takes longer than the
@@ -20,6 +25,7 @@ tier). Its tests are also marked `fast`.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -99,6 +105,33 @@ def pytest_ignore_collect(collection_path, config):
     if config.getoption("--fast") and collection_path.suffix == ".py" and collection_path.name.startswith("test_"):
         return not _fast_module(collection_path)
     return None
+
+
+JUDGE_FOLDERS = ("bench", "tasks")
+"""Folders of tests/ whose tests start no Ray cluster and no engine (the judge's evaluations, the
+seed solutions): with `-n 2` they share one worker with the fast tier."""
+
+
+def runs_beside_the_cluster(nodeid: str) -> bool:
+    """Whether the test `nodeid` ("tests/<folder>/test_x.py::name[...]") needs no Ray cluster and
+    no engine: it is under `JUDGE_FOLDERS` or in the fast tier."""
+    module = nodeid.split("::", 1)[0]
+    relative = module[len("tests/") :] if module.startswith("tests/") else module
+    return relative.split("/", 1)[0] in JUDGE_FOLDERS or relative in FAST
+
+
+if importlib.util.find_spec("xdist") is not None:
+
+    def pytest_xdist_make_scheduler(config, log):
+        """pytest-xdist's scheduler for `-n 2`: two work units, so each worker runs one in
+        collection order (module and session fixtures start once, the cluster in one worker)."""
+        from xdist.scheduler import LoadScopeScheduling
+
+        class TwoGroups(LoadScopeScheduling):
+            def _split_scope(self, nodeid: str) -> str:
+                return "beside" if runs_beside_the_cluster(nodeid) else "cluster"
+
+        return TwoGroups(config, log)
 
 
 def pytest_collection_modifyitems(config, items):
