@@ -847,7 +847,8 @@ class _HostKeeper:
         with self._lock:
             if self.ended:
                 return
-            if self.host.is_alive():
+            alive = self.host.is_alive()
+            if alive:
                 found = _mapped_objects(self.host.pid, self.watch)
                 with self._objects_lock:
                     self.objects |= found
@@ -857,6 +858,10 @@ class _HostKeeper:
                 self.group.kill()
             _kill_tree(self.host.pid, default_uid(self.host.pid) if self.limits.sandbox and os.geteuid() == 0 else None)
             self.host.join(5.0)
+            if alive and self.host.exitcode not in (None, -signal.SIGKILL):
+                # It ended by itself before the kill landed: a process that exits closes its socket
+                # (the judge's cue) before it can be reaped, a window that a loaded machine widens.
+                self.exit_before_end = self.host.exitcode
             self.ended = True
 
     def pause(self, stop: bool) -> bool:
