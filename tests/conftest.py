@@ -122,6 +122,7 @@ def runs_beside_the_cluster(nodeid: str) -> bool:
 
 if importlib.util.find_spec("xdist") is not None:
 
+    @pytest.hookimpl(optionalhook=True)  # a run with `-p no:xdist` does not know the hook
     def pytest_xdist_make_scheduler(config, log):
         """pytest-xdist's scheduler for `-n 2`: two work units, so each worker runs one in
         collection order (module and session fixtures start once, the cluster in one worker)."""
