@@ -149,9 +149,12 @@ def pytest_unconfigure(config):
     """Print every thread's stack to stderr if the process is still alive `EXIT_WATCH_S` s after pytest
     has finished: a thread or native client (a Ray GCS client is one) that holds the interpreter past
     the end of the session is then named in the log, rather than only its effect (Ray's client ends
-    the process with exit code 1 when its cluster has been gone for 60 s)."""
+    the process with exit code 1 when its cluster has been gone for 60 s). Not in a pytest-xdist
+    worker: execnet keeps a worker that has finished alive until the whole run ends, minutes later."""
     import faulthandler
 
+    if hasattr(config, "workerinput"):
+        return
     faulthandler.dump_traceback_later(EXIT_WATCH_S, exit=False)
 
 
