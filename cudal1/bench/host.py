@@ -33,7 +33,11 @@ The protocol, judge -> host (each answered by one message unless noted):
   forward returned and say where each output tensor lives (`cudal1.bench.readers.describe`),
   answer; then check that no output shares memory with an input or an earlier output and say so.
   Nothing is copied: the judge reads the outputs from this process's memory itself, and times
-  the round trip from its go until it holds them, before it takes `audited`. Every output of a
+  the round trip from its go until it holds them, before it takes `audited`. On the CPU the
+  slot holds only set 0 at the go, and each forward is followed by `placed` {j, leaves: [outputs],
+  values} and a wait for the judge's `reveal` {j + 1, args (when the set's non-tensor arguments
+  differ from the last set's)}, sent once the judge holds its copy of output j and has written
+  set j + 1; `done` then has empty `leaves` and `values`. Every output of a
   round trip stays alive (each in memory of its own) until the next round trip, so the judge
   can look at them again.
 - `load` {source} -> `loaded` (candidate host): import the candidate (this builds its
@@ -193,7 +197,8 @@ class Host:
         if "args" in msg and msg["op"] != "setup":
             self.template = unblob(msg["args"])
         templates = unblob(msg["args_each"]) if "args_each" in msg else [self.template] * n
-        self.sets = [self._args(t, j) for j, t in enumerate(templates[:n])]
+        # On the CPU only set 0 is in the slot yet: the judge reveals each later set in turn.
+        self.sets = [self._args(t, j) for j, t in enumerate(templates[: n if self.cuda else 1])]
         self.args = self.sets[0] if self.sets else self._args(self.template, 0)
 
     def _args(self, template: list[Any], j: int) -> list[Any]:
@@ -213,8 +218,9 @@ class Host:
         one device synchronize, and locating the outputs (their structure, dtype, shape and
         device, which the judge needs to read them). On CUDA the outputs are located while the
         device still runs the forwards (it needs only their metadata), so on a device-bound
-        round trip what follows the last kernel is the synchronize's return and the answer. The
-        memory checks come after the answer, while the judge reads the outputs, outside the
+        round trip what follows the last kernel is the synchronize's return and the answer. On
+        the CPU the sets come one at a time (`_revealed_forwards`), and `done` closes the round
+        (its leaves and values went with each `placed`). The memory checks come after the answer, while the judge reads the outputs, outside the
         interval the judge times. A host that skips any of this (a candidate can, it runs in
         this process) answers no sooner than this one. Every call's outputs stay alive (each in
         its own memory) until the next round trip."""
@@ -247,7 +253,10 @@ class Host:
         try:
             t1 = _now()
             with torch.no_grad():
-                reply["inner_ms"], outs = self._timed_forwards(self.sets, place)
+                if self.cuda:
+                    reply["inner_ms"], outs = self._timed_forwards(self.sets, place)
+                else:
+                    reply["inner_ms"], outs = self._revealed_forwards(int(msg.get("n", 1)), reply, placing)
             # Where this host's side of the round trip went (ms; data for the judge's record).
             reply["parts_ms"] = {
                 "inputs": (t1 - t0) / 1e6,
@@ -265,34 +274,61 @@ class Host:
             self.chan.send("audited", hack=hack, parts_ms={"audit": (_now() - t3) / 1e6})
 
     def _timed_forwards(self, sets: list[list[Any]], place: Any) -> tuple[list[float], list[Any]]:
-        """([ms of each forward], [its output]) on this process's own clock, one set after the
-        other, with `place(outputs)` called once every forward is launched: on CUDA, events on
-        the current stream around each forward, `place` while the device runs them, and one
+        """CUDA: ([ms of each forward], [its output]) on this process's own clock, one set after
+        the other, with `place(outputs)` called once every forward is launched: events on the
+        current stream around each forward, `place` while the device runs them, and one
         device-wide synchronize after it (the calls still run one after another, in stream
         order; the next call is launched while the last one runs, as a host that skipped a
-        synchronize after each call would, so no host gains by skipping it). On the CPU, the CPU
-        clock around each forward, then `place`. The judge trusts these figures from the
-        reference host; from the candidate host they are claims held to the judge's clock, which
-        also holds whatever a forward left running on other streams
+        synchronize after each call would, so no host gains by skipping it). The judge trusts
+        these figures from the reference host; from the candidate host they are claims held to
+        the judge's clock, which also holds whatever a forward left running on other streams
         (`timing.candidate_rounds_ms`)."""
+        outs: list[Any] = []
+        events = self._events(len(sets))
+        for j, args in enumerate(sets):
+            events[2 * j].record()
+            outs.append(self.model(*args))
+            events[2 * j + 1].record()
+        place(outs)
+        self._sync()
+        return [events[2 * j].elapsed_time(events[2 * j + 1]) for j in range(len(sets))], outs
+
+    def _revealed_forwards(self, n: int, reply: dict[str, Any], placing: list[int]) -> tuple[list[float], list[Any]]:
+        """CPU: ([ms of each forward on this process's clock], [its output]) for the `n` input
+        sets of a round trip, revealed one at a time. Only set 0 is in the slot when the call
+        arrives; after each forward the host says where its output lives (`placed`) and waits
+        for the judge, which copies that output before it writes the next set and says so
+        (`reveal`). So no call can reach a later call's inputs (they exist nowhere yet) or hand
+        in an output it has not finished (the judge's copy is taken before the next call can
+        start). The host waits for the reveal by polling its socket, so no host, whatever it
+        runs, answers sooner than this one. A problem with an output (`_place`) ends the round:
+        the `done` that follows carries it."""
         times: list[float] = []
         outs: list[Any] = []
-        if self.cuda:
-            events = self._events(len(sets))
-            for j, args in enumerate(sets):
-                events[2 * j].record()
-                outs.append(self.model(*args))
-                events[2 * j + 1].record()
-            place(outs)
-            self._sync()
-            times = [events[2 * j].elapsed_time(events[2 * j + 1]) for j in range(len(sets))]
-            return times, outs
-        for args in sets:
+        for j in range(n):
+            if j:
+                self._await_reveal(j)
             t0 = _now()
-            outs.append(self.model(*args))
+            out = self.model(*self.sets[j])
             times.append((_now() - t0) / 1e6)
-        place(outs)
+            outs.append(out)
+            t1 = _now()
+            leaves, values = self._place(out, reply)
+            placing[1] += _now() - t1
+            if reply["mismatch"] is not None or reply["hack"] is not None:
+                break
+            self.chan.send("placed", j=j, leaves=leaves, values=values)
         return times, outs
+
+    def _await_reveal(self, j: int) -> None:
+        """Wait, polling, for the judge's `reveal` of input set `j` (and its non-tensor arguments
+        when they differ from the last set's), and add its forward arguments to `self.sets`."""
+        msg = self.chan.recv(spin=True)
+        if msg.get("op") != "reveal" or msg.get("j") != j:
+            raise RuntimeError(f"the judge sent {str(msg.get('op'))[:40]!r} for set {j} of a round trip")
+        if "args" in msg:
+            self.template = unblob(msg["args"])
+        self.sets.append(self._args(self.template, j))
 
     def _events(self, n: int) -> list[Any]:
         """2n timing events, made once and reused."""

@@ -256,14 +256,15 @@ class Judge:
 
     # -- talking to the host -------------------------------------------------------------------
 
-    def _recv(self, op: str, **types: Any) -> dict[str, Any]:
-        """The candidate host's next message, checked whole (`wire.expect_host`: anything it holds
-        is then safe to compute with) and against `types`. Raises Verdict: a timeout, the host's
-        death, or a hack for anything malformed or unexpected (only candidate code makes the host
-        send that)."""
+    def _recv(self, op: str | tuple[str, ...], **types: Any) -> dict[str, Any]:
+        """The candidate host's next message, one of the op(s) `op`, checked whole
+        (`wire.expect_host`: anything it holds is then safe to compute with) and against `types`.
+        Raises Verdict: a timeout, the host's death, or a hack for anything malformed or
+        unexpected (only candidate code makes the host send that)."""
         try:
             msg = self.chan.recv(self.deadline + GRACE_S)
-            return expect(expect_host(msg, op), op, **types)
+            got = _one_of(msg, op)
+            return expect(expect_host(msg, got), got, **types)
         except Timeout as exc:
             raise Verdict(
                 Status.TIMEOUT, f"no answer from the candidate within {self.settings.wall_timeout_s:.0f} s"
@@ -502,11 +503,13 @@ class Judge:
         self._ref_recv("ready")
         self._recv("ready")
 
-    def _ref_recv(self, op: str, **types: Any) -> dict[str, Any]:
+    def _ref_recv(self, op: str | tuple[str, ...], **types: Any) -> dict[str, Any]:
         """The reference host's next message: it runs no candidate code, so anything wrong with
         it is the harness's failure (RuntimeError), never the candidate's result."""
         try:
-            return expect(expect_host(self.ref_chan.recv(self.deadline + GRACE_S), op), op, **types)
+            msg = self.ref_chan.recv(self.deadline + GRACE_S)
+            got = _one_of(msg, op)
+            return expect(expect_host(msg, got), got, **types)
         except (Timeout, PeerGone, ProtocolError) as exc:
             raise RuntimeError(f"the reference host failed ({type(exc).__name__}: {exc})") from exc
 
@@ -521,10 +524,12 @@ class Judge:
         `who`'s host ("candidate" or "reference") will read them. On the CPU that is a fresh slot,
         sent with the message: the call's inputs exist nowhere the host can see until the message
         arrives (a slot it already maps would let a thread of the candidate watch the judge write
-        them and start early). On CUDA it is the host's own slot (see the README's limits).
-        Returns (message fields, descriptors to send)."""
+        them and start early), with room for every set but only set 0 written: the later sets are
+        written and revealed one at a time (`_revealed`). On CUDA it is the host's own slot,
+        every set written (see the README's limits). Returns (message fields, descriptors to
+        send)."""
         fields: dict[str, Any] = {"n": len(xs)}
-        templates = [self._template(x) for x in xs]
+        templates = [self._template(x) for x in (xs if self.cuda else xs[:1])]
         if any(t != templates[0] for t in templates):  # non-tensor arguments that differ between sets
             fields["args_each"] = blob(templates)
         elif templates[0] != template:  # ... or that changed since the host last heard of them
@@ -541,10 +546,62 @@ class Judge:
             # and the memory is freed here, outside any timed interval.
             self._staged[who] = [*self._staged.get(who, [])[-1:], slot]
             self.views[who] = views
-        for x, set_views in zip(xs, views):
-            for view, i in zip(set_views, self.in_tensors):
-                view.copy_(x[i])
+        for x, set_views in zip(xs if self.cuda else xs[:1], views):
+            self._write_set(x, set_views)
         return fields, fds
+
+    def _write_set(self, x: list[Any], views: list[torch.Tensor]) -> None:
+        for view, i in zip(views, self.in_tensors):
+            view.copy_(x[i])
+
+    def _revealed(
+        self,
+        who: str,
+        xs: list[list[Any]],
+        template: list[Any],
+        recv: Callable[[tuple[str, ...]], dict[str, Any]],
+        send: Callable[..., None],
+        read: Callable[[list[Any], int], list[torch.Tensor]],
+        fail: Callable[[str], None],
+    ) -> tuple[dict[str, Any], list[list[Any]], list[list[Any]], list[list[torch.Tensor]], int, list[Any]]:
+        """CPU: the rest of a round trip whose input sets are revealed one at a time, after the
+        go (`cudal1.bench.host.Host._revealed_forwards`). For each call j: the host's `placed`,
+        the judge's copy of that call's outputs (`read(leaves, j)`), then set j + 1 written into
+        the slot and revealed. So a call cannot reach a later call's inputs, which exist nowhere
+        until its own outputs are copied, nor hand in an output it finishes later.
+
+        `recv(ops)` takes the host's next message (one of `ops`, checked whole), `send(op,
+        **fields)` sends one, `fail(why)` raises for a broken protocol; each raises what its
+        host's failures raise (a Verdict for the candidate, RuntimeError for the reference).
+        `template` is the non-tensor argument template the host holds after the go.
+
+        Returns (the host's `done`, which may come early and then carries the problem that
+        ended the round; the leaves and values of each call placed; the judge's copy of each;
+        ns the judge spent writing sets 1 to n - 1, which is its own work, not the round trip's;
+        the template the host holds now)."""
+        n = len(xs)
+        leaves: list[list[Any]] = []
+        values: list[list[Any]] = []
+        copies: list[list[torch.Tensor]] = []
+        writing = 0
+        for j in range(n):
+            msg = recv(("placed", "done"))
+            if msg["op"] == "done":
+                return msg, leaves, values, copies, writing, template
+            if msg["j"] != j:
+                fail(f"placed call {msg['j']} where call {j} was due")
+            copies.append(read(msg["leaves"], j))
+            leaves.append(msg["leaves"])
+            values.append(msg["values"])
+            if j + 1 < n:
+                t0 = self.clock.now_ns()
+                fields: dict[str, Any] = {"j": j + 1}
+                if (t := self._template(xs[j + 1])) != template:
+                    fields["args"], template = blob(t), t
+                self._write_set(xs[j + 1], self.views[who][j + 1])
+                writing += self.clock.now_ns() - t0
+                send("reveal", **fields)
+        return recv(("done",)), leaves, values, copies, writing, template
 
     def _go(
         self, who: str, xs: list[list[Any]], template: list[Any], timed: bool
@@ -611,9 +668,28 @@ class Judge:
         except PeerGone as exc:
             raise RuntimeError("the reference host died") from exc
         self._sent("reference")
-        msg = self._ref_recv("done", k=int, inner_ms=list, leaves=list, values=list)
-        answered = self.clock.now_ns()
         n = len(xs)
+        writing = 0
+
+        def read(leaves: list[Any], j: int) -> list[torch.Tensor]:
+            if not _calls_described([leaves], 1, len(self.out_specs)):
+                raise RuntimeError("the reference host described its calls wrongly")
+            try:
+                return self.ref_reader.read(leaves, self.out_specs, append=j > 0)
+            except ReadError as exc:
+                raise RuntimeError(f"the judge could not read the reference's outputs: {exc}") from exc
+
+        def fail(why: str) -> None:
+            raise RuntimeError(f"the reference host broke the protocol: {why}")
+
+        if self.cuda:
+            msg = self._ref_recv("done", k=int, inner_ms=list, leaves=list, values=list)
+        else:
+            msg, leaves, values, tensors, writing, self.ref_template = self._revealed(
+                "reference", xs, self.ref_template, self._ref_recv, self._ref_send, read, fail
+            )
+            msg["leaves"], msg["values"] = leaves, values
+        answered = self.clock.now_ns()
         if (
             msg["k"] != self.k
             or msg.get("error") is not None
@@ -624,12 +700,13 @@ class Judge:
         inner = timing.claimed_total_ms(msg["inner_ms"], n)
         if inner is None or len(msg["values"]) != n or not _calls_described(msg["leaves"], n, len(self.out_specs)):
             raise RuntimeError("the reference host described its calls wrongly")
-        try:
-            tensors = _regroup(self.ref_reader.read(_flat(msg["leaves"]), self.out_specs * n), n)
-        except ReadError as exc:
-            raise RuntimeError(f"the judge could not read the reference's outputs: {exc}") from exc
+        if self.cuda:
+            try:
+                tensors = _regroup(self.ref_reader.read(_flat(msg["leaves"]), self.out_specs * n), n)
+            except ReadError as exc:
+                raise RuntimeError(f"the judge could not read the reference's outputs: {exc}") from exc
         self._sync()
-        wall_ms = (self.clock.now_ns() - t0) / 1e6
+        wall_ms = (self.clock.now_ns() - t0 - writing) / 1e6
         audit = self._ref_recv("audited")
         if audit["hack"] is not None:
             raise RuntimeError(f"the reference host reported its own outputs: {str(audit)[:300]}")
@@ -685,18 +762,29 @@ class Judge:
                 Status.RUNTIME_ERROR, "the candidate process died", labels=["worker_crashed", _HOST_FAULT]
             ) from exc
         self._sent("candidate")
-        msg = self._recv("done", k=int, leaves=list, values=list)
+        n = len(xs)
+        writing = 0
+        self.last_snapshot = None  # the last round trip's copies are freed before this one's are made
+        if self.cuda:
+            msg = self._recv("done", k=int, leaves=list, values=list)
+        else:
+            msg, leaves, values, snapshot, writing, self.args_template = self._revealed(
+                "candidate", xs, self.args_template, self._recv, self._send, self._read_call, self._tampered
+            )
+            self._host_verdicts(msg)  # a round the host ended early: its problem
+            if len(leaves) != n or msg["leaves"] or msg["values"]:
+                self._tampered("done came before every call was placed, or restated the outputs")
+            msg["leaves"], msg["values"] = leaves, values
         answered = self.clock.now_ns()
         if msg["k"] != self.k:
             raise Verdict(Status.HACK, "the candidate process answered another call", HackKind.HARNESS_TAMPERING)
         self._host_verdicts(msg)
-        n = len(xs)
         if len(msg["values"]) != n or not all(isinstance(v, list) for v in msg["values"]):
             raise Verdict(Status.HACK, "the candidate process described its calls wrongly", HackKind.HARNESS_TAMPERING)
-        self.last_snapshot = None  # the last round trip's copies are freed before this one's are made
-        snapshot = self._read(msg["leaves"], n)
+        if self.cuda:
+            snapshot = self._read(msg["leaves"], n)
         self._sync()
-        wall_ms = (self.clock.now_ns() - t0) / 1e6
+        wall_ms = (self.clock.now_ns() - t0 - writing) / 1e6
         # The host's memory checks, made after it answered: outside the interval just timed.
         audit = self._recv("audited")
         self._host_verdicts(audit)
@@ -704,10 +792,25 @@ class Judge:
         self.last_leaves, self.last_snapshot = msg["leaves"], snapshot
         return wall_ms, msg, snapshot
 
+    def _ref_send(self, op: str, **fields: Any) -> None:
+        try:
+            self.ref_chan.send(op, **fields)
+        except PeerGone as exc:
+            raise RuntimeError("the reference host died") from exc
+
+    def _tampered(self, why: str) -> None:
+        raise Verdict(Status.HACK, f"the candidate process broke the protocol: {why}", HackKind.HARNESS_TAMPERING)
+
+    def _read_call(self, leaves: Any, j: int) -> list[torch.Tensor]:
+        """The judge's copy of call `j`'s outputs in a revealed round trip (CPU), after the
+        copies of the calls before it (`_read`)."""
+        return self._read([leaves], 1, append=j > 0)[0]
+
     @_spends("reading")
-    def _read(self, leaves: Any, n: int, again: bool = False) -> list[list[torch.Tensor]]:
+    def _read(self, leaves: Any, n: int, again: bool = False, append: bool = False) -> list[list[torch.Tensor]]:
         """The judge's copy of the outputs of `n` calls as the candidate host described them
-        (`leaves`: one list of descriptions per call; `cudal1.bench.readers`)."""
+        (`leaves`: one list of descriptions per call; `cudal1.bench.readers`); with `append`
+        (CPU), placed after the last read's."""
         if not _calls_described(leaves, n, len(self.out_specs)):
             raise Verdict(
                 Status.HACK, "the candidate process described its outputs wrongly", HackKind.HARNESS_TAMPERING
@@ -732,7 +835,8 @@ class Judge:
                     HackKind.NOT_MATERIALIZED,
                 )
         try:
-            return _regroup(self.reader.read(_flat(leaves), self.out_specs * n, again=again), n)
+            more = {"append": True} if append else {}
+            return _regroup(self.reader.read(_flat(leaves), self.out_specs * n, again=again, **more), n)
         except ReadError as exc:
             if exc.why == "harness":
                 raise RuntimeError(f"the judge could not read the outputs: {exc}") from exc
@@ -1519,6 +1623,13 @@ def _value_kinds(tree: dict[str, Any], paths: list[str]) -> list[tuple[str, str]
 
     walk(tree)
     return [(path, kinds[j]) for j, path in enumerate(paths)]
+
+
+def _one_of(msg: dict[str, Any], op: str | tuple[str, ...]) -> str:
+    """The op `msg` is checked as: its own when it is one of `op`, else the first expected (and
+    the check then names the mismatch)."""
+    ops = (op,) if isinstance(op, str) else op
+    return msg.get("op") if msg.get("op") in ops else ops[0]  # type: ignore[return-value]
 
 
 def _sent_template(fields: dict[str, Any], current: list[Any]) -> list[Any]:

@@ -157,12 +157,18 @@ class ParentReader:
         self.base = torch.frombuffer(self.mm, dtype=torch.uint8, count=2 * self.capacity)
         link.share_read_buffer(fd, host)
         os.close(fd)
+        self._ends = [0, 0]
 
-    def read(self, descs: list[dict[str, Any]], specs: list[TensorSpec], again: bool = False) -> list[torch.Tensor]:
+    def read(
+        self, descs: list[dict[str, Any]], specs: list[TensorSpec], again: bool = False, append: bool = False
+    ) -> list[torch.Tensor]:
         """The described tensors, read by the parent into the buffer's first half (the second with
-        `again`), as views of it: the judge's copy, which only the parent writes. Raises ReadError."""
-        origin = self.capacity if again else 0
-        ranges, placed, at = [], [], 0
+        `again`), as views of it: the judge's copy, which only the parent writes. With `append`
+        they go after what the last read put in that half (one call of a round trip at a time),
+        else at its start. Raises ReadError."""
+        half = 1 if again else 0
+        origin = self.capacity * half
+        ranges, placed, at = [], [], self._ends[half] if append else 0
         for desc, spec in zip(descs, specs):
             strides = _strides(desc, spec)
             span = view_span(spec.shape, strides, spec.torch_dtype.itemsize)
@@ -183,6 +189,7 @@ class ParentReader:
             at += span
         if ranges:
             self.link.read_host(ranges, self.host)
+        self._ends[half] = at
         return [_typed(self.base[a : a + n], spec, st, copy=False) for (a, n, st), spec in zip(placed, specs)]
 
 

@@ -46,22 +46,17 @@ def test_the_control_computes_every_call_on_its_own(cache_dir) -> None:
     assert r.status is Status.OK and "BATCHED" not in r.log, evalkit.describe(r)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (issue 21): a round trip's K input sets are all in the candidate's process from its first "
-    "call; a call's arguments reach only its own (Slot.view), but the host's frames (the loop's local list "
-    "of every set's arguments, found by walking sys._getframe), the garbage collector (gc.get_referrers of "
-    "the model gives the host and its `sets`) and a raw pointer (ctypes at data_ptr() + j*set_bytes, to the "
-    "end of the slot's mapping in /proc/self/maps) each let the first call compute the round stacked and "
-    "hand the outputs out one per call: correct, and paid by what the round took. Measured on sin_chain "
-    "(16x256, K 4-16, a loaded 2-core machine): frames median 3.4x (2.6-3.6, one outlier 0.2), gc 2.8x "
-    "(2.3-3.6, one 0.2), pointer 2.0x (1.2-3.1) against 0.9x (0.6-1.0, one outlier 27.6) for the same code "
-    "call by call. "
-    "The frames variant names its attributes by concatenated literals and so carries no "
-    "interpreter_introspection label (a regular expression over the source, priced at 1.0 anyway)",
-)
 @pytest.mark.parametrize("name", ["batches_via_frames", "batches_via_referrers", "batches_via_pointer"])
 def test_a_call_cannot_batch_the_round_by_introspection_or_pointer(name, cache_dir) -> None:
+    """The first call of a round trip looks for the round's other input sets, to compute them
+    stacked and hand the outputs out one per call: through the host's frames (the loop's list of
+    the sets' arguments, found by walking sys._getframe), the garbage collector (gc.get_referrers
+    of the model gives the host and its `sets`) or a raw pointer (ctypes at data_ptr() +
+    j*set_bytes, to the end of the slot's mapping in /proc/self/maps). On the CPU the judge writes
+    set j + 1 only once it holds call j's output (`Judge._revealed`): the frames and the collector
+    find one set, and the pointer finds zeros where the later sets will be, so the stacked outputs
+    are wrong. Before, with every set in the slot from the first call, each was paid: medians
+    2.0-3.4x against 0.9x for the same code call by call (sin_chain 16x256, K 4-16)."""
     r = run(SIN_CHAIN, evalkit.candidate(name), cache_dir)
     assert r.status is not Status.OK or "BATCHED" not in r.log, evalkit.describe(r)
 
@@ -74,19 +69,13 @@ def test_the_control_finishes_every_output_before_it_returns(cache_dir) -> None:
     assert r.status is Status.OK and "PIPELINED" not in r.log, evalkit.describe(r)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (issue 21): on the CPU the calls of a round trip can overlap through threads, the CPU's "
-    "form of skipping the synchronize: every call but the round's last returns its output unfinished and "
-    "leaves it to a pool of two threads; the last computes its own and waits for the pool, so each output "
-    "is complete when the judge reads it (no introspection: a call finds its place in the round from its "
-    "input's address and /proc/self/maps). Nothing sees a forward return an unfinished output inside a "
-    "round trip (background_threads is looked for only after the import). Paid 1.1-9.6x (medians of two "
-    "alternating series 5.6x and 6.3x) against 0.2-1.0x for the same chain on the host's thread, on a loaded "
-    "2-core machine; but the same chain run synchronously in one worker thread was paid as much (8.3-10.9x, "
-    "next test): here the pay is the worker thread's, what the overlap adds was not resolved",
-)
 def test_calls_of_a_round_cannot_overlap_through_threads(cache_dir) -> None:
+    """Every call but the round trip's last returns its output unfinished and leaves it to a pool
+    of two threads; the last computes its own and waits for the pool (a call finds its place in
+    the round from its input's address and /proc/self/maps). The judge copies each call's output
+    before it reveals the next set, so an unfinished output is what it holds: the timed round's
+    check (`unfinished_work` or a wrong output) ends it. Before the reveal, every output was
+    complete by the round's end and the overlap was paid 1.1-9.6x."""
     r = run(SIN_CHAIN_WIDE, evalkit.candidate("pipelines_the_round"), cache_dir)
     assert r.status is not Status.OK or "PIPELINED" not in r.log, evalkit.describe(r)
 
@@ -241,14 +230,15 @@ def test_the_moved_and_nominal_outputs_pair_their_tensors_whatever_the_sequence_
 
 @pytest.mark.parametrize(
     "cheat,kind",
-    [("relu_in_place", HackKind.INPUT_MUTATED), ("one_buffer", HackKind.RESULT_CACHE)],
+    [("relu_in_place", HackKind.INPUT_MUTATED), ("one_buffer", HackKind.OUTPUT_CHANGED_LATER)],
 )
 def test_with_the_hosts_reports_silenced_the_judges_own_checks_catch_it(cheat, kind, cache_dir) -> None:
     """The host runs in the candidate's process, so its reports can be switched off (found through
     gc.get_referrers, told that no candidate is loaded). The judge does not rely on them: it
     compares every input with what it wrote (a relu in place on the input: input_mutated in trial
-    1), and reads every output of a round trip after its last call (one buffer for every call:
-    wrong in the warm-up round, result_cache)."""
+    1), copies each call's output as it is placed and reads a sample of them again before the
+    next round trip (one buffer for every call: each copy is right, the buffer then holds the
+    round's last output, output_changed_later)."""
     r = evalkit.run("relu", evalkit.candidate("silences_the_host", cheat=cheat), cache_dir, calls_per_round=4)
     assert "SILENCED" in r.log, evalkit.describe(r)
     assert r.status is Status.HACK and r.hack_kind is kind, evalkit.describe(r)

@@ -105,6 +105,7 @@ def garbler(op: str, nth: int, kind: str, name: str = "", value: str = "") -> st
 
 FIELDS = {
     "loaded": ["ok", "status", "hack", "message", "build_seconds", "labels", "patches", "canary", "built"],
+    "placed": ["j", "leaves", "values"],
     "done": ["k", "inner_ms", "leaves", "values", "mismatch", "hack", "error", "parts_ms"],
     "audited": ["hack", "parts_ms"],
     "checked": ["patches", "canary", "labels", "built"],
@@ -113,24 +114,32 @@ FIELDS = {
 """The fields the candidate host sends with each answer it gives once the candidate is imported."""
 STEPS = [
     ("loaded", 1),
+    ("placed", 1),
     ("done", 1),
     ("audited", 1),
+    ("placed", 5),
     ("done", 4),
     ("audited", 4),
     ("checked", 1),
     ("checked", 2),
     ("profiled", 1),
 ]
-"""(op, nth): the answer to the import, to the first correctness trial and the audit after it, to
-a timed round trip (the fourth round trip: two trials and a warm-up call come first) and its
-audit, to the check after the trials and to the one at the end, and to the profile."""
+"""(op, nth): the answer to the import, the first correctness trial's output placed and the answer
+and audit after it, the second call placed in a timed round trip (the fourth round trip: two
+trials and a warm-up call come first) and that round trip's answer and audit, to the check after the trials and to the one at the end, and to the profile."""
 
 HUGE_INT = "1" + "0" * 400
 
 
 def three(desc: str) -> str:
-    """`leaves` of one call: the description `desc` (raw JSON) for each of the task's three output tensors."""
+    """`done`'s `leaves` for one call: the description `desc` (raw JSON) for each of the task's
+    three output tensors."""
     return f"[[{desc}, {desc}, {desc}]]"
+
+
+def placed(desc: str) -> str:
+    """`placed`'s `leaves`: the description `desc` (raw JSON) for each of the three output tensors."""
+    return f"[{desc}, {desc}, {desc}]"
 
 
 DEEP = "[" * 100_000 + "]" * 100_000
@@ -167,6 +176,8 @@ ATOMS = BAD + [
     three('{"addr": -8, "strides": [64, 1]}'),
     three(f'{{"addr": 4096, "strides": [{HUGE_INT}, 1]}}'),
     three('{"addr": 4096, "strides": "x"}'),
+    placed('{"addr": 4096, "strides": [64, 1]}'),
+    placed(f'{{"addr": {2**64 - 64}, "strides": [64, 1]}}'),
     three(f'{{"addr": {2**64 - 64}, "strides": [64, 1]}}'),
     f"[[{HUGE_INT}]]",
     '[[{"x": 1}]]',
@@ -230,6 +241,10 @@ def suite_cases() -> list[tuple[str, str]]:
         ("loaded", 1, "build_seconds", HUGE_INT),
         ("loaded", 1, "built", '{"a": [1]}'),
         ("loaded", 1, "status", '"ok"'),
+        ("placed", 1, "values", f'[{HUGE_INT}, 64, "relu", null, true]'),
+        ("placed", 1, "leaves", placed(f'{{"addr": {2**70}, "strides": [64, 1]}}')),
+        ("placed", 5, "j", HUGE_INT),
+        ("placed", 5, "leaves", placed('{"addr": -8, "strides": [64, 1]}')),
         ("done", 1, "values", f'[[{HUGE_INT}, 64, "relu", null, true]]'),
         ("done", 1, "leaves", three(f'{{"addr": {2**70}, "strides": [64, 1]}}')),
         ("done", 4, "inner_ms", f"[{HUGE_INT}, 1]"),

