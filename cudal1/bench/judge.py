@@ -47,17 +47,18 @@ So, by construction:
   (the candidate host, from the calibration on) is also stopped while the reference host's round
   trips run (`_pause_candidate`).
 
-What batching leaves open: inside one round trip the judge sees only the whole round, not each
-call. The K input sets lie one after another in one slot, mapped whole in the host, but each
-input tensor's storage spans its own bytes only (`Slot.view`), so a call's arguments give no way
-to the other sets through PyTorch's tensor API. The host launches the K calls on one stream and
-synchronizes the device once after them, so an honest host's calls run one after another; a
-candidate that reads past its input through a raw pointer (ctypes, a kernel of its own), or finds
-the host's views of every set by introspection (it runs in that process), can still compute
-several calls' outputs in its first call and hand them out one per call; and one can run its
-calls on several streams and overlap them. Either is timed by what the round really took, which
-for small problems is less than K separate calls: not closed yet. Only overlap on side
-streams is labelled (`side_streams`, `collect_labels`).
+What batching leaves open: on CUDA, inside one round trip the judge sees only the whole round,
+not each call. The K input sets lie one after another in the host's slot, mapped whole in the
+host, but each input tensor's storage spans its own bytes only (`Slot.view`), so a call's
+arguments give no way to the other sets through PyTorch's tensor API. The host launches the K
+calls on one stream and synchronizes the device once after them, so an honest host's calls run
+one after another; a candidate that reads past its input through a raw pointer (a kernel of its
+own), or finds the host's views of every set by introspection (it runs in that process), can
+still compute several calls' outputs in its first call and hand them out one per call; and one
+can run its calls on several streams and overlap them. Either is timed by what the round really
+took, which for small problems is less than K separate calls: not closed on CUDA yet. Only
+overlap on side streams is labelled (`side_streams`, `collect_labels`). On the CPU both are
+closed: the judge writes set j + 1 only once it holds its copy of call j's output (`_revealed`).
 
 Order of work: load the task and the reference; the degenerate-task check; hand each host its
 input slot; warm up the reference host, calibrate the round trip and choose K (which also times

@@ -16,13 +16,13 @@ def _lie():
     while f is not None and "handlers" not in f.f_locals:
         f = f.f_back
     host = f.f_locals["self"]
-    honest = host._timed_forwards
+    timed, revealed = host._timed_forwards, host._revealed_forwards  # CUDA's round trip, the CPU's
 
-    def claimed(sets, place):
-        _, outs = honest(sets, place)
+    def claimed(*args):
+        _, outs = (timed if host.cuda else revealed)(*args)
         return [0.001] * len(outs), outs
 
-    host._timed_forwards = claimed
+    host._timed_forwards = host._revealed_forwards = claimed
     print("CLAIMS NO TIME", flush=True)
 
 
