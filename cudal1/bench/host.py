@@ -220,10 +220,11 @@ class Host:
         device still runs the forwards (it needs only their metadata), so on a device-bound
         round trip what follows the last kernel is the synchronize's return and the answer. On
         the CPU the sets come one at a time (`_revealed_forwards`), and `done` closes the round
-        (its leaves and values went with each `placed`). The memory checks come after the answer, while the judge reads the outputs, outside the
-        interval the judge times. A host that skips any of this (a candidate can, it runs in
-        this process) answers no sooner than this one. Every call's outputs stay alive (each in
-        its own memory) until the next round trip."""
+        (its leaves and values went with each `placed`). The memory checks come after the
+        answer, while the judge reads the outputs, outside the interval the judge times. A host
+        that skips any of this (a candidate can, it runs in this process) answers no sooner
+        than this one. Every call's outputs stay alive (each in its own memory) until the next
+        round trip."""
         t0 = _now()
         self._keep_alive = []  # the last call's copies: the judge is done with them by now
         self._map_inputs(msg)
