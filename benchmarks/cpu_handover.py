@@ -28,24 +28,7 @@ TASKS = {
     # label: (task, honest candidate in tests/bench/candidates)
     "sin_chain 16x256": (evalkit.SIN_CHAIN, "honest_sin_chain"),
     "sin_chain 16x1024": (evalkit.sin_chain(909, "sin_chain_wide", "16, 1024"), "honest_sin_chain"),
-    "matmul_512": (
-        evalkit.inline_task(
-            905,
-            "matmul_512",
-            """
-class Model(nn.Module):
-    def forward(self, a, b):
-        return torch.matmul(a, b).relu()
-
-def get_inputs():
-    return [torch.randn(512, 512), torch.randn(512, 512)]
-
-def get_init_inputs():
-    return []
-""",
-        ),
-        "honest_matmul_relu",
-    ),
+    "matmul_512": (evalkit.MATMUL_512, "honest_matmul_relu"),
 }
 
 

@@ -196,6 +196,24 @@ def get_init_inputs():
     )
 
 
+MATMUL_512 = inline_task(
+    905,
+    "matmul_512",
+    """
+class Model(nn.Module):
+    def forward(self, a, b):
+        return torch.matmul(a, b).relu()
+
+def get_inputs():
+    return [torch.randn(512, 512), torch.randn(512, 512)]
+
+def get_init_inputs():
+    return []
+""",
+)
+"""matmul then relu on 512x512 (a few ms a call on the CPU): long enough that what a round trip
+costs besides the forwards is small against the work."""
+
 SIN_CHAIN = sin_chain(904, "sin_chain", "16, 256")
 """The red-team tests' task 904: computing several calls' inputs stacked costs about what one
 call does."""

@@ -77,23 +77,7 @@ def get_init_inputs():
 )
 
 # Long enough (a few ms) for a loaded machine to show in the reference's time.
-MATMUL_512 = Task(
-    level=1,
-    problem_id=805,
-    name="matmul_512",
-    source=_HEADER
-    + """
-class Model(nn.Module):
-    def forward(self, a, b):
-        return torch.matmul(a, b).relu()
-
-def get_inputs():
-    return [torch.randn(512, 512), torch.randn(512, 512)]
-
-def get_init_inputs():
-    return []
-""",
-)
+MATMUL_512 = evalkit.MATMUL_512
 
 # A max over a dimension minus the same max: zero whatever the inputs (the constant-output
 # shortcut of CUDA-L1's released kernels).

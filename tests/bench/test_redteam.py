@@ -47,21 +47,7 @@ def run(task: Task, name: str, cache_dir, spin: bool | None = None, **overrides)
 
 # -- (c) a host that spins, and claims what the calibration allows ----------------------------
 
-MATMUL_512 = evalkit.inline_task(
-    905,
-    "matmul_512",
-    """
-class Model(nn.Module):
-    def forward(self, a, b):
-        return torch.matmul(a, b).relu()
-
-def get_inputs():
-    return [torch.randn(512, 512), torch.randn(512, 512)]
-
-def get_init_inputs():
-    return []
-""",
-)
+MATMUL_512 = evalkit.MATMUL_512
 
 
 @pytest.mark.parametrize(
