@@ -17,9 +17,11 @@ from the first call. This probe measures, between two processes on one GPU (a "j
 
 Each scheme: the time from the go until the judge holds every output (judge's wall clock, ms),
 over K, against the kernel's own time (CUDA events in the host, back to back). Prints one line per
-(kernel, scheme) and exits 0 when every scheme's outputs are right.
+(kernel, scheme) and exits 0 when every scheme's outputs are right. `--one-process` runs the
+control instead: the stream-ordered hand-over between two streams of one process (one CUDA
+context), against the calls back to back. Figures: docs/benchmarks.md, twenty-first session.
 
-    python3 scripts/gpu_reveal_probe.py [--calls 32] [--reps 15]
+    python3 scripts/gpu_reveal_probe.py [--calls 32] [--reps 15] [--one-process]
 """
 
 from __future__ import annotations
@@ -182,14 +184,63 @@ def probe(name: str, numel: int, k: int, reps: int) -> bool:
     return ok
 
 
+def one_process(name: str, numel: int, k: int, reps: int) -> bool:
+    """The control: the same stream-ordered hand-over with "judge" and "host" as two streams of
+    one process (one CUDA context, so no switch between contexts), against the K calls back to
+    back on one stream."""
+    host_s, judge_s = torch.cuda.Stream(), torch.cuda.Stream()
+    slot = torch.zeros(k, numel, device="cuda")
+    outs = [torch.empty(numel, device="cuda") for _ in range(k)]
+    copies = [torch.empty(numel, device="cuda") for _ in range(k)]
+    ev_in = [torch.cuda.Event() for _ in range(k)]
+    ev_out = [torch.cuda.Event() for _ in range(k)]
+    ok = True
+    for scheme in ("batched", "stream", "batched"):
+        walls = []
+        for _ in range(reps):
+            sets = torch.randn(k, numel, device="cuda")
+            slot.zero_()
+            slot[0].copy_(sets[0])
+            if scheme == "batched":
+                slot.copy_(sets)
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            for j in range(k):
+                with torch.cuda.stream(host_s):
+                    if scheme == "stream" and j:
+                        host_s.wait_event(ev_in[j])
+                    forward(slot[j], outs[j])
+                    ev_out[j].record(host_s)
+                if scheme == "stream":
+                    with torch.cuda.stream(judge_s):
+                        judge_s.wait_event(ev_out[j])
+                        copies[j].copy_(outs[j])
+                        if j + 1 < k:
+                            slot[j + 1].copy_(sets[j + 1])
+                            ev_in[j + 1].record(judge_s)
+            if scheme == "batched":
+                with torch.cuda.stream(judge_s):
+                    judge_s.wait_event(ev_out[k - 1])
+                    for j in range(k):
+                        copies[j].copy_(outs[j])
+            torch.cuda.synchronize()
+            walls.append((time.perf_counter() - t0) * 1e3 / k)
+            ok &= all(torch.equal(copies[j], sets[j] * 2.0 + 1.0) for j in range(k))
+        kept = walls[len(walls) // 3 :]
+        print(f"{name:10s} {scheme:8s} K={k} one process: {statistics.median(kept) * 1e3:8.1f} us/call", flush=True)
+    return ok
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--calls", type=int, default=32)
     p.add_argument("--reps", type=int, default=15)
     p.add_argument("--kernels", nargs="*", default=list(KERNELS))
+    p.add_argument("--one-process", action="store_true", help="only the one-process control")
     args = p.parse_args()
     print(torch.cuda.get_device_name(0), torch.__version__, flush=True)
-    ok = all(probe(name, KERNELS[name], args.calls, args.reps) for name in args.kernels)
+    run = one_process if args.one_process else probe
+    ok = all(run(name, KERNELS[name], args.calls, args.reps) for name in args.kernels)
     print("REVEAL_PROBE", "PASS" if ok else "FAIL", flush=True)
     return 0 if ok else 1
 
