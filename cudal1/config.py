@@ -253,6 +253,11 @@ class RLConfig:
     """What the prompt of turns 2.. shows after the previous answer: report (the evaluator's
     report on it) | none (nothing but the closing instruction: the ablation that tells whether
     the policy learns from the report, docs/training.md)."""
+    max_evaluations: Optional[int] = None
+    """The most distinct programs a step sends to the evaluator over all its turns (>= 1). Turn 1
+    always runs whole; a later turn runs for as many live episodes as the budget has left, one
+    per group in turn (`cudal1.pipeline.episodes.within_evaluations`). None: no cap (up to
+    tasks_per_step × group_size × turns)."""
 
 
 @dataclasses.dataclass
@@ -653,6 +658,8 @@ def _validate_turns(cfg: DictConfig) -> None:
         raise ConfigError(
             f"{key}.stop_margin", f"must be >= 1 (× the best shown speedup) or null; got {rl.stop_margin}"
         )
+    if rl.max_evaluations is not None and rl.max_evaluations < 1:
+        raise ConfigError(f"{key}.max_evaluations", f"must be >= 1 or null; got {rl.max_evaluations}")
     room = cfg.rollout.max_model_len - cfg.rollout.max_tokens
     if rl.feedback_tokens is not None and not 0 < rl.feedback_tokens <= room:
         raise ConfigError(

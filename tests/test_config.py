@@ -87,6 +87,7 @@ def test_a_bench_group_replaces_the_pools():
         ("stage.contrastive_rl.feedback_tokens=0", "stage.contrastive_rl.feedback_tokens"),
         ("stage.contrastive_rl.feedback_tokens=100000", "stage.contrastive_rl.feedback_tokens"),
         ("stage.contrastive_rl.feedback=summary", "stage.contrastive_rl.feedback"),
+        ("stage.contrastive_rl.max_evaluations=0", "stage.contrastive_rl.max_evaluations"),
     ],
 )
 def test_bad_values_name_their_key(override, key):
@@ -99,8 +100,9 @@ def test_multi_turn_settings_default_to_single_turn_and_more_turns_are_accepted(
     rl = load_config(composed(overrides=["run_dir=/tmp/x"])).stage.contrastive_rl
     assert (rl.turns, rl.gamma, rl.turn_return, rl.turn_baseline) == (1, 0.4, "best_later", "group")
     assert rl.stop_margin is None and rl.feedback_tokens is None and rl.feedback == "report"
+    assert rl.max_evaluations is None
     ok = ["stage.contrastive_rl.gamma=0", "stage.contrastive_rl.turn_baseline=loo", "stage.contrastive_rl.gamma=1"]
-    ok.append("stage.contrastive_rl.feedback=none")
+    ok += ["stage.contrastive_rl.feedback=none", "stage.contrastive_rl.max_evaluations=24"]
     load_config(
         composed(overrides=[*ok, "stage.contrastive_rl.stop_margin=1.2", "stage.contrastive_rl.feedback_tokens=512"])
     )

@@ -70,7 +70,8 @@ class Episode:
         best_shown: the best speedup (×) its first prompt showed, None for none (`stops`).
         turns: its rollouts, turn 1 first.
         feedback: the evaluator's report its next turn's prompt shows (`continue_episodes`).
-        ended: why it ended ("turns", "stop", "empty", "budget"), None while it runs.
+        ended: why it ended ("turns", "stop", "empty", "budget", "evaluations"), None while it
+            runs.
     """
 
     task: Task
@@ -105,6 +106,21 @@ def feedback_of(r: Rollout) -> Feedback:
         section = status.removeprefix("format:missing_")
         return Feedback(status, f"the {section} section is missing or too short; nothing was evaluated")
     return Feedback.unevaluated(status)
+
+
+def within_evaluations(live: Sequence[Episode], left: int) -> list[Episode]:
+    """The episodes of `live` that take their next turn when the step may evaluate at most `left`
+    more programs (`stage.contrastive_rl.max_evaluations` less the step's distinct programs so
+    far): each next turn is at most one more evaluation, so at most `left` go on, taken one per
+    group in turn (every group's first sample, then every group's second, ...) so that no group's
+    episodes all stop while another's all go on. The others end ("evaluations"). Returns the
+    episodes that go on, in input order. Pure."""
+    order = sorted(range(len(live)), key=lambda i: (live[i].sample, live[i].group))
+    keep = set(order[: max(left, 0)])
+    for i, ep in enumerate(live):
+        if i not in keep:
+            ep.ended = "evaluations"
+    return [ep for i, ep in enumerate(live) if i in keep]
 
 
 def code_keys(turns: Sequence[Rollout]) -> list[Hashable | None]:
@@ -188,6 +204,7 @@ def sample_episodes(
     margin: float | None = None,
     feedback_tokens: int | None = None,
     feedback: str = "report",
+    max_evaluations: int | None = None,
 ) -> list[Rollout]:
     """A step's episodes (see the module docstring): `n` per prompt, up to `turns` turns each.
 
@@ -200,6 +217,9 @@ def sample_episodes(
         feedback_tokens: the token budget of turns 2..; None: max_model_len - max_tokens.
         feedback: "report" (turns 2.. show the evaluator's report) or "none" (they show the
             previous answer and the closing instruction only: `stage.contrastive_rl.feedback`).
+        max_evaluations: the most distinct programs the step evaluates over all its turns
+            (`stage.contrastive_rl.max_evaluations`); turn 1 always runs whole, a later turn only
+            for as many episodes as the budget has left (`within_evaluations`). None: no cap.
 
     Returns:
         Every turn's rollout, ordered by group, sample, turn; with turns > 1 each carries its
@@ -249,6 +269,8 @@ def sample_episodes(
 
     for turn in range(2, turns + 1):
         live = continue_episodes(list(episodes.values()), turns, margin, budget, count, report=feedback == "report")
+        if max_evaluations is not None:
+            live = within_evaluations(live, max_evaluations - len(evaluated))
         if not live:
             break
         part = {}

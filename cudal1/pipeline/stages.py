@@ -555,6 +555,7 @@ def _sample_rl_step(ctx: RunContext, step: int) -> tuple[list[Rollout], dict[str
         margin=cfg.stop_margin,
         feedback_tokens=cfg.feedback_tokens,
         feedback=cfg.feedback,
+        max_evaluations=cfg.max_evaluations,
     )
     return rollouts, timings, step
 

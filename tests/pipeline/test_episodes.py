@@ -20,6 +20,7 @@ from cudal1.pipeline.episodes import (
     price_episode_copies,
     sample_episodes,
     turn_metrics,
+    within_evaluations,
 )
 from cudal1.pipeline.rollouts import assign_advantages, sample_rollouts
 from cudal1.policy.prompts import Feedback, contrastive_prompt, refinement_turn
@@ -163,6 +164,18 @@ def test_continue_episodes_without_the_report():
     assert ep.feedback is None
     assert ep.messages == refinement_turn(prompt, response(BROKEN), Feedback.of(bad), 100_000, count, report=False)
     assert "AttributeError" not in ep.messages[-1]["content"]
+
+
+def test_the_evaluation_budget_keeps_one_episode_per_group_in_turn():
+    prompt = contrastive_prompt(TASK.source, [])
+    eps = [Episode(TASK, g, s, prompt) for s in range(3) for g in range(2)]  # g0s0 g1s0 g0s1 g1s1 g0s2 g1s2
+    live = within_evaluations(eps[::-1], 3)  # any order in: the groups' first samples go on first
+    assert [(ep.group, ep.sample) for ep in live] == [(0, 1), (1, 0), (0, 0)]  # input order kept
+    assert [ep.ended for ep in eps] == [None, None, None, "evaluations", "evaluations", "evaluations"]
+    fresh = [Episode(TASK, 0, s, prompt) for s in range(2)]
+    assert within_evaluations(fresh, 5) == fresh and all(ep.ended is None for ep in fresh)
+    assert within_evaluations(fresh, 0) == [] and {ep.ended for ep in fresh} == {"evaluations"}
+    assert within_evaluations([Episode(TASK, 0, 0, prompt)], -2) == []
 
 
 def test_feedback_of_a_turn_says_what_failed_or_that_it_copied():
@@ -324,6 +337,25 @@ def test_a_three_turn_step_refines_failures_evaluates_each_program_once_and_pric
     assert [r.advantage for r in rollouts] == [a for ep in turn_advantages(returns, "loo") for a in ep]
     assert [r.to_dict()["turn"] for r in rollouts] == [1, 2, 1, 2, 3, 1, 1, 2]
     assert turn_metrics(rollouts)["turn3/pass_rate"] == 1.0 and turn_metrics(rollouts)["episode/pass_rate"] == 1.0
+
+
+def test_a_step_evaluates_no_more_programs_than_its_budget():
+    """Turn 1 runs whole (3 programs evaluated, "no code" is not); with a budget of 4 one episode
+    may take turn 2 (the group's first live sample, s0), the others end on the budget. Its turn 2
+    repeats FAST (no new evaluation) and stops on the margin."""
+    prompts = [contrastive_prompt(TASK.source, [Exemplar(TASK.task_id, SHOWN, 1.5)])]
+    script = Script([[[response(BROKEN), response(SLOW), response(FAST), "no code"]], [response(FAST)]])
+    ctx, timings = context(script), {}
+    rollouts = sample_episodes(
+        ctx, [TASK], prompts, 4, 5, timings, shown=[[SHOWN]], turns=3, best_shown=[1.5], margin=1.3, max_evaluations=4
+    )
+    assert [(r.sample, r.turn) for r in rollouts] == [(0, 1), (0, 2), (1, 1), (2, 1), (3, 1)]
+    assert [(n, len(texts)) for n, texts in script.seen] == [(4, 1), (1, 1)]
+    assert timings["evaluations"] == 3 and len(ctx.pools.primary.submitted) == 3
+    # A budget turn 1 already spent: no later turn at all.
+    script = Script([[[response(BROKEN), response(SLOW), response(FAST), "no code"]]])
+    rollouts = sample_episodes(context(script), [TASK], prompts, 4, 5, shown=[[SHOWN]], turns=3, max_evaluations=2)
+    assert [r.turn for r in rollouts] == [1, 1, 1, 1] and len(script.seen) == 1
 
 
 def test_a_step_without_the_report_shows_the_answers_but_not_what_the_evaluator_said():
