@@ -124,9 +124,10 @@ STEPS = [
     ("checked", 2),
     ("profiled", 1),
 ]
-"""(op, nth): the answer to the import, the first correctness trial's output placed and the answer
-and audit after it, the second call placed in a timed round trip (the fourth round trip: two
-trials and a warm-up call come first) and that round trip's answer and audit, to the check after the trials and to the one at the end, and to the profile."""
+"""(op, nth): the answer to the import; the first correctness trial's output placed, and the answer
+and audit after it; the second call placed in a timed round trip (the fourth round trip: two
+trials and a warm-up call come first), and that round trip's answer and audit; the answers to
+the check after the trials and to the one at the end, and to the profile."""
 
 HUGE_INT = "1" + "0" * 400
 
