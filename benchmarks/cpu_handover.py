@@ -27,7 +27,7 @@ from cudal1.bench.evaluator import evaluate  # noqa: E402
 TASKS = {
     # label: (task, honest candidate in tests/bench/candidates)
     "sin_chain 16x256": (evalkit.SIN_CHAIN, "honest_sin_chain"),
-    "sin_chain 16x1024": (evalkit.sin_chain(909, "sin_chain_wide", "16, 1024"), "honest_sin_chain"),
+    "sin_chain 16x1024": (evalkit.SIN_CHAIN_WIDE, "honest_sin_chain"),
     "matmul_512": (evalkit.MATMUL_512, "honest_matmul_relu"),
 }
 

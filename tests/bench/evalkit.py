@@ -218,6 +218,10 @@ SIN_CHAIN = sin_chain(904, "sin_chain", "16, 256")
 """The red-team tests' task 904: computing several calls' inputs stacked costs about what one
 call does."""
 
+SIN_CHAIN_WIDE = sin_chain(909, "sin_chain_wide", "16, 1024")
+"""SIN_CHAIN on 16x1024: each operator still runs on one core (below PyTorch's grain size), and is
+long enough that two threads running two calls at once gain (1.7x for 8 calls on this machine)."""
+
 SOFTMAX = inline_task(
     901,
     "softmax_rows",

@@ -19,9 +19,7 @@ from cudal1.bench.evaluator import evaluate
 from cudal1.bench.result import HARNESS_LABELS, HackKind, Status
 from cudal1.tasks.task import Task
 
-# evalkit's SIN_CHAIN (16x256) on 16x1024: each operator still runs on one core (below PyTorch's grain size), and
-# is long enough that two threads running two calls at once gain (1.7x for 8 calls on this machine).
-SIN_CHAIN_WIDE = evalkit.sin_chain(909, "sin_chain_wide", "16, 1024")
+SIN_CHAIN_WIDE = evalkit.SIN_CHAIN_WIDE
 
 
 @pytest.fixture(scope="module")
