@@ -1,7 +1,7 @@
 """What revealing a round trip's input sets one at a time would cost on a GPU (issue 21's open part).
 
-On the CPU the judge writes input set j + 1 only once it holds its copy of call j's output
-(`cudal1.bench.judge.Judge._revealed`). On CUDA every set of a round is still in the host's slot
+On the CPU the judge hands over input set j + 1 (a slot of its own, written before the round)
+only once it holds its copy of call j's output (`cudal1.bench.judge.Judge._revealed`). On CUDA every set of a round is still in the host's slot
 from the first call. This probe measures, between two processes on one GPU (a "judge" and a
 "host", no sandbox, no cudal1 code), what three ways of running K calls of one kernel cost:
 

@@ -24,7 +24,7 @@ The protocol, judge -> host (each answered by one message unless noted):
   host builds the task's reference model, and so does the candidate host with `stand_in` (it
   runs the reference in the judge's calibration, before any candidate code exists, and drops it
   when told to load the candidate).
-- `call` {k, n, in_slot (CPU: a fresh slot of n sets, its descriptor sent along), args (when
+- `call` {k, n, in_slot (CPU: a fresh slot of set 0, its descriptor sent along), args (when
   they changed), args_each (when the sets' non-tensor arguments differ)} -> `done` {k,
   inner_ms: [n], leaves: [n][outputs], values: [n][...], mismatch, hack, error}, then, after a
   `done` with no problem, `audited` {hack}: map the call's slot and build views of each set's
@@ -33,11 +33,12 @@ The protocol, judge -> host (each answered by one message unless noted):
   forward returned and say where each output tensor lives (`cudal1.bench.readers.describe`),
   answer; then check that no output shares memory with an input or an earlier output and say so.
   Nothing is copied: the judge reads the outputs from this process's memory itself, and times
-  the round trip from its go until it holds them, before it takes `audited`. On the CPU the
-  slot holds only set 0 at the go, and each forward is followed by `placed` {j, leaves: [outputs],
-  values} and a wait for the judge's `reveal` {j + 1, args (when the set's non-tensor arguments
-  differ from the last set's)}, sent once the judge holds its copy of output j and has written
-  set j + 1; `done` then has empty `leaves` and `values`. Every output of a
+  the round trip from its go until it holds them, before it takes `audited`. On the CPU only
+  set 0 is in the host at the go, and each forward is followed by `placed` {j, leaves: [outputs],
+  values} and a wait for the judge's `reveal` {j + 1, in_slot (set j + 1's own slot, written
+  before the go, its descriptor sent along), args (when the set's non-tensor arguments differ
+  from the last set's)}, sent once the judge holds its copy of output j; `done` then has empty
+  `leaves` and `values`. Every output of a
   round trip stays alive (each in memory of its own) until the next round trip, so the judge
   can look at them again.
 - `load` {source} -> `loaded` (candidate host): import the candidate (this builds its
@@ -176,11 +177,12 @@ class Host:
 
     def _map_inputs(self, msg: dict[str, Any]) -> None:
         """Map the input slot a message carries (`in_slot`, and on the CPU its descriptor), if
-        any, and rebuild the forward arguments of each of its `n` input sets (`self.sets`; set j
-        starts `set_bytes` × j into the slot; each tensor's storage spans its own bytes only, so a
-        call's arguments do not reach the other sets: `Slot.view`). On the CPU every call brings a fresh slot, so the
-        inputs of a call exist nowhere this process can see before the call arrives; the last
-        call's slot is unmapped once nothing views it."""
+        any, and rebuild the forward arguments of its input sets (`self.sets`). CUDA: one slot
+        for the evaluation, set j starts `set_bytes` × j into it; each tensor's storage spans its
+        own bytes only, so a call's arguments do not reach the other sets (`Slot.view`). CPU:
+        each input set comes in a fresh slot of its own, set 0's with the message and each later
+        one with its `reveal` (`_await_reveal`), so the inputs of a call exist nowhere this
+        process can see before they are its to run; a slot is unmapped once nothing views it."""
         fds = list(self.chan.received_fds)
         self.chan.received_fds.clear()
         n = int(msg.get("n", 1)) if msg["op"] != "setup" else 0
@@ -190,14 +192,14 @@ class Host:
             if len(fds) != (0 if self.cuda else 1):
                 raise RuntimeError(f"the judge sent {len(fds)} slot descriptors with {msg['op']!r}")
             self.in_slot = Slot.attach(msg["in_slot"], self.device, fds[0] if fds else None)
-            sets = self.batch_cap if self.cuda else n
+            sets = self.batch_cap if self.cuda else 1
             self.in_views = [
                 [self.in_slot.view(s.moved(j * self.set_bytes)) for s in self.in_specs] for j in range(sets)
             ]
         if "args" in msg and msg["op"] != "setup":
             self.template = unblob(msg["args"])
         templates = unblob(msg["args_each"]) if "args_each" in msg else [self.template] * n
-        # On the CPU only set 0 is in the slot yet: the judge reveals each later set in turn.
+        # On the CPU only set 0 is here yet: the judge reveals each later set in turn.
         self.sets = [self._args(t, j) for j, t in enumerate(templates[: n if self.cuda else 1])]
         self.args = self.sets[0] if self.sets else self._args(self.template, 0)
 
@@ -272,6 +274,10 @@ class Host:
         if reply["error"] is None and reply["mismatch"] is None and reply["hack"] is None:
             t3 = _now()
             hack = self._memory_problem(outs, self.sets, earlier_round)
+            if not self.cuda:
+                # Unmapped now, while the judge waits for `audited` (outside its clock), not when
+                # the next call replaces them: 20 ms for five 64 MiB sets on a 2-core CPU.
+                self.in_views, self.sets = [], []
             self.chan.send("audited", hack=hack, parts_ms={"audit": (_now() - t3) / 1e6})
 
     def _timed_forwards(self, sets: list[list[Any]], place: Any) -> tuple[list[float], list[Any]]:
@@ -296,10 +302,10 @@ class Host:
 
     def _revealed_forwards(self, n: int, reply: dict[str, Any], placing: list[int]) -> tuple[list[float], list[Any]]:
         """CPU: ([ms of each forward on this process's clock], [its output]) for the `n` input
-        sets of a round trip, revealed one at a time. Only set 0 is in the slot when the call
+        sets of a round trip, revealed one at a time. Only set 0 is mapped when the call
         arrives; after each forward the host says where its output lives (`placed`) and waits
-        for the judge, which copies that output before it writes the next set and says so
-        (`reveal`). So no call can reach a later call's inputs (they exist nowhere yet) or hand
+        for the judge, which copies that output before it sends the next set's slot (`reveal`).
+        So no call can reach a later call's inputs (they are in no mapping of this process yet) or hand
         in an output it has not finished (the judge's copy is taken before the next call can
         start). The host waits for the reveal by polling its socket, so no host, whatever it
         runs, answers sooner than this one. A problem with an output (`_place`) ends the round:
@@ -322,11 +328,18 @@ class Host:
         return times, outs
 
     def _await_reveal(self, j: int) -> None:
-        """Wait, polling, for the judge's `reveal` of input set `j` (and its non-tensor arguments
-        when they differ from the last set's), and add its forward arguments to `self.sets`."""
-        msg = self.chan.recv(spin=True)
-        if msg.get("op") != "reveal" or msg.get("j") != j:
+        """Wait, polling, for the judge's `reveal` of input set `j`: its slot (`in_slot` and a
+        descriptor) and its non-tensor arguments when they differ from the last set's. Map the
+        slot and add the set's forward arguments to `self.sets`."""
+        msg = self.chan.recv(spin=True, max_fds=1)
+        fds = list(self.chan.received_fds)
+        self.chan.received_fds.clear()
+        if msg.get("op") != "reveal" or msg.get("j") != j or len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
             raise RuntimeError(f"the judge sent {str(msg.get('op'))[:40]!r} for set {j} of a round trip")
+        slot = Slot.attach(msg["in_slot"], self.device, fds[0])
+        self.in_views.append([slot.view(s) for s in self.in_specs])
         if "args" in msg:
             self.template = unblob(msg["args"])
         self.sets.append(self._args(self.template, j))

@@ -58,7 +58,8 @@ still compute several calls' outputs in its first call and hand them out one per
 can run its calls on several streams and overlap them. Either is timed by what the round really
 took, which for small problems is less than K separate calls: not closed on CUDA yet. Only
 overlap on side streams is labelled (`side_streams`, `collect_labels`). On the CPU both are
-closed: the judge writes set j + 1 only once it holds its copy of call j's output (`_revealed`).
+closed: each input set has a slot of its own, written before the go, and the judge sends set
+j + 1's only once it holds its copy of call j's output (`_revealed`).
 
 Order of work: load the task and the reference; the degenerate-task check; hand each host its
 input slot; warm up the reference host, calibrate the round trip and choose K (which also times
@@ -214,7 +215,8 @@ class Judge:
         self.recording: str | None = None
         """While set, round trips are recorded in `EvalResult.round_trips` under this prefix."""
         self.trips_ms: list[float] = []
-        self._staged: dict[str, list[Slot]] = {}
+        self._staged: dict[str, list[list[Slot]]] = {}
+        """CPU: per host, the slots of its last two round trips, one per input set."""
         self.spent: dict[str, float] = {}
         self._cpu_reference: Any = None
         """The reference built again on the CPU, for inputs it may refuse (`_outside_domain`)."""
@@ -522,13 +524,13 @@ class Judge:
     @_spends("staging")
     def _stage(self, who: str, xs: list[list[Any]], template: list[Any]) -> tuple[dict[str, Any], list[int]]:
         """Write the tensors of the input sets `xs` (one list of forward arguments per call) where
-        `who`'s host ("candidate" or "reference") will read them. On the CPU that is a fresh slot,
-        sent with the message: the call's inputs exist nowhere the host can see until the message
-        arrives (a slot it already maps would let a thread of the candidate watch the judge write
-        them and start early), with room for every set but only set 0 written: the later sets are
-        written and revealed one at a time (`_revealed`). On CUDA it is the host's own slot,
-        every set written (see the README's limits). Returns (message fields, descriptors to
-        send)."""
+        `who`'s host ("candidate" or "reference") will read them. On the CPU each set goes into a
+        fresh slot of its own, every one written now, before the go; set 0's is sent with the
+        message, each later one with its `reveal` (`_revealed`). So a call's inputs exist nowhere
+        the host can see until they are its to run: no thread of the candidate can watch the
+        judge write them and start early, nor reach a later call's. On CUDA it is the host's own
+        slot, every set written (see the README's limits). Returns (message fields, descriptors
+        to send)."""
         fields: dict[str, Any] = {"n": len(xs)}
         templates = [self._template(x) for x in (xs if self.cuda else xs[:1])]
         if any(t != templates[0] for t in templates):  # non-tensor arguments that differ between sets
@@ -539,21 +541,18 @@ class Judge:
         if self.cuda:
             views = self.views[who][: len(xs)]
         else:
-            slot = Slot(self.in_bytes * len(xs), self.device)
-            views = self._set_views(slot, len(xs))
-            meta, fds = slot.export()
+            slots = [Slot(self.in_bytes, self.device) for _ in xs]
+            views = [self._set_views(slot, 1)[0] for slot in slots]
+            meta, fds = slots[0].export()
             fields["in_slot"] = meta
-            # The judge holds a call's slot until two calls later: the host then only unmaps it,
-            # and the memory is freed here, outside any timed interval.
-            self._staged[who] = [*self._staged.get(who, [])[-1:], slot]
+            # The judge holds a call's slots until two calls later: the host then only unmaps
+            # them, and the memory is freed here, outside any timed interval.
+            self._staged[who] = [*self._staged.get(who, [])[-1:], slots]
             self.views[who] = views
-        for x, set_views in zip(xs if self.cuda else xs[:1], views):
-            self._write_set(x, set_views)
+        for x, set_views in zip(xs, views):
+            for view, i in zip(set_views, self.in_tensors):
+                view.copy_(x[i])
         return fields, fds
-
-    def _write_set(self, x: list[Any], views: list[torch.Tensor]) -> None:
-        for view, i in zip(views, self.in_tensors):
-            view.copy_(x[i])
 
     def _revealed(
         self,
@@ -564,45 +563,44 @@ class Judge:
         send: Callable[..., None],
         read: Callable[[list[Any], int], list[torch.Tensor]],
         fail: Callable[[str], None],
-    ) -> tuple[dict[str, Any], list[list[Any]], list[list[Any]], list[list[torch.Tensor]], int, list[Any]]:
+    ) -> tuple[dict[str, Any], list[list[Any]], list[list[Any]], list[list[torch.Tensor]], list[Any]]:
         """CPU: the rest of a round trip whose input sets are revealed one at a time, after the
         go (`cudal1.bench.host.Host._revealed_forwards`). For each call j: the host's `placed`,
-        the judge's copy of that call's outputs (`read(leaves, j)`), then set j + 1 written into
-        the slot and revealed. So a call cannot reach a later call's inputs, which exist nowhere
-        until its own outputs are copied, nor hand in an output it finishes later.
+        the judge's copy of that call's outputs (`read(leaves, j)`), then set j + 1's slot
+        (written before the go, `_stage`) sent with its `reveal`. So a call cannot reach a later
+        call's inputs, which are nowhere in the host until its own outputs are copied, nor hand
+        in an output it finishes later, and the judge does no work of its own inside the round.
 
         `recv(ops)` takes the host's next message (one of `ops`, checked whole), `send(op,
-        **fields)` sends one, `fail(why)` raises for a broken protocol; each raises what its
+        fds=None, **fields)` sends one, `fail(why)` raises for a broken protocol; each raises what its
         host's failures raise (a Verdict for the candidate, RuntimeError for the reference).
         `template` is the non-tensor argument template the host holds after the go.
 
         Returns (the host's `done`, which may come early and then carries the problem that
         ended the round; the leaves and values of each call placed; the judge's copy of each;
-        ns the judge spent writing sets 1 to n - 1, which is its own work, not the round trip's;
         the template the host holds now)."""
         n = len(xs)
         leaves: list[list[Any]] = []
         values: list[list[Any]] = []
         copies: list[list[torch.Tensor]] = []
-        writing = 0
+        slots = self._staged[who][-1]
         for j in range(n):
             msg = recv(("placed", "done"))
             if msg["op"] == "done":
-                return msg, leaves, values, copies, writing, template
+                return msg, leaves, values, copies, template
             if msg["j"] != j:
                 fail(f"placed call {msg['j']} where call {j} was due")
             copies.append(read(msg["leaves"], j))
             leaves.append(msg["leaves"])
             values.append(msg["values"])
             if j + 1 < n:
-                t0 = self.clock.now_ns()
-                fields: dict[str, Any] = {"j": j + 1}
+                meta, fds = slots[j + 1].export()
+                fields: dict[str, Any] = {"j": j + 1, "in_slot": meta}
                 if (t := self._template(xs[j + 1])) != template:
                     fields["args"], template = blob(t), t
-                self._write_set(xs[j + 1], self.views[who][j + 1])
-                writing += self.clock.now_ns() - t0
-                send("reveal", **fields)
-        return recv(("done",)), leaves, values, copies, writing, template
+                send("reveal", fds=fds, **fields)
+                slots[j + 1].close_fd()
+        return recv(("done",)), leaves, values, copies, template
 
     def _go(
         self, who: str, xs: list[list[Any]], template: list[Any], timed: bool
@@ -620,8 +618,8 @@ class Judge:
 
     def _sent(self, who: str) -> None:
         """After a message went: the judge's descriptor of the slot it carried is not needed."""
-        for slot in self._staged.get(who, [])[-1:]:
-            slot.close_fd()
+        for slots in self._staged.get(who, [])[-1:]:
+            slots[0].close_fd()
 
     @_spends("reference call")
     @_gc_paused
@@ -670,15 +668,11 @@ class Judge:
             raise RuntimeError("the reference host died") from exc
         self._sent("reference")
         n = len(xs)
-        writing = 0
 
         def read(leaves: list[Any], j: int) -> list[torch.Tensor]:
             if not _calls_described([leaves], 1, len(self.out_specs)):
                 raise RuntimeError("the reference host described its calls wrongly")
-            try:
-                return self.ref_reader.read(leaves, self.out_specs, append=j > 0)
-            except ReadError as exc:
-                raise RuntimeError(f"the judge could not read the reference's outputs: {exc}") from exc
+            return self._ref_read([leaves], 1, append=j > 0)[0]
 
         def fail(why: str) -> None:
             raise RuntimeError(f"the reference host broke the protocol: {why}")
@@ -686,7 +680,7 @@ class Judge:
         if self.cuda:
             msg = self._ref_recv("done", k=int, inner_ms=list, leaves=list, values=list)
         else:
-            msg, leaves, values, tensors, writing, self.ref_template = self._revealed(
+            msg, leaves, values, tensors, self.ref_template = self._revealed(
                 "reference", xs, self.ref_template, self._ref_recv, self._ref_send, read, fail
             )
             msg["leaves"], msg["values"] = leaves, values
@@ -702,17 +696,24 @@ class Judge:
         if inner is None or len(msg["values"]) != n or not _calls_described(msg["leaves"], n, len(self.out_specs)):
             raise RuntimeError("the reference host described its calls wrongly")
         if self.cuda:
-            try:
-                tensors = _regroup(self.ref_reader.read(_flat(msg["leaves"]), self.out_specs * n), n)
-            except ReadError as exc:
-                raise RuntimeError(f"the judge could not read the reference's outputs: {exc}") from exc
+            tensors = self._ref_read(msg["leaves"], n)
         self._sync()
-        wall_ms = (self.clock.now_ns() - t0 - writing) / 1e6
+        wall_ms = (self.clock.now_ns() - t0) / 1e6
         audit = self._ref_recv("audited")
         if audit["hack"] is not None:
             raise RuntimeError(f"the reference host reported its own outputs: {str(audit)[:300]}")
         self._note_trip("reference", wall_ms, (answered - t0) / 1e6, msg, audit)
         return wall_ms, [float(v) for v in msg["inner_ms"]], list(zip(tensors, msg["values"]))
+
+    def _ref_read(self, leaves: list[list[Any]], n: int, append: bool = False) -> list[list[torch.Tensor]]:
+        """The judge's copy of `n` reference calls' outputs (`leaves`: one list of descriptions
+        per call); with `append` (CPU), placed after the last read's. Raises RuntimeError when
+        they cannot be read (the reference host runs no candidate code)."""
+        try:
+            more = {"append": True} if append else {}  # the CPU's reader only
+            return _regroup(self.ref_reader.read(_flat(leaves), self.out_specs * n, **more), n)
+        except ReadError as exc:
+            raise RuntimeError(f"the judge could not read the reference's outputs: {exc}") from exc
 
     def _note_trip(
         self, who: str, wall_ms: float, answered_ms: float, msg: dict[str, Any], audit: dict[str, Any]
@@ -764,28 +765,27 @@ class Judge:
             ) from exc
         self._sent("candidate")
         n = len(xs)
-        writing = 0
         self.last_snapshot = None  # the last round trip's copies are freed before this one's are made
         if self.cuda:
             msg = self._recv("done", k=int, leaves=list, values=list)
         else:
-            msg, leaves, values, snapshot, writing, self.args_template = self._revealed(
+            msg, leaves, values, snapshot, self.args_template = self._revealed(
                 "candidate", xs, self.args_template, self._recv, self._send, self._read_call, self._tampered
             )
-            self._host_verdicts(msg)  # a round the host ended early: its problem
-            if len(leaves) != n or msg["leaves"] or msg["values"]:
-                self._tampered("done came before every call was placed, or restated the outputs")
-            msg["leaves"], msg["values"] = leaves, values
         answered = self.clock.now_ns()
         if msg["k"] != self.k:
             raise Verdict(Status.HACK, "the candidate process answered another call", HackKind.HARNESS_TAMPERING)
-        self._host_verdicts(msg)
+        self._host_verdicts(msg)  # on the CPU also a round the host ended early: its problem
+        if not self.cuda:
+            if len(leaves) != n or msg["leaves"] or msg["values"]:
+                self._tampered("done came before every call was placed, or restated the outputs")
+            msg["leaves"], msg["values"] = leaves, values
         if len(msg["values"]) != n or not all(isinstance(v, list) for v in msg["values"]):
             raise Verdict(Status.HACK, "the candidate process described its calls wrongly", HackKind.HARNESS_TAMPERING)
         if self.cuda:
             snapshot = self._read(msg["leaves"], n)
         self._sync()
-        wall_ms = (self.clock.now_ns() - t0 - writing) / 1e6
+        wall_ms = (self.clock.now_ns() - t0) / 1e6
         # The host's memory checks, made after it answered: outside the interval just timed.
         audit = self._recv("audited")
         self._host_verdicts(audit)
@@ -793,9 +793,9 @@ class Judge:
         self.last_leaves, self.last_snapshot = msg["leaves"], snapshot
         return wall_ms, msg, snapshot
 
-    def _ref_send(self, op: str, **fields: Any) -> None:
+    def _ref_send(self, op: str, fds: list[int] | None = None, **fields: Any) -> None:
         try:
-            self.ref_chan.send(op, **fields)
+            self.ref_chan.send(op, fds=fds, **fields)
         except PeerGone as exc:
             raise RuntimeError("the reference host died") from exc
 

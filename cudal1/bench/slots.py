@@ -5,10 +5,12 @@ runs on tensors that are views of it; after the call the judge compares the slot
 of the inputs (an input changed in place is a hack). The outputs go the other way: the judge reads
 them from the host's own memory (`cudal1.bench.readers`).
 
-- CPU: a fresh `memfd` per call, sealed against shrinking and growing (so the host cannot
-  truncate it under the judge), sent with the call over the channel by SCM_RIGHTS and mapped by
-  both. Fresh per call, because a slot the host already maps would let a thread of the candidate
-  watch the judge write the next inputs and start on them before the clock starts.
+- CPU: a fresh `memfd` per input set, sealed against shrinking and growing (so the host cannot
+  truncate it under the judge), written by the judge before the go and sent over the channel by
+  SCM_RIGHTS when its call is due (set 0 with the call, each later set with its `reveal`), then
+  mapped by the host. Fresh, and sent only then, because a slot the host already maps would let
+  a thread of the candidate watch the judge write the inputs and start on them off the clock, or
+  reach a later call's inputs during an earlier call.
 - CUDA: a dedicated driver allocation (`cuMemAlloc`, not PyTorch's caching allocator, so nothing
   else of the judge's ever lives in the same allocation), exported with `cuIpcGetMemHandle` and
   opened by the host with `cuIpcOpenMemHandle` (legacy CUDA IPC; seen working between two
@@ -21,12 +23,13 @@ readers need.
 
 Each tensor `Slot.view` gives has a storage of its own that spans exactly its own bytes (CPU:
 `torch.frombuffer` over that byte range of the mapping; CUDA: `__cuda_array_interface__` over that
-range of the allocation), never the whole slot. A slot holds a round trip's K input sets one after
-another, so a call's arguments (`untyped_storage()`, `storage_offset()`, `set_`, `as_strided`,
-all bounded by the storage) give access to that call's inputs only, not the next calls' (which a
-candidate could otherwise compute in its first call, stacked, and hand out one per call). Reads
-through raw pointers (ctypes, PyTorch's private constructors from an address) still reach the
-rest of the mapping: the README's limits.
+range of the allocation), never the whole slot. A CUDA slot holds a round trip's K input sets one
+after another, so a call's arguments (`untyped_storage()`, `storage_offset()`, `set_`,
+`as_strided`, all bounded by the storage) give access to that call's inputs only, not the next
+calls' (which a candidate could otherwise compute in its first call, stacked, and hand out one
+per call). Reads through raw pointers (ctypes, PyTorch's private constructors from an address)
+still reach the rest of a CUDA slot: the README's limits. A CPU slot holds one set, and the later
+sets are in no mapping of the host's until revealed.
 """
 
 from __future__ import annotations

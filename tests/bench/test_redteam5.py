@@ -50,10 +50,9 @@ def test_a_call_cannot_batch_the_round_by_introspection_or_pointer(name, cache_d
     stacked and hand the outputs out one per call: through the host's frames (the loop's list of
     the sets' arguments, found by walking sys._getframe), the garbage collector (gc.get_referrers
     of the model gives the host and its `sets`) or a raw pointer (ctypes at data_ptr() +
-    j*set_bytes, to the end of the slot's mapping in /proc/self/maps). On the CPU the judge writes
-    set j + 1 only once it holds call j's output (`Judge._revealed`): the frames and the collector
-    find one set, and the pointer finds zeros where the later sets will be, so the stacked outputs
-    are wrong. Before, with every set in the slot from the first call, each was paid: medians
+    j*set_bytes, to the end of the slot's mapping in /proc/self/maps). On the CPU each set has a
+    slot of its own, and the judge sends set j + 1's only once it holds call j's output
+    (`Judge._revealed`): the frames, the collector and the mapping find one set. Before, with every set in the slot from the first call, each was paid: medians
     2.0-3.4x against 0.9x for the same code call by call (sin_chain 16x256, K 4-16)."""
     r = run(SIN_CHAIN, evalkit.candidate(name), cache_dir)
     assert r.status is not Status.OK or "BATCHED" not in r.log, evalkit.describe(r)
@@ -76,6 +75,19 @@ def test_calls_of_a_round_cannot_overlap_through_threads(cache_dir) -> None:
     complete by the round's end and the overlap was paid 1.1-9.6x."""
     r = run(SIN_CHAIN_WIDE, evalkit.candidate("pipelines_the_round"), cache_dir)
     assert r.status is not Status.OK or "PIPELINED" not in r.log, evalkit.describe(r)
+
+
+def test_no_input_the_host_maps_changes_under_it(cache_dir) -> None:
+    """A thread of the candidate samples every input slot this process maps, every 0.2 ms,
+    through /proc/self/mem. Each set's slot is written before it is sent (set 0 before the go,
+    the later sets before the round, each sent with its reveal), so no sample ever changes while
+    its mapping lasts: nothing can be computed on inputs while the judge writes them, or before
+    their call is due. With the later sets written into the round's one slot at their reveal, the
+    watcher saw them change (a thread could have started on them while the judge's writing was
+    off its clock)."""
+    r = run(SIN_CHAIN_WIDE, evalkit.candidate("watches_the_slots"), cache_dir)
+    assert r.status is Status.OK and "SLOTS" in r.log, evalkit.describe(r)  # it watched
+    assert "WATCHED" not in r.log, evalkit.describe(r)
 
 
 # -- (3) telling the shifted trials apart by magnitude ----------------------------------------------
