@@ -182,7 +182,8 @@ class Host:
         own bytes only, so a call's arguments do not reach the other sets (`Slot.view`). CPU:
         each input set comes in a fresh slot of its own, set 0's with the message and each later
         one with its `reveal` (`_await_reveal`), so the inputs of a call exist nowhere this
-        process can see before they are its to run; a slot is unmapped once nothing views it."""
+        process can see before they are its to run; `call` drops a round's slots before it
+        sends `audited`, and each is unmapped once nothing views it."""
         fds = list(self.chan.received_fds)
         self.chan.received_fds.clear()
         n = int(msg.get("n", 1)) if msg["op"] != "setup" else 0
@@ -276,8 +277,9 @@ class Host:
             hack = self._memory_problem(outs, self.sets, earlier_round)
             if not self.cuda:
                 # Unmapped now, while the judge waits for `audited` (outside its clock), not when
-                # the next call replaces them: 20 ms for five 64 MiB sets on a 2-core CPU.
-                self.in_views, self.sets = [], []
+                # the next call replaces them: 20 ms for five 64 MiB sets on a 2-core CPU. (An
+                # output that is a view of an input keeps that set's mapping alive.)
+                self.in_slot, self.in_views, self.sets, self.args = None, [], [], []
             self.chan.send("audited", hack=hack, parts_ms={"audit": (_now() - t3) / 1e6})
 
     def _timed_forwards(self, sets: list[list[Any]], place: Any) -> tuple[list[float], list[Any]]:
