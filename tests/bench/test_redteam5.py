@@ -52,8 +52,9 @@ def test_a_call_cannot_batch_the_round_by_introspection_or_pointer(name, cache_d
     of the model gives the host and its `sets`) or a raw pointer (ctypes at data_ptr() +
     j*set_bytes, to the end of the slot's mapping in /proc/self/maps). On the CPU each set has a
     slot of its own, and the judge sends set j + 1's only once it holds call j's output
-    (`Judge._revealed`): the frames, the collector and the mapping find one set. Before, with every set in the slot from the first call, each was paid: medians
-    2.0-3.4x against 0.9x for the same code call by call (sin_chain 16x256, K 4-16)."""
+    (`Judge._revealed`): the frames, the collector and the mapping find one set. Before, with
+    every set in the slot from the first call, each was paid: medians 2.0-3.4x against 0.9x for
+    the same code call by call (sin_chain 16x256, K 4-16)."""
     r = run(SIN_CHAIN, evalkit.candidate(name), cache_dir)
     assert r.status is not Status.OK or "BATCHED" not in r.log, evalkit.describe(r)
 
