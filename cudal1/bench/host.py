@@ -193,16 +193,18 @@ class Host:
             if len(fds) != (0 if self.cuda else 1):
                 raise RuntimeError(f"the judge sent {len(fds)} slot descriptors with {msg['op']!r}")
             self.in_slot = Slot.attach(msg["in_slot"], self.device, fds[0] if fds else None)
-            sets = self.batch_cap if self.cuda else 1
-            self.in_views = [
-                [self.in_slot.view(s.moved(j * self.set_bytes)) for s in self.in_specs] for j in range(sets)
-            ]
+            self.in_views = self._set_views(self.in_slot, self.batch_cap if self.cuda else 1)
         if "args" in msg and msg["op"] != "setup":
             self.template = unblob(msg["args"])
         templates = unblob(msg["args_each"]) if "args_each" in msg else [self.template] * n
         # On the CPU only set 0 is here yet: the judge reveals each later set in turn.
         self.sets = [self._args(t, j) for j, t in enumerate(templates[: n if self.cuda else 1])]
         self.args = self.sets[0] if self.sets else self._args(self.template, 0)
+
+    def _set_views(self, slot: Slot, sets: int) -> list[list[torch.Tensor]]:
+        """Views of the input tensors of each of the first `sets` input sets of `slot` (set j
+        starts `set_bytes` × j into it)."""
+        return [[slot.view(s.moved(j * self.set_bytes)) for s in self.in_specs] for j in range(sets)]
 
     def _args(self, template: list[Any], j: int) -> list[Any]:
         """The forward arguments of input set `j`: tensor positions ({"slot": i}) are views of
@@ -340,8 +342,7 @@ class Host:
             for fd in fds:
                 os.close(fd)
             raise RuntimeError(f"the judge sent {str(msg.get('op'))[:40]!r} for set {j} of a round trip")
-        slot = Slot.attach(msg["in_slot"], self.device, fds[0])
-        self.in_views.append([slot.view(s) for s in self.in_specs])
+        self.in_views += self._set_views(Slot.attach(msg["in_slot"], self.device, fds[0]), 1)
         if "args" in msg:
             self.template = unblob(msg["args"])
         self.sets.append(self._args(self.template, j))
