@@ -145,7 +145,9 @@ class Experiment:
         self.count = chat_token_counter(self.tokenizer)
         self.task = find_task(load_tasks("builtin"), settings.task)
         self.prompt = plain_prompt(self.task.source)
-        self.pool = rrl.MeasuredPool(False, 1)
+        self.tasks = [self.task]  # one group of episodes per task per step, all on `prompt`
+        self.kinds: tuple[str, ...] = KINDS
+        self.pool: Any = rrl.MeasuredPool(False, 1)
         self.results: dict[str, Any] = {}
         self.sft_dir: Path | None = None
         self.sft_report: dict[str, Any] = {}
@@ -195,7 +197,23 @@ class Experiment:
 
         budget = self.s.max_model_len - self.s.max_tokens
         fb = Feedback.of(self.results[first])
-        return refinement_turn(self.prompt, answer(self.task.task_id, first), fb, budget, self.count, report=report)
+        return refinement_turn(self.prompt, self.answer(first), fb, budget, self.count, report=report)
+
+    def answer(self, kind: str) -> str:
+        """The whole answer of variant `kind` (as turn 2's prompt shows a turn-1 answer)."""
+        return answer(self.task.task_id, kind)
+
+    def target(self, context: str, kind: str) -> str:
+        """The SFT answer of variant `kind` in `context` (here: `answer`, the same in every context)."""
+        return self.answer(kind)
+
+    def kind_of(self, source: str | None, task_id: str) -> str:
+        """Which of `kinds` a response's code is, else "other"."""
+        return classify(source, task_id)
+
+    def goal(self, task_id: str) -> str:
+        """The variant the last turn should reach on `task_id`'s episodes."""
+        return "fast"
 
     def contexts(self, report: bool = True) -> dict[str, tuple[list[dict[str, str]], tuple[str, ...]]]:
         """{context: (prompt, its SFT targets)}: "turn1", "after_slow", "after_failing"."""
@@ -204,25 +222,32 @@ class Experiment:
             out[f"after_{first}"] = (self.second_prompt(first, report), targets)
         return out
 
-    def _examples(self, report: bool = True, kinds: tuple[str, ...] | None = None) -> list[tuple[str, str, Any]]:
-        """(context, kind, PolicyExample) per SFT target (or per `kinds` in every context)."""
+    def sft_contexts(self) -> dict[str, tuple[list[dict[str, str]], tuple[str, ...]]]:
+        """The contexts SFT trains on and checks (`contexts` with the report)."""
+        return self.contexts(True)
+
+    def _examples(
+        self, report: bool = True, kinds: tuple[str, ...] | None = None, contexts: Any = None
+    ) -> list[tuple[str, str, Any]]:
+        """(context, kind, PolicyExample) per SFT target (or per `kinds` in every context) of
+        `contexts` (None: `contexts(report)`)."""
         from cudal1.pipeline.stages import response_ids
         from cudal1.policy.model import chat_prompt_ids
         from cudal1.records import PolicyExample
 
         out = []
-        for name, (messages, targets) in self.contexts(report).items():
+        for name, (messages, targets) in (contexts if contexts is not None else self.contexts(report)).items():
             ids = chat_prompt_ids(self.tokenizer, messages)
             for kind in kinds or targets:
-                out.append(
-                    (name, kind, PolicyExample(ids, response_ids(self.tokenizer, answer(self.task.task_id, kind))))
-                )
+                out.append((name, kind, PolicyExample(ids, response_ids(self.tokenizer, self.target(name, kind)))))
         return out
 
-    def sequence_probs(self, learner: Any, report: bool = True, every: bool = False) -> dict[str, dict[str, float]]:
+    def sequence_probs(
+        self, learner: Any, report: bool = True, every: bool = False, contexts: Any = None
+    ) -> dict[str, dict[str, float]]:
         """{context: {kind: P}}: each target's whole-sequence probability under the learner (`every`:
-        all three variants in every context)."""
-        rows = self._examples(report, KINDS if every else None)
+        every one of `kinds` in every context), in `contexts` (None: `contexts(report)`)."""
+        rows = self._examples(report, self.kinds if every else None, contexts)
         scores = learner.score([ex for _, _, ex in rows])
         out: dict[str, dict[str, float]] = {}
         for (name, kind, _), lps in zip(rows, scores):
@@ -235,7 +260,7 @@ class Experiment:
         from cudal1.training import GRPOLearner
 
         t0 = time.perf_counter()
-        examples = [ex for _, _, ex in self._examples()]
+        examples = [ex for _, _, ex in self._examples(contexts=self.sft_contexts())]
         learner = GRPOLearner(self.model_dir, lr=self.s.sft_lr, micro_batch=len(examples), seed=self.s.seed)
         steps, probs, loss = 0, {}, float("nan")
         for _ in range(self.s.sft_rounds):
@@ -243,7 +268,7 @@ class Experiment:
                 learner.set_lr(self.s.sft_lr * min(1.0, (steps + 1) / self.s.sft_warmup))
                 loss = learner.sft_step(examples)["loss"]
                 steps += 1
-            probs = self.sequence_probs(learner)
+            probs = self.sequence_probs(learner, contexts=self.sft_contexts())
             log.info("sft step %d: loss %.4f, %s", steps, loss, _fmt(probs))
             self.sft_dir = learner.export(self.work_dir / "sft")
             if all(rrl.sft_balanced(p, self.s.min_clean) for p in probs.values()):
@@ -269,7 +294,7 @@ class Experiment:
         return {
             "steps": steps,
             "loss": loss,
-            "probs": self.sequence_probs(learner),
+            "probs": self.sequence_probs(learner, contexts=self.sft_contexts()),
             "every": self.sequence_probs(learner, every=True),
             "every_no_report": self.sequence_probs(learner, report=False, every=True),
             "seconds": time.perf_counter() - t0,
@@ -279,10 +304,12 @@ class Experiment:
         return rrl.run_context(self.s, self.tokenizer, self.generator, self.pool)
 
     def run_rl(self, name: str, lr: float, negate: bool = False, feedback: str = "report") -> dict[str, Any]:
-        """One RL run of `steps` steps from the SFT weights. Returns {"name", "lr", "negate",
-        "feedback", "turn<t>": {kind: share per step} for t = 1, 2, "refined" (per step), "reward"
-        (mean per step, all turns), "reasons" (counts per turn over the run), "seconds",
-        "evaluations" (the pool's, cumulative)}."""
+        """One RL run of `steps` steps from the SFT weights (`group` episodes a step, split evenly
+        over `tasks`). Returns {"name", "lr", "negate", "feedback", "turn<t>": {kind: share per
+        step, "goal": the share of that turn's responses that are their episode's `goal`} for
+        t = 1, 2, "refined" (per step: the share of episodes whose first turn is not the goal and
+        whose last turn is), "reward" (mean per step, all turns), "reasons" (counts per turn over
+        the run), "seconds", "evaluations" (the pool's, cumulative)}."""
         from cudal1.pipeline.episodes import assign_episode_advantages, sample_episodes
         from cudal1.pipeline.rollouts import reward_config, update_examples
         from cudal1.policy.model import load_policy
@@ -298,12 +325,18 @@ class Experiment:
         learner = rrl.learner_at(self.sft_dir, lr, self.s)
         turns = [f"turn{t}" for t in range(1, self.s.turns + 1)]
         trace: dict[str, Any] = {"name": name, "lr": lr, "negate": negate, "feedback": feedback}
-        trace.update({t: {k: [] for k in (*KINDS, "other")} for t in turns})
+        trace.update({t: {k: [] for k in (*self.kinds, "other", "goal")} for t in turns})
         trace.update(refined=[], reward=[], reasons={t: {} for t in turns})
         for step in range(self.s.steps):
             self.pool.new_step()
             rollouts = sample_episodes(
-                ctx, [self.task], [self.prompt], self.s.group, step, turns=self.s.turns, feedback=feedback
+                ctx,
+                self.tasks,
+                [self.prompt] * len(self.tasks),
+                self.s.group // len(self.tasks),
+                step,
+                turns=self.s.turns,
+                feedback=feedback,
             )
             assign_episode_advantages(
                 rollouts, rcfg, "std", gamma=self.s.gamma, form=self.s.turn_return, baseline=self.s.baseline
@@ -312,18 +345,23 @@ class Experiment:
                 for r in rollouts:
                     r.advantage = -r.advantage
             episodes: dict[str, dict[int, str]] = {}
+            goals: dict[str, str] = {}
             for r in rollouts:
-                kind = classify(r.sections.get("code") if r.parse_error is None else None, r.task_id)
+                kind = self.kind_of(r.sections.get("code") if r.parse_error is None else None, r.task_id)
                 episodes.setdefault(r.episode, {})[r.turn] = kind
+                goals[r.episode] = self.goal(r.task_id)
                 reasons = trace["reasons"][f"turn{r.turn}"]
                 reasons[r.reward_reason] = reasons.get(r.reward_reason, 0) + 1
             for t, key in enumerate(turns, 1):
                 kinds = [ep[t] for ep in episodes.values() if t in ep]
-                for k in (*KINDS, "other"):
+                for k in (*self.kinds, "other"):
                     trace[key][k].append(kinds.count(k) / len(kinds) if kinds else 0.0)
+                hits = [ep[t] == goals[e] for e, ep in episodes.items() if t in ep]
+                trace[key]["goal"].append(sum(hits) / len(hits) if hits else 0.0)
             last = self.s.turns
             trace["refined"].append(
-                sum(1 for ep in episodes.values() if ep.get(1) != "fast" and ep.get(last) == "fast") / len(episodes)
+                sum(1 for e, ep in episodes.items() if ep.get(1) != goals[e] and ep.get(last) == goals[e])
+                / len(episodes)
             )
             trace["reward"].append(statistics.fmean(r.reward for r in rollouts))
             examples = update_examples(rollouts)
@@ -335,7 +373,8 @@ class Experiment:
                 name,
                 step,
                 "; ".join(
-                    f"{key} " + " ".join(f"{k} {trace[key][k][-1]:.2f}" for k in (*KINDS, "other")) for key in turns
+                    f"{key} " + " ".join(f"{k} {trace[key][k][-1]:.2f}" for k in (*self.kinds, "other", "goal"))
+                    for key in turns
                 ),
                 trace["refined"][-1],
                 trace["reward"][-1],
@@ -368,11 +407,11 @@ def last_mean(values: list[float], last: int = 2) -> float:
 def learned(
     trace: dict[str, Any], target: float = 0.8, refined: float = 0.6, turns: int = 2, end: int | None = None
 ) -> bool:
-    """The criterion, over the two steps before `end` (None: the last two): the last turn's fast
-    share is at least `target` of that turn's responses, and at least `refined` of the episodes
-    reached the fast variant at the last turn after a first turn that was not it (turn 1 alone
-    does not explain the last turn)."""
-    fast, done = trace[f"turn{turns}"]["fast"][:end], trace["refined"][:end]
+    """The criterion, over the two steps before `end` (None: the last two): the last turn's goal
+    share (here: the fast variant's) is at least `target` of that turn's responses, and at least
+    `refined` of the episodes reached the goal at the last turn after a first turn that was not it
+    (turn 1 alone does not explain the last turn)."""
+    fast, done = trace[f"turn{turns}"]["goal"][:end], trace["refined"][:end]
     return len(fast) >= 2 and last_mean(fast) >= target and last_mean(done) >= refined
 
 
@@ -394,13 +433,13 @@ RUNS: dict[str, dict[str, Any]] = {
 
 def run_named(exp: Experiment, name: str) -> dict[str, Any]:
     """`exp.run_rl` for the run `name` of `RUNS`, its trace completed with "learned" and the last
-    two steps' means ("final": turn{T} fast, "final_turn1": turn 1 fast, "final_refined")."""
+    two steps' means ("final": turn{T}'s goal share, "final_turn1": turn 1's, "final_refined")."""
     spec = RUNS[name]
     trace = exp.run_rl(name, exp.s.lr if spec["lr"] is None else spec["lr"], spec["negate"], spec["feedback"])
     t = exp.s.turns
     trace.update(
-        final=last_mean(trace[f"turn{t}"]["fast"]),
-        final_turn1=last_mean(trace["turn1"]["fast"]),
+        final=last_mean(trace[f"turn{t}"]["goal"]),
+        final_turn1=last_mean(trace["turn1"]["goal"]),
         final_refined=last_mean(trace["refined"]),
         learned=learned(trace, turns=t),
         ever_learned=ever_learned(trace, turns=t),
@@ -409,21 +448,27 @@ def run_named(exp: Experiment, name: str) -> dict[str, Any]:
 
 
 def shares_line(trace: dict[str, Any]) -> str:
-    """The per-step fast shares of each turn and the refined share, for the log and the docs."""
+    """The per-step goal shares of each turn and the refined share, for the log and the docs."""
     keys = sorted(k for k in trace if k.startswith("turn") and isinstance(trace[k], dict))
-    parts = [f"{k} fast: " + " ".join(f"{x:.2f}" for x in trace[k]["fast"]) for k in keys]
+    parts = [f"{k} goal: " + " ".join(f"{x:.2f}" for x in trace[k]["goal"]) for k in keys]
     return "; ".join([*parts, "refined: " + " ".join(f"{x:.2f}" for x in trace["refined"])])
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(
+    argv: list[str] | None = None, make: Any = None, description: str | None = None, defaults: Settings | None = None
+) -> int:
+    """The command line (module docstring); `make`: the experiment's class (default `Experiment`),
+    called as `Experiment` is; `defaults`: the settings the options default to (`Settings()`)."""
+    make = make or Experiment
+    d = defaults or Settings()
+    ap = argparse.ArgumentParser(description=description or __doc__.splitlines()[0])
     ap.add_argument("--runs", nargs="+", default=list(RUNS), choices=list(RUNS))
-    ap.add_argument("--steps", type=int, default=Settings.steps)
-    ap.add_argument("--group", type=int, default=Settings.group)
-    ap.add_argument("--lr", type=float, default=Settings.lr)
+    ap.add_argument("--steps", type=int, default=d.steps)
+    ap.add_argument("--group", type=int, default=d.group)
+    ap.add_argument("--lr", type=float, default=d.lr)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--sft-rounds", type=int, default=Settings.sft_rounds)
-    ap.add_argument("--min-clean", type=float, default=Settings.min_clean)
+    ap.add_argument("--sft-rounds", type=int, default=d.sft_rounds)
+    ap.add_argument("--min-clean", type=float, default=d.min_clean)
     ap.add_argument("--out", type=Path, default=None, help="write the JSON lines here too")
     ap.add_argument("--work-dir", type=Path, default=None, help="keep the small model and the SFT checkpoint here")
     ap.add_argument("--reuse-sft", action="store_true", help="start from WORK_DIR/sft when it exists")
@@ -433,7 +478,8 @@ def main(argv: list[str] | None = None) -> int:
     from cudal1.policy.small import init_small
     from cudal1.rollout import RolloutGenerator
 
-    s = Settings(
+    s = dataclasses.replace(
+        d,
         group=args.group,
         steps=args.steps,
         lr=args.lr,
@@ -450,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
         with RolloutGenerator(
             model_dir, backend="vllm", dtype="float32", max_model_len=s.max_model_len, seed=s.seed, kv_cache_gib=0.25
         ) as gen:
-            exp = Experiment(model_dir, gen, s, work)
+            exp = make(model_dir, gen, s, work)
             if args.measured and args.measured.exists():
                 log.info("%d measurements read from %s", exp.pool.load(args.measured), args.measured)
             print(json.dumps({"variants": exp.measure()}), flush=True)

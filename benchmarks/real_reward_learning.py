@@ -233,14 +233,15 @@ class MeasuredPool:
     measurements of one code, with their noise, keep alternating. Within one step a program always gets one result. `remeasure=True` measures every
     program afresh at every step (as the training job does), unbounded. A second opinion on an
     outlier (a call with `avoid`, `cudal1.pipeline.verify.verify_outliers`) is a program of its own,
-    kept apart from the first."""
+    kept apart from the first. `settings`: the worker's evaluator settings (`EvalSettings` overrides
+    of the CPU defaults, e.g. {"size_profile": ...}); None: the defaults."""
 
-    def __init__(self, remeasure: bool = False, measures: int = 1) -> None:
+    def __init__(self, remeasure: bool = False, measures: int = 1, settings: dict[str, Any] | None = None) -> None:
         from cudal1.actors.bench_pool import BenchWorker
 
         if measures < 1:
             raise ValueError(f"measures must be >= 1, got {measures}")
-        self.worker = BenchWorker("cpu", "cpu")
+        self.worker = BenchWorker("cpu", "cpu", settings)
         self.remeasure, self.measures = remeasure, measures
         self.memo: dict[tuple[str, str, bool], list[EvalResult]] = {}
         self.served: dict[tuple[str, str, bool], EvalResult] = {}  # this step's result per program

@@ -83,8 +83,8 @@ def test_classify_recognizes_each_variant_as_parsed():
 def _trace(turn2_fast, refined, turn1_fast=None):
     n = len(turn2_fast)
     return {
-        "turn1": {"fast": turn1_fast or [0.0] * n},
-        "turn2": {"fast": turn2_fast},
+        "turn1": {"goal": turn1_fast or [0.0] * n},
+        "turn2": {"goal": turn2_fast},
         "refined": refined,
     }
 
