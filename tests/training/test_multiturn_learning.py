@@ -8,8 +8,8 @@ from turn 2's prompt (`stage.contrastive_rl.feedback=none`) it must not, over an
 steps (`ever_learned`). The no-report control is known to fail this (an expected failure): in the recorded run it rose
 like the real run (turn 2 fast 0.81-0.94 over steps 3-9), because the prompt still shows the
 previous code and the evaluator's verdict is a function of that code (docs/training.md, "Does the
-second turn learn from the evaluator?"), so the test does not yet show that the policy reads the
-report.
+second turn learn from the evaluator?"), so this test does not show that the policy reads the
+report; `test_report_learning.py` does, with a report that carries what the code does not.
 
 Everything is the project's own code path: vLLM sampling (the session's engine),
 `cudal1.pipeline.episodes.sample_episodes` (the refinement prompts, the parser, the real evaluator
@@ -74,7 +74,7 @@ NO_REPORT_LEARNS = pytest.mark.xfail(
     strict=False,
     reason="open (issue 26): without the report the policy learned as with it (turn 2 fast 0.81-0.94 over "
     "steps 3-9, two seeds): the prompt still shows the previous code, and on this deterministic task the "
-    "evaluator's verdict adds nothing to it; a report that carries information beyond the code is needed",
+    "evaluator's verdict adds nothing to it (test_report_learning.py is the test of the report)",
 )
 
 
