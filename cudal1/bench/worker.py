@@ -42,12 +42,13 @@ from typing import Any
 
 import psutil
 
+from . import allocator
 from .cgroup import CandidateCgroup
 from .result import truncate_log
 from .sandbox import default_uid, remove_ipc_objects
 
 # The server imports what every child needs, once; none of it runs candidate code or touches CUDA.
-_PRELOAD = ["torch", "cudal1.bench.judge", "cudal1.bench.host", "cudal1.bench.targets"]
+_PRELOAD = ["cudal1.bench.allocator", "torch", "cudal1.bench.judge", "cudal1.bench.host", "cudal1.bench.targets"]
 MAX_RESULT_BYTES = 16 * 2**20
 _ctx_lock = threading.Lock()  # guards the swap of multiprocessing's preparation data
 _init_lock = threading.Lock()  # guards the one-time creation of the fork server
@@ -118,8 +119,9 @@ can double a call's time (seen here: 5 or 10 ms for the same 16 MB relu)."""
 def _start_server() -> Any:
     ctx = multiprocessing.get_context("forkserver")
     ctx.set_forkserver_preload(_PRELOAD)
-    saved = {k: os.environ.get(k) for k in SERVER_ENV}
-    os.environ.update(SERVER_ENV)  # read once, when the server starts (and its OpenMP loads)
+    env = {**SERVER_ENV, **allocator.server_env()}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)  # read once, when the server starts (and its OpenMP and allocator load)
     try:
         warm = ctx.Process(target=_ready, daemon=True)
         _start_without_main(warm)
