@@ -191,12 +191,13 @@ class Experiment:
                 self.pool.forget(tid, code(tid, kind))
         raise RuntimeError(f"slow and fast were not told apart in {attempts} attempts: {pair}")
 
-    def second_prompt(self, first: str, report: bool = True) -> list[dict[str, str]]:
-        """Turn 2's prompt after turn-1 answer `first`, as `continue_episodes` builds it."""
+    def second_prompt(self, first: str, report: bool = True, result: str | None = None) -> list[dict[str, str]]:
+        """Turn 2's prompt after turn-1 answer `first`, as `continue_episodes` builds it, with the
+        evaluator's report on `results[result]` (None: `results[first]`)."""
         from cudal1.policy.prompts import Feedback, refinement_turn
 
         budget = self.s.max_model_len - self.s.max_tokens
-        fb = Feedback.of(self.results[first])
+        fb = Feedback.of(self.results[result or first])
         return refinement_turn(self.prompt, self.answer(first), fb, budget, self.count, report=report)
 
     def answer(self, kind: str) -> str:

@@ -276,21 +276,26 @@ class MeasuredPool:
             self.sources.setdefault(key, candidate.source)
         return dataclasses.replace(kept[0])
 
+    def rows(self) -> list[dict[str, Any]]:
+        """The measured results, one row per measurement: {"task_id", "source", "second", "result"}."""
+        return [
+            {"task_id": k[0], "source": self.sources[k], "second": k[2], "result": r.to_dict()}
+            for k, results in self.memo.items()
+            for r in results
+        ]
+
     def save(self, path: Path) -> None:
-        """Write the measured results (JSON lines of task, code, second-opinion flag, result; one line
-        per measurement)."""
-        path.write_text(
-            "".join(
-                json.dumps({"task_id": k[0], "source": self.sources[k], "second": k[2], "result": r.to_dict()}) + "\n"
-                for k, results in self.memo.items()
-                for r in results
-            )
-        )
+        """Write `rows` as JSON lines."""
+        path.write_text("".join(json.dumps(row) + "\n" for row in self.rows()))
 
     def load(self, path: Path) -> int:
         """Take the results `save` wrote (measured on this machine earlier) instead of measuring
-        those codes again (at most `measures` per program are kept). Returns how many were loaded."""
-        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        those codes again (`take`). Returns how many were read."""
+        return self.take([json.loads(line) for line in path.read_text().splitlines() if line.strip()])
+
+    def take(self, rows: list[dict[str, Any]]) -> int:
+        """Keep `rows` (as `rows` gives them) as measurements, at most `measures` per program.
+        Returns len(rows)."""
         for row in rows:
             key = self.key(row["task_id"], row["source"], bool(row["second"]))
             self.sources.setdefault(key, row["source"])

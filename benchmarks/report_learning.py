@@ -47,7 +47,6 @@ from __future__ import annotations
 import json
 import re
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -160,23 +159,13 @@ class ProfilePool:
 
     def save(self, path: Path) -> None:
         """`MeasuredPool.save` of every profile's pool, into one file."""
-        with tempfile.TemporaryDirectory() as tmp:
-            parts = []
-            for i, pool in enumerate(self.pools.values()):
-                pool.save(Path(tmp) / f"{i}.jsonl")
-                parts.append((Path(tmp) / f"{i}.jsonl").read_text())
-        path.write_text("".join(parts))
+        path.write_text("".join(json.dumps(row) + "\n" for pool in self.pools.values() for row in pool.rows()))
 
     def load(self, path: Path) -> int:
-        """`MeasuredPool.load`, each line into its task's pool (lines of other tasks are skipped)."""
-        rows = [line for line in path.read_text().splitlines() if line.strip()]
-        n = 0
-        with tempfile.TemporaryDirectory() as tmp:
-            for i, (tid, pool) in enumerate(self.pools.items()):
-                mine = [r for r in rows if json.loads(r)["task_id"] == tid]
-                (Path(tmp) / f"{i}.jsonl").write_text("".join(r + "\n" for r in mine))
-                n += pool.load(Path(tmp) / f"{i}.jsonl")
-        return n
+        """`MeasuredPool.load`, each line into its task's pool (lines of other tasks are skipped).
+        Returns how many were taken."""
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+        return sum(pool.take([r for r in rows if r["task_id"] == tid]) for tid, pool in self.pools.items())
 
 
 class Experiment(mtl.Experiment):
@@ -249,11 +238,7 @@ class Experiment(mtl.Experiment):
 
     def second_prompt(self, first: str, report: bool = True, profile: str = "wide") -> list[dict[str, str]]:
         """Turn 2's prompt after turn-1 answer `first` evaluated at `profile`."""
-        from cudal1.policy.prompts import Feedback, refinement_turn
-
-        budget = self.s.max_model_len - self.s.max_tokens
-        fb = Feedback.of(self.results[f"{first}@{profile}"])
-        return refinement_turn(self.prompt, self.answer(first), fb, budget, self.count, report=report)
+        return super().second_prompt(first, report, result=f"{first}@{profile}")
 
     def sft_contexts(self) -> dict[str, tuple[list[dict[str, str]], tuple[str, ...]]]:
         """`contexts` with the report, and "no_report_after_slow" (the turn-2 prompt without it,

@@ -8,19 +8,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from cudal1.bench.result import EvalResult, Status, Timing
+from cudal1.bench.result import EvalResult, Status
 from cudal1.policy.parsing import parse_response
 
 from .benchmark_scripts import load_benchmark
+from .test_multiturn_criterion import _timing
 
 
 def load_script():
     """benchmarks/report_learning.py as a module."""
     return load_benchmark("report_learning")
-
-
-def _timing(ms: float) -> Timing:
-    return Timing(median_ms=ms, mean_ms=ms, min_ms=ms, max_ms=ms, round_medians_ms=[ms], spread=0.0, calls=10)
 
 
 @pytest.fixture(scope="module")
