@@ -23,10 +23,15 @@ are read back from the run directories' rollout records (`cudal1.review`):
     python benchmarks/turns_at_equal_evaluations.py --work-dir /tmp/turns --steps 4 --out /tmp/turns/table.json
     python benchmarks/turns_at_equal_evaluations.py --work-dir W --reuse-sft -- tasks=builtin_small
 
+The SFT stage runs with `stage.contrastive_rl.turns=T`, so it also trains the second-turn
+refinement pairs (`stage.sft.refinement_prompts`, `cudal1.pipeline.sft_data.refinement_pairs`:
+the plain prompt, a slower variant as the first answer, the evaluator's report on it, the fastest
+variant as the answer); `--no-refinement-sft` trains the plain prompt only, as the job's default
+does for single-turn runs (then the small embedded model never saw a turn-2 prompt, and its turn
+2 fails to parse: docs/training.md). Both arms start from that one checkpoint.
+
 Extra arguments after `--` are Hydra overrides for all three stages (e.g. `model=local
-model.path=... bench=h100` on a GPU node). Limits: one seed, one run of each arm; the small
-embedded model after the default SFT answers the plain prompt only, so what its turn 2 does
-says nothing about a model that can read a report (see docs/training.md).
+model.path=... bench=h100` on a GPU node). Limits: one seed, one run of each arm.
 """
 
 from __future__ import annotations
@@ -112,6 +117,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--reuse-sft", action="store_true", help="use WORK_DIR/sft/exports/sft when it exists")
     ap.add_argument("--out", type=Path, default=None, help="write the JSON table here too")
+    ap.add_argument(
+        "--no-refinement-sft",
+        action="store_true",
+        help="SFT on the plain prompt only (stage.sft.refinement_prompts=false), not on second-turn prompts too",
+    )
     ap.add_argument("overrides", nargs="*", help="Hydra overrides for every stage (after --)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -121,9 +131,24 @@ def main(argv: list[str] | None = None) -> int:
     sft_dir = args.work_dir / "sft"
     checkpoint = sft_dir / "exports" / "sft"
     if not (args.reuse_sft and (checkpoint / "config.json").exists()):
-        run_stage([f"run_dir={sft_dir}", "stage=sft", *common])
+        refine = "false" if args.no_refinement_sft else "true"
+        run_stage(
+            [
+                f"run_dir={sft_dir}",
+                "stage=sft",
+                f"stage.contrastive_rl.turns={args.turns}",
+                f"stage.sft.refinement_prompts={refine}",
+                *common,
+            ]
+        )
     arms = {"single": (1, args.group * args.turns), "multi": (args.turns, args.group)}
-    table: dict[str, Any] = {"turns": args.turns, "group": args.group, "steps": args.steps, "overrides": args.overrides}
+    table: dict[str, Any] = {
+        "turns": args.turns,
+        "group": args.group,
+        "steps": args.steps,
+        "refinement_sft": not args.no_refinement_sft,
+        "overrides": args.overrides,
+    }
     for name, (turns, group) in arms.items():
         run_dir = args.work_dir / name
         run_stage(

@@ -184,6 +184,13 @@ class SFTConfig:
     contrastive_prompts: bool = True
     """Also train, for each task with a correct variant strictly slower than its fastest, the
     fastest as the answer to a contrastive prompt (the stage-3 format) showing the slower ones."""
+    refinement_prompts: Optional[bool] = None
+    """Also train, for each task with a correct variant strictly slower than its fastest, the
+    fastest as the answer to the prompt of a refinement episode's second turn: the plain prompt,
+    a slower variant as the model's first answer and the evaluator's report on it
+    (`cudal1.pipeline.sft_data.refinement_pairs`; no report with `stage.contrastive_rl.feedback`
+    none). None: when `stage.contrastive_rl.turns` > 1 (a policy that never saw that prompt
+    answers it poorly: docs/training.md, "Single-turn against multi-turn")."""
     reference_variants: bool = True
     """Validate each task's reference (with `ModelNew = Model` appended) as a correct 1.00× variant (stored as an
     exemplar with origin "reference"): the slower solution a contrastive example can show."""

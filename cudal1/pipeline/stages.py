@@ -26,14 +26,15 @@ from cudal1.pipeline.rollouts import (
     unusable_logprob_count,
     update_examples,
 )
-from cudal1.policy.model import chat_prompt_ids
+from cudal1.policy.model import chat_prompt_ids, chat_token_counter
 from cudal1.progress import bar
 from cudal1.training.schedule import lr_at
 from cudal1.pipeline.health import GAP_METRIC, SyncWatch, too_stale
-from cudal1.pipeline.sft_data import sft_pairs, stage1_solutions
+from cudal1.pipeline.sft_data import refinement_pairs, sft_pairs, stage1_solutions
 from cudal1.pipeline.variants import stage1_ranks, stage1_shares
-from cudal1.policy.prompts import plain_prompt
+from cudal1.policy.prompts import Feedback, plain_prompt
 from cudal1.records import Candidate, Exemplar, PolicyExample, Rollout
+from cudal1.rl.buffer import code_hash
 from cudal1.rl.noise import noise_key, tie_noise
 from cudal1.rl.rewards import paid_speedup
 from cudal1.bench.result import UNPAID_LABELS, Status
@@ -234,8 +235,9 @@ def run_sft(ctx: RunContext) -> None:
             ctx.cfg.data.augmented,
         )
     variants: dict[str, list[Exemplar]] = {}
+    reports: dict[str, Feedback] = {}
     if cfg.validate_seeds:
-        solutions, variants = _validated_variants(ctx, solutions, cfg.reference_variants)
+        solutions, variants, reports = _validated_variants(ctx, solutions, cfg.reference_variants)
     else:
         for e in solutions:
             if e.origin != "seed":
@@ -243,8 +245,12 @@ def run_sft(ctx: RunContext) -> None:
         ctx.buffer.add([e for found in variants.values() for e in found])
     examples = []
     max_prompt = ctx.cfg.rollout.max_model_len - ctx.cfg.rollout.max_tokens
-    k = ctx.cfg.stage.contrastive_rl.exemplars
-    contrastive, trained = 0, 0
+    rl = ctx.cfg.stage.contrastive_rl
+    k = rl.exemplars
+    refine = rl.turns > 1 if cfg.refinement_prompts is None else cfg.refinement_prompts
+    count = chat_token_counter(ctx.tokenizer) if refine else None
+    budget = min(max_prompt, rl.feedback_tokens or max_prompt)
+    contrastive, refinement, trained = 0, 0, 0
     for t in ctx.tasks:
         answers = [e for e in solutions if e.task_id == t.task_id]
         if not answers:
@@ -259,20 +265,37 @@ def run_sft(ctx: RunContext) -> None:
             contrastive=cfg.contrastive_prompts,
         )
         contrastive += any(kind == "contrastive" for kind, _, _ in pairs)
+        if count is not None:
+            more = refinement_pairs(
+                t.source,
+                variants.get(t.task_id, []),
+                reports,
+                ctx.cfg.reward.min_gain,
+                budget,
+                count,
+                report=rl.feedback == "report",
+            )
+            refinement += len(more)
+            pairs += more
         for _, messages, text in pairs:
             ids = chat_prompt_ids(ctx.tokenizer, messages)
             if len(ids) <= max_prompt:
                 examples.append(PolicyExample(ids, response_ids(ctx.tokenizer, text)))
-    ctx.tracker.log_metrics({"sft/examples": len(examples), "sft/contrastive_tasks": contrastive}, step=ctx.state.step)
+    ctx.tracker.log_metrics(
+        {"sft/examples": len(examples), "sft/contrastive_tasks": contrastive, "sft/refinement_pairs": refinement},
+        step=ctx.state.step,
+    )
     if not examples:
         log.warning("sft: nothing to train on (no seed validated, or every prompt is too long); stage skipped")
         return
     if not cfg.contrastive_prompts:
-        kind = "plain prompts only: stage.sft.contrastive_prompts is false"
+        kind = "no contrastive prompt: stage.sft.contrastive_prompts is false"
     elif k == 0:
-        kind = "plain prompts only, as stage 3's: stage.contrastive_rl.exemplars is 0"
+        kind = "no contrastive prompt, as stage 3 shows none: stage.contrastive_rl.exemplars is 0"
     else:
         kind = f"{contrastive} with a contrastive example"
+    if count is not None:
+        kind += f"; {refinement} second-turn refinement pairs"
     log.info("sft: %d examples (%d tasks; %s)", len(examples), trained, kind)
     base_lr = cfg.lr or ctx.cfg.learner.lr
     with progress(ctx, cfg.epochs, "sft", "epoch") as bar:
@@ -297,11 +320,12 @@ def run_sft(ctx: RunContext) -> None:
 
 def _validated_variants(
     ctx: RunContext, solutions: list[Exemplar], references: bool
-) -> tuple[list[Exemplar], dict[str, list[Exemplar]]]:
+) -> tuple[list[Exemplar], dict[str, list[Exemplar]], dict[str, Feedback]]:
     """Evaluate `solutions` (and, with `references`, each of their tasks' reference as a
     candidate) on the primary pool; store the correct ones in the buffer, each at the speedup the
     reward would pay for it (`cudal1.rl.rewards.paid_speedup`). Returns (the solutions that are
-    correct, with those speedups, the correct variants per task)."""
+    correct, with those speedups, the correct variants per task, the evaluator's report on each
+    correct variant by `code_hash` of its code: what a refinement prompt shows)."""
     candidates = [Candidate(e.task_id, e.code, origin=e.origin) for e in solutions]
     if references:
         sources = {t.task_id: t.source for t in ctx.tasks}
@@ -314,6 +338,7 @@ def _validated_variants(
         ctx.recorder.submit(ctx.state.step, candidates, results)
     analyses = [e.analysis for e in solutions] + [""] * (len(candidates) - len(solutions))
     variants: dict[str, list[Exemplar]] = {}
+    reports: dict[str, Feedback] = {}
     correct: list[Exemplar] = []
     reward_cfg = reward_config(ctx.cfg)
     for c, res, analysis in zip(candidates, results, analyses):
@@ -326,6 +351,7 @@ def _validated_variants(
         if res.status is Status.OK and paid is not None:
             e = Exemplar(c.task_id, c.source, paid, analysis=analysis, origin=c.origin)
             variants.setdefault(c.task_id, []).append(e)
+            reports[code_hash(c.source)] = Feedback.of(res)
             if c.origin != "reference":
                 correct.append(e)
         else:
@@ -362,7 +388,7 @@ def _validated_variants(
         augmented,
         sum(1 for found in variants.values() if any(e.origin == "reference" for e in found)),
     )
-    return correct, variants
+    return correct, variants, reports
 
 
 # ----- stage 2
