@@ -213,9 +213,11 @@ def run_sft(ctx: RunContext) -> None:
     would pay for them (`cudal1.rl.rewards.paid_speedup`: a noisy or unconfirmed gain shows as
     1.00×), then fine-tune: each correct solution as the answer to the plain prompt, and, where
     a task has a correct variant paid strictly less than its fastest one, the fastest as the
-    answer to a contrastive prompt that shows the slower ones (`sft_pairs`). Without
-    `validate_seeds` the augmented variants keep their recorded speedups. A stage with nothing to train on is skipped
-    with a log line."""
+    answer to a contrastive prompt that shows the slower ones (`sft_pairs`), and, with
+    `refinement_prompts` (by default when `stage.contrastive_rl.turns` > 1), as the answer to the
+    second turn of a refinement episode after each slower one and the evaluator's report on it
+    (`refinement_pairs`). Without `validate_seeds` the augmented variants keep their recorded
+    speedups. A stage with nothing to train on is skipped with a log line."""
     cfg = ctx.cfg.stage.sft
     backend = ctx.pools.primary.spec.backend
     seeds = seeds_for(ctx.tasks, backend) if cfg.seeds else {}
