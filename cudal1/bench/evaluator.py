@@ -445,7 +445,12 @@ def _host_death(result: EvalResult, out: JudgedOutcome) -> None:
         result.status, result.message = Status.TIMEOUT, "worker killed: CPU-time limit (SIGXCPU)"
         result.labels = [label for label in result.labels if label != "worker_crashed"]
         return
-    how = out.host_signal or f"exit code {out.host_exitcode}"
+    if out.host_signal:
+        how = out.host_signal
+    elif out.host_exitcode is not None:
+        how = f"exit code {out.host_exitcode}"
+    else:  # still exiting when the parent's grace ran out: the parent's kill ended it
+        how = "it closed its connection; its own exit status was not seen"
     result.message = f"worker died without a result ({how})"
 
 

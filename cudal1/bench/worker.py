@@ -762,7 +762,7 @@ def run_judged(
                 judge.join(0.5)
                 outcome = JudgedOutcome("crashed", error=f"the judge died ({_exit_text(judge.exitcode)})")
     finally:
-        keeper.end()
+        keeper.end(gone=_host_gone(outcome))
         oom_killed = keeper.oom_killed()  # before the group is removed
         root = os.geteuid() == 0
         for child, limits in ((judge, judge_limits), (ref_host, reference_limits)):
@@ -791,6 +791,19 @@ def run_judged(
     remove_tree(h_scratch)
     remove_tree(j_scratch)
     return outcome
+
+
+HOST_EXIT_GRACE_S = 1.0
+"""How long the parent waits for a candidate host the judge saw go to finish exiting by itself
+before it kills it (`_HostKeeper.end`)."""
+
+
+def _host_gone(outcome: JudgedOutcome | None) -> bool:
+    """Whether the judge's result says the candidate host died (its `host_died` label,
+    `cudal1.bench.judge._HOST_FAULT`)."""
+    value = outcome.value if outcome is not None and outcome.kind == "returned" else None
+    labels = value.get("labels") if isinstance(value, dict) else None
+    return isinstance(labels, list) and "host_died" in labels
 
 
 class _HostKeeper:
@@ -843,12 +856,18 @@ class _HostKeeper:
             with self._objects_lock:
                 self.objects |= found
 
-    def end(self) -> None:
+    def end(self, gone: bool = False) -> None:
         """Read the host's mapped objects once more, then kill its tree and every process of its
-        sandbox uid (once)."""
+        sandbox uid (once). `gone`: the judge saw the host's socket close, so the host is dying
+        by itself; it gets up to `HOST_EXIT_GRACE_S` to be reaped first, so that its own exit
+        status (a signal it raised, an exit code) is what the result reports, not the parent's
+        SIGKILL."""
         with self._lock:
             if self.ended:
                 return
+            if gone:
+                # Closing its descriptors comes early in a process's exit; being reapable comes last.
+                self.host.join(HOST_EXIT_GRACE_S)
             alive = self.host.is_alive()
             if alive:
                 found = _mapped_objects(self.host.pid, self.watch)
