@@ -49,7 +49,7 @@ from ..tasks.task import Task
 from . import buildcache
 from .devicelock import DeviceLock
 from .labels import built_objects, kernel_labels, source_labels
-from .result import EvalResult, HackKind, Status, truncate_log
+from .result import EvalResult, HackKind, Label, Status, truncate_log
 from .settings import EvalSettings
 from .worker import JudgedOutcome, WorkerLimits, WorkerOutcome, read_untrusted, run_isolated, run_judged
 
@@ -410,8 +410,8 @@ def _from_judged(task: Task, backend: str, out: JudgedOutcome, limit_mib: int) -
                 message=f"the judge returned a malformed result: {exc}",
                 labels=["harness_error"],
             )
-        if "host_died" in result.labels:
-            result.labels.remove("host_died")
+        if Label.HOST_DIED in result.labels:
+            result.labels.remove(Label.HOST_DIED)
             _host_death(result, out)
         if out.oom_killed and result.status is not Status.OK:
             result.status, result.hack_kind = Status.RESOURCE_EXCEEDED, None

@@ -90,7 +90,7 @@ import torch
 
 from ..tasks.task import Task
 from . import correctness, guards, inputs as inputs_mod, timing
-from .result import EvalResult, HackKind, Status, speedup_phrase
+from .result import EvalResult, HackKind, Label, Status, speedup_phrase
 from .settings import EvalSettings
 from .readers import IpcReader, ParentReader, ReadError, view_span
 from .slots import Slot, TensorSpec, plan
@@ -127,7 +127,7 @@ _FLAG_LABEL = re.compile(r"^global_flags:[A-Za-z0-9_.,]{1,300}$")
 HOST_LABELS = frozenset({"reduced_precision", "background_threads", "cuda_fault"})
 """The only labels the candidate's process may report (besides "global_flags:<names>"): facts
 that can only lower what a result is worth. Every other label is set by the judge or the parent."""
-_HOST_FAULT = "host_died"
+_HOST_FAULT = Label.HOST_DIED
 REFERENCE_SLOWED = 1.1
 """Interleaved reference median above this × the baseline (plus the resolution) is labelled
 "reference_slowed": something slowed the reference while the candidate was alive."""

@@ -82,6 +82,9 @@ class Label:
     """The candidate's time was below the measurement's resolution: its speedup is a lower bound."""
     NO_CANDIDATE = "no_candidate"
     """No response held usable code (a placeholder result, status compile_error)."""
+    HOST_DIED = "host_died"
+    """The judge saw the candidate's process go (internal: between the judge, the parent and the
+    evaluator, which replaces it by how the process ended; never in a returned result)."""
     NOT_DELIVERED = "not_delivered"
     """The optimize job delivered none of a task's correct attempts (not confirmed by a second
     opinion, or not paid above the reference and the start): a placeholder, status compile_error."""

@@ -44,7 +44,7 @@ import psutil
 
 from . import allocator
 from .cgroup import CandidateCgroup
-from .result import truncate_log
+from .result import Label, truncate_log
 from .sandbox import default_uid, remove_ipc_objects
 
 # The server imports what every child needs, once; none of it runs candidate code or touches CUDA.
@@ -799,11 +799,10 @@ before it kills it (`_HostKeeper.end`)."""
 
 
 def _host_gone(outcome: JudgedOutcome | None) -> bool:
-    """Whether the judge's result says the candidate host died (its `host_died` label,
-    `cudal1.bench.judge._HOST_FAULT`)."""
+    """Whether the judge's result says the candidate host died (`Label.HOST_DIED`)."""
     value = outcome.value if outcome is not None and outcome.kind == "returned" else None
     labels = value.get("labels") if isinstance(value, dict) else None
-    return isinstance(labels, list) and "host_died" in labels
+    return isinstance(labels, list) and Label.HOST_DIED in labels
 
 
 class _HostKeeper:
