@@ -251,7 +251,7 @@ def run_sft(ctx: RunContext) -> None:
     k = rl.exemplars
     refine = rl.turns > 1 if cfg.refinement_prompts is None else cfg.refinement_prompts
     count = chat_token_counter(ctx.tokenizer) if refine else None
-    budget = min(max_prompt, rl.feedback_tokens or max_prompt)
+    budget = rl.feedback_tokens if rl.feedback_tokens is not None else max_prompt  # as sample_episodes
     contrastive, refinement, trained = 0, 0, 0
     for t in ctx.tasks:
         answers = [e for e in solutions if e.task_id == t.task_id]
