@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import logging
 import math
@@ -147,10 +148,15 @@ class Experiment:
         self.prompt = plain_prompt(self.task.source)
         self.tasks = [self.task]  # one group of episodes per task per step, all on `prompt`
         self.kinds: tuple[str, ...] = KINDS
-        self.pool: Any = rrl.MeasuredPool(False, 1)
         self.results: dict[str, Any] = {}
         self.sft_dir: Path | None = None
         self.sft_report: dict[str, Any] = {}
+
+    @functools.cached_property
+    def pool(self) -> Any:
+        """The evaluations of this experiment, made on first use (a subclass's tasks are set by
+        then): a CPU `MeasuredPool` measuring each program once."""
+        return rrl.MeasuredPool(False, 1)
 
     def measure(self, attempts: int = 3) -> dict[str, dict[str, Any]]:
         """Evaluate the three variants (the results every later use of them gets). slow and fast

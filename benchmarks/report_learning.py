@@ -44,6 +44,7 @@ met the criterion (0.84 over its last two steps) and the three controls did not.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import sys
@@ -186,8 +187,12 @@ class Experiment(mtl.Experiment):
         self.task = self.tasks[0]
         self.prompt = plain_prompt(self.source)
         self.kinds = KINDS
-        self.pool = ProfilePool({t.task_id: (t, self.profile_of[t.task_id]) for t in self.tasks})
         self.results: dict[str, Any] = {}  # "<kind>@<profile>" -> EvalResult
+
+    @functools.cached_property
+    def pool(self) -> Any:
+        """Each task's evaluations at its own profile (`ProfilePool`), made on first use."""
+        return ProfilePool({t.task_id: (t, self.profile_of[t.task_id]) for t in self.tasks})
 
     def answer(self, kind: str) -> str:
         return answer(kind)
