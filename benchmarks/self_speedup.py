@@ -7,6 +7,7 @@ process being another process), the spread how much one evaluation can be truste
 
     python benchmarks/self_speedup.py --backend cpu --tasks level1/3 level1/13 level2/1 --repeats 3
     python benchmarks/self_speedup.py --backend cuda --kernelbench PATH --tasks level1/19 level2/1 --repeats 1 --band 0.98 1.02
+    ... --records all.jsonl     # every evaluation's whole result too: each round trip's clocks
 
 Prints one JSON line per task and writes them all with --out. With --band LO HI it ends with two
 verdict lines: "LABELS PASS"/"LABELS FAIL" (no evaluation carries a label that says the reference
@@ -42,6 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--overhead-quantile", type=float, default=None, help="EvalSettings.overhead_quantile")
     ap.add_argument("--out", default=None)
     ap.add_argument(
+        "--records", default=None, help="append each evaluation's whole result (EvalResult.to_dict) here, one JSON line"
+    )
+    ap.add_argument(
         "--kernelbench", default=None, help="take the tasks from this KernelBench checkout, not the builtin suite"
     )
     ap.add_argument(
@@ -68,6 +72,10 @@ def main(argv: list[str] | None = None) -> int:
             evaluate(task, reference_as_candidate(task.source), args.backend, settings=settings)
             for _ in range(args.repeats)
         ]
+        if args.records:
+            with open(args.records, "a", encoding="utf-8") as f:
+                for r in runs:
+                    f.write(json.dumps({"task": tid, **r.to_dict()}) + "\n")
         ok = [r for r in runs if r.status is Status.OK]
         speedups = [r.speedup for r in ok]
         entry = {

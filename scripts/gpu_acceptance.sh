@@ -77,7 +77,7 @@ rc=$?; tail -3 "$out/guards.log"; verdict guards $rc "$(tail -1 "$out/guards.log
 
 KB_IDS=$(echo $SET | sed 's#kernelbench/##g')
 timeout 100 python3 benchmarks/self_speedup.py --backend cuda --kernelbench "$kb" --tasks $KB_IDS --repeats 1 \
-  --band 0.98 1.02 --out "$out/self.json" > "$out/self.log" 2>&1
+  --band 0.98 1.02 --out "$out/self.json" --records "$out/self-records.jsonl" > "$out/self.log" 2>&1
 tail -2 "$out/self.log"
 grep -q "^PASS reference as candidate" "$out/self.log"; verdict self $? "$(tail -1 "$out/self.log")"
 grep -q "^LABELS PASS" "$out/self.log"; verdict labels $? "$(grep '^LABELS' "$out/self.log" || echo 'no report')"
@@ -90,7 +90,7 @@ grep -E "^(PASS|FAIL) " "$out/agreement.txt" | sed -E 's/^(PASS|FAIL) /\1 agreem
 grep -qE "^(PASS|FAIL) " "$out/agreement.txt" || verdict agreement 1 "no report (agreement.err)"
 
 timeout 160 python3 benchmarks/repeatability.py --backend cuda --tasks $SEEDS --repeats 5 --variants default \
-  --cache "$CUDAL1_CACHE" --out "$out/repeat.json" > "$out/repeat.log" 2>&1
+  --cache "$CUDAL1_CACHE" --out "$out/repeat.json" --records "$out/repeat-records.jsonl" > "$out/repeat.log" 2>&1
 python3 - "$out/repeat.json" > "$out/repeat.txt" <<'PY'
 import json, statistics, sys
 bad = 0
