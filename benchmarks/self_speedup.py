@@ -41,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--tasks", nargs="+", required=True)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--overhead-quantile", type=float, default=None, help="EvalSettings.overhead_quantile")
+    ap.add_argument("--unexplained-tolerance", type=float, default=None, help="EvalSettings.unexplained_tolerance")
     ap.add_argument("--out", default=None)
     ap.add_argument(
         "--records", default=None, help="append each evaluation's whole result (EvalResult.to_dict) here, one JSON line"
@@ -58,7 +59,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
 
-    overrides = {} if args.overhead_quantile is None else {"overhead_quantile": args.overhead_quantile}
+    overrides: dict[str, float] = {}
+    if args.overhead_quantile is not None:
+        overrides["overhead_quantile"] = args.overhead_quantile
+    if args.unexplained_tolerance is not None:
+        overrides["unexplained_tolerance"] = args.unexplained_tolerance
     settings = EvalSettings.for_backend(args.backend, cache_dir=tempfile.mkdtemp(prefix="cudal1-self-"), **overrides)
     if args.kernelbench:
         levels = sorted({int(t.split("/")[0].removeprefix("level")) for t in args.tasks})

@@ -135,6 +135,20 @@ class CandidateCgroup:
         pids = [int(p) for p in text.split()]
         return [p for p in pids if _alive(p)] if live else pids
 
+    def cpu_ns(self) -> int | None:
+        """CPU time (ns) spent by every process that has been in the group, ended ones included
+        (cgroup v2 `cpu.stat` usage_usec, microseconds); None under v1 or where it cannot be read."""
+        if self.version != 2:
+            return None
+        try:
+            for line in (self.dirs["memory"] / "cpu.stat").read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "usage_usec":
+                    return int(value) * 1000
+        except (OSError, ValueError):
+            pass
+        return None
+
     def oom_kills(self) -> int:
         """How many times the kernel's OOM killer ended a process of the group."""
         if self.version == 2:

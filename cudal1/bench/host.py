@@ -18,8 +18,8 @@ The protocol, judge -> host (each answered by one message unless noted):
 
 - (host first) `hello` {sandbox}: sent before any candidate code exists.
 - `setup` {role, device, task, profile, in_slot (CUDA: the host's slot; CPU: none), in_specs,
-  out_specs, out_tree, args, init, init_seed, ref_aliases_inputs, set_bytes, batch_cap, stand_in}
-  -> `ready`: map the input slot (room for `batch_cap` input sets, set j at `set_bytes` × j),
+  out_specs, out_tree, args, init, init_seed, ref_aliases_inputs, set_bytes, batch_cap, stand_in,
+  threads} -> `ready`: run `threads` intra-op threads (when given), map the input slot (room for `batch_cap` input sets, set j at `set_bytes` × j),
   take the pristine snapshots of global flags, function identities and threads; the reference
   host builds the task's reference model, and so does the candidate host with `stand_in` (it
   runs the reference in the judge's calibration, before any candidate code exists, and drops it
@@ -138,6 +138,9 @@ class Host:
         self.device = msg["device"]
         self.cuda = self.device.startswith("cuda")
         self.torch_device = torch.device(self.device)
+        threads = msg.get("threads")
+        if isinstance(threads, int) and not isinstance(threads, bool) and threads >= 1:
+            torch.set_num_threads(threads)  # before the pristine flags: the judge's choice, not a change
         if self.cuda:
             torch.cuda.set_device(self.device)
             torch.empty(1, device=self.device)  # a current context, for the slot's driver calls

@@ -37,6 +37,10 @@ So, by construction:
   context switches, none of it work the candidate's process could skip (the host locates its
   outputs while the GPU runs and checks their memory after it answers: `cudal1.bench.host`). Work left running after the host answers is inside that interval, or missing from what
   the judge copies (then the output is wrong, or changes when the judge looks again);
+- on the CPU both hosts run their forwards on one thread (`EvalSettings.host_threads`), and a
+  candidate round trip counts as at least the CPU time every process of the candidate spent in
+  it beyond one core (`timing.parallel_cpu_ms`, read by the parent before the go and after the
+  host's audit): threads, pools and helper processes buy nothing the reference did not have;
 - below the resolution (the jitter of the calibration's round trips over K, per call) two times
   are not told apart: both sides are taken as at least it (`timing.speedup_stats`), and
   `below_resolution` says the ratio is a bound;
@@ -208,6 +212,9 @@ class Judge:
         self.host_loaded = False
         self.pause_candidate = False
         """Stop the candidate's processes while the reference is timed (CPU, candidate alive)."""
+        self.cpu_excess_ms = 0.0
+        """The last candidate round trip's CPU time beyond one core (ms, `timing.parallel_cpu_ms`;
+        0 unless `EvalSettings.count_cpu_time` on the CPU)."""
         self.views: dict[str, list[list[torch.Tensor]]] = {}
         """Per host, per set of the host's input slot: views of the set's input tensors."""
         self.ref_template: list[Any] = []
@@ -494,6 +501,7 @@ class Judge:
             ref_aliases_inputs=self.ref_aliases_inputs,
             set_bytes=self.in_bytes,
             batch_cap=self.batch_cap,
+            threads=self.settings.host_threads,
         )
         ref_meta = self.ref_slot.export()[0] if self.cuda else None
         try:
@@ -716,10 +724,18 @@ class Judge:
             raise RuntimeError(f"the judge could not read the reference's outputs: {exc}") from exc
 
     def _note_trip(
-        self, who: str, wall_ms: float, answered_ms: float, msg: dict[str, Any], audit: dict[str, Any]
+        self,
+        who: str,
+        wall_ms: float,
+        answered_ms: float,
+        msg: dict[str, Any],
+        audit: dict[str, Any],
+        parallel_cpu_ms: float | None = None,
     ) -> None:
         """Keep the record of a round trip of the timing pass (see `EvalResult.round_trips`); the
-        host's parts come from its answer (`msg`) and its audit after it (`audit`)."""
+        host's parts come from its answer (`msg`) and its audit after it (`audit`);
+        `parallel_cpu_ms` is the candidate's CPU time beyond one core (`timing.parallel_cpu_ms`),
+        where it was counted."""
         if self.recording is None:
             return
         # Everything here may come from the candidate's process: kept only where it is sane data.
@@ -731,14 +747,15 @@ class Judge:
         )
         inner = msg.get("inner_ms")
         own = timing.claimed_total_ms(inner, len(inner)) if isinstance(inner, list) and inner else None
-        self.result.round_trips.setdefault(self.recording + who, []).append(
-            {
-                "wall_ms": round(wall_ms, 4),
-                "answered_ms": round(answered_ms, 4),
-                "own_ms": None if own is None else round(own, 4),
-                "host_parts_ms": parts,
-            }
-        )
+        record = {
+            "wall_ms": round(wall_ms, 4),
+            "answered_ms": round(answered_ms, 4),
+            "own_ms": None if own is None else round(own, 4),
+            "host_parts_ms": parts,
+        }
+        if parallel_cpu_ms is not None and self.settings.count_cpu_time and not self.cuda:
+            record["parallel_cpu_ms"] = round(parallel_cpu_ms, 4)
+        self.result.round_trips.setdefault(self.recording + who, []).append(record)
 
     @_spends("candidate call")
     @_gc_paused
@@ -755,6 +772,8 @@ class Judge:
             raise Verdict(
                 Status.HACK, "the candidate process sent a message nobody asked for", HackKind.HARNESS_TAMPERING
             )
+        counting = timed and self.settings.count_cpu_time and not self.cuda and self.link is not None
+        cpu0 = self._candidate_cpu_ns() if counting else 0
         t0, fields, fds = self._go("candidate", xs, self.args_template, timed)
         self.args_template = _sent_template(fields, self.args_template)
         try:
@@ -788,10 +807,23 @@ class Judge:
         wall_ms = (self.clock.now_ns() - t0) / 1e6
         # The host's memory checks, made after it answered: outside the interval just timed.
         audit = self._recv("audited")
+        self.cpu_excess_ms = 0.0
+        if counting:
+            elapsed_ms = (self.clock.now_ns() - t0) / 1e6
+            cpu_ms = (self._candidate_cpu_ns() - cpu0) / 1e6
+            self.cpu_excess_ms = timing.parallel_cpu_ms(cpu_ms, elapsed_ms)
         self._host_verdicts(audit)
-        self._note_trip("candidate", wall_ms, (answered - t0) / 1e6, msg, audit)
+        self._note_trip("candidate", wall_ms, (answered - t0) / 1e6, msg, audit, self.cpu_excess_ms)
         self.last_leaves, self.last_snapshot = msg["leaves"], snapshot
         return wall_ms, msg, snapshot
+
+    def _candidate_cpu_ns(self) -> int:
+        """The candidate's CPU time so far (ns, the parent's count, `ParentLink.cpu_ns`). Raises
+        RuntimeError when the parent does not answer (the harness's failure)."""
+        try:
+            return self.link.cpu_ns()
+        except (ProtocolError, PeerGone, Timeout) as exc:
+            raise RuntimeError(f"the parent did not say the candidate's CPU time: {exc}") from exc
 
     def _ref_send(self, op: str, fds: list[int] | None = None, **fields: Any) -> None:
         try:
@@ -1375,6 +1407,7 @@ class Judge:
         rounds = max(min(3, s.rounds), min(s.rounds, int(s.timing_budget_s / per_round_s)))
         ref_rounds: list[list[float]] = []
         cand_walls: list[list[tuple[float, object]]] = []
+        parallel: list[float] = []  # each candidate round trip's CPU time beyond one core (ms)
         trips: list[float] = []
         # The hosts are checked after a secret third of the rounds (and once more at the end):
         # a check slows the next forward in both hosts alike, so most rounds are unchecked ones.
@@ -1392,6 +1425,7 @@ class Judge:
                 else:
                     wall_ms, msg, snapshot = self._call(xs, timed=True)
                     cand_walls.append([(wall_ms, timing.claimed_total_ms(msg.get("inner_ms"), k))])
+                    parallel.append(self.cpu_excess_ms)
             self._check_timed(xs, expected, msg, snapshot, f"timed round {r + 1}")
             if r in checked:
                 self._host_check(f"during timing round {r + 1}")
@@ -1414,7 +1448,8 @@ class Judge:
             self.calibration_resolution_ms, trips, k, s.resolution_source, least_ms=tolerance / k
         )
         totals = timing.candidate_rounds_ms(cand_walls, high, typical, tolerance_ms=tolerance)
-        return ref_rounds, [[t / k for t in rnd] for rnd in totals]
+        # Work run on other cores at the same time counts in full (0 unless count_cpu_time).
+        return ref_rounds, [[(t + extra) / k for t in rnd] for rnd, extra in zip(totals, parallel)]
 
     def _check_timed(self, xs: list[list[Any]], expected: list[Expected], msg: Any, snapshot: Any, what: str) -> None:
         """Every call of a timed round trip: its outputs against the reference's on the same

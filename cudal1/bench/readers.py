@@ -251,7 +251,8 @@ class HostMemory:
 
 class ParentLink:
     """What the judge may ask of the parent, over a socket only they share: read the host's
-    memory (CPU), hold and release the device, end the host. `Channel` framing; the parent serves
+    memory (CPU), hold and release the device, stop and continue the candidate, its CPU time,
+    end the host. `Channel` framing; the parent serves
     it from a thread."""
 
     def __init__(self, sock: Any) -> None:
@@ -286,6 +287,15 @@ class ParentLink:
         it did (False: the candidate is gone or ended). Raises ProtocolError, PeerGone, Timeout."""
         self.chan.send("pause_host", stop=stop)
         return _expect(self.chan, "pause_host").get("paused") is True
+
+    def cpu_ns(self) -> int:
+        """CPU time (ns) every process of the candidate has spent so far
+        (`cudal1.bench.worker._HostKeeper.cpu_ns`). Raises ProtocolError, PeerGone, Timeout."""
+        self.chan.send("cpu_ns")
+        ns = _expect(self.chan, "cpu_ns").get("ns")
+        if type(ns) is not int or ns < 0:
+            raise ProtocolError(f"the parent answered a CPU time of {str(ns)[:40]}")
+        return ns
 
     def end_host(self, timeout_s: float = 30.0) -> bool:
         """Ask the parent to kill the host's process tree and every process of its uid; True once

@@ -210,8 +210,10 @@ class EvalResult:
     calibration, with the candidate host running the reference), one entry per round trip in
     order (ms): `wall_ms` (the judge's clock, go to holding every output), `answered_ms` (go to
     the host's answer), `own_ms` (the host's own figure for its K forwards; None when it sent none
-    usable) and `host_parts_ms` (where the host says its side went: inputs, forwards, locate before its
-    answer, audit after it; from the candidate's host, only its word)."""
+    usable), `host_parts_ms` (where the host says its side went: inputs, forwards, locate before its
+    answer, audit after it; from the candidate's host, only its word) and, for the candidate host
+    on the CPU, `parallel_cpu_ms` (the CPU time its processes spent beyond one core, added to the
+    round trip: `cudal1.bench.timing.parallel_cpu_ms`)."""
     remeasured: bool = False
     """True when the speedup exceeded the re-measure bar and the value is from the second measurement."""
     overhead_ms: float | None = None

@@ -121,6 +121,18 @@ class EvalSettings:
     few round trips each, and honest hosts land above it about half the time: at 0 every honest
     candidate is biased slow; at 0.5 a host that under-reports gains at most half the
     resolution (`EvalResult.resolution_ms`) a call."""
+    host_threads: int | None = None
+    """Intra-op threads (`torch.set_num_threads`) of both hosts, set before any candidate code
+    exists; None: as many as the evaluation's cores (`cudal1.bench.worker.WorkerLimits.cpus`).
+    The CPU backend uses 1: the judge and the parent work on the same cores between a host's
+    calls, and a forward split over every core waits for its slowest thread (level1/17 on two
+    cores: 4.2-10 ms a call with two threads, 7.5-10 ms with one; docs/benchmarks.md). A
+    candidate that runs more threads than this gains nothing on the CPU (`count_cpu_time`)."""
+    count_cpu_time: bool = False
+    """Count a candidate round trip as at least the CPU time every process of the candidate spent
+    in it, less the round trip's length on the judge's clock (`cudal1.bench.timing.add_parallel_cpu`):
+    work spread over more cores than `host_threads` (threads, pools, helper processes) is paid
+    for in full. On in the CPU backend; on CUDA a host's CPU time is launches and waits."""
     # limits
     wall_timeout_s: float = 300.0
     """Whole evaluation, build included."""
@@ -161,6 +173,8 @@ class EvalSettings:
             )
         if self.resolution_source not in RESOLUTION_SOURCES:
             raise ValueError(f"resolution_source must be one of {RESOLUTION_SOURCES}, got {self.resolution_source!r}")
+        if self.host_threads is not None and self.host_threads < 1:
+            raise ValueError(f"host_threads must be None or at least 1, got {self.host_threads}")
         if self.rounds < 1 or self.calibration_rounds < 1:
             raise ValueError(
                 f"rounds and calibration_rounds must be at least 1, got {self.rounds}, {self.calibration_rounds}"
@@ -184,6 +198,8 @@ class EvalSettings:
                 # The CPU round trip's jitter is milliseconds, half of it most of a call:
                 # a host sending no times gained up to 2.5x in the lean-host judge test.
                 unexplained_tolerance=0.0,
+                host_threads=1,
+                count_cpu_time=True,
             )
         elif backend == "cuda":
             base.update(

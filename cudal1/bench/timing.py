@@ -15,6 +15,8 @@ host, which runs no candidate code.
   round trip (`fixed_costs`, `calibration`). The candidate host reports the same figures; the
   judge holds their sum (`claimed_total_ms`) to its own interval minus that fixed cost
   (`candidate_rounds_ms`).
+- On the CPU the candidate's round trip counts as at least the CPU time its processes spent in
+  it beyond one core (`parallel_cpu_ms`): both hosts run their forwards on one thread.
 - A round's figure is its mean per call; a side's time is the median of its rounds' figures, and
   the speedup their ratio, with the same floor on both sides (`speedup_stats`).
 - `DeviceClock.time_call` (device-wide synchronize, call, device-wide synchronize) times a
@@ -287,6 +289,20 @@ def candidate_rounds_ms(
     allowed = overhead_typical_ms + tolerance
     excess = max(statistics.median(unexplained) - allowed, 0.0) if unexplained else 0.0
     return [[f + excess for f in frnd] for frnd in figures]
+
+
+def parallel_cpu_ms(cpu_ms: float, elapsed_ms: float) -> float:
+    """The CPU time (ms) a round trip's processes spent beyond one core: max(cpu_ms - elapsed_ms,
+    0), with `cpu_ms` the CPU time of every process of the candidate from just before the go until
+    its last answer of the round trip and `elapsed_ms` that interval on the judge's clock.
+
+    A host that runs its forwards on one thread, as the reference host does (`EvalSettings.host_threads`),
+    spends at most the interval (it waits for each reveal on that thread); whatever more was
+    spent ran on other cores at the same time: threads, thread pools, helper processes. The
+    judge adds it to the round trip (`EvalSettings.count_cpu_time`), so work spread over cores is
+    counted as if it had run on one. Never negative; a non-finite input gives 0."""
+    excess = cpu_ms - elapsed_ms
+    return excess if math.isfinite(excess) and excess > 0 else 0.0
 
 
 def jitter(values_ms: list[float]) -> float:

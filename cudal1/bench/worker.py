@@ -907,6 +907,20 @@ class _HostKeeper:
                     time.sleep(0.0002)
             return True
 
+    def cpu_ns(self) -> int:
+        """CPU time (ns) every process of the candidate has spent so far: its control group's
+        count where there is one (ended processes included); else the sum over `_candidate_pids`
+        of each process's CPU clock (all its threads, ended ones included) and of its reaped
+        children's time (at the kernel's tick). Without a group, a process that ends and is
+        reaped by no candidate process between two readings takes its time with it. 0 once the
+        candidate is ended."""
+        with self._lock:
+            if self.ended:
+                return 0
+            if self.group is not None and (usage := self.group.cpu_ns()) is not None:
+                return usage
+            return sum(_process_cpu_ns(pid) for pid in self._candidate_pids())
+
     def _candidate_pids(self) -> list[int]:
         """Every process of the candidate: its group's; without one, its host's tree and (as root,
         sandboxed) every process of its sandbox uid, which catches double-forked daemons."""
@@ -953,6 +967,8 @@ class _HostKeeper:
                 elif op == "end_host":
                     self.end()
                     self._chan.send("end_host", ended=True)
+                elif op == "cpu_ns":
+                    self._chan.send("cpu_ns", ns=self.cpu_ns())
                 elif op == "pause_host":
                     self._chan.send("pause_host", paused=self.pause(msg.get("stop") is True))
                 elif op == "hold_device":
@@ -976,6 +992,22 @@ class _HostKeeper:
         self._thread.join(2.0)
         if self.group is not None:
             self.group.remove()
+
+
+_TICK_NS = 10**9 // (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
+
+
+def _process_cpu_ns(pid: int) -> int:
+    """CPU time (ns) of process `pid`: its CPU clock (every thread, ended threads included;
+    clock_getcpuclockid's clock) plus its reaped children's user and system time
+    (/proc/<pid>/stat, in ticks). 0 for a process that is gone."""
+    try:
+        own = time.clock_gettime_ns(((~pid) << 3) | 2)  # glibc's MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+        return own + (int(fields[13]) + int(fields[14])) * _TICK_NS
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def _state(pid: int) -> str:

@@ -1,8 +1,9 @@
-"""torch.set_num_threads(1) at import: would slow the reference on the CPU if it leaked."""
+"""torch.set_num_threads(2) at import: more threads than the hosts run; would change the reference on
+the CPU if it leaked."""
 import torch
 import torch.nn as nn
 
-torch.set_num_threads(1)
+torch.set_num_threads(2)
 
 
 class ModelNew(nn.Module):

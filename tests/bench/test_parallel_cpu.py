@@ -1,0 +1,101 @@
+"""Work spread over several cores buys nothing on the CPU backend: both hosts run their forwards
+on one thread (`EvalSettings.host_threads`), and a candidate round trip counts as at least the
+CPU time every process of the candidate spent in it beyond one core
+(`cudal1.bench.timing.parallel_cpu_ms`, `EvalSettings.count_cpu_time`). Without that count, a
+candidate that switched to two intra-op threads inside forward (and back before returning, so no
+flag check saw it) was paid 1.63x and 1.66x against an honest 1.01x and 1.04x on matmul_512
+(2-core machine, docs/benchmarks.md)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+import evalkit
+from cudal1.bench import worker
+from cudal1.bench.evaluator import evaluate
+from cudal1.bench.result import Status
+from cudal1.bench.timing import parallel_cpu_ms
+
+
+def test_only_cpu_time_beyond_the_interval_counts() -> None:
+    assert parallel_cpu_ms(30.0, 12.5) == 17.5
+    assert parallel_cpu_ms(12.5, 12.5) == 0.0
+    assert parallel_cpu_ms(3.0, 12.5) == 0.0  # a host that slept part of the round trip
+    assert parallel_cpu_ms(float("nan"), 1.0) == 0.0
+    assert parallel_cpu_ms(float("inf"), 1.0) == 0.0
+
+
+def test_a_processs_cpu_time_includes_its_ended_threads_and_reaped_children() -> None:
+    """The parent's reading of another process: the process's own count of its CPU time (threads
+    that have ended included) plus a reaped child's, at the kernel's tick."""
+    code = (
+        "import os, sys, threading, time\n"
+        "def spin(s):\n"
+        "    t = time.perf_counter()\n"
+        "    while time.perf_counter() - t < s: pass\n"
+        "th = threading.Thread(target=spin, args=(0.2,)); th.start(); th.join()\n"
+        "pid = os.fork()\n"
+        "if pid == 0:\n"
+        "    spin(0.3); os._exit(0)\n"
+        "os.waitpid(pid, 0)\n"
+        "t = os.times()\n"
+        "print(time.process_time(), t.children_user + t.children_system, flush=True)\n"
+        "time.sleep(30)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    try:
+        own_s, children_s = map(float, proc.stdout.readline().split())
+        measured_s = worker._process_cpu_ns(proc.pid) / 1e9
+    finally:
+        proc.kill()
+        proc.wait()
+    assert own_s >= 0.2 and children_s >= 0.25
+    # The process's clock is read a moment after it printed its own (it sleeps meanwhile).
+    assert abs(measured_s - (own_s + children_s)) < 0.03, (measured_s, own_s, children_s)
+    assert worker._process_cpu_ns(proc.pid) == 0  # gone
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("cudal1-cache")
+
+
+def _series(cache_dir) -> list:
+    task = evalkit.MATMUL_512
+    return [
+        evaluate(task, evalkit.candidate(name), "cpu", settings=evalkit.settings(cache_dir, rounds=5))
+        for name in ("honest_matmul_relu", "threads_toggled_matmul", "threads_split_matmul")
+    ]
+
+
+def test_threads_beyond_the_hosts_one_are_paid_for(cache_dir) -> None:
+    """Two intra-op threads switched on inside forward, and matmul rows split between two Python
+    threads, against the honest rewrite: neither gains beyond the honest spread, and their round
+    trips carry the CPU time counted beyond one core; the honest host's carry none."""
+    held, series = evalkit.held_to_honest(
+        lambda: _series(cache_dir), lambda cheat_x, honest_x: cheat_x < 1.15 * honest_x + 0.05
+    )
+    table = "\n".join(" ".join(f"{r.status.value}:{r.speedup or 0:.2f}" for r in s) for s in series)
+    assert all(r.status is Status.OK for s in series for r in s), table + "\n" + evalkit.describe(series[0][1])
+    assert held, "honest, toggled threads, split rows:\n" + table
+    honest_extra = [t["parallel_cpu_ms"] for s in series for t in s[0].round_trips["candidate"]]
+    assert honest_extra and max(honest_extra) == 0.0, honest_extra
+    for i in (1, 2):
+        counted = [t["parallel_cpu_ms"] for s in series for t in s[i].round_trips["candidate"]]
+        if (os.cpu_count() or 1) > 1:
+            assert sum(x > 0 for x in counted) * 2 >= len(counted), (i, counted)
+
+
+def test_cpu_time_is_not_counted_on_request(cache_dir) -> None:
+    r = evaluate(
+        evalkit.MATMUL_512,
+        evalkit.candidate("honest_matmul_relu"),
+        "cpu",
+        settings=evalkit.settings(cache_dir, count_cpu_time=False),
+    )
+    assert r.status is Status.OK, evalkit.describe(r)
+    assert all("parallel_cpu_ms" not in t for t in r.round_trips["candidate"])
