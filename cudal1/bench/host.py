@@ -19,7 +19,8 @@ The protocol, judge -> host (each answered by one message unless noted):
 - (host first) `hello` {sandbox}: sent before any candidate code exists.
 - `setup` {role, device, task, profile, in_slot (CUDA: the host's slot; CPU: none), in_specs,
   out_specs, out_tree, args, init, init_seed, ref_aliases_inputs, set_bytes, batch_cap, stand_in,
-  threads} -> `ready`: run `threads` intra-op threads (when given), map the input slot (room for `batch_cap` input sets, set j at `set_bytes` × j),
+  threads} -> `ready`: run `threads` intra-op threads (when given), map the input slot (room for
+  `batch_cap` input sets, set j at `set_bytes` × j),
   take the pristine snapshots of global flags, function identities and threads; the reference
   host builds the task's reference model, and so does the candidate host with `stand_in` (it
   runs the reference in the judge's calibration, before any candidate code exists, and drops it

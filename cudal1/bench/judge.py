@@ -773,7 +773,8 @@ class Judge:
                 Status.HACK, "the candidate process sent a message nobody asked for", HackKind.HARNESS_TAMPERING
             )
         counting = timed and self.settings.count_cpu_time and not self.cuda and self.link is not None
-        cpu0 = self._candidate_cpu_ns() if counting else 0
+        if counting:
+            self._candidate_cpu_ns(start=True)
         t0, fields, fds = self._go("candidate", xs, self.args_template, timed)
         self.args_template = _sent_template(fields, self.args_template)
         try:
@@ -810,18 +811,19 @@ class Judge:
         self.cpu_excess_ms = 0.0
         if counting:
             elapsed_ms = (self.clock.now_ns() - t0) / 1e6
-            cpu_ms = (self._candidate_cpu_ns() - cpu0) / 1e6
+            cpu_ms = self._candidate_cpu_ns(start=False) / 1e6
             self.cpu_excess_ms = timing.parallel_cpu_ms(cpu_ms, elapsed_ms)
         self._host_verdicts(audit)
         self._note_trip("candidate", wall_ms, (answered - t0) / 1e6, msg, audit, self.cpu_excess_ms)
         self.last_leaves, self.last_snapshot = msg["leaves"], snapshot
         return wall_ms, msg, snapshot
 
-    def _candidate_cpu_ns(self) -> int:
-        """The candidate's CPU time so far (ns, the parent's count, `ParentLink.cpu_ns`). Raises
-        RuntimeError when the parent does not answer (the harness's failure)."""
+    def _candidate_cpu_ns(self, start: bool) -> int:
+        """Begin (`start`) or end an interval of the candidate's CPU time: the ns it spent since
+        the interval began (the parent's count, `ParentLink.cpu_interval`). Raises RuntimeError
+        when the parent does not answer (the harness's failure)."""
         try:
-            return self.link.cpu_ns()
+            return self.link.cpu_interval(start)
         except (ProtocolError, PeerGone, Timeout) as exc:
             raise RuntimeError(f"the parent did not say the candidate's CPU time: {exc}") from exc
 

@@ -288,11 +288,12 @@ class ParentLink:
         self.chan.send("pause_host", stop=stop)
         return _expect(self.chan, "pause_host").get("paused") is True
 
-    def cpu_ns(self) -> int:
-        """CPU time (ns) every process of the candidate has spent so far
-        (`cudal1.bench.worker._HostKeeper.cpu_ns`). Raises ProtocolError, PeerGone, Timeout."""
-        self.chan.send("cpu_ns")
-        ns = _expect(self.chan, "cpu_ns").get("ns")
+    def cpu_interval(self, start: bool) -> int:
+        """With `start`, ask the parent to begin an interval of the candidate's CPU time (0);
+        otherwise the CPU time (ns) every process of the candidate spent since it began
+        (`cudal1.bench.worker._HostKeeper.cpu_interval`). Raises ProtocolError, PeerGone, Timeout."""
+        self.chan.send("cpu_interval", start=start)
+        ns = _expect(self.chan, "cpu_interval").get("ns")
         if type(ns) is not int or ns < 0:
             raise ProtocolError(f"the parent answered a CPU time of {str(ns)[:40]}")
         return ns

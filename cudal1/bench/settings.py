@@ -126,11 +126,11 @@ class EvalSettings:
     exists; None: as many as the evaluation's cores (`cudal1.bench.worker.WorkerLimits.cpus`).
     The CPU backend uses 1: the judge and the parent work on the same cores between a host's
     calls, and a forward split over every core waits for its slowest thread (level1/17 on two
-    cores: 4.2-10 ms a call with two threads, 7.5-10 ms with one; docs/benchmarks.md). A
+    cores: 4.2-10 ms a call with two threads, 7.5-11 ms with one; docs/benchmarks.md). A
     candidate that runs more threads than this gains nothing on the CPU (`count_cpu_time`)."""
     count_cpu_time: bool = False
     """Count a candidate round trip as at least the CPU time every process of the candidate spent
-    in it, less the round trip's length on the judge's clock (`cudal1.bench.timing.add_parallel_cpu`):
+    in it, less the round trip's length on the judge's clock (`cudal1.bench.timing.parallel_cpu_ms`):
     work spread over more cores than `host_threads` (threads, pools, helper processes) is paid
     for in full. On in the CPU backend; on CUDA a host's CPU time is launches and waits."""
     # limits

@@ -833,6 +833,7 @@ class _HostKeeper:
         self.peak = 0.0
         self.exit_before_end: int | None = None
         self.ended = False
+        self._cpu_start: dict[int, int] = {}  # pid (0: the control group) -> CPU ns at `cpu_interval(start=True)`
         self.device_lock = device_lock
         self.waited_s = 0.0  # for the device lock: the parent's deadline moves by as much
         self._waiting_since: float | None = None
@@ -907,19 +908,23 @@ class _HostKeeper:
                     time.sleep(0.0002)
             return True
 
-    def cpu_ns(self) -> int:
-        """CPU time (ns) every process of the candidate has spent so far: its control group's
-        count where there is one (ended processes included); else the sum over `_candidate_pids`
-        of each process's CPU clock (all its threads, ended ones included) and of its reaped
-        children's time (at the kernel's tick). Without a group, a process that ends and is
-        reaped by no candidate process between two readings takes its time with it. 0 once the
-        candidate is ended."""
+    def cpu_interval(self, start: bool) -> int:
+        """With `start`, begin an interval of the candidate's CPU time (answers 0); otherwise the
+        CPU time (ns) every process of the candidate spent since it began. With a control group,
+        the group's count (ended processes included); else, per process of `_candidate_pids`, its
+        CPU clock (all its threads, ended ones included) and its reaped children's time (at the
+        kernel's tick), summed over the processes alive at the end, each less its own count at the
+        start (so a process that ends takes only its own time with it, never another's). 0 once
+        the candidate is ended."""
         with self._lock:
             if self.ended:
                 return 0
-            if self.group is not None and (usage := self.group.cpu_ns()) is not None:
-                return usage
-            return sum(_process_cpu_ns(pid) for pid in self._candidate_pids())
+            usage = self.group.cpu_ns() if self.group is not None else None
+            now = {0: usage} if usage is not None else {pid: _process_cpu_ns(pid) for pid in self._candidate_pids()}
+            if start:
+                self._cpu_start = now
+                return 0
+            return sum(max(ns - self._cpu_start.get(pid, 0), 0) for pid, ns in now.items())
 
     def _candidate_pids(self) -> list[int]:
         """Every process of the candidate: its group's; without one, its host's tree and (as root,
@@ -967,8 +972,8 @@ class _HostKeeper:
                 elif op == "end_host":
                     self.end()
                     self._chan.send("end_host", ended=True)
-                elif op == "cpu_ns":
-                    self._chan.send("cpu_ns", ns=self.cpu_ns())
+                elif op == "cpu_interval":
+                    self._chan.send("cpu_interval", ns=self.cpu_interval(msg.get("start") is True))
                 elif op == "pause_host":
                     self._chan.send("pause_host", paused=self.pause(msg.get("stop") is True))
                 elif op == "hold_device":

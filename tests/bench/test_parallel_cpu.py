@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -99,3 +100,34 @@ def test_cpu_time_is_not_counted_on_request(cache_dir) -> None:
     )
     assert r.status is Status.OK, evalkit.describe(r)
     assert all("parallel_cpu_ms" not in t for t in r.round_trips["candidate"])
+
+
+def test_a_process_that_ends_in_the_interval_cannot_cancel_another_ones_time() -> None:
+    """Without a control group the interval is summed per process: a helper that burned CPU
+    before the interval and ends inside it takes only its own time with it, so the time a second
+    helper spends in the interval is counted in full (a plain difference of two sums would have
+    subtracted the first helper's whole past from it)."""
+    import threading
+
+    spin = "import time\nt = time.perf_counter()\nwhile time.perf_counter() - t < {s}: pass\ntime.sleep(30)\n"
+    old = subprocess.Popen([sys.executable, "-c", spin.format(s=0.6)])
+    time.sleep(0.8)  # the old helper's 0.6 s are spent before the interval
+    keeper = object.__new__(worker._HostKeeper)
+    keeper._lock, keeper.ended, keeper.group, keeper._cpu_start = threading.Lock(), False, None, {}
+    new = None
+    pids = [old.pid]
+    keeper._candidate_pids = lambda: list(pids)
+    try:
+        assert keeper.cpu_interval(start=True) == 0
+        old.kill()
+        old.wait()
+        new = subprocess.Popen([sys.executable, "-c", spin.format(s=0.3)])
+        pids[:] = [new.pid]
+        time.sleep(0.6)
+        spent_s = keeper.cpu_interval(start=False) / 1e9
+    finally:
+        for p in (old, new):
+            if p is not None:
+                p.kill()
+                p.wait()
+    assert 0.25 <= spent_s <= 0.6, spent_s
