@@ -30,10 +30,11 @@ So, by construction:
   count as at least that minus a high quantile of the round trip's fixed cost, the pass as a
   whole as at least that minus its median and half its jitter (`timing.candidate_rounds_ms`,
   `EvalSettings.unexplained_tolerance`: the noise of comparing two medians of a few round trips;
-  none for a host whose claims the bound replaced in half its calls or more). The fixed cost is
-  the candidate host's K-call round trip minus its forwards on its own clock while it runs the
-  reference, before any candidate code exists, moved as far as the reference host's moved by the
-  time of the pass (never up by more than the jitter); all of it is messages, reads and GPU
+  none for a host whose claims the bound replaced in half its calls or more). The fixed cost
+  (a K-call round trip less the host's forwards on its own clock) is the reference host's in
+  the same pass, never above its calibration's by more than the jitter, plus what the candidate
+  host's exceeded it by in the calibration, while it ran the reference before any candidate code
+  existed (`timing.allowed_fixed_cost`); all of it is messages, reads and GPU
   context switches, none of it work the candidate's process could skip (the host locates its
   outputs while the GPU runs and checks their memory after it answers: `cudal1.bench.host`). Work left running after the host answers is inside that interval, or missing from what
   the judge copies (then the output is wrong, or changes when the judge looks again);
@@ -1433,17 +1434,15 @@ class Judge:
                 self._host_check(f"during timing round {r + 1}")
                 self._ref_check()
         self.recording = None
-        # What the candidate host's round trips may leave unexplained: its own fixed cost from the
-        # clean calibration, moved as much as the reference host's moved since then, but never
-        # up by more than the jitter: a candidate that slows the reference host's round trips
-        # cannot widen what it may claim.
+        # What the candidate host's round trips may leave unexplained: the reference host's fixed
+        # cost in this same pass, never above its calibration's by more than the jitter (a
+        # candidate that slows the reference host's round trips cannot widen what it may claim),
+        # plus the candidate host's excess over it in the calibration (`timing.allowed_fixed_cost`).
         q, jit = s.overhead_quantile, self.trip_jitter_ms
         tolerance = s.unexplained_tolerance * jit
-        high = timing.percentile(self.calibration_trips, q)
-        typical = statistics.median(self.calibration_trips)
-        if trips:
-            high += min(timing.percentile(trips, q) - timing.percentile(self.ref_calibration_trips, q), jit)
-            typical += min(statistics.median(trips) - statistics.median(self.ref_calibration_trips), jit)
+        ref_cal, cand_cal = self.ref_calibration_trips, self.calibration_trips
+        high = timing.allowed_fixed_cost(trips, ref_cal, cand_cal, jit, q)
+        typical = timing.allowed_fixed_cost(trips, ref_cal, cand_cal, jit)
         self.trips_ms.append(statistics.median(trips) if trips else float("nan"))
         self.pass_overhead_ms = typical
         self.pass_resolution_ms = timing.pass_resolution(

@@ -13,8 +13,8 @@ host, which runs no candidate code.
   `time.perf_counter_ns`): that is
   the reference's time, and the judge's interval minus the round's sum is the fixed cost of a
   round trip (`fixed_costs`, `calibration`). The candidate host reports the same figures; the
-  judge holds their sum (`claimed_total_ms`) to its own interval minus that fixed cost
-  (`candidate_rounds_ms`).
+  judge holds their sum (`claimed_total_ms`) to its own interval minus that fixed cost as the
+  reference host paid it in the same pass (`allowed_fixed_cost`, `candidate_rounds_ms`).
 - On the CPU the candidate's round trip counts as at least the CPU time its processes spent in
   it beyond one core (`parallel_cpu_ms`): both hosts run their forwards on one thread.
 - A round's figure is its mean per call; a side's time is the median of its rounds' figures, and
@@ -261,16 +261,16 @@ def candidate_rounds_ms(
     Each call is first held within the judge's clock (`clocked_call_ms` with `overhead_high_ms`, a
     high quantile of the round trip's fixed cost). Then the pass as a whole: a host whose calls
     leave more round trip unexplained (median of wall - figure) than `overhead_typical_ms` (that
-    fixed cost's median, as the calibration found it) plus `tolerance_ms` has under-reported, and
+    fixed cost's median, `allowed_fixed_cost`) plus `tolerance_ms` has under-reported, and
     every figure is raised by the excess over that sum. An honest host is measured by its own
     clock (the one the reference's time comes from); the median figure of a host that claims less
     than it took ends near or above the median of the judge's times less the typical fixed cost
     less `tolerance_ms` (the tests try constant, proportional, wall-tracking and missing claims).
 
     `tolerance_ms` is the noise of that comparison: both medians come from a few round trips each
-    and move by a good part of the round trip's jitter between calibration and pass. Without it,
-    an honest host is raised whenever its pass happens to land above the calibration (about half
-    the time) and never lowered: a bias against every candidate, up to several percent for
+    (the candidate host's and the reference host's of one pass, `allowed_fixed_cost`). Without
+    it, an honest host is raised whenever its median happens to land above the reference host's
+    (about half the time) and never lowered: a bias against every candidate, up to several percent for
     rounds of few calls (measured on an H200, docs/benchmarks.md). It is the benefit of the doubt
     for figures the judge could believe: a host whose claims had to be replaced by the judge's
     bound (missing, or below the judge's time less the high fixed cost) in half of its calls or
@@ -289,6 +289,43 @@ def candidate_rounds_ms(
     allowed = overhead_typical_ms + tolerance
     excess = max(statistics.median(unexplained) - allowed, 0.0) if unexplained else 0.0
     return [[f + excess for f in frnd] for frnd in figures]
+
+
+def allowed_fixed_cost(
+    pass_reference_ms: list[float],
+    calibration_reference_ms: list[float],
+    calibration_candidate_ms: list[float],
+    jitter_ms: float,
+    q: float | None = None,
+) -> float:
+    """What a candidate host's round trips may leave unexplained in a timing pass (ms): a statistic
+    S (the median, or with `q` the q-quantile, `percentile`) of the reference host's fixed costs
+    in this same pass, at most S of its calibration's plus `jitter_ms`, plus how much higher the
+    candidate host's S was than the reference host's in the calibration, where it was higher:
+
+        min(S(pass_reference), S(calibration_reference) + jitter) + max(S(calibration_candidate) - S(calibration_reference), 0)
+
+    Each list holds fixed costs (ms: a round trip on the judge's clock minus the host's own time
+    of its forwards). The two hosts run the same code, interleaved, so the reference host's round
+    trips of the same pass are the closest measure of what the candidate host's cost; the cap
+    keeps a candidate that slows the reference host's round trips from widening its own
+    allowance; the calibration's difference comes from before any candidate code existed, so no
+    candidate moves it. A candidate host that was faster in the calibration is not held to that:
+    over 50 H100 evaluations of references as their own candidates, the calibration's difference
+    did not carry over to the pass (its median error 0.095 ms a round trip against 0.071 ms for
+    none), and holding honest hosts to it raised 5 of them by 2.4-6.4% (docs/benchmarks.md).
+    With no pass trips, S(calibration_candidate). Raises ValueError when a calibration list is
+    empty."""
+
+    def stat(values: list[float]) -> float:
+        return statistics.median(values) if q is None else percentile(values, q)
+
+    if not calibration_reference_ms or not calibration_candidate_ms:
+        raise ValueError("the allowance needs both hosts' calibration fixed costs")
+    ref_cal, cand_cal = stat(calibration_reference_ms), stat(calibration_candidate_ms)
+    if not pass_reference_ms:
+        return cand_cal
+    return min(stat(pass_reference_ms), ref_cal + jitter_ms) + max(cand_cal - ref_cal, 0.0)
 
 
 def parallel_cpu_ms(cpu_ms: float, elapsed_ms: float) -> float:

@@ -319,3 +319,22 @@ def test_cuda_takes_its_resolution_from_the_timing_pass_and_the_cpu_from_the_cal
     assert EvalSettings.for_backend("cuda").resolution_source == "timing_pass"
     assert EvalSettings.for_backend("cpu").resolution_source == "calibration"
     assert EvalSettings.for_backend("cuda", resolution_source="calibration").resolution_source == "calibration"
+
+
+def test_the_allowed_fixed_cost_is_the_reference_hosts_in_the_same_pass() -> None:
+    from cudal1.bench.timing import allowed_fixed_cost
+
+    ref_cal = [1.0, 1.0, 1.2]  # median 1.0
+    # The candidate host was faster in the calibration (median 0.8): not held to that.
+    assert allowed_fixed_cost([1.1, 1.1, 1.3], ref_cal, [0.8, 0.8, 0.9], jitter_ms=0.5) == 1.1
+    # ... and slower (median 1.25): the excess is kept.
+    assert allowed_fixed_cost([1.1, 1.1, 1.3], ref_cal, [1.25, 1.25, 1.3], jitter_ms=0.5) == pytest.approx(1.35)
+    # A reference host slowed in the pass widens nothing beyond its calibration plus the jitter.
+    assert allowed_fixed_cost([9.0, 9.0, 9.0], ref_cal, [1.0, 1.0, 1.0], jitter_ms=0.5) == 1.5
+    # A pass that runs cheaper than the calibration holds the candidate to it.
+    assert allowed_fixed_cost([0.6, 0.6, 0.7], ref_cal, [1.0, 1.0, 1.0], jitter_ms=0.5) == 0.6
+    # With q: the same rule on that quantile (here the largest value).
+    assert allowed_fixed_cost([1.1, 1.1, 1.3], ref_cal, [0.8, 0.8, 0.9], 0.5, q=1.0) == 1.3
+    assert allowed_fixed_cost([], ref_cal, [0.8, 0.8, 0.9], 0.5) == 0.8
+    with pytest.raises(ValueError):
+        allowed_fixed_cost([1.0], [], [1.0], 0.5)
