@@ -140,14 +140,8 @@ class CandidateCgroup:
         (cgroup v2 `cpu.stat` usage_usec, microseconds); None under v1 or where it cannot be read."""
         if self.version != 2:
             return None
-        try:
-            for line in (self.dirs["memory"] / "cpu.stat").read_text().splitlines():
-                key, _, value = line.partition(" ")
-                if key == "usage_usec":
-                    return int(value) * 1000
-        except (OSError, ValueError):
-            pass
-        return None
+        usec = _field(self.dirs["memory"] / "cpu.stat", "usage_usec", default=None)
+        return None if usec is None else usec * 1000
 
     def oom_kills(self) -> int:
         """How many times the kernel's OOM killer ended a process of the group."""
@@ -215,7 +209,9 @@ def _alive(pid: int) -> bool:
         return False
 
 
-def _field(path: Path, name: str) -> int:
+def _field(path: Path, name: str, default: int | None = 0) -> int | None:
+    """The integer after `name` in a "key value" file (memory.events, cpu.stat); `default` when
+    the file cannot be read or has no such line."""
     try:
         for line in path.read_text().splitlines():
             key, _, value = line.partition(" ")
@@ -223,4 +219,4 @@ def _field(path: Path, name: str) -> int:
                 return int(value)
     except (OSError, ValueError):
         pass
-    return 0
+    return default

@@ -754,7 +754,7 @@ class Judge:
             "own_ms": None if own is None else round(own, 4),
             "host_parts_ms": parts,
         }
-        if parallel_cpu_ms is not None and self.settings.count_cpu_time and not self.cuda:
+        if parallel_cpu_ms is not None:
             record["parallel_cpu_ms"] = round(parallel_cpu_ms, 4)
         self.result.round_trips.setdefault(self.recording + who, []).append(record)
 
@@ -815,7 +815,9 @@ class Judge:
             cpu_ms = self._candidate_cpu_ns(start=False) / 1e6
             self.cpu_excess_ms = timing.parallel_cpu_ms(cpu_ms, elapsed_ms)
         self._host_verdicts(audit)
-        self._note_trip("candidate", wall_ms, (answered - t0) / 1e6, msg, audit, self.cpu_excess_ms)
+        self._note_trip(
+            "candidate", wall_ms, (answered - t0) / 1e6, msg, audit, self.cpu_excess_ms if counting else None
+        )
         self.last_leaves, self.last_snapshot = msg["leaves"], snapshot
         return wall_ms, msg, snapshot
 

@@ -1008,20 +1008,26 @@ def _process_cpu_ns(pid: int) -> int:
     (/proc/<pid>/stat, in ticks). 0 for a process that is gone."""
     try:
         own = time.clock_gettime_ns(((~pid) << 3) | 2)  # glibc's MAKE_PROCESS_CPUCLOCK(pid, CPUCLOCK_SCHED)
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rsplit(b")", 1)[1].split()
+        fields = _stat_fields(pid)
         return own + (int(fields[13]) + int(fields[14])) * _TICK_NS
     except (OSError, IndexError, ValueError):
         return 0
 
 
-def _state(pid: int) -> str:
-    """The scheduler state letter of process `pid` (/proc/<pid>/stat), "" when it is gone."""
+def _stat_fields(pid: int) -> list[bytes]:
+    """The fields of /proc/<pid>/stat after the command name (the state letter first); [] when the
+    process is gone or the file cannot be parsed."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            return f.read().rsplit(b")", 1)[1].split()[0].decode()
+            return f.read().rsplit(b")", 1)[1].split()
     except (OSError, IndexError):
-        return ""
+        return []
+
+
+def _state(pid: int) -> str:
+    """The scheduler state letter of process `pid` (/proc/<pid>/stat), "" when it is gone."""
+    fields = _stat_fields(pid)
+    return fields[0].decode() if fields else ""
 
 
 def _exit_text(exitcode: int | None) -> str:
