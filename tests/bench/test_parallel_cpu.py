@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -35,8 +34,8 @@ def test_a_processs_cpu_time_includes_its_ended_threads_and_reaped_children() ->
     code = (
         "import os, sys, threading, time\n"
         "def spin(s):\n"
-        "    t = time.perf_counter()\n"
-        "    while time.perf_counter() - t < s: pass\n"
+        "    t = time.thread_time()\n"  # this thread's CPU time: a loaded machine only slows it
+        "    while time.thread_time() - t < s: pass\n"
         "th = threading.Thread(target=spin, args=(0.2,)); th.start(); th.join()\n"
         "pid = os.fork()\n"
         "if pid == 0:\n"
@@ -109,9 +108,15 @@ def test_a_process_that_ends_in_the_interval_cannot_cancel_another_ones_time() -
     subtracted the first helper's whole past from it)."""
     import threading
 
-    spin = "import time\nt = time.perf_counter()\nwhile time.perf_counter() - t < {s}: pass\ntime.sleep(30)\n"
-    old = subprocess.Popen([sys.executable, "-c", spin.format(s=0.6)])
-    time.sleep(0.8)  # the old helper's 0.6 s are spent before the interval
+    # Each helper burns `s` seconds of its own CPU time (not of the clock: on a loaded machine it
+    # gets a share of a core), says so, then sleeps.
+    spin = "import time\nwhile time.process_time() < {s}: pass\nprint('spun', flush=True)\ntime.sleep(30)\n"
+
+    def helper(s: float) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-c", spin.format(s=s)], stdout=subprocess.PIPE, text=True)
+
+    old = helper(0.6)
+    assert old.stdout.readline().strip() == "spun"  # the old helper's 0.6 s are spent before the interval
     keeper = object.__new__(worker._HostKeeper)
     keeper._lock, keeper.ended, keeper.group, keeper._cpu_start = threading.Lock(), False, None, {}
     new = None
@@ -121,9 +126,9 @@ def test_a_process_that_ends_in_the_interval_cannot_cancel_another_ones_time() -
         assert keeper.cpu_interval(start=True) == 0
         old.kill()
         old.wait()
-        new = subprocess.Popen([sys.executable, "-c", spin.format(s=0.3)])
+        new = helper(0.3)
         pids[:] = [new.pid]
-        time.sleep(0.6)
+        assert new.stdout.readline().strip() == "spun"
         spent_s = keeper.cpu_interval(start=False) / 1e9
     finally:
         for p in (old, new):
