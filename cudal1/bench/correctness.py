@@ -392,8 +392,9 @@ def compare_values(
     most 1.0), so that an output of magnitude 1e-4 is held to its magnitude and not to 1.
     Integers and bool must be equal. Complex values are compared on the magnitude of the
     difference (both parts count). NaN or inf in the candidate where the reference is finite
-    never passes; where both are non-finite they must agree. Returns (ok, max_abs_error,
-    message). Raises NoComparisonRule for a reference dtype without a rule.
+    never passes; where both are non-finite they must agree; another shape never passes.
+    Works a `SHARE_CHUNK` of elements at a time (its extra memory is a few chunks). Returns (ok,
+    max_abs_error, message). Raises NoComparisonRule for a reference dtype without a rule.
     """
     r_tol, a_tol = tolerance(ref.dtype, rtol, atol)
     if ref.dtype in EXACT_DTYPES:
@@ -403,26 +404,33 @@ def compare_values(
         work = torch.complex128 if ref.dtype == torch.complex128 else torch.complex64
     else:
         work = torch.float64 if ref.dtype == torch.float64 else torch.float32
-    c, r = cand.to(work), ref.to(work)
-    if r.numel() == 0:
+    if cand.shape != ref.shape:
+        return False, float("inf"), f"shape {tuple(cand.shape)} where the reference's is {tuple(ref.shape)}"
+    if ref.numel() == 0:
         return True, 0.0, ""
-    r_abs = r.abs()
-    scale = float(r_abs.mean())
-    if not math.isfinite(scale):
-        return _compare_nonfinite(c, r, r_tol, a_tol, scale_floor)
-    scale = max(scale_floor, scale)
-    err = (c - r).abs()
-    # NaN compares False, so a NaN anywhere in the candidate lands in `bad`.
-    bad = ~(err <= r_abs.mul_(r_tol).add_(a_tol * scale))
-    if not bool(bad.any()):
-        return True, float(err.max()), ""
-    if not bool(torch.isfinite(c).all()):
+    # A `SHARE_CHUNK` at a time: whole-output temporaries would take several copies of an
+    # output that reaches 6 GiB on KernelBench (an 80 GB card ran out of memory).
+    pairs = list(zip(_flat_chunks(cand), _flat_chunks(ref)))
+    total = sum(float(r.to(work).abs().sum(dtype=torch.float64)) for _, r in pairs)
+    if not math.isfinite(total):
+        return _compare_nonfinite(cand.to(work), ref.to(work), r_tol, a_tol, scale_floor)
+    scale = max(scale_floor, total / ref.numel())
+    max_err, n = 0.0, 0
+    for c, r in pairs:
+        c, r = c.to(work), r.to(work)
+        err = (c - r).abs()
+        # NaN compares False, so a NaN anywhere in the candidate lands in `bad`.
+        bad = ~(err <= r.abs().mul_(r_tol).add_(a_tol * scale))
+        n += int(bad.sum())
+        max_err = max(max_err, float(err.nan_to_num(nan=math.inf).max()))
+    if n == 0:
+        return True, max_err, ""
+    if not all(bool(torch.isfinite(c).all()) for c, _ in pairs):
         return False, float("inf"), "non-finite values (NaN/inf) where the reference is finite"
-    max_err, n = float(err.max()), int(bad.sum())
     return (
         False,
         max_err,
-        f"{n}/{r.numel()} values differ (max abs error {max_err:.3g}, rtol {r_tol}, atol {a_tol}×{scale:.3g})",
+        f"{n}/{ref.numel()} values differ (max abs error {max_err:.3g}, rtol {r_tol}, atol {a_tol}×{scale:.3g})",
     )
 
 
@@ -448,18 +456,25 @@ def noise_scale_floor(moved: torch.Tensor, ref: torch.Tensor, atol: float | None
     if moved.shape != ref.shape or a_tol <= 0 or ref.numel() == 0:
         return 1.0
     work = torch.complex128 if ref.is_complex() else torch.float64
-    fin = torch.isfinite(ref)
-    m, r = moved.to(work)[fin], ref.to(work)[fin]
-    if r.numel() == 0 or not bool(torch.isfinite(m).all()):
+    noise, any_finite = 0.0, False
+    # A `SHARE_CHUNK` at a time, and no boolean-mask indexing: on a 4096x393216 output the mask's
+    # index alone took 24 GiB.
+    for m, r in zip(_flat_chunks(moved), _flat_chunks(ref)):
+        fin = torch.isfinite(r)
+        m, r = m.to(work), r.to(work)
+        if bool((fin & ~torch.isfinite(m)).any()):
+            return 1.0
+        any_finite = any_finite or bool(fin.any())
+        noise = max(noise, float(torch.where(fin, (m - r).abs(), 0.0).max()))
+    if not any_finite:
         return 1.0
-    noise = float((m - r).abs().max())
     real = COMPLEX_PARTS.get(ref.dtype, ref.dtype)
     return min(1.0, max(NOISE_FACTOR * noise / a_tol, torch.finfo(real).tiny))
 
 
 SHARE_CHUNK = 1 << 24
-"""Elements `share_of_tolerance`, `max_abs_diff` and `max_abs` take at a time (16 Mi: 128 MiB in
-float64)."""
+"""Elements `compare_values`, `noise_scale_floor`, `share_of_tolerance`, `max_abs_diff` and
+`max_abs` take at a time (16 Mi: 128 MiB in float64)."""
 
 
 def _flat_chunks(t: torch.Tensor) -> list[torch.Tensor]:

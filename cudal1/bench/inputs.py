@@ -45,10 +45,11 @@ def spread(
     out, moved = [], 0
     for x in xs:
         if isinstance(x, torch.Tensor):
+            # One new tensor, shifted in place: `x * a + b` would hold a second temporary.
             if shift is not None and x.is_floating_point():
-                x, moved = x * shift[0] + shift[1], moved + 1
+                x, moved = x.mul(shift[0]).add_(shift[1]), moved + 1
             elif int_shift is not None and x.dtype in SPREAD_INT_DTYPES and x.numel() and _fits(x, *int_shift):
-                x, moved = x * int_shift[0] + int_shift[1], moved + 1
+                x, moved = x.mul(int_shift[0]).add_(int_shift[1]), moved + 1
         out.append(x)
     return out, moved
 

@@ -423,12 +423,19 @@ class Judge:
                 raise Verdict(Status.INVALID_TASK, "the reference output changed shape or dtype between input sets")
 
     def _reference(self, x: list[Any]) -> Any:
+        """The reference's output on `x` (a clone of `x` when the reference writes its inputs).
+        Raises Verdict(invalid_task) when it fails, except for running out of device memory once
+        the candidate is loaded: that OutOfMemoryError goes on to `_judge_failure`, which charges
+        the candidate (its process may hold the memory), so that no candidate can make a trial
+        look outside the reference's domain by filling the device."""
         xr = inputs_mod.clone_tree(x) if self.ref_mutates_inputs else x
         try:
             with torch.no_grad():
                 out = self.ref_model(*xr)
             self._sync()
         except BaseException as exc:  # noqa: BLE001
+            if self.host_loaded and isinstance(exc, torch.OutOfMemoryError):
+                raise
             raise Verdict(Status.INVALID_TASK, f"reference forward failed: {type(exc).__name__}: {exc}") from exc
         return out
 
@@ -1078,6 +1085,7 @@ class Judge:
         self.recording = "calibration "
         try:
             for r in range(rounds + 1):  # the first round lets both hosts' allocators settle at K outputs
+                xs = expected = None  # the last round's go before this one's are made
                 xs = self._input_sets()
                 for who in self.order.sample(["reference", "candidate"], 2):
                     if who == "reference":
@@ -1179,6 +1187,9 @@ class Judge:
         worst, trials, nominal_finite = 0.0, 0, True
         skipped: list[str] = []
         for name, shift, int_shift in specs:
+            # The last trial's tensors go before this one's are made: on KernelBench's largest
+            # tasks each input and output is 6 GiB, and two trials' at once did not fit 80 GB.
+            x = ref_out = snapshot = expected = msg = None
             what = f"trial {name}" if name else f"trial {trials + 1}"
             if name is None:
                 x = self._inputs()
@@ -1402,6 +1413,7 @@ class Judge:
             _, _, expected = self._ref_call([x])
             wall_ms, msg, snapshot = self._call([x], timed=True)
             self._check_timed([x], expected, msg, snapshot, "warm-up call")
+        x = expected = msg = snapshot = None
         xs = self._input_sets()
         ref_wall, ref_inner, expected = self._ref_call(xs)
         wall_ms, msg, snapshot = self._call(xs, timed=True)
@@ -1420,8 +1432,8 @@ class Judge:
         self.result.round_trips = {k: v for k, v in self.result.round_trips.items() if k.startswith("calibration ")}
         self.recording = ""
         for r in range(rounds):
+            xs = expected = msg = snapshot = None  # the last round's go before this one's are made
             xs = self._input_sets()
-            expected = msg = snapshot = None
             for who in self.order.sample(["reference", "candidate"], 2):
                 if who == "reference":
                     ref_wall, ref_inner, expected = self._ref_call(xs)

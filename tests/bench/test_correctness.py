@@ -120,3 +120,90 @@ def test_tree_equal_sees_in_place_changes_and_treats_nan_as_equal():
     b[0][0] = 2.0
     assert not C.tree_equal(a, b)
     assert not C.tree_equal([torch.ones(2)], [torch.ones(3)])
+
+
+def _cases() -> list[tuple[str, torch.Tensor, torch.Tensor]]:
+    """(name, candidate, reference) pairs over the dtypes and the non-finite cases, 2-D."""
+    g = torch.Generator().manual_seed(7)
+    ref = torch.randn(37, 53, generator=g)
+    near = ref + 1e-7 * torch.randn(37, 53, generator=g)
+    far = ref.clone()
+    far[3, 4] += 1.0
+    far[30, 50] -= 2.0
+    nan_c = near.clone()
+    nan_c[5, 5] = float("nan")
+    ref_inf = ref.clone()
+    ref_inf[1, 2] = float("inf")
+    cand_inf = near.clone()
+    cand_inf[1, 2] = float("inf")
+    cz = torch.complex(ref, ref.flip(0))
+    return [
+        ("fp32 near", near, ref),
+        ("fp32 far", far, ref),
+        ("fp32 nan in candidate", nan_c, ref),
+        ("fp32 inf in both", cand_inf, ref_inf),
+        ("fp32 inf in reference only", near, ref_inf),
+        ("fp16 near", near.half(), ref.half()),
+        ("fp64 far", far.double(), ref.double()),
+        ("complex64 near", cz + 1e-7, cz),
+        ("complex64 far", cz + 0.5, cz),
+        ("tiny magnitudes", near * 1e-4, ref * 1e-4),
+    ]
+
+
+@pytest.mark.parametrize("i", range(10))
+def test_compare_values_and_noise_floor_give_the_same_answer_in_chunks(monkeypatch, i):
+    """`compare_values` and `noise_scale_floor` work a `SHARE_CHUNK` of elements at a time: the
+    answer with 7-element chunks (chunks that split rows and hold the odd values at their edges)
+    is the answer with one chunk."""
+    name, cand, ref = _cases()[i]
+    whole = C.compare_values(cand, ref, scale_floor=1e-3), C.noise_scale_floor(cand, ref)
+    monkeypatch.setattr(C, "SHARE_CHUNK", 7)
+    chunked = C.compare_values(cand, ref, scale_floor=1e-3), C.noise_scale_floor(cand, ref)
+    (ok_w, err_w, msg_w), floor_w = whole
+    (ok_c, err_c, msg_c), floor_c = chunked
+    assert ok_w == ok_c and msg_w.split(" (")[0] == msg_c.split(" (")[0], (name, whole, chunked)
+    assert err_c == pytest.approx(err_w, rel=1e-6, nan_ok=True) and floor_c == pytest.approx(floor_w, rel=1e-6), name
+    if "far" in name:
+        assert not ok_c and (name.startswith("complex") or msg_c.startswith("2/")), (name, msg_c)
+    if "near" in name:
+        assert ok_c, (name, msg_c)
+
+
+def test_compare_values_and_noise_floor_allocate_at_most_chunks(monkeypatch):
+    """No operator of `compare_values` or `noise_scale_floor` makes a tensor larger than a chunk
+    of float64: on a 4096x393216 output, a boolean mask over the whole output made CUDA build a
+    24 GiB index (an 80 GB card ran out of memory on KernelBench level1/19)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    chunk = 256
+    monkeypatch.setattr(C, "SHARE_CHUNK", chunk)
+
+    class Largest(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.bytes = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            given = {
+                a.untyped_storage().data_ptr()
+                for a in torch.utils._pytree.tree_leaves((args, kwargs))
+                if isinstance(a, torch.Tensor)
+            }
+            for t in torch.utils._pytree.tree_leaves(out):
+                if isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() not in given:
+                    self.bytes = max(self.bytes, t.untyped_storage().nbytes())
+            return out
+
+    ref = torch.randn(64, 1000)
+    ref[7, 9] = float("inf")  # the non-finite paths too
+    moved = ref + 1e-6
+    wrong = ref.clone()
+    wrong[0, 0] = 5.0
+    finite_moved, finite_ref = moved.nan_to_num(posinf=1.0), ref.nan_to_num(posinf=1.0)
+    with Largest() as mode:
+        C.noise_scale_floor(moved, ref)
+        C.compare_values(wrong, finite_ref)
+        C.compare_values(finite_moved, finite_ref)
+    assert 0 < mode.bytes <= chunk * 8, mode.bytes

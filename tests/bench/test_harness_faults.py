@@ -25,6 +25,7 @@ import psutil
 import pytest
 
 import evalkit
+from cudal1.bench.evaluator import evaluate
 from cudal1.bench.judge import Judge
 from cudal1.bench.result import Status
 from cudal1.bench.verdicts import Verdict
@@ -148,3 +149,44 @@ def test_a_device_failure_in_the_judge_after_the_import_is_the_candidates(exc, s
     before.host_loaded = False
     with pytest.raises(type(exc)):
         Judge._judge_failure(before, exc, "reference")
+
+
+OOM_ON_WIDE = evalkit.inline_task(
+    931,
+    "oom_on_wide_inputs",
+    """
+class Model(nn.Module):
+    def forward(self, x):
+        # Stands in for a reference the device cannot hold on the judge's wide trial (inputs x30)
+        # because the candidate's process holds the memory.
+        if float(x.abs().max()) > 20:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB")
+        return x * 2
+
+def get_inputs():
+    return [torch.randn(64, 64)]
+
+def get_init_inputs():
+    return []
+""",
+)
+
+DOUBLE = """
+import torch
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x * 2
+"""
+
+
+def test_the_reference_out_of_device_memory_once_the_candidate_is_loaded_is_the_candidates(cache_dir) -> None:
+    """A reference that runs out of device memory on a spread trial, once the candidate's process
+    exists, is not read as the edge of the reference's domain (a skipped trial): a candidate that
+    fills the device would otherwise choose which trials it faces. It is the candidate's
+    `resource_exceeded`, priced as a failure."""
+    r = evaluate(OOM_ON_WIDE, DOUBLE, "cpu", settings=evalkit.settings(cache_dir))
+    assert r.status is Status.RESOURCE_EXCEEDED, evalkit.describe(r)
+    assert "out of device memory" in r.message and not HARNESS_LABELS & set(r.labels), evalkit.describe(r)
+    assert price(r).trainable is True, price(r)
