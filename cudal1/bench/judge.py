@@ -207,6 +207,7 @@ class Judge:
         self.extra: dict[str, Any] = {}
         # The last call's outputs (one list per call of its batch), as described and as copied.
         self.last_snapshot: list[list[torch.Tensor]] | None = None
+        self.timed_errors: list[float] = []  # each checked timed call's largest absolute error
         self.last_leaves: list[list[Any]] = []
         self._last_values: list[list[Any]] = []
         self.pick = random.Random(self._seed("pick"))
@@ -1335,7 +1336,7 @@ class Judge:
         xr = inputs_mod.clone_tree(x)
         try:
             with torch.no_grad(), guards.OpRecorder() as ref_rec:
-                self.ref_model(*xr)
+                ref_out = self.ref_model(*xr)
             self._sync()
         except Exception:  # noqa: BLE001
             return
@@ -1346,7 +1347,7 @@ class Judge:
         self._sent("candidate")
         msg = self._recv("profiled", ops=list, dtypes=list, side_streams=bool)
         otherwise = f"recording failed: {str(msg['error'])[:300]}" if msg.get("error") is not None else None
-        otherwise = otherwise or self._recorded_otherwise(x, msg)
+        otherwise = otherwise or self._recorded_otherwise(x, msg, _expected(ref_out))
         if otherwise is not None:
             # Fail closed: a candidate whose forward refuses to be recorded, or computes otherwise
             # while recorded, gets the worst labels, reduced precision included (one that computes
@@ -1366,30 +1367,69 @@ class Judge:
         if msg["side_streams"]:
             self._label("side_streams")
 
-    def _recorded_otherwise(self, x: list[Any], msg: dict[str, Any]) -> str | None:
-        """How the recorded forward's outputs differ from what an unrecorded forward computes on
-        the same inputs `x`, or None where they do not (`_recorded_difference`: the same bits, or
-        a difference at the rounding level of the output's dtype, or no larger than
-        `RECORDED_SLACK` times the difference between two unrecorded runs, for a candidate whose
-        own runs differ). A candidate can tell the recorded forward apart (a dispatch mode is on);
-        one that computes in float32 there and in lower precision everywhere else is seen here.
-        Also a reason when the recorded outputs were not described. Raises Verdict as any call
-        does (the candidate's process died, say)."""
+    def _recorded_otherwise(self, x: list[Any], msg: dict[str, Any], expected: Expected) -> str | None:
+        """How the recorded forward differs from the candidate's unrecorded ones, or None.
+
+        Two comparisons. (1) Its outputs against what an unrecorded forward computes on the same
+        inputs `x`, run twice after it (`_recorded_difference`: the same bits, or a difference at
+        the rounding level of the output's dtype, or no larger than `RECORDED_SLACK` times the
+        difference between the two unrecorded runs, for a candidate whose own runs differ).
+        (2) Its error against the reference's output on `x` (`expected`) against the errors of
+        the timed calls, which ran before any recording (`_accuracy_gap`): a candidate that
+        computes in lower precision until it sees the recording's dispatch mode and in float32
+        from then on agrees with the unrecorded runs that follow, but not with its own timed
+        calls. A candidate can tell the recorded forward apart (a dispatch mode is on); one that
+        computes in float32 there and in lower precision everywhere else is seen by one of the
+        two. Also a reason when the recorded outputs were not described. Raises Verdict as any
+        call does (the candidate's process died, say)."""
         if not isinstance(msg.get("leaves"), list) or not isinstance(msg.get("values"), list):
             return "the recorded outputs were not described"
         recorded = [t.clone() for t in self._read([msg["leaves"]], 1, again=True)[0]]
         self._sync()
         self.last_snapshot = None  # the late checks are done; these calls only compare
+        return self._unrecorded_difference(x, recorded, msg["values"]) or self._accuracy_gap(
+            recorded, msg["values"], expected
+        )
+
+    def _unrecorded_difference(self, x: list[Any], recorded: list[torch.Tensor], values: list[Any]) -> str | None:
+        """The recorded outputs (`recorded`, `values`) against one unrecorded forward on `x`, and
+        a second one where they differ (`_recorded_difference`); None where they agree."""
         runs = []
         for _ in range(2):
             _, answer, snapshot = self._call([x], timed=False)
             runs.append(([t.clone() for t in snapshot[0]], answer["values"][0]))
-            if len(runs) == 1 and correctness.tree_equal(recorded, runs[0][0]) and msg["values"] == runs[0][1]:
+            if len(runs) == 1 and correctness.tree_equal(recorded, runs[0][0]) and values == runs[0][1]:
                 return None
         (first, first_values), (second, second_values) = runs
-        if first_values == second_values and msg["values"] != first_values:
+        if first_values == second_values and values != first_values:
             return "non-tensor outputs: the same in two unrecorded runs, other while recorded"
         return _recorded_difference(recorded, first, second)
+
+    def _accuracy_gap(self, recorded: list[torch.Tensor], values: list[Any], expected: Expected) -> str | None:
+        """Why the recorded forward is far more accurate than the timed calls, or None: the
+        `ACCURACY_QUANTILE` quantile of the timed calls' largest absolute errors (against the
+        reference on their own inputs) above `ACCURACY_GAP` times the recorded forward's largest
+        error, itself taken as at least `RECORDED_ULPS` epsilons of the coarsest float output
+        dtype at the reference output's largest magnitude (the reordering of float additions,
+        which an honest compiled candidate shows against an eager reference). A candidate that
+        ran the timed calls in float16 or bfloat16 (2^-11 or 2^-8 relative) and the recorded one
+        in float32 (2^-23) is 30-250 times past the bound; to stay under it, it must run nine in
+        ten timed calls in the recorded forward's precision."""
+        mismatch, err = self._compare(recorded, values, expected)
+        tensors = [t for t in expected[0] if t.is_floating_point() or t.is_complex()]
+        if mismatch or not self.timed_errors or not tensors or not math.isfinite(err):
+            return None  # a wrong recorded forward: the unrecorded comparison names it
+        eps = max(torch.finfo(t.real.dtype if t.is_complex() else t.dtype).eps for t in tensors)
+        scale = max(correctness.max_abs(t) for t in tensors)
+        floor = max(err, RECORDED_ULPS * eps * scale)
+        timed = timing.percentile(self.timed_errors, ACCURACY_QUANTILE)
+        if timed <= ACCURACY_GAP * floor:
+            return None
+        return (
+            f"the recorded forward is more accurate than the timed calls: its largest error "
+            f"{err:.3g} (taken as at least {floor:.3g}) against {timed:.3g} at the "
+            f"{ACCURACY_QUANTILE:.0%} quantile of {len(self.timed_errors)} timed calls"
+        )
 
     # -- phase 6: timing -----------------------------------------------------------------------
 
@@ -1475,6 +1515,7 @@ class Judge:
             if mismatch:
                 call = f"{what}, call {i + 1} of {len(xs)}" if len(xs) > 1 else what
                 raise self._explain_mismatch(ref_out, call, mismatch, timed=True, max_abs_error=err, at=i)
+            self.timed_errors.append(err)
         self._inputs_unchanged(xs, what)
 
     def measure(self) -> None:
@@ -1732,6 +1773,11 @@ def _calls_described(leaves: Any, n: int, outputs: int) -> bool:
     )
 
 
+ACCURACY_GAP = 16.0
+"""`Judge._accuracy_gap`: the timed calls' errors may be at most this many times the recorded
+forward's (at least its rounding floor) before the recording counts as computing otherwise."""
+ACCURACY_QUANTILE = 0.9
+"""`Judge._accuracy_gap`: the quantile of the timed calls' errors held against the recorded one."""
 RECORDED_ULPS = 64
 """A recorded forward's output may differ from an unrecorded one's by this many times its dtype's
 epsilon, relative to the output's largest magnitude (float32: about 8e-6; float16's rounding is

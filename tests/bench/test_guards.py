@@ -374,6 +374,17 @@ def test_a_candidate_that_computes_otherwise_when_recorded_loses_its_labels(cach
     assert "reduced_precision" not in honest_relu.labels, evalkit.describe(honest_relu)
 
 
+def test_a_candidate_that_turns_precise_once_recorded_loses_its_labels(cache_dir) -> None:
+    """fp16_until_recorded computes in float16 until it sees the recording's dispatch mode and in
+    float32 from then on, so the unrecorded forwards run after the recording agree with it bit
+    for bit. Its timed calls, run before, do not: their errors against the reference are far
+    above the recorded forward's (`Judge._accuracy_gap`), so it gets the worst labels."""
+    r = evalkit.run("relu", evalkit.candidate("fp16_until_recorded"), cache_dir)
+    assert r.status is OK, evalkit.describe(r)
+    assert "reduced_precision" in r.labels and "profile_failed" in r.labels, evalkit.describe(r)
+    assert "more accurate than the timed calls" in r.label_reasons["profile_failed"], r.label_reasons
+
+
 @pytest.mark.xfail(
     strict=True,
     reason="open (issue 21): the one recorded forward can be told apart (a dispatch mode is on); "
