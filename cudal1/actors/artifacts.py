@@ -88,8 +88,9 @@ def build_key(cache_root: str | os.PathLike, ext_dir: str | os.PathLike) -> str:
 def pack(cache_root: str | os.PathLike, ext_dir: str | os.PathLike) -> tuple[ArtifactInfo, bytes]:
     """The build directory `ext_dir` (under `cache_root`) and its build records, as a tar.
 
-    Only regular files and directories are packed (a link or anything else a build left there is
-    skipped); mtimes are kept to the nanosecond. Raises ArtifactError when `ext_dir` is not under
+    Only regular files and directories are packed (a symbolic link or anything else a build left
+    there is skipped; a hard link is packed as a file of its own); mtimes are kept to the
+    nanosecond. Raises ArtifactError when `ext_dir` is not under
     `cache_root` or the tar would exceed `MAX_BYTES`, OSError when the directory cannot be read.
     """
     ext = Path(ext_dir)
@@ -121,6 +122,11 @@ def pack(cache_root: str | os.PathLike, ext_dir: str | os.PathLike) -> tuple[Art
 
 def _add(tar: tarfile.TarFile, path: str, arcname: str, info: os.stat_result) -> None:
     member = tar.gettarinfo(path, arcname)
+    if member.islnk():
+        # A second name of a file already packed (a hard link the build, i.e. the candidate,
+        # made): stored as a file of its own, since `unpack` accepts only files and directories
+        # and a refused artifact is the harness's failure, which no candidate may cause.
+        member.type, member.linkname, member.size = tarfile.REGTYPE, "", info.st_size
     member.uid = member.gid = 0
     member.uname = member.gname = ""
     member.pax_headers = {_MTIME_NS: str(info.st_mtime_ns)}

@@ -49,6 +49,21 @@ def test_an_artifact_arrives_whole_under_another_root(tmp_path):
     assert not [p for p in dest.parent.iterdir() if p.name.startswith(".")]  # no staging left
 
 
+def test_a_hard_link_in_the_build_travels_as_a_file(tmp_path):
+    """A hard link a build (the candidate) made in its directory is packed as a file of its own:
+    `unpack` refuses link members, and a refused artifact is the harness's failure, a status no
+    candidate may be able to cause."""
+    built = a_build(tmp_path / "builder")
+    os.link(built / "mod" / "main.cpp", built / "mod" / "again.cpp")
+    info, data = pack(tmp_path / "builder", built)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        assert all(m.isreg() or m.isdir() for m in tar.getmembers())
+    dest = unpack(info, data, tmp_path / "timer")
+    for name in ("main.cpp", "again.cpp"):
+        assert (dest / "mod" / name).read_text() == "int f() { return 1; }\n"
+    assert os.stat(dest / "mod" / "again.cpp").st_ino != os.stat(dest / "mod" / "main.cpp").st_ino
+
+
 def test_an_artifact_replaces_an_older_build_of_the_source(tmp_path):
     info, data = pack(tmp_path / "builder", a_build(tmp_path / "builder"))
     old = tmp_path / "timer" / info.key
