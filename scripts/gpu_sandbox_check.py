@@ -1,5 +1,5 @@
 """Issue 21 on a GPU: a candidate's process under the read allow-list (`sandbox.toolchain_reads`)
-and the check of the recorded forward (`Judge._recorded_as_run`), on the evaluations that need
+and the check of the recorded forward (`Judge._recorded_otherwise`), on the evaluations that need
 the most of the toolchain: a Triton kernel, torch.compile (inductor, Triton), two inline-CUDA seed
 solutions (nvcc in the prebuild), fused attention (must not come back `profile_failed`), a
 float16-unless-recorded candidate (must come back `profile_failed`, `reduced_precision`) and a

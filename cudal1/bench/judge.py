@@ -1323,7 +1323,7 @@ class Judge:
     def collect_labels(self) -> None:
         """Operators and dtypes of one forward each (facts for the reward policy). A candidate
         whose recorded forward fails, or computes otherwise than an unrecorded one on the same
-        inputs (`_recorded_as_run`), gets the worst labels; a failure of the reference's
+        inputs (`_recorded_otherwise`), gets the worst labels; a failure of the reference's
         recording only drops labels. Whether the candidate runs a kernel of its own is decided by
         the parent, from the shared objects mapped into the candidate's process.
 
