@@ -13,7 +13,9 @@ Prints one line per evaluation, a median line per task and a last line "CHECK_LE
 every task the lean host's median speedup is at most `--gain` (default 1.02) times the honest
 host's, else "CHECK_LEAN FAIL (...)". `--variants` adds lean hosts that keep one of the honest
 host's habits (its own wait instead of the spin, a synchronize after every call) to tell what each
-saving is worth (the verdict uses the first named); `--records FILE` appends every evaluation's
+saving is worth (the verdict uses the first named), and `underclaim` the honest host reporting
+its forwards' times times `--claim-factor` (0.9): every check done, figures the judge can believe,
+so it keeps the tolerance (`timing.candidate_rounds_ms`); `--records FILE` appends every evaluation's
 whole result (its round trips included) as JSON lines. BACKEND=cpu runs the same on the CPU
 (smaller sizes). Results of 2026-12-03 (FAIL) and 2026-12-04 (PASS): docs/benchmarks.md.
 
@@ -86,6 +88,9 @@ VARIANTS = {
     "lean-percall": (True, True),
     "lean-nospin-percall": (False, True),
 }
+UNDERCLAIM = "underclaim"
+"""The variant of the honest host that reports each forward's time times `--claim-factor`
+(tests/bench/candidates/underclaiming_host.py): every check done, the figures believable."""
 
 
 def _swap(src: str, old: str, new: str) -> str:
@@ -129,6 +134,21 @@ def lean_source(task: str, spin: bool = True, per_call_sync: bool = False) -> st
     return src
 
 
+def underclaim_source(task: str, factor: float) -> str:
+    """The unmodified host that reports each forward's time times `factor` (< 1: an under-claim),
+    its model swapped for the task's."""
+    if not 0 < factor <= 1:
+        raise ValueError(f"the claim factor must lie in (0, 1], got {factor}")
+    src = (CANDIDATES / "underclaiming_host.py").read_text().replace("__FACTOR__", repr(float(factor)))
+    if task == "scale16m":
+        src = _swap(
+            src,
+            "def forward(self, a, b):\n        return torch.matmul(a, b).relu()",
+            "def forward(self, x):\n        return x * 2.0 + 1.0",
+        )
+    return src
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--pairs", type=int, default=5)
@@ -139,15 +159,26 @@ def main() -> int:
         "--variants",
         nargs="+",
         default=["lean"],
-        choices=sorted(VARIANTS),
+        choices=sorted([*VARIANTS, UNDERCLAIM]),
         help="lean-host variants to hold against the honest host (the verdict uses the first)",
+    )
+    p.add_argument(
+        "--claim-factor",
+        type=float,
+        default=0.9,
+        help=f"the {UNDERCLAIM!r} variant reports its forwards' times times this (default 0.9)",
     )
     a = p.parse_args()
     settings = EvalSettings.for_backend(BACKEND, rounds=a.rounds, cache_dir=tempfile.mkdtemp(prefix="cudal1-lean-"))
     bad: list[str] = []
     for name, task in TASKS.items():
         codes = {"honest": "import torch\nimport torch.nn as nn\n\n" + HONEST[name]}
-        codes.update({v: lean_source(name, *VARIANTS[v]) for v in a.variants})
+        codes.update(
+            {
+                v: underclaim_source(name, a.claim_factor) if v == UNDERCLAIM else lean_source(name, *VARIANTS[v])
+                for v in a.variants
+            }
+        )
         xs: dict[str, list[float]] = {k: [] for k in codes}
         for i in range(a.pairs):
             for kind, code in codes.items():
@@ -155,7 +186,8 @@ def main() -> int:
                 if a.records:
                     with open(a.records, "a") as f:
                         f.write(json.dumps({"task": name, "pair": i, "kind": kind, "result": r.to_dict()}) + "\n")
-                marked = kind == "honest" or "BUSY POLL LEAN HOST" in (r.log or "")
+                log = r.log or ""
+                marked = kind == "honest" or "BUSY POLL LEAN HOST" in log or "UNDERCLAIMING HOST" in log
                 trips = r.round_trips.get("candidate") or []
                 walls = [t["wall_ms"] / max(r.calls_per_round or 1, 1) for t in trips if t.get("wall_ms")]
                 parts = [t.get("host_parts_ms") or {} for t in trips]

@@ -33,3 +33,13 @@ def test_each_variant_is_the_host_it_is_named_for(lean, task, variant):
 def test_a_substitution_that_no_longer_matches_stops_the_script(lean):
     with pytest.raises(ValueError, match="no longer holds"):
         lean._swap("class ModelNew: pass", "outs = [host.model(*args) for args in host.sets]", "x")
+
+
+@pytest.mark.parametrize("task", ["matmul4096", "scale16m"])
+def test_the_underclaiming_host_scales_its_figures_by_the_factor(lean, task):
+    src = lean.underclaim_source(task, 0.85)
+    compile(src, f"{task}-underclaim", "exec")
+    assert "t * 0.85" in src and "__FACTOR__" not in src
+    assert ("x * 2.0 + 1.0" in src) is (task == "scale16m")
+    with pytest.raises(ValueError):
+        lean.underclaim_source(task, 1.5)
