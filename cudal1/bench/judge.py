@@ -1411,10 +1411,12 @@ class Judge:
         reference on their own inputs) above `ACCURACY_GAP` times the recorded forward's largest
         error, itself taken as at least `RECORDED_ULPS` epsilons of the coarsest float output
         dtype at the reference output's largest magnitude (the reordering of float additions,
-        which an honest compiled candidate shows against an eager reference). A candidate that
-        ran the timed calls in float16 or bfloat16 (2^-11 or 2^-8 relative) and the recorded one
-        in float32 (2^-23) is 30-250 times past the bound; to stay under it, it must run nine in
-        ten timed calls in the recorded forward's precision."""
+        which an honest compiled candidate shows against an eager reference). The bound is then
+        2^-13 of the largest magnitude for a float32 output (16 x 64 x 2^-23): a candidate that
+        ran the timed calls in float16 or TF32 (rounding to 2^-11) is about 4 times past it, in
+        bfloat16 (2^-9) about 16 times, while an honest float32 one would need errors of a
+        thousand ulps; to stay under it, a candidate must run nine in ten timed calls in the
+        recorded forward's precision."""
         mismatch, err = self._compare(recorded, values, expected)
         tensors = [t for t in expected[0] if t.is_floating_point() or t.is_complex()]
         if mismatch or not self.timed_errors or not tensors or not math.isfinite(err):
