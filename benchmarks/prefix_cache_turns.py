@@ -6,13 +6,17 @@ With the project's vLLM engine (`cudal1.engines.vllm_engine.VLLMEngine`, prefix 
 the generator group runs it; here with vLLM's stat counters on) and the project's prompts: turn 1
 is `contrastive_prompt` of each builtin task (no exemplars), `--n` samples each; turn 2 is
 `refinement_turn` of each sample (its text as the assistant message and a fixed report), the
-prompt the training job sends next (`cudal1.pipeline.episodes.continue_episodes`). For turn 2 it
-prints vLLM's prefix-cache counters (`vllm:prefix_cache_queries`, `vllm:prefix_cache_hits`:
-prompt tokens looked up and found), once right after turn 1 and once after
-`LLM.reset_prefix_cache()` (the control: what turn 2 finds with turn 1's blocks gone, i.e.
-what its own samples share), with the tokens a turn-2 prompt shares with its turn 1 (the
-longest common prefix of the turn-2 ids with the turn-1 prompt ids plus the sampled ids: an
-upper bound, since vLLM reuses whole blocks only). One JSON line.
+prompt the training job sends next (`cudal1.pipeline.episodes.continue_episodes`), as token ids
+two ways: `rendered` (the messages through the chat template, the answer re-tokenized from its
+text) and `continued` (`cudal1.policy.model.continued_prompt_ids`: turn 1's prompt ids, the
+answer's ids as sampled, then the template's rest; what the job sends). For each it prints
+vLLM's prefix-cache counters for turn 2 (`vllm:prefix_cache_queries`, `vllm:prefix_cache_hits`:
+prompt tokens looked up and found) and the tokens a turn-2 prompt shares with its turn 1 (the
+longest common prefix with turn 1's prompt ids plus the sampled ids: an upper bound, since vLLM
+reuses whole blocks only). The arms run in this order on one cache: rendered right after turn 1,
+continued after it (its prompts share no block with the rendered ones past the answer's first
+tokens), then continued again after `LLM.reset_prefix_cache()` (the control: what the turn-2
+prompts share among themselves). One JSON line.
 
 Default model: the embedded default policy (`cudal1.policy.small.init_small`), built on the spot.
 """
@@ -56,7 +60,7 @@ def main() -> None:
     from transformers import AutoTokenizer
 
     from cudal1.engines.vllm_engine import VLLMEngine
-    from cudal1.policy.model import chat_prompt_ids
+    from cudal1.policy.model import chat_prompt_ids, continued_prompt_ids
     from cudal1.policy.prompts import Feedback, contrastive_prompt, refinement_turn
     from cudal1.tasks import find_task, load_tasks
 
@@ -77,31 +81,39 @@ def main() -> None:
     turn1_s = time.perf_counter() - t0
     report = Feedback(status="incorrect", message="output mismatch on trial 1 (max abs error 0.31)")
     budget = args.max_model_len - args.max_tokens
-    second, shared = [], []
+    second: dict[str, list[list[int]]] = {"rendered": [], "continued": []}
+    shared: dict[str, int] = {"rendered": 0, "continued": 0}
     for messages, ids, group in zip(conversations, first, samples):
         for s in group:
             if not s.text.strip():
                 continue
             nxt = refinement_turn(messages, s.text, report, budget, lambda m: len(chat_prompt_ids(tok, m)))
-            nxt_ids = chat_prompt_ids(tok, nxt)
-            second.append(nxt_ids)
-            shared.append(common_prefix(nxt_ids, ids + list(s.token_ids)))
+            rendered = chat_prompt_ids(tok, nxt)
+            continued = continued_prompt_ids(tok, ids, list(s.token_ids), messages, nxt) or rendered
+            for way, nxt_ids in (("rendered", rendered), ("continued", continued)):
+                second[way].append(nxt_ids)
+                shared[way] += common_prefix(nxt_ids, ids + list(s.token_ids))
     result: dict[str, object] = {
         "model": model,
         "tasks": args.tasks,
         "n": args.n,
         "turn1_prompt_tokens": [len(i) for i in first],
         "turn1_seconds": round(turn1_s, 2),
-        "turn2_prompts": len(second),
-        "turn2_prompt_tokens": sum(len(i) for i in second),
-        "turn2_tokens_shared_with_turn1": sum(shared),
+        "turn2_prompts": len(second["rendered"]),
+        "turn2_prompt_tokens": {way: sum(len(i) for i in ids) for way, ids in second.items()},
+        "turn2_tokens_shared_with_turn1": shared,
     }
-    for name, reset in (("after_turn1", False), ("cache_reset", True)):
+    arms = (
+        ("rendered", "rendered", False),
+        ("continued", "continued", False),
+        ("continued_cache_reset", "continued", True),
+    )
+    for name, way, reset in arms:
         if reset:
             engine.llm.reset_prefix_cache()
         before = counters(engine.llm)
         t0 = time.perf_counter()
-        engine.generate(second, 1, args.max_tokens, 1.0, 1.0)
+        engine.generate(second[way], 1, args.max_tokens, 1.0, 1.0)
         seconds = time.perf_counter() - t0
         after = counters(engine.llm)
         queries = after.get("vllm:prefix_cache_queries", 0.0) - before.get("vllm:prefix_cache_queries", 0.0)

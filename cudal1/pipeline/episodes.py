@@ -35,6 +35,7 @@ turns = 1 nothing here runs: `sample_episodes` is `sample_rollouts`, and
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import statistics
 from collections.abc import Callable, Hashable, Sequence
@@ -43,7 +44,7 @@ from typing import TYPE_CHECKING
 from cudal1.bench.result import EvalResult
 from cudal1.pipeline.metrics import PASSING
 from cudal1.pipeline.rollouts import assign_advantages, reward_config, sample_rollouts
-from cudal1.policy.model import chat_token_counter
+from cudal1.policy.model import chat_token_counter, continued_prompt_ids
 from cudal1.policy.prompts import REFINEMENT_FEEDBACK, Feedback, refinement_turn
 from cudal1.records import Rollout
 from cudal1.rl.rewards import Priced, RewardConfig
@@ -72,6 +73,9 @@ class Episode:
         feedback: the evaluator's report its next turn's prompt shows (`continue_episodes`).
         ended: why it ended ("turns", "stop", "empty", "budget", "evaluations"), None while it
             runs.
+        prompt_ids: its next turn's prompt ids as a continuation of its latest turn's, with the
+            answer's ids as sampled (`cudal1.policy.model.continued_prompt_ids`), or None to
+            render `messages`.
     """
 
     task: Task
@@ -83,6 +87,7 @@ class Episode:
     turns: list[Rollout] = dataclasses.field(default_factory=list)
     feedback: str | None = None
     ended: str | None = None
+    prompt_ids: list[int] | None = None
 
 
 def feedback_of(r: Rollout) -> Feedback:
@@ -147,6 +152,8 @@ def continue_episodes(
     count_tokens: Callable[[list[dict[str, str]]], int],
     max_chars: int = 300,
     report: bool = True,
+    continue_ids: Callable[[list[int], list[int], list[dict[str, str]], list[dict[str, str]]], list[int] | None]
+    | None = None,
 ) -> list[Episode]:
     """After a turn: end the episodes that are done, and give each of the others its next prompt.
 
@@ -156,7 +163,10 @@ def continue_episodes(
     prompt exceeds `token_budget` ("budget", logged). Otherwise its `messages` become
     `refinement_turn(messages, its response, feedback_of(turn), token_budget, count_tokens)` and
     `feedback` the report shown (`Feedback.report`). `report` False: the prompt leaves the report
-    out (`refinement_turn(report=False)`) and `feedback` stays None.
+    out (`refinement_turn(report=False)`) and `feedback` stays None. `continue_ids` (e.g.
+    `continued_prompt_ids` bound to the tokenizer), given the latest turn's prompt ids, its
+    sampled ids, its messages and the next ones, sets `prompt_ids` to the next prompt as a
+    continuation of the last (None: rendered from `messages`).
 
     Returns the episodes that go on, in input order. Pure: no I/O but a log line."""
     live = []
@@ -172,6 +182,7 @@ def continue_episodes(
             ep.ended = "empty"
         else:
             fb = feedback_of(last)
+            previous = ep.messages
             try:
                 ep.messages = refinement_turn(
                     ep.messages, last.generation.text, fb, token_budget, count_tokens, max_chars, report
@@ -180,6 +191,11 @@ def continue_episodes(
                 log.warning("%s: episode %s ends after turn %d: %s", ep.task.task_id, last.origin, len(ep.turns), exc)
                 ep.ended = "budget"
                 continue
+            ep.prompt_ids = (
+                continue_ids(last.generation.prompt_ids, last.generation.response_ids, previous, ep.messages)
+                if continue_ids is not None
+                else None
+            )
             ep.feedback = fb.report(max_chars) if report else None
             live.append(ep)
     return live
@@ -267,8 +283,17 @@ def sample_episodes(
         ep.turns.append(r)
         price_episode_copies(ep, reward_cfg)
 
+    continue_ids = functools.partial(continued_prompt_ids, ctx.tokenizer)
     for turn in range(2, turns + 1):
-        live = continue_episodes(list(episodes.values()), turns, margin, budget, count, report=feedback == "report")
+        live = continue_episodes(
+            list(episodes.values()),
+            turns,
+            margin,
+            budget,
+            count,
+            report=feedback == "report",
+            continue_ids=continue_ids,
+        )
         if max_evaluations is not None:
             live = within_evaluations(live, max_evaluations - len(evaluated))
         if not live:
@@ -285,6 +310,7 @@ def sample_episodes(
             evaluated=evaluated,
             slots=[(ep.group, ep.sample) for ep in live],
             turn=turn,
+            prompt_ids=[ep.prompt_ids for ep in live],
         )
         _add(total, part)
         for r in rollouts:

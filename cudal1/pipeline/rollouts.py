@@ -52,6 +52,7 @@ def sample_rollouts(
     evaluated: dict[tuple[str, str], EvalResult] | None = None,
     slots: Sequence[tuple[int, int]] | None = None,
     turn: int = 1,
+    prompt_ids: Sequence[list[int] | None] | None = None,
 ) -> list[Rollout]:
     """Generate `n` responses per prompt, parse them, evaluate the parsed candidates on the
     primary benchmark pool, and price them (`price`; no advantages yet).
@@ -97,6 +98,10 @@ def sample_rollouts(
             prompt's index among the kept prompts, 0). With slots, two prompts may share a group
             (the turns t > 1 of a group's episodes, n = 1); `shown` must then agree per group.
         turn: the turn recorded in each rollout (1: a single-turn rollout).
+        prompt_ids: per prompt, the token ids to sample from instead of its messages rendered
+            by the chat template (a refinement turn continued from the last one's ids,
+            `cudal1.pipeline.episodes`), or None to render; ids over the prompt budget are
+            rendered instead.
     Returns:
         len(tasks) × n rollouts, ordered by prompt (without `slots`: its group) then sample,
         whatever order the groups finished in; prompts too long for the model are skipped with a
@@ -110,7 +115,8 @@ def sample_rollouts(
     max_prompt = cfg.rollout.max_model_len - cfg.rollout.max_tokens
     kept: list[tuple[Task, list[dict[str, str]], list[int], Sequence[str], tuple[int, int] | None]] = []
     for i, (task, messages) in enumerate(zip(tasks, prompts)):
-        ids = chat_prompt_ids(ctx.tokenizer, messages)
+        given = prompt_ids[i] if prompt_ids is not None else None
+        ids = given if given is not None and len(given) <= max_prompt else chat_prompt_ids(ctx.tokenizer, messages)
         if len(ids) > max_prompt:
             log.warning(
                 "%s: prompt of %d tokens exceeds max_model_len - max_tokens = %d; skipped",

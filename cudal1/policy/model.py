@@ -116,6 +116,50 @@ def chat_prompt_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]
     return list(tokenizer.encode(text, add_special_tokens=False))
 
 
+def continued_prompt_ids(
+    tokenizer: Any,
+    previous_ids: list[int],
+    sampled_ids: list[int],
+    previous: list[dict[str, str]],
+    messages: list[dict[str, str]],
+) -> list[int] | None:
+    """The next turn's prompt ids as a continuation of the last turn's: `previous_ids` (the ids
+    the last turn was sampled from, `chat_prompt_ids` of `previous` or itself such a
+    continuation), then `sampled_ids` as the engine sampled them (its trailing special tokens,
+    an EOS, left to the template's own), then the ids of whatever the chat template renders after
+    the answer (its end marker, the next user message, the generation prompt). The engine then
+    finds the whole earlier turn, answer included, in its prefix cache; re-rendered from text,
+    the answer's ids may differ from the sampled ones after a few tokens (a model can sample a
+    tokenization the tokenizer would not produce), and the cache stops there.
+
+    `messages` must be `previous` plus the model's answer as an assistant message (whose content
+    is the decoded `sampled_ids`) and the next user message, as `cudal1.policy.prompts.
+    refinement_turn` makes it. None (render `messages` instead) when it is not: the template does
+    not render `messages` as `previous` with its generation prompt, then that answer verbatim,
+    then the rest (an answer the budget cut, a template that trims or rewrites earlier turns).
+
+    Raises:
+        ValueError: the tokenizer has no chat template (`chat_prompt_ids`).
+    """
+    if len(messages) != len(previous) + 2 or messages[: len(previous)] != previous:
+        return None
+    answer = messages[len(previous)]
+    if answer.get("role") != "assistant":
+        return None
+    chat_prompt_ids(tokenizer, previous)  # the template check, and its error
+    head = tokenizer.apply_chat_template(previous, tokenize=False, add_generation_prompt=True)
+    full = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    special = set(getattr(tokenizer, "all_special_ids", []) or [])
+    body = list(sampled_ids)
+    while body and body[-1] in special:
+        body.pop()
+    text = tokenizer.decode(body, skip_special_tokens=True)
+    if text != answer["content"] or not full.startswith(head + text):
+        return None
+    rest = full[len(head) + len(text) :]
+    return list(previous_ids) + body + list(tokenizer.encode(rest, add_special_tokens=False))
+
+
 def chat_token_counter(tokenizer: Any) -> Callable[[list[dict[str, str]]], int]:
     """The `count_tokens` of `cudal1.policy.prompts.refinement_turn` for this tokenizer: a
     message list's length in tokens as `chat_prompt_ids` renders it (generation prompt included).

@@ -57,12 +57,16 @@ class Tokenizer:
 
     chat_template = "plain"
     eos_token_id = 0
+    all_special_ids = [0]
 
     def apply_chat_template(self, messages, tokenize=False, add_generation_prompt=True):
         return "".join(f"<{m['role']}>{m['content']}" for m in messages) + "<assistant>"
 
     def encode(self, text, add_special_tokens=False):
         return [ord(c) for c in text]
+
+    def decode(self, ids, skip_special_tokens=True):
+        return "".join(chr(i) for i in ids if i not in self.all_special_ids)
 
 
 class Script:
@@ -79,7 +83,9 @@ class Script:
         for p, texts in zip(prompt_ids, self.calls[k]):
             texts = [texts] if isinstance(texts, str) else texts
             assert len(texts) == n
-            out.append([Generation(list(p), [1] * 5, [-0.5] * 5, t, "stop", 3) for t in texts])
+            out.append(
+                [Generation(list(p), [ord(c) for c in t] + [0], [-0.5] * (len(t) + 1), t, "stop", 3) for t in texts]
+            )
         return out
 
 
@@ -271,6 +277,32 @@ def test_turn_metrics_per_turn_and_per_episode():
 # ----- whole steps, scripted
 
 
+def test_given_prompt_ids_are_sampled_from_and_over_budget_ones_rendered():
+    """`sample_rollouts(prompt_ids=...)`: a refinement turn's ids as `continue_episodes` made them
+    are what the generator gets; None, or ids over the prompt budget, render the messages."""
+    prompts = [contrastive_prompt(TASK.source, [])] * 3
+    rendered = Tokenizer().encode(Tokenizer().apply_chat_template(prompts[0]))
+    given = [ord(c) for c in "<user>given ids"]
+    script = Script([[response(FAST), response(FAST), response(FAST)]])
+    ctx = context(script, max_model_len=1000 + len(rendered))
+    too_long = given * (len(rendered) // len(given) + 2)
+    sample_rollouts(ctx, [TASK] * 3, prompts, 1, 5, prompt_ids=[given, None, too_long])
+    assert [ids for ids in script.seen[0][1]] == ["<user>given ids", *["".join(map(chr, rendered))] * 2]
+
+
+def test_continue_episodes_hands_the_next_prompt_ids_from_the_callable():
+    slow = EvalResult(TASK.task_id, Status.OK, speedup=1.2, speedup_spread=0.01)
+    ep = Episode(TASK, 0, 0, contrastive_prompt(TASK.source, []), [], None, [turn(response(SLOW), slow, price(slow))])
+    seen = []
+
+    def continue_ids(prompt_ids, sampled_ids, previous, messages):
+        seen.append((prompt_ids, sampled_ids, len(previous), len(messages)))
+        return [7, 7]
+
+    (live,) = continue_episodes([ep], 3, None, 100_000, count, continue_ids=continue_ids)
+    assert live.prompt_ids == [7, 7] and seen == [([1], [2], 2, 4)]
+
+
 def test_one_turn_is_sample_rollouts_exactly():
     prompts = [contrastive_prompt(TASK.source, [Exemplar(TASK.task_id, SHOWN, 1.5)])] * 2
     calls = [[[response(FAST), response(SHOWN)], [response(BROKEN), "no code"]]]
@@ -329,6 +361,10 @@ def test_a_three_turn_step_refines_failures_evaluates_each_program_once_and_pric
     assert all(text.count("<assistant>") == 2 for text in script.seen[1][1])
     assert script.seen[2][1][0].count("<assistant>") == 3 and response(SLOW) in script.seen[2][1][0]
     assert rollouts[4].generation.prompt_ids == Tokenizer().encode(script.seen[2][1][0])
+    # A later turn's prompt continues the last one's ids: its prompt, then its answer as sampled.
+    for before, after in ((rollouts[2], rollouts[3]), (rollouts[3], rollouts[4])):
+        sampled = before.generation.prompt_ids + before.generation.response_ids[:-1]
+        assert after.generation.prompt_ids[: len(sampled)] == sampled
     # Credit: exactly the pure functions on the priced turns.
     assign_episode_advantages(rollouts, REWARD, "none", gamma=0.4, form="best_later", baseline="loo")
     episodes = [rollouts[0:2], rollouts[2:5], rollouts[5:6], rollouts[6:8]]

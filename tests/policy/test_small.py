@@ -129,3 +129,30 @@ def test_cli_init_small(tmp_path, capsys):
     assert "parameters" in capsys.readouterr().out
     assert json.loads((tmp_path / "m" / "config.json").read_text())["num_hidden_layers"] == 1
     assert cli_main(["model", "init-small", str(tmp_path / "m")]) == 2  # exists: usage error
+
+
+def test_a_refinement_prompt_continues_the_sampled_ids(small_dir):
+    """`continued_prompt_ids`: the next turn's ids are the last turn's prompt, then its answer as
+    sampled (here a tokenization the tokenizer would not produce: one token per character), then
+    the template's rest; they decode to the rendered prompt. An answer the next messages do not
+    hold verbatim (the budget cut it), or messages that do not extend the last turn's, give None."""
+    from cudal1.policy.model import continued_prompt_ids
+    from cudal1.policy.prompts import Feedback, plain_prompt, refinement_turn
+
+    tok = load_tokenizer(small_dir)
+    first = plain_prompt("import torch\n\nclass Model(torch.nn.Module):\n    pass\n")
+    first_ids = chat_prompt_ids(tok, first)
+    answer = "## Analysis\nOne pass.\n\n## Code\n```python\nclass ModelNew:\n    pass\n```"
+    sampled = [i for c in answer for i in tok.encode(c, add_special_tokens=False)] + [tok.eos_token_id]
+    assert sampled[:-1] != tok.encode(answer, add_special_tokens=False)  # not the canonical ids
+    report = Feedback("incorrect", "output mismatch on trial 1")
+    nxt = refinement_turn(
+        first, tok.decode(sampled, skip_special_tokens=True), report, 4000, lambda m: len(chat_prompt_ids(tok, m))
+    )
+    ids = continued_prompt_ids(tok, first_ids, sampled, first, nxt)
+    assert ids is not None and ids[: len(first_ids) + len(sampled) - 1] == first_ids + sampled[:-1]
+    assert tok.decode(ids) == tok.decode(chat_prompt_ids(tok, nxt))
+    cut = [dict(m) for m in nxt]
+    cut[len(first)]["content"] = "```python\nclass ModelNew:\n    pass\n```"
+    assert continued_prompt_ids(tok, first_ids, sampled, first, cut) is None
+    assert continued_prompt_ids(tok, first_ids, sampled, first[:1], nxt) is None
