@@ -105,15 +105,20 @@ def chat_prompt_ids(tokenizer: Any, messages: list[dict[str, str]]) -> list[int]
     Raises:
         ValueError: the tokenizer has no chat template.
     """
+    _require_chat_template(tokenizer)
+    # Render to text, then encode without extra special tokens: the template already holds them,
+    # and this returns a plain list on every transformers version.
+    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    return list(tokenizer.encode(text, add_special_tokens=False))
+
+
+def _require_chat_template(tokenizer: Any) -> None:
+    """Raises ValueError when `tokenizer` has no chat template."""
     if not getattr(tokenizer, "chat_template", None):
         name = getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__
         raise ValueError(
             f"tokenizer {name!r} has no chat template: use an instruct/chat checkpoint or set tokenizer.chat_template"
         )
-    # Render to text, then encode without extra special tokens: the template already holds them,
-    # and this returns a plain list on every transformers version.
-    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    return list(tokenizer.encode(text, add_special_tokens=False))
 
 
 def continued_prompt_ids(
@@ -146,7 +151,7 @@ def continued_prompt_ids(
     answer = messages[len(previous)]
     if answer.get("role") != "assistant":
         return None
-    chat_prompt_ids(tokenizer, previous)  # the template check, and its error
+    _require_chat_template(tokenizer)
     head = tokenizer.apply_chat_template(previous, tokenize=False, add_generation_prompt=True)
     full = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
     special = set(getattr(tokenizer, "all_special_ids", []) or [])
