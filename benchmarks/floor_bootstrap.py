@@ -26,28 +26,17 @@ here shows one part alone.
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import random
 import statistics
+import sys
 from pathlib import Path
 from typing import Any
 
 from cudal1.bench import timing
 from cudal1.bench.settings import EvalSettings
 
-
-def load(paths: list[Path]) -> list[dict[str, Any]]:
-    """The EvalResult dicts of every line of `paths` (gzip by suffix; `{"result": ...}` lines unwrapped)."""
-    out = []
-    for path in paths:
-        opener = gzip.open if path.suffix == ".gz" else open
-        with opener(path, "rt", encoding="utf-8") as f:
-            for line in f:
-                if line.strip():
-                    d = json.loads(line)
-                    out.append(d.get("result", d))
-    return out
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from allowance_replay import records  # noqa: E402
 
 
 def spread(xs: list[float]) -> float:
@@ -63,7 +52,7 @@ def main() -> None:
     args = p.parse_args()
     rng = random.Random(args.seed)
     by_task: dict[str, list[dict[str, Any]]] = {}
-    for r in load(args.records):
+    for r in (result for path in args.records for _, result in records(path)):
         if r.get("status") == "ok" and r.get("round_trips", {}).get("reference"):
             by_task.setdefault(r["task_id"], []).append(r)
     for task, rs in by_task.items():
