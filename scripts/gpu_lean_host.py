@@ -101,18 +101,24 @@ def _swap(src: str, old: str, new: str) -> str:
     return src.replace(old, new)
 
 
-def lean_source(task: str, spin: bool = True, per_call_sync: bool = False) -> str:
-    """The busy-polling lean host, its model swapped for the task's and its outputs located the
-    way the host does on this backend (`Host._locate`: CUDA IPC on the GPU). `spin`: busy-poll
-    the socket (else the host's own wait); `per_call_sync`: a device synchronize after each call
-    (as the host does) rather than one after the round trip's last."""
-    src = (CANDIDATES / "busy_poll_lean_host.py").read_text().replace("__SPIN__", str(spin))
+def _with_task_model(src: str, task: str) -> str:
+    """A candidate file's matmul model (both candidate files hold one) swapped for `task`'s."""
     if task == "scale16m":
         src = _swap(
             src,
             "def forward(self, a, b):\n        return torch.matmul(a, b).relu()",
             "def forward(self, x):\n        return x * 2.0 + 1.0",
         )
+    return src
+
+
+def lean_source(task: str, spin: bool = True, per_call_sync: bool = False) -> str:
+    """The busy-polling lean host, its model swapped for the task's and its outputs located the
+    way the host does on this backend (`Host._locate`: CUDA IPC on the GPU). `spin`: busy-poll
+    the socket (else the host's own wait); `per_call_sync`: a device synchronize after each call
+    (as the host does) rather than one after the round trip's last."""
+    src = (CANDIDATES / "busy_poll_lean_host.py").read_text().replace("__SPIN__", str(spin))
+    src = _with_task_model(src, task)
     # Where the outputs live, as the host itself says (a raw address is the CPU backend's form).
     src = _swap(
         src,
@@ -140,13 +146,7 @@ def underclaim_source(task: str, factor: float) -> str:
     if not 0 < factor <= 1:
         raise ValueError(f"the claim factor must lie in (0, 1], got {factor}")
     src = (CANDIDATES / "underclaiming_host.py").read_text().replace("__FACTOR__", repr(float(factor)))
-    if task == "scale16m":
-        src = _swap(
-            src,
-            "def forward(self, a, b):\n        return torch.matmul(a, b).relu()",
-            "def forward(self, x):\n        return x * 2.0 + 1.0",
-        )
-    return src
+    return _with_task_model(src, task)
 
 
 def main() -> int:
