@@ -11,7 +11,7 @@ RECORDS are `EvalResult` dicts, one a line (`benchmarks/repeatability.py --recor
   differ, the floor (`timing.speedup_stats`'s `floor_ms`, the pass's resolution) moved the
   speedup, not the times;
 - the floor a timing pass of n round trips would get (`timing.pass_resolution` with the
-  "timing_pass" source: the jitter, 90th minus 10th percentile, of the reference host's fixed
+  "timing_pass" source: the jitter, `timing.jitter`, of the reference host's fixed
   costs, over K), drawn `--draws` times with replacement from the fixed costs the records hold for
   that task (all evaluations pooled): its 10th, 50th and 90th percentiles per n, against the
   candidate's median per-call time;

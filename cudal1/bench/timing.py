@@ -342,10 +342,21 @@ def parallel_cpu_ms(cpu_ms: float, elapsed_ms: float) -> float:
     return excess if math.isfinite(excess) and excess > 0 else 0.0
 
 
+NORMAL_10_90_PER_IQR = 1.9
+"""The 10th-90th percentile range of a normal distribution over its interquartile range
+(2 × 1.2816 / (2 × 0.6745) = 1.900)."""
+
+
 def jitter(values_ms: list[float]) -> float:
-    """Run-to-run jitter of a fixed cost: its 90th minus its 10th percentile (ms, at least 1e-6).
-    Raises ValueError when empty."""
-    return max(percentile(values_ms, 0.9) - percentile(values_ms, 0.1), 1e-6)
+    """Run-to-run jitter of a fixed cost (ms, at least 1e-6): `NORMAL_10_90_PER_IQR` × its
+    interquartile range, the 10th-90th percentile range of normal noise of the same spread.
+
+    Robust, because one slow round trip must not set it: the judge's round trips come in sixteens
+    or tens, and their 90th percentile is then the second or first slowest; on an H100 one or two
+    trips of 5-7 ms among 1.0-1.5 ms ones took a pass's resolution from 0.08 to 0.78 ms a call and
+    a seed's speedup from 3.03x to 2.72x (docs/benchmarks.md, floor_bootstrap). Raises ValueError
+    when empty."""
+    return max(NORMAL_10_90_PER_IQR * (percentile(values_ms, 0.75) - percentile(values_ms, 0.25)), 1e-6)
 
 
 def pass_resolution(
