@@ -14,6 +14,7 @@
 #               tasks: 0.98-1.02x on >= 95% (benchmarks/self_speedup.py)
 #   labels      the same evaluations: none labelled profile_failed or reduced_precision (the
 #               reference computes as itself)
+#   profile     the same evaluations: each carries a profile of its GPU kernels (EvalResult.profile)
 #   agreement   the same set through benchmarks/agreement.py for as long as its budget lasts: the
 #               reference and torch.compile of it, judge against a plain in-process timing
 #               (targets: reference 0.98-1.02x on 95%; compile within ±5% on 90%, ±10% on 98%)
@@ -81,6 +82,17 @@ timeout 100 python3 benchmarks/self_speedup.py --backend cuda --kernelbench "$kb
 tail -2 "$out/self.log"
 grep -q "^PASS reference as candidate" "$out/self.log"; verdict self $? "$(tail -1 "$out/self.log")"
 grep -q "^LABELS PASS" "$out/self.log"; verdict labels $? "$(grep '^LABELS' "$out/self.log" || echo 'no report')"
+# Every correct self evaluation carries a profile of the candidate's GPU kernels (feedback only).
+python3 - "$out/self-records.jsonl" > "$out/profile.txt" 2>&1 <<'PY'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1]) if line.strip()]
+ok = [r for r in rows if r.get("status") == "ok"]
+good = [r for r in ok if (r.get("profile") or {}).get("device") == "cuda" and r["profile"].get("top")]
+example = good[0]["profile"]["top"][0] if good else None
+print(f"{len(good)} of {len(ok)} correct evaluations carry a GPU kernel profile; e.g. {example}")
+sys.exit(0 if ok and len(good) == len(ok) else 1)
+PY
+verdict profile $? "$(cat "$out/profile.txt" 2>/dev/null | tail -1)"
 
 timeout 170 python3 benchmarks/agreement.py --backend cuda --kernelbench "$kb" --tasks $SET \
   --time-budget-s 130 --out "$out/agreement.json" > "$out/agreement.txt" 2> "$out/agreement.err"

@@ -48,9 +48,10 @@ The protocol, judge -> host (each answered by one message unless noted):
 - `check` -> `checked`: replaced functions, the operator canary, flags (labels). `loaded` and
   `checked` also carry `built`: the shared objects this process's builds produced
   (`cudal1.bench.buildcache`), records the parent matches against what it saw mapped.
-- `profile` {in_slot, args, as for `call`} -> `profiled`: the aten operators and dtypes of one
-  forward; on CUDA, whether the device stays busy after the default stream is done (side
-  streams).
+- `profile` {in_slot, args, as for `call`; kernel_top} -> `profiled`: the aten operators and
+  dtypes of one forward; on CUDA, whether the device stays busy after the default stream is
+  done (side streams); with kernel_top > 0, a summary of one more forward under
+  `torch.profiler` (`kernelprofile.record`: feedback for the policy).
 
 The host's own checks (materialization, aliasing, buffer reuse, flags, patches) are reports a
 candidate can switch off, since it runs in this process. That is by design: such reports can
@@ -72,7 +73,7 @@ from typing import Any
 
 import torch
 
-from . import buildcache, guards
+from . import buildcache, guards, kernelprofile
 from ..tasks.task import Task
 from .correctness import StructureMismatch, flatten, match_output, materialization_problem
 from .readers import MAX_SPAN_FACTOR, describe, view_span
@@ -557,7 +558,18 @@ class Host:
                 reply["side_streams"] = self._side_streams()
         except BaseException as exc:  # noqa: BLE001 - labels only: a failure here drops them
             reply["error"] = f"{type(exc).__name__}: {exc}"[:300]
+        top = int(msg.get("kernel_top") or 0)
+        if top and reply["error"] is None:
+            try:  # one more forward, under the profiler: feedback for the policy, never a verdict
+                reply["kernels"] = kernelprofile.record(self._forward_and_wait, self.cuda, top)
+            except BaseException:  # noqa: BLE001 - a failure here only drops the profile
+                pass
         self.chan.send("profiled", **reply)
+
+    def _forward_and_wait(self) -> None:
+        out = self.model(*self.args)
+        self._sync()
+        del out
 
     def _side_streams(self) -> bool:
         """True when the device stays busy after the default stream finished one forward."""

@@ -94,7 +94,7 @@ from typing import Any, Callable
 import torch
 
 from ..tasks.task import Task
-from . import correctness, guards, inputs as inputs_mod, timing
+from . import correctness, guards, inputs as inputs_mod, kernelprofile, timing
 from .result import EvalResult, HackKind, Label, Status, speedup_phrase
 from .settings import EvalSettings
 from .readers import IpcReader, ParentReader, ReadError, view_span
@@ -1343,9 +1343,11 @@ class Judge:
         fields, fds = self._stage("candidate", [x], self.args_template)
         self.args_template = _sent_template(fields, self.args_template)
         self._sync()
-        self._send("profile", fds=fds, **fields)
+        self._send("profile", fds=fds, kernel_top=self.settings.profile_top, **fields)
         self._sent("candidate")
         msg = self._recv("profiled", ops=list, dtypes=list, side_streams=bool)
+        if "kernels" in msg:
+            self.result.profile = kernelprofile.clean(msg["kernels"], self.settings.profile_top)
         otherwise = f"recording failed: {str(msg['error'])[:300]}" if msg.get("error") is not None else None
         otherwise = otherwise or self._recorded_otherwise(x, msg, _expected(ref_out))
         if otherwise is not None:

@@ -221,8 +221,8 @@ class EvalResult:
     outputs, GPU context switches; median on the reference host, ms): the judge's time of a
     candidate round trip minus it bounds what the candidate's host may claim for its K calls."""
     resolution_ms: float | None = None
-    """Jitter of that fixed cost (90th - 10th percentile over the clean calibration's round trips)
-    over K, in ms per call: times below it cannot be told apart (label "below_resolution"). Both
+    """Jitter of that fixed cost (`cudal1.bench.timing.jitter` of the round trips, see
+    `EvalSettings.resolution_source`) over K, in ms per call: times below it cannot be told apart (label "below_resolution"). Both
     sides are taken as at least this, so two times below it give a speedup of 1.0×."""
     calibration_resolution_ms: float | None = None
     """The calibration's resolution (ms per call), the one `resolution_ms` takes unless the
@@ -257,6 +257,12 @@ class EvalResult:
     inputs, staging them, the candidate's and the reference's calls, reading and comparing
     outputs, host checks; parts nest), and "prebuild": the wall time of the prebuild that came
     before this evaluation (not part of eval_seconds)."""
+    profile: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """One candidate forward under the profiler in the candidate's own process, after the timing
+    (`cudal1.bench.kernelprofile`): {"device", "total_ms", "launches", "top": [{"name", "ms",
+    "calls"}]}, ms of device time on CUDA, of own CPU time on the CPU; {} when none was taken
+    (`EvalSettings.profile_top` 0, a failed evaluation, a profiler failure). The candidate's
+    word: shown to the policy, never priced."""
     sandbox: dict[str, Any] = dataclasses.field(default_factory=dict)
     """Which isolation measures were in force (see `cudal1.bench.sandbox.SandboxReport`)."""
     log: str = ""

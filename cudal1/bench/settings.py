@@ -128,6 +128,11 @@ class EvalSettings:
     calls, and a forward split over every core waits for its slowest thread (level1/17 on two
     cores: 4.2-10 ms a call with two threads, 7.5-11 ms with one; docs/benchmarks.md). A
     candidate that runs more threads than this gains nothing on the CPU (`count_cpu_time`)."""
+    profile_top: int = 5
+    """After the timing, one more candidate forward is profiled in the candidate's process and
+    its `profile_top` slowest rows (kernels on CUDA, operators on the CPU) go into
+    `EvalResult.profile`, which the next prompt of a refinement turn or an optimize round shows
+    (`cudal1.bench.kernelprofile`); 0: no profile. At most 16. Feedback only: never priced."""
     count_cpu_time: bool = False
     """Count a candidate round trip as at least the CPU time every process of the candidate spent
     in it, less the round trip's length on the judge's clock (`cudal1.bench.timing.parallel_cpu_ms`):
@@ -160,6 +165,8 @@ class EvalSettings:
                 "correctness_trials, shifted_trials and wide_trials must be at least 0, got "
                 f"{self.correctness_trials}, {self.shifted_trials}, {self.wide_trials}"
             )
+        if not 0 <= self.profile_top <= 16:
+            raise ValueError(f"profile_top must lie in [0, 16], got {self.profile_top}")
         if not 0.0 <= self.overhead_quantile <= 1.0:
             raise ValueError(f"overhead_quantile must lie in [0, 1], got {self.overhead_quantile}")
         if not 0.0 <= self.batch_memory_share <= 1.0:

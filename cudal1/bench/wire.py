@@ -338,6 +338,15 @@ _LEAF = OneOf(
 )  # CUDA: an IPC handle
 _VALUE = OneOf(Null(), Bool(), Int(-(2**63), 2**64 - 1), Num(-1.8e308, 1.8e308), Str(1 << 16))
 """A non-tensor output leaf as `correctness.encode_value` writes it."""
+_KERNELS = Obj(
+    {
+        "device": Str(16),
+        "total_ms": Num(0.0, MAX_MS),
+        "launches": Int(0, 2**62),
+        "top": List(Obj({"name": Str(1 << 16), "ms": Num(0.0, MAX_MS), "calls": Int(0, 2**62)}), 16),
+    }
+)
+"""A profile of one forward (`cudal1.bench.kernelprofile.summarize`)."""
 _FAILURE = Obj({"status": Str(64), "message": Str()}, {"hack": Opt(Str(64)), "labels": _LABELS})
 _SANDBOX = Obj(
     optional={
@@ -385,7 +394,7 @@ HOST_MESSAGES: dict[str, Obj] = {
     "audited": Obj({"hack": Opt(Obj({"kind": Str(64), "message": Str()}))}, {"parts_ms": Map(Num(0.0, MAX_MS), 16)}),
     "profiled": Obj(
         {"ops": List(Str(300), 500), "dtypes": List(Str(64), 500), "side_streams": Bool()},
-        {"error": Opt(Str()), "leaves": List(_LEAF, 4096), "values": List(_VALUE, 4096)},
+        {"error": Opt(Str()), "leaves": List(_LEAF, 4096), "values": List(_VALUE, 4096), "kernels": _KERNELS},
     ),
 }
 """Every message a host (`cudal1.bench.host`) sends, field by field: what `expect_host` checks."""

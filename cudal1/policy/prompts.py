@@ -41,6 +41,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 
+from cudal1.bench import kernelprofile
 from cudal1.bench.result import EvalResult, Status
 from cudal1.records import Exemplar
 
@@ -184,7 +185,8 @@ class Feedback:
         spread: the evaluator's `speedup_spread` of a correct attempt ((max - min) / median of its
             per-round speedups, unitless), else None.
         labels: the evaluator's labels ("pytorch_only", "calls_reference_ops", ...).
-        profile: a short profile summary (text; on a GPU pool), "" for none.
+        profile: a short profile of one forward (text: `cudal1.bench.kernelprofile.describe`; GPU
+            kernels on a GPU pool, operators on a CPU one), "" for none.
 
     `line` shows status, message and times only, so the optimize loop's prompts do not depend on
     the last three; `report` shows them all.
@@ -200,8 +202,12 @@ class Feedback:
     profile: str = ""
 
     @classmethod
-    def of(cls, result: EvalResult, profile: str = "") -> "Feedback":
-        """The feedback of an evaluated attempt, from its `EvalResult` (and an optional profile)."""
+    def of(cls, result: EvalResult, profile: str | None = None) -> "Feedback":
+        """The feedback of an evaluated attempt, from its `EvalResult`; its profile is `profile`,
+        or, when None, the result's own (`EvalResult.profile` in words, `kernelprofile.describe`;
+        "" when it has none)."""
+        if profile is None:
+            profile = kernelprofile.describe(result.profile)
         return cls(
             result.status.value,
             result.message,
