@@ -327,3 +327,26 @@ def test_a_cuda_slots_views_reach_only_their_own_bytes():
                 torch.empty(0, dtype=view.dtype, device="cuda").set_(storage, 0, (2, view.numel()), (view.numel(), 1))
     slot.view(specs[0].moved(set_bytes)).fill_(-1)  # two views of one range are one memory
     assert torch.equal(slot.view(specs[0].moved(set_bytes)), torch.full((3, 5), -1.0, device="cuda"))
+
+
+def test_the_control_computes_every_call_of_a_cuda_round_on_its_own():
+    from evalkit import SIN_CHAIN, candidate
+
+    r = evaluate(SIN_CHAIN, candidate("honest_sin_chain"), "cuda", settings=_settings())
+    assert r.status is Status.OK and "BATCHED" not in r.log, r.message
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (issue 21): on CUDA every input set of a round trip is in the host (`Host.sets`) before its "
+    "first call, so that call can find them all (frames, the garbage collector) and compute the round at once",
+)
+@pytest.mark.parametrize("name", ["batches_via_frames", "batches_via_referrers"])
+def test_a_call_cannot_batch_a_cuda_round_by_introspection(name):
+    """The CPU's guard (tests/bench/test_redteam5.py, the same candidates) on CUDA: the right
+    value is that a call reaches its own input set only, so the batched candidate either fails or
+    never finds more than one set."""
+    from evalkit import SIN_CHAIN, candidate
+
+    r = evaluate(SIN_CHAIN, candidate(name), "cuda", settings=_settings())
+    assert r.status is not Status.OK or "BATCHED" not in r.log, (r.status, r.speedup, r.message)
