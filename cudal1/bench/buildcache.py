@@ -11,7 +11,11 @@ current process so that
   candidate that names its extension at random each run is still recognised), and a later call
   that would build the same thing there raises the recorded error at once;
 - every call is timed (`activity()`): the seconds spent inside them are a result's
-  `build_seconds`, and a listener (the prebuild's, `cudal1.bench.targets`) hears each start and end.
+  `build_seconds`, and a listener (the prebuild's, `cudal1.bench.targets`) hears each start and end;
+- where the process was handed a builder (`cudal1.bench.builder`: the prebuild's child, the
+  candidate host), the build itself is made by the parent, which records what it built; the call
+  then loads the product from where the build left it. Elsewhere the call builds in this process
+  (and nothing is recorded).
 
 Only compiler failures are recorded: a build whose compiler was killed (a time or memory limit) is
 not, and is tried again next time. The markers live in the candidate's own writable build directory; a candidate
@@ -21,13 +25,10 @@ The prebuild record (`write_record`, `take_record`): what the last prebuild of a
 (the seconds its builds took, its wall time), left in the source's build directory by the process
 that ran the prebuild and taken by the next evaluation of that source, which reports it.
 
-What the builds produced (`note_built`, `BuildActivity.built`): each build call that returns
-records the shared object it built or loaded ({"path", "sha256"}; Triton's compiled launchers
-too, through `cudal1.bench.tritoncache`). These records are what `custom_kernel` rests on
-(`cudal1.bench.labels.built_objects`): a mapped file counts only when a build recorded it with
-the content it has. The prebuild's records are kept by the parent beside the build directory,
-where the sandboxed children cannot write (`remember_built`, `remembered_built`); the candidate
-host's travel to the judge with its answers.
+What the builds produced: the parent's build service records each product ({"path", "sha256"},
+`cudal1.bench.builder`); nothing in this process records anything. The parent keeps them (the
+prebuild's and each evaluation's) beside the build directory, where the sandboxed children cannot
+write (`remember_built`, `remembered_built`), for the later evaluations of the same source.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ import subprocess
 import time
 from pathlib import Path
 from typing import Any, Callable, Protocol
+
+from . import builder
 
 MARKER_SUFFIX = ".build_failed"
 FAILURE_TEXT = "Error building extension"
@@ -71,14 +74,11 @@ class BuildActivity:
     """{"name", "message", "cached"} of each call that failed to compile (cached: the failure was
     recorded by an earlier process and not compiled again)."""
     listener: BuildListener | None = None
-    built: list[dict[str, str]] = dataclasses.field(default_factory=list)
-    """{"path", "sha256"} of each shared object a build call of this process produced or loaded
-    (`note_built`), first seen first."""
 
 
 _activity = BuildActivity()
 MAX_BUILT = 64
-"""Build records kept (per process, per build directory, per evaluation)."""
+"""Build records kept (per build directory, per evaluation)."""
 _OBJECT_LIMIT = 1 << 30
 
 
@@ -126,9 +126,12 @@ def is_build_failure(exc: BaseException | None) -> bool:
 
 
 def _killed(exc: BaseException) -> bool:
-    """torch's build error raised from a build tool that a signal ended."""
+    """torch's build error raised from a build tool that a signal ended, or a build the builder
+    ended (`cudal1.bench.builder.BuildEnded`)."""
     cause = exc.__cause__
-    return isinstance(cause, subprocess.CalledProcessError) and cause.returncode < 0
+    return isinstance(exc, builder.BuildEnded) or (
+        isinstance(cause, subprocess.CalledProcessError) and cause.returncode < 0
+    )
 
 
 def install(ext_dir: str | Path, listener: BuildListener | None = None) -> None:
@@ -159,10 +162,11 @@ def _remembering(build: Callable[..., Any], kind: str, ext_dir: Path) -> Callabl
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         name = str(kwargs.get("name") or (args[0] if args else "extension"))
         try:
-            marker: Path | None = marker_path(ext_dir, build_key(kind, dict(signature.bind(*args, **kwargs).arguments)))
+            bound = signature.bind(*args, **kwargs)
         except TypeError:  # the call itself is wrong: torch says how
-            marker = None
-        if marker is not None and marker.is_file():
+            return build(*args, **kwargs)
+        marker = marker_path(ext_dir, build_key(kind, dict(bound.arguments)))
+        if marker.is_file():
             recorded = _read_marker(marker)
             _activity.failures.append({"name": name, "message": recorded[-2000:], "cached": True})
             raise RuntimeError(f"{FAILURE_TEXT} '{name}' (failed before for this source; not rebuilt):\n" + recorded)
@@ -170,18 +174,26 @@ def _remembering(build: Callable[..., Any], kind: str, ext_dir: Path) -> Callabl
         _notify("build_started")
         started = time.perf_counter()
         try:
-            result = build(*args, **kwargs)
-            # A Python module's file, or the library path torch returns for is_python_module=False.
-            note_built(getattr(result, "__file__", None) if not isinstance(result, str) else result)
-            return result
+            if not builder.available():
+                return build(*args, **kwargs)
+            bound.apply_defaults()
+            arguments = _request_arguments(kind, bound.arguments)
+            answer = builder.request(kind, arguments)
+            if arguments.get("is_standalone"):
+                return answer["path"]
+            import torch.utils.cpp_extension as cpp_extension
+
+            # What torch's own call does once its build is done: import the module, or load the library.
+            return cpp_extension._import_module_from_library(
+                arguments["name"], answer["directory"], arguments["is_python_module"]
+            )
         except Exception as exc:
             if FAILURE_TEXT in str(exc) and not _killed(exc):
                 _activity.failures.append({"name": name, "message": str(exc)[-2000:], "cached": False})
-                if marker is not None:
-                    try:
-                        marker.write_text(str(exc)[-8000:])
-                    except OSError:
-                        pass
+                try:
+                    marker.write_text(str(exc)[-8000:])
+                except OSError:
+                    pass
             raise
         finally:
             _activity.active -= 1
@@ -193,18 +205,33 @@ def _remembering(build: Callable[..., Any], kind: str, ext_dir: Path) -> Callabl
     return wrapper
 
 
-def note_built(path: Any) -> None:
-    """Record the shared object at `path` (a build call's product) with its SHA-256, once; a path
-    that is not a file ending in ".so" is ignored."""
-    if not isinstance(path, str) or not path.endswith(".so") or len(_activity.built) >= MAX_BUILT:
-        return
-    real = os.path.realpath(path)
-    digest = file_sha256(real)
-    if digest is None:
-        return
-    entry = {"path": real, "sha256": digest}
-    if entry not in _activity.built:
-        _activity.built.append(entry)
+def _request_arguments(kind: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    """A build call's bound arguments as a builder request (`cudal1.bench.builder.REQUESTS`):
+    paths as strings, tuples as lists, and a `load` call's source files as their path and text
+    (read here: the build runs in another process, which need not reach them). Raises
+    BuildRefused for a source file over `builder.SOURCE_CHARS` bytes, OSError for one that cannot
+    be read."""
+    out: dict[str, Any] = {}
+    for key, value in arguments.items():
+        if isinstance(value, tuple):
+            value = list(value)
+        if isinstance(value, list):
+            value = [os.fspath(v) if isinstance(v, os.PathLike) else v for v in value]
+        out[key] = os.fspath(value) if isinstance(value, os.PathLike) else value
+    if kind == "load":
+        sources = out.get("sources")
+        paths = [sources] if isinstance(sources, str) else sources
+        if isinstance(paths, list) and all(isinstance(p, str) for p in paths):
+            out["sources"] = [{"path": os.path.abspath(p), "text": _source_text(p)} for p in paths]
+    return out
+
+
+def _source_text(path: str) -> str:
+    with open(path, "rb") as f:
+        data = f.read(builder.SOURCE_CHARS + 1)
+    if len(data) > builder.SOURCE_CHARS:
+        raise builder.BuildRefused(f"invalid build request: source {path} is over {builder.SOURCE_CHARS} bytes")
+    return data.decode("utf-8", "surrogateescape")
 
 
 def file_sha256(path: str | os.PathLike, limit: int = _OBJECT_LIMIT) -> str | None:
@@ -254,13 +281,13 @@ def built_claims(value: Any) -> list[dict[str, str]]:
 
 
 def built_record_path(ext_dir: str | Path) -> Path:
-    """Where the parent keeps the prebuild's build records of `ext_dir`: beside it, in the
+    """Where the parent keeps its build records of `ext_dir`: beside it, in the
     architecture's folder, which the sandboxed children cannot write."""
     return Path(str(ext_dir).rstrip("/") + ".built.json")
 
 
 def remember_built(ext_dir: str | Path, claims: Any) -> None:
-    """Parent side, after a prebuild: add the well-formed records of `claims` (`built_claims`)
+    """Parent side, after a prebuild or an evaluation: add the well-formed records of `claims` (`built_claims`)
     that name a file inside `ext_dir` to those kept for it. Never raises (they only feed a label)."""
     root = os.path.realpath(ext_dir).rstrip("/") + "/"
     new = [c for c in built_claims(claims) if c["path"].startswith(root)]

@@ -47,6 +47,7 @@ import torch
 from ..tasks.suite import SOLUTION_DIRS, builtin_root
 from ..tasks.task import Task
 from . import buildcache
+from .builder import BuildService
 from .devicelock import DeviceLock
 from .labels import built_objects, kernel_labels, source_labels
 from .result import EvalResult, HackKind, Label, Status, truncate_log
@@ -323,8 +324,8 @@ def evaluate(
     host_limits = _limits(settings, info["arch"], candidate_source, settings.wall_timeout_s)
     host_limits.cpus = tuple(cpus) if cpus else None
     prebuilt = buildcache.take_record(host_limits.env["TORCH_EXTENSIONS_DIR"])
-    # Triton records the shared objects it compiles into its cache (`cudal1.bench.tritoncache`).
-    host_limits.env.setdefault("TRITON_CACHE_MANAGER", "cudal1.bench.tritoncache:RecordingCacheManager")
+    # Triton's launcher builds go to the builder too (`cudal1.bench.tritoncache`).
+    host_limits.env.setdefault("TRITON_CACHE_MANAGER", "cudal1.bench.tritoncache:BuilderCacheManager")
     judge_limits = WorkerLimits(
         wall_timeout_s=settings.wall_timeout_s,
         cpu_time_s=settings.cpu_time_limit_s or 4 * settings.wall_timeout_s,
@@ -335,26 +336,32 @@ def evaluate(
     )
     # One evaluation times on a GPU at a time, however many share it (`cudal1.bench.devicelock`).
     lock = DeviceLock(info.get("uuid") or f"{platform.node()}-{device}") if backend == "cuda" else None
-    # The reference host runs only the task's reference, under the judge's limits.
-    out = run_judged(
-        "cudal1.bench.judge:main",
-        payload,
-        judge_limits,
-        "cudal1.bench.host:main",
-        {},
-        host_limits,
-        watch_dirs=[host_limits.env["TORCH_EXTENSIONS_DIR"]],
-        reference_limits=judge_limits,
-        device_lock=lock,
-    )
+    # The candidate host's builds are made here (`cudal1.bench.builder`), which records them.
+    ext = host_limits.env["TORCH_EXTENSIONS_DIR"]
+    kept = buildcache.remembered_built(ext)
+    service = BuildService(host_limits, ext, known=kept)
+    try:
+        # The reference host runs only the task's reference, under the judge's limits.
+        out = run_judged(
+            "cudal1.bench.judge:main",
+            payload,
+            judge_limits,
+            "cudal1.bench.host:main",
+            {},
+            host_limits,
+            watch_dirs=[ext],
+            reference_limits=judge_limits,
+            device_lock=lock,
+            builder=service.child_end,
+        )
+    finally:
+        built = service.close()
+        buildcache.remember_built(ext, built)  # for the next evaluation of this source, as the prebuild's
     result = _from_judged(task, backend, out, settings.memory_limit_mib)
-    # custom_kernel: a mapped shared object counts only where a build of this source recorded it
-    # (the prebuild's records, kept by this process; the candidate host's, sent with its answers).
+    # custom_kernel: a mapped shared object counts only with the content of a build this process
+    # made for this source (the prebuild's, kept beside the build directory; this evaluation's).
     judged = (out.value.get("judge") or {}) if isinstance(out.value, dict) else {}
-    claims = buildcache.remembered_built(host_limits.env["TORCH_EXTENSIONS_DIR"]) + buildcache.built_claims(
-        judged.get("built")
-    )
-    kernels = built_objects(out.host_objects, claims)
+    kernels = built_objects(out.host_objects, kept + built)
     if not result.device:
         result.device, result.arch = info["name"], info["arch"]
     if isinstance(out.value, dict):
@@ -554,12 +561,17 @@ def prebuild(
         "grace_s": settings.build_grace_s,
         "record": record_path,
     }
+    service = BuildService(limits, ext, known=buildcache.remembered_built(ext))
     try:
         # The child that imports the candidate has no result pipe and no nonce (`reply=False`):
         # what it says is its exit status and the record it keeps, checked here as untrusted data.
-        out = run_isolated("cudal1.bench.targets:build_payload", payload, limits, reply=False)
+        # Its builds are made by `service`, which records their products.
+        out = run_isolated(
+            "cudal1.bench.targets:build_payload", payload, limits, reply=False, builder=service.child_end
+        )
         record = _child_record(record_path)
     finally:
+        buildcache.remember_built(ext, service.close())
         for leftover in (record_path, record_path + ".tmp"):
             try:
                 os.unlink(leftover)
@@ -582,8 +594,6 @@ def prebuild(
         # Done, or ended outside any build (the grace timer, a forward too large or crashing
         # without a device): the builds it reached are in the cache.
         seconds = _seconds(record.get("build_seconds")) if isinstance(record, dict) else 0.0
-        if isinstance(record, dict):  # what its builds produced, kept where no child can write
-            buildcache.remember_built(ext, record.get("built"))
         if not (isinstance(record, dict) and record.get("build_error")):
             buildcache.write_record(ext, {"build_seconds": seconds, "prebuild_s": out.wall_s})
             return None

@@ -45,9 +45,9 @@ The protocol, judge -> host (each answered by one message unless noted):
 - `load` {source} -> `loaded` (candidate host): import the candidate (this builds its
   extensions) and construct `ModelNew` with the task's constructor arguments and the judge's
   parameter seed.
-- `check` -> `checked`: replaced functions, the operator canary, flags (labels). `loaded` and
-  `checked` also carry `built`: the shared objects this process's builds produced
-  (`cudal1.bench.buildcache`), records the parent matches against what it saw mapped.
+- `check` -> `checked`: replaced functions, the operator canary, flags (labels). (What this
+  process's builds produced is recorded by the parent, which builds them:
+  `cudal1.bench.builder`.)
 - `profile` {in_slot, args, as for `call`; kernel_top} -> `profiled`: the aten operators and
   dtypes of one forward; on CUDA, whether the device stays busy after the default stream is
   done (side streams); with kernel_top > 0, a summary of one more forward under
@@ -518,10 +518,7 @@ class Host:
         self._keep_alive = []
 
     def _report_state(self, reply: dict[str, Any], when: str) -> None:
-        """Replaced functions, the operator canary and flags (labels) into `reply`; and the
-        shared objects this process's builds produced so far (`buildcache.BuildActivity.built`:
-        the judge passes them on for `custom_kernel`)."""
-        reply["built"] = list(buildcache.activity().built)
+        """Replaced functions, the operator canary and flags (labels) into `reply`."""
         changed = self.functions.changed()
         if changed and not reply["patches"]:
             reply["patches"] = [f"{when}: {name}" for name in changed[:20]]

@@ -988,7 +988,6 @@ class Judge:
         """Ask the host for replaced functions, the operator canary and flags."""
         self._send("check", when=when)
         msg = self._recv("checked", labels=list, patches=list)
-        self._note_built(msg.get("built"))
         patches = str_list_or_tamper(msg["patches"])
         if patches:
             names = [p.split(": ", 1)[-1] for p in patches]
@@ -1143,7 +1142,6 @@ class Judge:
         t0 = time.perf_counter()
         self._send("load", source=self.source)
         msg = self._recv("loaded", ok=bool, build_seconds=float, labels=list, patches=list)
-        self._note_built(msg.get("built"))
         # The host's figure, no longer than the load took on the judge's clock (the candidate's
         # process can send any number; a forged million seconds went straight into the metrics).
         self.result.build_seconds = round(min(msg["build_seconds"], time.perf_counter() - t0), 3)
@@ -1159,15 +1157,6 @@ class Judge:
                 {"status": msg.get("status"), "hack": msg.get("hack"), "message": str(msg.get("message"))}
             )
         self.host_loaded = True
-
-    def _note_built(self, value: Any) -> None:
-        """Keep the host's build records (`buildcache.built_claims`: malformed ones are dropped)
-        for the parent, which grants `custom_kernel` only for a mapped object one of them names
-        with its content. Data, never a verdict."""
-        from .buildcache import MAX_BUILT, built_claims
-
-        kept = self.extra.setdefault("built", [])
-        kept += [c for c in built_claims(value) if c not in kept][: MAX_BUILT - len(kept)]
 
     def check_correctness(self) -> None:
         """`correctness_trials` nominal trials, then `shifted_trials` (`SHIFTS`) and `wide_trials`

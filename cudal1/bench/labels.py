@@ -9,14 +9,16 @@ here are decided by the evaluating process, not reported by the candidate's:
   /proc/<pid>/maps while it runs (so an extension built lazily on the first forward counts too)
   and, at the end, the content of each mapped file under the candidate's build directory or
   Triton's cache in its scratch directory that is still the mapped file and an ELF shared
-  object; it counts only where a build record (`cudal1.bench.buildcache`: torch's
-  `load_inline`/`load` returned it, or Triton put it into its cache) names that path with that
-  content. A file the candidate wrote itself (a zero-filled "x.so", a copy of a system
-  library), however named and wherever put, has no record. Evidence, not proof: a candidate can
-  map a library it built without calling it, and the records are written by harness code in
-  the candidate's own processes (the prebuild child, the candidate host), which a candidate
-  that tampers with that code in its process could make claim a shared object it put into its
-  build directory.
+  object; it counts only where a build record names that content. The records are made by the
+  evaluating process alone (`cudal1.bench.builder`): the candidate's `load_inline` / `load` and
+  Triton's launcher builds are built there, in a child that runs the compiler on the sources
+  sent, and their products hashed there; nothing the candidate's processes say or write is a
+  record. A file the candidate wrote itself (a zero-filled "x.so", a copy of a system library),
+  however named and wherever put, and whatever it calls in its own process, has no record.
+  Evidence, not proof: a candidate can map a library it built without calling it, steer its own
+  build with compiler flags, or rewrite the product while the build runs; each gets it what an
+  honest build of a trivial library gets it. A compiler the candidate runs itself, or a Triton
+  without a build hook (`cudal1.bench.tritoncache`), builds nothing the parent records.
 - `pytorch_only`, `calls_reference_ops`: no kernel of its own; and whether its aten operators
   (as the candidate's process recorded them) cover the reference's. The operator list comes from
   the candidate's process, so a candidate can hide operators from it: these two labels are
@@ -51,10 +53,12 @@ def source_labels(source: str) -> list[str]:
 def built_objects(mapped: list[dict[str, str]], built: list[dict[str, str]]) -> list[str]:
     """Paths of the mapped shared objects that a build produced: `mapped` is the parent's
     {"path", "sha256"} of each file the candidate's process mapped (`worker.JudgedOutcome.
-    host_objects`), `built` the build records ({"path", "sha256"}, `buildcache.built_claims`).
-    An object counts only when a record names its path with the content it has; sorted."""
-    records = {(b["path"], b["sha256"]) for b in built}
-    return sorted({m["path"] for m in mapped if (m["path"], m["sha256"]) in records})
+    host_objects`), `built` the parent's build records ({"path", "sha256"},
+    `builder.BuildService.records`). An object counts when a record has its content, wherever it
+    lies (Triton maps a copy of its launcher from its cache; a copy of a product is that
+    product); sorted."""
+    contents = {b["sha256"] for b in built}
+    return sorted({m["path"] for m in mapped if m["sha256"] in contents})
 
 
 def kernel_labels(host_objects: list[str], ops: dict[str, Any] | None, profile_failed: bool = False) -> list[str]:

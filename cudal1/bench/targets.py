@@ -62,7 +62,6 @@ class _Progress:
             "builds": act.calls,
             "build_seconds": round(act.seconds, 3),
             "failures": act.failures[-5:],
-            "built": act.built,
             "wall_s": round(time.perf_counter() - self.started, 3),
             **extra,
         }
@@ -97,7 +96,7 @@ def build_payload(payload: dict[str, Any]) -> dict[str, Any]:
     for the wrong device); its compile, and Triton's, happen in the evaluation's first forward.
 
     Returns {"ok", "build_error", "message", "stage", "build_seconds", "builds", "building",
-    "failures", "built" (`buildcache.BuildActivity.built`), "wall_s"}: build_error is True for a syntax error or a build failure that reached
+    "failures", "wall_s"}: build_error is True for a syntax error or a build failure that reached
     the candidate's import, constructor or forward (one it caught and survived is only listed in
     "failures"; the evaluation then finds it recorded and does not compile it again). The same
     dict is the record left at payload["record"], which is all the parent reads: this runs in a

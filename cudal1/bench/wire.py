@@ -56,9 +56,11 @@ class Channel:
     so the parent, the judge and the host agree on them); None waits forever.
     """
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, max_frame: int = MAX_FRAME) -> None:
         self.sock = sock
         self.sock.setblocking(True)
+        self.max_frame = max_frame
+        """Largest frame `recv` takes (bytes)."""
         self._buf = bytearray()
         self.received_fds: list[int] = []
         """Descriptors that came with a message received with `max_fds` > 0."""
@@ -89,8 +91,8 @@ class Channel:
         while True:
             if len(self._buf) >= _HEADER.size:
                 (n,) = _HEADER.unpack_from(self._buf)
-                if n > MAX_FRAME:
-                    raise ProtocolError(f"frame of {n} bytes (limit {MAX_FRAME})")
+                if n > self.max_frame:
+                    raise ProtocolError(f"frame of {n} bytes (limit {self.max_frame})")
                 if len(self._buf) >= _HEADER.size + n:
                     raw = bytes(self._buf[_HEADER.size : _HEADER.size + n])
                     del self._buf[: _HEADER.size + n]
@@ -331,7 +333,6 @@ MAX_CALLS = 1 << 16
 """More calls than any round trip has (`EvalSettings.max_calls_per_round`), a bound on lists per call."""
 _LABELS = List(Str(1 << 16), 64)
 _STRIDES = List(Int(0, 2**48), 64)
-_BUILT = List(Obj({"path": Str(4096), "sha256": Str(64)}), 4096)
 _LEAF = OneOf(
     Obj({"addr": Int(0, 2**64 - 1), "strides": _STRIDES}),  # CPU: an address in the host
     Obj({"handle": Str(256), "offset": Int(0, 2**48), "strides": _STRIDES}),
@@ -373,9 +374,8 @@ HOST_MESSAGES: dict[str, Obj] = {
             "patches": _LABELS,
             "canary": Opt(Str()),
         },
-        {"built": _BUILT},
     ),
-    "checked": Obj({"patches": _LABELS, "canary": Opt(Str()), "labels": _LABELS}, {"built": _BUILT}),
+    "checked": Obj({"patches": _LABELS, "canary": Opt(Str()), "labels": _LABELS}),
     "done": Obj(
         {
             "k": Int(0, 2**62),
@@ -407,7 +407,6 @@ BUILD_RECORD = Obj(
         "builds": Int(0, 1 << 30),
         "build_seconds": Num(0.0, 1e7),
         "failures": List(Obj({"name": Str(4096), "message": Str(), "cached": Bool()}), 64),
-        "built": _BUILT,
         "wall_s": Num(0.0, 1e7),
     },
     {"ok": Bool(), "build_error": Bool(), "message": Str(), "stopped": Str(300)},

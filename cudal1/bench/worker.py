@@ -322,13 +322,23 @@ def _child_main(
         os._exit(code)
 
 
-def _blind_main(target: str, payload: Any, limits: WorkerLimits, scratch: str) -> None:
+def _offer_builder(builder: Any) -> None:
+    """Tell the code of this child where its builder socket is (`cudal1.bench.builder`)."""
+    if builder is not None:
+        from .builder import ENV_FD
+
+        os.environ[ENV_FD] = str(builder.fileno())
+
+
+def _blind_main(target: str, payload: Any, limits: WorkerLimits, scratch: str, builder: Any = None) -> None:
     """Entry point of a child with no way back to the parent but its exit status and the files it
-    leaves (`run_isolated(..., reply=False)`): it holds no pipe, no nonce, no socket, so code it
-    imports can forge nothing. Calls target(payload); exits 0 when it returns, 3 when it raised."""
+    leaves (`run_isolated(..., reply=False)`): it holds no pipe, no nonce, and no socket but, when
+    given, its `builder` (`cudal1.bench.builder`: it can only ask for builds), so code it imports
+    can forge nothing. Calls target(payload); exits 0 when it returns, 3 when it raised."""
     code = 0
     try:
-        _enter_child(limits, scratch, set())
+        _enter_child(limits, scratch, {builder.fileno()} if builder is not None else set())
+        _offer_builder(builder)
         _target(target)(payload)
     except BaseException:  # noqa: BLE001 - the log says why; the parent sees the exit status
         traceback.print_exc()
@@ -338,13 +348,19 @@ def _blind_main(target: str, payload: Any, limits: WorkerLimits, scratch: str) -
         os._exit(code)
 
 
-def _host_main(channel: Any, target: str, payload: Any, limits: WorkerLimits, scratch: str) -> None:
+def _host_main(
+    channel: Any, target: str, payload: Any, limits: WorkerLimits, scratch: str, builder: Any = None
+) -> None:
     """Entry point of a host (candidate or reference): no way back to the parent but its exit
-    status; it talks to the judge over `channel` only. Calls target(Channel(channel), payload) with the sandbox
+    status; it talks to the judge over `channel` only, and, when given, asks for builds over
+    `builder` (`cudal1.bench.builder`). Calls target(Channel(channel), payload) with the sandbox
     report in payload["sandbox"]. Never returns normally."""
     code = 0
     try:
-        report = _enter_child(limits, scratch, {channel.fileno()})
+        report = _enter_child(
+            limits, scratch, {channel.fileno()} | ({builder.fileno()} if builder is not None else set())
+        )
+        _offer_builder(builder)
         from .wire import Channel
 
         _target(target)(Channel(channel), {**payload, "sandbox": report.to_dict()})
@@ -468,6 +484,8 @@ def run_isolated(
     scratch_root: str | None = None,
     keep_scratch: bool = False,
     reply: bool = True,
+    builder: socket.socket | None = None,
+    cancel: threading.Event | None = None,
 ) -> WorkerOutcome:
     """Run `target(payload)` ("package.module:function") in a fresh sandboxed child.
 
@@ -476,8 +494,10 @@ def run_isolated(
     gets no result pipe and no nonce at all (`_blind_main`: for a target that imports candidate
     code, which could otherwise find both in its own process and forge the result); the outcome
     is then "exited" (exit status 0) or "crashed", and what the child has to say it leaves in
-    files the caller reads as untrusted. Never raises for anything the child does; raises OSError
-    only if no child can be started at all.
+    files the caller reads as untrusted. `builder`: the child's end of a build service's socket
+    (`cudal1.bench.builder.BuildService`), handed to a child without a result pipe (closed here once
+    the child holds it). `cancel`: once set, the child is killed and the outcome is "timeout".
+    Never raises for anything the child does; raises OSError only if no child can be started at all.
     """
     limits = limits or WorkerLimits()
     ctx = _context()
@@ -490,11 +510,14 @@ def run_isolated(
         nonce = secrets.token_hex(16)
         proc = ctx.Process(target=_child_main, args=(send, nonce, target, payload, limits, scratch), daemon=True)
     else:
-        proc = ctx.Process(target=_blind_main, args=(target, payload, limits, scratch), daemon=True)
+        proc = ctx.Process(target=_blind_main, args=(target, payload, limits, scratch, builder), daemon=True)
     start = time.monotonic()
-    _start_without_main(proc)
-    if send is not None:
-        send.close()
+    try:
+        _start_without_main(proc)
+    finally:
+        for end in (send, builder):
+            if end is not None:
+                end.close()
     ps = psutil.Process(proc.pid)
     peak = 0.0
     outcome: WorkerOutcome | None = None
@@ -513,6 +536,8 @@ def run_isolated(
                 )
             elif time.monotonic() > deadline:
                 outcome = WorkerOutcome("timeout", error=f"no result within {limits.wall_timeout_s:.0f} s")
+            elif cancel is not None and cancel.is_set():
+                outcome = WorkerOutcome("timeout", error="cancelled: the process it served was ended")
             elif not proc.is_alive() and (recv is None or not recv.poll(0)):
                 proc.join(0.5)
                 kind = "exited" if recv is None and proc.exitcode == 0 else "crashed"
@@ -653,6 +678,7 @@ def run_judged(
     watch_dirs: list[str] | None = None,
     reference_limits: WorkerLimits | None = None,
     device_lock: Any = None,
+    builder: socket.socket | None = None,
 ) -> JudgedOutcome:
     """Run an evaluation as sandboxed siblings: the judge, which returns the result to this process
     (JSON over a pipe only it holds, with a nonce); the candidate host, which has no channel to this
@@ -670,8 +696,9 @@ def run_judged(
     candidate host's scratch directory) the candidate host maps, and kills every tree, and every
     process of their sandbox uids, at the end. `device_lock` (`cudal1.bench.devicelock.DeviceLock`)
     is held while the judge asks for it (the wall-time limit grows by the time spent waiting for
-    it) and released at the latest when the evaluation ends. Never raises for anything a child does; raises
-    OSError only if no child can be started.
+    it) and released at the latest when the evaluation ends. `builder`: the candidate host's end
+    of a build service's socket (`cudal1.bench.builder.BuildService`), closed here once the host
+    holds it. Never raises for anything a child does; raises OSError only if no child can be started.
     """
     ctx = _context()
     j_scratch = tempfile.mkdtemp(prefix="cudal1-judge-")
@@ -699,8 +726,10 @@ def run_judged(
     deadline = start + judge_limits.wall_timeout_s
     judge_payload = {**judge_payload, "deadline": deadline}
     host = ctx.Process(
-        target=_host_main, args=(host_end, host_target, host_payload, host_limits, h_scratch), daemon=True
+        target=_host_main, args=(host_end, host_target, host_payload, host_limits, h_scratch, builder), daemon=True
     )
+    if builder is not None:
+        closing.append(builder)
     judge = ctx.Process(
         target=_child_main,
         args=(send, nonce, judge_target, judge_payload, judge_limits, j_scratch, channels, link_judge),

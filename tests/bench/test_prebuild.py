@@ -84,9 +84,10 @@ def test_without_a_prebuild_the_evaluation_builds_and_says_how_long(tmp_path) ->
     assert (ext_dir(tmp_path, source) / "cudal1_tiny_init" / "cudal1_tiny_init.so").exists()
     assert 0.0 < r.build_seconds <= r.phases_s["import"], (r.build_seconds, r.phases_s)
     assert "prebuild" not in r.phases_s
-    # The candidate host's own build record, passed on by the judge, grants custom_kernel.
+    # The build the evaluation made for the candidate host, recorded by the parent, grants custom_kernel.
     assert "custom_kernel" in r.labels and "pytorch_only" not in r.labels, evalkit.describe(r)
-    assert buildcache.remembered_built(ext_dir(tmp_path, source)) == []  # no prebuild, nothing kept
+    # The evaluation's build is kept for the next evaluation of the source, as a prebuild's is.
+    assert len(buildcache.remembered_built(ext_dir(tmp_path, source))) == 1
 
 
 def test_a_build_failure_in_init_is_compiled_once_then_fails_at_once(tmp_path) -> None:
@@ -360,35 +361,113 @@ def test_a_mapped_object_counts_only_with_a_build_record_of_its_content(tmp_path
         h.close()
 
 
-def test_triton_cache_puts_of_shared_objects_are_recorded(tmp_path, monkeypatch) -> None:
-    """The cache manager the candidate host names in TRITON_CACHE_MANAGER records each shared
-    object Triton puts into its cache, and nothing else (a stand-in for Triton's FileCacheManager:
-    the real one is exercised on the GPU)."""
-    import importlib
-    import sys
-    import types
+def test_a_forged_build_record_gets_no_custom_kernel(tmp_path) -> None:
+    """Issue 21, kind 6: a candidate that copies a system library into its build directory, calls
+    the recorder the harness once ran in its own process (`buildcache.note_built`) and maps the
+    copy is the plain PyTorch it is: no custom_kernel, through the prebuild and in the evaluation
+    (records are made by the parent, for builds the parent made). Before, both the prebuild's
+    child and the candidate host recorded the copy and it was paid as a kernel."""
+    source = evalkit.candidate("forges_a_build_record")
+    assert run_prebuild(tmp_path, source) is None
+    assert buildcache.remembered_built(ext_dir(tmp_path, source)) == []
+    r = evalkit.run(MM, source, tmp_path)
+    assert "FORGED BUILT" in r.log, r.log[-1500:]
+    assert r.status is Status.OK and "harness_error" not in r.labels, evalkit.describe(r)
+    assert "custom_kernel" not in r.labels and "pytorch_only" in r.labels, evalkit.describe(r)
 
-    class FileCacheManager:
-        def __init__(self, key):
-            self.folder = tmp_path / key
 
-        def put(self, data, filename, binary=True):
-            self.folder.mkdir(exist_ok=True)
-            path = self.folder / filename
-            path.write_bytes(data)
-            return str(path)
+_LAZY_C_ABI = (
+    evalkit.candidate("cpp_extension_c_abi")
+    .replace("_lib = ctypes.CDLL(\n    load_inline(", "def _build():\n  return ctypes.CDLL(\n    load_inline(")
+    .replace("_lib.cudal1_matmul_relu.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3\n", "_lib = None\n")
+    .replace(
+        "    def forward(self, a, b):\n",
+        "    def forward(self, a, b):\n        global _lib\n        if _lib is None:\n            _lib = _build()\n"
+        "            _lib.cudal1_matmul_relu.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 3\n",
+    )
+)
 
-    fake = {name: types.ModuleType(name) for name in ("triton", "triton.runtime", "triton.runtime.cache")}
-    fake["triton.runtime.cache"].FileCacheManager = FileCacheManager
-    for name, module in fake.items():
-        monkeypatch.setitem(sys.modules, name, module)
-    monkeypatch.delitem(sys.modules, "cudal1.bench.tritoncache", raising=False)
-    monkeypatch.setattr(buildcache.activity(), "built", [])
-    manager = importlib.import_module("cudal1.bench.tritoncache").RecordingCacheManager("k")
-    so = manager.put(b"\x7fELF launcher", "__triton_launcher.so")
-    manager.put(b"{}", "kernel.json", binary=False)
-    assert buildcache.activity().built == [{"path": os.path.realpath(so), "sha256": buildcache.file_sha256(so)}]
-    monkeypatch.delitem(sys.modules, "cudal1.bench.tritoncache")
+
+@pytest.mark.parametrize("when", ["prebuild", "lazily"])
+def test_a_load_inline_library_is_a_custom_kernel(tmp_path, when: str) -> None:
+    """An honest load_inline library (plain C, no torch headers: about a second) is built by the
+    parent's builder and paid as a kernel: built at import by the prebuild (then found up to date
+    by the evaluation, its record kept beside the build directory), or built only in the first
+    forward of an evaluation without a prebuild."""
+    source = evalkit.candidate("cpp_extension_c_abi") if when == "prebuild" else _LAZY_C_ABI
+    assert source.count("_build()") == (0 if when == "prebuild" else 2)
+    if when == "prebuild":
+        assert run_prebuild(tmp_path, source) is None
+        assert len(buildcache.remembered_built(ext_dir(tmp_path, source))) == 1
+    r = evalkit.run(MM, source, tmp_path)
+    assert r.status is Status.OK, evalkit.describe(r)
+    assert "custom_kernel" in r.labels and "pytorch_only" not in r.labels, evalkit.describe(r)
+    library = ext_dir(tmp_path, source) / "cudal1_test_matmul_relu_c" / "cudal1_test_matmul_relu_c.so"
+    assert library.is_file()
+
+
+def test_malformed_build_requests_are_the_candidates_failure(tmp_path) -> None:
+    """Build requests are untrusted data: a wrong type, a source over the limit, a name that
+    leaves the build directory, a well-framed request of the wrong shape and a frame that is not
+    JSON written straight to the builder's socket are each refused in the candidate's process (an
+    exception it can catch), never a harness error; after the garbage the builder has closed the
+    socket, and a later build is refused too. The candidate, plain PyTorch, is evaluated as such."""
+    source = evalkit.candidate("malformed_build_requests")
+    assert run_prebuild(tmp_path, source) is None
+    r = evalkit.run(MM, source, tmp_path)
+    assert r.status is Status.OK and "harness_error" not in r.labels, evalkit.describe(r)
+    assert "custom_kernel" not in r.labels, evalkit.describe(r)
+    for label in ("wrong type", "huge", "bad name"):
+        assert f"REQUEST {label} REFUSED BuildRefused" in r.log, r.log[-3000:]
+    answers = [line for line in r.log.splitlines() if line.startswith("RAW ANSWER")]
+    assert len(answers) == 2 and all("refused" in line for line in answers), answers
+    assert "AFTER GARBAGE BuildRefused" in r.log, r.log[-3000:]
+
+
+def test_build_requests_are_checked_whole(tmp_path) -> None:
+    """`builder.check_request` takes a request of a known kind whose every field has its type
+    and size, and refuses anything else naming the problem; `product_record` hashes a product
+    reached from its build directory without a link, and nothing else."""
+    from cudal1.bench.builder import SOURCE_CHARS, BuildRefused, check_request, product_record
+
+    good = {"name": "ext", "cpp_sources": "int f();", "extra_cflags": ["-O2"], "functions": {"f": "doc"}}
+    assert check_request("load_inline", good) == good
+    for kind, bad in (
+        ("load_inline", {**good, "name": 1}),
+        ("load_inline", {**good, "name": "../x"}),
+        ("load_inline", {**good, "cpp_sources": "x" * (SOURCE_CHARS + 1)}),
+        ("load_inline", {**good, "extra_cflags": "-O2"}),
+        ("load_inline", {**good, "extra_cflags": [1]}),
+        ("load_inline", {**good, "unknown": 1}),
+        ("load_inline", {"cpp_sources": "int f();"}),
+        ("load", {"name": "ext", "sources": ["a.cpp"]}),
+        ("shell", {"name": "ext"}),
+        (None, good),
+        ("load_inline", [1]),
+    ):
+        with pytest.raises(BuildRefused, match="invalid build request"):
+            check_request(kind, bad)
+    ext = tmp_path / "ext"
+    (ext / "m").mkdir(parents=True)
+    (ext / "m" / "m.so").write_bytes(b"\x7fELF")
+    (ext / "link").symlink_to(ext / "m")
+    (tmp_path / "outside.so").write_bytes(b"x")
+    record = product_record(str(ext), str(ext / "m" / "m.so"))
+    assert record == {"path": str(ext / "m" / "m.so"), "sha256": buildcache.file_sha256(ext / "m" / "m.so")}
+    for path in (ext / "link" / "m.so", tmp_path / "outside.so", ext / "m", ext / "m" / "missing.so"):
+        assert product_record(str(ext), str(path)) is None, path
+
+
+def test_triton_launcher_builds_go_to_the_builder(tmp_path) -> None:
+    """Triton's build path on the CPU (`compile_module_from_src`, as its launchers are built): the
+    candidate host's Triton builds through the parent's builder (`cudal1.bench.tritoncache`), puts
+    the product into its cache and maps the copy there, whose content the parent recorded:
+    custom_kernel."""
+    pytest.importorskip("triton")
+    r = evalkit.run(MM, evalkit.candidate("triton_launcher_build"), tmp_path)
+    assert r.status is Status.OK, evalkit.describe(r)
+    assert "LAUNCHER AT" in r.log and "/triton/" in r.log, r.log[-1500:]
+    assert "custom_kernel" in r.labels, evalkit.describe(r)
 
 
 def test_a_candidate_cannot_forge_the_prebuilds_result_and_the_suite_records_every_result(tmp_path) -> None:
@@ -425,7 +504,6 @@ def test_the_prebuilds_record_is_checked_whole(tmp_path) -> None:
         "builds": 1,
         "build_seconds": 0.5,
         "failures": [],
-        "built": [],
         "wall_s": 1.0,
         "ok": True,
         "build_error": False,
@@ -585,8 +663,9 @@ def test_no_harness_handle_is_in_reach_of_the_candidates_processes(tmp_path) -> 
     """Issue 21, kind 7: a candidate that, at import (so in the prebuild's child and in its host),
     writes a forged result into every descriptor it inherited, flocks every file where device
     locks lived and binds the device lock's name. The prebuild's child holds nothing of the
-    harness's (no pipe, no nonce, no socket: only its std streams), so the prebuild comes back
-    as the success it is; its host holds only its own channel to the judge, so the garbage it
+    harness's but its builder socket (no pipe, no nonce: `cudal1.bench.builder`, whose only
+    answer is a build, refuses the frames), so the prebuild comes back as the success it is; its
+    host holds only its own channel to the judge and its builder socket, so the garbage it
     writes there is its protocol hack, labelled as such, never a harness_error or an exception in
     the caller; and no lock of the harness was reachable. Before, the prebuild's child held the
     result pipe: the forged frame made its prebuild a hack of the evaluator's result channel."""
@@ -601,6 +680,7 @@ def test_no_harness_handle_is_in_reach_of_the_candidates_processes(tmp_path) -> 
     assert r.status is Status.HACK and r.hack_kind is HackKind.HARNESS_TAMPERING, evalkit.describe(r)
     assert "harness_error" not in r.labels and "FORGED" not in r.message, evalkit.describe(r)
     handles = next(line for line in r.log.splitlines() if line.startswith("HANDLES:"))
-    assert handles.count("socket:") <= 1 and "pipe:" not in handles, handles  # the host's own channel, nothing else
+    # The host's channel to the judge and its builder socket, nothing else.
+    assert handles.count("socket:") <= 2 and "pipe:" not in handles, handles
     locked = next(line for line in r.log.splitlines() if line.startswith("LOCKED:"))
     assert "flocked" not in locked, locked

@@ -104,11 +104,11 @@ def garbler(op: str, nth: int, kind: str, name: str = "", value: str = "") -> st
 # -- the mutations ---------------------------------------------------------------------------------
 
 FIELDS = {
-    "loaded": ["ok", "status", "hack", "message", "build_seconds", "labels", "patches", "canary", "built"],
+    "loaded": ["ok", "status", "hack", "message", "build_seconds", "labels", "patches", "canary"],
     "placed": ["j", "leaves", "values"],
     "done": ["k", "inner_ms", "leaves", "values", "mismatch", "hack", "error", "parts_ms"],
     "audited": ["hack", "parts_ms"],
-    "checked": ["patches", "canary", "labels", "built"],
+    "checked": ["patches", "canary", "labels"],
     "profiled": ["ops", "dtypes", "side_streams", "error"],
 }
 """The fields the candidate host sends with each answer it gives once the candidate is imported."""
