@@ -76,7 +76,7 @@ from typing import Any
 from cudal1.errors import ConfigError
 from cudal1.bench.result import EvalResult, Label, SecondOpinion, Status
 from cudal1.policy.parsing import parse_response
-from cudal1.policy.model import chat_prompt_ids, chat_token_counter
+from cudal1.policy.model import chat_prompt_ids, chat_token_counter, continued_prompt_ids
 from cudal1.policy.prompts import Feedback, contrastive_prompt, refinement_turn, sft_response, with_feedback
 from cudal1.records import Candidate, Exemplar
 from cudal1.rl.exemplars import SCALES as EXEMPLAR_SCALES, sample_exemplars
@@ -213,8 +213,11 @@ class Attempt:
     answer (a starting solution's: its code as `cudal1.policy.prompts.sft_response` writes it);
     `messages` the chat it answered ([] for a starting solution); `continues` the origin of the
     attempt whose conversation its prompt continued (conversation mode), None for a fresh prompt.
-    `response` and `messages` are not in `to_dict` (the report's and Serve's shape is unchanged;
-    each conversation repeats the task).
+    `prompt_ids` and `response_ids` are the engine's ids of the prompt it answered and of the
+    answer as sampled ([] for a starting solution), from which the next round continues its
+    conversation (`cudal1.policy.model.continued_prompt_ids`: the engine then finds the whole
+    earlier turn in its prefix cache). `response`, `messages` and the ids are not in `to_dict`
+    (the report's and Serve's shape is unchanged; each conversation repeats the task).
     """
 
     round: int
@@ -228,6 +231,8 @@ class Attempt:
     response: str = ""
     messages: list[dict[str, str]] = dataclasses.field(default_factory=list)
     continues: str | None = None
+    prompt_ids: list[int] = dataclasses.field(default_factory=list)
+    response_ids: list[int] = dataclasses.field(default_factory=list)
 
     @property
     def correct(self) -> bool:
@@ -269,7 +274,7 @@ class Attempt:
         return Feedback.unevaluated(f"parse_error:{self.parse_error or 'no_code_block'}")
 
 
-_NOT_IN_DICT = ("result", "response", "messages")
+_NOT_IN_DICT = ("result", "response", "messages", "prompt_ids", "response_ids")
 
 _PARSE_WHY = {
     "empty_response": "the response was empty",
@@ -576,6 +581,8 @@ class Optimizer:
                         response=gen.text,
                         messages=messages,
                         continues=continued.origin if continued is not None else None,
+                        prompt_ids=list(gen.prompt_ids),
+                        response_ids=list(gen.response_ids),
                     )
                 )
             emit("generated", round=rnd, responses=len(gens), parsed=sum(a.code is not None for a in attempts))
@@ -710,15 +717,21 @@ class Optimizer:
         """One `Generation` per sample of `plan`: all `samples` from one call on the fresh prompt
         (n = samples) when no sample continues a conversation (block mode, round 1 without a start,
         `feedback` off), else one call with each sample's prompt (n = 1; a conversation's ids
-        rendered once)."""
+        made once: the continued attempt's prompt ids, its answer's ids as sampled and the rest
+        of the turn, `continued_prompt_ids`, or where that cannot be, the messages rendered)."""
         s = self.settings
         kw = {"max_tokens": s.max_tokens, "temperature": s.temperature, "top_p": s.top_p}
         if all(continued is None for _, continued in plan):
             return self.generator.generate([fresh_ids], n=len(plan), **kw)[0]
         rendered: dict[int, list[int]] = {id(fresh): fresh_ids}
-        for m, _ in plan:
-            if id(m) not in rendered:
-                rendered[id(m)] = chat_prompt_ids(self.tokenizer, m)
+        for m, continued in plan:
+            if id(m) in rendered:
+                continue
+            ids = None
+            if continued is not None and continued.prompt_ids and continued.response_ids:
+                previous = continued.messages or fresh
+                ids = continued_prompt_ids(self.tokenizer, continued.prompt_ids, continued.response_ids, previous, m)
+            rendered[id(m)] = ids if ids is not None else chat_prompt_ids(self.tokenizer, m)
         ids = [rendered[id(m)] for m, _ in plan]
         return [g[0] for g in self.generator.generate(ids, n=1, **kw)]
 

@@ -375,3 +375,48 @@ def test_conversation_prompts_are_training_refinement_turns_and_block_mode_is_th
     assert "- Attempt 1: parse_error:no_code_block" in messages[-1]["content"]
     with pytest.raises(ConfigError, match="feedback_mode"):
         OptimizeSettings(feedback_mode="blocks")
+
+
+def test_a_continued_conversation_is_sent_as_its_sampled_ids_then_the_rest(small_model_dir):
+    """Conversation mode's prompts, as the generator gets them: a conversation that continues a
+    sampled attempt starts with that attempt's prompt ids and its answer's ids as sampled (here
+    one token a character, a tokenization the tokenizer would not produce), so the engine's prefix
+    cache holds the whole earlier turn; it decodes to the rendered conversation. A start (no
+    sampled ids) and the fresh prompt are rendered."""
+    from cudal1.bench.result import Status
+    from cudal1.pipeline.optimize import Attempt, OptimizeSettings, Optimizer, conversation_prompts
+    from cudal1.policy.model import chat_prompt_ids, chat_token_counter, load_tokenizer
+    from cudal1.policy.prompts import contrastive_prompt, sft_response
+    from cudal1.records import Generation
+
+    tok = load_tokenizer(small_model_dir)
+    count = chat_token_counter(tok)
+    task = find_task(load_builtin().tasks, "level1/4")
+    fresh = contrastive_prompt(task.source, [])
+    fresh_ids = chat_prompt_ids(tok, fresh)
+    answer = _reply(WRONG)
+    sampled = [i for c in answer for i in tok.encode(c, add_special_tokens=False)] + [tok.eos_token_id]
+    assert sampled[:-1] != tok.encode(answer, add_special_tokens=False)
+    wrong = EvalResult(task.task_id, Status.INCORRECT, message="outputs differ")
+    sampled_attempt = Attempt(
+        1, 0, "round1/s0", WRONG, {}, None, "stop", wrong, tok.decode(sampled, skip_special_tokens=True),
+        fresh, prompt_ids=fresh_ids, response_ids=sampled,
+    )  # fmt: skip
+    start = Attempt(0, 0, "start/0", WRONG, {}, None, "stop", wrong, sft_response(WRONG))
+    plan, _ = conversation_prompts([sampled_attempt, start], fresh, 3, 4096 - 48, count)
+
+    class Recording:
+        def __init__(self):
+            self.prompts: list[list[int]] = []
+
+        def generate(self, prompt_ids, n, **kw):
+            self.prompts += prompt_ids
+            return [[Generation(list(p), [tok.eos_token_id], [0.0], "", "stop")] * n for p in prompt_ids]
+
+    gen = Recording()
+    Optimizer(gen, None, tok, OptimizeSettings(max_tokens=48, max_model_len=4096))._generate(fresh_ids, fresh, plan)
+    continued, rendered, again = gen.prompts
+    assert continued[: len(fresh_ids) + len(sampled) - 1] == fresh_ids + sampled[:-1]
+    assert tok.decode(continued) == tok.decode(chat_prompt_ids(tok, plan[0][0]))
+    assert rendered == chat_prompt_ids(tok, plan[1][0])  # the start's conversation: rendered
+    assert again == continued  # sample 2 continues the first conversation again: one set of ids
