@@ -353,6 +353,7 @@ def evaluate(
             reference_limits=judge_limits,
             device_lock=lock,
             builder=service.child_end,
+            end_builds=service.close,
         )
     finally:
         built = service.close()

@@ -1499,6 +1499,21 @@ class Judge:
         # Work run on other cores at the same time counts in full (0 unless count_cpu_time).
         return ref_rounds, [[(t + extra) / k for t in rnd] for rnd, extra in zip(totals, parallel)]
 
+    def _end_builds(self) -> None:
+        """Before anything of the candidate's is timed, the parent ends its builds: a build runs in
+        a child of the parent's (`cudal1.bench.builder`) that is not among the candidate's
+        processes stopped while the reference is timed, and compilers run what the candidate's
+        flags say (gcc's -wrapper ran a spinner there that slowed the reference 1.2-1.3x on two
+        cores). Builds are over by then (the import and the correctness calls made them); a later
+        request is refused in the candidate's process. Raises RuntimeError when the parent does
+        not answer (the harness's failure)."""
+        if self.link is None:
+            return
+        try:
+            self.link.end_builds()
+        except (ProtocolError, PeerGone, Timeout) as exc:
+            raise RuntimeError(f"the parent did not end the candidate's builds: {exc}") from exc
+
     def _check_timed(self, xs: list[list[Any]], expected: list[Expected], msg: Any, snapshot: Any, what: str) -> None:
         """Every call of a timed round trip: its outputs against the reference's on the same
         inputs, and its inputs unchanged."""
@@ -1513,6 +1528,7 @@ class Judge:
 
     def measure(self) -> None:
         s = self.settings
+        self._end_builds()
         stats = self._timing_pass()
         overhead, resolution, record = self.pass_overhead_ms, self.pass_resolution_ms, self.result.round_trips
         speedup, _ = self._speedup(stats, resolution)

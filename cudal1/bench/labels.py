@@ -19,9 +19,12 @@ here are decided by the evaluating process, not reported by the candidate's:
   build with compiler flags, or rewrite the product while the build runs; each gets it what an
   honest build of a trivial library gets it. A compiler the candidate runs itself, or a Triton
   without a build hook (`cudal1.bench.tritoncache`), builds nothing the parent records.
-- `pytorch_only`, `calls_reference_ops`: no kernel of its own; and whether its aten operators
-  (as the candidate's process recorded them) cover the reference's. The operator list comes from
-  the candidate's process, so a candidate can hide operators from it: these two labels are
+- `pytorch_only`: no kernel of its own. `calls_reference_ops`: its aten operators (as the
+  candidate's process recorded them) cover the reference's, with or without a kernel of its own:
+  since `custom_kernel` is evidence of a build, not of a kernel that does the work, a library
+  built and mapped beside the reference's own operators must not buy a copy of the reference out
+  of the fallback rule (`cudal1.rl.rewards`; a red team's trivial `load_inline` did). The operator
+  list comes from the candidate's process, so a candidate can hide operators from it: these are
   evidence, not proof.
 """
 
@@ -62,20 +65,16 @@ def built_objects(mapped: list[dict[str, str]], built: list[dict[str, str]]) -> 
 
 
 def kernel_labels(host_objects: list[str], ops: dict[str, Any] | None, profile_failed: bool = False) -> list[str]:
-    """["custom_kernel"] when the candidate's process mapped a shared object it built
-    (`host_objects`: `built_objects`); else
-    "pytorch_only", plus "calls_reference_ops" when `ops` (the judge's {"reference": [...],
-    "candidate": [...]} aten operator names) shows every reference operator in the candidate. When
-    the candidate's forward could not be recorded (`profile_failed`), the worst case is assumed:
-    "pytorch_only" and "calls_reference_ops"."""
-    if host_objects:
-        return ["custom_kernel"]
+    """ "custom_kernel" when the candidate's process mapped a shared object it built
+    (`host_objects`: `built_objects`), else "pytorch_only"; plus "calls_reference_ops" when `ops`
+    (the judge's {"reference": [...], "candidate": [...]} aten operator names) shows every
+    reference operator in the candidate. When the candidate's forward could not be recorded
+    (`profile_failed`), the worst case is assumed: "calls_reference_ops". Without `ops` (and no
+    failure), "custom_kernel" alone or nothing."""
+    kind = ["custom_kernel"] if host_objects else ["pytorch_only"]
     if profile_failed:
-        return ["pytorch_only", "calls_reference_ops"]
+        return [*kind, "calls_reference_ops"]
     if ops is None:
-        return []
-    labels = ["pytorch_only"]
+        return ["custom_kernel"] if host_objects else []
     ref, cand = set(ops.get("reference") or ()), set(ops.get("candidate") or ())
-    if ref and ref <= cand:
-        labels.append("calls_reference_ops")
-    return labels
+    return [*kind, "calls_reference_ops"] if ref and ref <= cand else kind

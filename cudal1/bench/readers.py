@@ -252,7 +252,7 @@ class HostMemory:
 class ParentLink:
     """What the judge may ask of the parent, over a socket only they share: read the host's
     memory (CPU), hold and release the device, stop and continue the candidate, its CPU time,
-    end the host. `Channel` framing; the parent serves
+    end its builds, end the host. `Channel` framing; the parent serves
     it from a thread."""
 
     def __init__(self, sock: Any) -> None:
@@ -297,6 +297,13 @@ class ParentLink:
         if type(ns) is not int or ns < 0:
             raise ProtocolError(f"the parent answered a CPU time of {str(ns)[:40]}")
         return ns
+
+    def end_builds(self, timeout_s: float = 60.0) -> None:
+        """Ask the parent to end the candidate's builds (the one under way killed, later requests
+        refused: `cudal1.bench.builder.BuildService.close`) and wait until it has. Raises
+        ProtocolError, PeerGone, Timeout."""
+        self.chan.send("end_builds")
+        _expect(self.chan, "end_builds", timeout_s)
 
     def end_host(self, timeout_s: float = 30.0) -> bool:
         """Ask the parent to kill the host's process tree and every process of its uid; True once

@@ -38,7 +38,7 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import psutil
 
@@ -679,6 +679,7 @@ def run_judged(
     reference_limits: WorkerLimits | None = None,
     device_lock: Any = None,
     builder: socket.socket | None = None,
+    end_builds: Callable[[], Any] | None = None,
 ) -> JudgedOutcome:
     """Run an evaluation as sandboxed siblings: the judge, which returns the result to this process
     (JSON over a pipe only it holds, with a nonce); the candidate host, which has no channel to this
@@ -698,7 +699,10 @@ def run_judged(
     is held while the judge asks for it (the wall-time limit grows by the time spent waiting for
     it) and released at the latest when the evaluation ends. `builder`: the candidate host's end
     of a build service's socket (`cudal1.bench.builder.BuildService`), closed here once the host
-    holds it. Never raises for anything a child does; raises OSError only if no child can be started.
+    holds it; `end_builds` (the service's `close`) is called when the judge asks, before it times
+    anything of the candidate's, and when the candidate host is ended: a build child (which runs
+    compilers the candidate's flags can choose) then no longer runs beside a timed call. Never
+    raises for anything a child does; raises OSError only if no child can be started.
     """
     ctx = _context()
     j_scratch = tempfile.mkdtemp(prefix="cudal1-judge-")
@@ -751,7 +755,16 @@ def run_judged(
     watched = [
         os.path.realpath(d) for d in [*(watch_dirs or []), os.path.join(h_scratch, ".triton")]
     ]  # maps name real paths
-    keeper = _HostKeeper(host, host_limits, watched, link_parent, group, reference=ref_host, device_lock=device_lock)
+    keeper = _HostKeeper(
+        host,
+        host_limits,
+        watched,
+        link_parent,
+        group,
+        reference=ref_host,
+        device_lock=device_lock,
+        end_builds=end_builds,
+    )
     judge_ps = psutil.Process(judge.pid)
     ref_ps = psutil.Process(ref_host.pid) if ref_host is not None else None
     outcome: JudgedOutcome | None = None
@@ -849,6 +862,7 @@ class _HostKeeper:
         group: CandidateCgroup | None = None,
         reference: Any = None,
         device_lock: Any = None,
+        end_builds: Callable[[], Any] | None = None,
     ) -> None:
         from .readers import HostMemory
         from .wire import Channel
@@ -864,6 +878,7 @@ class _HostKeeper:
         self.ended = False
         self._cpu_start: dict[int, int] = {}  # pid (0: the control group) -> CPU ns at `cpu_interval(start=True)`
         self.device_lock = device_lock
+        self.end_builds = end_builds
         self.waited_s = 0.0  # for the device lock: the parent's deadline moves by as much
         self._waiting_since: float | None = None
         self._lock = threading.Lock()  # a memory read and the end of the host never overlap
@@ -894,6 +909,7 @@ class _HostKeeper:
         with self._lock:
             if self.ended:
                 return
+            self.stop_builds()
             if gone:
                 # Closing its descriptors comes early in a process's exit; being reapable comes last.
                 self.host.join(HOST_EXIT_GRACE_S)
@@ -913,6 +929,12 @@ class _HostKeeper:
                 # (the judge's cue) before it can be reaped, a window that a loaded machine widens.
                 self.exit_before_end = self.host.exitcode
             self.ended = True
+
+    def stop_builds(self) -> None:
+        """End the candidate's build service (its build under way killed, later requests
+        refused); once only matters, later calls do nothing new."""
+        if self.end_builds is not None:
+            self.end_builds()
 
     def pause(self, stop: bool) -> bool:
         """Stop (SIGSTOP) or continue (SIGCONT) every process of the candidate
@@ -1001,6 +1023,9 @@ class _HostKeeper:
                 elif op == "end_host":
                     self.end()
                     self._chan.send("end_host", ended=True)
+                elif op == "end_builds":
+                    self.stop_builds()
+                    self._chan.send("end_builds")
                 elif op == "cpu_interval":
                     self._chan.send("cpu_interval", ns=self.cpu_interval(msg.get("start") is True))
                 elif op == "pause_host":

@@ -30,8 +30,8 @@ The reward is the product's learning signal, so it is built to rank honestly:
 - **Copies and fallbacks are not progress.** A correct candidate whose normalized code
   (`normalized_code`: the AST with comments, docstrings, formatting and no-op statements removed
   and identifiers renamed by first occurrence, `cudal1.rl.similarity`) equals an exemplar its
-  prompt showed is a copy (reason "copy"); a correct candidate labelled `calls_reference_ops` (no
-  kernel of its own, every reference operator still called) with no gain after the rules above,
+  prompt showed is a copy (reason "copy"); a correct candidate labelled `calls_reference_ops` (every
+  reference operator still called, whatever library of its own it maps) with no gain after the rules above,
   or a gain within the between-evaluation noise (`tie_floor`, or the pool's calibrated floor
   that the RL stage passes in), is a fallback (reason "fallback"): the reference's own operators
   measured 1.04-1.14x on a loaded CPU by noise alone. Both earn the failure reward and stay in the update. Why not
@@ -85,8 +85,9 @@ MIN_GAIN = 1.01
 an optimize outcome "improved")."""
 
 FALLBACK_LABEL = "calls_reference_ops"
-"""The evaluator's label of a candidate with no kernel of its own that still calls every reference
-operator (`cudal1.bench.labels`): with no gain beyond the noise it is a fallback."""
+"""The evaluator's label of a candidate that still calls every reference operator, with or without
+a library of its own mapped (`cudal1.bench.labels`): with no gain beyond the noise it is a
+fallback."""
 
 VERIFY_TOLERANCE = 0.10
 """The default tolerance of a second opinion: two measurements of one candidate whose speedups
@@ -102,8 +103,9 @@ DEFAULT_LABEL_FACTORS: dict[str, float] = {
 
 - `reduced_precision`: 0. The task asks for its reference's precision; a gain from computing in
   lower precision is a different computation (its outputs still passed the tolerance).
-- `calls_reference_ops`: 0.25. No kernel of its own and every reference operator still called: a
-  gain here is mostly a reordering or a measurement effect, rarely the optimization sought.
+- `calls_reference_ops`: 0.25. Every reference operator still called (a library of its own mapped
+  beside them or not): a gain here is mostly a reordering or a measurement effect, rarely the
+  optimization sought.
 - `pytorch_only`: 0.75. A better PyTorch formulation is a legitimate answer, worth less than a
   kernel of its own (the project teaches kernels).
 - `global_flags` (matches every "global_flags:<names>"): 0.5. The candidate changed process-wide

@@ -110,7 +110,16 @@ def test_source_labels():
 
 def test_kernel_labels_from_mapped_objects_and_operators():
     ops = {"reference": ["mm", "relu"], "candidate": ["mm", "relu", "add"]}
-    assert kernel_labels(["/cache/ext/abc/ext.so"], ops) == ["custom_kernel"]
+    # A mapped library of its own does not hide that every reference operator is still called.
+    assert kernel_labels(["/cache/ext/abc/ext.so"], ops) == ["custom_kernel", "calls_reference_ops"]
+    assert kernel_labels(["/cache/ext/abc/ext.so"], {"reference": ["mm", "relu"], "candidate": ["mm"]}) == [
+        "custom_kernel"
+    ]
+    assert kernel_labels(["/cache/ext/abc/ext.so"], None) == ["custom_kernel"]
+    assert kernel_labels(["/cache/ext/abc/ext.so"], None, profile_failed=True) == [
+        "custom_kernel",
+        "calls_reference_ops",
+    ]
     assert kernel_labels([], ops) == ["pytorch_only", "calls_reference_ops"]
     assert kernel_labels([], {"reference": ["mm", "relu"], "candidate": ["mm", "clamp_min"]}) == ["pytorch_only"]
     assert kernel_labels([], None) == []

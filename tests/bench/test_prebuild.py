@@ -10,6 +10,7 @@ build path. The tests marked slow build real `load_inline` extensions against th
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -684,3 +685,33 @@ def test_no_harness_handle_is_in_reach_of_the_candidates_processes(tmp_path) -> 
     assert handles.count("socket:") <= 2 and "pipe:" not in handles, handles
     locked = next(line for line in r.log.splitlines() if line.startswith("LOCKED:"))
     assert "flocked" not in locked, locked
+
+
+def test_a_build_child_is_ended_before_anything_is_timed(tmp_path) -> None:
+    """A build runs in a child of the parent, not among the candidate's processes that are stopped
+    while the reference is timed, and the compiler runs what the candidate's flags say: gcc's
+    -wrapper ran a program of the candidate's there for as long as the evaluation lasted (a red
+    team's spinner slowed the reference 1.2-1.3x on two cores, paying a copy of the reference
+    about 1.25x). The judge has the parent end the builds before it times anything, so the
+    wrapper's last beat comes before the candidate's last (timed) forward."""
+    source = evalkit.candidate("outlives_its_build")
+    r = evalkit.run(MM, source, tmp_path)
+    assert r.status is Status.OK and "harness_error" not in r.labels, evalkit.describe(r)
+    assert "BEATING" in r.log, r.log[-3000:]
+    ext = ext_dir(tmp_path, source)
+    last_beat, last_forward = float((ext / "beat").read_text()), float((ext / "forward").read_text())
+    assert last_beat < last_forward, (last_beat, last_forward)
+
+
+def test_a_library_beside_the_references_operators_is_still_a_fallback(tmp_path) -> None:
+    """A copy of the reference with a trivial library built and mapped: `custom_kernel` (a build
+    of its own) and `calls_reference_ops` (every reference operator), so the reward's fallback
+    rule prices it as a failure at 1.0x instead of paying it as a kernel of its own (a red team's
+    trivial build turned -2.30 into about +0.04)."""
+    from cudal1.rl.rewards import RewardConfig, price
+
+    r = evalkit.run(MM, evalkit.candidate("reference_beside_a_trivial_build"), tmp_path)
+    assert r.status is Status.OK, evalkit.describe(r)
+    assert {"custom_kernel", "calls_reference_ops"} <= set(r.labels), r.labels
+    at_par = dataclasses.replace(r, speedup=1.0, speedup_spread=0.0)
+    assert price(at_par, cfg=RewardConfig()).reason == "fallback"
