@@ -9,8 +9,10 @@ memsets) by device time; on the CPU, the operators by their own CPU time.
 
 The profile comes from the candidate's own process, so it is the candidate's word: it is shown to
 the policy and never priced, and the judge accepts it only in the shape `wire.HOST_MESSAGES`
-gives it (anything else is a protocol violation, as for any other field), with names cut to
-printable text.
+gives it (anything else is a protocol violation, as for any other field), with names cut to the
+characters a kernel name needs. A candidate can still name a region of its own
+(`torch.profiler.record_function`) with words for its next prompt; that prompt shows its whole
+code anyway, comments included, so the profile gives it no voice it did not have.
 
 Summary (a dict, {} when none): {"device": "cuda" | "cpu", "total_ms": float (ms, the summed time
 of every row, not only the shown ones), "launches": int (kernel launches and copies on CUDA,
@@ -27,7 +29,9 @@ NAME_CHARS = 120
 """A row's name is cut to this many characters (C++ kernel names run to thousands)."""
 MOST_ROWS = 16
 """The most rows a summary may hold (`EvalSettings.profile_top` is at most this)."""
-_UNPRINTABLE = re.compile(r"[^\x20-\x7e]")
+_UNSAFE = re.compile(r"[^A-Za-z0-9_:<>,.()\[\]*&+=/ -]")
+"""What a kernel or operator name needs (C++ templates and signatures included); anything else
+(quotes, backticks, newlines) becomes "?"."""
 
 
 def summarize(rows: Iterable[tuple[str, float, int]], device: str, top: int) -> dict[str, Any]:
@@ -77,18 +81,18 @@ def record(forward: Callable[[], Any], cuda: bool, top: int) -> dict[str, Any]:
 
 
 def clean(summary: dict[str, Any], top: int) -> dict[str, Any]:
-    """`summary` as the judge keeps it: at most `top` rows, each name printable ASCII (other
-    characters as "?") and at most `NAME_CHARS` long. `summary` has the wire's shape
+    """`summary` as the judge keeps it: at most `top` rows, each name of the characters a kernel
+    or operator name needs (`_UNSAFE`: others as "?") and at most `NAME_CHARS` long. `summary` has the wire's shape
     (`wire.HOST_MESSAGES["profiled"]`), so its types and ranges are already checked; {} for
     top < 1."""
     if top < 1:
         return {}
     rows = [
-        {"name": _UNPRINTABLE.sub("?", r["name"])[:NAME_CHARS], "ms": float(r["ms"]), "calls": int(r["calls"])}
+        {"name": _UNSAFE.sub("?", r["name"])[:NAME_CHARS], "ms": float(r["ms"]), "calls": int(r["calls"])}
         for r in summary["top"][:top]
     ]
     return {
-        "device": _UNPRINTABLE.sub("?", summary["device"])[:16],
+        "device": _UNSAFE.sub("?", summary["device"])[:16],
         "total_ms": float(summary["total_ms"]),
         "launches": int(summary["launches"]),
         "top": rows,

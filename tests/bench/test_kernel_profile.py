@@ -35,10 +35,18 @@ def test_the_judge_keeps_printable_names_of_bounded_length_and_at_most_top_rows(
         "device": "cuda",
         "total_ms": 1.0,
         "launches": 3,
-        "top": [{"name": "k\x1b[2J\u00e9" + "x" * 500, "ms": 0.9, "calls": 1}, {"name": "copy", "ms": 0.1, "calls": 2}],
+        "top": [
+            {"name": "k\x1b[2J\u00e9`\n'\"" + "x" * 500, "ms": 0.9, "calls": 1},
+            {"name": "copy", "ms": 0.1, "calls": 2},
+        ],
     }
     kept = kernelprofile.clean(raw, top=1)
-    assert kept["top"] == [{"name": ("k?[2J?" + "x" * 500)[: kernelprofile.NAME_CHARS], "ms": 0.9, "calls": 1}]
+    assert kept["top"] == [{"name": ("k?[2J?????" + "x" * 500)[: kernelprofile.NAME_CHARS], "ms": 0.9, "calls": 1}]
+    template = "void at::native::kernel<float, 4>(int, float const*, float*) [with T = float]"
+    assert (
+        kernelprofile.clean({**raw, "top": [{"name": template, "ms": 1.0, "calls": 1}]}, 1)["top"][0]["name"]
+        == template
+    )
     assert kernelprofile.clean(raw, top=0) == {}
 
 
