@@ -65,8 +65,8 @@ def built_objects(mapped: list[dict[str, str]], built: list[dict[str, str]]) -> 
 
 
 def kernel_labels(host_objects: list[str], ops: dict[str, Any] | None, profile_failed: bool = False) -> list[str]:
-    """ "custom_kernel" when the candidate's process mapped a shared object it built
-    (`host_objects`: `built_objects`), else "pytorch_only"; plus "calls_reference_ops" when `ops`
+    """The kernel labels: "custom_kernel" when the candidate's process mapped a shared object it
+    built (`host_objects`: `built_objects`), else "pytorch_only"; plus "calls_reference_ops" when `ops`
     (the judge's {"reference": [...], "candidate": [...]} aten operator names) shows every
     reference operator in the candidate. When the candidate's forward could not be recorded
     (`profile_failed`), the worst case is assumed: "calls_reference_ops". Without `ops` (and no

@@ -222,8 +222,9 @@ class EvalResult:
     candidate round trip minus it bounds what the candidate's host may claim for its K calls."""
     resolution_ms: float | None = None
     """Jitter of that fixed cost (`cudal1.bench.timing.jitter` of the round trips, see
-    `EvalSettings.resolution_source`) over K, in ms per call: times below it cannot be told apart (label "below_resolution"). Both
-    sides are taken as at least this, so two times below it give a speedup of 1.0×."""
+    `EvalSettings.resolution_source`) over K, in ms per call: times below it cannot be told apart
+    (label "below_resolution"). Both sides are taken as at least this, so two times below it give
+    a speedup of 1.0×."""
     calibration_resolution_ms: float | None = None
     """The calibration's resolution (ms per call), the one `resolution_ms` takes unless the
     settings' `resolution_source` is "timing_pass"."""
