@@ -48,10 +48,12 @@ The protocol, judge -> host (each answered by one message unless noted):
 - `check` -> `checked`: replaced functions, the operator canary, flags (labels). (What this
   process's builds produced is recorded by the parent, which builds them:
   `cudal1.bench.builder`.)
-- `profile` {in_slot, args, as for `call`; kernel_top} -> `profiled`: the aten operators and
-  dtypes of one forward; on CUDA, whether the device stays busy after the default stream is
-  done (side streams); with kernel_top > 0, a summary of one more forward under
-  `torch.profiler` (`kernelprofile.record`: feedback for the policy).
+- `profile` {in_slot, args, as for `call`} -> `profiled`: the aten operators and dtypes of one
+  forward; on CUDA, whether the device stays busy after the default stream is done (side
+  streams).
+- `kernels` {in_slot, args, as for `call`; top} -> `kernels`: the last request; a summary of one
+  more forward under `torch.profiler` (`kernelprofile.record`: feedback for the policy), none when
+  it failed.
 
 The host's own checks (materialization, aliasing, buffer reuse, flags, patches) are reports a
 candidate can switch off, since it runs in this process. That is by design: such reports can
@@ -117,7 +119,13 @@ class Host:
         if setup["op"] != "setup":
             raise RuntimeError(f"the judge sent {setup['op']!r} before setup")
         self.setup(setup)
-        handlers = {"call": self.call, "load": self.load, "check": self.check, "profile": self.profile}
+        handlers = {
+            "call": self.call,
+            "load": self.load,
+            "check": self.check,
+            "profile": self.profile,
+            "kernels": self.kernels,
+        }
         while True:
             msg = self.chan.recv(max_fds=1)
             op = msg["op"]
@@ -555,13 +563,24 @@ class Host:
                 reply["side_streams"] = self._side_streams()
         except BaseException as exc:  # noqa: BLE001 - labels only: a failure here drops them
             reply["error"] = f"{type(exc).__name__}: {exc}"[:300]
-        top = int(msg.get("kernel_top") or 0)
-        if top and reply["error"] is None:
-            try:  # one more forward, under the profiler: feedback for the policy, never a verdict
-                reply["kernels"] = kernelprofile.record(self._forward_and_wait, self.cuda, top)
-            except BaseException:  # noqa: BLE001 - a failure here only drops the profile
-                pass
         self.chan.send("profiled", **reply)
+
+    def kernels(self, msg: dict[str, Any]) -> None:
+        """The last request of an evaluation: one more forward on the message's inputs under
+        `torch.profiler`, summarized (`kernelprofile.record`, its `top` slowest rows) for the
+        policy's next prompt. The judge has read every output it needs by now, so the earlier
+        ones go first and the device's cached blocks after (a 6 GiB output profiled while the
+        recorded one was alive left the judge short of memory on an 80 GB card)."""
+        self.previous, self._keep_alive = None, []
+        self._map_inputs(msg)
+        reply: dict[str, Any] = {}
+        try:
+            reply["kernels"] = kernelprofile.record(self._forward_and_wait, self.cuda, int(msg["top"]))
+        except BaseException:  # noqa: BLE001 - feedback only: a failure here drops the profile
+            pass
+        if self.cuda:
+            torch.cuda.empty_cache()
+        self.chan.send("kernels", **reply)
 
     def _forward_and_wait(self) -> None:
         out = self.model(*self.args)

@@ -145,6 +145,8 @@ RECORDED_SLACK = 4.0
 this many times two unrecorded forwards differ (`Judge._recorded_otherwise`)."""
 SNAPSHOT_CHUNKS = 64
 GRACE_S = 5.0
+KERNEL_PROFILE_S = 60.0
+"""How long the judge waits for the candidate's profiled forward (`Judge.kernel_profile`), seconds."""
 """The judge waits this long past the evaluation's deadline (the parent kills at the deadline)."""
 
 
@@ -1332,11 +1334,9 @@ class Judge:
         fields, fds = self._stage("candidate", [x], self.args_template)
         self.args_template = _sent_template(fields, self.args_template)
         self._sync()
-        self._send("profile", fds=fds, kernel_top=self.settings.profile_top, **fields)
+        self._send("profile", fds=fds, **fields)
         self._sent("candidate")
         msg = self._recv("profiled", ops=list, dtypes=list, side_streams=bool)
-        if "kernels" in msg:
-            self.result.profile = kernelprofile.clean(msg["kernels"], self.settings.profile_top)
         otherwise = f"recording failed: {str(msg['error'])[:300]}" if msg.get("error") is not None else None
         otherwise = otherwise or self._recorded_otherwise(x, msg, _expected(ref_out))
         if otherwise is not None:
@@ -1357,6 +1357,49 @@ class Judge:
             self._label("reduced_precision")
         if msg["side_streams"]:
             self._label("side_streams")
+
+    def kernel_profile(self) -> None:
+        """The candidate's last request: one more forward, on fresh inputs, under `torch.profiler`
+        in its own process (`Host.kernels`), whose summary goes into `EvalResult.profile` for the policy's
+        next prompt (`kernelprofile.clean`; `EvalSettings.profile_top` rows, 0: none). It comes
+        after every check, so nothing here can change a verdict in the candidate's favour, and
+        the judge holds no output of its own meanwhile (a 6 GiB output profiled beside the
+        recorded one ran the judge out of memory on an 80 GB card). A host that dies or does not
+        answer within `KERNEL_PROFILE_S` only loses its profile (the profiler is not the
+        candidate's code: a fault of its own must not fail an honest candidate); a message of
+        the wrong shape is the protocol hack any other would be."""
+        top = self.settings.profile_top
+        if top < 1 or not self.host_loaded:
+            return
+        self.last_snapshot = None
+        self._release_cached_memory()
+        fields, fds = self._stage("candidate", [self._inputs()], self.args_template)
+        self.args_template = _sent_template(fields, self.args_template)
+        self._sync()
+        if self.chan.pending():  # the host's end (no profile), or a message nobody asked for
+            try:
+                self.chan.recv(time.monotonic())
+            except PeerGone:
+                return
+            except (Timeout, ProtocolError):
+                pass
+            raise Verdict(
+                Status.HACK, "the candidate process sent a message nobody asked for", HackKind.HARNESS_TAMPERING
+            )
+        try:
+            self.chan.send("kernels", fds=fds, top=top, **fields)
+            self._sent("candidate")
+            msg = self.chan.recv(min(self.deadline, time.monotonic() + KERNEL_PROFILE_S))
+        except (Timeout, PeerGone):
+            return
+        try:
+            expect_host(msg, _one_of(msg, "kernels"))
+        except ProtocolError as exc:
+            raise Verdict(
+                Status.HACK, f"the candidate process broke the protocol: {exc}", HackKind.HARNESS_TAMPERING
+            ) from exc
+        if "kernels" in msg:
+            self.result.profile = kernelprofile.clean(msg["kernels"], top)
 
     def _recorded_otherwise(self, x: list[Any], msg: dict[str, Any], expected: Expected) -> str | None:
         """How the recorded forward differs from the candidate's unrecorded ones, or None.
@@ -1600,6 +1643,7 @@ class Judge:
                     ("timing", self.measure),
                     ("late check", self.final_checks),
                     ("labels", self.collect_labels),
+                    ("profile", self.kernel_profile),
                     ("baseline", self.after_the_candidate),
                     ("release", self.release_device),
                 ):

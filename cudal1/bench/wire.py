@@ -394,8 +394,9 @@ HOST_MESSAGES: dict[str, Obj] = {
     "audited": Obj({"hack": Opt(Obj({"kind": Str(64), "message": Str()}))}, {"parts_ms": Map(Num(0.0, MAX_MS), 16)}),
     "profiled": Obj(
         {"ops": List(Str(300), 500), "dtypes": List(Str(64), 500), "side_streams": Bool()},
-        {"error": Opt(Str()), "leaves": List(_LEAF, 4096), "values": List(_VALUE, 4096), "kernels": _KERNELS},
+        {"error": Opt(Str()), "leaves": List(_LEAF, 4096), "values": List(_VALUE, 4096)},
     ),
+    "kernels": Obj(optional={"kernels": _KERNELS}),
 }
 """Every message a host (`cudal1.bench.host`) sends, field by field: what `expect_host` checks."""
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from cudal1.bench import kernelprofile
-from cudal1.bench.result import EvalResult, Status
+from cudal1.bench.result import HARNESS_LABELS, EvalResult, Status
 from cudal1.policy.prompts import Feedback
 
 from . import evalkit
@@ -80,3 +80,12 @@ def test_an_evaluation_carries_the_candidates_operators_into_its_report(cache_di
     off = evalkit.run("matmul_relu", evalkit.candidate("honest_matmul_relu"), cache_dir, profile_top=0)
     assert off.status is Status.OK and off.profile == {}
     assert "profile:" not in Feedback.of(off).report()
+
+
+def test_a_candidate_that_dies_under_the_profiler_keeps_its_result(cache_dir) -> None:
+    """The profile is the evaluation's last step and feedback only: a candidate process that ends
+    while profiled (its own doing, or the profiler's fault) keeps the verdict the checks and the
+    timing gave it, without a profile, and nothing says the harness failed."""
+    r = evalkit.run("matmul_relu", evalkit.candidate("dies_under_the_profiler"), cache_dir)
+    assert r.status is Status.OK and r.speedup is not None, evalkit.describe(r)
+    assert r.profile == {} and not HARNESS_LABELS.intersection(r.labels), evalkit.describe(r)
