@@ -1331,6 +1331,9 @@ class Judge:
             self._sync()
         except Exception:  # noqa: BLE001
             return
+        # The reference's output is held only until `_accuracy_gap` has used it (`_recorded_otherwise`):
+        # beside the recorded and unrecorded outputs it was one 6 GiB copy too many on an 80 GB card.
+        expected, ref_out, xr = [_expected(ref_out)], None, None
         fields, fds = self._stage("candidate", [x], self.args_template)
         self.args_template = _sent_template(fields, self.args_template)
         self._sync()
@@ -1338,7 +1341,8 @@ class Judge:
         self._sent("candidate")
         msg = self._recv("profiled", ops=list, dtypes=list, side_streams=bool)
         otherwise = f"recording failed: {str(msg['error'])[:300]}" if msg.get("error") is not None else None
-        otherwise = otherwise or self._recorded_otherwise(x, msg, _expected(ref_out))
+        otherwise = otherwise or self._recorded_otherwise(x, msg, expected)
+        expected.clear()
         if otherwise is not None:
             # Fail closed: a candidate whose forward refuses to be recorded, or computes otherwise
             # while recorded, gets the worst labels, reduced precision included (one that computes
@@ -1401,15 +1405,17 @@ class Judge:
         if "kernels" in msg:
             self.result.profile = kernelprofile.clean(msg["kernels"], top)
 
-    def _recorded_otherwise(self, x: list[Any], msg: dict[str, Any], expected: Expected) -> str | None:
+    def _recorded_otherwise(self, x: list[Any], msg: dict[str, Any], expected: list[Expected]) -> str | None:
         """How the recorded forward differs from the candidate's unrecorded ones, or None.
 
         Two comparisons. (1) Its outputs against what an unrecorded forward computes on the same
         inputs `x`, run twice after it (`_recorded_difference`: the same bits, or a difference at
         the rounding level of the output's dtype, or no larger than `RECORDED_SLACK` times the
         difference between the two unrecorded runs, for a candidate whose own runs differ).
-        (2) Its error against the reference's output on `x` (`expected`) against the errors of
-        the timed calls, which ran before any recording (`_accuracy_gap`): a candidate that
+        (2) Its error against the reference's output on `x` (`expected`: a one-item list, emptied
+        once used, so that the reference's output is not held through the unrecorded runs)
+        against the errors of the timed calls, which ran before any recording (`_accuracy_gap`,
+        computed first, its reason given second): a candidate that
         computes in lower precision until it sees the recording's dispatch mode and in float32
         from then on agrees with the unrecorded runs that follow, but not with its own timed
         calls. A candidate can tell the recorded forward apart (a dispatch mode is on); one that
@@ -1421,9 +1427,9 @@ class Judge:
         recorded = [t.clone() for t in self._read([msg["leaves"]], 1, again=True)[0]]
         self._sync()
         self.last_snapshot = None  # the late checks are done; these calls only compare
-        return self._unrecorded_difference(x, recorded, msg["values"]) or self._accuracy_gap(
-            recorded, msg["values"], expected
-        )
+        gap = self._accuracy_gap(recorded, msg["values"], expected.pop())
+        self._release_cached_memory()  # the reference's output (`expected`, taken from the list) is gone
+        return self._unrecorded_difference(x, recorded, msg["values"]) or gap
 
     def _unrecorded_difference(self, x: list[Any], recorded: list[torch.Tensor], values: list[Any]) -> str | None:
         """The recorded outputs (`recorded`, `values`) against one unrecorded forward on `x`, and
