@@ -145,9 +145,9 @@ RECORDED_SLACK = 4.0
 this many times two unrecorded forwards differ (`Judge._recorded_otherwise`)."""
 SNAPSHOT_CHUNKS = 64
 GRACE_S = 5.0
+"""The judge waits this long past the evaluation's deadline (the parent kills at the deadline)."""
 KERNEL_PROFILE_S = 60.0
 """How long the judge waits for the candidate's profiled forward (`Judge.kernel_profile`), seconds."""
-"""The judge waits this long past the evaluation's deadline (the parent kills at the deadline)."""
 
 
 def _spends(part: str) -> Callable:
@@ -1364,8 +1364,8 @@ class Judge:
 
     def kernel_profile(self) -> None:
         """The candidate's last request: one more forward, on fresh inputs, under `torch.profiler`
-        in its own process (`Host.kernels`), whose summary goes into `EvalResult.profile` for the policy's
-        next prompt (`kernelprofile.clean`; `EvalSettings.profile_top` rows, 0: none). It comes
+        in its own process (`Host.kernels`), whose summary goes into `EvalResult.profile` for the
+        policy's next prompt (`kernelprofile.clean`; `EvalSettings.profile_top` rows, 0: none). It comes
         after every check, so nothing here can change a verdict in the candidate's favour, and
         the judge holds no output of its own meanwhile (a 6 GiB output profiled beside the
         recorded one ran the judge out of memory on an 80 GB card). A host that dies or does not
@@ -1415,13 +1415,13 @@ class Judge:
         (2) Its error against the reference's output on `x` (`expected`: a one-item list, emptied
         once used, so that the reference's output is not held through the unrecorded runs)
         against the errors of the timed calls, which ran before any recording (`_accuracy_gap`,
-        computed first, its reason given second): a candidate that
-        computes in lower precision until it sees the recording's dispatch mode and in float32
-        from then on agrees with the unrecorded runs that follow, but not with its own timed
-        calls. A candidate can tell the recorded forward apart (a dispatch mode is on); one that
-        computes in float32 there and in lower precision everywhere else is seen by one of the
-        two. Also a reason when the recorded outputs were not described. Raises Verdict as any
-        call does (the candidate's process died, say)."""
+        computed first, its reason given second): a candidate that computes in lower precision
+        until it sees the recording's dispatch mode and in float32 from then on agrees with the
+        unrecorded runs that follow, but not with its own timed calls. A candidate can tell the
+        recorded forward apart (a dispatch mode is on); one that computes in float32 there and in
+        lower precision everywhere else is seen by one of the two. Also a reason when the recorded
+        outputs were not described. Raises Verdict as any call does (the candidate's process died,
+        say)."""
         if not isinstance(msg.get("leaves"), list) or not isinstance(msg.get("values"), list):
             return "the recorded outputs were not described"
         recorded = [t.clone() for t in self._read([msg["leaves"]], 1, again=True)[0]]
