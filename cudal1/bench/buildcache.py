@@ -234,11 +234,12 @@ def _source_text(path: str) -> str:
     return data.decode("utf-8", "surrogateescape")
 
 
-def file_sha256(path: str | os.PathLike, limit: int = _OBJECT_LIMIT) -> str | None:
-    """SHA-256 (hex) of the regular file at `path` (not followed if a link; None when it is not a
-    regular file, is over `limit` bytes, or cannot be read). Never raises."""
+def file_sha256(path: str | os.PathLike, limit: int = _OBJECT_LIMIT, dir_fd: int | None = None) -> str | None:
+    """SHA-256 (hex) of the regular file at `path` (relative to the directory `dir_fd` when given;
+    not followed if a link; None when it is not a regular file, is over `limit` bytes, or cannot be
+    read). Never raises."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
     except OSError:
         return None
     try:

@@ -46,7 +46,6 @@ import json
 import os
 import re
 import socket
-import stat
 import sys
 import sysconfig
 import threading
@@ -61,7 +60,6 @@ MAX_FRAME = 16 * 2**20
 SOURCE_CHARS = 4 * 2**20
 """Longest source text (characters) one request may carry per source."""
 LOG_CHARS = 64 * 1024
-_OBJECT_LIMIT = 1 << 30
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}\Z")
 
 _TEXT = Str(SOURCE_CHARS)
@@ -290,10 +288,12 @@ class BuildService:
         return directory, os.path.join(directory, name if arguments.get("is_standalone") else name + ".so")
 
 
-def product_record(ext: str, product: str, limit: int = _OBJECT_LIMIT) -> dict[str, str] | None:
+def product_record(ext: str, product: str) -> dict[str, str] | None:
     """{"path", "sha256"} of the regular file `product` inside the directory `ext` (a real path),
-    reached from `ext` without following any link; None when it is not one (or is over `limit`
-    bytes). Never raises."""
+    reached from `ext` without following any link; None when it is not one (or is over
+    `buildcache.file_sha256`'s size limit). Never raises."""
+    from .buildcache import file_sha256
+
     relative = os.path.relpath(product, ext)
     parts = relative.split("/")
     if relative.startswith("..") or any(p in ("", ".", "..") for p in parts):
@@ -303,14 +303,8 @@ def product_record(ext: str, product: str, limit: int = _OBJECT_LIMIT) -> dict[s
         fds.append(os.open(ext, os.O_RDONLY | os.O_DIRECTORY))
         for part in parts[:-1]:
             fds.append(os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fds[-1]))
-        fds.append(os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=fds[-1]))
-        info = os.fstat(fds[-1])
-        if not stat.S_ISREG(info.st_mode) or info.st_size > limit:
-            return None
-        digest = hashlib.sha256()
-        while chunk := os.read(fds[-1], 1 << 20):
-            digest.update(chunk)
-        return {"path": os.path.join(ext, relative), "sha256": digest.hexdigest()}
+        digest = file_sha256(parts[-1], dir_fd=fds[-1])
+        return {"path": os.path.join(ext, relative), "sha256": digest} if digest is not None else None
     except OSError:
         return None
     finally:
