@@ -57,7 +57,7 @@ def fixed_costs(trips: list[dict[str, Any]], skip_first: bool) -> list[float]:
 def replay(result: dict[str, Any], rule: str, tolerance_share: float) -> float:
     """The speedup (×) the judge gives under `rule` from `result`'s recorded round trips. Raises
     KeyError for a record without a calibration or a timing pass."""
-    rt, k = result["round_trips"], result["calls_per_round"]
+    rt = result["round_trips"]
     cal_c = fixed_costs(rt["calibration candidate"], True)
     cal_r = fixed_costs(rt["calibration reference"], True)
     trips = fixed_costs(rt["reference"], False)
@@ -68,12 +68,22 @@ def replay(result: dict[str, Any], rule: str, tolerance_share: float) -> float:
     else:
         high = timing.allowed_fixed_cost(trips, cal_r, cal_c, jit, q)
         typical = timing.allowed_fixed_cost(trips, cal_r, cal_c, jit)
+    return judged_speedup(result, high, typical, tolerance_share * jit, result.get("resolution_ms") or 0.0)
+
+
+def judged_speedup(
+    result: dict[str, Any], high_ms: float, typical_ms: float, tolerance_ms: float, floor_ms: float
+) -> float:
+    """The speedup (×) of `result`'s recorded timing pass with the candidate host's allowances
+    (`high_ms`, `typical_ms`, `tolerance_ms`: `timing.candidate_rounds_ms`) and the resolution
+    floor `floor_ms` (ms a call: `timing.speedup_stats`), as the judge computes it."""
+    rt, k = result["round_trips"], result["calls_per_round"]
     rounds = [[(t["wall_ms"], t["own_ms"])] for t in rt["candidate"]]
-    totals = timing.candidate_rounds_ms(rounds, high, typical, tolerance_ms=tolerance_share * jit)
+    totals = timing.candidate_rounds_ms(rounds, high_ms, typical_ms, tolerance_ms=tolerance_ms)
     extra = [t.get("parallel_cpu_ms", 0.0) for t in rt["candidate"]]
     cand = [[(tot[0] + e) / k] for tot, e in zip(totals, extra)]
     ref = [[t["own_ms"] / k] for t in rt["reference"]]
-    speedup, _ = timing.speedup_stats(ref, cand, result["baseline_ms"], result.get("resolution_ms") or 0.0)
+    speedup, _ = timing.speedup_stats(ref, cand, result["baseline_ms"], floor_ms)
     return speedup
 
 

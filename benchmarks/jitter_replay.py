@@ -27,7 +27,7 @@ from cudal1.bench import timing
 from cudal1.bench.settings import EvalSettings
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from allowance_replay import fixed_costs, records  # noqa: E402
+from allowance_replay import fixed_costs, judged_speedup, records  # noqa: E402
 
 
 def p90_p10(values_ms: list[float]) -> float:
@@ -52,13 +52,7 @@ def replay(result: dict[str, Any], jitter: Callable[[list[float]], float]) -> tu
     floor = jit / k
     if s.resolution_source == "timing_pass" and len(trips) >= 3:
         floor = min(floor, max(jitter(trips) / k, tolerance / k))
-    rounds = [[(t["wall_ms"], t["own_ms"])] for t in rt["candidate"]]
-    totals = timing.candidate_rounds_ms(rounds, high, typical, tolerance_ms=tolerance)
-    extra = [t.get("parallel_cpu_ms", 0.0) for t in rt["candidate"]]
-    cand = [[(tot[0] + e) / k] for tot, e in zip(totals, extra)]
-    ref = [[t["own_ms"] / k] for t in rt["reference"]]
-    speedup, _ = timing.speedup_stats(ref, cand, result["baseline_ms"], floor)
-    return speedup, floor
+    return judged_speedup(result, high, typical, tolerance, floor), floor
 
 
 def main(argv: list[str] | None = None) -> int:
