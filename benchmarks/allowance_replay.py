@@ -15,6 +15,7 @@ candidate should give 1.0×) and, for records that name a `kind` (the lean-host 
 
     python benchmarks/allowance_replay.py docs/results/h100-2026-12-05-twenty-fifth/tolerance/rec*.jsonl.gz
     python benchmarks/allowance_replay.py --tolerance 0.5 RECORDS.jsonl ...
+    python benchmarks/allowance_replay.py --share 0.02 RECORDS.jsonl ...   # with the share cap
 
 The replay of the rule that produced a record reproduces its judged speedup (the script says
 how far it is off, per file): the figures depend only on the recorded round trips, the
@@ -54,9 +55,11 @@ def fixed_costs(trips: list[dict[str, Any]], skip_first: bool) -> list[float]:
     return costs[1:] if skip_first else costs
 
 
-def replay(result: dict[str, Any], rule: str, tolerance_share: float) -> float:
-    """The speedup (×) the judge gives under `rule` from `result`'s recorded round trips. Raises
-    KeyError for a record without a calibration or a timing pass."""
+def replay(result: dict[str, Any], rule: str, tolerance_share: float, cap_share: float | None = None) -> float:
+    """The speedup (×) the judge gives under `rule` from `result`'s recorded round trips, the
+    tolerance `tolerance_share` × the jitter, at most `cap_share` of the candidate's median round
+    (`timing.candidate_rounds_ms`; None: no cap). Raises KeyError for a record without a
+    calibration or a timing pass."""
     rt = result["round_trips"]
     cal_c = fixed_costs(rt["calibration candidate"], True)
     cal_r = fixed_costs(rt["calibration reference"], True)
@@ -68,18 +71,26 @@ def replay(result: dict[str, Any], rule: str, tolerance_share: float) -> float:
     else:
         high = timing.allowed_fixed_cost(trips, cal_r, cal_c, jit, q)
         typical = timing.allowed_fixed_cost(trips, cal_r, cal_c, jit)
-    return judged_speedup(result, high, typical, tolerance_share * jit, result.get("resolution_ms") or 0.0)
+    floor = result.get("resolution_ms") or 0.0
+    return judged_speedup(result, high, typical, tolerance_share * jit, floor, tolerance_cap_share=cap_share)
 
 
 def judged_speedup(
-    result: dict[str, Any], high_ms: float, typical_ms: float, tolerance_ms: float, floor_ms: float
+    result: dict[str, Any],
+    high_ms: float,
+    typical_ms: float,
+    tolerance_ms: float,
+    floor_ms: float,
+    tolerance_cap_share: float | None = None,
 ) -> float:
     """The speedup (×) of `result`'s recorded timing pass with the candidate host's allowances
-    (`high_ms`, `typical_ms`, `tolerance_ms`: `timing.candidate_rounds_ms`) and the resolution
-    floor `floor_ms` (ms a call: `timing.speedup_stats`), as the judge computes it."""
+    (`high_ms`, `typical_ms`, `tolerance_ms`, `tolerance_cap_share`: `timing.candidate_rounds_ms`)
+    and the resolution floor `floor_ms` (ms a call: `timing.speedup_stats`), as the judge computes it."""
     rt, k = result["round_trips"], result["calls_per_round"]
     rounds = [[(t["wall_ms"], t["own_ms"])] for t in rt["candidate"]]
-    totals = timing.candidate_rounds_ms(rounds, high_ms, typical_ms, tolerance_ms=tolerance_ms)
+    totals = timing.candidate_rounds_ms(
+        rounds, high_ms, typical_ms, tolerance_ms=tolerance_ms, tolerance_share=tolerance_cap_share
+    )
     extra = [t.get("parallel_cpu_ms", 0.0) for t in rt["candidate"]]
     cand = [[(tot[0] + e) / k] for tot, e in zip(totals, extra)]
     ref = [[t["own_ms"] / k] for t in rt["reference"]]
@@ -91,6 +102,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("records", nargs="+", type=Path, help="JSONL files of EvalResult dicts (.gz allowed)")
     ap.add_argument("--tolerance", type=float, default=None, help="unexplained_tolerance (default: the backend's)")
+    ap.add_argument(
+        "--share",
+        type=float,
+        default=None,
+        help="cap the tolerance at this share of the candidate's median round (unexplained_share; default: no cap)",
+    )
     ap.add_argument("--band", type=float, nargs=2, default=(0.98, 1.02), metavar=("LO", "HI"))
     args = ap.parse_args(argv)
     lo, hi = args.band
@@ -102,7 +119,9 @@ def main(argv: list[str] | None = None) -> int:
             share = args.tolerance
             if share is None:
                 share = EvalSettings.for_backend(r.get("backend") or "cuda").unexplained_tolerance
-            rows.append((r["task_id"], kind, {rule: replay(r, rule, share) for rule in RULES}, r["speedup"]))
+            rows.append(
+                (r["task_id"], kind, {rule: replay(r, rule, share, args.share) for rule in RULES}, r["speedup"])
+            )
         if not rows:
             print(f"{path}: no evaluation with recorded round trips")
             continue

@@ -1496,14 +1496,20 @@ class Judge:
             wall_ms, msg, snapshot = self._call([x], timed=True)
             self._check_timed([x], expected, msg, snapshot, "warm-up call")
         x = expected = msg = snapshot = None
+        started = time.perf_counter()
         xs = self._input_sets()
         ref_wall, ref_inner, expected = self._ref_call(xs)
         wall_ms, msg, snapshot = self._call(xs, timed=True)
         self._check_timed(xs, expected, msg, snapshot, "warm-up round")
-        # A pass takes about `timing_budget_s`: a slow candidate is timed over fewer rounds
-        # (never fewer than three, unless the settings ask for fewer).
-        per_round_s = max(ref_wall + wall_ms, 1e-3) / 1e3
-        rounds = max(min(3, s.rounds), min(s.rounds, int(s.timing_budget_s / per_round_s)))
+        # Rounds shorter than the jitter asks for (K held by the memory budget) are made up by
+        # more of them (`timing.timed_rounds`); a pass takes about `timing_budget_s`: a slow
+        # candidate is timed over fewer rounds (never fewer than three, unless the settings ask
+        # for fewer). The warm-up round, inputs and checks included, is what a round costs.
+        want = timing.timed_rounds(
+            s.rounds, s.max_rounds, self.batch * self.baseline_ms, self.trip_jitter_ms, s.jitter_factor
+        )
+        per_round_s = max(time.perf_counter() - started, (ref_wall + wall_ms) / 1e3, 1e-3)
+        rounds = max(min(3, want), min(want, int(s.timing_budget_s / per_round_s)))
         ref_rounds: list[list[float]] = []
         cand_walls: list[list[tuple[float, object]]] = []
         parallel: list[float] = []  # each candidate round trip's CPU time beyond one core (ms)
@@ -1544,7 +1550,9 @@ class Judge:
         self.pass_resolution_ms = timing.pass_resolution(
             self.calibration_resolution_ms, trips, k, s.resolution_source, least_ms=tolerance / k
         )
-        totals = timing.candidate_rounds_ms(cand_walls, high, typical, tolerance_ms=tolerance)
+        totals = timing.candidate_rounds_ms(
+            cand_walls, high, typical, tolerance_ms=tolerance, tolerance_share=s.unexplained_share
+        )
         # Work run on other cores at the same time counts in full (0 unless count_cpu_time).
         return ref_rounds, [[(t + extra) / k for t in rnd] for rnd, extra in zip(totals, parallel)]
 

@@ -55,6 +55,11 @@ class EvalSettings:
     rounds: int = 5
     """Timed rounds per pass. A round is one round trip to each host (reference and candidate, in
     random order) that runs K calls back to back on K fresh input sets (see `cudal1.bench.judge`)."""
+    max_rounds: int = 5
+    """The most timed rounds per pass: where a round of the reference's calls is shorter than
+    `jitter_factor` × the round trip's jitter (K held by the memory budget), the pass takes
+    `rounds` × (that work / the round's)² rounds, up to this and `timing_budget_s`
+    (`cudal1.bench.timing.timed_rounds`). At or below `rounds`: always `rounds`."""
     calls_per_round: int = 1
     """The least K."""
     max_calls_per_round: int = 200
@@ -121,6 +126,12 @@ class EvalSettings:
     few round trips each, and honest hosts land above it about half the time: at 0 every honest
     candidate is biased slow; at 0.5 a host that under-reports gains at most half the
     resolution (`EvalResult.resolution_ms`) a call."""
+    unexplained_share: float = 0.02
+    """...and at most this share of the candidate's median round as the judge counts it
+    (`cudal1.bench.timing.candidate_rounds_ms`), so that a host under-reporting its time gains at
+    most this share of it (1 / (1 - share) in speedup) also where a round is short against the
+    jitter (K held by the memory budget). With `jitter_factor` 25 a full round is at least 25
+    jitters long, so 0.5 jitter is at most 2% of it and the cap changes nothing there."""
     host_threads: int | None = None
     """Intra-op threads (`torch.set_num_threads`) of both hosts, set before any candidate code
     exists; None: as many as the evaluation's cores (`cudal1.bench.worker.WorkerLimits.cpus`).
@@ -171,6 +182,8 @@ class EvalSettings:
             raise ValueError(f"overhead_quantile must lie in [0, 1], got {self.overhead_quantile}")
         if not 0.0 <= self.batch_memory_share <= 1.0:
             raise ValueError(f"batch_memory_share must lie in [0, 1], got {self.batch_memory_share}")
+        if not 0.0 <= self.unexplained_share <= 1.0:
+            raise ValueError(f"unexplained_share must lie in [0, 1], got {self.unexplained_share}")
         if not 0.0 <= self.unexplained_tolerance <= 2.0:
             raise ValueError(f"unexplained_tolerance must lie in [0, 2], got {self.unexplained_tolerance}")
         if not 1 <= self.calls_per_round <= self.max_calls_per_round:
@@ -211,6 +224,7 @@ class EvalSettings:
         elif backend == "cuda":
             base.update(
                 rounds=10,
+                max_rounds=40,
                 warmup_calls=3,
                 min_round_ms=20.0,
                 max_calls_per_round=1000,

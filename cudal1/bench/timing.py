@@ -196,6 +196,23 @@ def batch_size(
     return max(least, min(k, most))
 
 
+def timed_rounds(rounds: int, most: int, round_ms: float, jitter_ms: float, factor: float) -> int:
+    """How many timed rounds a pass asks for: `rounds`, or more where a round of the reference's
+    calls (`round_ms`, ms: K × one call) is shorter than `factor` × the round trip's jitter
+    (`jitter_ms`), which happens when K is held below what `batch_size` asked for (the memory
+    budget, `most`): rounds × (factor × jitter / round_ms)², at most `most` rounds.
+
+    Why the square: the timing pass compares medians of the two hosts' round trips, whose noise
+    falls as 1 / sqrt(rounds), against a round's work; a round a third as long as the jitter asks
+    for needs nine times the rounds to be compared as well as a full one. Never below `rounds`
+    (nor below 1)."""
+    least = max(rounds, 1)
+    if round_ms <= 0.0 or jitter_ms <= 0.0:
+        return least
+    want = least * (factor * jitter_ms / round_ms) ** 2
+    return max(least, min(most, math.ceil(want)))
+
+
 def claimed_total_ms(claims: object, calls: int) -> float | None:
     """The sum of a host's per-call figures (ms) for a round of `calls` calls, or None when they
     are not exactly `calls` finite, non-negative numbers (anything a host sends is data: this
@@ -255,6 +272,7 @@ def candidate_rounds_ms(
     overhead_high_ms: float,
     overhead_typical_ms: float,
     tolerance_ms: float = 0.0,
+    tolerance_share: float | None = None,
 ) -> list[list[float]]:
     """Candidate ms per call, per round, from (judge's round trip ms, the host's own claim) pairs.
 
@@ -279,13 +297,21 @@ def candidate_rounds_ms(
     no times, or a nanosecond, kept up to the whole tolerance a round trip, which on an H200
     paid x*2+1 over 16 Mi floats up to 1.7x when the rounds' memory capped K: docs/benchmarks.md).
     A host that under-reports by less than the bound gains at most `tolerance_ms` a round trip.
-    Never negative.
+
+    `tolerance_share` caps the tolerance at that share of the median round's figure (the host's
+    time as the judge counts it before any raise), so that what an under-reporting host gains is
+    at most that share of its own time (1 / (1 - share) in speedup), however short its rounds:
+    where K is held below what the jitter asks for (the memory budget), a 0.5-jitter tolerance
+    was 5-10% of a 3 ms round, and a host reporting 0.9 of its forwards' time was paid up to
+    1.11x against its honest twin (H100, docs/benchmarks.md). None: no cap. Never negative.
     """
     figures = [[clocked_call_ms(claim, wall, overhead_high_ms) for wall, claim in rnd] for rnd in rounds]
     pairs = [(wall, f) for rnd, frnd in zip(rounds, figures) for (wall, _), f in zip(rnd, frnd)]
     unexplained = [wall - f for wall, f in pairs]
     bounded = sum(1 for wall, f in pairs if f <= max(wall - overhead_high_ms, 0.0))
     tolerance = max(tolerance_ms, 0.0) if 2 * bounded < len(pairs) else 0.0
+    if tolerance_share is not None and pairs:
+        tolerance = min(tolerance, max(tolerance_share, 0.0) * statistics.median(f for _, f in pairs))
     allowed = overhead_typical_ms + tolerance
     excess = max(statistics.median(unexplained) - allowed, 0.0) if unexplained else 0.0
     return [[f + excess for f in frnd] for frnd in figures]

@@ -18,6 +18,7 @@ from cudal1.bench.timing import (
     percentile,
     speedup_stats,
     summarize_rounds,
+    timed_rounds,
 )
 
 
@@ -226,6 +227,48 @@ def test_without_a_tolerance_an_honest_host_above_its_calibration_is_raised():
     rounds = _pass(0.5, [o + 0.05 for o in OVERHEADS], lambda t, o: t)
     figures = candidate_rounds_ms(rounds, overhead_high_ms=percentile(OVERHEADS, 0.9), overhead_typical_ms=1.0)
     assert statistics.median(figures[0]) == pytest.approx(0.55, abs=1e-9)
+
+
+def test_a_host_under_reporting_a_tenth_gains_at_most_the_share_of_its_time_however_short_its_rounds():
+    # A round as short as its fixed cost's jitter (K held by memory): the 0.5-jitter tolerance
+    # alone (0.1 ms here) would forgive most of the 10% under-claim; the share cap keeps 2%.
+    true_ms, share = 0.5, 0.02
+    rounds = _pass(true_ms, OVERHEADS, lambda t, o: 0.9 * t)
+    uncapped = candidate_rounds_ms(
+        rounds, overhead_high_ms=percentile(OVERHEADS, 0.9), overhead_typical_ms=1.0, tolerance_ms=0.1
+    )
+    assert statistics.median(uncapped[0]) == pytest.approx(0.45, abs=1e-9)  # the hole: the claim kept
+    capped = candidate_rounds_ms(
+        rounds,
+        overhead_high_ms=percentile(OVERHEADS, 0.9),
+        overhead_typical_ms=1.0,
+        tolerance_ms=0.1,
+        tolerance_share=share,
+    )
+    assert statistics.median(capped[0]) >= (1 - share) * true_ms - 1e-9
+    assert statistics.median(capped[0]) < true_ms
+
+
+def test_the_share_cap_leaves_an_honest_host_within_it_on_its_own_clock():
+    rounds = _pass(0.5, [o + 0.005 for o in OVERHEADS], lambda t, o: t)
+    figures = candidate_rounds_ms(
+        rounds,
+        overhead_high_ms=percentile(OVERHEADS, 0.9),
+        overhead_typical_ms=1.0,
+        tolerance_ms=0.1,
+        tolerance_share=0.02,
+    )
+    assert statistics.median(figures[0]) == pytest.approx(0.5, abs=1e-9)
+
+
+def test_short_rounds_are_made_up_by_more_rounds_up_to_the_most():
+    # A round of 10 jitters against the 25 asked for: (25/10)^2 = 6.25 times the rounds.
+    assert timed_rounds(10, 100, round_ms=1.0, jitter_ms=0.1, factor=25.0) == 63
+    assert timed_rounds(10, 40, round_ms=1.0, jitter_ms=0.1, factor=25.0) == 40
+    assert timed_rounds(10, 40, round_ms=5.0, jitter_ms=0.1, factor=25.0) == 10  # a full round
+    assert timed_rounds(10, 5, round_ms=1.0, jitter_ms=0.1, factor=25.0) == 10  # never below rounds
+    assert timed_rounds(3, 40, round_ms=0.0, jitter_ms=0.1, factor=25.0) == 3
+    assert timed_rounds(0, 40, round_ms=1.0, jitter_ms=0.0, factor=25.0) == 1
 
 
 def test_a_slower_reference_round_trip_cannot_lower_an_honest_hosts_figure():
