@@ -28,9 +28,11 @@ So, by construction:
   time) only as far as the judge's clock allows: the judge times each round trip from the moment
   it tells the host to go until it holds its own copy of every output, and the round's K calls
   count as at least that minus a high quantile of the round trip's fixed cost, the pass as a
-  whole as at least that minus its median and half its jitter (`timing.candidate_rounds_ms`,
-  `EvalSettings.unexplained_tolerance`: the noise of comparing two medians of a few round trips;
-  none for a host whose claims the bound replaced in half its calls or more). The fixed cost
+  whole as at least that minus its median and half its jitter, at most 2% of the candidate's
+  round (`timing.candidate_rounds_ms`, `EvalSettings.unexplained_tolerance` and
+  `unexplained_share`: the noise of comparing two medians of a few round trips; none for a host
+  whose claims the bound replaced in half its calls or more); rounds shorter than the jitter
+  asks for (K held by memory) are made up by more of them (`timing.timed_rounds`). The fixed cost
   (a K-call round trip less the host's forwards on its own clock) is the reference host's in
   the same pass, never above its calibration's by more than the jitter, plus what the candidate
   host's exceeded it by in the calibration, while it ran the reference before any candidate code
@@ -1501,13 +1503,14 @@ class Judge:
         ref_wall, ref_inner, expected = self._ref_call(xs)
         wall_ms, msg, snapshot = self._call(xs, timed=True)
         self._check_timed(xs, expected, msg, snapshot, "warm-up round")
-        # Rounds shorter than the jitter asks for (K held by the memory budget) are made up by
-        # more of them (`timing.timed_rounds`); a pass takes about `timing_budget_s`: a slow
+        # Rounds shorter than the jitter asks for are made up by more of them
+        # (`timing.timed_rounds`): the reference's when K was held by the memory budget, the
+        # candidate's when it is much faster (its warm-up round on the judge's clock, less the
+        # fixed cost: a figure no claim moves). A pass takes about `timing_budget_s`: a slow
         # candidate is timed over fewer rounds (never fewer than three, unless the settings ask
         # for fewer). The warm-up round, inputs and checks included, is what a round costs.
-        want = timing.timed_rounds(
-            s.rounds, s.max_rounds, self.batch * self.baseline_ms, self.trip_jitter_ms, s.jitter_factor
-        )
+        round_ms = min(self.batch * self.baseline_ms, max(wall_ms - self.overhead_ms, 1e-3))
+        want = timing.timed_rounds(s.rounds, s.max_rounds, round_ms, self.trip_jitter_ms, s.jitter_factor)
         per_round_s = max(time.perf_counter() - started, (ref_wall + wall_ms) / 1e3, 1e-3)
         rounds = max(min(3, want), min(want, int(s.timing_budget_s / per_round_s)))
         ref_rounds: list[list[float]] = []

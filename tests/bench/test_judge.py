@@ -378,6 +378,17 @@ def test_a_resolution_from_the_timing_pass_is_at_most_the_calibrations(cache_dir
     assert 0 < r.resolution_ms <= r.calibration_resolution_ms, (r.resolution_ms, r.calibration_resolution_ms)
 
 
+def test_rounds_shorter_than_the_jitter_asks_for_are_made_up_by_more_rounds(cache_dir) -> None:
+    # K held at 2 while the jitter factor asks for rounds a thousand jitters long: every round is
+    # short, so the pass takes max_rounds rounds (timing.timed_rounds), never more.
+    common = dict(rounds=2, calls_per_round=2, max_calls_per_round=2, jitter_factor=1000.0)
+    r = evalkit.run("matmul_relu", evalkit.candidate("honest_matmul_relu"), cache_dir, max_rounds=6, **common)
+    assert r.status is Status.OK, evalkit.describe(r)
+    assert len(r.round_trips["candidate"]) == len(r.round_trips["reference"]) == 6, r.round_trips.keys()
+    r = evalkit.run("matmul_relu", evalkit.candidate("honest_matmul_relu"), cache_dir, max_rounds=2, **common)
+    assert r.status is Status.OK and len(r.round_trips["candidate"]) == 2, evalkit.describe(r)
+
+
 def test_an_ordinary_task_is_not_degenerate(cache_dir) -> None:
     r = evalkit.run("matmul_relu", evalkit.candidate("honest_matmul_relu"), cache_dir)
     assert r.status is Status.OK and r.task_degenerate is None and "degenerate_task" not in r.labels, evalkit.describe(
