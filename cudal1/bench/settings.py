@@ -56,10 +56,11 @@ class EvalSettings:
     """Timed rounds per pass. A round is one round trip to each host (reference and candidate, in
     random order) that runs K calls back to back on K fresh input sets (see `cudal1.bench.judge`)."""
     max_rounds: int = 5
-    """The most timed rounds per pass: where a round of the reference's calls is shorter than
-    `jitter_factor` × the round trip's jitter (K held by the memory budget), the pass takes
-    `rounds` × (that work / the round's)² rounds, up to this and `timing_budget_s`
-    (`cudal1.bench.timing.timed_rounds`). At or below `rounds`: always `rounds`."""
+    """The most timed rounds per pass: where a round of the reference's calls (K held by the
+    memory budget) or of the candidate's (a much faster candidate) is shorter than
+    `jitter_factor` × the round trip's jitter, the pass takes `rounds` × (that work / the
+    round's)² rounds, up to this and `timing_budget_s` (`cudal1.bench.timing.timed_rounds`). At
+    or below `rounds`: always `rounds`."""
     calls_per_round: int = 1
     """The least K."""
     max_calls_per_round: int = 200

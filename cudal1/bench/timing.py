@@ -197,10 +197,11 @@ def batch_size(
 
 
 def timed_rounds(rounds: int, most: int, round_ms: float, jitter_ms: float, factor: float) -> int:
-    """How many timed rounds a pass asks for: `rounds`, or more where a round of the reference's
-    calls (`round_ms`, ms: K × one call) is shorter than `factor` × the round trip's jitter
-    (`jitter_ms`), which happens when K is held below what `batch_size` asked for (the memory
-    budget, `most`): rounds × (factor × jitter / round_ms)², at most `most` rounds.
+    """How many timed rounds a pass asks for: `rounds`, or more where a round's work (`round_ms`,
+    ms: K calls of the reference or of the candidate, whichever is shorter) is less than
+    `factor` × the round trip's jitter (`jitter_ms`), which happens when K is held below what
+    `batch_size` asked for (the memory budget) or the candidate is much faster than the
+    reference: rounds × (factor × jitter / round_ms)², at most `most` rounds.
 
     Why the square: the timing pass compares medians of the two hosts' round trips, whose noise
     falls as 1 / sqrt(rounds), against a round's work; a round a third as long as the jitter asks
