@@ -101,7 +101,7 @@ cat "$out/agreement.txt"
 grep -E "^(PASS|FAIL) " "$out/agreement.txt" | sed -E 's/^(PASS|FAIL) /\1 agreement  /' | tee -a "$out/summary.txt"
 grep -qE "^(PASS|FAIL) " "$out/agreement.txt" || verdict agreement 1 "no report (agreement.err)"
 
-timeout 160 python3 benchmarks/repeatability.py --backend cuda --tasks $SEEDS --repeats 5 --variants default \
+timeout 250 python3 benchmarks/repeatability.py --backend cuda --tasks $SEEDS --repeats 5 --variants default \
   --cache "$CUDAL1_CACHE" --out "$out/repeat.json" --records "$out/repeat-records.jsonl" > "$out/repeat.log" 2>&1
 python3 - "$out/repeat.json" > "$out/repeat.txt" <<'PY'
 import json, statistics, sys
