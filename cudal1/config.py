@@ -33,7 +33,7 @@ from cudal1.rl.advantages import SCALES as ADVANTAGE_SCALES
 from cudal1.rl.exemplars import SCALES as BUCKET_SCALES
 from cudal1.errors import ConfigError
 from cudal1.rl.rewards import RewardConfig
-from cudal1.rl.turns import BASELINES as TURN_BASELINES, RETURN_FORMS as TURN_RETURNS
+from cudal1.rl.turns import BASELINE_CHOICES as TURN_BASELINES, RETURN_FORMS as TURN_RETURNS
 from cudal1.rollout.generator import BACKENDS as ROLLOUT_BACKENDS
 from cudal1.serve.settings import ServeSettings
 from cudal1.training.config import LearnerConfig
@@ -244,11 +244,12 @@ class RLConfig:
     turn_return: str = "best_later"
     """best_later (the turn's reward plus the discounted best later improvement; the default, see
     `cudal1.rl.turns`) | discounted (Kevin's sum of discounted later rewards)."""
-    turn_baseline: str = "group"
-    """group (GRPO's mean over the group's episodes at the same turn: with turns 1 today's
-    advantage exactly, hence the default) | loo (Dr. Kernel's turn-level leave-one-out, free of
-    GRPO's self-inclusion shrinkage, which differs per turn when episodes stop early: the one to
-    use with turns > 1). Scaled per `advantage_scale`."""
+    turn_baseline: str = "auto"
+    """auto (the default: loo when turns > 1, group when turns is 1, so that a single-turn run
+    keeps today's advantage exactly; `cudal1.rl.turns.pick_baseline`) | loo (Dr. Kernel's
+    turn-level leave-one-out over the group's episodes at the same turn, free of GRPO's
+    self-inclusion shrinkage, which differs per turn when episodes stop early) | group (GRPO's
+    mean over the group's episodes at the same turn). Scaled per `advantage_scale`."""
     stop_margin: Optional[float] = None
     """An episode ends early after a correct turn whose paid speedup is at least this × the best
     speedup its prompt showed (the reference's 1.0× without exemplars); >= 1. None: every episode

@@ -98,7 +98,7 @@ def test_bad_values_name_their_key(override, key):
 
 def test_multi_turn_settings_default_to_single_turn_and_more_turns_are_accepted():
     rl = load_config(composed(overrides=["run_dir=/tmp/x"])).stage.contrastive_rl
-    assert (rl.turns, rl.gamma, rl.turn_return, rl.turn_baseline) == (1, 0.4, "best_later", "group")
+    assert (rl.turns, rl.gamma, rl.turn_return, rl.turn_baseline) == (1, 0.4, "best_later", "auto")
     assert rl.stop_margin is None and rl.feedback_tokens is None and rl.feedback == "report"
     assert rl.max_evaluations is None
     ok = ["stage.contrastive_rl.gamma=0", "stage.contrastive_rl.turn_baseline=loo", "stage.contrastive_rl.gamma=1"]

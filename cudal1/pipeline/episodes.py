@@ -20,14 +20,16 @@ What holds per turn:
   episode earns the copy price (`cudal1.rl.turns.copied_turns`, `price_copies`), after the
   turn's responses shared one price per program within their group (`share_identical`).
 - Credit: `assign_episode_advantages` (`cudal1.rl.turns`: per-turn returns with `gamma` and
-  `turn_return`, advantages with `turn_baseline` over the group's episodes at the same turn).
+  `turn_return`, advantages with `turn_baseline` over the group's episodes at the same turn:
+  leave-one-out by default once turns > 1, `cudal1.rl.turns.pick_baseline`).
 
 Limits: the turns of a step run one after another (turn t+1's generation starts once every
 episode's turn t is evaluated and priced: the stop rule needs the price), so a step's wall time
-grows with T; within a turn, groups still stream to the pool as `sample_rollouts` does. Each
-turn's prompt is sent to the generator as a fresh prompt of token ids (the chat template's
-rendering of the conversation; earlier answers re-tokenized from their text); whether the engine
-reuses the shared prefix (vLLM prefix caching) was not measured. With
+grows with T; within a turn, groups still stream to the pool as `sample_rollouts` does. A later
+turn's prompt is sent as the continuation of the last turn's token ids, the answer as sampled
+(`cudal1.policy.model.continued_prompt_ids`; the rendered conversation where the chat template
+does not allow it), so a vLLM engine with prefix caching finds the earlier turn in its cache
+(`benchmarks/prefix_cache_turns.py`, docs/training.md). With
 turns = 1 nothing here runs: `sample_episodes` is `sample_rollouts`, and
 `assign_episode_advantages` is `assign_advantages`.
 """

@@ -37,6 +37,7 @@ from cudal1.records import Candidate, Exemplar, PolicyExample, Rollout
 from cudal1.rl.buffer import code_hash
 from cudal1.rl.noise import noise_key, tie_noise
 from cudal1.rl.rewards import paid_speedup
+from cudal1.rl.turns import pick_baseline
 from cudal1.bench.result import UNPAID_LABELS, Status
 from cudal1.tasks.suite import seeds_for
 from cudal1.tasks.task import reference_as_candidate
@@ -473,7 +474,7 @@ def run_contrastive_rl(ctx: RunContext) -> None:
                 cfg.advantage_scale,
                 gamma=cfg.gamma,
                 form=cfg.turn_return,
-                baseline=cfg.turn_baseline,
+                baseline=pick_baseline(cfg.turn_baseline, cfg.turns),
                 floors=floors,
             )
             metrics = _rollout_log(ctx, rollouts, timings, "rl")

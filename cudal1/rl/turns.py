@@ -67,6 +67,19 @@ from cudal1.rl.rewards import Priced, RewardConfig
 
 RETURN_FORMS = ("best_later", "discounted")
 BASELINES = ("loo", "group")
+BASELINE_CHOICES = ("auto", *BASELINES)
+
+
+def pick_baseline(choice: str, turns: int) -> str:
+    """The turn-level baseline a run uses: `choice` ("loo" or "group"), or for "auto" the
+    leave-one-out one when episodes have more than one turn (free of GRPO's self-inclusion
+    shrinkage, which differs per turn once episodes stop early) and GRPO's group mean for single
+    turns (today's advantage exactly). Raises ValueError for any other choice."""
+    if choice == "auto":
+        return "loo" if turns > 1 else "group"
+    if choice not in BASELINES:
+        raise ValueError(f"turn baseline must be one of {BASELINE_CHOICES}, got {choice!r}")
+    return choice
 
 
 def _check_gamma(gamma: float) -> float:

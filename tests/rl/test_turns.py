@@ -15,6 +15,7 @@ from cudal1.rl.turns import (
     episode_advantages,
     episode_rewards,
     price_copies,
+    pick_baseline,
     stops,
     turn_advantages,
     turn_returns,
@@ -308,3 +309,11 @@ def test_an_episode_stops_once_a_turn_beats_the_best_shown_by_the_margin():
     for margin in (0, -1.0, float("inf")):
         with pytest.raises(ValueError, match="margin"):
             stops(ok(1.5), 1.2, margin)
+
+
+def test_the_default_baseline_is_leave_one_out_for_episodes_and_the_group_mean_for_single_turns():
+    assert pick_baseline("auto", 1) == "group"
+    assert pick_baseline("auto", 2) == "loo" and pick_baseline("auto", 5) == "loo"
+    assert pick_baseline("group", 3) == "group" and pick_baseline("loo", 1) == "loo"
+    with pytest.raises(ValueError, match="turn baseline"):
+        pick_baseline("mean", 2)
