@@ -5,6 +5,7 @@
 # docs/benchmarks.md. Needs only torch, psutil, tqdm and pytest there (no Ray, Hydra, DeepSpeed).
 #
 #   bash scripts/gpu_acceptance.sh KERNELBENCH_PATH OUTDIR
+#   CHECKS="guards self repeat" bash scripts/gpu_acceptance.sh KERNELBENCH_PATH OUTDIR   # only these
 #
 # Checks, in this order (the GPU is otherwise idle during the timed ones):
 #   degenerate  the degenerate-task check on CUDA outputs (scripts/gpu_degenerate_check.py)
@@ -48,17 +49,28 @@ verdict() {  # verdict NAME RC DETAIL
   echo "cudal1 sources sha1: $(find cudal1 -name '*.py' | LC_ALL=C sort | xargs cat | sha1sum | cut -c1-12)"; } > "$out/env.txt" 2>&1
 cat "$out/env.txt"
 t0=$(date +%s)
+# CHECKS (space-separated: degenerate probe guards self agreement repeat; default all) runs only
+# those, for a session with less device time than the whole run; the summary names what ran.
+CHECKS=${CHECKS:-degenerate probe guards self agreement repeat}
+want() { [[ " $CHECKS " == *" $1 "* ]]; }
+echo "checks: $CHECKS" >> "$out/env.txt"
 SEEDS="level1/1 level1/12 level1/17 level1/7 level2/1 level2/5"
 SET="kernelbench/level1/1 kernelbench/level1/4 kernelbench/level1/19 kernelbench/level1/23 kernelbench/level1/40
      kernelbench/level1/47 kernelbench/level1/88 kernelbench/level1/97 kernelbench/level2/1 kernelbench/level2/20
      kernelbench/level2/40 kernelbench/level2/76"
 
-timeout 240 python3 scripts/gpu_prebuild.py $SEEDS > "$out/prebuild.log" 2>&1 &
-prebuild=$!
+prebuild=
+if want guards || want repeat; then
+  timeout 240 python3 scripts/gpu_prebuild.py $SEEDS > "$out/prebuild.log" 2>&1 &
+  prebuild=$!
+fi
 
+if want degenerate; then
 timeout 60 python3 scripts/gpu_degenerate_check.py > "$out/degenerate.txt" 2>&1
 grep -q "CHECK_CUDA PASS" "$out/degenerate.txt"; verdict degenerate $? "$(tail -1 "$out/degenerate.txt")"
+fi
 
+if want probe; then
 timeout 100 python3 -m cudal1.cli tasks --tasks "$kb" --backend cuda --probe --levels 1 2 3 --ids 3 17 42 \
   --cache "$cache/probe-cache" --json "$out/probe.json" > "$out/probe.out" 2> "$out/probe.err"
 python3 - "$out/probe.json" > "$out/probe.txt" <<'PY'
@@ -70,12 +82,15 @@ print(f"{len(r['tasks'])} loaded, {len(failed)} failed in {r['probe_seconds']:.0
 sys.exit(1 if failed or not r["tasks"] else 0)
 PY
 verdict probe $? "$(cat "$out/probe.txt" 2>/dev/null || echo 'no report')"
+fi
 
-wait $prebuild
-tail -2 "$out/prebuild.log"
+[[ -n $prebuild ]] && { wait $prebuild; tail -2 "$out/prebuild.log"; }
+if want guards; then
 timeout 120 python3 -m pytest -q -p no:cacheprovider -o addopts="" -m gpu tests/bench/test_gpu_guards.py > "$out/guards.log" 2>&1
 rc=$?; tail -3 "$out/guards.log"; verdict guards $rc "$(tail -1 "$out/guards.log")"
+fi
 
+if want self; then
 KB_IDS=$(echo $SET | sed 's#kernelbench/##g')
 timeout 100 python3 benchmarks/self_speedup.py --backend cuda --kernelbench "$kb" --tasks $KB_IDS --repeats 1 \
   --band 0.98 1.02 --out "$out/self.json" --records "$out/self-records.jsonl" > "$out/self.log" 2>&1
@@ -93,14 +108,18 @@ print(f"{len(good)} of {len(ok)} correct evaluations carry a GPU kernel profile;
 sys.exit(0 if ok and len(good) == len(ok) else 1)
 PY
 verdict profile $? "$(cat "$out/profile.txt" 2>/dev/null | tail -1)"
+fi
 
+if want agreement; then
 timeout 170 python3 benchmarks/agreement.py --backend cuda --kernelbench "$kb" --tasks $SET \
   --time-budget-s 130 --out "$out/agreement.json" > "$out/agreement.txt" 2> "$out/agreement.err"
 cat "$out/agreement.txt"
 # Its last lines: one PASS/FAIL per target (reference in 0.98-1.02x, torch.compile within ±5%, ±10%).
 grep -E "^(PASS|FAIL) " "$out/agreement.txt" | sed -E 's/^(PASS|FAIL) /\1 agreement  /' | tee -a "$out/summary.txt"
 grep -qE "^(PASS|FAIL) " "$out/agreement.txt" || verdict agreement 1 "no report (agreement.err)"
+fi
 
+if want repeat; then
 timeout 250 python3 benchmarks/repeatability.py --backend cuda --tasks $SEEDS --repeats 5 --variants default \
   --cache "$CUDAL1_CACHE" --out "$out/repeat.json" --records "$out/repeat-records.jsonl" > "$out/repeat.log" 2>&1
 python3 - "$out/repeat.json" > "$out/repeat.txt" <<'PY'
@@ -116,7 +135,8 @@ for e in json.load(open(sys.argv[1])):
 sys.exit(1 if bad else 0)
 PY
 rc=$?; cat "$out/repeat.txt"; verdict repeat $rc "$(grep -c '^ok' "$out/repeat.txt") of $(wc -l < "$out/repeat.txt") within their limit"
+fi
 
-echo "acceptance run: $(( $(date +%s) - t0 )) s" | tee -a "$out/summary.txt"
+echo "acceptance run: $(( $(date +%s) - t0 )) s; checks: $CHECKS" | tee -a "$out/summary.txt"
 cat "$out/summary.txt"
 ! grep -q "^FAIL" "$out/summary.txt"

@@ -1,4 +1,4 @@
-"""The contrastive RL stage in `pipeline.mode=async` end to end, on the session's Ray cluster with
+"""The contrastive RL stage in `pipeline.mode=async` with two-turn episodes end to end, on the session's Ray cluster with
 the real components of the smoke config (transformers generator, DeepSpeed learner, CPU benchmark
 pool, buffer actor, MLflow in a local store): every step recorded once with its rollouts and its
 metrics, each step's rollouts tagged with the policy version that sampled them, and a run that
@@ -58,6 +58,7 @@ def test_async_rl_stage_records_each_step_once_with_its_policy_version_and_resum
         f"model.path={small_model_dir}",
         "stage=contrastive_rl",
         f"stage.contrastive_rl.steps={STEPS}",
+        "stage.contrastive_rl.turns=2",
         "pipeline.mode=async",
         "ray.storage=driver_node",
         "tracking.system_metrics_s=0",
@@ -100,9 +101,15 @@ def test_async_rl_stage_records_each_step_once_with_its_policy_version_and_resum
     group = cfg.stage.contrastive_rl.tasks_per_step * cfg.stage.contrastive_rl.group_size
     for k in range(STEPS):
         rollouts = read_jsonl(run_dir / "rollouts" / f"rl_step{k}.jsonl")
-        assert len(rollouts) == group and {r["step"] for r in rollouts} == {k}
+        # Two-turn episodes: every episode's first turn, and a second turn for each that went on
+        # (none stops early here: nothing passes), each with its episode and turn.
+        first = [r for r in rollouts if r["turn"] == 1]
+        second = [r for r in rollouts if r["turn"] == 2]
+        assert len(first) == group and len(first) + len(second) == len(rollouts) and second
+        assert {r["episode"] for r in second} <= {r["episode"] for r in first}
+        assert all(r["feedback"] for r in second) and {r["step"] for r in rollouts} == {k}
         versions = {r["generation"]["model_version"] for r in rollouts}
-        assert versions == {rows[k]["rollout_version"]}  # one policy version per step's rollouts
+        assert versions == {rows[k]["rollout_version"]}  # one policy version per step, all its turns
 
     # Versions: the first step of each run (k = 0, and k = 1 after the resume) is sampled inline,
     # on-policy; a step sampled in the background carries the version the learner had when it
@@ -123,6 +130,9 @@ def test_async_rl_stage_records_each_step_once_with_its_policy_version_and_resum
         "time/weight_sync_s",
         "idle/learner",
         "rl/reward/mean",
+        "rl/turn1/pass_rate",
+        "rl/turn2/pass_rate",
+        "rl/episode/turns",
     ):
         logged = client.get_metric_history(state.mlflow_run_id, key)
         assert sorted({m.step for m in logged}) == list(range(STEPS)), key
