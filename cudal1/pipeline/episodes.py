@@ -367,9 +367,11 @@ def assign_episode_advantages(
 def turn_metrics(rollouts: Sequence[Rollout]) -> dict[str, float]:
     """Per turn t (1 first) of a step's episodes: "turn<t>/episodes" (how many reached it),
     "turn<t>/pass_rate" (share of them paid as correct, `PASSING`), "turn<t>/speedup" (mean paid
-    speedup, ×, of those; absent with none); per episode: "episode/turns" (mean turns),
-    "episode/pass_rate" (share with a passing turn), "episode/best_speedup" (mean over those of
-    their best paid speedup, ×). {} for rollouts without episodes."""
+    speedup, ×, of those; absent with none); "last_turn/pass_rate" and "last_turn/speedup", the
+    same over each episode's last turn (turn T, or the turn it stopped at: what refinement ends
+    with, against "turn1/..."); per episode: "episode/turns" (mean turns), "episode/pass_rate"
+    (share with a passing turn), "episode/best_speedup" (mean over those of their best paid
+    speedup, ×). {} for rollouts without episodes."""
     turns: dict[int, list[Rollout]] = {}
     episodes: dict[str, list[Rollout]] = {}
     for r in rollouts:
@@ -390,6 +392,11 @@ def turn_metrics(rollouts: Sequence[Rollout]) -> dict[str, float]:
         out[f"turn{t}/pass_rate"] = len(speedups) / len(turns[t])
         if speedups:
             out[f"turn{t}/speedup"] = statistics.fmean(speedups)
+    last = [max(ep, key=lambda r: r.turn) for ep in episodes.values()]
+    last_paid = paid(last)
+    out["last_turn/pass_rate"] = len(last_paid) / len(last)
+    if last_paid:
+        out["last_turn/speedup"] = statistics.fmean(last_paid)
     best = [max(s) for s in (paid(ep) for ep in episodes.values()) if s]
     out["episode/turns"] = statistics.fmean(len(ep) for ep in episodes.values())
     out["episode/pass_rate"] = len(best) / len(episodes)

@@ -132,6 +132,7 @@ def test_async_rl_stage_records_each_step_once_with_its_policy_version_and_resum
         "rl/reward/mean",
         "rl/turn1/pass_rate",
         "rl/turn2/pass_rate",
+        "rl/last_turn/pass_rate",
         "rl/episode/turns",
     ):
         logged = client.get_metric_history(state.mlflow_run_id, key)

@@ -267,6 +267,8 @@ def test_turn_metrics_per_turn_and_per_episode():
         "turn2/episodes": 2.0,
         "turn2/pass_rate": 0.5,
         "turn2/speedup": 2.0,
+        "last_turn/pass_rate": 2 / 3,  # e0 ends on its fast turn 2, e1 on its slow turn 1, e2 fails
+        "last_turn/speedup": 1.6,
         "episode/turns": 5 / 3,
         "episode/pass_rate": 2 / 3,
         "episode/best_speedup": 1.6,
