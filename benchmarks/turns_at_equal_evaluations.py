@@ -22,6 +22,12 @@ are read back from the run directories' rollout records (`cudal1.review`):
 
     python benchmarks/turns_at_equal_evaluations.py --work-dir /tmp/turns --steps 4 --out /tmp/turns/table.json
     python benchmarks/turns_at_equal_evaluations.py --work-dir W --reuse-sft -- tasks=builtin_small
+    python benchmarks/turns_at_equal_evaluations.py --work-dir W --equal-evaluations   # multi capped at single's
+
+`--equal-evaluations` runs the single arm first and gives the multi arm
+`stage.contrastive_rl.max_evaluations` = the most programs the single arm evaluated in a step, so
+the multi arm evaluates at most that many a step (turn 1 always runs whole; later turns stop at
+the budget: `cudal1.pipeline.episodes.within_evaluations`).
 
 The SFT stage runs with `stage.contrastive_rl.turns=T`, so it also trains the second-turn
 refinement pairs (`stage.sft.refinement_prompts`, `cudal1.pipeline.sft_data.refinement_pairs`:
@@ -74,10 +80,24 @@ def records(run_dir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for f in files for line in f.read_text().splitlines() if line.strip()]
 
 
+def per_step_evaluations(rows: list[dict[str, Any]]) -> dict[int, int]:
+    """Distinct programs that reached the evaluator, per step (as `summarize` counts them)."""
+    from cudal1.rl.similarity import normalized_code
+
+    programs = {
+        (r["step"], r["task_id"], normalized_code(r["sections"]["code"]))
+        for r in rows
+        if r.get("result") is not None and r.get("sections", {}).get("code")
+    }
+    out: dict[int, int] = {}
+    for step, _, _ in programs:
+        out[step] = out.get(step, 0) + 1
+    return out
+
+
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The arm's figures (see the module docstring) from its rollout records."""
     from cudal1.pipeline.metrics import PASSING
-    from cudal1.rl.similarity import normalized_code
 
     def passing(r: dict[str, Any]) -> bool:
         return r.get("reward_reason") in PASSING and r.get("paid_speedup") is not None
@@ -85,12 +105,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     def mean(xs: list[float]) -> float | None:
         return round(statistics.fmean(xs), 3) if xs else None
 
-    programs = {
-        (r["step"], r["task_id"], normalized_code(r["sections"]["code"]))
-        for r in rows
-        if r.get("result") is not None and r.get("sections", {}).get("code")
-    }
-    out: dict[str, Any] = {"responses": len(rows), "evaluations": len(programs)}
+    out: dict[str, Any] = {"responses": len(rows), "evaluations": sum(per_step_evaluations(rows).values())}
     turns: dict[int, list[dict[str, Any]]] = {}
     episodes: dict[str, list[dict[str, Any]]] = {}
     for r in rows:
@@ -122,6 +137,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="SFT on the plain prompt only (stage.sft.refinement_prompts=false), not on second-turn prompts too",
     )
+    ap.add_argument(
+        "--equal-evaluations",
+        action="store_true",
+        help="cap the multi arm's evaluations per step (stage.contrastive_rl.max_evaluations) at the most the "
+        "single arm made in any step, so that the multi arm evaluates no more programs than the single one",
+    )
     ap.add_argument("overrides", nargs="*", help="Hydra overrides for every stage (after --)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
@@ -149,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
         "refinement_sft": not args.no_refinement_sft,
         "overrides": args.overrides,
     }
+    budget: list[str] = []
     for name, (turns, group) in arms.items():
         run_dir = args.work_dir / name
         run_stage(
@@ -159,10 +181,15 @@ def main(argv: list[str] | None = None) -> int:
                 f"stage.contrastive_rl.steps={args.steps}",
                 f"stage.contrastive_rl.turns={turns}",
                 f"stage.contrastive_rl.group_size={group}",
+                *(budget if turns > 1 else []),
                 *common,
             ]
         )
         rows = records(run_dir)
+        if turns == 1 and args.equal_evaluations:
+            most = max(per_step_evaluations(rows).values(), default=0)
+            budget = [f"stage.contrastive_rl.max_evaluations={max(most, 1)}"]
+            table["multi_max_evaluations"] = max(most, 1)
         last = max(r["step"] for r in rows)
         table[name] = {
             "turns": turns,
