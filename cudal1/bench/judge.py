@@ -32,7 +32,8 @@ So, by construction:
   round (`timing.candidate_rounds_ms`, `EvalSettings.unexplained_tolerance` and
   `unexplained_share`: the noise of comparing two medians of a few round trips; none for a host
   whose claims the bound replaced in half its calls or more); rounds shorter than the jitter
-  asks for (K held by memory) are made up by more of them (`timing.timed_rounds`). The fixed cost
+  asks for (K held by memory, or a much faster candidate) are made up by more of them
+  (`timing.timed_rounds`). The fixed cost
   (a K-call round trip less the host's forwards on its own clock) is the reference host's in
   the same pass, never above its calibration's by more than the jitter, plus what the candidate
   host's exceeded it by in the calibration, while it ran the reference before any candidate code
