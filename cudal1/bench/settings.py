@@ -55,12 +55,12 @@ class EvalSettings:
     rounds: int = 5
     """Timed rounds per pass. A round is one round trip to each host (reference and candidate, in
     random order) that runs K calls back to back on K fresh input sets (see `cudal1.bench.judge`)."""
-    max_rounds: int = 5
+    max_rounds: int = 0
     """The most timed rounds per pass: where a round of the reference's calls (K held by the
     memory budget) or of the candidate's (a much faster candidate) is shorter than
     `jitter_factor` × the round trip's jitter, the pass takes `rounds` × (that work / the
     round's)² rounds, up to this and `timing_budget_s` (`cudal1.bench.timing.timed_rounds`). At
-    or below `rounds`: always `rounds`."""
+    or below `rounds` (the default 0, and the CPU backend's): always `rounds`. CUDA: 40."""
     calls_per_round: int = 1
     """The least K."""
     max_calls_per_round: int = 200
