@@ -1,7 +1,8 @@
 """The contrastive RL stage in `pipeline.mode=async` with two-turn episodes, end to end, on the
-session's Ray cluster with the real components of the smoke config (transformers generator, DeepSpeed learner, CPU benchmark
-pool, buffer actor, MLflow in a local store): every step recorded once with its rollouts and its
-metrics, each step's rollouts tagged with the policy version that sampled them, and a run that
+session's Ray cluster with the real components of the smoke config (transformers generator,
+DeepSpeed learner, CPU benchmark pool, buffer actor, MLflow in a local store): every step
+recorded once with its rollouts (each turn with its episode) and its metrics (per turn too),
+each step's rollouts tagged with the policy version that sampled them, and a run that
 fails in the middle of a step (with the next step's sampling in flight) resumed from its
 checkpoint without counting any step twice.
 
