@@ -39,6 +39,7 @@ import hashlib
 import inspect
 import json
 import os
+import re
 import secrets
 import stat
 import subprocess
@@ -110,6 +111,27 @@ def build_key(kind: str, arguments: dict[str, Any]) -> str:
                 except OSError:
                     parts.append("unreadable")
     return hashlib.sha256("\n".join(parts).encode(errors="replace")).hexdigest()[:16]
+
+
+# A compiler's diagnostic line: gcc/clang "file:12:3: error: ...", "c++: error: ...", nvcc
+# "file.cu(12): error: ...", "fatal error: ...". Not a flag such as -Werror (no word boundary).
+_DIAGNOSTIC = re.compile(r"\b(fatal )?error\b\s*[:(]", re.IGNORECASE)
+
+
+def failure_summary(text: str, most: int = 4, limit: int = 500) -> str:
+    """What a reader of a build failure needs from torch's error text ("Error building extension
+    'name': " and the build tool's whole log, compile commands first): the text before the log
+    and the compiler's diagnostic lines (`error:` lines, at most `most`, in order), else the log's
+    first lines; whitespace collapsed within each line, lines joined by " | ", cut to `limit`
+    characters. A text without a build log is returned cut to `limit`."""
+    head, sep, log = text.partition(": ")
+    if not sep or FAILURE_TEXT not in head:
+        return text[:limit]
+    lines = [" ".join(line.split()) for line in log.splitlines()]
+    lines = [line for line in lines if line]
+    picked = [line for line in lines if _DIAGNOSTIC.search(line)][:most] or lines[:most]
+    out = " ".join(head.split()) + ": " + " | ".join(picked)
+    return out if len(out) <= limit else out[: limit - 3] + "..."
 
 
 def is_build_failure(exc: BaseException | None) -> bool:

@@ -482,7 +482,8 @@ class Host:
             else:
                 reply.update(
                     status=Status.COMPILE_ERROR.value,
-                    message=f"candidate failed to import/build: {type(exc).__name__}: {str(exc)[:500]}",
+                    message=f"candidate failed to import/build: {type(exc).__name__}: "
+                    + buildcache.failure_summary(str(exc)),
                 )
             self.chan.send("loaded", **reply)
             return
@@ -506,7 +507,8 @@ class Host:
                     status=Status.COMPILE_ERROR.value,
                     hack=None,
                     labels=[],
-                    message=f"candidate failed to build in ModelNew(): {type(exc).__name__}: {str(exc)[:500]}",
+                    message=f"candidate failed to build in ModelNew(): {type(exc).__name__}: "
+                    + buildcache.failure_summary(str(exc)),
                 )
             reply.update(status=failure["status"], message=failure["message"], hack=failure.get("hack"))
             reply["labels"] += failure["labels"]

@@ -99,6 +99,8 @@ def test_a_build_failure_in_init_is_compiled_once_then_fails_at_once(tmp_path) -
     first = evalkit.run(MM, source, tmp_path)
     assert first.status is Status.COMPILE_ERROR, evalkit.describe(first)
     assert "failed to build in ModelNew()" in first.message and "unrecognized command-line option" in first.log
+    # The message carries the compiler's diagnostic (what the next prompt shows), not the commands.
+    assert "error: unrecognized command-line option" in first.message, first.message
     markers = list(ext_dir(tmp_path, source).glob("*" + buildcache.MARKER_SUFFIX))
     assert len(markers) == 1, markers
 
@@ -223,6 +225,36 @@ def test_build_failures_are_recognised_through_the_exception_chain() -> None:
             raise RuntimeError(f"{buildcache.FAILURE_TEXT} 'x'") from e
     except RuntimeError as exc:
         assert not buildcache.is_build_failure(exc)
+
+
+def test_a_build_failures_summary_keeps_the_compilers_diagnostics_not_its_commands() -> None:
+    log = (
+        "[1/2] c++ -MMD -MF main.o.d -DTORCH_EXTENSION_NAME=ext -Werror -O3 "
+        + "-I/very/long/include " * 40
+        + "-c /tmp/ext/main.cpp -o main.o\nFAILED: main.o\n/tmp/ext/main.cpp: In function 'void f()':\n"
+        "/tmp/ext/main.cpp:7:5: error: 'undefined_thing' was not declared in this scope\n"
+        "    7 |     undefined_thing();\n/tmp/ext/main.cpp:9:1: error: expected ';' before '}' token\n"
+        "ninja: build stopped: subcommand failed.\n"
+    )
+    text = f"{buildcache.FAILURE_TEXT} 'ext': {log}"
+    summary = buildcache.failure_summary(text)
+    assert summary == (
+        "Error building extension 'ext': /tmp/ext/main.cpp:7:5: error: 'undefined_thing' was not declared in "
+        "this scope | /tmp/ext/main.cpp:9:1: error: expected ';' before '}' token"
+    )
+    nvcc = f"{buildcache.FAILURE_TEXT} 'k': [1/3] nvcc ...\nk.cu(12): error: identifier \"y\" is undefined\n"
+    assert (
+        buildcache.failure_summary(nvcc)
+        == "Error building extension 'k': k.cu(12): error: identifier \"y\" is undefined"
+    )
+    # No diagnostic line: the log's first lines; long output cut; anything else as it was, cut.
+    plain = buildcache.failure_summary(f"{buildcache.FAILURE_TEXT} 'x': linker said no\nninja: stopped\n")
+    assert plain == "Error building extension 'x': linker said no | ninja: stopped"
+    assert len(buildcache.failure_summary(text, limit=80)) == 80
+    assert (
+        buildcache.failure_summary("ImportError: no module named foo" * 40)
+        == ("ImportError: no module named foo" * 40)[:500]
+    )
 
 
 def test_the_prebuild_record_is_taken_once_and_never_trusted(tmp_path) -> None:
