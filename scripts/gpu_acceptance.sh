@@ -86,7 +86,7 @@ fi
 
 [[ -n $prebuild ]] && { wait $prebuild; tail -2 "$out/prebuild.log"; }
 if want guards; then
-timeout 120 python3 -m pytest -q -p no:cacheprovider -o addopts="" -m gpu tests/bench/test_gpu_guards.py > "$out/guards.log" 2>&1
+timeout 240 python3 -m pytest -q -s -p no:cacheprovider -o addopts="" -m gpu tests/bench/test_gpu_guards.py > "$out/guards.log" 2>&1
 rc=$?; tail -3 "$out/guards.log"; verdict guards $rc "$(tail -1 "$out/guards.log")"
 fi
 

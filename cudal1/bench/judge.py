@@ -229,6 +229,10 @@ class Judge:
         self.recording: str | None = None
         """While set, round trips are recorded in `EvalResult.round_trips` under this prefix."""
         self.trips_ms: list[float] = []
+        self.one_call_calibration: list[float] = []
+        """The calibration's one-call differences, candidate host less reference host (ms)."""
+        self.pass_one_call: dict[str, Any] | None = None
+        """The last timing pass's one-call floor (`timing.one_call_floor_ms`), when it had one."""
         self._staged: dict[str, list[list[Slot]]] = {}
         """CPU: per host, the slots of its last two round trips, one per input set."""
         self.spent: dict[str, float] = {}
@@ -1082,7 +1086,9 @@ class Judge:
         host's bounds what its claims may leave out later (`_timing_pass`); the reference host's
         per-call times give the clean baseline. The candidate host is stopped while the reference
         host's round trips run, as it will be once it holds the candidate (`_pause_candidate`), so
-        that both fixed costs are measured as the timing pass will see them."""
+        that both fixed costs are measured as the timing pass will see them. Then as many one-call
+        round trips to both hosts as the timing pass will make (`EvalSettings.one_call_rounds`):
+        the bias of their difference (`timing.one_call_floor_ms`)."""
         self.pause_candidate = True
         ref_trips: list[float] = []
         cand_trips: list[float] = []
@@ -1105,6 +1111,9 @@ class Judge:
                             raise RuntimeError("the candidate host sent no times while running the reference")
                         if r:
                             cand_trips.append(wall_ms - own)
+            self.recording = "calibration one-call "
+            ones = self.settings.one_call_rounds if self.batch > 1 else 0  # K = 1: nothing to batch across
+            self.one_call_calibration = [self._one_call_difference(None) for _ in range(ones)]
         except Verdict as v:  # no candidate code exists yet: whatever failed is the harness's
             raise RuntimeError(f"the candidate host failed while running the reference: {v.message}") from v
         finally:
@@ -1139,6 +1148,25 @@ class Judge:
             trips.append(wall_ms - sum(inner))
             per_call.append(sum(inner) / len(inner))
         return trips, per_call
+
+    def _one_call_difference(self, what: str | None) -> float:
+        """One one-call round: a fresh input set to both hosts, in random order. Returns the
+        candidate host's round trip less the reference host's (ms on the judge's clock; on the
+        CPU the candidate's CPU time beyond one core counts, as in a batched round). With
+        `what`, the candidate's output is checked as every timed output is, named `what` in a
+        failure (None: the calibration's, where the candidate host runs the reference)."""
+        xs = self._input_sets(1)
+        walls: dict[str, float] = {}
+        expected: Any = None
+        for who in self.order.sample(["reference", "candidate"], 2):
+            if who == "reference":
+                walls[who], _, expected = self._ref_call(xs)
+            else:
+                wall_ms, msg, snapshot = self._call(xs, timed=True)
+                walls[who] = wall_ms + self.cpu_excess_ms
+        if what is not None:
+            self._check_timed(xs, expected, msg, snapshot, what)
+        return walls["candidate"] - walls["reference"]
 
     # -- phase 5: the candidate ----------------------------------------------------------------
 
@@ -1522,9 +1550,20 @@ class Judge:
         # a check slows the next forward in both hosts alike, so most rounds are unchecked ones.
         checked = set(self.pick.sample(range(rounds), max(1, rounds // 3)))
         self.result.round_trips = {k: v for k, v in self.result.round_trips.items() if k.startswith("calibration ")}
-        self.recording = ""
-        for r in range(rounds):
+        # One-call rounds (`None`) at random places among the batched ones: the floor on what
+        # work batched across a round's calls can gain (`timing.one_call_floor_ms`).
+        schedule: list[int | None] = list(range(rounds))
+        if s.one_call_rounds and k > 1:
+            schedule += [None] * s.one_call_rounds
+            self.order.shuffle(schedule)
+        differences: list[float] = []
+        for r in schedule:
             xs = expected = msg = snapshot = None  # the last round's go before this one's are made
+            if r is None:
+                self.recording = "one-call "
+                differences.append(self._one_call_difference(f"one-call round {len(differences) + 1}"))
+                continue
+            self.recording = ""
             xs = self._input_sets()
             for who in self.order.sample(["reference", "candidate"], 2):
                 if who == "reference":
@@ -1558,7 +1597,24 @@ class Judge:
             cand_walls, high, typical, tolerance_ms=tolerance, tolerance_share=s.unexplained_share
         )
         # Work run on other cores at the same time counts in full (0 unless count_cpu_time).
-        return ref_rounds, [[(t + extra) / k for t in rnd] for rnd, extra in zip(totals, parallel)]
+        cand_rounds = [[(t + extra) / k for t in rnd] for rnd, extra in zip(totals, parallel)]
+        self.pass_one_call = None
+        if differences:
+            ref_ms = min(statistics.median([t for rnd in ref_rounds for t in rnd]), self.baseline_ms)
+            floor, allowance = timing.one_call_floor_ms(
+                differences, self.one_call_calibration, ref_ms, s.one_call_margin
+            )
+            batched = statistics.median([t for rnd in cand_rounds for t in rnd])
+            self.pass_one_call = {
+                "difference_ms": statistics.median(differences),
+                "calibration_ms": statistics.median(self.one_call_calibration),
+                "allowance_ms": allowance,
+                "floor_ms": floor,
+                "batched_ms": batched,
+                "raised": floor > batched,
+            }
+            cand_rounds = [[max(t, floor) for t in rnd] for rnd in cand_rounds]
+        return ref_rounds, cand_rounds
 
     def _end_builds(self) -> None:
         """Before anything of the candidate's is timed, the parent ends its builds: a build runs in
@@ -1592,13 +1648,18 @@ class Judge:
         self._end_builds()
         stats = self._timing_pass()
         overhead, resolution, record = self.pass_overhead_ms, self.pass_resolution_ms, self.result.round_trips
+        one_call = self.pass_one_call
         speedup, _ = self._speedup(stats, resolution)
         if speedup > s.remeasure_above:
             second = self._timing_pass()
             self.result.remeasured = True
             if self._speedup(second, self.pass_resolution_ms)[0] < speedup:
                 stats, overhead, record = second, self.pass_overhead_ms, self.result.round_trips
-                resolution = self.pass_resolution_ms
+                resolution, one_call = self.pass_resolution_ms, self.pass_one_call
+        if one_call is not None:
+            self.extra["one_call"] = one_call
+            if one_call["raised"]:
+                self._label("one_call_floor")
         self.stats, self.result.round_trips = stats, record
         self.resolution_ms = resolution  # the kept pass's: its floor and its below_resolution label
         self.result.resolution_ms = round(resolution, 6)

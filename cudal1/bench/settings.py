@@ -61,6 +61,18 @@ class EvalSettings:
     `jitter_factor` × the round trip's jitter, the pass takes `rounds` × (that work / the
     round's)² rounds, up to this and `timing_budget_s` (`cudal1.bench.timing.timed_rounds`). At
     or below `rounds` (the default 0, and the CPU backend's): always `rounds`. CUDA: 40."""
+    one_call_rounds: int = 0
+    """One-call round trips to each host (same input set, random order) mixed at random into
+    every timing pass, and as many in the calibration with both hosts running the reference:
+    a candidate's per-call figure from the batched rounds is raised to at least its one-call
+    difference from the reference plus the reference's batched figure, less the noise of that
+    difference (`cudal1.bench.timing.one_call_floor_ms`). In a one-call round each output is
+    read before any later input exists, so work batched across the calls of a round pays
+    nothing. 0 (the CPU backend's default: it hands each input set over only once the last
+    output is read) turns it off. CUDA: 16."""
+    one_call_margin: float = 1.0
+    """The floor's allowance for noise, in jitters over sqrt(rounds) (about two standard errors
+    of a median each)."""
     calls_per_round: int = 1
     """The least K."""
     max_calls_per_round: int = 200
@@ -185,6 +197,11 @@ class EvalSettings:
             raise ValueError(f"batch_memory_share must lie in [0, 1], got {self.batch_memory_share}")
         if not 0.0 <= self.unexplained_share <= 1.0:
             raise ValueError(f"unexplained_share must lie in [0, 1], got {self.unexplained_share}")
+        if self.one_call_rounds < 0 or not 0.0 <= self.one_call_margin <= 10.0:
+            raise ValueError(
+                f"need one_call_rounds >= 0 and one_call_margin in [0, 10], got {self.one_call_rounds}, "
+                f"{self.one_call_margin}"
+            )
         if not 0.0 <= self.unexplained_tolerance <= 2.0:
             raise ValueError(f"unexplained_tolerance must lie in [0, 2], got {self.unexplained_tolerance}")
         if not 1 <= self.calls_per_round <= self.max_calls_per_round:
@@ -226,6 +243,7 @@ class EvalSettings:
             base.update(
                 rounds=10,
                 max_rounds=40,
+                one_call_rounds=16,
                 warmup_calls=3,
                 min_round_ms=20.0,
                 max_calls_per_round=1000,

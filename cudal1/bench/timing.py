@@ -386,6 +386,41 @@ def jitter(values_ms: list[float]) -> float:
     return max(NORMAL_10_90_PER_IQR * (percentile(values_ms, 0.75) - percentile(values_ms, 0.25)), 1e-6)
 
 
+def one_call_floor_ms(
+    differences_ms: list[float], calibration_ms: list[float], reference_ms: float, margin: float
+) -> tuple[float, float]:
+    """(floor, allowance), ms per call: the least a candidate's per-call figure from batched
+    round trips may be, from one-call round trips in which nothing of another call exists.
+
+    `differences_ms` holds, for each one-call round of the timing pass, the candidate host's
+    round trip less the reference host's on the same input set (the judge's clock, ms);
+    `calibration_ms` the same differences with both hosts running the reference, before any
+    candidate code existed (the bias of the two hosts' fixed costs); `reference_ms` the
+    reference's per-call figure in the batched rounds (its median, as capped for the speedup).
+
+        floor = reference_ms + (median(differences) - median(calibration)) - allowance
+        allowance = margin × (jitter(differences) / sqrt(n) + jitter(calibration) / sqrt(m))
+
+    with `jitter` the 10-90 percentile range of normal noise of the same interquartile range
+    (about 2 standard errors of a median per sqrt(count)). So a candidate is paid, per call, at
+    most what it gains over the reference when each call must be finished before the judge
+    reads it and no later input exists, plus the noise of that comparison: work batched across
+    the calls of a round (a first call that computes the others' outputs, an output a later call
+    completes, whole calls run side by side) pays nothing beyond it. The reference's own launch
+    latency, exposed in a one-call round and hidden in a batched one, is in both hosts' round
+    trips and cancels; what an honest candidate can lose to the floor is only how much more of
+    its launch latency than the reference's a one-call round exposes. At least 0. Raises
+    ValueError when either list is empty."""
+    if not differences_ms or not calibration_ms:
+        raise ValueError("one_call_floor_ms needs one-call differences from the pass and from the calibration")
+    allowance = margin * (
+        jitter(differences_ms) / math.sqrt(len(differences_ms))
+        + jitter(calibration_ms) / math.sqrt(len(calibration_ms))
+    )
+    shift = statistics.median(differences_ms) - statistics.median(calibration_ms)
+    return max(reference_ms + shift - allowance, 0.0), allowance
+
+
 def pass_resolution(
     calibrated_ms: float, trips_ms: list[float], k: int, source: str = "calibration", least_ms: float = 0.0
 ) -> float:

@@ -350,3 +350,22 @@ def test_a_call_cannot_batch_a_cuda_round_by_introspection(name):
 
     r = evaluate(SIN_CHAIN, candidate(name), "cuda", settings=_settings())
     assert r.status is not Status.OK or "BATCHED" not in r.log, (r.status, r.speedup, r.message)
+
+
+@pytest.mark.parametrize("name", ["batches_via_frames", "batches_via_referrers", "defers_to_the_last_call"])
+def test_work_batched_across_a_cuda_round_pays_no_more_than_its_one_call_rounds(name):
+    """Three ways to do a CUDA round's calls at once: the first call finds the others' inputs
+    (frames, the garbage collector) or every call but the last hands in an output the last one
+    writes (the judge reads a CUDA round after its last call). One-call round trips
+    (`EvalSettings.one_call_rounds`) floor what batched rounds pay (`timing.one_call_floor_ms`):
+    the right value is that each, batching, is paid no more than 1.25x (the reference's own
+    computation, stacked), where without the floor it is paid more than that."""
+    from evalkit import SIN_CHAIN, candidate
+
+    source = candidate(name)
+    free = evaluate(SIN_CHAIN, source, "cuda", settings=_settings(one_call_rounds=0))
+    floored = evaluate(SIN_CHAIN, source, "cuda", settings=_settings())
+    print(f"{name}: without one-call rounds {free.speedup:.3f}x, with {floored.speedup:.3f}x {floored.labels}")
+    assert free.status is Status.OK and free.speedup > 1.25, (free.status, free.speedup, free.message)
+    assert "BATCHED" in floored.log or "DEFERRED" in floored.log, floored.log[-500:]
+    assert floored.status is not Status.OK or floored.speedup <= 1.25, (floored.speedup, floored.labels)

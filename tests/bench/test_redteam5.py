@@ -59,6 +59,34 @@ def test_a_call_cannot_batch_the_round_by_introspection_or_pointer(name, cache_d
     assert r.status is not Status.OK or "BATCHED" not in r.log, evalkit.describe(r)
 
 
+def test_a_call_cannot_hand_in_an_output_a_later_call_completes(cache_dir) -> None:
+    """Every call but the last of a round returns an output it has not written; the last
+    computes the round stacked into them. On the CPU the judge copies call j's output before it
+    sends set j + 1, so the first unwritten output is read as it is, and found right when read
+    again after the round: `unfinished_work`."""
+    r = run(SIN_CHAIN, evalkit.candidate("defers_to_the_last_call"), cache_dir)
+    assert r.status is Status.HACK and r.hack_kind is HackKind.UNFINISHED_WORK, evalkit.describe(r)
+
+
+def test_a_candidate_is_paid_at_most_its_one_call_difference_from_the_reference(cache_dir) -> None:
+    """One-call round trips mixed into the timing pass (`EvalSettings.one_call_rounds`, on by
+    default on CUDA, where a round's outputs are read after its last call) floor the batched
+    figure at the candidate's one-call difference from the reference
+    (`timing.one_call_floor_ms`): a candidate 30 ms slower alone and as fast as the reference
+    in batched rounds is paid as 30 ms slower. Without the one-call rounds it is paid as the
+    reference. (The CPU backend leaves them off: it hands each set over only once the last
+    output is read, and its candidate host's one-call round trips ran 0.2-0.4 ms longer than the
+    reference host's for the same honest code, most of sin_chain's 0.3 ms call.)"""
+    slow = evalkit.candidate("slow_alone", delay_ms=30)
+    floored = run(SIN_CHAIN, slow, cache_dir, one_call_rounds=4)
+    assert floored.status is Status.OK and "one_call_floor" in floored.labels, evalkit.describe(floored)
+    assert floored.speedup < 0.5 and len(floored.round_trips["one-call candidate"]) == 4, floored.speedup
+    assert len(floored.round_trips["calibration one-call candidate"]) == 4, floored.round_trips.keys()
+    plain = run(SIN_CHAIN, slow, cache_dir)
+    assert plain.status is Status.OK and plain.speedup > 0.5 and "one_call_floor" not in plain.labels, plain.speedup
+    assert not any("one-call" in key for key in plain.round_trips), plain.round_trips.keys()
+
+
 # -- (2) calls of a round trip overlapped through threads ------------------------------------------
 
 

@@ -14,6 +14,7 @@ from cudal1.bench.timing import (
     candidate_rounds_ms,
     clocked_call_ms,
     jitter,
+    one_call_floor_ms,
     pass_resolution,
     percentile,
     speedup_stats,
@@ -269,6 +270,30 @@ def test_short_rounds_are_made_up_by_more_rounds_up_to_the_most():
     assert timed_rounds(10, 5, round_ms=1.0, jitter_ms=0.1, factor=25.0) == 10  # never below rounds
     assert timed_rounds(3, 40, round_ms=0.0, jitter_ms=0.1, factor=25.0) == 3
     assert timed_rounds(0, 40, round_ms=1.0, jitter_ms=0.0, factor=25.0) == 1
+
+
+def test_the_one_call_floor_is_the_reference_plus_the_one_call_difference_less_its_noise():
+    # Candidate host 0.3 ms slower than the reference host in one-call rounds, 0.1 ms of it its
+    # fixed cost (the calibration, both hosts running the reference): 0.2 ms slower per call.
+    diffs = [0.3 + 0.01 * (i % 5 - 2) for i in range(16)]  # quartiles 0.2875 and 0.31 (interpolated)
+    cal = [0.1 + 0.02 * (i % 3 - 1) for i in range(9)]  # quartiles 0.08 and 0.12
+    floor, allowance = one_call_floor_ms(diffs, cal, reference_ms=1.0, margin=1.0)
+    expected_allowance = 1.9 * 0.0225 / 4 + 1.9 * 0.04 / 3
+    assert allowance == pytest.approx(expected_allowance)
+    assert floor == pytest.approx(1.0 + 0.2 - expected_allowance)
+    # A candidate whose batched calls look 20x faster than the reference, but which is as fast
+    # as the reference alone (its batching gone): paid about the reference's time a call.
+    floor, allowance = one_call_floor_ms([0.0] * 16, [0.0] * 16, reference_ms=1.0, margin=1.0)
+    assert speedup_stats([[1.0]], [[max(0.05, floor)]]) == (pytest.approx(1.0 / (1.0 - allowance)), 0.0)
+    assert allowance == pytest.approx(2e-6 / 4)  # jitter's own floor (1e-6) on both lists
+    # Much faster than the reference alone too: the floor is 0, never negative.
+    assert one_call_floor_ms([-2.0] * 4, [0.0] * 4, reference_ms=1.0, margin=1.0)[0] == 0.0
+    # More noise, more allowance; margin 0, none.
+    wide = [0.3 + 0.1 * (i % 5 - 2) for i in range(16)]
+    assert one_call_floor_ms(wide, cal, 1.0, 1.0)[1] > one_call_floor_ms(diffs, cal, 1.0, 1.0)[1]
+    assert one_call_floor_ms(wide, cal, 1.0, 0.0) == (pytest.approx(1.2), 0.0)
+    with pytest.raises(ValueError):
+        one_call_floor_ms([], cal, 1.0, 1.0)
 
 
 def test_a_slower_reference_round_trip_cannot_lower_an_honest_hosts_figure():
