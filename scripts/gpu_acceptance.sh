@@ -6,6 +6,7 @@
 #
 #   bash scripts/gpu_acceptance.sh KERNELBENCH_PATH OUTDIR
 #   CHECKS="guards self repeat" bash scripts/gpu_acceptance.sh KERNELBENCH_PATH OUTDIR   # only these
+#   GUARDS_K="batched or control" REPEATS=3 CHECKS=... bash scripts/gpu_acceptance.sh ...   # fewer
 #
 # Checks, in this order (the GPU is otherwise idle during the timed ones):
 #   degenerate  the degenerate-task check on CUDA outputs (scripts/gpu_degenerate_check.py)
@@ -53,6 +54,10 @@ t0=$(date +%s)
 # those, for a session with less device time than the whole run; the summary names what ran.
 CHECKS=${CHECKS:-degenerate probe guards self agreement repeat}
 want() { [[ " $CHECKS " == *" $1 "* ]]; }
+# GUARDS_K: a pytest -k expression for the guard tests (default: all); REPEATS: evaluations a
+# seed in the repeat check (default 5).
+GUARDS_K=${GUARDS_K:-}
+REPEATS=${REPEATS:-5}
 echo "checks: $CHECKS" >> "$out/env.txt"
 SEEDS="level1/1 level1/12 level1/17 level1/7 level2/1 level2/5"
 SET="kernelbench/level1/1 kernelbench/level1/4 kernelbench/level1/19 kernelbench/level1/23 kernelbench/level1/40
@@ -86,7 +91,7 @@ fi
 
 [[ -n $prebuild ]] && { wait $prebuild; tail -2 "$out/prebuild.log"; }
 if want guards; then
-timeout 240 python3 -m pytest -q -s -p no:cacheprovider -o addopts="" -m gpu tests/bench/test_gpu_guards.py > "$out/guards.log" 2>&1
+timeout 240 python3 -m pytest -q -s -p no:cacheprovider -o addopts="" -m gpu ${GUARDS_K:+-k "$GUARDS_K"} tests/bench/test_gpu_guards.py > "$out/guards.log" 2>&1
 rc=$?; tail -3 "$out/guards.log"; verdict guards $rc "$(tail -1 "$out/guards.log")"
 fi
 
@@ -120,7 +125,7 @@ grep -qE "^(PASS|FAIL) " "$out/agreement.txt" || verdict agreement 1 "no report 
 fi
 
 if want repeat; then
-timeout 250 python3 benchmarks/repeatability.py --backend cuda --tasks $SEEDS --repeats 5 --variants default \
+timeout 250 python3 benchmarks/repeatability.py --backend cuda --tasks $SEEDS --repeats $REPEATS --variants default \
   --cache "$CUDAL1_CACHE" --out "$out/repeat.json" --records "$out/repeat-records.jsonl" > "$out/repeat.log" 2>&1
 python3 - "$out/repeat.json" > "$out/repeat.txt" <<'PY'
 import json, statistics, sys
