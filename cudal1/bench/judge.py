@@ -63,11 +63,18 @@ calls on one stream and synchronizes the device once after them, so an honest ho
 one after another; a candidate that reads past its input through a raw pointer (a kernel of its
 own), or finds the host's views of every set by introspection (it runs in that process), can
 still compute several calls' outputs in its first call and hand them out one per call; and one
-can run its calls on several streams and overlap them. Either is timed by what the round really
-took, which for small problems is less than K separate calls: not closed on CUDA yet. Only
-overlap on side streams is labelled (`side_streams`, `collect_labels`). On the CPU both are
-closed: each input set has a slot of its own, written before the go, and the judge sends set
-j + 1's only once it holds its copy of call j's output (`_revealed`).
+can run its calls on several streams and overlap them; and, since the judge reads a CUDA round
+only after its last call, a call can hand in an output a later call of the round writes. Each
+is timed by what the round really took, which for small problems is less than K separate calls.
+What that pays is bounded, not the reach itself: every timing pass mixes one-call round trips
+to both hosts among its batched rounds (`EvalSettings.one_call_rounds`, 16 on CUDA), in which
+the judge reads the only call's output before any later input exists, and a candidate's per-call
+figure counts as at least the reference's plus its one-call difference from the reference, less
+the noise of that difference (`timing.one_call_floor_ms`; label `one_call_floor` where that
+raised the kept pass). Only overlap on side streams is labelled otherwise (`side_streams`,
+`collect_labels`). On the CPU the reach is closed: each input set has a slot of its own,
+written before the go, and the judge sends set j + 1's only once it holds its copy of call j's
+output (`_revealed`), so one-call rounds are off there.
 
 Order of work: load the task and the reference; the degenerate-task check; hand each host its
 input slot; warm up the reference host, calibrate the round trip and choose K (which also times
@@ -229,8 +236,8 @@ class Judge:
         self.recording: str | None = None
         """While set, round trips are recorded in `EvalResult.round_trips` under this prefix."""
         self.trips_ms: list[float] = []
-        self.one_call_calibration: list[float] = []
-        """The calibration's one-call differences, candidate host less reference host (ms)."""
+        self.one_call_calibration: list[tuple[float, float]] = []
+        """The calibration's one-call round trips: (candidate host's, reference host's), ms."""
         self.pass_one_call: dict[str, Any] | None = None
         """The last timing pass's one-call floor (`timing.one_call_floor_ms`), when it had one."""
         self._staged: dict[str, list[list[Slot]]] = {}
@@ -1113,7 +1120,7 @@ class Judge:
                             cand_trips.append(wall_ms - own)
             self.recording = "calibration one-call "
             ones = self.settings.one_call_rounds if self.batch > 1 else 0  # K = 1: nothing to batch across
-            self.one_call_calibration = [self._one_call_difference(None) for _ in range(ones)]
+            self.one_call_calibration = [self._one_call_round(None) for _ in range(ones)]
         except Verdict as v:  # no candidate code exists yet: whatever failed is the harness's
             raise RuntimeError(f"the candidate host failed while running the reference: {v.message}") from v
         finally:
@@ -1149,9 +1156,9 @@ class Judge:
             per_call.append(sum(inner) / len(inner))
         return trips, per_call
 
-    def _one_call_difference(self, what: str | None) -> float:
-        """One one-call round: a fresh input set to both hosts, in random order. Returns the
-        candidate host's round trip less the reference host's (ms on the judge's clock; on the
+    def _one_call_round(self, what: str | None) -> tuple[float, float]:
+        """One one-call round: a fresh input set to both hosts, in random order. Returns (the
+        candidate host's round trip, the reference host's), ms on the judge's clock (on the
         CPU the candidate's CPU time beyond one core counts, as in a batched round). With
         `what`, the candidate's output is checked as every timed output is, named `what` in a
         failure (None: the calibration's, where the candidate host runs the reference)."""
@@ -1166,7 +1173,7 @@ class Judge:
                 walls[who] = wall_ms + self.cpu_excess_ms
         if what is not None:
             self._check_timed(xs, expected, msg, snapshot, what)
-        return walls["candidate"] - walls["reference"]
+        return walls["candidate"], walls["reference"]
 
     # -- phase 5: the candidate ----------------------------------------------------------------
 
@@ -1556,12 +1563,12 @@ class Judge:
         if s.one_call_rounds and k > 1:
             schedule += [None] * s.one_call_rounds
             self.order.shuffle(schedule)
-        differences: list[float] = []
+        one_call: list[tuple[float, float]] = []
         for r in schedule:
             xs = expected = msg = snapshot = None  # the last round's go before this one's are made
             if r is None:
                 self.recording = "one-call "
-                differences.append(self._one_call_difference(f"one-call round {len(differences) + 1}"))
+                one_call.append(self._one_call_round(f"one-call round {len(one_call) + 1}"))
                 continue
             self.recording = ""
             xs = self._input_sets()
@@ -1599,15 +1606,13 @@ class Judge:
         # Work run on other cores at the same time counts in full (0 unless count_cpu_time).
         cand_rounds = [[(t + extra) / k for t in rnd] for rnd, extra in zip(totals, parallel)]
         self.pass_one_call = None
-        if differences:
+        if one_call:
             ref_ms = min(statistics.median([t for rnd in ref_rounds for t in rnd]), self.baseline_ms)
-            floor, allowance = timing.one_call_floor_ms(
-                differences, self.one_call_calibration, ref_ms, s.one_call_margin
-            )
+            floor, allowance = timing.one_call_floor_ms(one_call, self.one_call_calibration, ref_ms, s.one_call_margin)
             batched = statistics.median([t for rnd in cand_rounds for t in rnd])
             self.pass_one_call = {
-                "difference_ms": statistics.median(differences),
-                "calibration_ms": statistics.median(self.one_call_calibration),
+                "difference_ms": statistics.median([c - r for c, r in one_call]),
+                "calibration_ms": statistics.median([c - r for c, r in self.one_call_calibration]),
                 "allowance_ms": allowance,
                 "floor_ms": floor,
                 "batched_ms": batched,

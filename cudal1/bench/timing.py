@@ -387,37 +387,48 @@ def jitter(values_ms: list[float]) -> float:
 
 
 def one_call_floor_ms(
-    differences_ms: list[float], calibration_ms: list[float], reference_ms: float, margin: float
+    pass_trips_ms: list[tuple[float, float]],
+    calibration_trips_ms: list[tuple[float, float]],
+    reference_ms: float,
+    margin: float,
 ) -> tuple[float, float]:
     """(floor, allowance), ms per call: the least a candidate's per-call figure from batched
     round trips may be, from one-call round trips in which nothing of another call exists.
 
-    `differences_ms` holds, for each one-call round of the timing pass, the candidate host's
-    round trip less the reference host's on the same input set (the judge's clock, ms);
-    `calibration_ms` the same differences with both hosts running the reference, before any
-    candidate code existed (the bias of the two hosts' fixed costs); `reference_ms` the
-    reference's per-call figure in the batched rounds (its median, as capped for the speedup).
+    Each pair is one one-call round: (the candidate host's round trip, the reference host's) on
+    the same input set, ms on the judge's clock; `pass_trips_ms` from the timing pass,
+    `calibration_trips_ms` from the calibration, where both hosts ran the reference before any
+    candidate code existed; `reference_ms` is the reference's per-call figure in the batched
+    rounds (its median, as capped for the speedup). With d = candidate - min(reference, cap) per
+    pass round and c = candidate - reference per calibration round:
 
-        floor = reference_ms + (median(differences) - median(calibration)) - allowance
-        allowance = margin × (jitter(differences) / sqrt(n) + jitter(calibration) / sqrt(m))
+        floor = reference_ms + median(d) - max(median(c), 0) - allowance
+        allowance = margin × (jitter(d) / sqrt(n) + jitter(c) / sqrt(m))
 
-    with `jitter` the 10-90 percentile range of normal noise of the same interquartile range
-    (about 2 standard errors of a median per sqrt(count)). So a candidate is paid, per call, at
-    most what it gains over the reference when each call must be finished before the judge
-    reads it and no later input exists, plus the noise of that comparison: work batched across
-    the calls of a round (a first call that computes the others' outputs, an output a later call
-    completes, whole calls run side by side) pays nothing beyond it. The reference's own launch
-    latency, exposed in a one-call round and hidden in a batched one, is in both hosts' round
-    trips and cancels; what an honest candidate can lose to the floor is only how much more of
-    its launch latency than the reference's a one-call round exposes. At least 0. Raises
-    ValueError when either list is empty."""
-    if not differences_ms or not calibration_ms:
-        raise ValueError("one_call_floor_ms needs one-call differences from the pass and from the calibration")
-    allowance = margin * (
-        jitter(differences_ms) / math.sqrt(len(differences_ms))
-        + jitter(calibration_ms) / math.sqrt(len(calibration_ms))
-    )
-    shift = statistics.median(differences_ms) - statistics.median(calibration_ms)
+    `jitter` is the 10-90 percentile range of normal noise of the same interquartile range
+    (about two standard errors of a median per sqrt(count)). cap = the calibration's reference
+    round trips' 90th percentile plus their jitter: work a candidate leaves running on the
+    device can slow the reference host's round trips, and so lower d, by no more than that (as
+    `allowed_fixed_cost` caps its fixed cost). The calibration's bias is taken only where the
+    candidate host was the slower one, as there.
+
+    So a candidate is paid, per call, at most what it gains over the reference when each call
+    must be finished before the judge reads it and no later input exists, plus the noise of
+    that comparison: work batched across the calls of a round (a first call that computes the
+    others' outputs, an output a later call completes, whole calls run side by side) pays
+    nothing beyond it. The reference's own launch latency, exposed in a one-call round and
+    hidden in a batched one, is in both hosts' round trips and cancels; what an honest
+    candidate can lose to the floor is only how much more of its launch latency than the
+    reference's a one-call round exposes. At least 0. Raises ValueError when either list is
+    empty."""
+    if not pass_trips_ms or not calibration_trips_ms:
+        raise ValueError("one_call_floor_ms needs one-call round trips from the pass and from the calibration")
+    calibration_reference = [r for _, r in calibration_trips_ms]
+    cap = percentile(calibration_reference, 0.9) + jitter(calibration_reference)
+    d = [c - min(r, cap) for c, r in pass_trips_ms]
+    bias = [c - r for c, r in calibration_trips_ms]
+    allowance = margin * (jitter(d) / math.sqrt(len(d)) + jitter(bias) / math.sqrt(len(bias)))
+    shift = statistics.median(d) - max(statistics.median(bias), 0.0)
     return max(reference_ms + shift - allowance, 0.0), allowance
 
 

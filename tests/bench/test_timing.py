@@ -273,27 +273,42 @@ def test_short_rounds_are_made_up_by_more_rounds_up_to_the_most():
 
 
 def test_the_one_call_floor_is_the_reference_plus_the_one_call_difference_less_its_noise():
-    # Candidate host 0.3 ms slower than the reference host in one-call rounds, 0.1 ms of it its
-    # fixed cost (the calibration, both hosts running the reference): 0.2 ms slower per call.
-    diffs = [0.3 + 0.01 * (i % 5 - 2) for i in range(16)]  # quartiles 0.2875 and 0.31 (interpolated)
-    cal = [0.1 + 0.02 * (i % 3 - 1) for i in range(9)]  # quartiles 0.08 and 0.12
-    floor, allowance = one_call_floor_ms(diffs, cal, reference_ms=1.0, margin=1.0)
-    expected_allowance = 1.9 * 0.0225 / 4 + 1.9 * 0.04 / 3
-    assert allowance == pytest.approx(expected_allowance)
-    assert floor == pytest.approx(1.0 + 0.2 - expected_allowance)
-    # A candidate whose batched calls look 20x faster than the reference, but which is as fast
-    # as the reference alone (its batching gone): paid about the reference's time a call.
-    floor, allowance = one_call_floor_ms([0.0] * 16, [0.0] * 16, reference_ms=1.0, margin=1.0)
-    assert speedup_stats([[1.0]], [[max(0.05, floor)]]) == (pytest.approx(1.0 / (1.0 - allowance)), 0.0)
-    assert allowance == pytest.approx(2e-6 / 4)  # jitter's own floor (1e-6) on both lists
+    # Reference host 1.0 ms a one-call round in both phases; the candidate host 0.3 ms slower in
+    # the pass, 0.1 ms of it its own fixed cost (the calibration, both hosts running the
+    # reference): the candidate is 0.2 ms slower a call.
+    ref = [1.0 + 0.01 * (i % 5 - 2) for i in range(16)]
+    trips = [(r + 0.3, r) for r in ref]  # d: 0.3 exactly, jitter's floor (1e-6)
+    cal = [(ref[i] + 0.1 + 0.02 * (i % 3 - 1), ref[i]) for i in range(9)]  # c quartiles 0.08 and 0.12
+    floor, allowance = one_call_floor_ms(trips, cal, reference_ms=1.0, margin=1.0)
+    assert allowance == pytest.approx(1e-6 / 4 + 1.9 * 0.04 / 3)
+    assert floor == pytest.approx(1.0 + 0.3 - 0.1 - allowance)
+    # Noise in the pass's differences widens the allowance: quartiles of d 0.2875 and 0.31.
+    noisy = [(1.0 + 0.3 + 0.01 * (i % 5 - 2), 1.0) for i in range(16)]
+    assert one_call_floor_ms(noisy, cal, 1.0, 1.0)[1] == pytest.approx(1.9 * 0.0225 / 4 + 1.9 * 0.04 / 3)
+    assert one_call_floor_ms(noisy, cal, 1.0, 0.0) == (pytest.approx(1.2), 0.0)
+
+
+def test_work_batched_across_calls_is_paid_about_what_the_call_costs_alone():
+    # Batched calls 20x faster than the reference, but as fast as the reference alone (its
+    # batching gone in a one-call round): paid the reference's time a call, less the noise.
+    same = [(1.0, 1.0)] * 16
+    floor, allowance = one_call_floor_ms(same, same, reference_ms=1.0, margin=1.0)
+    assert allowance == pytest.approx(2e-6 / 4)  # jitter's floor (1e-6) on both lists
+    assert speedup_stats([[1.0]], [[max(0.05, floor)]])[0] == pytest.approx(1.0 / (1.0 - allowance))
+    # ...however slow it makes the reference host's one-call round trips in the pass (work left
+    # running on the device): those count at most the calibration's 90th percentile plus jitter.
+    cal = [(1.0 + 0.01 * (i % 5), 1.0 + 0.01 * (i % 5)) for i in range(10)]  # reference 1.00-1.04
+    slowed = [(1.0, 3.0)] * 16
+    cap = percentile([r for _, r in cal], 0.9) + jitter([r for _, r in cal])
+    floor, allowance = one_call_floor_ms(slowed, cal, reference_ms=1.0, margin=1.0)
+    assert floor == pytest.approx(1.0 + (1.0 - cap) - allowance) and floor > 0.9
+    # A candidate host faster than the reference host in the calibration is not held to it.
+    faster = [(0.9, 1.0)] * 9
+    assert one_call_floor_ms(same, faster, 1.0, 0.0) == (pytest.approx(1.0), 0.0)
     # Much faster than the reference alone too: the floor is 0, never negative.
-    assert one_call_floor_ms([-2.0] * 4, [0.0] * 4, reference_ms=1.0, margin=1.0)[0] == 0.0
-    # More noise, more allowance; margin 0, none.
-    wide = [0.3 + 0.1 * (i % 5 - 2) for i in range(16)]
-    assert one_call_floor_ms(wide, cal, 1.0, 1.0)[1] > one_call_floor_ms(diffs, cal, 1.0, 1.0)[1]
-    assert one_call_floor_ms(wide, cal, 1.0, 0.0) == (pytest.approx(1.2), 0.0)
+    assert one_call_floor_ms([(0.0, 2.0)] * 4, same, reference_ms=1.0, margin=1.0)[0] == 0.0
     with pytest.raises(ValueError):
-        one_call_floor_ms([], cal, 1.0, 1.0)
+        one_call_floor_ms([], same, 1.0, 1.0)
 
 
 def test_a_slower_reference_round_trip_cannot_lower_an_honest_hosts_figure():
