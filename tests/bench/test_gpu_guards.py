@@ -8,6 +8,7 @@ The inline-CUDA candidates here build once each (about a minute on an H200's hos
 
 from __future__ import annotations
 
+import statistics
 import textwrap
 
 import pytest
@@ -365,7 +366,9 @@ def test_work_batched_across_a_cuda_round_pays_no_more_than_its_one_call_rounds(
     source = candidate(name)
     free = evaluate(SIN_CHAIN, source, "cuda", settings=_settings(one_call_rounds=0))
     floored = evaluate(SIN_CHAIN, source, "cuda", settings=_settings())
-    print(f"{name}: without one-call rounds {free.speedup:.3f}x, with {floored.speedup:.3f}x {floored.labels}")
+    trips = {k: statistics.median(t["wall_ms"] for t in v) for k, v in floored.round_trips.items() if "one-call" in k}
+    print(f"{name}: without one-call rounds {free.speedup:.3f}x, with {floored.speedup:.3f}x {floored.labels}; "
+          f"K {floored.calls_per_round}, reference {floored.reference.median_ms:.4f} ms, one-call medians {trips}")
     assert free.status is Status.OK and free.speedup > 1.25, (free.status, free.speedup, free.message)
     assert "BATCHED" in floored.log or "DEFERRED" in floored.log, floored.log[-500:]
     assert floored.status is not Status.OK or floored.speedup <= 1.25, (floored.speedup, floored.labels)
