@@ -367,8 +367,10 @@ def test_work_batched_across_a_cuda_round_pays_no_more_than_its_one_call_rounds(
     free = evaluate(SIN_CHAIN, source, "cuda", settings=_settings(one_call_rounds=0))
     floored = evaluate(SIN_CHAIN, source, "cuda", settings=_settings())
     trips = {k: statistics.median(t["wall_ms"] for t in v) for k, v in floored.round_trips.items() if "one-call" in k}
-    print(f"{name}: without one-call rounds {free.speedup:.3f}x, with {floored.speedup:.3f}x {floored.labels}; "
-          f"K {floored.calls_per_round}, reference {floored.reference.median_ms:.4f} ms, one-call medians {trips}")
+    print(
+        f"{name}: without one-call rounds {free.speedup:.3f}x, with {floored.speedup:.3f}x {floored.labels}; "
+        f"K {floored.calls_per_round}, reference {floored.reference.median_ms:.4f} ms, one-call medians {trips}"
+    )
     assert free.status is Status.OK and free.speedup > 1.25, (free.status, free.speedup, free.message)
     assert "BATCHED" in floored.log or "DEFERRED" in floored.log, floored.log[-500:]
     assert floored.status is not Status.OK or floored.speedup <= 1.25, (floored.speedup, floored.labels)
