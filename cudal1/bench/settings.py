@@ -71,8 +71,8 @@ class EvalSettings:
     nothing. 0 (the CPU backend's default: it hands each input set over only once the last
     output is read) turns it off. CUDA: 16."""
     one_call_margin: float = 1.0
-    """The floor's allowance for noise, in jitters over sqrt(rounds) (about two standard errors
-    of a median each)."""
+    """The floor's allowance for noise, in the calibration's one-call jitters over sqrt(rounds)
+    (about two standard errors of a median each)."""
     calls_per_round: int = 1
     """The least K."""
     max_calls_per_round: int = 200

@@ -403,10 +403,13 @@ def one_call_floor_ms(
     pass round and c = candidate - reference per calibration round:
 
         floor = reference_ms + median(d) - max(median(c), 0) - allowance
-        allowance = margin × (jitter(d) / sqrt(n) + jitter(c) / sqrt(m))
+        allowance = margin × jitter(c) × (1 / sqrt(n) + 1 / sqrt(m))
 
     `jitter` is the 10-90 percentile range of normal noise of the same interquartile range
-    (about two standard errors of a median per sqrt(count)). cap = the calibration's reference
+    (about two standard errors of a median per sqrt(count)). The noise is the calibration's,
+    taken for both medians: d's own spread is the candidate's to widen (a long delay in a third
+    of its one-call rounds leaves the median where it was), so it must not set what the floor
+    forgives. cap = the calibration's reference
     round trips' 90th percentile plus their jitter: work a candidate leaves running on the
     device can slow the reference host's round trips, and so lower d, by no more than that (as
     `allowed_fixed_cost` caps its fixed cost). The calibration's bias is taken only where the
@@ -427,7 +430,7 @@ def one_call_floor_ms(
     cap = percentile(calibration_reference, 0.9) + jitter(calibration_reference)
     d = [c - min(r, cap) for c, r in pass_trips_ms]
     bias = [c - r for c, r in calibration_trips_ms]
-    allowance = margin * (jitter(d) / math.sqrt(len(d)) + jitter(bias) / math.sqrt(len(bias)))
+    allowance = margin * jitter(bias) * (1 / math.sqrt(len(d)) + 1 / math.sqrt(len(bias)))
     shift = statistics.median(d) - max(statistics.median(bias), 0.0)
     return max(reference_ms + shift - allowance, 0.0), allowance
 
