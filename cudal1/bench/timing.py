@@ -409,11 +409,10 @@ def one_call_floor_ms(
     (about two standard errors of a median per sqrt(count)). The noise is the calibration's,
     taken for both medians: d's own spread is the candidate's to widen (a long delay in a third
     of its one-call rounds leaves the median where it was), so it must not set what the floor
-    forgives. cap = the calibration's reference
-    round trips' 90th percentile plus their jitter: work a candidate leaves running on the
-    device can slow the reference host's round trips, and so lower d, by no more than that (as
-    `allowed_fixed_cost` caps its fixed cost). The calibration's bias is taken only where the
-    candidate host was the slower one, as there.
+    forgives. cap = the calibration's reference round trips' 90th percentile plus their jitter:
+    work a candidate leaves running on the device can slow the reference host's round trips,
+    and so lower d, by no more than that (as `allowed_fixed_cost` caps its fixed cost). The
+    calibration's bias is taken only where the candidate host was the slower one, as there.
 
     So a candidate is paid, per call, at most what it gains over the reference when each call
     must be finished before the judge reads it and no later input exists, plus the noise of
