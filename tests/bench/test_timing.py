@@ -277,7 +277,7 @@ def test_the_one_call_floor_is_the_reference_plus_the_one_call_difference_less_i
     # the pass, 0.1 ms of it its own fixed cost (the calibration, both hosts running the
     # reference): the candidate is 0.2 ms slower a call.
     ref = [1.0 + 0.01 * (i % 5 - 2) for i in range(16)]
-    trips = [(r + 0.3, r) for r in ref]  # d: 0.3 exactly, jitter's floor (1e-6)
+    trips = [(r + 0.3, r) for r in ref]  # d: 0.3 in every round
     cal = [(ref[i] + 0.1 + 0.02 * (i % 3 - 1), ref[i]) for i in range(9)]  # c quartiles 0.08 and 0.12
     floor, allowance = one_call_floor_ms(trips, cal, reference_ms=1.0, margin=1.0)
     assert allowance == pytest.approx(1.9 * 0.04 * (1 / 4 + 1 / 3))  # the calibration's noise
