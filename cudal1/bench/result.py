@@ -207,7 +207,9 @@ class EvalResult:
     round_trips: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
     """The record of the round trips behind the times, per host ("reference", "candidate": the
     timing pass that counted; "calibration reference", "calibration candidate": the clean
-    calibration, with the candidate host running the reference), one entry per round trip in
+    calibration, with the candidate host running the reference; the same names with "one-call "
+    after any "calibration ": the one-call round trips of `EvalSettings.one_call_rounds`, whose
+    `own_ms` is one forward's), one entry per round trip in
     order (ms): `wall_ms` (the judge's clock, go to holding every output), `answered_ms` (go to
     the host's answer), `own_ms` (the host's own figure for its K forwards; None when it sent none
     usable), `host_parts_ms` (where the host says its side went: inputs, forwards, locate before its

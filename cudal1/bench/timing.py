@@ -409,10 +409,12 @@ def one_call_floor_ms(
     (about two standard errors of a median per sqrt(count)). The noise is the calibration's,
     taken for both medians: d's own spread is the candidate's to widen (a long delay in a third
     of its one-call rounds leaves the median where it was), so it must not set what the floor
-    forgives. cap = the calibration's reference round trips' 90th percentile plus their jitter:
-    work a candidate leaves running on the device can slow the reference host's round trips,
-    and so lower d, by no more than that (as `allowed_fixed_cost` caps its fixed cost). The
-    calibration's bias is taken only where the candidate host was the slower one, as there.
+    forgives. cap = the calibration's reference round trips' median plus their jitter: work a
+    candidate leaves running on the device can slow the reference host's round trips, and so
+    lower d, by no more than about one jitter (as `allowed_fixed_cost` caps its fixed cost; a
+    high quantile instead let two stalls among the calibration's round trips lift the cap by
+    milliseconds). The calibration's bias is taken only where the candidate host was the slower
+    one, as there.
 
     So a candidate is paid, per call, at most what it gains over the reference when each call
     must be finished before the judge reads it and no later input exists, plus the noise of
@@ -426,7 +428,7 @@ def one_call_floor_ms(
     if not pass_trips_ms or not calibration_trips_ms:
         raise ValueError("one_call_floor_ms needs one-call round trips from the pass and from the calibration")
     calibration_reference = [r for _, r in calibration_trips_ms]
-    cap = percentile(calibration_reference, 0.9) + jitter(calibration_reference)
+    cap = statistics.median(calibration_reference) + jitter(calibration_reference)
     d = [c - min(r, cap) for c, r in pass_trips_ms]
     bias = [c - r for c, r in calibration_trips_ms]
     allowance = margin * jitter(bias) * (1 / math.sqrt(len(d)) + 1 / math.sqrt(len(bias)))
