@@ -412,9 +412,9 @@ def one_call_floor_ms(
     forgives. cap = the calibration's reference round trips' median plus their jitter: work a
     candidate leaves running on the device can slow the reference host's round trips, and so
     lower d, by no more than about one jitter (as `allowed_fixed_cost` caps its fixed cost; a
-    high quantile instead let two stalls among the calibration's round trips lift the cap by
-    milliseconds). The calibration's bias is taken only where the candidate host was the slower
-    one, as there.
+    median and an interquartile range, so that a few stalls among the calibration's round trips
+    do not lift the cap). The calibration's bias is taken only where the candidate host was the
+    slower one, as there.
 
     So a candidate is paid, per call, at most what it gains over the reference when each call
     must be finished before the judge reads it and no later input exists, plus the noise of
