@@ -464,6 +464,62 @@ def _read_result(recv: Any, nonce: str, proc: Any) -> WorkerOutcome:
     return WorkerOutcome("raised", error=str(message["value"]))
 
 
+ORPHAN_AGE_S = 3600.0
+"""A scratch directory is swept (`sweep_orphaned_scratch`) only once it is this old (s) and the
+process that made it is gone: the age guards a process of another PID namespace that shares the
+temporary directory and happens to reuse the number."""
+_SCRATCH_KINDS = ("judge", "eval", "ref")
+_swept: set[str] = set()
+
+
+def make_scratch(kind: str, root: str | None = None) -> str:
+    """A fresh scratch directory `cudal1-<kind>-<pid>-XXXX` under `root` (default: the temporary
+    directory), named after this process so that one left behind when this process is killed
+    can be told from a live one. Sweeps orphans there first, once per process and directory."""
+    where = root or tempfile.gettempdir()
+    if where not in _swept:
+        _swept.add(where)
+        sweep_orphaned_scratch(where)
+    return tempfile.mkdtemp(prefix=f"cudal1-{kind}-{os.getpid()}-", dir=where)
+
+
+def sweep_orphaned_scratch(root: str, min_age_s: float = ORPHAN_AGE_S) -> list[str]:
+    """Remove the scratch directories under `root` (`make_scratch`) whose process no longer
+    exists and that are at least `min_age_s` old: an evaluation's process killed outright (an
+    actor lost, SIGKILL) never reaches its own cleanup. Returns the paths removed; never raises."""
+    removed: list[str] = []
+    try:
+        names = os.listdir(root)
+    except OSError:
+        return removed
+    now = time.time()
+    for name in names:
+        parts = name.split("-")
+        if len(parts) < 4 or parts[0] != "cudal1" or parts[1] not in _SCRATCH_KINDS or not parts[2].isdigit():
+            continue
+        path = os.path.join(root, name)
+        try:
+            info = os.lstat(path)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(info.st_mode) or now - info.st_mtime < min_age_s or _alive(int(parts[2])):
+            continue
+        remove_tree(path)
+        removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    """Whether a process `pid` exists (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 def open_to_child(path: str, limits: WorkerLimits | None) -> None:
     """Make `path` (a directory the parent created) usable by the child that `limits` describe,
     which may drop to an unprivileged user: its group's alone (root:gid, mode 0o2770, new files
@@ -501,7 +557,7 @@ def run_isolated(
     """
     limits = limits or WorkerLimits()
     ctx = _context()
-    scratch = tempfile.mkdtemp(prefix="cudal1-eval-", dir=scratch_root)
+    scratch = make_scratch("eval", scratch_root)
     open_to_child(scratch, limits)
     recv = send = None
     nonce = ""
@@ -705,9 +761,9 @@ def run_judged(
     raises for anything a child does; raises OSError only if no child can be started.
     """
     ctx = _context()
-    j_scratch = tempfile.mkdtemp(prefix="cudal1-judge-")
-    h_scratch = tempfile.mkdtemp(prefix="cudal1-eval-")
-    r_scratch = tempfile.mkdtemp(prefix="cudal1-ref-") if reference_limits is not None else None
+    j_scratch = make_scratch("judge")
+    h_scratch = make_scratch("eval")
+    r_scratch = make_scratch("ref") if reference_limits is not None else None
     for d, lim in ((j_scratch, judge_limits), (h_scratch, host_limits), (r_scratch, reference_limits)):
         if d is not None:
             open_to_child(d, lim)

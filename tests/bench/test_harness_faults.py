@@ -20,6 +20,7 @@ import signal
 import tempfile
 import threading
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -190,3 +191,40 @@ def test_the_reference_out_of_device_memory_once_the_candidate_is_loaded_is_the_
     assert r.status is Status.RESOURCE_EXCEEDED, evalkit.describe(r)
     assert "out of device memory" in r.message and not HARNESS_LABELS & set(r.labels), evalkit.describe(r)
     assert price(r).trainable is True, price(r)
+
+
+def test_the_scratch_of_an_evaluation_killed_outright_is_swept_once_it_is_old(tmp_path) -> None:
+    """A process killed mid-evaluation (a benchmark actor lost) never reaches its own cleanup: its
+    scratch directories are removed by the next process that makes one there, once the owner is
+    gone and they are an hour old; a live process's and a young orphan's are kept."""
+    import subprocess
+    import sys
+
+    from cudal1.bench.worker import ORPHAN_AGE_S, make_scratch, sweep_orphaned_scratch
+
+    made = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys\nfrom cudal1.bench.worker import make_scratch\n"
+            "for k in ('judge', 'eval', 'ref'):\n    print(make_scratch(k, sys.argv[1]))\n"
+            "import os, signal\nsys.stdout.flush()\nos.kill(os.getpid(), signal.SIGKILL)",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert made.returncode == -signal.SIGKILL, made.stderr
+    orphans = made.stdout.split()
+    assert len(orphans) == 3 and all(os.path.isdir(p) for p in orphans), made
+    (Path(orphans[1]) / "worker.log").write_text("")
+    own = make_scratch("eval", str(tmp_path))  # this process: alive
+    foreign = tmp_path / "cudal1-eval-notes"  # not a scratch name
+    foreign.mkdir()
+    old = time.time() - ORPHAN_AGE_S - 60
+    for p in [*orphans[:2], own, str(foreign)]:
+        os.utime(p, (old, old))
+    # orphans[2] stays young: its owner may be another PID namespace's live process.
+    assert sorted(sweep_orphaned_scratch(str(tmp_path))) == sorted(orphans[:2])
+    assert os.path.isdir(own) and os.path.isdir(orphans[2]) and foreign.is_dir()
