@@ -663,8 +663,10 @@ class Judge:
 
         Returns (ms on the judge's clock from the go until the judge holds its copy of every
         output, ms of each forward on the reference host's own clock, the reference outputs of
-        each call: (tensors as read, non-tensor values)). Raises RuntimeError for anything that
-        goes wrong (the reference host runs no candidate code).
+        each call: (tensors as read, non-tensor values)). Raises Verdict(resource_exceeded) when
+        the reference host runs out of memory once the candidate is loaded (the candidate may
+        hold it), RuntimeError for anything else that goes wrong (the reference host runs no
+        candidate code).
         """
         paused = self._pause_candidate(True)
         try:
@@ -718,6 +720,16 @@ class Judge:
             )
             msg["leaves"], msg["values"] = leaves, values
         answered = self.clock.now_ns()
+        error = msg.get("error")
+        if self.host_loaded and isinstance(error, dict) and error.get("status") == Status.RESOURCE_EXCEEDED.value:
+            # Device memory is not limited per process: a candidate holding all of it (stopped,
+            # but its memory stays) makes the reference host's next allocation fail. Masked as
+            # the harness's, that would be a failure a policy could learn to provoke.
+            raise Verdict(
+                Status.RESOURCE_EXCEEDED,
+                "the reference host ran out of memory while the candidate held its own: "
+                f"{str(error.get('message'))[:300]}",
+            )
         if (
             msg["k"] != self.k
             or msg.get("error") is not None

@@ -374,3 +374,18 @@ def test_work_batched_across_a_cuda_round_pays_no_more_than_its_one_call_rounds(
     assert free.status is Status.OK and free.speedup > 1.25, (free.status, free.speedup, free.message)
     assert "BATCHED" in floored.log or "DEFERRED" in floored.log, floored.log[-500:]
     assert floored.status is not Status.OK or floored.speedup <= 1.25, (floored.speedup, floored.labels)
+
+
+@pytest.mark.parametrize("reserve_mib", [64, 1024])
+def test_a_candidate_holding_the_device_memory_cannot_make_its_failure_the_harness(reserve_mib):
+    """A candidate that takes all but `reserve_mib` of the device's free memory in ModelNew() and
+    keeps it: the judge's or the reference host's next allocation may fail (device memory is not
+    limited per process). The right value: never `harness_error` (which the reward masks); a
+    failure is `resource_exceeded`, the candidate's."""
+    from evalkit import candidate
+
+    r = evaluate(SCALE_TASK, candidate("holds_device_memory", reserve_mib=reserve_mib), "cuda", settings=_settings())
+    print(f"reserve {reserve_mib} MiB: {r.status.value} {r.labels} {r.message[:300]!r}; {r.log.strip()[-200:]!r}")
+    assert "HOLDING" in r.log, r.log[-500:]
+    assert "harness_error" not in r.labels, (r.status, r.message)
+    assert r.status in (Status.OK, Status.RESOURCE_EXCEEDED), (r.status, r.message)
