@@ -353,11 +353,15 @@ def test_a_call_cannot_batch_a_cuda_round_by_introspection(name):
     assert r.status is not Status.OK or "BATCHED" not in r.log, (r.status, r.speedup, r.message)
 
 
-@pytest.mark.parametrize("name", ["batches_via_frames", "batches_via_referrers", "defers_to_the_last_call"])
+@pytest.mark.parametrize(
+    "name", ["batches_via_frames", "batches_via_referrers", "defers_to_the_last_call", "lean_host_batches"]
+)
 def test_work_batched_across_a_cuda_round_pays_no_more_than_its_one_call_rounds(name):
     """Three ways to do a CUDA round's calls at once: the first call finds the others' inputs
     (frames, the garbage collector) or every call but the last hands in an output the last one
-    writes (the judge reads a CUDA round after its last call). One-call round trips
+    writes (the judge reads a CUDA round after its last call); or a host the candidate rebuilt
+    runs the round stacked and answers with a busy-polling, bookkeeping-free loop, which also
+    takes its lean fixed cost off the one-call comparison. One-call round trips
     (`EvalSettings.one_call_rounds`) floor what batched rounds pay (`timing.one_call_floor_ms`):
     the right value is that each, batching, is paid no more than 1.25x (the reference's own
     computation, stacked), where without the floor it is paid more than that."""
