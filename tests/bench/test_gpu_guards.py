@@ -17,6 +17,7 @@ import torch
 from cudal1.bench.evaluator import evaluate
 from cudal1.bench.result import Status
 from cudal1.bench.settings import EvalSettings
+from cudal1.bench.timing import jitter
 from cudal1.tasks.task import Task
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
@@ -370,10 +371,13 @@ def test_work_batched_across_a_cuda_round_pays_no_more_than_its_one_call_rounds(
     source = candidate(name)
     free = evaluate(SIN_CHAIN, source, "cuda", settings=_settings(one_call_rounds=0))
     floored = evaluate(SIN_CHAIN, source, "cuda", settings=_settings())
-    trips = {k: statistics.median(t["wall_ms"] for t in v) for k, v in floored.round_trips.items() if "one-call" in k}
+    walls = {k: [t["wall_ms"] for t in v] for k, v in floored.round_trips.items() if "one-call" in k}
+    trips = {k: round(statistics.median(v), 4) for k, v in walls.items()}
+    cal = [c - r for c, r in zip(*(walls.get(f"calibration one-call {w}", []) for w in ("candidate", "reference")))]
     print(
         f"{name}: without one-call rounds {free.speedup:.3f}x, with {floored.speedup:.3f}x {floored.labels}; "
-        f"K {floored.calls_per_round}, reference {floored.reference.median_ms:.4f} ms, one-call medians {trips}"
+        f"K {floored.calls_per_round}, reference {floored.reference.median_ms:.4f} ms, one-call medians {trips}, "
+        f"calibration difference jitter {jitter(cal) if len(cal) > 1 else float('nan'):.4f} ms over {len(cal)}"
     )
     assert free.status is Status.OK and free.speedup > 1.25, (free.status, free.speedup, free.message)
     assert "BATCHED" in floored.log or "DEFERRED" in floored.log, floored.log[-500:]
