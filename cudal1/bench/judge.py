@@ -91,12 +91,14 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import random
 import re
 import secrets
 import statistics
 import sys
 import functools
+import tempfile
 import time
 import traceback
 from typing import Any, Callable
@@ -104,7 +106,7 @@ from typing import Any, Callable
 import torch
 
 from ..tasks.task import Task
-from . import correctness, guards, inputs as inputs_mod, kernelprofile, timing
+from . import correctness, guards, inputs as inputs_mod, kernelprofile, pressure, timing
 from .result import EvalResult, HackKind, Label, Status, speedup_phrase
 from .settings import EvalSettings
 from .readers import IpcReader, ParentReader, ReadError, view_span
@@ -1763,7 +1765,10 @@ class Judge:
             if v.extra.get("max_abs_error") is not None:
                 self.result.max_abs_error = v.extra["max_abs_error"]
             if v.__cause__ is not None and not isinstance(v.__cause__, (PeerGone, Timeout, ProtocolError)):
-                traceback.print_exception(v.__cause__, file=sys.stderr)
+                try:  # the log may lie on a filesystem the candidate filled: the verdict stands
+                    traceback.print_exception(v.__cause__, file=sys.stderr)
+                except OSError:
+                    pass
         if self.cuda and self.link is not None:
             try:  # a verdict before the end: the next evaluation need not wait for the teardown
                 self.link.release_device()
@@ -1798,7 +1803,11 @@ class Judge:
         status here would be one a policy could learn to provoke. A genuine device fault in that
         window is charged to the candidate: rare, and the lesser harm. So is running out of
         device memory then (GPU memory is not limited per candidate: one that takes it all makes
-        the judge's next allocation fail): `resource_exceeded`."""
+        the judge's next allocation fail): `resource_exceeded`. And so is any failure once the
+        candidate exists that names a shared resource used up (ENFILE, ENOSPC, ...), or that comes
+        while one is (the system's file table, the scratch filesystem, the device's memory:
+        `pressure.exhausted`): a candidate can fill those for every process of the machine, the
+        reference host's and the judge's included."""
         text = f"{type(exc).__name__}: {exc}"
         if self.host_loaded and isinstance(exc, torch.OutOfMemoryError):
             return Verdict(
@@ -1809,6 +1818,17 @@ class Judge:
             return Verdict(
                 Status.RUNTIME_ERROR, f"{phase}: CUDA error in the judge: {text[:300]}", labels=["cuda_fault"]
             )
+        if self.host_loaded:
+            named = pressure.resource_errno(exc)
+            why = (
+                f"a shared resource ran out ({named.strerror})"
+                if named is not None
+                else pressure.exhausted([os.getcwd(), tempfile.gettempdir()], self.cuda)
+            )
+            if why is not None:
+                return Verdict(
+                    Status.RESOURCE_EXCEEDED, f"{phase}: {why} while the candidate ran; the judge failed: {text[:300]}"
+                )
         raise exc
 
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from .pressure import resource_errno
 from .result import HackKind, Status
 
 CUDA_FAULT_MARKERS = (
@@ -35,9 +36,10 @@ class Verdict(Exception):
 def classify_exception(exc: BaseException, during: str) -> dict[str, Any]:
     """How an exception raised by candidate code is reported: {"status", "message", "labels"}.
 
-    Memory errors are resource_exceeded; CUDA faults are runtime_error with the label
-    "cuda_fault"; a TypeError about arguments is a wrong_signature hack; everything else is a
-    runtime_error. `during` names the phase ("forward", "ModelNew()", "import").
+    Memory errors and an OSError naming a shared resource used up (`pressure.RESOURCE_ERRNOS`:
+    the system's file table, a full filesystem) are resource_exceeded; CUDA faults are
+    runtime_error with the label "cuda_fault"; a TypeError about arguments is a wrong_signature
+    hack; everything else is a runtime_error. `during` names the phase ("forward", "ModelNew()", "import").
     """
     text = f"{type(exc).__name__}: {exc}"
     first = text.strip().splitlines()[0][:300] if text.strip() else type(exc).__name__
@@ -45,6 +47,7 @@ def classify_exception(exc: BaseException, during: str) -> dict[str, Any]:
         isinstance(exc, (MemoryError, torch.OutOfMemoryError))
         or "out of memory" in text
         or "can't allocate memory" in text
+        or resource_errno(exc) is not None
     ):
         return {"status": Status.RESOURCE_EXCEEDED.value, "message": f"{during}: {first}", "labels": []}
     if any(s in text for s in CUDA_FAULT_MARKERS):

@@ -10,11 +10,14 @@ masked by the reward.
   there would be one a policy learns to reach.
 - Nothing a candidate does to the memory the judge reads (unmapping it under the read, making
   its process non-dumpable) and no device error or out-of-memory in the judge once the candidate
-  is loaded makes its result the harness's fault.
+  is loaded makes its result the harness's fault; nor does a shared resource it used up for
+  every process (the system's file table, the scratch filesystem).
+- A process killed outright leaves scratch directories that a later evaluation sweeps.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import tempfile
@@ -124,6 +127,7 @@ def test_memory_taken_away_under_the_judges_read_is_the_candidates_failure(cache
 
 class _Loaded:
     host_loaded = True
+    cuda = False
 
 
 @pytest.mark.parametrize(
@@ -150,6 +154,88 @@ def test_a_device_failure_in_the_judge_after_the_import_is_the_candidates(exc, s
     before.host_loaded = False
     with pytest.raises(type(exc)):
         Judge._judge_failure(before, exc, "reference")
+
+
+def _caused(exc: BaseException, cause: BaseException) -> BaseException:
+    exc.__cause__ = cause
+    return exc
+
+
+@pytest.mark.parametrize(
+    "exc,charged",
+    [
+        (OSError(errno.ENFILE, "Too many open files in system"), True),
+        (OSError(errno.ENOSPC, "No space left on device"), True),
+        (_caused(RuntimeError("the reference host failed"), OSError(errno.EDQUOT, "Disk quota exceeded")), True),
+        (OSError(errno.EMFILE, "Too many open files"), False),  # the judge's own descriptor limit
+        (RuntimeError("the reference host failed (PeerGone)"), False),
+    ],
+)
+def test_a_shared_resource_used_up_once_the_candidate_is_loaded_is_the_candidates(exc, charged) -> None:
+    """The system's file table and a filesystem are shared by every process of the machine: a
+    judge's failure that names one of them used up (here, or in its chain of causes) is the
+    candidate's `resource_exceeded` once the candidate is loaded; one that names only the judge's
+    own limits stays the harness's (this machine's file table and disk are not full)."""
+    if charged:
+        verdict = Judge._judge_failure(_Loaded(), exc, "timing")
+        assert verdict.status is Status.RESOURCE_EXCEEDED and "shared resource" in verdict.message, verdict.message
+    else:
+        with pytest.raises(type(exc)):
+            Judge._judge_failure(_Loaded(), exc, "timing")
+    before = _Loaded()
+    before.host_loaded = False
+    with pytest.raises(type(exc)):
+        Judge._judge_failure(before, exc, "correctness")
+
+
+def test_a_candidate_that_fills_the_systems_file_table_is_charged_for_it(cache_dir) -> None:
+    """The candidate (wrong: zeros) fills the system's open-file table (fs.file-max) from helper
+    processes at import. The judge and the reference host run unprivileged, so the judge's next
+    input slot (a memfd) fails with ENFILE: the candidate's doing, never a harness failure."""
+    r = evalkit.run(MM, evalkit.candidate("hoards_open_files"), cache_dir)
+    assert "HOARDED" in r.log, evalkit.describe(r)
+    assert not HARNESS_LABELS & set(r.labels), evalkit.describe(r)
+    assert r.status is not Status.OK and price(r).trainable is True, evalkit.describe(r)
+
+
+@pytest.fixture(params=["tmpfs", "ext4"])
+def small_tmp(request, tmp_path_factory, monkeypatch):
+    """A 512 MiB filesystem as the temporary directory (every scratch directory of an evaluation
+    lies there): a tmpfs (as a tmpfs /tmp is), or ext4 with mkfs's defaults (5% of its blocks
+    reserved for root alone, as on most root filesystems). Skipped where it cannot be mounted."""
+    import subprocess
+
+    from cudal1.bench.worker import _context
+
+    _context()  # the fork server keeps its own socket under the real temporary directory
+    where = tmp_path_factory.mktemp(f"small-{request.param}")
+    if request.param == "tmpfs":
+        mount = ["mount", "-t", "tmpfs", "-o", "size=512m,mode=1777", "tmpfs", str(where)]
+    else:
+        image = tmp_path_factory.mktemp("images") / "fs.img"
+        made = subprocess.run(["mkfs.ext4", "-q", str(image), "512M"], check=False, capture_output=True)
+        if made.returncode != 0:
+            pytest.skip(f"no mkfs.ext4 here: {made.stderr[-200:]!r}")
+        mount = ["mount", "-o", "loop", str(image), str(where)]
+    if subprocess.run(mount, check=False, capture_output=True).returncode != 0:
+        pytest.skip(f"cannot mount a {request.param} here")
+    where.chmod(0o1777)
+    monkeypatch.setattr(tempfile, "tempdir", str(where))
+    try:
+        yield where
+    finally:
+        monkeypatch.undo()
+        subprocess.run(["umount", "-l", str(where)], check=False)
+
+
+def test_a_candidate_that_fills_the_scratch_filesystem_is_charged_for_it(cache_dir, small_tmp) -> None:
+    """The candidate fills the filesystem of its scratch directory (where the judge's log lies),
+    then hands in an output that cannot be read: a hack verdict whose cause the judge prints to
+    its log. A write that fails on the full filesystem does not turn the candidate's failure into
+    the harness's."""
+    r = evalkit.run(MM, evalkit.candidate("fills_the_scratch_disk"), cache_dir)
+    assert not HARNESS_LABELS & set(r.labels), evalkit.describe(r)
+    assert r.status is not Status.OK and price(r).trainable is True, evalkit.describe(r)
 
 
 OOM_ON_WIDE = evalkit.inline_task(
