@@ -33,6 +33,7 @@ import signal
 import socket
 import stat
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -45,7 +46,7 @@ import psutil
 from . import allocator
 from .cgroup import CandidateCgroup
 from .result import Label, truncate_log
-from .sandbox import default_uid, remove_ipc_objects
+from .sandbox import NOBODY_GID, default_uid, remove_ipc_objects
 
 # The server imports what every child needs, once; none of it runs candidate code or touches CUDA.
 _PRELOAD = ["cudal1.bench.allocator", "torch", "cudal1.bench.judge", "cudal1.bench.host", "cudal1.bench.targets"]
@@ -401,7 +402,8 @@ def _tree_memory_mib(proc: psutil.Process) -> float:
 
 def _kill_tree(pid: int, sandbox_uid: int | None) -> None:
     """SIGKILL the child, everything it forked (found while still linked), its session group, and
-    every process of its sandbox uid (which catches double-forked, re-parented leftovers), then
+    every process of its sandbox uid (which catches double-forked, re-parented leftovers, and with
+    `kill_every_process_of` one that keeps forking anew), then
     remove the SysV IPC objects that uid left in this IPC namespace. The
     child goes first: were its compilers killed first, it could see them fail and record a
     compile error that was only the kill."""
@@ -426,6 +428,7 @@ def _kill_tree(pid: int, sandbox_uid: int | None) -> None:
         except (ProcessLookupError, PermissionError):
             pass
     if sandbox_uid is not None and sandbox_uid not in (0, os.getuid()):
+        kill_every_process_of(sandbox_uid)
         # Normally the child's own IPC namespace went with its processes; where the sandbox could
         # not make one, what its uid left in this one goes now (`sandbox.remove_ipc_objects`).
         try:
@@ -433,6 +436,34 @@ def _kill_tree(pid: int, sandbox_uid: int | None) -> None:
         except psutil.Error:
             pass
         remove_ipc_objects(sandbox_uid)
+
+
+def kill_every_process_of(uid: int) -> None:
+    """SIGKILL every process of `uid` at once: `kill(-1, SIGKILL)` from a short-lived process
+    running as that uid, which the kernel sends to every process the sender may signal, itself
+    excepted, in one pass that no fork can slip out of. A listing of the uid's processes misses
+    one that forks and lets its parent exit between the listing and the kill (a hopper, as a
+    compiler -wrapper of the candidate's ran). Runs the `kill` program (procps or util-linux),
+    else this interpreter (which the uid must be able to execute). Needs root (to take the uid);
+    never raises."""
+    if os.geteuid() != 0 or uid == 0:
+        return
+    command = shutil.which("kill")
+    argv = [command, "-9", "-1"] if command else [sys.executable, "-c", "import os; os.kill(-1, 9)"]
+    try:
+        subprocess.run(
+            argv,
+            user=uid,
+            group=NOBODY_GID,
+            extra_groups=[],
+            check=False,
+            timeout=10,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.SubprocessError, ValueError):
+        pass
 
 
 def _read_result(recv: Any, nonce: str, proc: Any) -> WorkerOutcome:

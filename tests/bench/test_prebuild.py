@@ -719,14 +719,16 @@ def test_no_harness_handle_is_in_reach_of_the_candidates_processes(tmp_path) -> 
     assert "flocked" not in locked, locked
 
 
-def test_a_build_child_is_ended_before_anything_is_timed(tmp_path) -> None:
+@pytest.mark.parametrize("hop", [False, True])
+def test_a_build_child_is_ended_before_anything_is_timed(tmp_path, hop) -> None:
     """A build runs in a child of the parent, not among the candidate's processes that are stopped
     while the reference is timed, and the compiler runs what the candidate's flags say: gcc's
     -wrapper ran a program of the candidate's there for as long as the evaluation lasted (a red
     team's spinner slowed the reference 1.2-1.3x on two cores, paying a copy of the reference
     about 1.25x). The judge has the parent end the builds before it times anything, so the
-    wrapper's last beat comes before the candidate's last (timed) forward."""
-    source = evalkit.candidate("outlives_its_build")
+    wrapper's last beat comes before the candidate's last (timed) forward, also where the beat
+    forks anew and lets its parent exit at every beat (`hop`: never at a pid a scan listed)."""
+    source = evalkit.candidate("outlives_its_build", hop=hop)
     r = evalkit.run(MM, source, tmp_path)
     assert r.status is Status.OK and "harness_error" not in r.labels, evalkit.describe(r)
     assert "BEATING" in r.log, r.log[-3000:]
