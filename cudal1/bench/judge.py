@@ -240,6 +240,8 @@ class Judge:
         self.trips_ms: list[float] = []
         self.one_call_calibration: list[tuple[float, float]] = []
         """The calibration's one-call round trips: (candidate host's, reference host's), ms."""
+        self.one_call_count = 0
+        """One-call rounds the calibration made and each timing pass makes (`_one_call_count`)."""
         self.pass_one_call: dict[str, Any] | None = None
         """The last timing pass's one-call floor (`timing.one_call_floor_ms`), when it had one."""
         self._staged: dict[str, list[list[Slot]]] = {}
@@ -686,14 +688,25 @@ class Judge:
         evaluation's two cores, raised the reference host's round trips, and with them the fixed
         cost forgiven to the candidate (up to a jitter a round trip: paid 2.1x for x*2+1,
         docs/benchmarks.md). Work it left queued on the GPU still runs (the clean baselines cap
-        what that does to the reference). True when the parent did it. Raises RuntimeError when
-        the parent fails to answer (the harness's failure)."""
+        what that does to the reference). True when the parent did it. Raises Verdict(hack,
+        unfinished_work) when a thread of the candidate still ran once the parent's wait for the
+        stop ended (`worker.PAUSE_WAIT_S`: a thread inside a long system call runs on in the
+        kernel after SIGSTOP; a red team's slowed the reference that way), RuntimeError when the
+        parent fails to answer (the harness's failure)."""
         if not self.pause_candidate or self.link is None:
             return False
         try:
-            return self.link.pause_host(stop)
+            paused, running = self.link.pause_host(stop)
         except (ProtocolError, PeerGone, Timeout) as exc:
             raise RuntimeError(f"the parent did not {'stop' if stop else 'continue'} the candidate: {exc}") from exc
+        if stop and running:
+            raise Verdict(
+                Status.HACK,
+                f"{running} process(es) of the candidate kept a thread running after they were stopped for the "
+                "reference's timing (a thread inside a long system call runs on in the kernel)",
+                HackKind.UNFINISHED_WORK,
+            )
+        return paused
 
     def _ref_round_trip(self, xs: list[list[Any]]) -> tuple[float, list[float], list[Expected]]:
         """`_ref_call`'s round trip itself."""
@@ -1135,6 +1148,9 @@ class Judge:
             self.recording = "calibration one-call "
             ones = self.settings.one_call_rounds if self.batch > 1 else 0  # K = 1: nothing to batch across
             self.one_call_calibration = [self._one_call_round(None) for _ in range(ones)]
+            self.one_call_count = self._one_call_count(statistics.median(per_call))
+            while len(self.one_call_calibration) < self.one_call_count:
+                self.one_call_calibration.append(self._one_call_round(None))
         except Verdict as v:  # no candidate code exists yet: whatever failed is the harness's
             raise RuntimeError(f"the candidate host failed while running the reference: {v.message}") from v
         finally:
@@ -1147,6 +1163,18 @@ class Judge:
         # A high quantile of the clean rounds: the interleaved median exceeds it only when
         # something slowed the reference, and honest noise rarely does.
         self.baseline_ms = timing.percentile(per_call, 0.9)
+
+    def _one_call_count(self, reference_ms: float) -> int:
+        """How many one-call rounds the calibration and each pass make, from the calibration's
+        first ones (`timing.one_call_round_count`; `reference_ms`: the reference's per-call
+        figure, ms): `EvalSettings.one_call_rounds` unless `one_call_share` asks for more."""
+        s, first = self.settings, self.one_call_calibration
+        if s.one_call_share <= 0.0 or len(first) < 2:
+            return len(first)
+        pair_ms = statistics.median([c + r for c, r in first])
+        most = max(len(first), min(s.max_one_call_rounds, int(s.one_call_budget_s * 1e3 / max(pair_ms, 1e-3))))
+        jitter = timing.jitter([c - r for c, r in first])
+        return timing.one_call_round_count(len(first), most, jitter, reference_ms, s.one_call_margin, s.one_call_share)
 
     @_spends("inputs")
     def _input_sets(self, n: int | None = None) -> list[list[Any]]:
@@ -1574,8 +1602,8 @@ class Judge:
         # One-call rounds (`None`) at random places among the batched ones: the floor on what
         # work batched across a round's calls can gain (`timing.one_call_floor_ms`).
         schedule: list[int | None] = list(range(rounds))
-        if s.one_call_rounds and k > 1:
-            schedule += [None] * s.one_call_rounds
+        if self.one_call_count and k > 1:
+            schedule += [None] * self.one_call_count
             self.order.shuffle(schedule)
         one_call: list[tuple[float, float]] = []
         for r in schedule:

@@ -282,11 +282,17 @@ class ParentLink:
         self.chan.send("release_device")
         _expect(self.chan, "release_device")
 
-    def pause_host(self, stop: bool) -> bool:
-        """Ask the parent to stop (`stop`) or continue every process of the candidate; True when
-        it did (False: the candidate is gone or ended). Raises ProtocolError, PeerGone, Timeout."""
+    def pause_host(self, stop: bool) -> tuple[bool, int]:
+        """Ask the parent to stop (`stop`) or continue every process of the candidate. Returns
+        (whether it did (False: the candidate is gone or ended), how many of its processes still
+        had a thread running when the parent gave up waiting for them to stop). Raises
+        ProtocolError, PeerGone, Timeout."""
         self.chan.send("pause_host", stop=stop)
-        return _expect(self.chan, "pause_host").get("paused") is True
+        msg = _expect(self.chan, "pause_host")
+        running = msg.get("running", 0)
+        if type(running) is not int or running < 0:
+            raise ProtocolError(f"the parent answered {str(running)[:40]} processes still running")
+        return msg.get("paused") is True, running
 
     def cpu_interval(self, start: bool) -> int:
         """With `start`, ask the parent to begin an interval of the candidate's CPU time (0);

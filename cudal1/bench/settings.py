@@ -73,6 +73,18 @@ class EvalSettings:
     one_call_margin: float = 1.0
     """The floor's allowance for noise, in the calibration's one-call jitters over sqrt(rounds)
     (about two standard errors of a median each)."""
+    one_call_share: float = 0.0
+    """> 0: after its first `one_call_rounds` one-call rounds the calibration takes more, and each
+    timing pass as many, until the floor's allowance is at most this share of the reference's
+    per-call figure (`cudal1.bench.timing.one_call_round_count`), up to `max_one_call_rounds`
+    and `one_call_budget_s`. 0 (the default): always `one_call_rounds`. On an H100 (2026-12-06)
+    the one-call differences' jitter was 0.18-0.44 ms against a 0.36 ms call, so 16 rounds left
+    an allowance of half the call (docs/benchmarks.md)."""
+    max_one_call_rounds: int = 1024
+    """The most one-call rounds `one_call_share` may ask for."""
+    one_call_budget_s: float = 2.0
+    """Seconds the one-call rounds of one pass (or of the calibration) may take, at the first
+    rounds' median time of a pair of round trips; `one_call_share` asks for no more."""
     calls_per_round: int = 1
     """The least K."""
     max_calls_per_round: int = 200
@@ -201,6 +213,11 @@ class EvalSettings:
             raise ValueError(
                 f"need one_call_rounds >= 0 and one_call_margin in [0, 10], got {self.one_call_rounds}, "
                 f"{self.one_call_margin}"
+            )
+        if not 0.0 <= self.one_call_share <= 1.0 or self.max_one_call_rounds < 0 or self.one_call_budget_s < 0.0:
+            raise ValueError(
+                "need one_call_share in [0, 1], max_one_call_rounds >= 0 and one_call_budget_s >= 0, got "
+                f"{self.one_call_share}, {self.max_one_call_rounds}, {self.one_call_budget_s}"
             )
         if not 0.0 <= self.unexplained_tolerance <= 2.0:
             raise ValueError(f"unexplained_tolerance must lie in [0, 2], got {self.unexplained_tolerance}")

@@ -214,6 +214,26 @@ def timed_rounds(rounds: int, most: int, round_ms: float, jitter_ms: float, fact
     return max(least, min(most, math.ceil(want)))
 
 
+def one_call_round_count(
+    least: int, most: int, jitter_ms: float, reference_ms: float, margin: float, share: float
+) -> int:
+    """How many one-call rounds the calibration and each timing pass make: enough that the one-call
+    floor's allowance (`one_call_floor_ms`: margin × jitter × (1/sqrt(n) + 1/sqrt(m)), with as
+    many rounds n in a pass as m in the calibration) is at most `share` of the reference's
+    per-call figure (`reference_ms`, ms):
+
+        n = ceil((2 × margin × jitter / (share × reference_ms))²)
+
+    at least `least` and at most `most` (a time budget's worth). `jitter_ms`: the jitter of the
+    first `least` calibration rounds' differences (candidate host minus reference host, ms).
+    `share` <= 0, or a jitter or reference that is not positive: `least`."""
+    least = max(least, 0)
+    if share <= 0.0 or jitter_ms <= 0.0 or reference_ms <= 0.0 or margin <= 0.0:
+        return least
+    want = math.ceil((2.0 * margin * jitter_ms / (share * reference_ms)) ** 2)
+    return max(least, min(most, want))
+
+
 def claimed_total_ms(claims: object, calls: int) -> float | None:
     """The sum of a host's per-call figures (ms) for a round of `calls` calls, or None when they
     are not exactly `calls` finite, non-negative numbers (anything a host sends is data: this

@@ -1023,28 +1023,26 @@ class _HostKeeper:
         if self.end_builds is not None:
             self.end_builds()
 
-    def pause(self, stop: bool) -> bool:
+    def pause(self, stop: bool) -> tuple[bool, int]:
         """Stop (SIGSTOP) or continue (SIGCONT) every process of the candidate
         (`_candidate_pids`). The judge stops them while it times the reference, so that no
         candidate code runs beside it on the evaluation's cores (a host spinning on its socket between its own
         round trips slowed the reference 1.5-2x on two cores, and was paid up to the clean
-        baseline's high quantile). A stop waits, at most 0.2 s, until each process is stopped.
-        True when it signalled the candidate (alive and not ended)."""
+        baseline's high quantile). A stop waits, at most `PAUSE_WAIT_S`, until every thread of
+        each process is stopped (`wait_until_stopped`). Returns (whether it signalled the
+        candidate (alive and not ended), how many of its processes still had a thread running
+        when the wait ended)."""
         with self._lock:
             if self.ended or not self.host.is_alive():
-                return False
+                return False, 0
             pids = self._candidate_pids()
             for pid in pids:
                 try:
                     os.kill(pid, signal.SIGSTOP if stop else signal.SIGCONT)
                 except (ProcessLookupError, PermissionError):
                     pass
-            deadline = time.monotonic() + 0.2
-            while stop and pids and time.monotonic() < deadline:
-                pids = [pid for pid in pids if _state(pid) not in ("T", "t", "Z", "X", "")]
-                if pids:
-                    time.sleep(0.0002)
-            return True
+            running = wait_until_stopped(pids, PAUSE_WAIT_S) if stop else []
+            return True, len(running)
 
     def cpu_interval(self, start: bool) -> int:
         """With `start`, begin an interval of the candidate's CPU time (answers 0); otherwise the
@@ -1116,7 +1114,8 @@ class _HostKeeper:
                 elif op == "cpu_interval":
                     self._chan.send("cpu_interval", ns=self.cpu_interval(msg.get("start") is True))
                 elif op == "pause_host":
-                    self._chan.send("pause_host", paused=self.pause(msg.get("stop") is True))
+                    paused, running = self.pause(msg.get("stop") is True)
+                    self._chan.send("pause_host", paused=paused, running=running)
                 elif op == "hold_device":
                     self._waiting_since = time.monotonic()
                     waited = self.device_lock.hold() if self.device_lock is not None else 0.0
@@ -1163,6 +1162,50 @@ def _stat_fields(pid: int) -> list[bytes]:
             return f.read().rsplit(b")", 1)[1].split()
     except (OSError, IndexError):
         return []
+
+
+PAUSE_WAIT_S = 1.0
+"""How long a pause of the candidate waits for its last thread to stop (s): honest threads stop
+within milliseconds; the judge fails a candidate that keeps one running longer
+(`Judge._pause_candidate`)."""
+_STOPPED = ("T", "t", "Z", "X", "")
+
+
+def wait_until_stopped(pids: list[int], timeout_s: float) -> list[int]:
+    """Wait, at most `timeout_s`, until every thread of each process of `pids` (signalled
+    SIGSTOP) is stopped; returns the processes with a thread still running. A thread stops only
+    on its way back to user space: one inside a long system call (a gigabyte's pwritev into a
+    memfd, which the kernel interrupts for a fatal signal only) runs on, in the kernel, for
+    hundreds of milliseconds after its process's main thread shows stopped (a red team's
+    candidate slowed the reference that way, 1.3-1.4x paid for the reference's own work)."""
+    deadline = time.monotonic() + timeout_s
+    pending = list(pids)
+    while pending:
+        pending = [pid for pid in pending if not _all_threads_stopped(pid)]
+        if not pending or time.monotonic() >= deadline:
+            break
+        time.sleep(0.0002)
+    return pending
+
+
+def _all_threads_stopped(pid: int) -> bool:
+    """Whether every thread of process `pid` is stopped (or the process is gone)."""
+    if _state(pid) not in _STOPPED:
+        return False
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue  # the thread ended
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if fields and fields[0].decode() not in _STOPPED:
+            return False
+    return True
 
 
 def _state(pid: int) -> str:

@@ -22,7 +22,7 @@ import pytest
 
 import evalkit
 from cudal1.bench.evaluator import evaluate
-from cudal1.bench.result import Status
+from cudal1.bench.result import HackKind, Status
 
 MM = "matmul_relu"
 
@@ -323,3 +323,67 @@ def test_the_reference_comes_from_the_bytes_read_before_the_candidate(tmp_path, 
         task, evalkit.candidate("rewrites_the_task", task_file=tmp_path / "x.py", tolerances="[]"), "cpu", settings=off
     )
     assert second.status is Status.INCORRECT, evalkit.describe(second)
+
+
+_BURNER = """
+import mmap, os, threading
+fd = os.memfd_create("burn")
+source = mmap.mmap(-1, 256 << 20)  # untouched: every page the zero page
+def burn():
+    while True:
+        os.pwritev(fd, [source], 0)  # 256 MiB a call, interrupted by a fatal signal only
+for _ in range(2):
+    threading.Thread(target=burn, daemon=True).start()
+print("burning", flush=True)
+threading.Event().wait()
+"""
+
+
+def _cpu_ns(pid: int) -> int:
+    """Time on a CPU of every thread of `pid` (ns, /proc/<pid>/task/*/schedstat)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            pass
+    return total
+
+
+def test_a_pause_waits_for_threads_inside_a_long_system_call() -> None:
+    """SIGSTOP stops a thread only on its way back to user space: two threads each inside a
+    256 MiB pwritev run on in the kernel after the main thread shows stopped (150 ms of CPU in the
+    next 0.3 s on this 2-core VM, for 1 GiB writes, where the wait was for the main thread alone).
+    `wait_until_stopped` returns once every thread is stopped: after it, the process takes no more
+    CPU time."""
+    import subprocess
+    import sys
+
+    from cudal1.bench.worker import wait_until_stopped
+
+    proc = subprocess.Popen([sys.executable, "-c", _BURNER], stdout=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline().strip() == b"burning"
+        time.sleep(0.5)
+        os.kill(proc.pid, signal.SIGSTOP)
+        assert wait_until_stopped([proc.pid], 10.0) == []
+        before = _cpu_ns(proc.pid)
+        time.sleep(0.3)
+        assert _cpu_ns(proc.pid) - before < 2_000_000, "a thread of the stopped process still ran"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_threads_left_running_through_the_pause_are_the_candidates_failure(cache_dir) -> None:
+    """`burns_past_the_stop` (a red team's): the reference's own matmul and relu, reporting 0 ms
+    a forward, plus four threads that from each answer to the candidate's next forward write
+    1 GiB per pwritev into a memfd, so they run on in the kernel through the pause while the
+    reference is timed (before: paid 1.14-2.34x against the honest control's 0.63-1.19x on this
+    VM). The parent's pause waits for every thread (`worker.wait_until_stopped`) for at most
+    `PAUSE_WAIT_S`; a write of 1 GiB outlasts it, and that is the candidate's failure."""
+    source = evalkit.candidate("burns_past_the_stop", burners=4, chunk_mib=1024, factor=0, debug=0)
+    r = evaluate(evalkit.MATMUL_512, source, "cpu", settings=evalkit.settings(cache_dir, rounds=5, calls_per_round=1))
+    assert "BURNS PAST THE STOP 4 1024 0" in r.log, evalkit.describe(r)
+    assert r.status is Status.HACK and r.hack_kind is HackKind.UNFINISHED_WORK, evalkit.describe(r)

@@ -9,6 +9,7 @@ README's limits list each of them. Attacks that fail are passing tests that pin 
 from __future__ import annotations
 
 import math
+import statistics
 
 import pytest
 import torch
@@ -85,6 +86,38 @@ def test_a_candidate_is_paid_at_most_its_one_call_difference_from_the_reference(
     plain = run(SIN_CHAIN, slow, cache_dir)
     assert plain.status is Status.OK and plain.speedup > 0.5 and "one_call_floor" not in plain.labels, plain.speedup
     assert not any("one-call" in key for key in plain.round_trips), plain.round_trips.keys()
+
+
+def test_the_one_call_rounds_grow_with_their_noise_when_a_share_is_asked(cache_dir) -> None:
+    """With `one_call_share` the calibration takes more one-call rounds after its first
+    `one_call_rounds`, as many as `timing.one_call_round_count` asks from those first ones'
+    jitter and the reference's per-call figure, up to `max_one_call_rounds`; every timing pass
+    makes as many. On the CPU a one-call round trip's noise is most of sin_chain's call, so what
+    the first four ask for is beyond the cap of 12, and the cap is what is made."""
+    from cudal1.bench.timing import jitter, one_call_round_count
+
+    r = run(
+        SIN_CHAIN,
+        evalkit.candidate("honest_sin_chain"),
+        cache_dir,
+        one_call_rounds=4,
+        one_call_share=0.05,
+        max_one_call_rounds=12,
+    )
+    assert r.status is Status.OK, evalkit.describe(r)
+    trips = r.round_trips
+    first = [
+        c["wall_ms"] - ref["wall_ms"]
+        for c, ref in zip(trips["calibration one-call candidate"][:4], trips["calibration one-call reference"][:4])
+    ]
+    k = r.calls_per_round
+    reference_ms = statistics.median([t["own_ms"] / k for t in trips["calibration reference"][1:]])
+    asked = one_call_round_count(4, 10**6, jitter(first), reference_ms, 1.0, 0.05)
+    assert asked > 12, (asked, first, reference_ms)
+    assert len(trips["calibration one-call candidate"]) == 12, len(trips["calibration one-call candidate"])
+    assert len(trips["one-call candidate"]) == 12 and len(trips["one-call reference"]) == 12, trips.keys()
+    plain = run(SIN_CHAIN, evalkit.candidate("honest_sin_chain"), cache_dir, one_call_rounds=4)
+    assert len(plain.round_trips["calibration one-call candidate"]) == 4  # no share: the first four alone
 
 
 # -- (2) calls of a round trip overlapped through threads ------------------------------------------

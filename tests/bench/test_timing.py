@@ -15,6 +15,7 @@ from cudal1.bench.timing import (
     clocked_call_ms,
     jitter,
     one_call_floor_ms,
+    one_call_round_count,
     pass_resolution,
     percentile,
     speedup_stats,
@@ -439,3 +440,19 @@ def test_the_allowed_fixed_cost_is_the_reference_hosts_in_the_same_pass() -> Non
     assert allowed_fixed_cost([], ref_cal, [0.8, 0.8, 0.9], 0.5) == 0.8
     with pytest.raises(ValueError):
         allowed_fixed_cost([1.0], [], [1.0], 0.5)
+
+
+def test_the_one_call_rounds_are_as_many_as_the_allowance_share_asks_within_the_budget():
+    """n = ceil((2 × margin × jitter / (share × reference))²), clamped to [least, most]: the
+    H100's 0.4 ms jitter against a 0.36 ms call, for an allowance of a tenth of the call, asks for
+    ceil((0.8 / 0.036)²) = 494 rounds; a quieter machine for fewer than the first 16."""
+    assert one_call_round_count(16, 1024, 0.4, 0.36, 1.0, 0.1) == 494
+    assert one_call_round_count(16, 300, 0.4, 0.36, 1.0, 0.1) == 300  # the budget's cap
+    assert one_call_round_count(16, 1024, 0.4, 0.36, 0.5, 0.1) == 124  # ceil((0.4 / 0.036)²)
+    assert one_call_round_count(16, 1024, 0.01, 1.0, 1.0, 0.1) == 16  # ceil(0.2²) = 1 -> least
+    assert one_call_round_count(16, 1024, 0.4, 0.36, 1.0, 0.0) == 16  # off
+    assert one_call_round_count(16, 1024, 0.0, 0.36, 1.0, 0.1) == 16
+    assert one_call_round_count(16, 1024, 0.4, 0.0, 1.0, 0.1) == 16
+    # The floor's allowance at the count asked for is within the share.
+    n = one_call_round_count(16, 1024, 0.4, 0.36, 1.0, 0.1)
+    assert 1.0 * 0.4 * 2 / n**0.5 <= 0.1 * 0.36 < 1.0 * 0.4 * 2 / (n - 1) ** 0.5
