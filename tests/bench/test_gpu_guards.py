@@ -370,16 +370,20 @@ def test_work_batched_across_a_cuda_round_pays_no_more_than_its_one_call_rounds(
 
     source = candidate(name)
     free = evaluate(SIN_CHAIN, source, "cuda", settings=_settings(one_call_rounds=0))
-    floored = evaluate(SIN_CHAIN, source, "cuda", settings=_settings())
+    assert free.status is Status.OK, (free.status, free.message, free.log[-1000:])
+    # 16 one-call rounds left an allowance of half sin_chain's 0.36 ms call on an H100 (their
+    # difference's jitter 0.18-0.44 ms): paid 1.5-2.7x. As many as a tenth of the call asks.
+    floored = evaluate(SIN_CHAIN, source, "cuda", settings=_settings(one_call_share=0.1))
     walls = {k: [t["wall_ms"] for t in v] for k, v in floored.round_trips.items() if "one-call" in k}
     trips = {k: round(statistics.median(v), 4) for k, v in walls.items()}
     cal = [c - r for c, r in zip(*(walls.get(f"calibration one-call {w}", []) for w in ("candidate", "reference")))]
     print(
-        f"{name}: without one-call rounds {free.speedup:.3f}x, with {floored.speedup:.3f}x {floored.labels}; "
-        f"K {floored.calls_per_round}, reference {floored.reference.median_ms:.4f} ms, one-call medians {trips}, "
-        f"calibration difference jitter {jitter(cal) if len(cal) > 1 else float('nan'):.4f} ms over {len(cal)}"
+        f"{name}: without one-call rounds {free.speedup:.3f}x, with {floored.speedup or float('nan'):.3f}x "
+        f"{floored.status.value} {floored.labels}; K {floored.calls_per_round}, one-call medians {trips}, "
+        f"calibration difference jitter {jitter(cal[:16]) if len(cal) > 1 else float('nan'):.4f} ms over the first 16 "
+        f"of {len(cal)}"
     )
-    assert free.status is Status.OK and free.speedup > 1.25, (free.status, free.speedup, free.message)
+    assert free.speedup > 1.25, (free.speedup, free.message)
     assert "BATCHED" in floored.log or "DEFERRED" in floored.log, floored.log[-500:]
     assert floored.status is not Status.OK or floored.speedup <= 1.25, (floored.speedup, floored.labels)
 
