@@ -354,6 +354,12 @@ def test_a_call_cannot_batch_a_cuda_round_by_introspection(name):
     assert r.status is not Status.OK or "BATCHED" not in r.log, (r.status, r.speedup, r.message)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (issue 21): on an H100 the floor held batching to 1.5-2.7x (16 rounds) and 1.6-1.75x "
+    "(one_call_share=0.1), not 1.25x: it keeps the reference host's one-call slowness (the calibration's bias is "
+    "taken only where positive) and drift between calibration and pass (docs/benchmarks.md, 2026-12-06)",
+)
 @pytest.mark.parametrize(
     "name", ["batches_via_frames", "batches_via_referrers", "defers_to_the_last_call", "lean_host_batches"]
 )
