@@ -1650,7 +1650,9 @@ class Judge:
         self.pass_one_call = None
         if one_call:
             ref_ms = min(statistics.median([t for rnd in ref_rounds for t in rnd]), self.baseline_ms)
-            floor, allowance = timing.one_call_floor_ms(one_call, self.one_call_calibration, ref_ms, s.one_call_margin)
+            floor, allowance = timing.one_call_floor_ms(
+                one_call, self.one_call_calibration, ref_ms, s.one_call_margin, s.one_call_signed_bias
+            )
             batched = statistics.median([t for rnd in cand_rounds for t in rnd])
             self.pass_one_call = {
                 "difference_ms": statistics.median([c - r for c, r in one_call]),

@@ -80,6 +80,10 @@ class EvalSettings:
     and `one_call_budget_s`. 0 (the default): always `one_call_rounds`. On an H100 (2026-12-06)
     the one-call differences' jitter was 0.18-0.44 ms against a 0.36 ms call, so 16 rounds left
     an allowance of half the call (docs/benchmarks.md)."""
+    one_call_signed_bias: bool = False
+    """Subtract the calibration's one-call bias of the two hosts whatever its sign, not only
+    where the candidate host was the slower one (`cudal1.bench.timing.one_call_floor_ms`). Off
+    by default: not yet run on a GPU."""
     max_one_call_rounds: int = 1024
     """The most one-call rounds `one_call_share` may ask for."""
     one_call_budget_s: float = 2.0

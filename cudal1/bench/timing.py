@@ -411,6 +411,7 @@ def one_call_floor_ms(
     calibration_trips_ms: list[tuple[float, float]],
     reference_ms: float,
     margin: float,
+    signed_bias: bool = False,
 ) -> tuple[float, float]:
     """(floor, allowance), ms per call: the least a candidate's per-call figure from batched
     round trips may be, from one-call round trips in which nothing of another call exists.
@@ -423,6 +424,7 @@ def one_call_floor_ms(
     pass round and c = candidate - reference per calibration round:
 
         floor = reference_ms + median(d) - max(median(c), 0) - allowance
+        (with `signed_bias`: - median(c), whatever its sign)
         allowance = margin × jitter(c) × (1 / sqrt(n) + 1 / sqrt(m))
 
     `jitter` is the 10-90 percentile range of normal noise of the same interquartile range
@@ -434,7 +436,10 @@ def one_call_floor_ms(
     lower d, by no more than about one jitter (as `allowed_fixed_cost` caps its fixed cost; a
     median and an interquartile range, so that a few stalls among the calibration's round trips
     do not lift the cap). The calibration's bias is taken only where the candidate host was the
-    slower one, as there.
+    slower one, as there, unless `signed_bias`: on an H100 the stock reference host was the
+    slower one in one-call rounds by 0.1-0.17 ms, which a one-sided bias leaves to a batching
+    candidate (docs/benchmarks.md, 2026-12-06); signed, drift between the calibration and the
+    pass moves an honest floor by as much, either way.
 
     So a candidate is paid, per call, at most what it gains over the reference when each call
     must be finished before the judge reads it and no later input exists, plus the noise of
@@ -452,7 +457,7 @@ def one_call_floor_ms(
     d = [c - min(r, cap) for c, r in pass_trips_ms]
     bias = [c - r for c, r in calibration_trips_ms]
     allowance = margin * jitter(bias) * (1 / math.sqrt(len(d)) + 1 / math.sqrt(len(bias)))
-    shift = statistics.median(d) - max(statistics.median(bias), 0.0)
+    shift = statistics.median(d) - (statistics.median(bias) if signed_bias else max(statistics.median(bias), 0.0))
     return max(reference_ms + shift - allowance, 0.0), allowance
 
 

@@ -308,9 +308,15 @@ def test_work_batched_across_calls_is_paid_about_what_the_call_costs_alone():
     assert cap < 1.1
     floor, allowance = one_call_floor_ms(slowed, cal, reference_ms=1.0, margin=1.0)
     assert floor == pytest.approx(1.0 + (1.0 - cap) - allowance) and floor > 0.85
-    # A candidate host faster than the reference host in the calibration is not held to it.
+    # A candidate host faster than the reference host in the calibration is not held to it...
     faster = [(0.9, 1.0)] * 9
     assert one_call_floor_ms(same, faster, 1.0, 0.0) == (pytest.approx(1.0), 0.0)
+    # ...unless the bias is taken signed: then a batching candidate that keeps that asymmetry in
+    # the pass (its host 0.1 ms faster alone, as the H100's stock hosts were) is held to the
+    # reference's call, where the one-sided bias pays it 0.1 ms a call.
+    keeps = [(0.9, 1.0)] * 16
+    assert one_call_floor_ms(keeps, faster, 1.0, 0.0) == (pytest.approx(0.9), 0.0)
+    assert one_call_floor_ms(keeps, faster, 1.0, 0.0, signed_bias=True) == (pytest.approx(1.0), 0.0)
     # Much faster than the reference alone too: the floor is 0, never negative.
     assert one_call_floor_ms([(0.0, 2.0)] * 4, same, reference_ms=1.0, margin=1.0)[0] == 0.0
     with pytest.raises(ValueError):
