@@ -42,6 +42,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--overhead-quantile", type=float, default=None, help="EvalSettings.overhead_quantile")
     ap.add_argument("--unexplained-tolerance", type=float, default=None, help="EvalSettings.unexplained_tolerance")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="another EvalSettings field, VALUE as JSON (e.g. one_call_share=0.1, one_call_signed_bias=true)",
+    )
     ap.add_argument("--out", default=None)
     ap.add_argument(
         "--records", default=None, help="append each evaluation's whole result (EvalResult.to_dict) here, one JSON line"
@@ -59,7 +66,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
 
-    overrides: dict[str, float] = {}
+    overrides: dict[str, object] = {}
+    for item in args.set:
+        field, sep, value = item.partition("=")
+        if not sep:
+            ap.error(f"--set takes FIELD=VALUE, got {item!r}")
+        try:
+            overrides[field] = json.loads(value)
+        except json.JSONDecodeError:
+            ap.error(f"--set {field}: {value!r} is not a JSON value")
     if args.overhead_quantile is not None:
         overrides["overhead_quantile"] = args.overhead_quantile
     if args.unexplained_tolerance is not None:

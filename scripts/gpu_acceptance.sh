@@ -55,7 +55,8 @@ t0=$(date +%s)
 CHECKS=${CHECKS:-degenerate probe guards self agreement repeat}
 want() { [[ " $CHECKS " == *" $1 "* ]]; }
 # GUARDS_K: a pytest -k expression for the guard tests (default: all); REPEATS: evaluations a
-# seed in the repeat check (default 5).
+# seed in the repeat check (default 5); SELF_SET: EvalSettings fields for the self check, as
+# FIELD=VALUE words (e.g. "one_call_share=0.1 one_call_signed_bias=true").
 GUARDS_K=${GUARDS_K:-}
 REPEATS=${REPEATS:-5}
 echo "checks: $CHECKS" >> "$out/env.txt"
@@ -97,7 +98,8 @@ fi
 
 if want self; then
 KB_IDS=$(echo $SET | sed 's#kernelbench/##g')
-timeout 100 python3 benchmarks/self_speedup.py --backend cuda --kernelbench "$kb" --tasks $KB_IDS --repeats 1 \
+self_sets=(); for kv in ${SELF_SET:-}; do self_sets+=(--set "$kv"); done
+timeout 100 python3 benchmarks/self_speedup.py --backend cuda --kernelbench "$kb" --tasks $KB_IDS --repeats 1 "${self_sets[@]}" \
   --band 0.98 1.02 --out "$out/self.json" --records "$out/self-records.jsonl" > "$out/self.log" 2>&1
 tail -2 "$out/self.log"
 grep -q "^PASS reference as candidate" "$out/self.log"; verdict self $? "$(tail -1 "$out/self.log")"
