@@ -4,7 +4,9 @@ into the build directory every 5 ms for as long as it lives. It never reads the 
 build never ends by itself, and the import waits until the beat runs. Each forward writes its own time beside it. A build child is not one
 of the candidate's processes (not stopped while the reference is timed); the right value: it is
 ended before anything is timed, so the last beat comes before the last forward. With __HOP__
-the beat forks and lets its parent exit at every beat, so it is never at a pid anyone listed."""
+the beat forks and lets its parent exit at every beat, so it is never at a pid anyone listed.
+The beat ends by itself after 3 minutes (on a harness that lets it escape, it would hop on for
+good, a core's worth of forks)."""
 import json
 import os
 import socket
@@ -19,7 +21,8 @@ _BEAT = r"""
 import os, sys, time
 path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "beat")
 fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o666)
-while True:
+end = time.monotonic() + 180  # a beat that escapes a broken harness ends by itself
+while time.monotonic() < end:
     if __HOP__ and os.fork() != 0:
         os._exit(0)  # hop: the beat goes on in a fresh process at a pid nobody listed
     os.pwrite(fd, b"%.6f\n" % time.time(), 0)
