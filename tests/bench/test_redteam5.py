@@ -79,13 +79,22 @@ def test_a_candidate_is_paid_at_most_its_one_call_difference_from_the_reference(
     output is read, and its candidate host's one-call round trips ran 0.2-0.4 ms longer than the
     reference host's for the same honest code, most of sin_chain's 0.3 ms call.)"""
     slow = evalkit.candidate("slow_alone", delay_ms=30)
-    floored = run(SIN_CHAIN, slow, cache_dir, one_call_rounds=4)
-    assert floored.status is Status.OK and "one_call_floor" in floored.labels, evalkit.describe(floored)
-    assert floored.speedup < 0.5 and len(floored.round_trips["one-call candidate"]) == 4, floored.speedup
-    assert len(floored.round_trips["calibration one-call candidate"]) == 4, floored.round_trips.keys()
-    plain = run(SIN_CHAIN, slow, cache_dir)
-    assert plain.status is Status.OK and plain.speedup > 0.5 and "one_call_floor" not in plain.labels, plain.speedup
-    assert not any("one-call" in key for key in plain.round_trips), plain.round_trips.keys()
+    # Three pairs, medians compared: on the loaded 2-core CI machine one evaluation of this
+    # candidate without the floor came out anywhere in 0.37-1.31x (7 of 8 above 0.5, 2026-12-06,
+    # the same before this session's changes), and one floored evaluation snapped to 1.0 (below
+    # the resolution).
+    floored_x, plain_x = [], []
+    for _ in range(3):
+        floored = run(SIN_CHAIN, slow, cache_dir, one_call_rounds=4)
+        assert floored.status is Status.OK and "one_call_floor" in floored.labels, evalkit.describe(floored)
+        assert len(floored.round_trips["one-call candidate"]) == 4, floored.round_trips.keys()
+        assert len(floored.round_trips["calibration one-call candidate"]) == 4, floored.round_trips.keys()
+        plain = run(SIN_CHAIN, slow, cache_dir)
+        assert plain.status is Status.OK and "one_call_floor" not in plain.labels, evalkit.describe(plain)
+        assert not any("one-call" in key for key in plain.round_trips), plain.round_trips.keys()
+        floored_x.append(floored.speedup)
+        plain_x.append(plain.speedup)
+    assert statistics.median(floored_x) < 0.5 < statistics.median(plain_x), (floored_x, plain_x)
 
 
 def test_the_one_call_rounds_grow_with_their_noise_when_a_share_is_asked(cache_dir) -> None:
