@@ -92,14 +92,14 @@ fi
 
 [[ -n $prebuild ]] && { wait $prebuild; tail -2 "$out/prebuild.log"; }
 if want guards; then
-timeout 240 python3 -m pytest -q -s -p no:cacheprovider -o addopts="" -m gpu ${GUARDS_K:+-k "$GUARDS_K"} tests/bench/test_gpu_guards.py > "$out/guards.log" 2>&1
+GUARDS_DUMP="$out/guard-trips" timeout 240 python3 -m pytest -q -s -p no:cacheprovider -o addopts="" -m gpu ${GUARDS_K:+-k "$GUARDS_K"} tests/bench/test_gpu_guards.py > "$out/guards.log" 2>&1
 rc=$?; tail -3 "$out/guards.log"; verdict guards $rc "$(tail -1 "$out/guards.log")"
 fi
 
 if want self; then
 KB_IDS=$(echo $SET | sed 's#kernelbench/##g')
 self_sets=(); for kv in ${SELF_SET:-}; do self_sets+=(--set "$kv"); done
-timeout 100 python3 benchmarks/self_speedup.py --backend cuda --kernelbench "$kb" --tasks $KB_IDS --repeats 1 "${self_sets[@]}" \
+timeout 150 python3 benchmarks/self_speedup.py --backend cuda --kernelbench "$kb" --tasks $KB_IDS --repeats 1 "${self_sets[@]}" \
   --band 0.98 1.02 --out "$out/self.json" --records "$out/self-records.jsonl" > "$out/self.log" 2>&1
 tail -2 "$out/self.log"
 grep -q "^PASS reference as candidate" "$out/self.log"; verdict self $? "$(tail -1 "$out/self.log")"

@@ -237,6 +237,8 @@ class Judge:
         self.batch = 1
         self.recording: str | None = None
         """While set, round trips are recorded in `EvalResult.round_trips` under this prefix."""
+        self.first_go_ns: int | None = None
+        """The judge's clock (ns) at the go of the first recorded round trip: their `go_s` origin."""
         self.trips_ms: list[float] = []
         self.one_call_calibration: list[tuple[float, float]] = []
         """The calibration's one-call round trips: (candidate host's, reference host's), ms."""
@@ -790,6 +792,9 @@ class Judge:
         where it was counted."""
         if self.recording is None:
             return
+        go_ns = self.clock.now_ns() - int(wall_ms * 1e6)
+        if self.first_go_ns is None:
+            self.first_go_ns = go_ns
         # Everything here may come from the candidate's process: kept only where it is sane data.
         parts = {**(msg.get("parts_ms") or {}), **(audit.get("parts_ms") or {})}
         parts = (
@@ -800,6 +805,7 @@ class Judge:
         inner = msg.get("inner_ms")
         own = timing.claimed_total_ms(inner, len(inner)) if isinstance(inner, list) and inner else None
         record = {
+            "go_s": round((go_ns - self.first_go_ns) / 1e9, 6),
             "wall_ms": round(wall_ms, 4),
             "answered_ms": round(answered_ms, 4),
             "own_ms": None if own is None else round(own, 4),

@@ -210,7 +210,9 @@ class EvalResult:
     calibration, with the candidate host running the reference; the same names with "one-call "
     after any "calibration ": the one-call round trips of `EvalSettings.one_call_rounds`, whose
     `own_ms` is one forward's), one entry per round trip in
-    order (ms): `wall_ms` (the judge's clock, go to holding every output), `answered_ms` (go to
+    order (ms): `go_s` (when its go was sent, s on the judge's clock since the first recorded
+    round trip's: the order of round trips across hosts and kinds), `wall_ms` (the judge's
+    clock, go to holding every output), `answered_ms` (go to
     the host's answer), `own_ms` (the host's own figure for its K forwards; None when it sent none
     usable), `host_parts_ms` (where the host says its side went: inputs, forwards, locate before its
     answer, audit after it; from the candidate's host, only its word) and, for the candidate host

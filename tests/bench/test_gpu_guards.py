@@ -8,6 +8,9 @@ The inline-CUDA candidates here build once each (about a minute on an H200's hos
 
 from __future__ import annotations
 
+import json
+import os
+import pathlib
 import statistics
 import textwrap
 
@@ -377,6 +380,7 @@ def test_work_batched_across_a_cuda_round_pays_no_more_than_its_one_call_rounds(
 
     source = candidate(name)
     free = evaluate(SIN_CHAIN, source, "cuda", settings=_settings(one_call_rounds=0))
+    print(f"{name}: without one-call rounds {free.status.value} {free.speedup} {free.message[:300]!r}")
     assert free.status is Status.OK, (free.status, free.message, free.log[-1000:])
     # 16 one-call rounds left an allowance of half sin_chain's 0.36 ms call on an H100 (their
     # difference's jitter 0.18-0.44 ms): paid 1.5-2.7x. As many as a tenth of the call asks.
@@ -391,6 +395,10 @@ def test_work_batched_across_a_cuda_round_pays_no_more_than_its_one_call_rounds(
         f"calibration difference jitter {jitter(cal[:16]) if len(cal) > 1 else float('nan'):.4f} ms over the first 16 "
         f"of {len(cal)}"
     )
+    if os.environ.get("GUARDS_DUMP"):  # the round trips in order (`go_s`), for the drift's diagnosis
+        dump = pathlib.Path(os.environ["GUARDS_DUMP"]) / f"{name}.json"
+        dump.parent.mkdir(parents=True, exist_ok=True)
+        dump.write_text(json.dumps({"speedup": floored.speedup, "round_trips": floored.round_trips}))
     assert free.speedup > 1.25, (free.speedup, free.message)
     assert "BATCHED" in floored.log or "DEFERRED" in floored.log, floored.log[-500:]
     assert floored.status is not Status.OK or floored.speedup <= 1.25, (floored.speedup, floored.labels)
