@@ -13,7 +13,10 @@ CUDA seeds is mostly compiling), so this module splits the cores instead (`CoreS
   the child before any untrusted code). Two cores: the judge and a host take turns (one waits on
   its socket while the other runs a call), the reference host idles while the candidate is
   called, so two runnable threads at a time is the most an evaluation has; the second core keeps
-  the parent's watcher and a host's synchronize spin from queueing behind the active one;
+  the parent's watcher and a host's synchronize spin from queueing behind the active one. On CUDA
+  both hosts run on one core of the slot and the judge on the other (`judge_and_hosts`): a host's
+  forward is mostly launching kernels, so two hosts on different or wandering cores differ in
+  speed by more than a small kernel's time;
 - builds (`cudal1.bench.evaluator.prebuild`, the compilers they start) are pinned to the rest.
 
 Timing takes the highest cores, and whole physical cores where the host has SMT (a compiler on
@@ -21,7 +24,8 @@ the sibling hardware thread would share the timed thread's execution units).
 
 Where the split is decided: `cudal1.bench.suite.run_suite` reserves one slot per evaluation it
 runs at once; a benchmark pool (`cudal1.actors.bench_pool`) reserves one slot per GPU of the node
-(`node_split`), its timing actor takes the slot of its GPU and its build actors the rest.
+(`node_split`), its timing actor takes the slot of its GPU and its build actors the rest; an
+evaluation given no cores on CUDA takes its device's slot (`device_slot`).
 
 What this does not do: sched_setaffinity is no privilege, so candidate code can widen its own
 process's cores (a hostile build can still reach the timing cores; a cpuset control group would
@@ -166,6 +170,41 @@ class CoreSplit:
     def timing(self) -> tuple[int, ...]:
         """Every core of every slot."""
         return tuple(sorted({c for s in self.slots for c in s}))
+
+
+def host_index(device: str) -> int:
+    """The host index of a CUDA device name ("cuda", "cuda:<i>"): the i-th entry of
+    CUDA_VISIBLE_DEVICES where that lists numbers, else i."""
+    i = int(device.split(":", 1)[1]) if ":" in device else 0
+    visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    return int(visible[i]) if i < len(visible) and all(d.isdigit() for d in visible) else i
+
+
+def device_slot(device: str) -> tuple[int, ...] | None:
+    """The timing cores of a CUDA device's slot in this node's split (`node_split`): what an
+    evaluation given no cores runs on, as a benchmark pool's timing actor of that GPU would. None
+    where there is no split (no GPU found, too few cores, no affinity)."""
+    split = node_split()
+    return split.slot(host_index(device)) if split else None
+
+
+def judge_and_hosts(cpus: Sequence[int] | None, backend: str) -> tuple[tuple[int, ...] | None, tuple[int, ...] | None]:
+    """(the judge's cores, both hosts' cores) within an evaluation's `cpus`.
+
+    On CUDA a host's forward is mostly the CPU launching kernels, so the core a host runs on sets
+    its one-call round trips: unpinned on an H100, the two hosts running the same reference
+    differed by up to 0.47 ms a call (a third of the round trip) and the difference wandered
+    between calibration and pass (docs/benchmarks.md, 2026-12-06). Both hosts take turns (the
+    candidate host is stopped while the reference host runs, the reference host waits on its
+    socket while the candidate's runs), so they share one core, the slot's last, and the judge
+    takes the rest. On the CPU backend, or with fewer than 2 cores, every process gets all of
+    `cpus`. (None, None) for no `cpus`."""
+    if not cpus:
+        return None, None
+    have = tuple(sorted(set(cpus)))
+    if backend != "cuda" or len(have) < 2:
+        return have, have
+    return have[:-1], have[-1:]
 
 
 def node_split(per_evaluation: int = PER_EVALUATION) -> CoreSplit | None:

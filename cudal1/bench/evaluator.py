@@ -29,6 +29,7 @@ next `evaluate` of the source to report as `build_seconds`.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -46,7 +47,7 @@ import torch
 
 from ..tasks.suite import SOLUTION_DIRS, builtin_root
 from ..tasks.task import Task
-from . import buildcache
+from . import buildcache, cores
 from .builder import BuildService
 from .devicelock import DeviceLock
 from .labels import built_objects, kernel_labels, source_labels
@@ -287,7 +288,8 @@ def evaluate(
 
     backend: "cpu" or "cuda"; device: "cpu" or "cuda:<i>" (default: the backend's first device).
     cpus: the cores the evaluation's three processes may run on (`cudal1.bench.cores`: a slot kept
-    free of builds); None: any. Works on its own; after a `prebuild` of the same source its
+    free of builds; on CUDA both hosts share one of them, `cores.judge_and_hosts`); None: on CUDA
+    the device's slot of this node (`cores.device_slot`), on the CPU any. Works on its own; after a `prebuild` of the same source its
     extensions are already built, and the result's `build_seconds` and `phases_s["prebuild"]`
     say what that prebuild took (`build_seconds` adds the seconds this evaluation spent in build
     calls itself: near zero when the prebuild built everything).
@@ -322,7 +324,9 @@ def evaluate(
         "degenerate": _degenerate_cached(settings, task, profile, backend),
     }
     host_limits = _limits(settings, info["arch"], candidate_source, settings.wall_timeout_s)
-    host_limits.cpus = tuple(cpus) if cpus else None
+    if cpus is None and backend == "cuda":
+        cpus = cores.device_slot(device)
+    judge_cpus, host_limits.cpus = cores.judge_and_hosts(cpus, backend)
     prebuilt = buildcache.take_record(host_limits.env["TORCH_EXTENSIONS_DIR"])
     # Triton's launcher builds go to the builder too (`cudal1.bench.tritoncache`).
     host_limits.env.setdefault("TRITON_CACHE_MANAGER", "cudal1.bench.tritoncache:BuilderCacheManager")
@@ -332,7 +336,7 @@ def evaluate(
         memory_mib=2 * settings.memory_limit_mib,
         max_processes=settings.max_processes,
         sandbox=settings.sandbox,
-        cpus=host_limits.cpus,
+        cpus=judge_cpus,
     )
     # One evaluation times on a GPU at a time, however many share it (`cudal1.bench.devicelock`).
     lock = DeviceLock(info.get("uuid") or f"{platform.node()}-{device}") if backend == "cuda" else None
@@ -350,7 +354,7 @@ def evaluate(
             {},
             host_limits,
             watch_dirs=[ext],
-            reference_limits=judge_limits,
+            reference_limits=dataclasses.replace(judge_limits, cpus=host_limits.cpus),
             device_lock=lock,
             builder=service.child_end,
             end_builds=service.close,

@@ -60,6 +60,24 @@ def test_node_slots_follow_the_visible_gpu(monkeypatch) -> None:
     assert cores.gpu_count() == (len(os.listdir(gpus)) if os.path.isdir(gpus) else 0)
 
 
+def test_on_cuda_both_hosts_share_the_slots_last_core_and_the_judge_takes_the_rest() -> None:
+    assert cores.judge_and_hosts((5, 3, 4), "cuda") == ((3, 4), (5,))
+    assert cores.judge_and_hosts((7,), "cuda") == ((7,), (7,))  # one core: nothing to split
+    assert cores.judge_and_hosts((4, 5), "cpu") == ((4, 5), (4, 5))  # CPU hosts compute on their cores
+    assert cores.judge_and_hosts(None, "cuda") == (None, None)
+    assert cores.judge_and_hosts((), "cpu") == (None, None)
+
+
+def test_a_cuda_device_name_maps_to_its_host_index(monkeypatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,1")
+    assert cores.host_index("cuda:1") == 1 and cores.host_index("cuda") == 3 and cores.host_index("cuda:0") == 3
+    assert cores.host_index("cuda:2") == 2  # past the list: taken as it is
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-5e7c,GPU-11ab")  # UUIDs: no index to read
+    assert cores.host_index("cuda:1") == 1
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert cores.host_index("cuda:2") == 2
+
+
 @needs_two
 def test_a_worker_child_and_what_it_starts_run_on_the_given_cores() -> None:
     import isolated_targets
@@ -134,3 +152,22 @@ def test_a_prebuild_and_its_programs_run_on_the_build_cores(tmp_path) -> None:
     ]
     assert len(said) == 1 and said[0]["prebuild"], said
     assert said[0]["self"] == list(build) and said[0]["child"] == str(build[0]), said
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA device")
+def test_a_cuda_evaluation_given_no_cores_runs_both_hosts_on_one_core_of_its_devices_slot(tmp_path) -> None:
+    """On CUDA a host's one-call round trips are mostly its CPU launching kernels: given no cores,
+    the evaluation takes its device's slot (`cores.device_slot`), and both hosts share the slot's
+    last core (`cores.judge_and_hosts`); the candidate, running in the candidate host, says so."""
+    from cudal1.bench.settings import EvalSettings
+
+    slot = cores.device_slot("cuda:0")
+    if slot is None or len(slot) < 2:
+        pytest.skip(f"no two-core slot for the device on this host ({slot})")
+    settings = EvalSettings.for_backend("cuda", rounds=2, calls_per_round=2, cache_dir=str(tmp_path))
+    source = evalkit.candidate("reports_cores")
+    r = evaluate(evalkit.task("matmul_relu"), source, "cuda", settings=settings)
+    assert r.status is Status.OK, evalkit.describe(r)
+    said = [json.loads(p.read_text()) for p in extensions_dir(settings, r.arch, source).glob("cores-*.json")]
+    assert said and all(s["self"] == [max(slot)] for s in said if not s["prebuild"]), (slot, said)
