@@ -92,7 +92,7 @@ fi
 
 [[ -n $prebuild ]] && { wait $prebuild; tail -2 "$out/prebuild.log"; }
 if want guards; then
-GUARDS_DUMP="$out/guard-trips" timeout 240 python3 -m pytest -q -s -p no:cacheprovider -o addopts="" -m gpu ${GUARDS_K:+-k "$GUARDS_K"} tests/bench/test_gpu_guards.py > "$out/guards.log" 2>&1
+GUARDS_DUMP="$out/guard-trips" timeout 360 python3 -m pytest -q -s -p no:cacheprovider -o addopts="" -m gpu ${GUARDS_K:+-k "$GUARDS_K"} tests/bench/test_gpu_guards.py > "$out/guards.log" 2>&1
 rc=$?; tail -3 "$out/guards.log"; verdict guards $rc "$(tail -1 "$out/guards.log")"
 fi
 

@@ -77,13 +77,15 @@ class EvalSettings:
     """> 0: after its first `one_call_rounds` one-call rounds the calibration takes more, and each
     timing pass as many, until the floor's allowance is at most this share of the reference's
     per-call figure (`cudal1.bench.timing.one_call_round_count`), up to `max_one_call_rounds`
-    and `one_call_budget_s`. 0 (the default): always `one_call_rounds`. On an H100 (2026-12-06)
-    the one-call differences' jitter was 0.18-0.44 ms against a 0.36 ms call, so 16 rounds left
-    an allowance of half the call (docs/benchmarks.md)."""
+    and `one_call_budget_s`. 0 (the default): always `one_call_rounds`. CUDA: 0.1. On an H100
+    (2026-12-06) the one-call differences' jitter was 0.18-0.44 ms against a 0.36 ms call, so 16
+    rounds left an allowance of half the call (docs/benchmarks.md)."""
     one_call_signed_bias: bool = False
     """Subtract the calibration's one-call bias of the two hosts whatever its sign, not only
-    where the candidate host was the slower one (`cudal1.bench.timing.one_call_floor_ms`). Off
-    by default: not yet run on a GPU."""
+    where the candidate host was the slower one (`cudal1.bench.timing.one_call_floor_ms`).
+    CUDA: on (with both hosts on one core, an H100 held three batching candidates to 0.97-1.12x
+    in two runs, and the reference as candidate to 0.98-1.02x; docs/benchmarks.md, 2026-12-06).
+    Off by default (the CPU backend makes no one-call rounds)."""
     max_one_call_rounds: int = 1024
     """The most one-call rounds `one_call_share` may ask for."""
     one_call_budget_s: float = 2.0
@@ -265,6 +267,8 @@ class EvalSettings:
                 rounds=10,
                 max_rounds=40,
                 one_call_rounds=16,
+                one_call_share=0.1,
+                one_call_signed_bias=True,
                 warmup_calls=3,
                 min_round_ms=20.0,
                 max_calls_per_round=1000,

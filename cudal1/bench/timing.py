@@ -439,7 +439,10 @@ def one_call_floor_ms(
     slower one, as there, unless `signed_bias`: on an H100 the stock reference host was the
     slower one in one-call rounds by 0.1-0.17 ms, which a one-sided bias leaves to a batching
     candidate (docs/benchmarks.md, 2026-12-06); signed, drift between the calibration and the
-    pass moves an honest floor by as much, either way.
+    pass moves an honest floor by as much, either way. That bias is mostly the hosts' cores (a
+    one-call forward is mostly the CPU launching kernels): unpinned it reached 0.39 ms and
+    wandered; with both hosts on one core (`cudal1.bench.cores.judge_and_hosts`) it stayed
+    within 0.07 ms.
 
     So a candidate is paid, per call, at most what it gains over the reference when each call
     must be finished before the judge reads it and no later input exists, plus the noise of

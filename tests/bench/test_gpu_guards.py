@@ -357,15 +357,21 @@ def test_a_call_cannot_batch_a_cuda_round_by_introspection(name):
     assert r.status is not Status.OK or "BATCHED" not in r.log, (r.status, r.speedup, r.message)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open (issue 21): on an H100 the floor held batching to 1.5-2.7x (16 rounds) and 1.6-1.75x "
-    "(one_call_share=0.1), not 1.25x: it keeps the reference host's one-call slowness (the calibration's bias is "
-    "taken only where positive) and drift between calibration and pass (docs/benchmarks.md, 2026-12-06); "
-    "the signed bias this test now asks for has not run",
-)
 @pytest.mark.parametrize(
-    "name", ["batches_via_frames", "batches_via_referrers", "defers_to_the_last_call", "lean_host_batches"]
+    "name",
+    [
+        "batches_via_frames",
+        "batches_via_referrers",
+        "defers_to_the_last_call",
+        pytest.param(
+            "lean_host_batches",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="not yet run as mended: on an H100 (2026-12-06) its rebuilt host sent CPU-style output "
+                "locations and its unfloored evaluation came back hack (an output's location is malformed)",
+            ),
+        ),
+    ],
 )
 def test_work_batched_across_a_cuda_round_pays_no_more_than_its_one_call_rounds(name):
     """Three ways to do a CUDA round's calls at once: the first call finds the others' inputs
@@ -382,10 +388,10 @@ def test_work_batched_across_a_cuda_round_pays_no_more_than_its_one_call_rounds(
     free = evaluate(SIN_CHAIN, source, "cuda", settings=_settings(one_call_rounds=0))
     print(f"{name}: without one-call rounds {free.status.value} {free.speedup} {free.message[:300]!r}")
     assert free.status is Status.OK, (free.status, free.message, free.log[-1000:])
-    # 16 one-call rounds left an allowance of half sin_chain's 0.36 ms call on an H100 (their
-    # difference's jitter 0.18-0.44 ms): paid 1.5-2.7x. As many as a tenth of the call asks.
-    # The stock reference host was the slower one alone by 0.1-0.17 ms there: the bias taken signed.
-    floored = evaluate(SIN_CHAIN, source, "cuda", settings=_settings(one_call_share=0.1, one_call_signed_bias=True))
+    # CUDA's defaults: as many one-call rounds as a tenth of the call asks (16 left an allowance
+    # of half sin_chain's 0.36 ms call on an H100), the calibration's bias taken signed, both
+    # hosts on one core (unpinned, their one-call difference reached 0.39 ms and wandered).
+    floored = evaluate(SIN_CHAIN, source, "cuda", settings=_settings())
     walls = {k: [t["wall_ms"] for t in v] for k, v in floored.round_trips.items() if "one-call" in k}
     trips = {k: round(statistics.median(v), 4) for k, v in walls.items()}
     cal = [c - r for c, r in zip(*(walls.get(f"calibration one-call {w}", []) for w in ("candidate", "reference")))]
