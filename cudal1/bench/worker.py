@@ -1154,11 +1154,12 @@ def _process_cpu_ns(pid: int) -> int:
         return 0
 
 
-def _stat_fields(pid: int) -> list[bytes]:
-    """The fields of /proc/<pid>/stat after the command name (the state letter first); [] when the
-    process is gone or the file cannot be parsed."""
+def _stat_fields(pid: int, tid: int | None = None) -> list[bytes]:
+    """The fields of /proc/<pid>/stat (of its thread `tid`: /proc/<pid>/task/<tid>/stat) after the
+    command name (the state letter first); [] when the process or thread is gone or the file
+    cannot be parsed."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
+        with open(f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat", "rb") as f:
             return f.read().rsplit(b")", 1)[1].split()
     except (OSError, IndexError):
         return []
@@ -1197,12 +1198,7 @@ def _all_threads_stopped(pid: int) -> bool:
     except OSError:
         return True
     for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue  # the thread ended
-        fields = stat[stat.rfind(b")") + 2 :].split()
+        fields = _stat_fields(pid, int(tid))  # [] for a thread that ended
         if fields and fields[0].decode() not in _STOPPED:
             return False
     return True

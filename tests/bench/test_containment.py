@@ -382,8 +382,11 @@ def test_threads_left_running_through_the_pause_are_the_candidates_failure(cache
     1 GiB per pwritev into a memfd, so they run on in the kernel through the pause while the
     reference is timed (before: paid 1.14-2.34x against the honest control's 0.63-1.19x on this
     VM). The parent's pause waits for every thread (`worker.wait_until_stopped`) for at most
-    `PAUSE_WAIT_S`; a write of 1 GiB outlasts it, and that is the candidate's failure."""
+    `PAUSE_WAIT_S`: a write that outlasts it (1 GiB on this VM under load) is the candidate's
+    failure; one that ends sooner (on the idle VM: every thread stopped within 0.94 s) ends before
+    the reference is timed, and the candidate is paid for its own work alone (0.41x there)."""
     source = evalkit.candidate("burns_past_the_stop", burners=4, chunk_mib=1024, factor=0, debug=0)
     r = evaluate(evalkit.MATMUL_512, source, "cpu", settings=evalkit.settings(cache_dir, rounds=5, calls_per_round=1))
     assert "BURNS PAST THE STOP 4 1024 0" in r.log, evalkit.describe(r)
-    assert r.status is Status.HACK and r.hack_kind is HackKind.UNFINISHED_WORK, evalkit.describe(r)
+    caught = r.status is Status.HACK and r.hack_kind is HackKind.UNFINISHED_WORK
+    assert caught or (r.status is Status.OK and r.speedup < 1.1), evalkit.describe(r)
