@@ -193,7 +193,7 @@ def judge_and_hosts(cpus: Sequence[int] | None, backend: str) -> tuple[tuple[int
 
     On CUDA a host's forward is mostly the CPU launching kernels, so the core a host runs on sets
     its one-call round trips: unpinned on an H100, the two hosts running the same reference
-    differed by up to 0.47 ms a call (a third of the round trip) and the difference wandered
+    differed by up to 0.39 ms a call (median; the round trips took 1.2-1.9 ms) and the difference wandered
     between calibration and pass (docs/benchmarks.md, 2026-12-06). Both hosts take turns (the
     candidate host is stopped while the reference host runs, the reference host waits on its
     socket while the candidate's runs), so they share one core, the slot's last, and the judge
