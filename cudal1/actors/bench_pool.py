@@ -223,10 +223,9 @@ def timing_cores(backend: str) -> tuple[int, ...] | None:
     and take turns on the device anyway), so that build actors on the node keep off them. None
     (any core) on a CPU pool, whose timed code computes on the cores it is given by Ray's
     `num_cpus`, or where the node cannot be split."""
-    from ..bench.cores import node_split, visible_gpu_index
+    from ..bench.cores import device_slot
 
-    split = node_split() if backend == "cuda" else None
-    return split.slot(visible_gpu_index()) if split else None
+    return device_slot("cuda") if backend == "cuda" else None
 
 
 def build_cores() -> tuple[int, ...] | None:

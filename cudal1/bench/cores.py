@@ -92,13 +92,6 @@ def gpu_count() -> int:
         return 0
 
 
-def visible_gpu_index() -> int:
-    """The host index of the first GPU in CUDA_VISIBLE_DEVICES (Ray sets it to the GPUs it gave
-    an actor), or 0 when it is unset, empty or not a number (a UUID)."""
-    first = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")[0].strip()
-    return int(first) if first.isdigit() else 0
-
-
 @dataclasses.dataclass(frozen=True)
 class CoreSplit:
     """Cores of one host: a slot of timing cores per evaluation at a time, and the build cores."""
@@ -174,10 +167,11 @@ class CoreSplit:
 
 def host_index(device: str) -> int:
     """The host index of a CUDA device name ("cuda", "cuda:<i>"): the i-th entry of
-    CUDA_VISIBLE_DEVICES where that lists numbers, else i."""
+    CUDA_VISIBLE_DEVICES (Ray sets it to the GPUs it gave an actor) where that entry is a number,
+    else i (unset, too short, or a UUID)."""
     i = int(device.split(":", 1)[1]) if ":" in device else 0
     visible = [d.strip() for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
-    return int(visible[i]) if i < len(visible) and all(d.isdigit() for d in visible) else i
+    return int(visible[i]) if i < len(visible) and visible[i].isdigit() else i
 
 
 def device_slot(device: str) -> tuple[int, ...] | None:

@@ -53,9 +53,9 @@ def test_reserve_takes_whole_physical_cores_under_smt() -> None:
 
 def test_node_slots_follow_the_visible_gpu(monkeypatch) -> None:
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,4")
-    assert cores.visible_gpu_index() == 3
+    assert cores.host_index("cuda") == 3
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-1234")
-    assert cores.visible_gpu_index() == 0
+    assert cores.host_index("cuda") == 0
     gpus = "/proc/driver/nvidia/gpus"
     assert cores.gpu_count() == (len(os.listdir(gpus)) if os.path.isdir(gpus) else 0)
 
