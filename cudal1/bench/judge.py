@@ -764,7 +764,7 @@ class Judge:
         audit = self._ref_recv("audited")
         if audit["hack"] is not None:
             raise RuntimeError(f"the reference host reported its own outputs: {str(audit)[:300]}")
-        self._note_trip("reference", wall_ms, (answered - t0) / 1e6, msg, audit)
+        self._note_trip("reference", t0, wall_ms, (answered - t0) / 1e6, msg, audit)
         return wall_ms, [float(v) for v in msg["inner_ms"]], list(zip(tensors, msg["values"]))
 
     def _ref_read(self, leaves: list[list[Any]], n: int, append: bool = False) -> list[list[torch.Tensor]]:
@@ -780,19 +780,20 @@ class Judge:
     def _note_trip(
         self,
         who: str,
+        go_ns: int,
         wall_ms: float,
         answered_ms: float,
         msg: dict[str, Any],
         audit: dict[str, Any],
         parallel_cpu_ms: float | None = None,
     ) -> None:
-        """Keep the record of a round trip of the timing pass (see `EvalResult.round_trips`); the
-        host's parts come from its answer (`msg`) and its audit after it (`audit`);
+        """Keep the record of a round trip of the timing pass (see `EvalResult.round_trips`) whose
+        go was sent at `go_ns` on the judge's clock; the host's parts come from its answer (`msg`)
+        and its audit after it (`audit`);
         `parallel_cpu_ms` is the candidate's CPU time beyond one core (`timing.parallel_cpu_ms`),
         where it was counted."""
         if self.recording is None:
             return
-        go_ns = self.clock.now_ns() - int(wall_ms * 1e6)
         if self.first_go_ns is None:
             self.first_go_ns = go_ns
         # Everything here may come from the candidate's process: kept only where it is sane data.
@@ -873,7 +874,7 @@ class Judge:
             self.cpu_excess_ms = timing.parallel_cpu_ms(cpu_ms, elapsed_ms)
         self._host_verdicts(audit)
         self._note_trip(
-            "candidate", wall_ms, (answered - t0) / 1e6, msg, audit, self.cpu_excess_ms if counting else None
+            "candidate", t0, wall_ms, (answered - t0) / 1e6, msg, audit, self.cpu_excess_ms if counting else None
         )
         self.last_leaves, self.last_snapshot = msg["leaves"], snapshot
         return wall_ms, msg, snapshot
