@@ -363,14 +363,7 @@ def test_a_call_cannot_batch_a_cuda_round_by_introspection(name):
         "batches_via_frames",
         "batches_via_referrers",
         "defers_to_the_last_call",
-        pytest.param(
-            "lean_host_batches",
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="not yet run as mended: on an H100 (2026-12-06) its rebuilt host sent CPU-style output "
-                "locations and its unfloored evaluation came back hack (an output's location is malformed)",
-            ),
-        ),
+        "lean_host_batches",
     ],
 )
 def test_work_batched_across_a_cuda_round_pays_no_more_than_its_one_call_rounds(name):
