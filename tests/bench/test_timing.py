@@ -290,6 +290,39 @@ def test_the_one_call_floor_is_the_reference_plus_the_one_call_difference_less_i
     assert one_call_floor_ms(spread, cal, 1.0, 1.0) == (pytest.approx(floor), pytest.approx(allowance))
 
 
+def test_the_caps_clean_remeasure_forgives_a_slowdown_of_everyone_but_not_one_of_the_reference_alone():
+    # Both hosts' one-call round trips 0.4 ms slower in the pass than in the calibration, the
+    # candidate as fast as the reference alone (an honest copy of it): the calibration's cap
+    # counts the reference's as at most 1.0 ms plus jitter, so the honest candidate's floor
+    # rises by about 0.4 ms a call (an H100 paid such a candidate 0.69x).
+    cal = [(1.0 + 0.01 * (i % 5), 1.0 + 0.01 * ((i + 2) % 5)) for i in range(16)]
+    drifted = [(c + 0.4, r + 0.4) for c, r in cal]
+    cap = statistics.median([r for _, r in cal]) + jitter([r for _, r in cal])
+    floor, allowance = one_call_floor_ms(drifted, cal, reference_ms=1.0, margin=1.0, signed_bias=True)
+    bias = statistics.median([c - r for c, r in cal])
+    assert floor > 1.25
+    assert floor == pytest.approx(1.0 + statistics.median([c for c, _ in drifted]) - cap - bias - allowance)
+    # The reference host's one-call round trips once the candidate has ended ran 0.4 ms slower
+    # too (the machine, not the candidate): the cap is theirs, and the floor the reference's
+    # call less the noise.
+    after = [r + 0.4 for _, r in cal]
+    floor, allowance = one_call_floor_ms(drifted, cal, 1.0, 1.0, signed_bias=True, after_reference_ms=after)
+    assert floor == pytest.approx(1.0 - allowance, abs=0.011) and floor < 1.0
+    # Only the reference host's round trips slowed in the pass (work the candidate left on the
+    # device), and after the candidate they are as in the calibration: the cap stays, and the
+    # candidate, 0.4 ms faster alone only by that, is held to about the reference's call.
+    slowed_reference = [(c, r + 0.4) for c, r in cal]
+    clean_after = [r for _, r in cal]
+    kept = one_call_floor_ms(slowed_reference, cal, 1.0, 1.0, signed_bias=True)
+    assert one_call_floor_ms(slowed_reference, cal, 1.0, 1.0, True, clean_after) == pytest.approx(kept)
+    assert kept[0] > 0.9
+    # Round trips after the candidate faster than the calibration's never lower the cap.
+    quicker_after = [r - 0.3 for _, r in cal]
+    assert one_call_floor_ms(drifted, cal, 1.0, 1.0, True, quicker_after) == pytest.approx(
+        one_call_floor_ms(drifted, cal, 1.0, 1.0, True)
+    )
+
+
 def test_work_batched_across_calls_is_paid_about_what_the_call_costs_alone():
     # Batched calls 20x faster than the reference, but as fast as the reference alone (its
     # batching gone in a one-call round): paid the reference's time a call, less the noise.
