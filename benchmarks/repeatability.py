@@ -22,6 +22,7 @@ task whose reference is short against N).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import sys
@@ -31,7 +32,7 @@ from pathlib import Path
 from cudal1.bench.evaluator import evaluate
 from cudal1.bench.inprocess import measure_isolated
 from cudal1.bench.result import Status
-from cudal1.bench.settings import EvalSettings
+from cudal1.bench.settings import EvalSettings, parse_overrides
 from cudal1.tasks import find_task, load_tasks, seed_solutions
 
 
@@ -57,6 +58,9 @@ def variants(backend: str, cache: str) -> dict[str, EvalSettings]:
         # by the calibration's (`cudal1.bench.timing.pass_resolution`).
         "timing_resolution": EvalSettings.for_backend(backend, cache_dir=cache, resolution_source="timing_pass"),
         "calibration_resolution": EvalSettings.for_backend(backend, cache_dir=cache, resolution_source="calibration"),
+        # The one-call floor's cap also from 32 one-call round trips of the reference host once
+        # the candidate ended (`EvalSettings.one_call_after_rounds`).
+        "one_call_after": EvalSettings.for_backend(backend, cache_dir=cache, one_call_after_rounds=32),
     }
 
 
@@ -90,11 +94,22 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also time each task's seed against its reference in one plain process (cudal1.bench.inprocess)",
     )
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="another EvalSettings field for every variant, VALUE as JSON (e.g. one_call_after_rounds=32)",
+    )
     args = ap.parse_args(argv)
+    try:
+        overrides = parse_overrides(args.set)
+    except ValueError as exc:
+        ap.error(f"--set: {exc}")
 
     cache = args.cache or tempfile.mkdtemp(prefix="cudal1-rep-cache-")
     tasks, seeds = load_tasks("builtin"), seed_solutions(args.backend)
-    chosen = {name: variant(name, args.backend, cache) for name in args.variants}
+    chosen = {name: dataclasses.replace(variant(name, args.backend, cache), **overrides) for name in args.variants}
     report = []
     for tid in args.tasks:
         task, source = find_task(tasks, tid), seeds[tid].read_text()

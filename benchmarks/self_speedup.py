@@ -26,7 +26,7 @@ from pathlib import Path
 
 from cudal1.bench.evaluator import evaluate
 from cudal1.bench.result import Status
-from cudal1.bench.settings import EvalSettings
+from cudal1.bench.settings import EvalSettings, parse_overrides
 from cudal1.tasks import find_task, load_suite, load_tasks
 from cudal1.tasks.task import reference_as_candidate
 
@@ -66,15 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
 
-    overrides: dict[str, object] = {}
-    for item in args.set:
-        field, sep, value = item.partition("=")
-        if not sep:
-            ap.error(f"--set takes FIELD=VALUE, got {item!r}")
-        try:
-            overrides[field] = json.loads(value)
-        except json.JSONDecodeError:
-            ap.error(f"--set {field}: {value!r} is not a JSON value")
+    try:
+        overrides = parse_overrides(args.set)
+    except ValueError as exc:
+        ap.error(f"--set: {exc}")
     if args.overhead_quantile is not None:
         overrides["overhead_quantile"] = args.overhead_quantile
     if args.unexplained_tolerance is not None:

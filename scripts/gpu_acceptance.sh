@@ -58,10 +58,11 @@ CHECKS=${CHECKS:-degenerate probe guards self agreement repeat}
 want() { [[ " $CHECKS " == *" $1 "* ]]; }
 # GUARDS_K: a pytest -k expression for the guard tests (default: all); REPEATS: evaluations a
 # seed in the repeat check (default 5); SELF_SET: EvalSettings fields for the self check, as
-# FIELD=VALUE words (e.g. "one_call_share=0.1 one_call_signed_bias=true").
+# FIELD=VALUE words (e.g. "one_call_share=0.1 one_call_signed_bias=true"); EVAL_SET: the same for
+# the guard tests, the self check and the repeat check at once (e.g. "one_call_after_rounds=32").
 GUARDS_K=${GUARDS_K:-}
 REPEATS=${REPEATS:-5}
-echo "checks: $CHECKS" >> "$out/env.txt"
+echo "checks: $CHECKS; EVAL_SET: ${EVAL_SET:-}" >> "$out/env.txt"
 SEEDS="level1/1 level1/12 level1/17 level1/7 level2/1 level2/5"
 SET="kernelbench/level1/1 kernelbench/level1/4 kernelbench/level1/19 kernelbench/level1/23 kernelbench/level1/40
      kernelbench/level1/47 kernelbench/level1/88 kernelbench/level1/97 kernelbench/level2/1 kernelbench/level2/20
@@ -94,13 +95,13 @@ fi
 
 [[ -n $prebuild ]] && { wait $prebuild; tail -2 "$out/prebuild.log"; }
 if want guards; then
-GUARDS_DUMP="$out/guard-trips" timeout ${GUARDS_TIMEOUT:-360} python3 -m pytest -q -s -p no:cacheprovider -o addopts="" --durations=0 -m gpu ${GUARDS_K:+-k "$GUARDS_K"} tests/bench/test_gpu_guards.py > "$out/guards.log" 2>&1
+GUARDS_SET="${EVAL_SET:-}" GUARDS_DUMP="$out/guard-trips" timeout ${GUARDS_TIMEOUT:-360} python3 -m pytest -q -s -p no:cacheprovider -o addopts="" --durations=0 -m gpu ${GUARDS_K:+-k "$GUARDS_K"} tests/bench/test_gpu_guards.py > "$out/guards.log" 2>&1
 rc=$?; tail -3 "$out/guards.log"; verdict guards $rc "$(tail -1 "$out/guards.log")"
 fi
 
 if want self; then
 KB_IDS=$(echo $SET | sed 's#kernelbench/##g')
-self_sets=(); for kv in ${SELF_SET:-}; do self_sets+=(--set "$kv"); done
+self_sets=(); for kv in ${SELF_SET:-} ${EVAL_SET:-}; do self_sets+=(--set "$kv"); done
 timeout 150 python3 benchmarks/self_speedup.py --backend cuda --kernelbench "$kb" --tasks $KB_IDS --repeats 1 "${self_sets[@]}" \
   --band 0.98 1.02 --out "$out/self.json" --records "$out/self-records.jsonl" > "$out/self.log" 2>&1
 tail -2 "$out/self.log"
@@ -129,7 +130,8 @@ grep -qE "^(PASS|FAIL) " "$out/agreement.txt" || verdict agreement 1 "no report 
 fi
 
 if want repeat; then
-timeout 250 python3 benchmarks/repeatability.py --backend cuda --tasks $SEEDS --repeats $REPEATS --variants default \
+repeat_sets=(); for kv in ${EVAL_SET:-}; do repeat_sets+=(--set "$kv"); done
+timeout 250 python3 benchmarks/repeatability.py --backend cuda --tasks $SEEDS --repeats $REPEATS --variants default "${repeat_sets[@]}" \
   --cache "$CUDAL1_CACHE" --out "$out/repeat.json" --records "$out/repeat-records.jsonl" > "$out/repeat.log" 2>&1
 python3 - "$out/repeat.json" > "$out/repeat.txt" <<'PY'
 import json, statistics, sys

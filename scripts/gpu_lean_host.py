@@ -35,7 +35,7 @@ from pathlib import Path
 
 from cudal1.bench.evaluator import evaluate
 from cudal1.bench.result import Status
-from cudal1.bench.settings import EvalSettings
+from cudal1.bench.settings import EvalSettings, parse_overrides
 from cudal1.tasks.task import Task
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -168,8 +168,21 @@ def main() -> int:
         default=0.9,
         help=f"the {UNDERCLAIM!r} variant reports its forwards' times times this (default 0.9)",
     )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="another EvalSettings field for every evaluation, VALUE as JSON (e.g. one_call_after_rounds=32)",
+    )
     a = p.parse_args()
-    settings = EvalSettings.for_backend(BACKEND, rounds=a.rounds, cache_dir=tempfile.mkdtemp(prefix="cudal1-lean-"))
+    try:
+        overrides = parse_overrides(a.set)
+    except ValueError as exc:
+        p.error(f"--set: {exc}")
+    settings = EvalSettings.for_backend(
+        BACKEND, rounds=a.rounds, cache_dir=tempfile.mkdtemp(prefix="cudal1-lean-"), **overrides
+    )
     bad: list[str] = []
     for name, task in TASKS.items():
         codes = {"honest": "import torch\nimport torch.nn as nn\n\n" + HONEST[name]}

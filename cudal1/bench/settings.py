@@ -6,6 +6,7 @@ Units: seconds for limits, MiB for memory, ms nowhere (timings are outputs, in `
 from __future__ import annotations
 
 import dataclasses
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,25 @@ from typing import Any
 def default_cache_dir() -> Path:
     """Build cache root: $CUDAL1_CACHE, else ~/.cache/cudal1."""
     return Path(os.environ.get("CUDAL1_CACHE", Path.home() / ".cache" / "cudal1"))
+
+
+def parse_overrides(items: list[str]) -> dict[str, Any]:
+    """`EvalSettings` fields from FIELD=VALUE words, VALUE as JSON (`one_call_share=0.1`,
+    `one_call_signed_bias=true`), for scripts and GPU runs that compare settings. Raises
+    ValueError for a word without "=", a value that is not JSON or a field `EvalSettings` lacks."""
+    fields = {f.name for f in dataclasses.fields(EvalSettings)}
+    out: dict[str, Any] = {}
+    for item in items:
+        field, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"a setting is FIELD=VALUE, got {item!r}")
+        if field not in fields:
+            raise ValueError(f"EvalSettings has no field {field!r}")
+        try:
+            out[field] = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{field}: {value!r} is not a JSON value") from exc
+    return out
 
 
 RESOLUTION_SOURCES = ("calibration", "timing_pass")

@@ -19,7 +19,7 @@ import torch
 
 from cudal1.bench.evaluator import evaluate
 from cudal1.bench.result import Status
-from cudal1.bench.settings import EvalSettings
+from cudal1.bench.settings import EvalSettings, parse_overrides
 from cudal1.bench.timing import jitter
 from cudal1.tasks.task import Task
 
@@ -75,7 +75,10 @@ SCALE_TASK = Task(
 
 
 def _settings(**kw):
-    return EvalSettings.for_backend("cuda", rounds=3, calls_per_round=10, **kw)
+    """The guard tests' settings; GUARDS_SET (FIELD=VALUE words, `parse_overrides`) changes them
+    for a GPU run that compares settings (scripts/gpu_acceptance.sh passes it on)."""
+    extra = parse_overrides(os.environ.get("GUARDS_SET", "").split())
+    return EvalSettings.for_backend("cuda", **{"rounds": 3, "calls_per_round": 10, **extra, **kw})
 
 
 HONEST_MATMUL = """

@@ -495,3 +495,19 @@ def test_the_one_call_rounds_are_as_many_as_the_allowance_share_asks_within_the_
     # The floor's allowance at the count asked for is within the share.
     n = one_call_round_count(16, 1024, 0.4, 0.36, 1.0, 0.1)
     assert 1.0 * 0.4 * 2 / n**0.5 <= 0.1 * 0.36 < 1.0 * 0.4 * 2 / (n - 1) ** 0.5
+
+
+def test_settings_words_parse_as_json_values_of_known_fields():
+    from cudal1.bench.settings import EvalSettings, parse_overrides
+
+    assert parse_overrides(["one_call_after_rounds=32", "one_call_signed_bias=true", "one_call_share=0.1"]) == {
+        "one_call_after_rounds": 32,
+        "one_call_signed_bias": True,
+        "one_call_share": 0.1,
+    }
+    assert parse_overrides([]) == {}
+    for bad in (["one_call_share"], ["no_such_field=1"], ["one_call_share=0.1x"]):
+        with pytest.raises(ValueError):
+            parse_overrides(bad)
+    with pytest.raises(ValueError):  # a value of the wrong range fails where the settings are made
+        EvalSettings.for_backend("cuda", **parse_overrides(["one_call_after_rounds=-1"]))
