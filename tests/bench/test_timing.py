@@ -511,3 +511,42 @@ def test_settings_words_parse_as_json_values_of_known_fields():
             parse_overrides(bad)
     with pytest.raises(ValueError):  # a value of the wrong range fails where the settings are made
         EvalSettings.for_backend("cuda", **parse_overrides(["one_call_after_rounds=-1"]))
+
+
+def test_the_one_call_replay_gives_the_judges_floor_and_the_two_other_caps():
+    """benchmarks/one_call_replay.py on a record whose reference host's one-call round trips ran
+    0.4 ms slower in the pass than in the calibration and after the candidate alike."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "one_call_replay.py"
+    spec = importlib.util.spec_from_file_location("one_call_replay", path)
+    replay = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(replay)
+
+    cal = [(1.0 + 0.01 * (i % 5), 1.0 + 0.01 * ((i + 2) % 5)) for i in range(16)]
+    trips = [(c + 0.4, r + 0.4) for c, r in cal]
+    after = [r + 0.4 for _, r in cal]
+
+    def side(walls):
+        return [{"wall_ms": w} for w in walls]
+
+    record = {
+        "reference": {"median_ms": 1.0},
+        "baseline_ms": 1.05,
+        "round_trips": {
+            "calibration one-call candidate": side([c for c, _ in cal]),
+            "calibration one-call reference": side([r for _, r in cal]),
+            "one-call candidate": side([c for c, _ in trips]),
+            "one-call reference": side([r for _, r in trips]),
+        },
+    }
+    f = replay.floors(record)
+    assert f["capped"] == pytest.approx(one_call_floor_ms(trips, cal, 1.0, 1.0, True)[0]) and f["capped"] > 1.25
+    assert f["uncapped"] == pytest.approx(one_call_floor_ms(trips, cal, 1.0, 1.0, True, [9.0])[0])
+    assert f["uncapped"] < 1.0 and f["after"] is None and f["after_ms"] is None
+    record["round_trips"]["after one-call reference"] = side(after)
+    f = replay.floors(record)
+    assert f["after"] == pytest.approx(one_call_floor_ms(trips, cal, 1.0, 1.0, True, after)[0]) and f["after"] < 1.0
+    assert f["pass_ms"] == pytest.approx(f["calibration_ms"] + 0.4) and f["after_ms"] == pytest.approx(f["pass_ms"])
+    assert replay.floors({"reference": {"median_ms": 1.0}, "round_trips": {}}) is None
