@@ -245,11 +245,11 @@ class Judge:
         self.one_call_count = 0
         """One-call rounds the calibration made and each timing pass makes (`_one_call_count`)."""
         self.pass_one_call: dict[str, Any] | None = None
+        """The last timing pass's one-call floor (`timing.one_call_floor_ms`), when it had one."""
         # The one-call floor's inputs, of the last pass and of the pass kept: (one-call round
         # trips, the reference's per-call ms, the candidate's unfloored per-call ms by round).
         self.pass_floor_inputs: tuple[list[tuple[float, float]], float, list[list[float]]] | None = None
         self.floor_inputs: tuple[list[tuple[float, float]], float, list[list[float]]] | None = None
-        """The last timing pass's one-call floor (`timing.one_call_floor_ms`), when it had one."""
         self._staged: dict[str, list[list[Slot]]] = {}
         """CPU: per host, the slots of its last two round trips, one per input set."""
         self.spent: dict[str, float] = {}
