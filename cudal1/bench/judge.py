@@ -648,9 +648,12 @@ class Judge:
     def _go(
         self, who: str, xs: list[list[Any]], template: list[Any], timed: bool
     ) -> tuple[int, dict[str, Any], list[int]]:
-        """Stage the input sets `xs` for `who`'s host, flush and synchronize, and start the clock.
+        """Stage the input sets `xs` for `who`'s host, flush and synchronize, and start the clock
+        (timed, with `EvalSettings.warm_go`: once the host polls for the go, `_poll`).
         Returns (the clock's start in ns, the fields of the call message, descriptors to send)."""
         fields, fds = self._stage(who, xs, template)
+        if timed and self.settings.warm_go:
+            self._poll(who)
         if timed:
             self.clock.warm(self.settings.clock_warmup_ms)
             self.clock.flush()
@@ -658,6 +661,18 @@ class Judge:
         self.k += 1
         fields["k"] = self.k
         return self.clock.now_ns(), fields, fds
+
+    def _poll(self, who: str) -> None:
+        """Ask `who`'s host to wait for the next message by polling its socket, and wait for its
+        answer (`EvalSettings.warm_go`). The reference host's failure to answer is the harness's
+        (RuntimeError); the candidate host's is the candidate's (`_recv`: a timeout, or a hack
+        for anything else it sends)."""
+        if who == "reference":
+            self._ref_send("poll")
+            self._ref_recv("polling")
+        else:
+            self._send("poll")
+            self._recv("polling")
 
     def _sent(self, who: str) -> None:
         """After a message went: the judge's descriptor of the slot it carried is not needed."""

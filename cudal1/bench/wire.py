@@ -363,6 +363,7 @@ _SANDBOX = Obj(
 HOST_MESSAGES: dict[str, Obj] = {
     "hello": Obj({"sandbox": _SANDBOX}),
     "ready": Obj(),
+    "polling": Obj(),
     "loaded": Obj(
         {
             "ok": Bool(),

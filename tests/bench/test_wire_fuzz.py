@@ -52,11 +52,11 @@ SETTINGS = dict(
 HOST = "cudal1.bench.host:main"
 
 
-def evaluate_in_process(source: str, tmp_path, task_name: str = "nested_outputs") -> EvalResult:
+def evaluate_in_process(source: str, tmp_path, task_name: str = "nested_outputs", **extra) -> EvalResult:
     """The real judge, in this process, against two real host processes (no sandbox); the judge's
-    result. An exception the judge lets out is raised here."""
+    result (`extra`: settings beyond `SETTINGS`). An exception the judge lets out is raised here."""
     task = evalkit.task(task_name)
-    settings = evalkit.settings(tmp_path, **SETTINGS)
+    settings = evalkit.settings(tmp_path, **{**SETTINGS, **extra})
     ctx = worker._context()
     limits = worker.WorkerLimits(wall_timeout_s=60.0, sandbox=False)
     scratch = {
@@ -273,13 +273,14 @@ def random_cases(seed: int, n: int) -> list[tuple[str, str]]:
     return cases
 
 
-def fuzz(tmp_path, cases: list[tuple[str, str]]) -> None:
-    """Evaluate each case; fail listing every case the judge raised on or that came back as the
-    harness's failure (or as anything but the candidate's own result)."""
+def fuzz(tmp_path, cases: list[tuple[str, str]], **extra) -> None:
+    """Evaluate each case (`extra`: settings beyond `SETTINGS`); fail listing every case the judge
+    raised on or that came back as the harness's failure (or as anything but the candidate's own
+    result)."""
     failures = []
     for what, source in cases:
         try:
-            r = evaluate_in_process(source, tmp_path)
+            r = evaluate_in_process(source, tmp_path, **extra)
         except BaseException as exc:  # noqa: BLE001 - what the test looks for
             failures.append(f"{what}: the judge raised {type(exc).__name__}: {str(exc)[:200]}")
             continue
@@ -299,6 +300,20 @@ def test_the_garbler_untouched_is_ok(tmp_path) -> None:
 
 def test_garbled_answers_at_every_step_are_the_candidates_result(tmp_path) -> None:
     fuzz(tmp_path, suite_cases())
+
+
+def test_with_a_warm_go_a_garbled_answer_to_the_poll_is_the_candidates_result(tmp_path) -> None:
+    """`EvalSettings.warm_go`: before each timed round trip the host is asked to poll for its go
+    and answers `polling`. The control (nothing garbled) is ok through those answers; each
+    structural mutation of the candidate host's first answer (the warm-up call's) is the
+    candidate's result."""
+    control = evaluate_in_process(garbler("polling", 10**6, "close"), tmp_path, warm_go=True)
+    assert control.status is Status.OK, (control.status, control.message, control.labels)
+    fuzz(
+        tmp_path,
+        [(f"polling#1 {kind} {value[:12]!r}", garbler("polling", 1, kind, value=value)) for kind, value in STRUCTURAL],
+        warm_go=True,
+    )
 
 
 @pytest.mark.skipif(os.environ.get("CUDAL1_FUZZ_ALL") != "1", reason="about 550 evaluations: set CUDAL1_FUZZ_ALL=1")
