@@ -5,11 +5,9 @@
 RECORDS are `EvalResult` dicts, one a line, or `{"kind", "result"}` lines
 (`scripts/gpu_lean_host.py --records`). For each evaluation with one-call round trips it prints
 one line: the speedup as judged, the candidate's recorded per-call median, and the floor
-(`timing.one_call_floor_ms`, ms per call) three ways: with the calibration's cap on the
-reference host's one-call round trips (as judged without `EvalSettings.one_call_after_rounds`),
-with no cap, and with the cap also from the round trips after the candidate ended where the
-record has them ("after one-call reference"); then the reference host's one-call round trips'
-medians in the calibration, the pass and after, and the calibration's cap. A floor above the
+(`timing.one_call_floor_ms`, ms per call) two ways: with the calibration's cap on the reference
+host's one-call round trips (as judged) and with no cap; then the reference host's one-call
+round trips' medians in the calibration and the pass, and the calibration's cap. A floor above the
 candidate's median raised it. The reference's per-call figure is taken as the smaller of its
 recorded median and baseline (the judge takes the pass's median and the calibration's baseline,
 before the baseline after the candidate): a replay, close to the judged floor, not equal to it.
@@ -33,9 +31,8 @@ def floors(result: dict[str, Any], margin: float = 1.0, signed_bias: bool = True
     """The one-call floors of one recorded evaluation (ms per call) and the reference host's
     one-call medians (ms), or None when it has no one-call round trips of both phases.
 
-    Keys: "capped" (the calibration's cap), "uncapped", "after" (the cap from the round trips
-    after the candidate as well; None without them), "reference_ms" (the per-call figure the
-    floor starts from), "calibration_ms", "pass_ms", "after_ms" (None), "cap_ms"."""
+    Keys: "capped" (the calibration's cap, as judged), "uncapped", "reference_ms" (the per-call
+    figure the floor starts from), "calibration_ms", "pass_ms", "cap_ms"."""
     rt = result.get("round_trips") or {}
 
     def walls(key: str) -> list[float]:
@@ -46,18 +43,13 @@ def floors(result: dict[str, Any], margin: float = 1.0, signed_bias: bool = True
     if not cal or not trips or not result.get("reference"):
         return None
     ref_ms = min(result["reference"]["median_ms"], result.get("baseline_ms") or float("inf"))
-    after = walls("after one-call reference")
     cal_ref = [r for _, r in cal]
-    # No cap: a cap no round trip reaches.
-    unreached = max(r for _, r in trips) + 1.0
     return {
         "capped": timing.one_call_floor_ms(trips, cal, ref_ms, margin, signed_bias)[0],
-        "uncapped": timing.one_call_floor_ms(trips, cal, ref_ms, margin, signed_bias, [unreached] * 3)[0],
-        "after": timing.one_call_floor_ms(trips, cal, ref_ms, margin, signed_bias, after)[0] if after else None,
+        "uncapped": timing.one_call_floor_ms(trips, cal, ref_ms, margin, signed_bias, cap=False)[0],
         "reference_ms": ref_ms,
         "calibration_ms": statistics.median(cal_ref),
         "pass_ms": statistics.median(r for _, r in trips),
-        "after_ms": statistics.median(after) if after else None,
         "cap_ms": statistics.median(cal_ref) + timing.jitter(cal_ref),
     }
 
@@ -74,12 +66,10 @@ def main() -> None:
             if f is None:
                 continue
             cand = r["candidate"]["median_ms"]
-            after = "-" if f["after"] is None else f"{f['after']:.4f}"
-            after_ms = "-" if f["after_ms"] is None else f"{f['after_ms']:.3f}"
             print(
                 f"{r.get('task_id')} {kind or ''}: paid {r['speedup']:.3f}x, candidate {cand:.4f} ms | floor capped "
-                f"{f['capped']:.4f}, uncapped {f['uncapped']:.4f}, after {after} | reference one-call calibration "
-                f"{f['calibration_ms']:.3f}, pass {f['pass_ms']:.3f}, after {after_ms}, cap {f['cap_ms']:.3f} ms"
+                f"{f['capped']:.4f}, uncapped {f['uncapped']:.4f} | reference one-call calibration "
+                f"{f['calibration_ms']:.3f}, pass {f['pass_ms']:.3f}, cap {f['cap_ms']:.3f} ms"
             )
 
 

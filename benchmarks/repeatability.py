@@ -58,9 +58,8 @@ def variants(backend: str, cache: str) -> dict[str, EvalSettings]:
         # by the calibration's (`cudal1.bench.timing.pass_resolution`).
         "timing_resolution": EvalSettings.for_backend(backend, cache_dir=cache, resolution_source="timing_pass"),
         "calibration_resolution": EvalSettings.for_backend(backend, cache_dir=cache, resolution_source="calibration"),
-        # The one-call floor's cap also from 32 one-call round trips of the reference host once
-        # the candidate ended (`EvalSettings.one_call_after_rounds`).
-        "one_call_after": EvalSettings.for_backend(backend, cache_dir=cache, one_call_after_rounds=32),
+        # Each host polls its socket for the go of a timed round trip (`EvalSettings.warm_go`).
+        "warm_go": EvalSettings.for_backend(backend, cache_dir=cache, warm_go=True),
     }
 
 
@@ -99,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         action="append",
         default=[],
         metavar="FIELD=VALUE",
-        help="another EvalSettings field for every variant, VALUE as JSON (e.g. one_call_after_rounds=32)",
+        help="another EvalSettings field for every variant, VALUE as JSON (e.g. warm_go=true)",
     )
     args = ap.parse_args(argv)
     try:

@@ -59,7 +59,7 @@ want() { [[ " $CHECKS " == *" $1 "* ]]; }
 # GUARDS_K: a pytest -k expression for the guard tests (default: all); REPEATS: evaluations a
 # seed in the repeat check (default 5); SELF_SET: EvalSettings fields for the self check, as
 # FIELD=VALUE words (e.g. "one_call_share=0.1 one_call_signed_bias=true"); EVAL_SET: the same for
-# the guard tests, the self check and the repeat check at once (e.g. "one_call_after_rounds=32").
+# the guard tests, the self check and the repeat check at once (e.g. "warm_go=true").
 GUARDS_K=${GUARDS_K:-}
 REPEATS=${REPEATS:-5}
 echo "checks: $CHECKS; EVAL_SET: ${EVAL_SET:-}" >> "$out/env.txt"

@@ -173,7 +173,7 @@ def main() -> int:
         action="append",
         default=[],
         metavar="FIELD=VALUE",
-        help="another EvalSettings field for every evaluation, VALUE as JSON (e.g. one_call_after_rounds=32)",
+        help="another EvalSettings field for every evaluation, VALUE as JSON (e.g. warm_go=true)",
     )
     a = p.parse_args()
     try:

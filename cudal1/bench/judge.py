@@ -246,10 +246,6 @@ class Judge:
         """One-call rounds the calibration made and each timing pass makes (`_one_call_count`)."""
         self.pass_one_call: dict[str, Any] | None = None
         """The last timing pass's one-call floor (`timing.one_call_floor_ms`), when it had one."""
-        # The one-call floor's inputs, of the last pass and of the pass kept: (one-call round
-        # trips, the reference's per-call ms, the candidate's unfloored per-call ms by round).
-        self.pass_floor_inputs: tuple[list[tuple[float, float]], float, list[list[float]]] | None = None
-        self.floor_inputs: tuple[list[tuple[float, float]], float, list[list[float]]] | None = None
         self._staged: dict[str, list[list[Slot]]] = {}
         """CPU: per host, the slots of its last two round trips, one per input set."""
         self.spent: dict[str, float] = {}
@@ -1673,41 +1669,23 @@ class Judge:
         )
         # Work run on other cores at the same time counts in full (0 unless count_cpu_time).
         cand_rounds = [[(t + extra) / k for t in rnd] for rnd, extra in zip(totals, parallel)]
-        self.pass_one_call = self.pass_floor_inputs = None
+        self.pass_one_call = None
         if one_call:
             ref_ms = min(statistics.median([t for rnd in ref_rounds for t in rnd]), self.baseline_ms)
-            self.pass_floor_inputs = (one_call, ref_ms, cand_rounds)
-            cand_rounds, self.pass_one_call = self._one_call_floored(one_call, ref_ms, cand_rounds)
+            floor, allowance = timing.one_call_floor_ms(
+                one_call, self.one_call_calibration, ref_ms, s.one_call_margin, s.one_call_signed_bias
+            )
+            batched = statistics.median([t for rnd in cand_rounds for t in rnd])
+            self.pass_one_call = {
+                "difference_ms": statistics.median([c - r for c, r in one_call]),
+                "calibration_ms": statistics.median([c - r for c, r in self.one_call_calibration]),
+                "allowance_ms": allowance,
+                "floor_ms": floor,
+                "batched_ms": batched,
+                "raised": floor > batched,
+            }
+            cand_rounds = [[max(t, floor) for t in rnd] for rnd in cand_rounds]
         return ref_rounds, cand_rounds
-
-    def _one_call_floored(
-        self,
-        one_call: list[tuple[float, float]],
-        ref_ms: float,
-        cand_rounds: list[list[float]],
-        after: list[float] | None = None,
-    ) -> tuple[list[list[float]], dict[str, Any]]:
-        """A pass's candidate figures (ms per call, one list per round) raised to the one-call
-        floor (`timing.one_call_floor_ms`) from its one-call round trips (`one_call`: (candidate
-        host, reference host) ms pairs) and the reference's per-call figure `ref_ms`, and the
-        floor's record (`EvalResult` extra "one_call"). `after`: the reference host's one-call
-        round trips once the candidate's processes ended (`EvalSettings.one_call_after_rounds`)."""
-        s = self.settings
-        floor, allowance = timing.one_call_floor_ms(
-            one_call, self.one_call_calibration, ref_ms, s.one_call_margin, s.one_call_signed_bias, after
-        )
-        batched = statistics.median([t for rnd in cand_rounds for t in rnd])
-        record: dict[str, Any] = {
-            "difference_ms": statistics.median([c - r for c, r in one_call]),
-            "calibration_ms": statistics.median([c - r for c, r in self.one_call_calibration]),
-            "allowance_ms": allowance,
-            "floor_ms": floor,
-            "batched_ms": batched,
-            "raised": floor > batched,
-        }
-        if after:
-            record["after_reference_ms"] = statistics.median(after)
-        return [[max(t, floor) for t in rnd] for rnd in cand_rounds], record
 
     def _end_builds(self) -> None:
         """Before anything of the candidate's is timed, the parent ends its builds: a build runs in
@@ -1741,7 +1719,7 @@ class Judge:
         self._end_builds()
         stats = self._timing_pass()
         overhead, resolution, record = self.pass_overhead_ms, self.pass_resolution_ms, self.result.round_trips
-        one_call, self.floor_inputs = self.pass_one_call, self.pass_floor_inputs
+        one_call = self.pass_one_call
         speedup, _ = self._speedup(stats, resolution)
         if speedup > s.remeasure_above:
             second = self._timing_pass()
@@ -1749,7 +1727,6 @@ class Judge:
             if self._speedup(second, self.pass_resolution_ms)[0] < speedup:
                 stats, overhead, record = second, self.pass_overhead_ms, self.result.round_trips
                 resolution, one_call = self.pass_resolution_ms, self.pass_one_call
-                self.floor_inputs = self.pass_floor_inputs
         if one_call is not None:
             self.extra["one_call"] = one_call
             if one_call["raised"]:
@@ -1764,14 +1741,12 @@ class Judge:
         """End the candidate's process (the parent kills it and every process of its uid), time
         the reference once more with nothing of the candidate alive, and settle the speedup. The
         reference time is capped by the larger of the two clean baselines: a machine that got
-        busier for everyone raises both, a candidate that slowed only the reference neither (and,
-        with `EvalSettings.one_call_after_rounds`, the one-call floor's cap likewise)."""
+        busier for everyone raises both, a candidate that slowed only the reference neither."""
         self.pause_candidate = False
         if self.link is not None and self.link.end_host():
             _, post = self._ref_rounds(max(2, self.settings.calibration_rounds // 2))
             self.baseline_ms = max(self.baseline_ms, timing.percentile(post, 0.9))
             self.result.baseline_ms = round(self.baseline_ms, 6)
-            self._one_call_floor_again()
         ref_rounds, cand_rounds = self.stats
         k = self.batch
         self.result.reference = timing.summarize_rounds(ref_rounds, calls_per_figure=k)
@@ -1784,28 +1759,6 @@ class Judge:
         ):
             self._label("below_resolution")
         self.result.speedup, self.result.speedup_spread = self._speedup(self.stats)
-
-    def _one_call_floor_again(self) -> None:
-        """With `EvalSettings.one_call_after_rounds`, once the candidate's processes have ended:
-        that many one-call round trips of the reference host, then the kept pass's floor set
-        again with its cap the larger of the calibration's and theirs (`timing.one_call_floor_ms`,
-        `after_reference_ms`), and the `one_call_floor` label with it."""
-        n = self.settings.one_call_after_rounds
-        if n <= 0 or self.floor_inputs is None:
-            return
-        self.recording = "after one-call "
-        try:
-            after = [self._ref_call(self._input_sets(1))[0] for _ in range(n)]
-        finally:
-            self.recording = None
-        one_call, ref_ms, unfloored = self.floor_inputs
-        cand_rounds, record = self._one_call_floored(one_call, ref_ms, unfloored, after)
-        self.stats = (self.stats[0], cand_rounds)
-        self.extra["one_call"] = record
-        if record["raised"]:
-            self._label("one_call_floor")
-        elif "one_call_floor" in self.labels:
-            self.labels.remove("one_call_floor")
 
     def _speedup(
         self, stats: tuple[list[list[float]], list[list[float]]], floor_ms: float | None = None

@@ -209,8 +209,7 @@ class EvalResult:
     timing pass that counted; "calibration reference", "calibration candidate": the clean
     calibration, with the candidate host running the reference; the same names with "one-call "
     after any "calibration ": the one-call round trips of `EvalSettings.one_call_rounds`, whose
-    `own_ms` is one forward's; "after one-call reference": the reference host's one-call round
-    trips once the candidate ended, `EvalSettings.one_call_after_rounds`), one entry per round trip in
+    `own_ms` is one forward's), one entry per round trip in
     order (ms): `go_s` (when its go was sent, s on the judge's clock since the first recorded
     round trip's: the order of round trips across hosts and kinds), `wall_ms` (the judge's
     clock, go to holding every output), `answered_ms` (go to

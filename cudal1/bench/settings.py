@@ -106,13 +106,6 @@ class EvalSettings:
     CUDA: on (with both hosts on one core, an H100 held three batching candidates to 0.97-1.12x
     in two runs, and the reference as candidate to 0.98-1.02x; docs/benchmarks.md, 2026-12-06).
     Off by default (the CPU backend makes no one-call rounds)."""
-    one_call_after_rounds: int = 0
-    """> 0: once every process of the candidate has ended, the reference host makes this many
-    one-call round trips more, and the cap on the pass's reference one-call round trips is the
-    larger of the calibration's and theirs (`cudal1.bench.timing.one_call_floor_ms`'s
-    `after_reference_ms`); the kept pass's floor is then set again. 0 (the default): the
-    calibration's cap alone. Off on CUDA until an A/B on a GPU (docs/benchmarks.md,
-    2026-12-06, thirty-second session: the calibration's cap floored honest candidates)."""
     max_one_call_rounds: int = 1024
     """The most one-call rounds `one_call_share` may ask for."""
     one_call_budget_s: float = 2.0
@@ -256,8 +249,6 @@ class EvalSettings:
                 f"need one_call_rounds >= 0 and one_call_margin in [0, 10], got {self.one_call_rounds}, "
                 f"{self.one_call_margin}"
             )
-        if self.one_call_after_rounds < 0:
-            raise ValueError(f"need one_call_after_rounds >= 0, got {self.one_call_after_rounds}")
         if not 0.0 <= self.one_call_share <= 1.0 or self.max_one_call_rounds < 0 or self.one_call_budget_s < 0.0:
             raise ValueError(
                 "need one_call_share in [0, 1], max_one_call_rounds >= 0 and one_call_budget_s >= 0, got "

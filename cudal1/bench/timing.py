@@ -412,7 +412,7 @@ def one_call_floor_ms(
     reference_ms: float,
     margin: float,
     signed_bias: bool = False,
-    after_reference_ms: list[float] | None = None,
+    cap: bool = True,
 ) -> tuple[float, float]:
     """(floor, allowance), ms per call: the least a candidate's per-call figure from batched
     round trips may be, from one-call round trips in which nothing of another call exists.
@@ -443,16 +443,8 @@ def one_call_floor_ms(
     pass moves an honest floor by as much, either way. That bias is mostly the hosts' cores (a
     one-call forward is mostly the CPU launching kernels): unpinned it reached 0.39 ms and
     wandered; with both hosts on one core (`cudal1.bench.cores.judge_and_hosts`) it stayed
-    within 0.07 ms.
-
-    `after_reference_ms`: the reference host's one-call round trips (ms) once every process of
-    the candidate has ended; where given, the cap is the larger of the calibration's and theirs
-    (median plus jitter each), as the batched reference's clean baseline is: a machine that got
-    slower for everyone raises it, a candidate that slowed only the reference's round trips
-    cannot. On an H100 the reference host's one-call round trips of a pass ran 0.25-0.43 ms
-    above the calibration's in 4 of 7 evaluations of an honest candidate, and the calibration's
-    cap alone then floored it at 0.69-0.91x (docs/benchmarks.md, 2026-12-06, thirty-second
-    session).
+    within 0.07 ms. `cap` False leaves the pass's reference round trips uncapped: only for
+    replays of recorded evaluations (`benchmarks/one_call_replay.py`), never in a judge.
 
     So a candidate is paid, per call, at most what it gains over the reference when each call
     must be finished before the judge reads it and no later input exists, plus the noise of
@@ -466,10 +458,8 @@ def one_call_floor_ms(
     if not pass_trips_ms or not calibration_trips_ms:
         raise ValueError("one_call_floor_ms needs one-call round trips from the pass and from the calibration")
     calibration_reference = [r for _, r in calibration_trips_ms]
-    cap = statistics.median(calibration_reference) + jitter(calibration_reference)
-    if after_reference_ms:
-        cap = max(cap, statistics.median(after_reference_ms) + jitter(after_reference_ms))
-    d = [c - min(r, cap) for c, r in pass_trips_ms]
+    most = statistics.median(calibration_reference) + jitter(calibration_reference) if cap else math.inf
+    d = [c - min(r, most) for c, r in pass_trips_ms]
     bias = [c - r for c, r in calibration_trips_ms]
     allowance = margin * jitter(bias) * (1 / math.sqrt(len(d)) + 1 / math.sqrt(len(bias)))
     shift = statistics.median(d) - (statistics.median(bias) if signed_bias else max(statistics.median(bias), 0.0))
