@@ -645,11 +645,14 @@ class Judge:
         self, who: str, xs: list[list[Any]], template: list[Any], timed: bool
     ) -> tuple[int, dict[str, Any], list[int]]:
         """Stage the input sets `xs` for `who`'s host, flush and synchronize, and start the clock
-        (timed, with `EvalSettings.warm_go`: once the host polls for the go, `_poll`).
+        (timed, with `EvalSettings.warm_go`: the host is polling for the go first, `_poll`).
         Returns (the clock's start in ns, the fields of the call message, descriptors to send)."""
-        fields, fds = self._stage(who, xs, template)
         if timed and self.settings.warm_go:
+            # Before the inputs are staged: on CUDA the host has its slot mapped all along, and a
+            # host that answered only once this round trip's inputs were there could compute
+            # them before the clock starts.
             self._poll(who)
+        fields, fds = self._stage(who, xs, template)
         if timed:
             self.clock.warm(self.settings.clock_warmup_ms)
             self.clock.flush()

@@ -159,9 +159,11 @@ class EvalSettings:
     0 turns it off (the default: on an H200, 2 and 10 ms did not remove a fast candidate's slow
     rounds, docs/benchmarks.md); ignored on the CPU."""
     warm_go: bool = False
-    """Before every timed round trip the judge asks the host to wait for its go by polling its
-    socket (op `poll`, answered `polling`), and starts the clock only on that answer: each host
-    meets the go awake on its core, not waking from a blocking wait. Why: a host that polls its
+    """Before every timed round trip, before staging its inputs, the judge asks the host to wait
+    for its go by polling its socket (op `poll`, answered `polling`), and goes on only on that
+    answer: each host meets the go awake on its core, not waking from a blocking wait (asked after
+    the staging, a host whose slot is mapped all along, as on CUDA, could compute the inputs
+    before answering). Why: a host that polls its
     socket of its own accord (tests/bench/candidates/busy_poll_lean_host.py) is spared a wake-up
     the stock host pays, and on an H100 the reference host's one-call round trips of a pass ran
     slower the longer the idle gap before them (docs/benchmarks.md, 2026-12-06, thirty-second
