@@ -406,6 +406,21 @@ def test_work_batched_across_a_cuda_round_pays_no_more_than_its_one_call_rounds(
     assert floored.status is not Status.OK or floored.speedup <= 1.25, (floored.speedup, floored.labels)
 
 
+def test_a_host_polling_for_its_go_cannot_compute_the_round_before_the_clock():
+    """`EvalSettings.warm_go`: the judge asks a host to poll for its go and waits for its answer
+    before it stages the round trip's inputs. A host that computes what its slot holds while it
+    keeps the judge waiting (tests/bench/candidates/precomputes_while_polling.py) then computes
+    the last round trip's inputs: the right value is that it is caught (wrong outputs) or paid no
+    more than the honest copy it is, about 1x. (Asked after the staging, it would be paid for none
+    of its work.)"""
+    from evalkit import candidate
+
+    r = evaluate(MATMUL_TASK, candidate("precomputes_while_polling"), "cuda", settings=_settings(warm_go=True))
+    print(f"precomputes_while_polling: {r.status.value} {r.speedup} {r.labels} {r.message[:200]!r}")
+    assert r.status in (Status.OK, Status.INCORRECT, Status.HACK), (r.status, r.message)
+    assert r.status is not Status.OK or r.speedup < 1.1, (r.speedup, r.labels)
+
+
 @pytest.mark.parametrize("reserve_mib", [64, 1024])
 def test_a_candidate_holding_the_device_memory_cannot_make_its_failure_the_harness(reserve_mib):
     """A candidate that takes all but `reserve_mib` of the device's free memory in ModelNew() and
