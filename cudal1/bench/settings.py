@@ -163,12 +163,12 @@ class EvalSettings:
     for its go by polling its socket (op `poll`, answered `polling`), and goes on only on that
     answer: each host meets the go awake on its core, not waking from a blocking wait (asked after
     the staging, a host whose slot is mapped all along, as on CUDA, could compute the inputs
-    before answering). Why: a host that polls its
-    socket of its own accord (tests/bench/candidates/busy_poll_lean_host.py) is spared a wake-up
-    the stock host pays, and on an H100 the reference host's one-call round trips of a pass ran
-    slower the longer the idle gap before them (docs/benchmarks.md, 2026-12-06, thirty-second
-    session); with both hosts polling, neither. A candidate host that does not answer is timed
-    out as any unanswered message is. Off by default: not yet run on a GPU."""
+    before answering). Why: a host that polls its socket of its own accord
+    (tests/bench/candidates/busy_poll_lean_host.py) is spared a wake-up the stock host pays, and
+    on an H100 the reference host's one-call round trips of a pass ran slower the longer the idle
+    gap before them (docs/benchmarks.md, 2026-12-06, thirty-second session); with both hosts
+    polling, neither. A candidate host that does not answer is timed out as any unanswered
+    message is. Off by default: not yet run on a GPU."""
     remeasure_above: float = 3.0
     """A speedup (×) above this is measured a second time and the lower value is kept."""
     calibration_calls: int = 30
