@@ -63,6 +63,7 @@ want() { [[ " $CHECKS " == *" $1 "* ]]; }
 GUARDS_K=${GUARDS_K:-}
 REPEATS=${REPEATS:-5}
 echo "checks: $CHECKS; EVAL_SET: ${EVAL_SET:-}" >> "$out/env.txt"
+eval_sets=(); for kv in ${EVAL_SET:-}; do eval_sets+=(--set "$kv"); done
 SEEDS="level1/1 level1/12 level1/17 level1/7 level2/1 level2/5"
 SET="kernelbench/level1/1 kernelbench/level1/4 kernelbench/level1/19 kernelbench/level1/23 kernelbench/level1/40
      kernelbench/level1/47 kernelbench/level1/88 kernelbench/level1/97 kernelbench/level2/1 kernelbench/level2/20
@@ -101,7 +102,7 @@ fi
 
 if want self; then
 KB_IDS=$(echo $SET | sed 's#kernelbench/##g')
-self_sets=(); for kv in ${SELF_SET:-} ${EVAL_SET:-}; do self_sets+=(--set "$kv"); done
+self_sets=(); for kv in ${SELF_SET:-}; do self_sets+=(--set "$kv"); done; self_sets+=("${eval_sets[@]}")
 timeout 150 python3 benchmarks/self_speedup.py --backend cuda --kernelbench "$kb" --tasks $KB_IDS --repeats 1 "${self_sets[@]}" \
   --band 0.98 1.02 --out "$out/self.json" --records "$out/self-records.jsonl" > "$out/self.log" 2>&1
 tail -2 "$out/self.log"
@@ -130,8 +131,7 @@ grep -qE "^(PASS|FAIL) " "$out/agreement.txt" || verdict agreement 1 "no report 
 fi
 
 if want repeat; then
-repeat_sets=(); for kv in ${EVAL_SET:-}; do repeat_sets+=(--set "$kv"); done
-timeout 250 python3 benchmarks/repeatability.py --backend cuda --tasks $SEEDS --repeats $REPEATS --variants default "${repeat_sets[@]}" \
+timeout 250 python3 benchmarks/repeatability.py --backend cuda --tasks $SEEDS --repeats $REPEATS --variants default "${eval_sets[@]}" \
   --cache "$CUDAL1_CACHE" --out "$out/repeat.json" --records "$out/repeat-records.jsonl" > "$out/repeat.log" 2>&1
 python3 - "$out/repeat.json" > "$out/repeat.txt" <<'PY'
 import json, statistics, sys
