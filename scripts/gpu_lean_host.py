@@ -19,7 +19,7 @@ so it keeps the tolerance (`timing.candidate_rounds_ms`); `--records FILE` appen
 whole result (its round trips included) as JSON lines. BACKEND=cpu runs the same on the CPU
 (smaller sizes). Results of 2026-12-03 (FAIL) and 2026-12-04 (PASS): docs/benchmarks.md.
 
-    PYTHONPATH=. python3 scripts/gpu_lean_host.py [--pairs 5] [--gain 1.02] [--rounds 10] [--variants lean ...]
+    PYTHONPATH=. python3 scripts/gpu_lean_host.py [--pairs 5] [--gain 1.02] [--rounds 10] [--tasks scale16m] [--variants lean ...]
 """
 
 from __future__ import annotations
@@ -154,6 +154,7 @@ def main() -> int:
     p.add_argument("--pairs", type=int, default=5)
     p.add_argument("--gain", type=float, default=1.02)
     p.add_argument("--rounds", type=int, default=10)
+    p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS), help="the tasks to run (default all)")
     p.add_argument("--records", default=None, help="write every evaluation's full result here (JSON lines)")
     p.add_argument(
         "--variants",
@@ -184,7 +185,8 @@ def main() -> int:
         BACKEND, rounds=a.rounds, cache_dir=tempfile.mkdtemp(prefix="cudal1-lean-"), **overrides
     )
     bad: list[str] = []
-    for name, task in TASKS.items():
+    for name in a.tasks:
+        task = TASKS[name]
         codes = {"honest": "import torch\nimport torch.nn as nn\n\n" + HONEST[name]}
         codes.update(
             {
