@@ -37,6 +37,9 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
 
 
 RESOLUTION_SOURCES = ("calibration", "timing_pass")
+MIN_ONE_CALL_ROUNDS = 4
+"""The fewest one-call rounds `EvalSettings.one_call_rounds` may ask for, other than 0 (off): the
+floor's noise allowance is the interquartile range of as many calibration round trips."""
 """`EvalSettings.resolution_source`'s choices."""
 
 
@@ -246,11 +249,14 @@ class EvalSettings:
             raise ValueError(f"batch_memory_share must lie in [0, 1], got {self.batch_memory_share}")
         if not 0.0 <= self.unexplained_share <= 1.0:
             raise ValueError(f"unexplained_share must lie in [0, 1], got {self.unexplained_share}")
-        if self.one_call_rounds < 0 or not 0.0 <= self.one_call_margin <= 10.0:
+        # The floor's noise allowance is an interquartile range of the calibration's one-call
+        # round trips: of fewer than four it is 0, and the floor would forgive no noise at all.
+        if self.one_call_rounds < 0 or 0 < self.one_call_rounds < MIN_ONE_CALL_ROUNDS:
             raise ValueError(
-                f"need one_call_rounds >= 0 and one_call_margin in [0, 10], got {self.one_call_rounds}, "
-                f"{self.one_call_margin}"
+                f"one_call_rounds must be 0 (off) or at least {MIN_ONE_CALL_ROUNDS}, got {self.one_call_rounds}"
             )
+        if not 0.0 <= self.one_call_margin <= 10.0:
+            raise ValueError(f"one_call_margin must lie in [0, 10], got {self.one_call_margin}")
         if not 0.0 <= self.one_call_share <= 1.0 or self.max_one_call_rounds < 0 or self.one_call_budget_s < 0.0:
             raise ValueError(
                 "need one_call_share in [0, 1], max_one_call_rounds >= 0 and one_call_budget_s >= 0, got "

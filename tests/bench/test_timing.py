@@ -480,6 +480,18 @@ def test_settings_words_parse_as_json_values_of_known_fields():
         EvalSettings.for_backend("cuda", **parse_overrides(["one_call_rounds=-1"]))
 
 
+@pytest.mark.parametrize("rounds", [-1, 1, 2, 3])
+def test_a_one_call_floor_of_too_few_rounds_to_measure_its_noise_is_refused(rounds):
+    """The floor forgives the interquartile range of the calibration's one-call round trips: of
+    one to three it is 0, a floor with no allowance for noise."""
+    from cudal1.bench.settings import EvalSettings
+
+    with pytest.raises(ValueError, match="one_call_rounds must be 0 .off. or at least 4"):
+        EvalSettings.for_backend("cuda", one_call_rounds=rounds)
+    for fine in (0, 4, 16):
+        assert EvalSettings.for_backend("cuda", one_call_rounds=fine).one_call_rounds == fine
+
+
 def test_the_one_call_replay_gives_the_judges_floor_and_the_uncapped_one():
     """benchmarks/one_call_replay.py on a record whose two hosts' one-call round trips both ran
     0.4 ms slower in the pass than in the calibration, the candidate as fast as the reference
