@@ -8,9 +8,11 @@ one line: the speedup as judged, the candidate's recorded per-call median, and t
 (`timing.one_call_floor_ms`, ms per call) two ways: with the calibration's cap on the reference
 host's one-call round trips (as judged) and with no cap; then the reference host's one-call
 round trips' medians in the calibration and the pass, and the calibration's cap. A floor above the
-candidate's median raised it. The reference's per-call figure is taken as the smaller of its
-recorded median and baseline (the judge takes the pass's median and the calibration's baseline,
-before the baseline after the candidate): a replay, close to the judged floor, not equal to it.
+candidate's median raised it. The reference's per-call figure is the smaller of its recorded
+median and baseline, as the judge takes it (`Judge._one_call_floored`); the round trips are
+recorded to 0.1 us, so the replay agrees with the judged floor to about that. (Records made
+before 2026-12-06's thirty-third session were floored from the calibration's baseline, before
+the baseline after the candidate.)
 """
 
 from __future__ import annotations

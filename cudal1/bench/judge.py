@@ -244,8 +244,10 @@ class Judge:
         """The calibration's one-call round trips: (candidate host's, reference host's), ms."""
         self.one_call_count = 0
         """One-call rounds the calibration made and each timing pass makes (`_one_call_count`)."""
-        self.pass_one_call: dict[str, Any] | None = None
-        """The last timing pass's one-call floor (`timing.one_call_floor_ms`), when it had one."""
+        self.pass_one_call_trips: list[tuple[float, float]] = []
+        """The last timing pass's one-call round trips: (candidate host's, reference host's), ms."""
+        self.kept_one_call_trips: list[tuple[float, float]] = []
+        """The one-call round trips of the pass whose figures are kept (`measure`)."""
         self._staged: dict[str, list[list[Slot]]] = {}
         """CPU: per host, the slots of its last two round trips, one per input set."""
         self.spent: dict[str, float] = {}
@@ -1592,7 +1594,9 @@ class Judge:
         Returns (reference ms per call, one figure per round: the reference host's own clock
         over its K forwards, over K; candidate ms per call, one per round: the candidate host's
         own figure for its K forwards where the judge's clock allows it (see
-        `timing.candidate_rounds_ms`, applied to each round trip), over K)."""
+        `timing.candidate_rounds_ms`, applied to each round trip), over K; before the one-call
+        floor, `_one_call_floored`, which takes the pass's one-call round trips from
+        `pass_one_call_trips`)."""
         s = self.settings
         k = self.batch
         for _ in range(s.warmup_calls):
@@ -1672,23 +1676,39 @@ class Judge:
         )
         # Work run on other cores at the same time counts in full (0 unless count_cpu_time).
         cand_rounds = [[(t + extra) / k for t in rnd] for rnd, extra in zip(totals, parallel)]
-        self.pass_one_call = None
-        if one_call:
-            ref_ms = min(statistics.median([t for rnd in ref_rounds for t in rnd]), self.baseline_ms)
-            floor, allowance = timing.one_call_floor_ms(
-                one_call, self.one_call_calibration, ref_ms, s.one_call_margin, s.one_call_signed_bias
-            )
-            batched = statistics.median([t for rnd in cand_rounds for t in rnd])
-            self.pass_one_call = {
-                "difference_ms": statistics.median([c - r for c, r in one_call]),
-                "calibration_ms": statistics.median([c - r for c, r in self.one_call_calibration]),
-                "allowance_ms": allowance,
-                "floor_ms": floor,
-                "batched_ms": batched,
-                "raised": floor > batched,
-            }
-            cand_rounds = [[max(t, floor) for t in rnd] for rnd in cand_rounds]
+        self.pass_one_call_trips = one_call
         return ref_rounds, cand_rounds
+
+    def _one_call_floored(
+        self, stats: tuple[list[list[float]], list[list[float]]], trips: list[tuple[float, float]]
+    ) -> tuple[tuple[list[list[float]], list[list[float]]], dict[str, Any] | None]:
+        """`stats` (a timing pass's per-call figures, ms: reference rounds, candidate rounds) with
+        every candidate figure raised to the floor of the pass's one-call round trips `trips`
+        (`timing.one_call_floor_ms`): work batched across a round's calls gains at most what its
+        one-call rounds show. The floor starts from the reference figure the speedup divides by
+        now, the pass's median capped by the clean baseline (`baseline_ms`, which the baseline
+        after the candidate may still raise: `after_the_candidate` floors the kept pass again).
+        Returns (the floored figures, the floor's record) or (`stats`, None) without one-call
+        round trips."""
+        if not trips:
+            return stats, None
+        s = self.settings
+        ref_rounds, cand_rounds = stats
+        ref_ms = min(statistics.median([t for rnd in ref_rounds for t in rnd]), self.baseline_ms)
+        floor, allowance = timing.one_call_floor_ms(
+            trips, self.one_call_calibration, ref_ms, s.one_call_margin, s.one_call_signed_bias
+        )
+        batched = statistics.median([t for rnd in cand_rounds for t in rnd])
+        record = {
+            "difference_ms": statistics.median([c - r for c, r in trips]),
+            "calibration_ms": statistics.median([c - r for c, r in self.one_call_calibration]),
+            "allowance_ms": allowance,
+            "reference_ms": ref_ms,
+            "floor_ms": floor,
+            "batched_ms": batched,
+            "raised": floor > batched,
+        }
+        return (ref_rounds, [[max(t, floor) for t in rnd] for rnd in cand_rounds]), record
 
     def _end_builds(self) -> None:
         """Before anything of the candidate's is timed, the parent ends its builds: a build runs in
@@ -1722,19 +1742,17 @@ class Judge:
         self._end_builds()
         stats = self._timing_pass()
         overhead, resolution, record = self.pass_overhead_ms, self.pass_resolution_ms, self.result.round_trips
-        one_call = self.pass_one_call
-        speedup, _ = self._speedup(stats, resolution)
+        trips = self.pass_one_call_trips
+        speedup, _ = self._speedup(self._one_call_floored(stats, trips)[0], resolution)
         if speedup > s.remeasure_above:
             second = self._timing_pass()
             self.result.remeasured = True
-            if self._speedup(second, self.pass_resolution_ms)[0] < speedup:
+            floored, _ = self._one_call_floored(second, self.pass_one_call_trips)
+            if self._speedup(floored, self.pass_resolution_ms)[0] < speedup:
                 stats, overhead, record = second, self.pass_overhead_ms, self.result.round_trips
-                resolution, one_call = self.pass_resolution_ms, self.pass_one_call
-        if one_call is not None:
-            self.extra["one_call"] = one_call
-            if one_call["raised"]:
-                self._label("one_call_floor")
-        self.stats, self.result.round_trips = stats, record
+                resolution, trips = self.pass_resolution_ms, self.pass_one_call_trips
+        # Unfloored: the floor is set once the baseline after the candidate is known.
+        self.stats, self.kept_one_call_trips, self.result.round_trips = stats, trips, record
         self.resolution_ms = resolution  # the kept pass's: its floor and its below_resolution label
         self.result.resolution_ms = round(resolution, 6)
         self.result.overhead_ms = round(overhead, 6)
@@ -1744,12 +1762,20 @@ class Judge:
         """End the candidate's process (the parent kills it and every process of its uid), time
         the reference once more with nothing of the candidate alive, and settle the speedup. The
         reference time is capped by the larger of the two clean baselines: a machine that got
-        busier for everyone raises both, a candidate that slowed only the reference neither."""
+        busier for everyone raises both, a candidate that slowed only the reference neither. The
+        kept pass's one-call floor starts from the reference figure so capped
+        (`_one_call_floored`)."""
         self.pause_candidate = False
         if self.link is not None and self.link.end_host():
             _, post = self._ref_rounds(max(2, self.settings.calibration_rounds // 2))
             self.baseline_ms = max(self.baseline_ms, timing.percentile(post, 0.9))
             self.result.baseline_ms = round(self.baseline_ms, 6)
+        # The floor from the reference figure the speedup divides by, this baseline's.
+        self.stats, one_call = self._one_call_floored(self.stats, self.kept_one_call_trips)
+        if one_call is not None:
+            self.extra["one_call"] = one_call
+            if one_call["raised"]:
+                self._label("one_call_floor")
         ref_rounds, cand_rounds = self.stats
         k = self.batch
         self.result.reference = timing.summarize_rounds(ref_rounds, calls_per_figure=k)

@@ -530,3 +530,35 @@ def test_the_one_call_replay_gives_the_judges_floor_and_the_uncapped_one():
     assert uncapped == pytest.approx(1.0 - allowance, abs=0.011) and uncapped < 1.0
     assert f["pass_ms"] == pytest.approx(f["calibration_ms"] + 0.4)
     assert replay.floors({"reference": {"median_ms": 1.0}, "round_trips": {}}) is None
+
+
+def test_the_judges_one_call_floor_starts_from_the_reference_figure_the_speedup_divides_by():
+    """`Judge._one_call_floored`: the floor is the reference figure (the pass's median capped by
+    the clean baseline) plus the one-call difference less its noise. When the baseline after the
+    candidate raises the cap, the floor rises with it: a floor left on the lower figure would let
+    a candidate that batches across a round's calls be paid the ratio of the two."""
+    from cudal1.bench.judge import Judge
+    from cudal1.bench.settings import EvalSettings
+    from cudal1.bench.timing import one_call_floor_ms
+
+    judge = object.__new__(Judge)  # the method reads only these three fields
+    judge.settings = EvalSettings.for_backend("cuda")
+    judge.one_call_calibration = [(1.5 + 0.01 * (i % 3), 1.5) for i in range(16)]
+    trips = [(1.6 + 0.01 * (i % 3), 1.5) for i in range(16)]  # the candidate 0.1 ms slower alone
+    stats = ([[1.0], [1.0], [1.0]], [[0.5], [0.5], [0.5]])  # batched: twice as fast
+
+    def floor_at(reference_ms: float) -> float:
+        s = judge.settings
+        return one_call_floor_ms(
+            trips, judge.one_call_calibration, reference_ms, s.one_call_margin, s.one_call_signed_bias
+        )[0]
+
+    judge.baseline_ms = 0.8  # the calibration's baseline: below the pass's median
+    (_, low), record = judge._one_call_floored(stats, trips)
+    assert record["reference_ms"] == 0.8 and record["raised"]
+    assert low == [[floor_at(0.8)]] * 3
+    judge.baseline_ms = 1.2  # raised by the baseline after the candidate: the pass's median counts
+    (_, high), record = judge._one_call_floored(stats, trips)
+    assert record["reference_ms"] == 1.0
+    assert high == [[floor_at(1.0)]] * 3 and high[0][0] == pytest.approx(low[0][0] + 0.2)
+    assert judge._one_call_floored(stats, []) == (stats, None)
