@@ -154,7 +154,9 @@ def main() -> int:
     p.add_argument("--pairs", type=int, default=5)
     p.add_argument("--gain", type=float, default=1.02)
     p.add_argument("--rounds", type=int, default=10)
-    p.add_argument("--tasks", nargs="+", default=list(TASKS), choices=list(TASKS), help="the tasks to run (default all)")
+    p.add_argument(
+        "--tasks", nargs="+", default=list(TASKS), choices=list(TASKS), help="the tasks to run (default all)"
+    )
     p.add_argument("--records", default=None, help="write every evaluation's full result here (JSON lines)")
     p.add_argument(
         "--variants",

@@ -231,6 +231,8 @@ class Judge:
         self.cpu_excess_ms = 0.0
         """The last candidate round trip's CPU time beyond one core (ms, `timing.parallel_cpu_ms`;
         0 unless `EvalSettings.count_cpu_time` on the CPU)."""
+        self._cpu_from_ns = 0
+        """The judge's clock (ns) when the candidate's CPU-time interval of the round trip began."""
         self.views: dict[str, list[list[torch.Tensor]]] = {}
         """Per host, per set of the host's input slot: views of the set's input tensors."""
         self.ref_template: list[Any] = []
@@ -644,11 +646,13 @@ class Judge:
         return recv(("done",)), leaves, values, copies, template
 
     def _go(
-        self, who: str, xs: list[list[Any]], template: list[Any], timed: bool
+        self, who: str, xs: list[list[Any]], template: list[Any], timed: bool, count_cpu: bool = False
     ) -> tuple[int, dict[str, Any], list[int]]:
         """Stage the input sets `xs` for `who`'s host, flush and synchronize, and start the clock
         (timed, with `EvalSettings.warm_go`: the host is polling for the go first, `_poll`).
-        Returns (the clock's start in ns, the fields of the call message, descriptors to send)."""
+        `count_cpu`: begin an interval of the candidate's CPU time just before the clock starts
+        (`_cpu_from_ns` is when). Returns (the clock's start in ns, the fields of the call
+        message, descriptors to send)."""
         if timed and self.settings.warm_go:
             # Before the inputs are staged: on CUDA the host has its slot mapped all along, and a
             # host that answered only once this round trip's inputs were there could compute
@@ -659,6 +663,11 @@ class Judge:
             self.clock.warm(self.settings.clock_warmup_ms)
             self.clock.flush()
         self._sync()
+        if count_cpu:
+            # After the staging: a host polling for its go spins through it (warm_go), and that
+            # spin is no part of the round trip's work.
+            self._cpu_from_ns = self.clock.now_ns()
+            self._candidate_cpu_ns(start=True)
         self.k += 1
         fields["k"] = self.k
         return self.clock.now_ns(), fields, fds
@@ -852,9 +861,7 @@ class Judge:
                 Status.HACK, "the candidate process sent a message nobody asked for", HackKind.HARNESS_TAMPERING
             )
         counting = timed and self.settings.count_cpu_time and not self.cuda and self.link is not None
-        if counting:
-            self._candidate_cpu_ns(start=True)
-        t0, fields, fds = self._go("candidate", xs, self.args_template, timed)
+        t0, fields, fds = self._go("candidate", xs, self.args_template, timed, count_cpu=counting)
         self.args_template = _sent_template(fields, self.args_template)
         try:
             self.chan.send("call", fds=fds, **fields)
@@ -889,7 +896,7 @@ class Judge:
         audit = self._recv("audited")
         self.cpu_excess_ms = 0.0
         if counting:
-            elapsed_ms = (self.clock.now_ns() - t0) / 1e6
+            elapsed_ms = (self.clock.now_ns() - self._cpu_from_ns) / 1e6
             cpu_ms = self._candidate_cpu_ns(start=False) / 1e6
             self.cpu_excess_ms = timing.parallel_cpu_ms(cpu_ms, elapsed_ms)
         self._host_verdicts(audit)

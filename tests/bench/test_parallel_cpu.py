@@ -90,6 +90,22 @@ def test_threads_beyond_the_hosts_one_are_paid_for(cache_dir) -> None:
         assert all("parallel_cpu_ms" in t for s in series for t in s[cheat].round_trips["candidate"])
 
 
+def test_a_host_polling_for_its_go_is_not_counted_its_spin_before_the_go(cache_dir) -> None:
+    """With `EvalSettings.warm_go` the host spins on its socket from its `polling` answer while the
+    judge stages the inputs and flushes the cache: that spin is no work of the round trip, and the
+    honest host's round trips are counted no CPU time beyond one core (counted from before the
+    staging, they carried the spin: an honest copy was paid 0.14x on the 2-core machine)."""
+    r = evaluate(
+        evalkit.MATMUL_512,
+        evalkit.candidate("honest_matmul_relu"),
+        "cpu",
+        settings=evalkit.settings(cache_dir, rounds=5, warm_go=True),
+    )
+    assert r.status is Status.OK, evalkit.describe(r)
+    extra = [t["parallel_cpu_ms"] for t in r.round_trips["candidate"]]
+    assert extra and max(extra) == 0.0, extra
+
+
 def test_cpu_time_is_not_counted_on_request(cache_dir) -> None:
     r = evaluate(
         evalkit.MATMUL_512,
