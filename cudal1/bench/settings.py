@@ -171,7 +171,8 @@ class EvalSettings:
     on an H100 the reference host's one-call round trips of a pass ran slower the longer the idle
     gap before them (docs/benchmarks.md, 2026-12-06, thirty-second session); with both hosts
     polling, neither. A candidate host that does not answer is timed out as any unanswered
-    message is. Off by default: not yet run on a GPU."""
+    message is. Off by default: on an H100 it did not change how often honest candidates were
+    floored (docs/benchmarks.md, 2026-12-06, thirty-third session)."""
     remeasure_above: float = 3.0
     """A speedup (×) above this is measured a second time and the lower value is kept."""
     calibration_calls: int = 30
