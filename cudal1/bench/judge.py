@@ -1237,7 +1237,9 @@ class Judge:
         candidate host's round trip, the reference host's), ms on the judge's clock (on the
         CPU the candidate's CPU time beyond one core counts, as in a batched round). With
         `what`, the candidate's output is checked as every timed output is, named `what` in a
-        failure (None: the calibration's, where the candidate host runs the reference)."""
+        failure (None: the calibration's, where the candidate host runs the reference; with
+        `EvalSettings.one_call_calibration_checks` the same work is done and its finding
+        dropped, so that the hosts wait between round trips as long as in the pass)."""
         xs = self._input_sets(1)
         walls: dict[str, float] = {}
         expected: Any = None
@@ -1249,6 +1251,9 @@ class Judge:
                 walls[who] = wall_ms + self.cpu_excess_ms
         if what is not None:
             self._check_timed(xs, expected, msg, snapshot, what)
+        elif self.settings.one_call_calibration_checks:
+            self._compare(snapshot[0], msg["values"][0], expected[0])
+            self._inputs_unchanged(xs, "a calibration one-call round")
         return walls["candidate"], walls["reference"]
 
     # -- phase 5: the candidate ----------------------------------------------------------------

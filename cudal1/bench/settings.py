@@ -109,6 +109,15 @@ class EvalSettings:
     CUDA: on (with both hosts on one core, an H100 held three batching candidates to 0.97-1.12x
     in two runs, and the reference as candidate to 0.98-1.02x; docs/benchmarks.md, 2026-12-06).
     Off by default (the CPU backend makes no one-call rounds)."""
+    one_call_calibration_checks: bool = False
+    """The calibration's one-call rounds read the candidate host's output against the reference
+    host's and its inputs as unchanged, as the timing pass's one-call rounds do (a mismatch there
+    is not acted on: both hosts run the reference, and a reference that differs from itself is
+    not the calibration's to judge). Why: on an H100 the reference host's one-call round trips ran
+    slower in the pass than in the calibration (0.03-0.43 ms), and with the cap on them
+    (`timing.one_call_floor_ms`) that floored honest candidates; the pass's checks put longer
+    idle gaps between its one-call round trips than the calibration's back-to-back rounds have
+    (docs/benchmarks.md, 2026-12-06). Off by default: not yet run on a GPU."""
     max_one_call_rounds: int = 1024
     """The most one-call rounds `one_call_share` may ask for."""
     one_call_budget_s: float = 2.0

@@ -116,6 +116,36 @@ def test_a_candidate_is_paid_at_most_its_one_call_difference_from_the_reference(
     assert floored.candidate.median_ms == pytest.approx(floor, abs=1e-3), (floored.candidate.median_ms, floor)
 
 
+NOISY = evalkit.inline_task(
+    990,
+    "noisy_reference",
+    """
+class Model(nn.Module):
+    def forward(self, x):
+        return x + 10 * torch.rand_like(x)
+
+def get_inputs():
+    return [torch.randn(16, 256)]
+
+def get_init_inputs():
+    return []
+""",
+)
+"""A reference that differs from itself on every call (beyond any tolerance)."""
+
+
+def test_the_calibrations_one_call_checks_judge_nothing(cache_dir) -> None:
+    """`EvalSettings.one_call_calibration_checks`: the calibration's one-call rounds compare the
+    stand-in's output with the reference host's, as the pass's do, only for the idle gaps that
+    work makes; what they find is not acted on. A reference that differs from itself makes its
+    candidate incorrect at the first trial, as without the checks, and not a failure of the
+    harness's calibration."""
+    copy = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x + 10 * torch.rand_like(x)\n"
+    r = run(NOISY, copy, cache_dir, one_call_rounds=4, one_call_calibration_checks=True)
+    assert r.status is Status.INCORRECT and not_harness(r), evalkit.describe(r)
+    assert len(r.round_trips["calibration one-call candidate"]) == 4, r.round_trips.keys()
+
+
 def test_the_one_call_rounds_grow_with_their_noise_when_a_share_is_asked(cache_dir) -> None:
     """With `one_call_share` the calibration takes more one-call rounds after its first
     `one_call_rounds`, as many as `timing.one_call_round_count` asks from those first ones'
