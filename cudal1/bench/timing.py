@@ -406,6 +406,13 @@ def jitter(values_ms: list[float]) -> float:
     return max(NORMAL_10_90_PER_IQR * (percentile(values_ms, 0.75) - percentile(values_ms, 0.25)), 1e-6)
 
 
+def one_call_cap_ms(calibration_reference_ms: list[float]) -> float:
+    """The most a reference one-call round trip of a timing pass counts for in the one-call floor
+    (ms): the median of the calibration's reference one-call round trips (ms) plus their jitter
+    (`one_call_floor_ms`). Raises ValueError when empty."""
+    return statistics.median(calibration_reference_ms) + jitter(calibration_reference_ms)
+
+
 def one_call_floor_ms(
     pass_trips_ms: list[tuple[float, float]],
     calibration_trips_ms: list[tuple[float, float]],
@@ -432,9 +439,9 @@ def one_call_floor_ms(
     (about two standard errors of a median per sqrt(count)). The noise is the calibration's,
     taken for both medians: d's own spread is the candidate's to widen (a long delay in a third
     of its one-call rounds leaves the median where it was), so it must not set what the floor
-    forgives. cap = the calibration's reference round trips' median plus their jitter: work a
-    candidate leaves running on the device can slow the reference host's round trips, and so
-    lower d, by no more than about one jitter (as `allowed_fixed_cost` caps its fixed cost; a
+    forgives. cap = the calibration's reference round trips' median plus their jitter
+    (`one_call_cap_ms`): work a candidate leaves running on the device can slow the reference
+    host's round trips, and so lower d, by no more than about one jitter (as `allowed_fixed_cost` caps its fixed cost; a
     median and an interquartile range, so that a few stalls among the calibration's round trips
     do not lift the cap). The calibration's bias is taken only where the candidate host was the
     slower one, as there, unless `signed_bias`: on an H100 the stock reference host was the
@@ -457,8 +464,7 @@ def one_call_floor_ms(
     empty."""
     if not pass_trips_ms or not calibration_trips_ms:
         raise ValueError("one_call_floor_ms needs one-call round trips from the pass and from the calibration")
-    calibration_reference = [r for _, r in calibration_trips_ms]
-    most = statistics.median(calibration_reference) + jitter(calibration_reference) if cap else math.inf
+    most = one_call_cap_ms([r for _, r in calibration_trips_ms]) if cap else math.inf
     d = [c - min(r, most) for c, r in pass_trips_ms]
     bias = [c - r for c, r in calibration_trips_ms]
     allowance = margin * jitter(bias) * (1 / math.sqrt(len(d)) + 1 / math.sqrt(len(bias)))
