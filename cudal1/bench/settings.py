@@ -37,10 +37,10 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
 
 
 RESOLUTION_SOURCES = ("calibration", "timing_pass")
+"""`EvalSettings.resolution_source`'s choices."""
 MIN_ONE_CALL_ROUNDS = 4
 """The fewest one-call rounds `EvalSettings.one_call_rounds` may ask for, other than 0 (off): the
 floor's noise allowance is the interquartile range of as many calibration round trips."""
-"""`EvalSettings.resolution_source`'s choices."""
 
 
 @dataclasses.dataclass
@@ -114,7 +114,7 @@ class EvalSettings:
     host's and its inputs as unchanged, as the timing pass's one-call rounds do (a mismatch there
     is not acted on: both hosts run the reference, and a reference that differs from itself is
     not the calibration's to judge). Why: on an H100 the reference host's one-call round trips ran
-    slower in the pass than in the calibration (0.03-0.43 ms), and with the cap on them
+    slower in the pass than in the calibration (by up to 0.43 ms), and with the cap on them
     (`timing.one_call_floor_ms`) that floored honest candidates; the pass's checks put longer
     idle gaps between its one-call round trips than the calibration's back-to-back rounds have
     (docs/benchmarks.md, 2026-12-06). Off by default: not yet run on a GPU."""
