@@ -140,7 +140,14 @@ def test_the_calibrations_one_call_checks_judge_nothing(cache_dir) -> None:
     work makes; what they find is not acted on. A reference that differs from itself makes its
     candidate incorrect at the first trial, as without the checks, and not a failure of the
     harness's calibration."""
-    copy = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x + 10 * torch.rand_like(x)\n"
+    copy = """
+import torch
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x + 10 * torch.rand_like(x)
+"""
     r = run(NOISY, copy, cache_dir, one_call_rounds=4, one_call_calibration_checks=True)
     assert r.status is Status.INCORRECT and not_harness(r), evalkit.describe(r)
     assert len(r.round_trips["calibration one-call candidate"]) == 4, r.round_trips.keys()
