@@ -1156,15 +1156,30 @@ class Judge:
         host's round trips run, as it will be once it holds the candidate (`_pause_candidate`), so
         that both fixed costs are measured as the timing pass will see them. Then as many one-call
         round trips to both hosts as the timing pass will make (`EvalSettings.one_call_rounds`):
-        the bias of their difference (`timing.one_call_floor_ms`)."""
+        the bias of their difference (`timing.one_call_floor_ms`); with
+        `EvalSettings.one_call_calibration_as_pass` the first of them lie at random places among
+        the batched rounds and every round is checked as in the pass (`_stand_in_checked`)."""
         self.pause_candidate = True
         ref_trips: list[float] = []
         cand_trips: list[float] = []
         per_call: list[float] = []
-        self.recording = "calibration "
+        as_pass = self.settings.one_call_calibration_as_pass
+        ones = self.settings.one_call_rounds if self.batch > 1 else 0  # K = 1: nothing to batch across
+        # The first round lets both hosts' allocators settle at K outputs; the one-call rounds
+        # (None) follow the batched ones, or lie among them as in a timing pass.
+        schedule: list[int | None] = list(range(1, rounds + 1))
+        if as_pass:
+            schedule += [None] * ones
+            self.order.shuffle(schedule)
+        self.one_call_calibration = []
         try:
-            for r in range(rounds + 1):  # the first round lets both hosts' allocators settle at K outputs
-                xs = expected = None  # the last round's go before this one's are made
+            for r in [0, *schedule]:
+                xs = expected = msg = snapshot = None  # the last round's go before this one's are made
+                if r is None:
+                    self.recording = "calibration one-call "
+                    self.one_call_calibration.append(self._one_call_round(None))
+                    continue
+                self.recording = "calibration "
                 xs = self._input_sets()
                 for who in self.order.sample(["reference", "candidate"], 2):
                     if who == "reference":
@@ -1173,15 +1188,17 @@ class Judge:
                             ref_trips.append(wall_ms - sum(inner))
                             per_call.append(sum(inner) / len(inner))
                     else:
-                        wall_ms, msg, _ = self._call(xs, timed=True)
+                        wall_ms, msg, snapshot = self._call(xs, timed=True)
                         own = timing.claimed_total_ms(msg.get("inner_ms"), len(xs))
                         if own is None:
                             raise RuntimeError("the candidate host sent no times while running the reference")
                         if r:
                             cand_trips.append(wall_ms - own)
+                if as_pass:
+                    self._stand_in_checked(xs, expected, msg, snapshot)
             self.recording = "calibration one-call "
-            ones = self.settings.one_call_rounds if self.batch > 1 else 0  # K = 1: nothing to batch across
-            self.one_call_calibration = [self._one_call_round(None) for _ in range(ones)]
+            while len(self.one_call_calibration) < ones:
+                self.one_call_calibration.append(self._one_call_round(None))
             self.one_call_count = self._one_call_count(statistics.median(per_call))
             while len(self.one_call_calibration) < self.one_call_count:
                 self.one_call_calibration.append(self._one_call_round(None))
@@ -1238,8 +1255,7 @@ class Judge:
         CPU the candidate's CPU time beyond one core counts, as in a batched round). With
         `what`, the candidate's output is checked as every timed output is, named `what` in a
         failure (None: the calibration's, where the candidate host runs the reference; with
-        `EvalSettings.one_call_calibration_checks` the same work is done and its finding
-        dropped, so that the hosts wait between round trips as long as in the pass)."""
+        `EvalSettings.one_call_calibration_as_pass` checked as well, `_stand_in_checked`)."""
         xs = self._input_sets(1)
         walls: dict[str, float] = {}
         expected: Any = None
@@ -1251,10 +1267,21 @@ class Judge:
                 walls[who] = wall_ms + self.cpu_excess_ms
         if what is not None:
             self._check_timed(xs, expected, msg, snapshot, what)
-        elif self.settings.one_call_calibration_checks:
-            self._compare(snapshot[0], msg["values"][0], expected[0])
-            self._inputs_unchanged(xs, "a calibration one-call round")
+        elif self.settings.one_call_calibration_as_pass:
+            self._stand_in_checked(xs, expected, msg, snapshot)
         return walls["candidate"], walls["reference"]
+
+    def _stand_in_checked(self, xs: list[list[Any]], expected: list[Expected], msg: Any, snapshot: Any) -> None:
+        """A calibration round's checks, made as the timing pass makes them (`_check_timed`) for
+        the hosts to wait between round trips as long as they will then
+        (`EvalSettings.one_call_calibration_as_pass`); what they find is dropped (the stand-in
+        runs the reference)."""
+        for i, want in enumerate(expected):
+            self._compare(snapshot[i], msg["values"][i], want)
+        try:
+            self._inputs_unchanged(xs, "a calibration round")
+        except Verdict:
+            pass
 
     # -- phase 5: the candidate ----------------------------------------------------------------
 

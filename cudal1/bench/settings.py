@@ -109,15 +109,18 @@ class EvalSettings:
     CUDA: on (with both hosts on one core, an H100 held three batching candidates to 0.97-1.12x
     in two runs, and the reference as candidate to 0.98-1.02x; docs/benchmarks.md, 2026-12-06).
     Off by default (the CPU backend makes no one-call rounds)."""
-    one_call_calibration_checks: bool = False
-    """The calibration's one-call rounds read the candidate host's output against the reference
-    host's and its inputs as unchanged, as the timing pass's one-call rounds do (a mismatch there
-    is not acted on: both hosts run the reference, and a reference that differs from itself is
-    not the calibration's to judge). Why: on an H100 the reference host's one-call round trips ran
-    slower in the pass than in the calibration (by up to 0.43 ms), and with the cap on them
-    (`timing.one_call_floor_ms`) that floored honest candidates; the pass's checks put longer
-    idle gaps between its one-call round trips than the calibration's back-to-back rounds have
-    (docs/benchmarks.md, 2026-12-06). Off by default: not yet run on a GPU."""
+    one_call_calibration_as_pass: bool = False
+    """The calibration makes its first `one_call_rounds` one-call rounds at random places among
+    its batched rounds, and after every round compares the stand-in's outputs with the reference
+    host's and checks its inputs, as the timing pass does (what those checks find is not acted
+    on: both hosts run the reference, and a reference that differs from itself is not the
+    calibration's to judge). Without it the one-call rounds follow the batched ones back to back
+    with nothing checked. Why: on an H100 the reference host's one-call round trips ran slower in
+    the pass than in the calibration (by up to 0.43 ms), which with the cap on them
+    (`timing.one_call_floor_ms`) floored honest candidates; the idle gap before them was 6.5-7.5
+    ms in the calibration and 7-21 ms in the pass (its checks), and in the pass the trips after
+    the longer half of the gaps were the slower ones (docs/benchmarks.md, 2026-12-06,
+    thirty-third session). Off by default: not yet run on a GPU."""
     max_one_call_rounds: int = 1024
     """The most one-call rounds `one_call_share` may ask for."""
     one_call_budget_s: float = 2.0

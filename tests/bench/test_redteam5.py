@@ -134,12 +134,12 @@ def get_init_inputs():
 """A reference that differs from itself on every call (beyond any tolerance)."""
 
 
-def test_the_calibrations_one_call_checks_judge_nothing(cache_dir) -> None:
-    """`EvalSettings.one_call_calibration_checks`: the calibration's one-call rounds compare the
-    stand-in's output with the reference host's, as the pass's do, only for the idle gaps that
-    work makes; what they find is not acted on. A reference that differs from itself makes its
-    candidate incorrect at the first trial, as without the checks, and not a failure of the
-    harness's calibration."""
+def test_a_calibration_made_as_the_pass_judges_nothing(cache_dir) -> None:
+    """`EvalSettings.one_call_calibration_as_pass`: the calibration's one-call rounds lie among
+    its batched rounds and every round's outputs are compared with the reference host's, as in
+    the timing pass, only for the idle gaps that work makes; what the checks find is not acted
+    on. A reference that differs from itself makes its candidate incorrect at the first trial,
+    as without them, and not a failure of the harness's calibration."""
     copy = """
 import torch
 import torch.nn as nn
@@ -148,9 +148,14 @@ class ModelNew(nn.Module):
     def forward(self, x):
         return x + 10 * torch.rand_like(x)
 """
-    r = run(NOISY, copy, cache_dir, one_call_rounds=4, one_call_calibration_checks=True)
+    # A fixed seed fixes the order (1 in 210 orders would put every one-call round last).
+    r = run(NOISY, copy, cache_dir, one_call_rounds=4, one_call_calibration_as_pass=True, seed=1)
     assert r.status is Status.INCORRECT and not_harness(r), evalkit.describe(r)
-    assert len(r.round_trips["calibration one-call candidate"]) == 4, r.round_trips.keys()
+    trips = r.round_trips
+    assert len(trips["calibration one-call candidate"]) == 4, trips.keys()
+    # Among the batched rounds: some batched round began after the first one-call round.
+    first_one_call = min(t["go_s"] for t in trips["calibration one-call reference"])
+    assert max(t["go_s"] for t in trips["calibration reference"]) > first_one_call, trips
 
 
 def test_the_one_call_rounds_grow_with_their_noise_when_a_share_is_asked(cache_dir) -> None:
