@@ -1,6 +1,6 @@
 """Where the one-call floor's cap moved recorded evaluations. Reads recorded evaluations only.
 
-    python benchmarks/one_call_replay.py RECORDS.jsonl[.gz] ... [--margin 1.0] [--one-sided]
+    python benchmarks/one_call_replay.py RECORDS.jsonl[.gz] ... [--margin 1.0] [--one-sided] [--gaps]
 
 RECORDS are `EvalResult` dicts, one a line, or `{"kind", "result"}` lines
 (`scripts/gpu_lean_host.py --records`). For each evaluation with one-call round trips it prints
@@ -56,11 +56,39 @@ def floors(result: dict[str, Any], margin: float = 1.0, signed_bias: bool = True
     }
 
 
+def idle_gaps(result: dict[str, Any]) -> dict[str, Any] | None:
+    """The idle gaps before the reference host's one-call round trips of one recorded evaluation
+    (ms: from the end of the round trip before it, of either host, to its go, on the judge's
+    clock: `go_s` and `wall_ms` of every recorded round trip), or None without one-call round
+    trips of both phases.
+
+    Keys: "calibration_gap_ms", "pass_gap_ms" (medians), "pass_after_short_ms",
+    "pass_after_long_ms" (the median round trip of the pass's reference one-call trips after the
+    shorter and the longer half of their gaps)."""
+    trips = sorted(
+        (t["go_s"] * 1e3, t["wall_ms"], key) for key, ts in (result.get("round_trips") or {}).items() for t in ts
+    )
+    gaps: dict[str, list[tuple[float, float]]] = {}
+    for (go0, wall0, _), (go, wall, key) in zip(trips, trips[1:]):
+        gaps.setdefault(key, []).append((go - go0 - wall0, wall))
+    cal, run = gaps.get("calibration one-call reference"), sorted(gaps.get("one-call reference", []))
+    if not cal or len(run) < 2:
+        return None
+    half = len(run) // 2
+    return {
+        "calibration_gap_ms": statistics.median(g for g, _ in cal),
+        "pass_gap_ms": statistics.median(g for g, _ in run),
+        "pass_after_short_ms": statistics.median(w for _, w in run[:half]),
+        "pass_after_long_ms": statistics.median(w for _, w in run[half:]),
+    }
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("records", nargs="+", type=Path)
     p.add_argument("--margin", type=float, default=1.0, help="EvalSettings.one_call_margin")
     p.add_argument("--one-sided", action="store_true", help="the calibration's bias only where positive")
+    p.add_argument("--gaps", action="store_true", help="add the idle gaps before the reference's one-call trips")
     args = p.parse_args()
     for path in args.records:
         for kind, r in records(path):
@@ -73,6 +101,13 @@ def main() -> None:
                 f"{f['capped']:.4f}, uncapped {f['uncapped']:.4f} | reference one-call calibration "
                 f"{f['calibration_ms']:.3f}, pass {f['pass_ms']:.3f}, cap {f['cap_ms']:.3f} ms"
             )
+            g = idle_gaps(r) if args.gaps else None
+            if g is not None:
+                print(
+                    f"    idle gap before the reference's one-call trips: calibration {g['calibration_gap_ms']:.2f}, "
+                    f"pass {g['pass_gap_ms']:.2f} ms; pass trips after the shorter half of the gaps "
+                    f"{g['pass_after_short_ms']:.3f}, after the longer half {g['pass_after_long_ms']:.3f} ms"
+                )
 
 
 if __name__ == "__main__":

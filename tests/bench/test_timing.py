@@ -492,12 +492,7 @@ def test_a_one_call_floor_of_too_few_rounds_to_measure_its_noise_is_refused(roun
         assert EvalSettings.for_backend("cuda", one_call_rounds=fine).one_call_rounds == fine
 
 
-def test_the_one_call_replay_gives_the_judges_floor_and_the_uncapped_one():
-    """benchmarks/one_call_replay.py on a record whose two hosts' one-call round trips both ran
-    0.4 ms slower in the pass than in the calibration, the candidate as fast as the reference
-    alone (an honest copy): the cap on the reference host's round trips raises the judged floor
-    by about 0.4 ms a call (an H100 paid such candidates 0.69-0.91x, docs/benchmarks.md,
-    2026-12-06); uncapped, the floor is the reference's call less the noise."""
+def _replay_module():
     import importlib.util
     from pathlib import Path
 
@@ -505,7 +500,43 @@ def test_the_one_call_replay_gives_the_judges_floor_and_the_uncapped_one():
     spec = importlib.util.spec_from_file_location("one_call_replay", path)
     replay = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(replay)
+    return replay
 
+
+def test_the_one_call_replay_gives_the_idle_gaps_before_the_reference_trips():
+    """`one_call_replay.idle_gaps`: a gap runs from the end of the round trip before (either
+    host's) to the go, on the judge's clock. Calibration: a candidate trip then a reference trip,
+    1 ms apart, every 10 ms; pass: the same after 2 or 20 ms gaps, the trips after the longer
+    gaps 0.5 ms slower."""
+    replay = _replay_module()
+    rt: dict[str, list[dict[str, float]]] = {k: [] for k in ("cand_cal", "ref_cal", "cand", "ref")}
+    t = 0.0
+    for _ in range(4):  # calibration: candidate trip 1 ms, a 1 ms gap, reference trip 1 ms, 7 ms on
+        rt["cand_cal"].append({"go_s": t / 1e3, "wall_ms": 1.0})
+        rt["ref_cal"].append({"go_s": (t + 2.0) / 1e3, "wall_ms": 1.0})
+        t += 10.0
+    for i in range(4):  # pass: gaps of 20 ms before the first two pairs, 2 ms before the others
+        t += 20.0 if i < 2 else 2.0
+        rt["cand"].append({"go_s": t / 1e3, "wall_ms": 1.0})
+        slow = i < 2
+        rt["ref"].append({"go_s": (t + 1.0 + (20.0 if slow else 2.0)) / 1e3, "wall_ms": 1.5 if slow else 1.0})
+        t += 1.0 + (20.0 if slow else 2.0) + rt["ref"][-1]["wall_ms"]
+    names = {"cand_cal": "calibration one-call candidate", "ref_cal": "calibration one-call reference"}
+    names |= {"cand": "one-call candidate", "ref": "one-call reference"}
+    g = replay.idle_gaps({"round_trips": {names[k]: v for k, v in rt.items()}})
+    assert g["calibration_gap_ms"] == pytest.approx(1.0)
+    assert g["pass_gap_ms"] == pytest.approx(11.0)  # the median of 20, 20, 2, 2
+    assert g["pass_after_short_ms"] == 1.0 and g["pass_after_long_ms"] == 1.5
+    assert replay.idle_gaps({"round_trips": {}}) is None
+
+
+def test_the_one_call_replay_gives_the_judges_floor_and_the_uncapped_one():
+    """benchmarks/one_call_replay.py on a record whose two hosts' one-call round trips both ran
+    0.4 ms slower in the pass than in the calibration, the candidate as fast as the reference
+    alone (an honest copy): the cap on the reference host's round trips raises the judged floor
+    by about 0.4 ms a call (an H100 paid such candidates 0.69-0.91x, docs/benchmarks.md,
+    2026-12-06); uncapped, the floor is the reference's call less the noise."""
+    replay = _replay_module()
     cal = [(1.0 + 0.01 * (i % 5), 1.0 + 0.01 * ((i + 2) % 5)) for i in range(16)]
     trips = [(c + 0.4, r + 0.4) for c, r in cal]
 
