@@ -232,7 +232,8 @@ class Judge:
         """The last candidate round trip's CPU time beyond one core (ms, `timing.parallel_cpu_ms`;
         0 unless `EvalSettings.count_cpu_time` on the CPU)."""
         self._cpu_from_ns = 0
-        """The judge's clock (ns) when the candidate's CPU-time interval of the round trip began."""
+        """The judge's clock (ns) when the parent read the candidate's CPU time at the start of the
+        round trip's interval."""
         self.views: dict[str, list[list[torch.Tensor]]] = {}
         """Per host, per set of the host's input slot: views of the set's input tensors."""
         self.ref_template: list[Any] = []
@@ -248,8 +249,8 @@ class Judge:
         """One-call rounds the calibration made and each timing pass makes (`_one_call_count`)."""
         self.pass_one_call_trips: list[tuple[float, float]] = []
         """The last timing pass's one-call round trips: (candidate host's, reference host's), ms."""
-        self.kept_one_call_trips: list[tuple[float, float]] = []
-        """The one-call round trips of the pass whose figures are kept (`measure`)."""
+        self.passes: list[dict[str, Any]] = []
+        """The timing passes made (`measure`, `_pass`), one of which is paid (`after_the_candidate`)."""
         self._staged: dict[str, list[list[Slot]]] = {}
         """CPU: per host, the slots of its last two round trips, one per input set."""
         self.spent: dict[str, float] = {}
@@ -651,7 +652,7 @@ class Judge:
         """Stage the input sets `xs` for `who`'s host, flush and synchronize, and start the clock
         (timed, with `EvalSettings.warm_go`: the host is polling for the go first, `_poll`).
         `count_cpu`: begin an interval of the candidate's CPU time just before the clock starts
-        (`_cpu_from_ns` is when). Returns (the clock's start in ns, the fields of the call
+        (`_cpu_from_ns`: when the parent read its count). Returns (the clock's start in ns, the fields of the call
         message, descriptors to send)."""
         if timed and self.settings.warm_go:
             # Before the inputs are staged: on CUDA the host has its slot mapped all along, and a
@@ -665,9 +666,11 @@ class Judge:
         self._sync()
         if count_cpu:
             # After the staging: a host polling for its go spins through it (warm_go), and that
-            # spin is no part of the round trip's work.
-            self._cpu_from_ns = self.clock.now_ns()
-            self._candidate_cpu_ns(start=True)
+            # spin is no part of the round trip's work. `_call` counts the interval's elapsed
+            # time from the go, or with warm_go from when the parent read the count (the host
+            # spins from then on): never from before, which would leave the parent's reading
+            # time to threads on other cores uncharged.
+            _, self._cpu_from_ns = self._candidate_cpu_ns(start=True)
         self.k += 1
         fields["k"] = self.k
         return self.clock.now_ns(), fields, fds
@@ -814,13 +817,12 @@ class Judge:
         answered_ms: float,
         msg: dict[str, Any],
         audit: dict[str, Any],
-        parallel_cpu_ms: float | None = None,
+        cpu: tuple[float, float] | None = None,
     ) -> None:
         """Keep the record of a round trip of the timing pass (see `EvalResult.round_trips`) whose
         go was sent at `go_ns` on the judge's clock; the host's parts come from its answer (`msg`)
-        and its audit after it (`audit`);
-        `parallel_cpu_ms` is the candidate's CPU time beyond one core (`timing.parallel_cpu_ms`),
-        where it was counted."""
+        and its audit after it (`audit`); `cpu`, where the candidate's CPU time was counted: (its
+        processes' CPU ms in the interval, the interval's ms on the judge's clock)."""
         if self.recording is None:
             return
         if self.first_go_ns is None:
@@ -841,8 +843,9 @@ class Judge:
             "own_ms": None if own is None else round(own, 4),
             "host_parts_ms": parts,
         }
-        if parallel_cpu_ms is not None:
-            record["parallel_cpu_ms"] = round(parallel_cpu_ms, 4)
+        if cpu is not None:
+            record["parallel_cpu_ms"] = round(timing.parallel_cpu_ms(*cpu), 4)
+            record["cpu_ms"], record["cpu_interval_ms"] = round(cpu[0], 4), round(cpu[1], 4)
         self.result.round_trips.setdefault(self.recording + who, []).append(record)
 
     @_spends("candidate call")
@@ -895,25 +898,28 @@ class Judge:
         # The host's memory checks, made after it answered: outside the interval just timed.
         audit = self._recv("audited")
         self.cpu_excess_ms = 0.0
+        cpu: tuple[float, float] | None = None
         if counting:
-            elapsed_ms = (self.clock.now_ns() - self._cpu_from_ns) / 1e6
-            cpu_ms = self._candidate_cpu_ns(start=False) / 1e6
-            self.cpu_excess_ms = timing.parallel_cpu_ms(cpu_ms, elapsed_ms)
+            since = self._cpu_from_ns if self.settings.warm_go else t0
+            elapsed_ms = (self.clock.now_ns() - since) / 1e6
+            cpu = (self._candidate_cpu_ns(start=False)[0] / 1e6, elapsed_ms)
+            self.cpu_excess_ms = timing.parallel_cpu_ms(*cpu)
         self._host_verdicts(audit)
-        self._note_trip(
-            "candidate", t0, wall_ms, (answered - t0) / 1e6, msg, audit, self.cpu_excess_ms if counting else None
-        )
+        self._note_trip("candidate", t0, wall_ms, (answered - t0) / 1e6, msg, audit, cpu)
         self.last_leaves, self.last_snapshot = msg["leaves"], snapshot
         return wall_ms, msg, snapshot
 
-    def _candidate_cpu_ns(self, start: bool) -> int:
-        """Begin (`start`) or end an interval of the candidate's CPU time: the ns it spent since
-        the interval began (the parent's count, `ParentLink.cpu_interval`). Raises RuntimeError
-        when the parent does not answer (the harness's failure)."""
+    def _candidate_cpu_ns(self, start: bool) -> tuple[int, int]:
+        """Begin (`start`) or end an interval of the candidate's CPU time. Returns (the ns it
+        spent since the interval began, the judge's clock in ns once the parent had read the
+        count: `ParentLink.cpu_interval`'s, kept within this request's own span). Raises
+        RuntimeError when the parent does not answer (the harness's failure)."""
+        asked = self.clock.now_ns()
         try:
-            return self.link.cpu_interval(start)
+            ns, at_ns = self.link.cpu_interval(start)
         except (ProtocolError, PeerGone, Timeout) as exc:
             raise RuntimeError(f"the parent did not say the candidate's CPU time: {exc}") from exc
+        return ns, min(max(at_ns, asked), self.clock.now_ns())
 
     def _ref_send(self, op: str, fds: list[int] | None = None, **fields: Any) -> None:
         try:
@@ -1724,10 +1730,10 @@ class Judge:
         """`stats` (a timing pass's per-call figures, ms: reference rounds, candidate rounds) with
         every candidate figure raised to the floor of the pass's one-call round trips `trips`
         (`timing.one_call_floor_ms`): work batched across a round's calls gains at most what its
-        one-call rounds show. The floor starts from the reference figure the speedup divides by
-        now, the pass's median capped by the clean baseline (`baseline_ms`, which the baseline
-        after the candidate may still raise: `after_the_candidate` floors the kept pass again).
-        Returns (the floored figures, the floor's record) or (`stats`, None) without one-call
+        one-call rounds show. The floor starts from the reference figure the speedup divides by,
+        the pass's median capped by the clean baseline (`baseline_ms`: `measure` floors at the
+        calibration's to decide on a second pass, `after_the_candidate` at the final one, raised
+        by the baseline after the candidate, to pay). Returns (the floored figures, the floor's record) or (`stats`, None) without one-call
         round trips."""
         if not trips:
             return stats, None
@@ -1777,40 +1783,57 @@ class Judge:
         self._inputs_unchanged(xs, what)
 
     def measure(self) -> None:
-        s = self.settings
+        """One timing pass, and a second when the first pays above `EvalSettings.remeasure_above`
+        (floored at the baseline known so far). Both are kept unfloored: which one is paid is
+        settled once the baseline after the candidate is known (`after_the_candidate`)."""
         self._end_builds()
-        stats = self._timing_pass()
-        overhead, resolution, record = self.pass_overhead_ms, self.pass_resolution_ms, self.result.round_trips
-        trips = self.pass_one_call_trips
-        speedup, _ = self._speedup(self._one_call_floored(stats, trips)[0], resolution)
-        if speedup > s.remeasure_above:
-            second = self._timing_pass()
+        self.passes = [self._pass()]
+        first = self.passes[0]
+        if self._pass_speedup(first)[0][0] > self.settings.remeasure_above:
+            self.passes.append(self._pass())
             self.result.remeasured = True
-            floored, _ = self._one_call_floored(second, self.pass_one_call_trips)
-            if self._speedup(floored, self.pass_resolution_ms)[0] < speedup:
-                stats, overhead, record = second, self.pass_overhead_ms, self.result.round_trips
-                resolution, trips = self.pass_resolution_ms, self.pass_one_call_trips
-        # Unfloored: the floor is set once the baseline after the candidate is known.
-        self.stats, self.kept_one_call_trips, self.result.round_trips = stats, trips, record
-        self.resolution_ms = resolution  # the kept pass's: its floor and its below_resolution label
-        self.result.resolution_ms = round(resolution, 6)
-        self.result.overhead_ms = round(overhead, 6)
         self.extra["overhead"] = {"calibration_ms": self.overhead_ms, "interleaved_ms": self.trips_ms}
+
+    def _pass(self) -> dict[str, Any]:
+        """A timing pass and what settling it needs: "stats" (`_timing_pass`), its one-call round
+        trips ("trips"), "overhead_ms", "resolution_ms" and its round-trip record ("record")."""
+        stats = self._timing_pass()
+        return {
+            "stats": stats,
+            "trips": self.pass_one_call_trips,
+            "overhead_ms": self.pass_overhead_ms,
+            "resolution_ms": self.pass_resolution_ms,
+            "record": self.result.round_trips,
+        }
+
+    def _pass_speedup(
+        self, p: dict[str, Any]
+    ) -> tuple[tuple[float, float], tuple[list[list[float]], list[list[float]]], dict[str, Any] | None]:
+        """A kept pass `p` (`_pass`) as it would be paid at the baseline known now: ((speedup,
+        spread), its floored figures, the floor's record: `_one_call_floored`)."""
+        floored, one_call = self._one_call_floored(p["stats"], p["trips"])
+        return self._speedup(floored, p["resolution_ms"]), floored, one_call
 
     def after_the_candidate(self) -> None:
         """End the candidate's process (the parent kills it and every process of its uid), time
         the reference once more with nothing of the candidate alive, and settle the speedup. The
         reference time is capped by the larger of the two clean baselines: a machine that got
-        busier for everyone raises both, a candidate that slowed only the reference neither. The
-        kept pass's one-call floor starts from the reference figure so capped
-        (`_one_call_floored`)."""
+        busier for everyone raises both, a candidate that slowed only the reference neither. Each
+        pass's one-call floor then starts from the reference figure so capped
+        (`_one_call_floored`), and of two passes the one that pays less is paid."""
         self.pause_candidate = False
         if self.link is not None and self.link.end_host():
             _, post = self._ref_rounds(max(2, self.settings.calibration_rounds // 2))
             self.baseline_ms = max(self.baseline_ms, timing.percentile(post, 0.9))
             self.result.baseline_ms = round(self.baseline_ms, 6)
-        # The floor from the reference figure the speedup divides by, this baseline's.
-        self.stats, one_call = self._one_call_floored(self.stats, self.kept_one_call_trips)
+        # The floor from the reference figure the speedup divides by, this baseline's; of two
+        # passes, the one that pays less at it.
+        paid = [(self._pass_speedup(p), p) for p in self.passes]
+        (_, self.stats, one_call), kept = min(paid, key=lambda x: x[0][0][0])
+        self.result.round_trips = kept["record"]
+        self.resolution_ms = kept["resolution_ms"]  # its floor and its below_resolution label
+        self.result.resolution_ms = round(self.resolution_ms, 6)
+        self.result.overhead_ms = round(kept["overhead_ms"], 6)
         if one_call is not None:
             self.extra["one_call"] = one_call
             if one_call["raised"]:

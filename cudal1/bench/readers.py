@@ -294,15 +294,18 @@ class ParentLink:
             raise ProtocolError(f"the parent answered {str(running)[:40]} processes still running")
         return msg.get("paused") is True, running
 
-    def cpu_interval(self, start: bool) -> int:
+    def cpu_interval(self, start: bool) -> tuple[int, int]:
         """With `start`, ask the parent to begin an interval of the candidate's CPU time (0);
         otherwise the CPU time (ns) every process of the candidate spent since it began
-        (`cudal1.bench.worker._HostKeeper.cpu_interval`). Raises ProtocolError, PeerGone, Timeout."""
+        (`cudal1.bench.worker._HostKeeper.cpu_interval`). Returns (that ns, the parent's
+        `time.perf_counter_ns` once it had read the count). Raises ProtocolError, PeerGone,
+        Timeout."""
         self.chan.send("cpu_interval", start=start)
-        ns = _expect(self.chan, "cpu_interval").get("ns")
-        if type(ns) is not int or ns < 0:
-            raise ProtocolError(f"the parent answered a CPU time of {str(ns)[:40]}")
-        return ns
+        msg = _expect(self.chan, "cpu_interval")
+        ns, at_ns = msg.get("ns"), msg.get("at_ns")
+        if type(ns) is not int or ns < 0 or type(at_ns) is not int or at_ns < 0:
+            raise ProtocolError(f"the parent answered a CPU time of {str(ns)[:40]} at {str(at_ns)[:40]}")
+        return ns, at_ns
 
     def end_builds(self, timeout_s: float = 60.0) -> None:
         """Ask the parent to end the candidate's builds (the one under way killed, later requests

@@ -217,7 +217,9 @@ class EvalResult:
     usable), `host_parts_ms` (where the host says its side went: inputs, forwards, locate before its
     answer, audit after it; from the candidate's host, only its word) and, for the candidate host
     on the CPU, `parallel_cpu_ms` (the CPU time its processes spent beyond one core, added to the
-    round trip: `cudal1.bench.timing.parallel_cpu_ms`)."""
+    round trip: `cudal1.bench.timing.parallel_cpu_ms`) from `cpu_ms` (their CPU time in the
+    counted interval) and `cpu_interval_ms` (that interval on the judge's clock: from the go, or
+    with `EvalSettings.warm_go` from the parent's reading of the count, until the host's audit)."""
     remeasured: bool = False
     """True when the speedup exceeded the re-measure bar and the value is from the second measurement."""
     overhead_ms: float | None = None

@@ -40,7 +40,8 @@ RESOLUTION_SOURCES = ("calibration", "timing_pass")
 """`EvalSettings.resolution_source`'s choices."""
 MIN_ONE_CALL_ROUNDS = 4
 """The fewest one-call rounds `EvalSettings.one_call_rounds` may ask for, other than 0 (off): the
-floor's noise allowance is the interquartile range of as many calibration round trips."""
+floor's noise allowance is the interquartile range of as many calibration round trips, which is
+0 for one and, for two or three, mostly the interpolation between them."""
 
 
 @dataclasses.dataclass
@@ -263,7 +264,7 @@ class EvalSettings:
         if not 0.0 <= self.unexplained_share <= 1.0:
             raise ValueError(f"unexplained_share must lie in [0, 1], got {self.unexplained_share}")
         # The floor's noise allowance is an interquartile range of the calibration's one-call
-        # round trips: of fewer than four it is 0, and the floor would forgive no noise at all.
+        # round trips: of one it is 0, of two or three mostly interpolation.
         if self.one_call_rounds < 0 or 0 < self.one_call_rounds < MIN_ONE_CALL_ROUNDS:
             raise ValueError(
                 f"one_call_rounds must be 0 (off) or at least {MIN_ONE_CALL_ROUNDS}, got {self.one_call_rounds}"

@@ -1112,7 +1112,10 @@ class _HostKeeper:
                     self.stop_builds()
                     self._chan.send("end_builds")
                 elif op == "cpu_interval":
-                    self._chan.send("cpu_interval", ns=self.cpu_interval(msg.get("start") is True))
+                    ns = self.cpu_interval(msg.get("start") is True)
+                    # When the count was read, on the judge's clock (`time.perf_counter_ns`, the
+                    # machine's monotonic clock): after every process's reading, never before.
+                    self._chan.send("cpu_interval", ns=ns, at_ns=time.perf_counter_ns())
                 elif op == "pause_host":
                     paused, running = self.pause(msg.get("stop") is True)
                     self._chan.send("pause_host", paused=paused, running=running)

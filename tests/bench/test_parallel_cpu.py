@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -104,6 +105,32 @@ def test_a_host_polling_for_its_go_is_not_counted_its_spin_before_the_go(cache_d
     assert r.status is Status.OK, evalkit.describe(r)
     extra = [t["parallel_cpu_ms"] for t in r.round_trips["candidate"]]
     assert extra and max(extra) == 0.0, extra
+
+
+@pytest.mark.parametrize("warm_go", [False, True])
+def test_the_parents_reading_time_is_not_in_the_counted_interval(cache_dir, monkeypatch, warm_go) -> None:
+    """The interval whose CPU time beyond one core is charged runs from the go (with warm_go: from
+    when the parent read the count, the host spinning until the go) to the host's audit: the
+    parent's own reading time, here made 50 ms, is not in it. Counted from before the parent was
+    asked, that time went to threads on other cores uncharged (a red team's helper thread: 4.0 ms
+    beyond one core a round trip counted 0.0 with a parent 5 ms slow)."""
+    keep = worker._HostKeeper.cpu_interval  # the parent's side runs in this process
+
+    def slow(self, start):
+        if start:
+            time.sleep(0.05)
+        return keep(self, start)
+
+    monkeypatch.setattr(worker._HostKeeper, "cpu_interval", slow)
+    r = evaluate(
+        evalkit.MATMUL_512,
+        evalkit.candidate("honest_matmul_relu"),
+        "cpu",
+        settings=evalkit.settings(cache_dir, rounds=3, warm_go=warm_go),
+    )
+    assert r.status is Status.OK, evalkit.describe(r)
+    trips = r.round_trips["candidate"]
+    assert trips and all(t["cpu_interval_ms"] - t["wall_ms"] < 25.0 for t in trips), trips
 
 
 def test_cpu_time_is_not_counted_on_request(cache_dir) -> None:

@@ -134,6 +134,26 @@ def get_init_inputs():
 """A reference that differs from itself on every call (beyond any tolerance)."""
 
 
+SOMETIMES_MUTATES = evalkit.inline_task(
+    991,
+    "sometimes_mutates",
+    """
+class Model(nn.Module):
+    def forward(self, x):
+        if x[0, 0] > 1.0:
+            x[0, 1] += 1.0
+        return x * 2
+
+def get_inputs():
+    return [torch.randn(16, 256)]
+
+def get_init_inputs():
+    return []
+""",
+)
+"""A reference that writes into its input on some input sets only (a red team's, 2026-12-06)."""
+
+
 def test_a_calibration_made_as_the_pass_judges_nothing(cache_dir) -> None:
     """`EvalSettings.one_call_calibration_as_pass`: the calibration's one-call rounds lie among
     its batched rounds and every round's outputs are compared with the reference host's, as in
@@ -156,6 +176,12 @@ class ModelNew(nn.Module):
     # Among the batched rounds: some batched round began after the first one-call round.
     first_one_call = min(t["go_s"] for t in trips["calibration one-call reference"])
     assert max(t["go_s"] for t in trips["calibration reference"]) > first_one_call, trips
+    # A reference that writes into its inputs now and then: the stand-in's input check finds it
+    # in the calibration, and that is dropped too (the candidate is judged as without the checks).
+    mutates = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+    for as_pass in (True, False):
+        r = run(SOMETIMES_MUTATES, mutates, cache_dir, one_call_rounds=16, one_call_calibration_as_pass=as_pass, seed=1)
+        assert not_harness(r), (as_pass, evalkit.describe(r))
 
 
 def test_the_one_call_rounds_grow_with_their_noise_when_a_share_is_asked(cache_dir) -> None:

@@ -483,7 +483,7 @@ def test_settings_words_parse_as_json_values_of_known_fields():
 @pytest.mark.parametrize("rounds", [-1, 1, 2, 3])
 def test_a_one_call_floor_of_too_few_rounds_to_measure_its_noise_is_refused(rounds):
     """The floor forgives the interquartile range of the calibration's one-call round trips: of
-    one to three it is 0, a floor with no allowance for noise."""
+    one it is 0 (no allowance for noise), of two or three mostly interpolation."""
     from cudal1.bench.settings import EvalSettings
 
     with pytest.raises(ValueError, match="one_call_rounds must be 0 .off. or at least 4"):
@@ -593,3 +593,34 @@ def test_the_judges_one_call_floor_starts_from_the_reference_figure_the_speedup_
     assert record["reference_ms"] == 1.0
     assert high == [[floor_at(1.0)]] * 3 and high[0][0] == pytest.approx(low[0][0] + 0.2)
     assert judge._one_call_floored(stats, []) == (stats, None)
+
+
+def test_of_two_passes_the_one_paid_is_the_lower_at_the_final_baseline():
+    """`Judge.after_the_candidate` with a remeasured evaluation: both passes are floored at the
+    final baseline (raised by the one after the candidate) and the lower is paid. At the
+    calibration's baseline (0.9 ms) the first pass paid 3.63x and the second 1.51x; at the final
+    one (3.0 ms) the first pays 1.28x, the right value (a red team's case: settling the choice at
+    the calibration's baseline paid 1.51x)."""
+    from cudal1.bench.judge import Judge
+    from cudal1.bench.result import EvalResult, Status
+    from cudal1.bench.settings import EvalSettings
+
+    judge = object.__new__(Judge)  # no processes: `link` None skips the baseline's own rounds
+    judge.settings = EvalSettings.for_backend("cuda")
+    judge.one_call_calibration = [(1.0 + 0.001 * (i % 3), 1.0) for i in range(16)]
+    judge.link, judge.batch, judge.labels, judge.extra = None, 1, [], {}
+    judge.result = EvalResult(task_id="t", status=Status.OK)
+
+    def timing_pass(ref_ms: float, d_ms: float) -> dict:  # a candidate batching: 0.1 ms a call
+        trips = [(1.0 + d_ms + 0.001 * (i % 3), 1.0) for i in range(16)]
+        stats = ([[ref_ms]] * 5, [[0.1]] * 5)
+        return {"stats": stats, "trips": trips, "overhead_ms": 0.5, "resolution_ms": 0.01, "record": {"p": ref_ms}}
+
+    judge.passes = [timing_pass(3.0, -0.65), timing_pass(0.9, -0.3)]  # the reference slowed in the first
+    judge.baseline_ms = 0.9
+    at_calibration = [judge._pass_speedup(p)[0][0] for p in judge.passes]
+    assert at_calibration == [pytest.approx(3.628, abs=1e-3), pytest.approx(1.505, abs=1e-3)]
+    judge.baseline_ms = 3.0
+    judge.after_the_candidate()
+    assert judge.result.speedup == pytest.approx(1.278, abs=1e-3)
+    assert judge.result.round_trips == {"p": 3.0} and "one_call_floor" in judge.labels
