@@ -232,8 +232,8 @@ class Judge:
         """The last candidate round trip's CPU time beyond one core (ms, `timing.parallel_cpu_ms`;
         0 unless `EvalSettings.count_cpu_time` on the CPU)."""
         self._cpu_from_ns = 0
-        """The judge's clock (ns) when the parent read the candidate's CPU time at the start of the
-        round trip's interval."""
+        """The judge's clock (ns) when the parent began to read the candidate's CPU time at the start
+        of the round trip's interval."""
         self.views: dict[str, list[list[torch.Tensor]]] = {}
         """Per host, per set of the host's input slot: views of the set's input tensors."""
         self.ref_template: list[Any] = []
@@ -652,7 +652,7 @@ class Judge:
         """Stage the input sets `xs` for `who`'s host, flush and synchronize, and start the clock
         (timed, with `EvalSettings.warm_go`: the host is polling for the go first, `_poll`).
         `count_cpu`: begin an interval of the candidate's CPU time just before the clock starts
-        (`_cpu_from_ns`: when the parent read its count). Returns (the clock's start in ns, the fields of the call
+        (`_cpu_from_ns`: when the parent began to read its count). Returns (the clock's start in ns, the fields of the call
         message, descriptors to send)."""
         if timed and self.settings.warm_go:
             # Before the inputs are staged: on CUDA the host has its slot mapped all along, and a
@@ -667,10 +667,12 @@ class Judge:
         if count_cpu:
             # After the staging: a host polling for its go spins through it (warm_go), and that
             # spin is no part of the round trip's work. `_call` counts the interval's elapsed
-            # time from the go, or with warm_go from when the parent read the count (the host
-            # spins from then on): never from before, which would leave the parent's reading
-            # time to threads on other cores uncharged.
-            _, self._cpu_from_ns = self._candidate_cpu_ns(start=True)
+            # time from the go, or with warm_go from when the parent began to read the count
+            # (the host spins from then on) until it ended the end reading. Limit, with warm_go
+            # and no control group: the parent reads the candidate's processes one by one, and a
+            # helper process read late at the start, or early at the end, gains what it ran
+            # outside its reading (3.8 ms a reading with 50 idle processes to read).
+            _, self._cpu_from_ns, _ = self._candidate_cpu_ns(start=True)
         self.k += 1
         fields["k"] = self.k
         return self.clock.now_ns(), fields, fds
@@ -900,26 +902,31 @@ class Judge:
         self.cpu_excess_ms = 0.0
         cpu: tuple[float, float] | None = None
         if counting:
-            since = self._cpu_from_ns if self.settings.warm_go else t0
-            elapsed_ms = (self.clock.now_ns() - since) / 1e6
-            cpu = (self._candidate_cpu_ns(start=False)[0] / 1e6, elapsed_ms)
+            # Without warm_go from the go to before the end reading (the host idle outside it:
+            # nothing of the parent's reading time is left to other cores); with it, the span
+            # of the two readings (the host spins through both).
+            until = self.clock.now_ns()
+            ns, _, read_to = self._candidate_cpu_ns(start=False)
+            since, until = (self._cpu_from_ns, read_to) if self.settings.warm_go else (t0, until)
+            cpu = (ns / 1e6, (until - since) / 1e6)
             self.cpu_excess_ms = timing.parallel_cpu_ms(*cpu)
         self._host_verdicts(audit)
         self._note_trip("candidate", t0, wall_ms, (answered - t0) / 1e6, msg, audit, cpu)
         self.last_leaves, self.last_snapshot = msg["leaves"], snapshot
         return wall_ms, msg, snapshot
 
-    def _candidate_cpu_ns(self, start: bool) -> tuple[int, int]:
+    def _candidate_cpu_ns(self, start: bool) -> tuple[int, int, int]:
         """Begin (`start`) or end an interval of the candidate's CPU time. Returns (the ns it
-        spent since the interval began, the judge's clock in ns once the parent had read the
-        count: `ParentLink.cpu_interval`'s, kept within this request's own span). Raises
-        RuntimeError when the parent does not answer (the harness's failure)."""
+        spent since the interval began, the judge's clock in ns as the parent began and as it
+        ended reading the count: `ParentLink.cpu_interval`'s, kept within this request's own
+        span). Raises RuntimeError when the parent does not answer (the harness's failure)."""
         asked = self.clock.now_ns()
         try:
-            ns, at_ns = self.link.cpu_interval(start)
+            ns, began, ended = self.link.cpu_interval(start)
         except (ProtocolError, PeerGone, Timeout) as exc:
             raise RuntimeError(f"the parent did not say the candidate's CPU time: {exc}") from exc
-        return ns, min(max(at_ns, asked), self.clock.now_ns())
+        answered = self.clock.now_ns()
+        return ns, min(max(began, asked), answered), min(max(ended, asked), answered)
 
     def _ref_send(self, op: str, fds: list[int] | None = None, **fields: Any) -> None:
         try:
