@@ -652,8 +652,8 @@ class Judge:
         """Stage the input sets `xs` for `who`'s host, flush and synchronize, and start the clock
         (timed, with `EvalSettings.warm_go`: the host is polling for the go first, `_poll`).
         `count_cpu`: begin an interval of the candidate's CPU time just before the clock starts
-        (`_cpu_from_ns`: when the parent began to read its count). Returns (the clock's start in ns, the fields of the call
-        message, descriptors to send)."""
+        (`_cpu_from_ns`: when the parent began to read its count). Returns (the clock's start in
+        ns, the fields of the call message, descriptors to send)."""
         if timed and self.settings.warm_go:
             # Before the inputs are staged: on CUDA the host has its slot mapped all along, and a
             # host that answered only once this round trip's inputs were there could compute
@@ -1740,8 +1740,8 @@ class Judge:
         one-call rounds show. The floor starts from the reference figure the speedup divides by,
         the pass's median capped by the clean baseline (`baseline_ms`: `measure` floors at the
         calibration's to decide on a second pass, `after_the_candidate` at the final one, raised
-        by the baseline after the candidate, to pay). Returns (the floored figures, the floor's record) or (`stats`, None) without one-call
-        round trips."""
+        by the baseline after the candidate, to pay). Returns (the floored figures, the floor's
+        record) or (`stats`, None) without one-call round trips."""
         if not trips:
             return stats, None
         s = self.settings

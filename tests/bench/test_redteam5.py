@@ -178,7 +178,14 @@ class ModelNew(nn.Module):
     assert max(t["go_s"] for t in trips["calibration reference"]) > first_one_call, trips
     # A reference that writes into its inputs now and then: the stand-in's input check finds it
     # in the calibration, and that is dropped too (the candidate is judged as without the checks).
-    mutates = "import torch\nimport torch.nn as nn\n\nclass ModelNew(nn.Module):\n    def forward(self, x):\n        return x * 2\n"
+    mutates = """
+import torch
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return x * 2
+"""
     for as_pass in (True, False):
         r = run(SOMETIMES_MUTATES, mutates, cache_dir, one_call_rounds=16, one_call_calibration_as_pass=as_pass, seed=1)
         assert not_harness(r), (as_pass, evalkit.describe(r))
