@@ -444,9 +444,9 @@ def one_call_floor_ms(
     host's round trips, and so lower d, by no more than about one jitter (as
     `allowed_fixed_cost` caps its fixed cost; a median and an interquartile range, so that a
     few stalls among the calibration's round trips do not lift the cap). The calibration's bias
-    is taken only where the candidate host was the slower one, as there, unless `signed_bias`: on an H100 the stock reference host was the
-    slower one in one-call rounds by 0.1-0.17 ms, which a one-sided bias leaves to a batching
-    candidate (docs/benchmarks.md, 2026-12-06); signed, drift between the calibration and the
+    is taken only where the candidate host was the slower one, as there, unless `signed_bias`:
+    on an H100 the stock reference host was the slower one in one-call rounds by 0.1-0.17 ms,
+    which a one-sided bias leaves to a batching candidate (docs/benchmarks.md, 2026-12-06); signed, drift between the calibration and the
     pass moves an honest floor by as much, either way. That bias is mostly the hosts' cores (a
     one-call forward is mostly the CPU launching kernels): unpinned it reached 0.39 ms and
     wandered; with both hosts on one core (`cudal1.bench.cores.judge_and_hosts`) it stayed
