@@ -435,23 +435,23 @@ def one_call_floor_ms(
         (with `signed_bias`: - median(c), whatever its sign)
         allowance = margin × jitter(c) × (1 / sqrt(n) + 1 / sqrt(m))
 
-    `jitter` is the 10-90 percentile range of normal noise of the same interquartile range
-    (about two standard errors of a median per sqrt(count)). The noise is the calibration's,
-    taken for both medians: d's own spread is the candidate's to widen (a long delay in a third
-    of its one-call rounds leaves the median where it was), so it must not set what the floor
-    forgives. cap = the calibration's reference round trips' median plus their jitter
-    (`one_call_cap_ms`): work a candidate leaves running on the device can slow the reference
-    host's round trips, and so lower d, by no more than about one jitter (as
-    `allowed_fixed_cost` caps its fixed cost; a median and an interquartile range, so that a
-    few stalls among the calibration's round trips do not lift the cap). The calibration's bias
-    is taken only where the candidate host was the slower one, as there, unless `signed_bias`:
-    on an H100 the stock reference host was the slower one in one-call rounds by 0.1-0.17 ms,
-    which a one-sided bias leaves to a batching candidate (docs/benchmarks.md, 2026-12-06); signed, drift between the calibration and the
-    pass moves an honest floor by as much, either way. That bias is mostly the hosts' cores (a
-    one-call forward is mostly the CPU launching kernels): unpinned it reached 0.39 ms and
-    wandered; with both hosts on one core (`cudal1.bench.cores.judge_and_hosts`) it stayed
-    within 0.07 ms. `cap` False leaves the pass's reference round trips uncapped: only for
-    replays of recorded evaluations (`benchmarks/one_call_replay.py`), never in a judge.
+    `jitter` is the 10-90 percentile range of normal noise of the same interquartile range (about
+    two standard errors of a median per sqrt(count)). The noise is the calibration's, taken for both
+    medians: d's own spread is the candidate's to widen (a long delay in a third of its one-call
+    rounds leaves the median where it was), so it must not set what the floor forgives. cap = the
+    calibration's reference round trips' median plus their jitter (`one_call_cap_ms`): work a
+    candidate leaves running on the device can slow the reference host's round trips, and so lower
+    d, by no more than about one jitter (as `allowed_fixed_cost` caps its fixed cost; a median and
+    an interquartile range, so that a few stalls among the calibration's round trips do not lift the
+    cap). The calibration's bias is taken only where the candidate host was the slower one, as
+    there, unless `signed_bias`: on an H100 the stock reference host was the slower one in one-call
+    rounds by 0.1-0.17 ms, which a one-sided bias leaves to a batching candidate
+    (docs/benchmarks.md, 2026-12-06); signed, drift between the calibration and the pass moves an
+    honest floor by as much, either way. That bias is mostly the hosts' cores (a one-call forward is
+    mostly the CPU launching kernels): unpinned it reached 0.39 ms and wandered; with both hosts on
+    one core (`cudal1.bench.cores.judge_and_hosts`) it stayed within 0.07 ms. `cap` False leaves the
+    pass's reference round trips uncapped: only for replays of recorded evaluations
+    (`benchmarks/one_call_replay.py`), never in a judge.
 
     So a candidate is paid, per call, at most what it gains over the reference when each call
     must be finished before the judge reads it and no later input exists, plus the noise of
