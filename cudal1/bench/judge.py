@@ -905,9 +905,9 @@ class Judge:
             # Without warm_go from the go to before the end reading (the host idle outside it:
             # nothing of the parent's reading time is left to other cores); with it, the span
             # of the two readings (the host spins through both).
-            until = self.clock.now_ns()
+            now = self.clock.now_ns()
             ns, _, read_to = self._candidate_cpu_ns(start=False)
-            since, until = (self._cpu_from_ns, read_to) if self.settings.warm_go else (t0, until)
+            since, until = (self._cpu_from_ns, read_to) if self.settings.warm_go else (t0, now)
             cpu = (ns / 1e6, (until - since) / 1e6)
             self.cpu_excess_ms = timing.parallel_cpu_ms(*cpu)
         self._host_verdicts(audit)
@@ -1795,8 +1795,7 @@ class Judge:
         settled once the baseline after the candidate is known (`after_the_candidate`)."""
         self._end_builds()
         self.passes = [self._pass()]
-        first = self.passes[0]
-        if self._pass_speedup(first)[0][0] > self.settings.remeasure_above:
+        if self._pass_speedup(self.passes[0])[0] > self.settings.remeasure_above:
             self.passes.append(self._pass())
             self.result.remeasured = True
         self.extra["overhead"] = {"calibration_ms": self.overhead_ms, "interleaved_ms": self.trips_ms}
@@ -1815,11 +1814,11 @@ class Judge:
 
     def _pass_speedup(
         self, p: dict[str, Any]
-    ) -> tuple[tuple[float, float], tuple[list[list[float]], list[list[float]]], dict[str, Any] | None]:
-        """A kept pass `p` (`_pass`) as it would be paid at the baseline known now: ((speedup,
-        spread), its floored figures, the floor's record: `_one_call_floored`)."""
+    ) -> tuple[float, tuple[list[list[float]], list[list[float]]], dict[str, Any] | None]:
+        """A kept pass `p` (`_pass`) as it would be paid at the baseline known now: (its speedup
+        (×), its floored figures, the floor's record: `_one_call_floored`)."""
         floored, one_call = self._one_call_floored(p["stats"], p["trips"])
-        return self._speedup(floored, p["resolution_ms"]), floored, one_call
+        return self._speedup(floored, p["resolution_ms"])[0], floored, one_call
 
     def after_the_candidate(self) -> None:
         """End the candidate's process (the parent kills it and every process of its uid), time
@@ -1835,8 +1834,9 @@ class Judge:
             self.result.baseline_ms = round(self.baseline_ms, 6)
         # The floor from the reference figure the speedup divides by, this baseline's; of two
         # passes, the one that pays less at it.
-        paid = [(self._pass_speedup(p), p) for p in self.passes]
-        (_, self.stats, one_call), kept = min(paid, key=lambda x: x[0][0][0])
+        _, self.stats, one_call, kept = min(
+            ((*self._pass_speedup(p), p) for p in self.passes), key=lambda paid: paid[0]
+        )
         self.result.round_trips = kept["record"]
         self.resolution_ms = kept["resolution_ms"]  # its floor and its below_resolution label
         self.result.resolution_ms = round(self.resolution_ms, 6)

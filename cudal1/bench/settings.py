@@ -118,8 +118,8 @@ class EvalSettings:
     calibration's to judge). Without it the one-call rounds follow the batched ones back to back
     with nothing checked. Why: on an H100 the reference host's one-call round trips ran slower in
     the pass than in the calibration (by up to 0.43 ms), which with the cap on them
-    (`timing.one_call_floor_ms`) floored honest candidates; the idle gap before them was 6.5-7.5
-    ms in the calibration and 7-21 ms in the pass (its checks), and in the pass the trips after
+    (`timing.one_call_floor_ms`) floored honest candidates; the idle gap before them was 6.3-9.4
+    ms in the calibration and 6.8-20.9 ms in the pass (its checks), and in the pass the trips after
     the longer half of the gaps were the slower ones (docs/benchmarks.md, 2026-12-06,
     thirty-third session). Off by default: not yet run on a GPU."""
     max_one_call_rounds: int = 1024

@@ -618,7 +618,7 @@ def test_of_two_passes_the_one_paid_is_the_lower_at_the_final_baseline():
 
     judge.passes = [timing_pass(3.0, -0.65), timing_pass(0.9, -0.3)]  # the reference slowed in the first
     judge.baseline_ms = 0.9
-    at_calibration = [judge._pass_speedup(p)[0][0] for p in judge.passes]
+    at_calibration = [judge._pass_speedup(p)[0] for p in judge.passes]
     assert at_calibration == [pytest.approx(3.628, abs=1e-3), pytest.approx(1.505, abs=1e-3)]
     judge.baseline_ms = 3.0
     judge.after_the_candidate()
