@@ -121,7 +121,9 @@ class EvalSettings:
     (`timing.one_call_floor_ms`) floored honest candidates; the idle gap before them was 6.3-9.4
     ms in the calibration and 6.8-20.9 ms in the pass (its checks), and in the pass the trips after
     the longer half of the gaps were the slower ones (docs/benchmarks.md, 2026-12-06,
-    thirty-third session). Off by default: not yet run on a GPU."""
+    thirty-third session). Off by default: on an H100 it floored no honest copy in 14
+    evaluations against two of 7 without, but the GPU guard tests have not all run with it
+    (docs/benchmarks.md, thirty-fourth session)."""
     max_one_call_rounds: int = 1024
     """The most one-call rounds `one_call_share` may ask for."""
     one_call_budget_s: float = 2.0
