@@ -240,11 +240,19 @@ def test_the_hosts_recycle_freed_memory_so_keeping_buffers_saves_nothing(cache_d
 HOST_SHORTCUTS = [
     # A leaner call handler saves only the host's own bookkeeping (the red team's 2.3× came from
     # skipping a copy the judge subtracted; there is no such copy now).
-    ("lean_handler_matmul", "LEAN HANDLER"),
+    ("lean_handler_matmul", "LEAN HANDLER", {}),
     # A host that reports a microsecond per call: its clock counts only as far as the judge's
     # allows, so it is counted at the judge's time less the typical fixed cost (on this busy CPU
     # within the round trip's jitter of the truth; no call counts below that jitter).
-    ("claims_no_time_matmul", "CLAIMS NO TIME"),
+    ("claims_no_time_matmul", "CLAIMS NO TIME", {}),
+    # The busy-polling, no-bookkeeping host that sends no times, spinning between its round trips
+    # too: while the reference host ran, its spin took a core of two, slowed the reference 1.5-2x
+    # (`reference_slowed`) and was paid up to the clean baseline's high quantile (median 2.09x
+    # against an honest 0.83x in one series, 1.24x against 0.94x in another). The candidate is
+    # stopped while the reference is timed (test_redteam.py), which leaves what its
+    # under-claiming buys (its real forward time over the time counted: 1.01 lean, 0.91-1.04
+    # spinning, honest 0.95-0.99), below what this shared machine resolves.
+    ("busy_poll_lean_host", "BUSY POLL LEAN HOST True", {"spin": True}),
 ]
 
 
@@ -265,19 +273,24 @@ def test_a_host_that_cuts_corners_buys_next_to_nothing(cache_dir) -> None:
     settings = dict(rounds=12, calls_per_round=4)
     # Interleaved, so that the machine's load drifting during the test weighs on all sides alike
     # (three honest evaluations, then three cut ones, once failed for a load that fell in between).
-    names = ("honest_matmul_relu", *(h[0] for h in HOST_SHORTCUTS))
+    candidates = [("honest_matmul_relu", {}), *((name, tokens) for name, _, tokens in HOST_SHORTCUTS)]
 
     def series():
-        return [run_task(MATMUL_512, name, cache_dir, **settings) for name in names]
+        return [
+            evaluate(
+                MATMUL_512, evalkit.candidate(name, **tokens), "cpu", settings=evalkit.settings(cache_dir, **settings)
+            )
+            for name, tokens in candidates
+        ]
 
     held, runs = evalkit.held_to_honest(series, lambda cut_x, honest_x: cut_x < 1.25 * honest_x + 0.05)
     honest = [s[0] for s in runs]
     assert all(r.status is Status.OK for r in honest), [evalkit.describe(r) for r in honest]
-    for i, (name, marker) in enumerate(HOST_SHORTCUTS, start=1):
+    for i, (name, marker, _) in enumerate(HOST_SHORTCUTS, start=1):
         cut = [s[i] for s in runs]
         assert all(marker in r.log for r in cut), (name, evalkit.describe(cut[0]))
         assert all(r.status is Status.OK for r in cut), (name, [evalkit.describe(r) for r in cut])
-    assert held, {name: [s[i].speedup for s in runs] for i, name in enumerate(names)}
+    assert held, {name: [s[i].speedup for s in runs] for i, (name, _) in enumerate(candidates)}
 
 
 def test_figures_a_host_garbles_are_a_protocol_hack_not_a_harness_failure(cache_dir) -> None:

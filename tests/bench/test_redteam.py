@@ -64,29 +64,8 @@ def test_the_candidate_is_stopped_while_the_reference_is_timed(name, marker, cac
     assert counts and max(counts) >= 3 + 2, evalkit.describe(r)
 
 
-def test_a_host_spinning_between_its_round_trips_does_not_slow_the_reference(cache_dir) -> None:
-    """The busy-polling, no-bookkeeping host that sends no times (c): while the reference host ran,
-    its spin took a core of two, slowed the reference 1.5-2x (`reference_slowed`) and was paid up
-    to the clean baseline's high quantile: median 2.09x against an honest 0.83x in one series,
-    1.24x against 0.94x in another. Stopped while the reference is timed, it scored 1.04x against
-    0.97x. What its under-claiming alone buys (its real forward time over the time counted: 1.01
-    lean, 0.91-1.04 spinning, honest 0.95-0.99) is below what this shared machine resolves."""
-    # 12 rounds, as the host-shortcut test in test_judge.py: at 4, honest evaluations of one code
-    # spread over 0.71-1.40x on a loaded machine, more than the bound below allows.
-    settings = dict(rounds=12)
-
-    def pair():
-        return [
-            run(MATMUL_512, "honest_matmul_relu", cache_dir, **settings),
-            run(MATMUL_512, "busy_poll_lean_host", cache_dir, spin=True, **settings),
-        ]
-
-    held, pairs = evalkit.held_to_honest(pair, lambda spin_x, honest_x: spin_x < 1.25 * honest_x + 0.05)
-    assert all(h.status is Status.OK and c.status is Status.OK for h, c in pairs), [
-        evalkit.describe(c) for _, c in pairs
-    ]
-    assert all("BUSY POLL LEAN HOST True" in c.log for _, c in pairs)
-    assert held, ([c.speedup for _, c in pairs], [h.speedup for h, _ in pairs])
+# The spinning host's pay against an honest one is held in test_judge.py's host-shortcut series
+# (`HOST_SHORTCUTS`), beside the other hosts that cut corners, on the same honest evaluations.
 
 
 # -- (d) shortcuts valid only on the easy part of the input space ------------------------------
