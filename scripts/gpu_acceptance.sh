@@ -9,6 +9,9 @@
 #   bash scripts/gpu_acceptance.sh KERNELBENCH_PATH OUTDIR
 #   CHECKS="guards self repeat" bash scripts/gpu_acceptance.sh KERNELBENCH_PATH OUTDIR   # only these
 #   GUARDS_K="batched or control" REPEATS=3 CHECKS=... bash scripts/gpu_acceptance.sh ...   # fewer
+#   CUDAL1_ACCEPTANCE_CACHE=/tmp/acc-cache ...   # keep builds and probes for the next call on a
+#                                                # warm machine (the prebuild took 72-85 s a call on an
+#                                                # H100); only while the code is unchanged
 #
 # Checks, in this order (the GPU is otherwise idle during the timed ones):
 #   degenerate  the degenerate-task check on CUDA outputs (scripts/gpu_degenerate_check.py)
