@@ -99,8 +99,14 @@ fi
 
 [[ -n $prebuild ]] && { wait $prebuild; tail -2 "$out/prebuild.log"; }
 if want guards; then
-GUARDS_SET="${EVAL_SET:-}" GUARDS_DUMP="$out/guard-trips" timeout ${GUARDS_TIMEOUT:-360} python3 -m pytest -q -s -p no:cacheprovider -o addopts="" --durations=0 -m gpu ${GUARDS_K:+-k "$GUARDS_K"} tests/bench/test_gpu_guards.py > "$out/guards.log" 2>&1
-rc=$?; tail -3 "$out/guards.log"; verdict guards $rc "$(tail -1 "$out/guards.log")"
+# -v: a run cut by its limit still names the tests that finished (--durations prints only at the end).
+GUARDS_SET="${EVAL_SET:-}" GUARDS_DUMP="$out/guard-trips" timeout ${GUARDS_TIMEOUT:-360} python3 -m pytest -v -s -p no:cacheprovider -o addopts="" --durations=0 -m gpu ${GUARDS_K:+-k "$GUARDS_K"} tests/bench/test_gpu_guards.py > "$out/guards.log" 2>&1
+rc=$?; tail -3 "$out/guards.log"
+if [[ $rc -eq 124 ]]; then
+  verdict guards $rc "cut by its ${GUARDS_TIMEOUT:-360} s limit after $(grep -cE ' (PASSED|FAILED|XFAIL|XPASS|ERROR|SKIPPED)' "$out/guards.log") tests (guards.log names them)"
+else
+  verdict guards $rc "$(tail -1 "$out/guards.log")"
+fi
 fi
 
 if want self; then
