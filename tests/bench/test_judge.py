@@ -129,8 +129,11 @@ def cache_dir(tmp_path_factory):
     return tmp_path_factory.mktemp("cudal1-cache")
 
 
-def run_task(task: Task, name: str, cache_dir, **overrides):
-    return evaluate(task, evalkit.candidate(name), "cpu", settings=evalkit.settings(cache_dir, **overrides))
+def run_task(task: Task, name: str, cache_dir, tokens: dict | None = None, **overrides):
+    """`name`'s candidate (its `__KEY__` tokens replaced from `tokens`) on `task`, CPU settings
+    `evalkit.settings` with `overrides`."""
+    source = evalkit.candidate(name, **(tokens or {}))
+    return evaluate(task, source, "cpu", settings=evalkit.settings(cache_dir, **overrides))
 
 
 # -- kind 1: the verdict cannot be written by the candidate ------------------------------------
@@ -276,12 +279,7 @@ def test_a_host_that_cuts_corners_buys_next_to_nothing(cache_dir) -> None:
     candidates = [("honest_matmul_relu", {}), *((name, tokens) for name, _, tokens in HOST_SHORTCUTS)]
 
     def series():
-        return [
-            evaluate(
-                MATMUL_512, evalkit.candidate(name, **tokens), "cpu", settings=evalkit.settings(cache_dir, **settings)
-            )
-            for name, tokens in candidates
-        ]
+        return [run_task(MATMUL_512, name, cache_dir, tokens, **settings) for name, tokens in candidates]
 
     held, runs = evalkit.held_to_honest(series, lambda cut_x, honest_x: cut_x < 1.25 * honest_x + 0.05)
     honest = [s[0] for s in runs]
