@@ -32,7 +32,7 @@ from pathlib import Path
 from cudal1.bench.evaluator import evaluate
 from cudal1.bench.inprocess import measure_isolated
 from cudal1.bench.result import Status
-from cudal1.bench.settings import EvalSettings, parse_overrides
+from cudal1.bench.settings import EvalSettings, add_overrides_argument
 from cudal1.tasks import find_task, load_tasks, seed_solutions
 
 
@@ -93,18 +93,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="also time each task's seed against its reference in one plain process (cudal1.bench.inprocess)",
     )
-    ap.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="FIELD=VALUE",
-        help="another EvalSettings field for every variant, VALUE as JSON (e.g. warm_go=true)",
-    )
+    add_overrides_argument(ap, example="warm_go=true")
     args = ap.parse_args(argv)
-    try:
-        overrides = parse_overrides(args.set)
-    except ValueError as exc:
-        ap.error(f"--set: {exc}")
+    overrides = dict(args.set)
 
     cache = args.cache or tempfile.mkdtemp(prefix="cudal1-rep-cache-")
     tasks, seeds = load_tasks("builtin"), seed_solutions(args.backend)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from cudal1.bench.evaluator import evaluate
 from cudal1.bench.result import Status
-from cudal1.bench.settings import EvalSettings, parse_overrides
+from cudal1.bench.settings import EvalSettings, add_overrides_argument
 from cudal1.tasks import find_task, load_suite, load_tasks
 from cudal1.tasks.task import reference_as_candidate
 
@@ -42,13 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--overhead-quantile", type=float, default=None, help="EvalSettings.overhead_quantile")
     ap.add_argument("--unexplained-tolerance", type=float, default=None, help="EvalSettings.unexplained_tolerance")
-    ap.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="FIELD=VALUE",
-        help="another EvalSettings field, VALUE as JSON (e.g. one_call_share=0.1, one_call_signed_bias=true)",
-    )
+    add_overrides_argument(ap, example="one_call_share=0.1, one_call_signed_bias=true")
     ap.add_argument("--out", default=None)
     ap.add_argument(
         "--records", default=None, help="append each evaluation's whole result (EvalResult.to_dict) here, one JSON line"
@@ -66,10 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = ap.parse_args(argv)
 
-    try:
-        overrides = parse_overrides(args.set)
-    except ValueError as exc:
-        ap.error(f"--set: {exc}")
+    overrides = dict(args.set)
     if args.overhead_quantile is not None:
         overrides["overhead_quantile"] = args.overhead_quantile
     if args.unexplained_tolerance is not None:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 from cudal1.bench.evaluator import evaluate
 from cudal1.bench.result import Status
-from cudal1.bench.settings import EvalSettings, parse_overrides
+from cudal1.bench.settings import EvalSettings, add_overrides_argument
 from cudal1.tasks.task import Task
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -171,18 +171,9 @@ def main() -> int:
         default=0.9,
         help=f"the {UNDERCLAIM!r} variant reports its forwards' times times this (default 0.9)",
     )
-    p.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="FIELD=VALUE",
-        help="another EvalSettings field for every evaluation, VALUE as JSON (e.g. warm_go=true)",
-    )
+    add_overrides_argument(p, example="warm_go=true")
     a = p.parse_args()
-    try:
-        overrides = parse_overrides(a.set)
-    except ValueError as exc:
-        p.error(f"--set: {exc}")
+    overrides = dict(a.set)
     settings = EvalSettings.for_backend(
         BACKEND, rounds=a.rounds, cache_dir=tempfile.mkdtemp(prefix="cudal1-lean-"), **overrides
     )

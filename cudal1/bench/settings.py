@@ -5,6 +5,7 @@ Units: seconds for limits, MiB for memory, ms nowhere (timings are outputs, in `
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import json
 import os
@@ -34,6 +35,31 @@ def parse_overrides(items: list[str]) -> dict[str, Any]:
         except json.JSONDecodeError as exc:
             raise ValueError(f"{field}: {value!r} is not a JSON value") from exc
     return out
+
+
+def add_overrides_argument(parser: argparse.ArgumentParser, example: str = "warm_go=true") -> None:
+    """Give `parser` a repeatable `--set FIELD=VALUE` option: `args.set` is then a dict of
+    `EvalSettings` fields (`parse_overrides`), and a malformed word is argparse's usage error."""
+
+    def one(item: str) -> tuple[str, Any]:
+        try:
+            return next(iter(parse_overrides([item]).items()))
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    class Collect(argparse.Action):
+        def __call__(self, parser, namespace, value, option_string=None):  # noqa: ARG002
+            field, setting = value  # a new dict each time: the default is shared between parses
+            setattr(namespace, self.dest, {**getattr(namespace, self.dest), field: setting})
+
+    parser.add_argument(
+        "--set",
+        action=Collect,
+        type=one,
+        default={},
+        metavar="FIELD=VALUE",
+        help=f"an EvalSettings field for every evaluation, VALUE as JSON (e.g. {example}); repeatable",
+    )
 
 
 RESOLUTION_SOURCES = ("calibration", "timing_pass")

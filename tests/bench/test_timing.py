@@ -480,6 +480,22 @@ def test_settings_words_parse_as_json_values_of_known_fields():
         EvalSettings.for_backend("cuda", **parse_overrides(["one_call_rounds=-1"]))
 
 
+def test_the_scripts_set_option_collects_fields_and_refuses_a_bad_word(capsys):
+    import argparse
+
+    from cudal1.bench.settings import add_overrides_argument
+
+    p = argparse.ArgumentParser(prog="x")
+    add_overrides_argument(p)
+    assert p.parse_args([]).set == {}
+    args = p.parse_args(["--set", "one_call_rounds=32", "--set", "warm_go=true", "--set", "one_call_rounds=16"])
+    assert args.set == {"one_call_rounds": 16, "warm_go": True}
+    assert p.parse_args([]).set == {}  # one parse's words do not leak into the next
+    with pytest.raises(SystemExit) as exit_info:
+        p.parse_args(["--set", "no_such_field=1"])
+    assert exit_info.value.code == 2 and "EvalSettings has no field 'no_such_field'" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("rounds", [-1, 1, 2, 3])
 def test_a_one_call_floor_of_too_few_rounds_to_measure_its_noise_is_refused(rounds):
     """The floor forgives the interquartile range of the calibration's one-call round trips: of
