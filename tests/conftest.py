@@ -16,7 +16,7 @@ need no Ray cluster and no engine (`JUDGE_FOLDERS` and the fast tier: the judge'
 seed solutions, the parts' unit tests), the other every other test in collection order, and only it
 starts the session's cluster, engines and smoke run (`TwoGroups`).
 
-The fast tier, `pytest -q tests --fast` (under a minute on 2 cores): only the modules in `FAST`,
+The fast tier, `pytest -q tests --fast -n 2` (under a minute on 2 cores): only the modules in `FAST`,
 unit tests of the parts that start no Ray cluster, no vLLM engine, no DeepSpeed engine and no
 judged evaluation; the others are not even collected (importing them all takes longer than the
 tier). Its tests are also marked `fast`.
@@ -125,7 +125,11 @@ if importlib.util.find_spec("xdist") is not None:
     @pytest.hookimpl(optionalhook=True)  # a run with `-p no:xdist` does not know the hook
     def pytest_xdist_make_scheduler(config, log):
         """pytest-xdist's scheduler for `-n 2`: two work units, so each worker runs one in
-        collection order (module and session fixtures start once, the cluster in one worker)."""
+        collection order (module and session fixtures start once, the cluster in one worker).
+        The fast tier alone (`--fast`) starts no cluster and would be one unit: xdist's own
+        load scheduling spreads it over both workers instead."""
+        if config.getoption("--fast"):
+            return None
         from xdist.scheduler import LoadScopeScheduling
 
         class TwoGroups(LoadScopeScheduling):
