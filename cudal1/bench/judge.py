@@ -148,6 +148,9 @@ _HOST_FAULT = Label.HOST_DIED
 REFERENCE_SLOWED = 1.1
 """Interleaved reference median above this × the baseline (plus the resolution) is labelled
 "reference_slowed": something slowed the reference while the candidate was alive."""
+AFTER_CANDIDATE = "after the candidate one-call "
+"""`EvalResult.round_trips` prefix of the reference host's one-call round trips made once the
+candidate's processes were ended (`EvalSettings.one_call_cap_after_candidate`)."""
 RE_READ = 3
 """Outputs of a batched round trip read again, at random, before the next round trip."""
 CALIBRATION_WARMUP = 4
@@ -249,6 +252,9 @@ class Judge:
         """One-call rounds the calibration made and each timing pass makes (`_one_call_count`)."""
         self.pass_one_call_trips: list[tuple[float, float]] = []
         """The last timing pass's one-call round trips: (candidate host's, reference host's), ms."""
+        self.one_call_after: list[float] = []
+        """The reference host's one-call round trips once the candidate's processes were ended, ms
+        (`_one_call_after_candidate`)."""
         self.passes: list[dict[str, Any]] = []
         """The timing passes made (`measure`, `_pass`), one of which is paid (`after_the_candidate`)."""
         self._staged: dict[str, list[list[Slot]]] = {}
@@ -1748,7 +1754,12 @@ class Judge:
         ref_rounds, cand_rounds = stats
         ref_ms = min(statistics.median([t for rnd in ref_rounds for t in rnd]), self.baseline_ms)
         floor, allowance = timing.one_call_floor_ms(
-            trips, self.one_call_calibration, ref_ms, s.one_call_margin, s.one_call_signed_bias
+            trips,
+            self.one_call_calibration,
+            ref_ms,
+            s.one_call_margin,
+            s.one_call_signed_bias,
+            after_reference_ms=self.one_call_after,
         )
         batched = statistics.median([t for rnd in cand_rounds for t in rnd])
         record = {
@@ -1828,16 +1839,20 @@ class Judge:
         pass's one-call floor then starts from the reference figure so capped
         (`_one_call_floored`), and of two passes the one that pays less is paid."""
         self.pause_candidate = False
+        after: list[dict[str, Any]] = []
         if self.link is not None and self.link.end_host():
             _, post = self._ref_rounds(max(2, self.settings.calibration_rounds // 2))
             self.baseline_ms = max(self.baseline_ms, timing.percentile(post, 0.9))
             self.result.baseline_ms = round(self.baseline_ms, 6)
+            after = self._one_call_after_candidate()
         # The floor from the reference figure the speedup divides by, this baseline's; of two
         # passes, the one that pays less at it.
         _, self.stats, one_call, kept = min(
             ((*self._pass_speedup(p), p) for p in self.passes), key=lambda paid: paid[0]
         )
         self.result.round_trips = kept["record"]
+        if after:
+            self.result.round_trips[AFTER_CANDIDATE + "reference"] = after
         self.resolution_ms = kept["resolution_ms"]  # its floor and its below_resolution label
         self.result.resolution_ms = round(self.resolution_ms, 6)
         self.result.overhead_ms = round(kept["overhead_ms"], 6)
@@ -1857,6 +1872,38 @@ class Judge:
         ):
             self._label("below_resolution")
         self.result.speedup, self.result.speedup_spread = self._speedup(self.stats)
+
+    def _one_call_after_candidate(self) -> list[dict[str, Any]]:
+        """With `EvalSettings.one_call_cap_after_candidate` and a pass that made one-call rounds,
+        once the candidate's processes are ended: one-call round trips to the reference host, as
+        many as the last pass made a gap for (at least 16 where it made that many, then up to
+        `one_call_budget_s`), in random order each after the idle gap before one of that pass's
+        reference one-call trips (`timing.idle_gaps_ms` over the pass's own round trips: on an
+        H100 trips after longer gaps ran slower). Keeps their times (ms, judge's clock) in `one_call_after` for the floor's cap;
+        returns their records ([] without them)."""
+        s = self.settings
+        if not s.one_call_cap_after_candidate or not self.pass_one_call_trips:
+            return []
+        # The pass's own round trips: before its first, the record holds only the calibration's.
+        own = {k: v for k, v in self.result.round_trips.items() if not k.startswith("calibration ")}
+        gaps = timing.idle_gaps_ms(own, "one-call reference")
+        self.recording = AFTER_CANDIDATE
+        ends_by = time.perf_counter() + s.one_call_budget_s
+        last_end = time.perf_counter()
+        try:
+            for n, gap_ms in enumerate(self.order.sample(gaps, len(gaps)), start=1):
+                xs = self._input_sets(1)
+                wait = last_end + gap_ms / 1e3 - time.perf_counter()
+                if wait > 0:
+                    time.sleep(wait)
+                wall_ms, _, _ = self._ref_call(xs)
+                last_end = time.perf_counter()
+                self.one_call_after.append(wall_ms)
+                if n >= 16 and last_end > ends_by:
+                    break
+        finally:
+            self.recording = None
+        return self.result.round_trips.pop(AFTER_CANDIDATE + "reference", [])
 
     def _speedup(
         self, stats: tuple[list[list[float]], list[list[float]]], floor_ms: float | None = None

@@ -150,6 +150,18 @@ class EvalSettings:
     thirty-third session). Off by default: on an H100 it floored no honest copy in 14
     evaluations against two of 7 without, but the GPU guard tests have not all run with it
     (docs/benchmarks.md, thirty-fourth session)."""
+    one_call_cap_after_candidate: bool = False
+    """Once the candidate's processes are ended, the reference host makes as many one-call round
+    trips as the last timing pass made (past 16, only within `one_call_budget_s`), each after the idle gap one
+    of the pass's reference one-call trips had, and the cap on the pass's reference one-call
+    trips (`cudal1.bench.timing.one_call_floor_ms`) is the larger of the calibration's and
+    theirs. Why: in H100 records of 154 honest evaluations (the thirtieth to thirty-fifth
+    sessions' self, repeat and lean-host checks) the floor raised 20, 15 of them only through
+    the cap: the reference host's one-call trips ran slower in the pass than in the calibration
+    (0.15-0.22 ms in the thirty-fifth session's three: level1/12 paid 2.18x against 2.38-2.40x
+    in four other evaluations); in the 12 recorded evaluations of batching guard candidates the
+    cap moved their one-call difference by at most 0.02 ms (docs/benchmarks.md, thirty-fifth
+    session). Off by default: not yet run on a GPU."""
     max_one_call_rounds: int = 1024
     """The most one-call rounds `one_call_share` may ask for."""
     one_call_budget_s: float = 2.0

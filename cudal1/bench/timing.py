@@ -406,6 +406,15 @@ def jitter(values_ms: list[float]) -> float:
     return max(NORMAL_10_90_PER_IQR * (percentile(values_ms, 0.75) - percentile(values_ms, 0.25)), 1e-6)
 
 
+def idle_gaps_ms(round_trips: dict[str, list[dict[str, Any]]], key: str) -> list[float]:
+    """The idle gap before each round trip recorded under `key` (ms, at least 0): from the end of
+    the recorded round trip before it, of any kind, to its go, on the judge's clock.
+    `round_trips`: `EvalResult.round_trips` (each record's "go_s", s, and "wall_ms", ms). The
+    first round trip recorded has no gap."""
+    trips = sorted((t["go_s"] * 1e3, t["wall_ms"], k) for k, ts in round_trips.items() for t in ts)
+    return [max(go - go0 - wall0, 0.0) for (go0, wall0, _), (go, _, k) in zip(trips, trips[1:]) if k == key]
+
+
 def one_call_cap_ms(calibration_reference_ms: list[float]) -> float:
     """The most a reference one-call round trip of a timing pass counts for in the one-call floor
     (ms): the median of the calibration's reference one-call round trips (ms) plus their jitter
@@ -420,6 +429,7 @@ def one_call_floor_ms(
     margin: float,
     signed_bias: bool = False,
     cap: bool = True,
+    after_reference_ms: list[float] | None = None,
 ) -> tuple[float, float]:
     """(floor, allowance), ms per call: the least a candidate's per-call figure from batched
     round trips may be, from one-call round trips in which nothing of another call exists.
@@ -449,9 +459,14 @@ def one_call_floor_ms(
     (docs/benchmarks.md, 2026-12-06); signed, drift between the calibration and the pass moves an
     honest floor by as much, either way. That bias is mostly the hosts' cores (a one-call forward is
     mostly the CPU launching kernels): unpinned it reached 0.39 ms and wandered; with both hosts on
-    one core (`cudal1.bench.cores.judge_and_hosts`) it stayed within 0.07 ms. `cap` False leaves the
-    pass's reference round trips uncapped: only for replays of recorded evaluations
-    (`benchmarks/one_call_replay.py`), never in a judge.
+    one core (`cudal1.bench.cores.judge_and_hosts`) it stayed within 0.07 ms. `after_reference_ms`:
+    reference one-call round trips made once the candidate's processes were ended
+    (`EvalSettings.one_call_cap_after_candidate`); the cap is then the larger of the two clean
+    caps, so that the reference host drifting slower between the calibration and the pass does
+    not raise an honest floor, while what a candidate can do to the pass's trips stays within a
+    jitter of a clean measurement (as `baseline_ms` takes the larger of two clean baselines).
+    `cap` False leaves the pass's reference round trips uncapped: only for replays of recorded
+    evaluations (`benchmarks/one_call_replay.py`), never in a judge.
 
     So a candidate is paid, per call, at most what it gains over the reference when each call
     must be finished before the judge reads it and no later input exists, plus the noise of
@@ -465,6 +480,8 @@ def one_call_floor_ms(
     if not pass_trips_ms or not calibration_trips_ms:
         raise ValueError("one_call_floor_ms needs one-call round trips from the pass and from the calibration")
     most = one_call_cap_ms([r for _, r in calibration_trips_ms]) if cap else math.inf
+    if cap and after_reference_ms:
+        most = max(most, one_call_cap_ms(after_reference_ms))
     d = [c - min(r, most) for c, r in pass_trips_ms]
     bias = [c - r for c, r in calibration_trips_ms]
     allowance = margin * jitter(bias) * (1 / math.sqrt(len(d)) + 1 / math.sqrt(len(bias)))

@@ -18,6 +18,7 @@ import evalkit
 from evalkit import SIN_CHAIN, SOFTMAX, TANH
 from cudal1.bench.evaluator import evaluate
 from cudal1.bench.result import HARNESS_LABELS, HackKind, Status
+from cudal1.bench.judge import AFTER_CANDIDATE
 from cudal1.tasks.task import Task
 
 SIN_CHAIN_WIDE = evalkit.SIN_CHAIN_WIDE
@@ -88,6 +89,7 @@ def test_a_candidate_is_paid_at_most_its_one_call_difference_from_the_reference(
     assert floored.status is Status.OK and "one_call_floor" in floored.labels, evalkit.describe(floored)
     assert len(floored.round_trips["one-call candidate"]) == 16, floored.round_trips.keys()
     assert len(floored.round_trips["calibration one-call candidate"]) == 16, floored.round_trips.keys()
+    assert AFTER_CANDIDATE + "reference" not in floored.round_trips  # `one_call_cap_after_candidate` is off
     plain = run(SIN_CHAIN, slow, cache_dir)
     assert plain.status is Status.OK and "one_call_floor" not in plain.labels, evalkit.describe(plain)
     assert not any("one-call" in key for key in plain.round_trips), plain.round_trips.keys()
@@ -189,6 +191,30 @@ class ModelNew(nn.Module):
     for as_pass in (True, False):
         r = run(SOMETIMES_MUTATES, mutates, cache_dir, one_call_rounds=16, one_call_calibration_as_pass=as_pass, seed=1)
         assert not_harness(r), (as_pass, evalkit.describe(r))
+
+
+def test_the_reference_makes_one_call_round_trips_after_the_candidate_for_the_floors_cap(cache_dir) -> None:
+    """`EvalSettings.one_call_cap_after_candidate`: once the candidate's processes are ended, the
+    reference host makes as many one-call round trips as the timing pass made, each after one of
+    that pass's idle gaps before a reference one-call trip (`timing.idle_gaps_ms`), recorded under
+    `judge.AFTER_CANDIDATE`; the floor's cap takes them (`timing.one_call_floor_ms`)."""
+    from cudal1.bench.timing import idle_gaps_ms
+
+    copy = evalkit.candidate("honest_sin_chain")
+    r = run(SIN_CHAIN, copy, cache_dir, one_call_rounds=8, one_call_cap_after_candidate=True)
+    assert r.status is Status.OK, evalkit.describe(r)
+    trips = r.round_trips
+    after, passed = trips[AFTER_CANDIDATE + "reference"], trips["one-call reference"]
+    # A gap for each of the pass's reference one-call trips but one that began the pass.
+    assert len(passed) == 8 and len(after) in (7, 8), {k: len(v) for k, v in trips.items()}
+    assert min(t["go_s"] for t in after) > max(
+        t["go_s"] for k, ts in trips.items() if k != AFTER_CANDIDATE + "reference" for t in ts
+    )
+    # Each waited at least the gap it was given, one of the pass's each: sorted, each at least its match.
+    own = {k: v for k, v in trips.items() if not k.startswith("calibration ")}
+    waited, given = idle_gaps_ms(trips, AFTER_CANDIDATE + "reference"), idle_gaps_ms(own, "one-call reference")
+    assert len(given) == len(after)
+    assert all(w >= g - 0.01 for w, g in zip(sorted(waited), sorted(given))), (waited, given)
 
 
 def test_the_one_call_rounds_grow_with_their_noise_when_a_share_is_asked(cache_dir) -> None:
