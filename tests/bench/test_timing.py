@@ -1,7 +1,9 @@
 """Unit tests of the timing statistics and the CPU clock."""
 
+import json
 import random
 import statistics
+import sys
 import time
 
 import pytest
@@ -14,6 +16,7 @@ from cudal1.bench.timing import (
     candidate_rounds_ms,
     clocked_call_ms,
     jitter,
+    idle_gaps_ms,
     one_call_floor_ms,
     one_call_round_count,
     pass_resolution,
@@ -323,6 +326,46 @@ def test_work_batched_across_calls_is_paid_about_what_the_call_costs_alone():
         one_call_floor_ms([], same, 1.0, 1.0)
 
 
+def test_the_cap_follows_the_reference_host_drifting_slower_but_not_a_candidate_slowing_it():
+    """`one_call_floor_ms(after_reference_ms=...)`: the cap on the pass's reference one-call round
+    trips is the larger of the calibration's and that of the reference host's one-call trips once
+    the candidate's processes were ended. An honest copy whose hosts both ran 0.4 ms slower in
+    the pass than in the calibration (as on an H100: 0.15-0.22 ms) is held to about its own call
+    when the trips after the candidate ran as slow as the pass's; a batching candidate that slows
+    only the pass's reference trips (work left on the device) is still capped at the clean level,
+    since once its processes are ended the reference host's trips run at that level."""
+    cal = [(1.0 + 0.01 * (i % 5), 1.0 + 0.01 * ((i + 2) % 5)) for i in range(16)]
+    drifted = [(c + 0.4, r + 0.4) for c, r in cal]
+    slow_after = [r + 0.4 for _, r in cal]
+    alone, allowance = one_call_floor_ms(drifted, cal, 1.0, 1.0, True, cap=False)
+    assert alone == pytest.approx(1.0 - allowance, abs=0.011)
+    assert one_call_floor_ms(drifted, cal, 1.0, 1.0, True)[0] > 1.3  # the calibration's cap alone
+    assert one_call_floor_ms(drifted, cal, 1.0, 1.0, True, after_reference_ms=slow_after)[0] == pytest.approx(alone)
+    # Batching (as fast as the reference alone), its leftover work making the pass's reference
+    # trips 2 ms slower: the clean trips after it leave the cap, and the floor, where they were.
+    slowed = [(c, r + 2.0) for c, r in cal]
+    clean_after = [r for _, r in cal]
+    capped = one_call_floor_ms(slowed, cal, 1.0, 1.0, True)[0]
+    assert one_call_floor_ms(slowed, cal, 1.0, 1.0, True, after_reference_ms=clean_after)[0] == capped
+    assert capped > 0.9 and one_call_floor_ms(slowed, cal, 1.0, 1.0, True, cap=False)[0] < 0.0 + 1e-9
+    # The cap from one trip after: its jitter is 1e-6, its median the trip.
+    assert one_call_floor_ms(drifted, cal, 1.0, 1.0, True, after_reference_ms=[5.0])[0] == pytest.approx(alone)
+
+
+def test_idle_gaps_run_from_the_end_of_any_round_trip_before():
+    rt = {
+        "calibration reference": [{"go_s": 0.0, "wall_ms": 2.0}],
+        "one-call reference": [{"go_s": 0.010, "wall_ms": 1.0}, {"go_s": 0.0305, "wall_ms": 1.0}],
+        "one-call candidate": [{"go_s": 0.020, "wall_ms": 3.0}],
+    }
+    # 10 - 2 ms before the first one-call reference trip; 30.5 - (20 + 3) before the second.
+    assert idle_gaps_ms(rt, "one-call reference") == pytest.approx([8.0, 7.5])
+    assert idle_gaps_ms(rt, "one-call candidate") == pytest.approx([9.0])
+    assert idle_gaps_ms(rt, "calibration reference") == []  # the first trip has none
+    overlapping = {"a": [{"go_s": 0.0, "wall_ms": 5.0}], "b": [{"go_s": 0.001, "wall_ms": 1.0}]}
+    assert idle_gaps_ms(overlapping, "b") == [0.0]
+
+
 def test_a_slower_reference_round_trip_cannot_lower_an_honest_hosts_figure():
     rounds = _pass(2.0, OVERHEADS, lambda t, o: t)
     # the typical fixed cost taken as larger than it was: the honest figure stays its own clock
@@ -546,12 +589,14 @@ def test_the_one_call_replay_gives_the_idle_gaps_before_the_reference_trips():
     assert replay.idle_gaps({"round_trips": {}}) is None
 
 
-def test_the_one_call_replay_gives_the_judges_floor_and_the_uncapped_one():
+def test_the_one_call_replay_gives_the_judges_floor_and_the_uncapped_one(tmp_path, monkeypatch, capsys):
     """benchmarks/one_call_replay.py on a record whose two hosts' one-call round trips both ran
     0.4 ms slower in the pass than in the calibration, the candidate as fast as the reference
     alone (an honest copy): the cap on the reference host's round trips raises the judged floor
     by about 0.4 ms a call (an H100 paid such candidates 0.69-0.91x, docs/benchmarks.md,
     2026-12-06); uncapped, the floor is the reference's call less the noise."""
+    from cudal1.bench.judge import AFTER_CANDIDATE
+
     replay = _replay_module()
     cal = [(1.0 + 0.01 * (i % 5), 1.0 + 0.01 * ((i + 2) % 5)) for i in range(16)]
     trips = [(c + 0.4, r + 0.4) for c, r in cal]
@@ -577,6 +622,25 @@ def test_the_one_call_replay_gives_the_judges_floor_and_the_uncapped_one():
     assert uncapped == pytest.approx(1.0 - allowance, abs=0.011) and uncapped < 1.0
     assert f["pass_ms"] == pytest.approx(f["calibration_ms"] + 0.4)
     assert replay.floors({"reference": {"median_ms": 1.0}, "round_trips": {}}) is None
+    # With the reference's one-call trips after the candidate (as slow as the pass's), the cap
+    # follows them and the judged floor is the uncapped one.
+    record["round_trips"][AFTER_CANDIDATE + "reference"] = side([r + 0.4 for _, r in cal])
+    f = replay.floors(record)
+    assert f["capped"] == pytest.approx(uncapped) and f["cap_ms"] > f["pass_ms"]
+    # --count tallies, per record kind, the evaluations each floor raised: this honest copy
+    # (0.99 ms a call) only through the calibration's cap, and not once its trips after count.
+    drifted = {**record, "round_trips": {k: v for k, v in record["round_trips"].items() if "after" not in k}}
+    lines = [
+        {"kind": "honest", "result": {**r, "status": "ok", "speedup": 1.0, "candidate": {"median_ms": 0.99}}}
+        for r in (drifted, record)
+    ]
+    path = tmp_path / "records.jsonl"
+    path.write_text("\n".join(json.dumps(line) for line in lines))
+    monkeypatch.setattr(sys, "argv", ["one_call_replay.py", "--count", str(path)])
+    replay.main()
+    assert capsys.readouterr().out.splitlines()[-1] == (
+        "honest: 2 with one-call rounds; the floor raised 1 with the cap, 0 without"
+    )
 
 
 def test_the_judges_one_call_floor_starts_from_the_reference_figure_the_speedup_divides_by():
@@ -588,9 +652,10 @@ def test_the_judges_one_call_floor_starts_from_the_reference_figure_the_speedup_
     from cudal1.bench.settings import EvalSettings
     from cudal1.bench.timing import one_call_floor_ms
 
-    judge = object.__new__(Judge)  # the method reads only these three fields
+    judge = object.__new__(Judge)  # the method reads only these four fields
     judge.settings = EvalSettings.for_backend("cuda")
     judge.one_call_calibration = [(1.5 + 0.01 * (i % 3), 1.5) for i in range(16)]
+    judge.one_call_after = []
     trips = [(1.6 + 0.01 * (i % 3), 1.5) for i in range(16)]  # the candidate 0.1 ms slower alone
     stats = ([[1.0], [1.0], [1.0]], [[0.5], [0.5], [0.5]])  # batched: twice as fast
 
@@ -624,6 +689,7 @@ def test_of_two_passes_the_one_paid_is_the_lower_at_the_final_baseline():
     judge = object.__new__(Judge)  # no processes: `link` None skips the baseline's own rounds
     judge.settings = EvalSettings.for_backend("cuda")
     judge.one_call_calibration = [(1.0 + 0.001 * (i % 3), 1.0) for i in range(16)]
+    judge.one_call_after = []
     judge.link, judge.batch, judge.labels, judge.extra = None, 1, [], {}
     judge.result = EvalResult(task_id="t", status=Status.OK)
 
