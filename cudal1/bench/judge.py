@@ -1879,8 +1879,8 @@ class Judge:
         many as the last pass made a gap for (at least 16 where it made that many, then up to
         `one_call_budget_s`), in random order each after the idle gap before one of that pass's
         reference one-call trips (`timing.idle_gaps_ms` over the pass's own round trips: on an
-        H100 trips after longer gaps ran slower). Keeps their times (ms, judge's clock) in `one_call_after` for the floor's cap;
-        returns their records ([] without them)."""
+        H100 trips after longer gaps ran slower). Keeps their times (ms, judge's clock) in
+        `one_call_after` for the floor's cap; returns their records ([] without them)."""
         s = self.settings
         if not s.one_call_cap_after_candidate or not self.pass_one_call_trips:
             return []
