@@ -108,7 +108,7 @@ import torch
 from ..tasks.task import Task
 from . import correctness, guards, inputs as inputs_mod, kernelprofile, pressure, timing
 from .result import EvalResult, HackKind, Label, Status, speedup_phrase
-from .settings import EvalSettings
+from .settings import MIN_ONE_CALL_ROUNDS, EvalSettings
 from .readers import IpcReader, ParentReader, ReadError, view_span
 from .slots import Slot, TensorSpec, plan
 from .verdicts import CUDA_FAULT_MARKERS, Verdict, device_name
@@ -151,6 +151,9 @@ REFERENCE_SLOWED = 1.1
 AFTER_CANDIDATE = "after the candidate one-call "
 """`EvalResult.round_trips` prefix of the reference host's one-call round trips made once the
 candidate's processes were ended (`EvalSettings.one_call_cap_after_candidate`)."""
+AFTER_RESERVE_S = 10.0
+"""The judge makes no one-call round trip after the candidate (`Judge._one_call_after_candidate`)
+once the evaluation is this close to its time limit: what is left of it settles the result."""
 RE_READ = 3
 """Outputs of a batched round trip read again, at random, before the next round trip."""
 CALIBRATION_WARMUP = 4
@@ -1876,33 +1879,39 @@ class Judge:
     def _one_call_after_candidate(self) -> list[dict[str, Any]]:
         """With `EvalSettings.one_call_cap_after_candidate` and a pass that made one-call rounds,
         once the candidate's processes are ended: one-call round trips to the reference host, as
-        many as the last pass made a gap for (at least 16 where it made that many, then up to
-        `one_call_budget_s`), in random order each after the idle gap before one of that pass's
-        reference one-call trips (`timing.idle_gaps_ms` over the pass's own round trips: on an
-        H100 trips after longer gaps ran slower). Keeps their times (ms, judge's clock) in
-        `one_call_after` for the floor's cap; returns their records ([] without them)."""
+        many as the last pass made (past 16 only within `one_call_budget_s`, and none within
+        `AFTER_RESERVE_S` of the time limit), each after an idle gap drawn from the calibration's
+        before its reference one-call trips (`timing.idle_gaps_ms`). The calibration's gaps, not
+        the pass's: before a reference trip of the pass a candidate can lengthen the gap (answer
+        its audit late, slow its own pause), and on an H100 trips after longer gaps ran slower.
+        Keeps their times (ms, judge's clock) in `one_call_after` for the floor's cap where there
+        are at least `MIN_ONE_CALL_ROUNDS`; returns their records ([] without them)."""
         s = self.settings
-        if not s.one_call_cap_after_candidate or not self.pass_one_call_trips:
+        clean = {k: v for k, v in self.result.round_trips.items() if k.startswith("calibration ")}
+        gaps = timing.idle_gaps_ms(clean, "calibration one-call reference")
+        if not s.one_call_cap_after_candidate or not self.pass_one_call_trips or not gaps:
             return []
-        # The pass's own round trips: before its first, the record holds only the calibration's.
-        own = {k: v for k, v in self.result.round_trips.items() if not k.startswith("calibration ")}
-        gaps = timing.idle_gaps_ms(own, "one-call reference")
         self.recording = AFTER_CANDIDATE
         ends_by = time.perf_counter() + s.one_call_budget_s
         last_end = time.perf_counter()
+        walls: list[float] = []
         try:
-            for n, gap_ms in enumerate(self.order.sample(gaps, len(gaps)), start=1):
+            for n, gap_ms in enumerate(self.order.choices(gaps, k=len(self.pass_one_call_trips)), start=1):
+                if time.monotonic() > self.deadline - AFTER_RESERVE_S:
+                    break
                 xs = self._input_sets(1)
                 wait = last_end + gap_ms / 1e3 - time.perf_counter()
                 if wait > 0:
                     time.sleep(wait)
                 wall_ms, _, _ = self._ref_call(xs)
                 last_end = time.perf_counter()
-                self.one_call_after.append(wall_ms)
+                walls.append(wall_ms)
                 if n >= 16 and last_end > ends_by:
                     break
         finally:
             self.recording = None
+        if len(walls) >= MIN_ONE_CALL_ROUNDS:
+            self.one_call_after = walls
         return self.result.round_trips.pop(AFTER_CANDIDATE + "reference", [])
 
     def _speedup(

@@ -153,9 +153,9 @@ class EvalSettings:
     one_call_cap_after_candidate: bool = False
     """Once the candidate's processes are ended, the reference host makes as many one-call round
     trips as the last timing pass made (past 16, only within `one_call_budget_s`), each after
-    the idle gap one of the pass's reference one-call trips had, and the cap on the pass's
-    reference one-call trips (`cudal1.bench.timing.one_call_floor_ms`) is the larger of the
-    calibration's and theirs. Why: in H100 records of 154 honest evaluations (the thirtieth to thirty-fifth
+    an idle gap drawn from the calibration's before its reference one-call trips (no candidate
+    code had a hand in those), and the cap on the pass's reference one-call trips
+    (`cudal1.bench.timing.one_call_floor_ms`) is the larger of the calibration's and theirs. Why: in H100 records of 154 honest evaluations (the thirtieth to thirty-fifth
     sessions' self, repeat and lean-host checks) the floor raised 20, 15 of them only through
     the cap: the reference host's one-call trips ran slower in the pass than in the calibration
     (0.15-0.22 ms in the thirty-fifth session's three: level1/12 paid 2.18x against 2.38-2.40x
