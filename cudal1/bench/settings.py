@@ -49,7 +49,8 @@ def add_overrides_argument(parser: argparse.ArgumentParser, example: str = "warm
 
     class Collect(argparse.Action):
         def __call__(self, parser, namespace, value, option_string=None):  # noqa: ARG002
-            field, setting = value  # a new dict each time: the default is shared between parses
+            field, setting = value
+            # A new dict each time: the default one is shared between parses.
             setattr(namespace, self.dest, {**getattr(namespace, self.dest), field: setting})
 
     parser.add_argument(
@@ -155,13 +156,14 @@ class EvalSettings:
     trips as the last timing pass made (past 16, only within `one_call_budget_s`), each after
     an idle gap drawn from the calibration's before its reference one-call trips (no candidate
     code had a hand in those), and the cap on the pass's reference one-call trips
-    (`cudal1.bench.timing.one_call_floor_ms`) is the larger of the calibration's and theirs. Why: in H100 records of 154 honest evaluations (the thirtieth to thirty-fifth
-    sessions' self, repeat and lean-host checks) the floor raised 20, 15 of them only through
-    the cap: the reference host's one-call trips ran slower in the pass than in the calibration
-    (0.15-0.22 ms in the thirty-fifth session's three: level1/12 paid 2.18x against 2.38-2.40x
-    in four other evaluations); in the 12 recorded evaluations of batching guard candidates the
-    cap moved their one-call difference by at most 0.02 ms (docs/benchmarks.md, thirty-fifth
-    session). Off by default: not yet run on a GPU."""
+    (`cudal1.bench.timing.one_call_floor_ms`) is the larger of the calibration's and theirs.
+    Why: in H100 records of 154 honest evaluations (the thirtieth to thirty-fifth sessions'
+    self, repeat and lean-host checks) the floor raised 20, 15 of them only through the cap: the
+    reference host's one-call trips ran slower in the pass than in the calibration (0.15-0.22 ms
+    in the thirty-fifth session's three: level1/12 paid 2.18x against 2.38-2.40x in four other
+    evaluations); in the 12 recorded evaluations of batching guard candidates the cap moved
+    their one-call difference by at most 0.02 ms (docs/benchmarks.md, thirty-fifth session).
+    Off by default: not yet run on a GPU."""
     max_one_call_rounds: int = 1024
     """The most one-call rounds `one_call_share` may ask for."""
     one_call_budget_s: float = 2.0
