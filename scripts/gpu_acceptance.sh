@@ -27,6 +27,8 @@
 #               (targets: reference 0.98-1.02x on 95%; compile within ±5% on 90%, ±10% on 98%)
 #   repeat      five fresh evaluations of six builtin CUDA seeds: spread <= 1% from 1 ms up, <= 3%
 #               below (benchmarks/repeatability.py)
+#   (then, not a check: "INFO floors", how many of the self and repeat evaluations the one-call
+#   floor raised with and without its cap: benchmarks/one_call_replay.py --count)
 # The guard tests' and the seeds' extensions build first, in the background, while the degenerate
 # check and the probe run. Each step has a time limit (GUARDS_TIMEOUT: the guard file's, default
 # 360 s). Not in this run: a change to how the hosts or the judge time a
@@ -157,6 +159,13 @@ PY
 rc=$?; cat "$out/repeat.txt"; verdict repeat $rc "$(grep -c '^ok' "$out/repeat.txt") of $(wc -l < "$out/repeat.txt") within their limit"
 fi
 
+# Not a check: how many of this run's honest evaluations (self, repeat) the one-call floor raised,
+# with the cap on the reference's one-call trips and without (benchmarks/one_call_replay.py).
+records=("$out"/*-records.jsonl)
+if [[ -e "${records[0]}" ]]; then
+  python3 benchmarks/one_call_replay.py --count "${records[@]}" 2>/dev/null | grep "with one-call rounds" \
+    | sed 's/^/INFO floors  /' | tee -a "$out/summary.txt"
+fi
 echo "acceptance run: $(( $(date +%s) - t0 )) s; checks: $CHECKS" | tee -a "$out/summary.txt"
 cat "$out/summary.txt"
 ! grep -q "^FAIL" "$out/summary.txt"
