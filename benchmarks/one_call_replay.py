@@ -56,7 +56,7 @@ def floors(result: dict[str, Any], margin: float = 1.0, signed_bias: bool = True
         "reference_ms": ref_ms,
         "calibration_ms": statistics.median(cal_ref),
         "pass_ms": statistics.median(r for _, r in trips),
-        "cap_ms": max(timing.one_call_cap_ms(cal_ref), timing.one_call_cap_ms(after) if after else 0.0),
+        "cap_ms": timing.one_call_cap_ms(cal_ref, after),
     }
 
 

@@ -1887,9 +1887,11 @@ class Judge:
         Keeps their times (ms, judge's clock) in `one_call_after` for the floor's cap where there
         are at least `MIN_ONE_CALL_ROUNDS`; returns their records ([] without them)."""
         s = self.settings
+        if not s.one_call_cap_after_candidate or not self.pass_one_call_trips:
+            return []
         clean = {k: v for k, v in self.result.round_trips.items() if k.startswith("calibration ")}
         gaps = timing.idle_gaps_ms(clean, "calibration one-call reference")
-        if not s.one_call_cap_after_candidate or not self.pass_one_call_trips or not gaps:
+        if not gaps:
             return []
         self.recording = AFTER_CANDIDATE
         ends_by = time.perf_counter() + s.one_call_budget_s

@@ -415,11 +415,16 @@ def idle_gaps_ms(round_trips: dict[str, list[dict[str, Any]]], key: str) -> list
     return [max(go - go0 - wall0, 0.0) for (go0, wall0, _), (go, _, k) in zip(trips, trips[1:]) if k == key]
 
 
-def one_call_cap_ms(calibration_reference_ms: list[float]) -> float:
+def one_call_cap_ms(calibration_reference_ms: list[float], after_reference_ms: list[float] | None = None) -> float:
     """The most a reference one-call round trip of a timing pass counts for in the one-call floor
     (ms): the median of the calibration's reference one-call round trips (ms) plus their jitter
-    (`one_call_floor_ms`). Raises ValueError when empty."""
-    return statistics.median(calibration_reference_ms) + jitter(calibration_reference_ms)
+    (`one_call_floor_ms`); with `after_reference_ms` (the reference's one-call round trips once
+    the candidate's processes were ended), the larger of that and the same of theirs. Raises
+    ValueError when the calibration's are empty."""
+    cap = statistics.median(calibration_reference_ms) + jitter(calibration_reference_ms)
+    if after_reference_ms:
+        cap = max(cap, statistics.median(after_reference_ms) + jitter(after_reference_ms))
+    return cap
 
 
 def one_call_floor_ms(
@@ -479,9 +484,7 @@ def one_call_floor_ms(
     empty."""
     if not pass_trips_ms or not calibration_trips_ms:
         raise ValueError("one_call_floor_ms needs one-call round trips from the pass and from the calibration")
-    most = one_call_cap_ms([r for _, r in calibration_trips_ms]) if cap else math.inf
-    if cap and after_reference_ms:
-        most = max(most, one_call_cap_ms(after_reference_ms))
+    most = one_call_cap_ms([r for _, r in calibration_trips_ms], after_reference_ms) if cap else math.inf
     d = [c - min(r, most) for c, r in pass_trips_ms]
     bias = [c - r for c, r in calibration_trips_ms]
     allowance = margin * jitter(bias) * (1 / math.sqrt(len(d)) + 1 / math.sqrt(len(bias)))

@@ -265,6 +265,11 @@ def candidate(name: str, **tokens: object) -> str:
     return text
 
 
+TIMING_ONLY = dict(correctness_trials=1, shifted_trials=0, wide_trials=0)
+"""Settings for tests that compare timings only: one correctness trial an evaluation (the trials
+are other tests'; they took 0.36-0.41 s of an honest matmul evaluation's 2.7-3.1 s)."""
+
+
 def settings(cache_dir: Path, **overrides: object) -> EvalSettings:
     """CPU settings small enough for tests: default correctness trials (5 + 2 shifted), 2 rounds
     of 2 timed calls, a 60 s wall limit. The build cache goes to `cache_dir`."""

@@ -273,8 +273,7 @@ def test_a_host_that_cuts_corners_buys_next_to_nothing(cache_dir) -> None:
     (docs/benchmarks.md)."""
     # 12 rounds: under a loaded CI machine 4 rounds spread honest evaluations of the same code over
     # 0.71-1.40x (one CI run failed on it); 16 rounds held them to 0.90-1.10x under the same load.
-    # One correctness trial: what is compared here is the timing (the trials are other tests').
-    settings = dict(rounds=12, calls_per_round=4, correctness_trials=1, shifted_trials=0, wide_trials=0)
+    settings = dict(rounds=12, calls_per_round=4, **evalkit.TIMING_ONLY)
     # Interleaved, so that the machine's load drifting during the test weighs on all sides alike
     # (three honest evaluations, then three cut ones, once failed for a load that fell in between).
     candidates = [("honest_matmul_relu", {}), *((name, tokens) for name, _, tokens in HOST_SHORTCUTS)]

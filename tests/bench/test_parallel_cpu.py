@@ -66,8 +66,7 @@ def cache_dir(tmp_path_factory):
 
 def _series(cache_dir) -> list:
     task = evalkit.MATMUL_512
-    # One correctness trial: what is compared here is the timing (the trials are other tests').
-    settings = evalkit.settings(cache_dir, rounds=5, correctness_trials=1, shifted_trials=0, wide_trials=0)
+    settings = evalkit.settings(cache_dir, rounds=5, **evalkit.TIMING_ONLY)
     return [
         evaluate(task, evalkit.candidate(name), "cpu", settings=settings)
         for name in ("honest_matmul_relu", "threads_toggled_matmul", "threads_split_matmul")
