@@ -143,7 +143,9 @@ class Proxy:
 @pytest.fixture(scope="module")
 def proxies(server, tmp_path_factory):
     d = tmp_path_factory.mktemp("proxy")
-    flaky = Proxy(server[0], d / "flaky.jsonl", ["429", "500", "timeout", "badjson"], hold_s=5)
+    # The injected timeout holds the connection past any teacher timeout the test sets (the proxy
+    # answers other requests meanwhile; its process ends with the module).
+    flaky = Proxy(server[0], d / "flaky.jsonl", ["429", "500", "timeout", "badjson"], hold_s=300)
     clean = Proxy(server[0], d / "clean.jsonl", [], hold_s=0)
     yield flaky, clean
     stop_process_group(flaky.proc)
@@ -175,7 +177,7 @@ def pools(ray_cluster):
         yield p
 
 
-def job_config(tmp_path, proxies, answers):
+def job_config(tmp_path, proxies, answers, teacher_timeout_s: float = 4.0):
     from omegaconf import OmegaConf
 
     from cudal1.config import load_augment_config
@@ -189,9 +191,9 @@ def job_config(tmp_path, proxies, answers):
         "concurrency": 1,
         "temperature": 1.0,
         "max_tokens": 1024,
-        # A teacher answer took 0.7-1.3 s here (the proxy's forwarding time, module run alone): the
-        # timeout is three times that, and the proxy's injected timeout holds past it.
-        "timeout_s": 4.0,
+        # The test passes a timeout measured on this machine (see `teacher_timeout`): the
+        # injected timeout costs that much wall time, an honest answer must never meet it.
+        "timeout_s": teacher_timeout_s,
         "max_retries": 2,
         "backoff_s": 0.05,
         "backoff_max_s": 0.2,
@@ -222,6 +224,25 @@ def job_config(tmp_path, proxies, answers):
     )
 
 
+def teacher_timeout(cfg, server) -> float:
+    """A teacher timeout (s) for this machine: 4 s, or 5x the slowest of two answers asked straight
+    of the server if that is longer (a loaded CI machine answered past 4 s). The first request also
+    compiles the server's grammar for these choices, so it is asked with a long timeout and not timed."""
+    from cudal1.augment.collect import endpoint_specs
+    from cudal1.augment.endpoint import EndpointClient
+
+    spec = endpoint_specs(cfg)[0]
+    spec.base_url, spec.timeout_s, spec.max_retries = server[0] + "/v1", 300.0, 0
+    client = EndpointClient(spec, server[1])
+    client.complete([{"role": "user", "content": "warm up"}], seed=0)
+    slowest = 0.0
+    for seed in (1, 2):
+        start = time.monotonic()
+        client.complete([{"role": "user", "content": "time me"}], seed=seed)
+        slowest = max(slowest, time.monotonic() - start)
+    return max(4.0, 5 * slowest)
+
+
 def test_a_flaky_endpoint_loses_no_record_and_a_rerun_asks_only_what_is_missing(
     server_process, pools, server, proxies, tmp_path, monkeypatch
 ):
@@ -234,15 +255,8 @@ def test_a_flaky_endpoint_loses_no_record_and_a_rerun_asks_only_what_is_missing(
     seeds = seeds_for(tasks, "cpu")
     correct = {t.task_id: {seeds[t.task_id].strip(), reference_as_candidate(t.source).strip()} for t in tasks}
     answers = [sft_response(code) for code in sorted(correct[TASK_IDS[0]])]  # right for the first task only
-    cfg = job_config(tmp_path, proxies, answers)
+    cfg = job_config(tmp_path, proxies, answers, teacher_timeout(job_config(tmp_path, proxies, answers), server))
     flaky, clean = proxies
-    # The server compiles a grammar for these choices on first use: do it before the timeouts count.
-    from cudal1.augment.collect import endpoint_specs
-    from cudal1.augment.endpoint import EndpointClient
-
-    warm = endpoint_specs(cfg)[0]
-    warm.base_url = server[0] + "/v1"
-    EndpointClient(warm, server[1]).complete([{"role": "user", "content": "warm up"}], seed=0)
 
     # Run 1. The teacher (attempts 0 and 2 of each task, one request at a time) first meets 429,
     # 500 and a timeout: with 2 retries its first attempt fails for good and is not recorded;
