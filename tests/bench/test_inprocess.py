@@ -4,6 +4,7 @@ that tell a program from itself and from one doing twice the work."""
 from __future__ import annotations
 
 import collections
+import statistics
 
 import pytest
 
@@ -79,16 +80,24 @@ def test_a_real_cpu_measurement_tells_a_program_from_twice_its_work():
     # In a child with the evaluator's OpenMP and malloc settings, as the agreement benchmark runs it:
     # in pytest's own process each 16 MB output is a fresh mmap whose page faults cost as much as
     # the arithmetic, and two CI runs measured "twice" at 0.98x and 0.84x that way.
-    timing = measure_isolated(task, sources, "cpu", timeout_s=300, calls=60, warmup=2, seed=3)
-    assert timing.calls == 60 and timing.reference_ms > 0
-    assert set(timing.candidates_ms) == {"self", "twice"} and set(timing.errors) == {"broken"}
-    assert timing.errors["broken"] == "build: ImportError: no such kernel"
-    assert timing.max_abs_error == {"self": 0.0, "twice": 0.0}
-    assert timing.ratios["self"] == pytest.approx(timing.reference_ms / timing.candidates_ms["self"])
-    # Shared 2-core machine: loose bounds, far apart.
-    assert 0.7 < timing.ratios["self"] < 1.4, timing
-    assert timing.ratios["twice"] < 0.75, timing
-    assert set(timing.spreads) == {REFERENCE, "self", "twice"}
+    # Shared 2-core machine: loose bounds, far apart, on the median of up to three measurements (in
+    # one CI run the other pytest worker's load put a single one's "self" at 1.60x).
+    runs = []
+    while True:
+        timing = measure_isolated(task, sources, "cpu", timeout_s=300, calls=60, warmup=2, seed=3 + len(runs))
+        assert timing.calls == 60 and timing.reference_ms > 0
+        assert set(timing.candidates_ms) == {"self", "twice"} and set(timing.errors) == {"broken"}
+        assert timing.errors["broken"] == "build: ImportError: no such kernel"
+        assert timing.max_abs_error == {"self": 0.0, "twice": 0.0}
+        assert timing.ratios["self"] == pytest.approx(timing.reference_ms / timing.candidates_ms["self"])
+        assert set(timing.spreads) == {REFERENCE, "self", "twice"}
+        runs.append(timing)
+        self_x = statistics.median(t.ratios["self"] for t in runs)
+        twice_x = statistics.median(t.ratios["twice"] for t in runs)
+        if (0.7 < self_x < 1.4 and twice_x < 0.75) or len(runs) == 3:
+            break
+    assert 0.7 < self_x < 1.4, runs
+    assert twice_x < 0.75, runs
     with pytest.raises(ValueError):
         measure(task, {REFERENCE: sources["self"]}, "cpu")
 
