@@ -21,9 +21,11 @@ class RunState:
         completed: stages finished, in order ("sft", "self_train", "contrastive_rl").
         stage: the stage in progress (None before the first and after the last).
         unit: units of `stage` finished (SFT epochs, self-training rounds, RL steps).
-        step: global step counter: one per learner update since the run began, and one per
-            self-training round or RL step that made none (so that each unit logs at a step of
-            its own); MLflow's step of every metric but the `_overview/` ones.
+        step: global step counter: one per learner call since the run began (an SFT batch's
+            `sft_step`, an RL step's `grpo_step`; each may take several optimizer updates, which
+            the learner's `version` counts), and one per self-training round or RL step without
+            one (so that each unit logs at a step of its own); MLflow's step of every metric but
+            the `_overview/` ones.
         overview_step: points logged on the `_overview/` charts so far (their MLflow step: one
             per self-training round and RL step, at most `OVERVIEW_SFT_POINTS` for SFT's epochs;
             `cudal1.pipeline.metrics.overview_due`).
