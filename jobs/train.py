@@ -46,7 +46,7 @@ def main(cfg: DictConfig) -> None:
         sys.exit(130)
     log = logging.getLogger("cudal1")
     log.info(
-        "done: stages %s, at step %d of the charts' axis (one per SFT batch and RL step); run in %s%s",
+        "done: stages %s, at step %d of the charts' axis (one per learner call, one per unit without any); run in %s%s",
         state.completed,
         state.step,
         cfg.run_dir,
