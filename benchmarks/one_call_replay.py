@@ -5,8 +5,10 @@
 RECORDS are `EvalResult` dicts, one a line, or `{"kind", "result"}` lines
 (`scripts/gpu_lean_host.py --records`). For each evaluation with one-call round trips it prints
 one line: the speedup as judged, the candidate's recorded per-call median, and the floor
-(`timing.one_call_floor_ms`, ms per call) two ways: with the cap on the reference host's
-one-call round trips (as judged) and with no cap; then the reference host's one-call
+(`timing.one_call_floor_ms`, ms per call) three ways: with the cap on the reference host's
+one-call round trips (as judged), with the calibration's cap alone (as judged without
+`EvalSettings.one_call_cap_after_candidate`: on records made with it, an A/B on the same
+evaluations) and with no cap; then the reference host's one-call
 round trips' medians in the calibration and the pass, and the cap (the calibration's, or the larger
 of it and that of the reference's one-call trips after the candidate where the record has them:
 `EvalSettings.one_call_cap_after_candidate`). A floor above the
@@ -36,8 +38,10 @@ def floors(result: dict[str, Any], margin: float = 1.0, signed_bias: bool = True
     """The one-call floors of one recorded evaluation (ms per call) and the reference host's
     one-call medians (ms), or None when it has no one-call round trips of both phases.
 
-    Keys: "capped" (with the cap, as judged), "uncapped", "reference_ms" (the per-call
-    figure the floor starts from), "calibration_ms", "pass_ms", "cap_ms"."""
+    Keys: "capped" (with the cap, as judged), "calibration_capped" (with the calibration's cap
+    alone, as judged without `EvalSettings.one_call_cap_after_candidate`; the same as "capped"
+    where the record has no trips after the candidate), "uncapped", "reference_ms" (the
+    per-call figure the floor starts from), "calibration_ms", "pass_ms", "cap_ms"."""
     rt = result.get("round_trips") or {}
 
     def walls(key: str) -> list[float]:
@@ -52,6 +56,7 @@ def floors(result: dict[str, Any], margin: float = 1.0, signed_bias: bool = True
     cal_ref = [r for _, r in cal]
     return {
         "capped": timing.one_call_floor_ms(trips, cal, ref_ms, margin, signed_bias, after_reference_ms=after)[0],
+        "calibration_capped": timing.one_call_floor_ms(trips, cal, ref_ms, margin, signed_bias)[0],
         "uncapped": timing.one_call_floor_ms(trips, cal, ref_ms, margin, signed_bias, cap=False)[0],
         "reference_ms": ref_ms,
         "calibration_ms": statistics.median(cal_ref),
@@ -100,20 +105,22 @@ def main() -> None:
         help="end with, per record kind, how many evaluations each floor raised (at or above the candidate's median)",
     )
     args = p.parse_args()
-    raised: dict[str, list[int]] = {}  # kind: [evaluations, raised capped, raised uncapped]
+    # kind: [evaluations, raised capped, raised with the calibration's cap alone, raised uncapped]
+    raised: dict[str, list[int]] = {}
     for path in args.records:
         for kind, r in records(path):
             f = floors(r, args.margin, not args.one_sided) if r.get("status") == "ok" else None
             if f is None:
                 continue
             cand = r["candidate"]["median_ms"]
-            tally = raised.setdefault(kind or "evaluation", [0, 0, 0])
+            tally = raised.setdefault(kind or "evaluation", [0, 0, 0, 0])
             tally[0] += 1
-            tally[1] += 0 < f["capped"] >= cand * (1 - 1e-4)  # the judge's floor, recorded to 0.1 us
-            tally[2] += 0 < f["uncapped"] >= cand * (1 - 1e-4)
+            for i, key in enumerate(("capped", "calibration_capped", "uncapped"), start=1):
+                tally[i] += 0 < f[key] >= cand * (1 - 1e-4)  # the judge's floor, recorded to 0.1 us
             print(
                 f"{r.get('task_id')} {kind or ''}: paid {r['speedup']:.3f}x, candidate {cand:.4f} ms | floor capped "
-                f"{f['capped']:.4f}, uncapped {f['uncapped']:.4f} | reference one-call calibration "
+                f"{f['capped']:.4f}, calibration's cap alone {f['calibration_capped']:.4f}, uncapped "
+                f"{f['uncapped']:.4f} | reference one-call calibration "
                 f"{f['calibration_ms']:.3f}, pass {f['pass_ms']:.3f}, cap {f['cap_ms']:.3f} ms"
             )
             g = idle_gaps(r) if args.gaps else None
@@ -123,8 +130,11 @@ def main() -> None:
                     f"pass {g['pass_gap_ms']:.2f} ms; pass trips after the shorter half of the gaps "
                     f"{g['pass_after_short_ms']:.3f}, after the longer half {g['pass_after_long_ms']:.3f} ms"
                 )
-    for kind, (n, capped, uncapped) in sorted(raised.items()) if args.count else ():
-        print(f"{kind}: {n} with one-call rounds; the floor raised {capped} with the cap, {uncapped} without")
+    for kind, (n, capped, calibration_capped, uncapped) in sorted(raised.items()) if args.count else ():
+        print(
+            f"{kind}: {n} with one-call rounds; the floor raised {capped} with the cap, "
+            f"{calibration_capped} with the calibration's cap alone, {uncapped} without"
+        )
 
 
 if __name__ == "__main__":

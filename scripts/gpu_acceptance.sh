@@ -28,7 +28,8 @@
 #   repeat      five fresh evaluations of six builtin CUDA seeds: spread <= 1% from 1 ms up, <= 3%
 #               below (benchmarks/repeatability.py)
 #   (then, not a check: "INFO floors", how many of the self and repeat evaluations the one-call
-#   floor raised with and without its cap: benchmarks/one_call_replay.py --count)
+#   floor raised with its cap, with the calibration's cap alone and without a cap:
+#   benchmarks/one_call_replay.py --count)
 # The guard tests' and the seeds' extensions build first, in the background, while the degenerate
 # check and the probe run. Each step has a time limit (GUARDS_TIMEOUT: the guard file's, default
 # 360 s). Not in this run: a change to how the hosts or the judge time a

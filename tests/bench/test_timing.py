@@ -627,6 +627,7 @@ def test_the_one_call_replay_gives_the_judges_floor_and_the_uncapped_one(tmp_pat
     record["round_trips"][AFTER_CANDIDATE + "reference"] = side([r + 0.4 for _, r in cal])
     f = replay.floors(record)
     assert f["capped"] == pytest.approx(uncapped) and f["cap_ms"] > f["pass_ms"]
+    assert f["calibration_capped"] == pytest.approx(floor)  # as judged without those trips
     # --count tallies, per record kind, the evaluations each floor raised: this honest copy
     # (0.99 ms a call) only through the calibration's cap, and not once its trips after count.
     drifted = {**record, "round_trips": {k: v for k, v in record["round_trips"].items() if "after" not in k}}
@@ -639,7 +640,7 @@ def test_the_one_call_replay_gives_the_judges_floor_and_the_uncapped_one(tmp_pat
     monkeypatch.setattr(sys, "argv", ["one_call_replay.py", "--count", str(path)])
     replay.main()
     assert capsys.readouterr().out.splitlines()[-1] == (
-        "honest: 2 with one-call rounds; the floor raised 1 with the cap, 0 without"
+        "honest: 2 with one-call rounds; the floor raised 1 with the cap, 2 with the calibration's cap alone, 0 without"
     )
 
 
