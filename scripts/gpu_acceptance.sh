@@ -29,7 +29,8 @@
 #               below (benchmarks/repeatability.py)
 #   (then, not a check: "INFO floors", how many of the self and repeat evaluations the one-call
 #   floor raised with its cap, with the calibration's cap alone and without a cap:
-#   benchmarks/one_call_replay.py --count)
+#   benchmarks/one_call_replay.py --count; after the guards, "INFO guard floors", the same three
+#   floors for each batching candidate the guard tests recorded)
 # The guard tests' and the seeds' extensions build first, in the background, while the degenerate
 # check and the probe run. Each step has a time limit (GUARDS_TIMEOUT: the guard file's, default
 # 360 s). Not in this run: a change to how the hosts or the judge time a
@@ -109,6 +110,13 @@ if [[ $rc -eq 124 ]]; then
   verdict guards $rc "cut by its ${GUARDS_TIMEOUT:-360} s limit after $(grep -cE ' (PASSED|FAILED|XFAIL|XPASS|ERROR|SKIPPED)' "$out/guards.log") tests (guards.log names them)"
 else
   verdict guards $rc "$(tail -1 "$out/guards.log")"
+fi
+# Not a check: the batching candidates' floors with the cap as judged, with the calibration's cap
+# alone and without a cap, from the records the guard tests dumped (an A/B of a cap setting on
+# the same evaluations).
+dumps=("$out"/guard-trips/*.jsonl)
+if [[ -e "${dumps[0]}" ]]; then
+  python3 benchmarks/one_call_replay.py "${dumps[@]}" 2>/dev/null | sed 's/^/INFO guard floors  /' | tee -a "$out/summary.txt"
 fi
 fi
 

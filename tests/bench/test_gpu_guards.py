@@ -397,10 +397,12 @@ def test_work_batched_across_a_cuda_round_pays_no_more_than_its_one_call_rounds(
         f"calibration difference jitter {jitter(cal[:16]) if len(cal) > 1 else float('nan'):.4f} ms over the first 16 "
         f"of {len(cal)}"
     )
-    if os.environ.get("GUARDS_DUMP"):  # the round trips in order (`go_s`), for the drift's diagnosis
-        dump = pathlib.Path(os.environ["GUARDS_DUMP"]) / f"{name}.json"
+    if os.environ.get("GUARDS_DUMP"):
+        # The whole record, one line: its round trips in order (`go_s`) for the drift's diagnosis,
+        # and what benchmarks/one_call_replay.py needs to give the floor under each cap.
+        dump = pathlib.Path(os.environ["GUARDS_DUMP"]) / f"{name}.jsonl"
         dump.parent.mkdir(parents=True, exist_ok=True)
-        dump.write_text(json.dumps({"speedup": floored.speedup, "round_trips": floored.round_trips}))
+        dump.write_text(json.dumps({"kind": name, "result": floored.to_dict()}) + "\n")
     assert free.speedup > 1.25, (free.speedup, free.message)
     assert "BATCHED" in floored.log or "DEFERRED" in floored.log, floored.log[-500:]
     assert floored.status is not Status.OK or floored.speedup <= 1.25, (floored.speedup, floored.labels)
