@@ -54,7 +54,7 @@ carry as "unit" (1 for its first)."""
 
 def step_ranges(history: Sequence[Mapping[str, Any]], key: str = "step") -> dict[str, tuple[int, int]]:
     """Stage → (first, last) MLflow step of its history rows, in the order the stages ran: where
-    each stage lies on one of the run's step axes. `key` "step": the learner updates over all
+    each stage lies on one of the run's step axes. `key` "step": the learner calls over all
     stages (`RunState.step`; a row's step is where its unit's metrics are logged);
     "overview_step": the `_overview/` charts' axis (`RunState.overview_step`). Rows without a
     stage or that key are skipped."""
@@ -140,7 +140,7 @@ def format_run_summary(
     `cudal1-policy`; `experiment_id` is the MLflow run's experiment (for the page to open). Three
     counters are named apart: a stage's own units (`UNIT_NAMES`: "contrastive_rl step 3"), the
     `_overview/` charts' step (one per point, rows' "overview_step") and the other metrics' MLflow
-    step, the learner updates since the run began (`step_ranges` says where each stage lies on
+    step, the learner calls since the run began (`step_ranges` says where each stage lies on
     either axis).
     """
 
@@ -168,7 +168,7 @@ def format_run_summary(
         lines.append(f"  {OVERVIEW}/ charts' step axis (one point per unit{sampled_sft}): {ranges(overview)}")
     axis = step_ranges(history)
     if axis:
-        lines.append(f"  other charts' step axis (learner updates since the run began): {ranges(axis)}")
+        lines.append(f"  other charts' step axis (learner calls since the run began): {ranges(axis)}")
     sampled = [(i, h) for i, h in enumerate(history) if "pass_rate" in h]
     if sampled:
         i, last = sampled[-1]

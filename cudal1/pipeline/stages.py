@@ -79,12 +79,12 @@ def finish_unit(
 
     `log_step` is the step the unit's metrics are logged at (default: the current step); units
     that sampled rollouts log at the step recorded in those rollouts. Steps are the run's one
-    counter (`RunState.step`: learner updates since the run began, over all stages), so every
+    counter (`RunState.step`: learner calls since the run began, over all stages), so every
     stage's metrics share MLflow's step axis. With `overview` (`cudal1.pipeline.metrics.overview_due`),
     the unit's headline figures are logged under "_overview/" (`overview_metrics`, with
     "_overview/stage" marking the stage) at the overview's own step, one more than the last
     (`RunState.overview_step`), so each stage gets a readable share of those charts whatever its
-    count of learner updates. The unit's history row (`summary`, when given) gets "step", "stage",
+    count of learner calls. The unit's history row (`summary`, when given) gets "step", "stage",
     "unit" (the stage's own count of finished units: its epoch, round or RL step, from 1) and,
     with `overview`, "overview_step". With `breakdown` (the step's
     evaluation results) the step's time per phase and each role's idle share are logged too

@@ -64,7 +64,7 @@ def test_summary_text_names_everything_a_user_looks_for():
     assert "the policy beat its seeds on 1 of 2 tasks" in text
     # The stage's own count (no "unit" in these rows: counted) apart from MLflow's run-wide step.
     assert "last sampled unit: contrastive_rl step 2 (MLflow step 6): pass rate 0.75, fast_1 0.50" in text
-    assert "other charts' step axis (learner updates since the run began): sft 1, contrastive_rl 4-6" in text
+    assert "other charts' step axis (learner calls since the run began): sft 1, contrastive_rl 4-6" in text
     assert "_overview/ charts' step axis" not in text  # rows without "overview_step"
     assert "models:/cudal1-policy/3 (sft), models:/cudal1-policy/5 (contrastive_rl)" in text
     assert f"MLflow run abc123: {mlflow_command()} ui --backend-store-uri sqlite:///runs/mlflow.db" in text
@@ -181,7 +181,7 @@ def test_the_overview_axis_gives_each_stage_a_share_and_the_summary_explains_bot
         "sft 1-5, self_train 6, contrastive_rl 7-9"
     ) in text
     assert (
-        "  other charts' step axis (learner updates since the run began): sft 1-10, self_train 10, contrastive_rl 11-13"
+        "  other charts' step axis (learner calls since the run began): sft 1-10, self_train 10, contrastive_rl 11-13"
     ) in text
     assert "last sampled unit: contrastive_rl step 3 (MLflow step 13, _overview/ step 9): pass rate 0.75" in text
     page = f"/#/experiments/{tracker.experiment_id}/runs/{tracker.run_id}/model-metrics?workflowType=machine_learning"
