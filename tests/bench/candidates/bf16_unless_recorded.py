@@ -1,4 +1,4 @@
-"""int_relu in bfloat16 (correct: exact for small integers), except in the one forward the judge
+"""relu in bfloat16 (on int_relu exact: small integers), except in the one forward the judge
 records for labels: a dispatch mode is on there, and it computes in float32, so the recorded
 dtypes show no reduced precision. It never refuses to be recorded; it only behaves otherwise."""
 import torch
