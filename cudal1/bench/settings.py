@@ -163,7 +163,10 @@ class EvalSettings:
     in the thirty-fifth session's three: level1/12 paid 2.18x against 2.38-2.40x in four other
     evaluations); in the 12 recorded evaluations of batching guard candidates the cap moved
     their one-call difference by at most 0.02 ms (docs/benchmarks.md, thirty-fifth session).
-    Off by default: not yet run on a GPU."""
+    On for CUDA (`for_backend`): on an H100 it raised one of 25 honest evaluations where the
+    calibration's cap alone raised two of the same 25, and the four batching guard candidates
+    were paid 0.99-1.11x with it (docs/benchmarks.md, thirty-eighth session). Off on the CPU,
+    which makes no one-call rounds by default."""
     max_one_call_rounds: int = 1024
     """The most one-call rounds `one_call_share` may ask for."""
     one_call_budget_s: float = 2.0
@@ -362,6 +365,7 @@ class EvalSettings:
                 one_call_rounds=16,
                 one_call_share=0.1,
                 one_call_signed_bias=True,
+                one_call_cap_after_candidate=True,
                 warmup_calls=3,
                 min_round_ms=20.0,
                 max_calls_per_round=1000,
