@@ -151,6 +151,11 @@ REFERENCE_SLOWED = 1.1
 AFTER_CANDIDATE = "after the candidate one-call "
 """`EvalResult.round_trips` prefix of the reference host's one-call round trips made once the
 candidate's processes were ended (`EvalSettings.one_call_cap_after_candidate`)."""
+AFTER_BATCHED = "after the candidate "
+"""The round-trip record's prefix (`EvalResult.round_trips`) of the reference's batched round
+trips once the candidate's processes were ended (`Judge.after_the_candidate`: the clean baseline
+after the candidate, and with `EvalSettings.fixed_cost_cap_after_candidate` the cap on what the
+candidate host may leave unexplained)."""
 AFTER_RESERVE_S = 10.0
 """The judge makes no one-call round trip after the candidate (`Judge._one_call_after_candidate`)
 once the evaluation is this close to its time limit: what is left of it settles the result."""
@@ -1721,24 +1726,42 @@ class Judge:
         # What the candidate host's round trips may leave unexplained: the reference host's fixed
         # cost in this same pass, never above its calibration's by more than the jitter (a
         # candidate that slows the reference host's round trips cannot widen what it may claim),
-        # plus the candidate host's excess over it in the calibration (`timing.allowed_fixed_cost`).
-        q, jit = s.overhead_quantile, self.trip_jitter_ms
-        tolerance = s.unexplained_tolerance * jit
-        ref_cal, cand_cal = self.ref_calibration_trips, self.calibration_trips
-        high = timing.allowed_fixed_cost(trips, ref_cal, cand_cal, jit, q)
-        typical = timing.allowed_fixed_cost(trips, ref_cal, cand_cal, jit)
+        # plus the candidate host's excess over it in the calibration (`timing.allowed_fixed_cost`;
+        # with `fixed_cost_cap_after_candidate` settled again in `after_the_candidate`).
+        tolerance = s.unexplained_tolerance * self.trip_jitter_ms
         self.trips_ms.append(statistics.median(trips) if trips else float("nan"))
-        self.pass_overhead_ms = typical
+        self.pass_timed = {"walls": cand_walls, "trips": trips, "parallel": parallel}
+        cand_rounds, self.pass_overhead_ms = self._candidate_rounds(self.pass_timed)
         self.pass_resolution_ms = timing.pass_resolution(
             self.calibration_resolution_ms, trips, k, s.resolution_source, least_ms=tolerance / k
         )
-        totals = timing.candidate_rounds_ms(
-            cand_walls, high, typical, tolerance_ms=tolerance, tolerance_share=s.unexplained_share
-        )
-        # Work run on other cores at the same time counts in full (0 unless count_cpu_time).
-        cand_rounds = [[(t + extra) / k for t in rnd] for rnd, extra in zip(totals, parallel)]
         self.pass_one_call_trips = one_call
         return ref_rounds, cand_rounds
+
+    def _candidate_rounds(
+        self, timed: dict[str, Any], after_reference_ms: list[float] | None = None
+    ) -> tuple[list[list[float]], float]:
+        """A pass's candidate figures (ms per call, one per round) from its round trips `timed`
+        ("walls": the candidate's (judge's ms, claim) per round trip; "trips": the reference
+        host's fixed costs in the pass, ms; "parallel": the candidate's CPU ms beyond one core per
+        round trip) and the fixed cost its host may leave unexplained (`timing.allowed_fixed_cost`,
+        capped by the calibration's reference fixed costs or, with `after_reference_ms`, by the
+        larger of theirs and those of the reference's round trips after the candidate). Returns
+        (the figures, that typical fixed cost in ms)."""
+        s, k = self.settings, self.batch
+        q, jit = s.overhead_quantile, self.trip_jitter_ms
+        ref_cal, cand_cal, trips = self.ref_calibration_trips, self.calibration_trips, timed["trips"]
+        high = timing.allowed_fixed_cost(trips, ref_cal, cand_cal, jit, q, after_reference_ms)
+        typical = timing.allowed_fixed_cost(trips, ref_cal, cand_cal, jit, after_reference_ms=after_reference_ms)
+        totals = timing.candidate_rounds_ms(
+            timed["walls"],
+            high,
+            typical,
+            tolerance_ms=s.unexplained_tolerance * jit,
+            tolerance_share=s.unexplained_share,
+        )
+        # Work run on other cores at the same time counts in full (0 unless count_cpu_time).
+        return [[(t + extra) / k for t in rnd] for rnd, extra in zip(totals, timed["parallel"])], typical
 
     def _one_call_floored(
         self, stats: tuple[list[list[float]], list[list[float]]], trips: list[tuple[float, float]]
@@ -1815,11 +1838,13 @@ class Judge:
         self.extra["overhead"] = {"calibration_ms": self.overhead_ms, "interleaved_ms": self.trips_ms}
 
     def _pass(self) -> dict[str, Any]:
-        """A timing pass and what settling it needs: "stats" (`_timing_pass`), its one-call round
-        trips ("trips"), "overhead_ms", "resolution_ms" and its round-trip record ("record")."""
+        """A timing pass and what settling it needs: "stats" (`_timing_pass`), the candidate's
+        round trips they came from ("timed", `_candidate_rounds`), its one-call round trips
+        ("trips"), "overhead_ms", "resolution_ms" and its round-trip record ("record")."""
         stats = self._timing_pass()
         return {
             "stats": stats,
+            "timed": self.pass_timed,
             "trips": self.pass_one_call_trips,
             "overhead_ms": self.pass_overhead_ms,
             "resolution_ms": self.pass_resolution_ms,
@@ -1843,17 +1868,31 @@ class Judge:
         (`_one_call_floored`), and of two passes the one that pays less is paid."""
         self.pause_candidate = False
         after: list[dict[str, Any]] = []
+        batched_after: list[dict[str, Any]] = []
         if self.link is not None and self.link.end_host():
-            _, post = self._ref_rounds(max(2, self.settings.calibration_rounds // 2))
+            self.recording = AFTER_BATCHED
+            try:
+                post_trips, post = self._ref_rounds(max(2, self.settings.calibration_rounds // 2))
+            finally:
+                self.recording = None
+            batched_after = self.result.round_trips.pop(AFTER_BATCHED + "reference", [])
             self.baseline_ms = max(self.baseline_ms, timing.percentile(post, 0.9))
             self.result.baseline_ms = round(self.baseline_ms, 6)
             after = self._one_call_after_candidate()
+            if self.settings.fixed_cost_cap_after_candidate and len(post_trips) >= 2:
+                # What each pass's candidate host may leave unexplained, capped by the larger of
+                # the calibration's and these clean fixed costs (`timing.allowed_fixed_cost`).
+                for p in self.passes:
+                    cand_rounds, p["overhead_ms"] = self._candidate_rounds(p["timed"], post_trips)
+                    p["stats"] = (p["stats"][0], cand_rounds)
         # The floor from the reference figure the speedup divides by, this baseline's; of two
         # passes, the one that pays less at it.
         _, self.stats, one_call, kept = min(
             ((*self._pass_speedup(p), p) for p in self.passes), key=lambda paid: paid[0]
         )
         self.result.round_trips = kept["record"]
+        if batched_after:
+            self.result.round_trips[AFTER_BATCHED + "reference"] = batched_after
         if after:
             self.result.round_trips[AFTER_CANDIDATE + "reference"] = after
         self.resolution_ms = kept["resolution_ms"]  # its floor and its below_resolution label

@@ -344,6 +344,7 @@ def allowed_fixed_cost(
     calibration_candidate_ms: list[float],
     jitter_ms: float,
     q: float | None = None,
+    after_reference_ms: list[float] | None = None,
 ) -> float:
     """What a candidate host's round trips may leave unexplained in a timing pass (ms): a statistic
     S (the median, or with `q` the q-quantile, `percentile`) of the reference host's fixed costs
@@ -351,6 +352,14 @@ def allowed_fixed_cost(
     candidate host's S was than the reference host's in the calibration, where it was higher:
 
         min(S(pass_reference), S(calibration_reference) + jitter) + max(S(calibration_candidate) - S(calibration_reference), 0)
+
+    With `after_reference_ms` (the reference host's fixed costs in round trips made once the
+    candidate's processes were ended: `EvalSettings.fixed_cost_cap_after_candidate`) the cap is
+    max(S(calibration_reference), S(after_reference)) + jitter: both are clean, so a candidate
+    still widens its allowance by at most a jitter, while a machine whose fixed costs drifted up
+    between the calibration and the pass no longer holds an honest host to the calibration's
+    (on an H100, level1/12's seed with K = 2: the pass's 2.67 ms against the calibration's 2.25
+    ms raised it 17%, docs/benchmarks.md, thirty-eighth session).
 
     Each list holds fixed costs (ms: a round trip on the judge's clock minus the host's own time
     of its forwards). The two hosts run the same code, interleaved, so the reference host's round
@@ -372,7 +381,8 @@ def allowed_fixed_cost(
     ref_cal, cand_cal = stat(calibration_reference_ms), stat(calibration_candidate_ms)
     if not pass_reference_ms:
         return cand_cal
-    return min(stat(pass_reference_ms), ref_cal + jitter_ms) + max(cand_cal - ref_cal, 0.0)
+    clean = max(ref_cal, stat(after_reference_ms)) if after_reference_ms else ref_cal
+    return min(stat(pass_reference_ms), clean + jitter_ms) + max(cand_cal - ref_cal, 0.0)
 
 
 def parallel_cpu_ms(cpu_ms: float, elapsed_ms: float) -> float:

@@ -18,7 +18,7 @@ import evalkit
 from evalkit import SIN_CHAIN, SOFTMAX, TANH
 from cudal1.bench.evaluator import evaluate
 from cudal1.bench.result import HARNESS_LABELS, HackKind, Status
-from cudal1.bench.judge import AFTER_CANDIDATE
+from cudal1.bench.judge import AFTER_BATCHED, AFTER_CANDIDATE
 from cudal1.tasks.task import Task
 
 SIN_CHAIN_WIDE = evalkit.SIN_CHAIN_WIDE
@@ -233,12 +233,41 @@ def test_the_one_call_rounds_grow_with_their_noise_when_a_share_is_asked(cache_d
         t["go_s"] for k, ts in trips.items() if k != AFTER_CANDIDATE + "reference" for t in ts
     )
     # As many as the pass made, each at least as long after the trip before as the shortest of
-    # the calibration's gaps (the first follows the baseline's batched rounds, not recorded).
+    # the calibration's gaps (the first follows the baseline's batched rounds).
     calibration = {k: v for k, v in trips.items() if k.startswith("calibration ")}
     waited = idle_gaps_ms(trips, AFTER_CANDIDATE + "reference")
     given = idle_gaps_ms(calibration, "calibration one-call reference")
     assert len(after) == 12 and len(waited) == 12 and given, (len(after), waited, given)
     assert min(waited) >= min(given) - 0.01, (waited, given)
+
+
+def test_the_fixed_cost_cap_after_the_candidate_comes_from_the_clean_baselines_round_trips(cache_dir) -> None:
+    """The reference's batched round trips once the candidate's processes are ended (the clean
+    baseline after the candidate) are recorded under `judge.AFTER_BATCHED`, after everything
+    else. With `fixed_cost_cap_after_candidate` what the candidate host may leave unexplained is
+    recomputed with them (`timing.allowed_fixed_cost`): the recorded `overhead_ms` is that
+    figure from the record's own round trips."""
+    from cudal1.bench.timing import allowed_fixed_cost, jitter
+
+    r = run(SIN_CHAIN, evalkit.candidate("honest_sin_chain"), cache_dir, fixed_cost_cap_after_candidate=True)
+    assert r.status is Status.OK, evalkit.describe(r)
+    trips = r.round_trips
+    after = trips[AFTER_BATCHED + "reference"]
+    assert len(after) >= 2 and min(t["go_s"] for t in after) > max(
+        t["go_s"] for k, ts in trips.items() if k != AFTER_BATCHED + "reference" for t in ts
+    )
+
+    def fixed(key: str, skip_first: bool = False) -> list[float]:
+        costs = [t["wall_ms"] - t["own_ms"] for t in trips[key]]
+        return costs[1:] if skip_first else costs  # the calibration's first round is its warm-up
+
+    cal_r, cal_c = fixed("calibration reference", True), fixed("calibration candidate", True)
+    expected = allowed_fixed_cost(
+        fixed("reference"), cal_r, cal_c, jitter(cal_r + cal_c), after_reference_ms=fixed(AFTER_BATCHED + "reference")
+    )
+    assert r.overhead_ms == pytest.approx(expected, abs=2e-3), (r.overhead_ms, expected)
+    plain = run(SIN_CHAIN, evalkit.candidate("honest_sin_chain"), cache_dir)
+    assert plain.status is Status.OK and len(plain.round_trips[AFTER_BATCHED + "reference"]) >= 2, plain.round_trips
 
 
 # -- (2) calls of a round trip overlapped through threads ------------------------------------------

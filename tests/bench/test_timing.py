@@ -491,6 +491,30 @@ def test_the_allowed_fixed_cost_is_the_reference_hosts_in_the_same_pass() -> Non
         allowed_fixed_cost([1.0], [], [1.0], 0.5)
 
 
+def test_the_fixed_cost_cap_follows_a_clean_drift_after_the_candidate() -> None:
+    """`allowed_fixed_cost` with the reference's fixed costs after the candidate (the H100 case of
+    level1/12's seed, K = 2: calibration 2.25 ms, pass 2.67 ms, jitter 0.19 ms): the cap is the
+    larger clean figure plus the jitter, so the honest host keeps the pass's fixed cost; a pass
+    slowed beyond the clean figures still widens nothing past a jitter; an after figure below the
+    calibration's changes nothing."""
+    from cudal1.bench.timing import allowed_fixed_cost
+
+    cal_ref, cal_cand, drifted = [2.25] * 5, [2.30] * 5, [2.67] * 5
+    held = allowed_fixed_cost(drifted, cal_ref, cal_cand, 0.19)
+    assert held == pytest.approx(2.25 + 0.19 + 0.05)  # the calibration's cap binds
+    after = allowed_fixed_cost(drifted, cal_ref, cal_cand, 0.19, after_reference_ms=[2.66, 2.68, 2.65])
+    assert after == pytest.approx(2.67 + 0.05)
+    slowed = allowed_fixed_cost([9.0] * 5, cal_ref, cal_cand, 0.19, after_reference_ms=[2.66, 2.68, 2.65])
+    assert slowed == pytest.approx(2.66 + 0.19 + 0.05)
+    lower = allowed_fixed_cost(drifted, cal_ref, cal_cand, 0.19, after_reference_ms=[2.0, 2.0])
+    assert lower == held
+    assert allowed_fixed_cost(drifted, cal_ref, cal_cand, 0.19, after_reference_ms=[]) == held
+    # With q, the same quantile of the after figures (here the largest).
+    assert allowed_fixed_cost([9.0] * 5, cal_ref, cal_cand, 0.19, q=1.0, after_reference_ms=[2.4, 2.5]) == (
+        pytest.approx(2.5 + 0.19 + 0.05)
+    )
+
+
 def test_the_one_call_rounds_are_as_many_as_the_allowance_share_asks_within_the_budget():
     """n = ceil((2 × margin × jitter / (share × reference))²), clamped to [least, most]: the
     H100's 0.4 ms jitter against a 0.36 ms call, for an allowance of a tenth of the call, asks for
@@ -707,3 +731,49 @@ def test_of_two_passes_the_one_paid_is_the_lower_at_the_final_baseline():
     judge.after_the_candidate()
     assert judge.result.speedup == pytest.approx(1.278, abs=1e-3)
     assert judge.result.round_trips == {"p": 3.0} and "one_call_floor" in judge.labels
+
+
+@pytest.mark.parametrize("capped_after", [False, True])
+def test_the_judge_recomputes_the_candidates_figures_with_the_fixed_costs_after_it(monkeypatch, capped_after):
+    """`Judge.after_the_candidate` with `fixed_cost_cap_after_candidate`: each kept pass's
+    candidate figures are recomputed with the reference's fixed costs after the candidate
+    (`Judge._candidate_rounds`). The H100 case of level1/12's seed (K = 2, an honest host at
+    0.742 ms a call, the fixed cost 2.25 ms in the calibration and 2.67-2.70 ms in the pass and
+    after): without the setting the calibration's cap raises the honest figure, with it the
+    figure is the host's own."""
+    from cudal1.bench.judge import Judge
+    from cudal1.bench.result import EvalResult, Status
+    from cudal1.bench.settings import EvalSettings
+
+    judge = object.__new__(Judge)  # no processes: the after-candidate round trips are given
+    judge.settings = EvalSettings.for_backend("cuda", fixed_cost_cap_after_candidate=capped_after)
+    judge.batch, judge.labels, judge.extra, judge.recording = 2, [], {}, None
+    judge.result = EvalResult(task_id="t", status=Status.OK)
+    judge.baseline_ms, judge.trip_jitter_ms = 1.77, 0.19
+    judge.ref_calibration_trips, judge.calibration_trips = [2.25] * 8, [2.30] * 8
+    judge.one_call_calibration, judge.one_call_after = [], []
+    judge.link = type("Link", (), {"end_host": lambda self: True})()
+    monkeypatch.setattr(judge, "_ref_rounds", lambda n: ([2.66, 2.68, 2.67, 2.69], [1.77] * 4), raising=False)
+    monkeypatch.setattr(judge, "_one_call_after_candidate", lambda: [], raising=False)
+    timed = {
+        "walls": [[(2 * 0.742 + 2.70, 2 * 0.742)] for _ in range(10)],
+        "trips": [2.67] * 10,
+        "parallel": [0.0] * 10,
+    }
+    cand_rounds, overhead = judge._candidate_rounds(timed)
+    judge.passes = [
+        {
+            "stats": ([[1.77]] * 10, cand_rounds),
+            "timed": timed,
+            "trips": [],
+            "overhead_ms": overhead,
+            "resolution_ms": 0.01,
+            "record": {},
+        }
+    ]
+    judge.after_the_candidate()
+    paid = judge.result.candidate.median_ms
+    if capped_after:
+        assert paid == pytest.approx(0.742) and judge.result.overhead_ms == pytest.approx(2.72)
+    else:
+        assert paid > 0.742 + 0.05 and judge.result.overhead_ms == pytest.approx(2.49)
