@@ -8,6 +8,9 @@ script recomputes the candidate's figures (`timing.candidate_rounds_ms`) and the
   reference host's moved since then (at most the jitter): the judge's rule until 2026-12-05;
 - `same_pass`: `timing.allowed_fixed_cost`, the reference host's fixed cost in the same pass
   (the judge's rule now),
+- `uncapped`: the same without its cap (the calibration's reference fixed cost plus the jitter):
+  how far the cap moved each evaluation, at most what `EvalSettings.fixed_cost_cap_after_candidate`
+  can give back (it lifts the cap only as far as the fixed costs after the candidate),
 
 and prints, per file, how many evaluations lie in a band (a reference evaluated as its own
 candidate should give 1.0×) and, for records that name a `kind` (the lean-host script's
@@ -28,6 +31,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import math
 import statistics
 from pathlib import Path
 from typing import Any, Iterator
@@ -35,7 +39,7 @@ from typing import Any, Iterator
 from cudal1.bench import timing
 from cudal1.bench.settings import EvalSettings
 
-RULES = ("calibration", "same_pass")
+RULES = ("calibration", "same_pass", "uncapped")
 
 
 def records(path: Path) -> Iterator[tuple[str | None, dict[str, Any]]]:
@@ -69,8 +73,9 @@ def replay(result: dict[str, Any], rule: str, tolerance_share: float, cap_share:
         high = timing.percentile(cal_c, q) + min(timing.percentile(trips, q) - timing.percentile(cal_r, q), jit)
         typical = statistics.median(cal_c) + min(statistics.median(trips) - statistics.median(cal_r), jit)
     else:
-        high = timing.allowed_fixed_cost(trips, cal_r, cal_c, jit, q)
-        typical = timing.allowed_fixed_cost(trips, cal_r, cal_c, jit)
+        cap_jitter = jit if rule == "same_pass" else math.inf
+        high = timing.allowed_fixed_cost(trips, cal_r, cal_c, cap_jitter, q)
+        typical = timing.allowed_fixed_cost(trips, cal_r, cal_c, cap_jitter)
     floor = result.get("resolution_ms") or 0.0
     return judged_speedup(result, high, typical, tolerance_share * jit, floor, tolerance_cap_share=cap_share)
 
@@ -134,6 +139,15 @@ def main(argv: list[str] | None = None) -> int:
                 f"  {rule:>11}: {len(inside)} of {len(rows)} in {lo}-{hi}x; off the judged speedup by up to "
                 f"{judged_off:.4f}" + (f"; outside: {misses}" if misses else "")
             )
+        moved = [
+            f"{t} {s['same_pass']:.3f} -> {s['uncapped']:.3f}"
+            for t, _, s, _ in rows
+            if s["uncapped"] > s["same_pass"] * 1.005
+        ]
+        print(
+            f"  the cap lowered {len(moved)} of {len(rows)} by more than 0.5%"
+            + (f": {', '.join(moved)}" if moved else "")
+        )
         kinds = sorted({(t, kind) for t, kind, _, _ in rows if kind is not None})
         for task, kind in kinds:
             medians = {
