@@ -8,9 +8,11 @@ as files in `candidates/`; a token such as `__MARKER__` in a candidate is replac
 
 from __future__ import annotations
 
+import importlib.util
 import statistics
 from collections.abc import Callable
 from pathlib import Path
+from types import ModuleType
 
 from cudal1.bench.evaluator import evaluate
 from cudal1.bench.result import EvalResult
@@ -263,6 +265,16 @@ def candidate(name: str, **tokens: object) -> str:
     for key, value in tokens.items():
         text = text.replace(f"__{key.upper()}__", str(value))
     return text
+
+
+def benchmark(name: str) -> ModuleType:
+    """The script `benchmarks/<name>.py` loaded as a module (the folder is not a package), so that
+    a test runs its functions on the records it makes."""
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 TIMING_ONLY = dict(correctness_trials=1, shifted_trials=0, wide_trials=0)

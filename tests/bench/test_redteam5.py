@@ -257,13 +257,11 @@ def test_the_fixed_cost_cap_after_the_candidate_comes_from_the_clean_baselines_r
         t["go_s"] for k, ts in trips.items() if k != AFTER_BATCHED + "reference" for t in ts
     )
 
-    def fixed(key: str, skip_first: bool = False) -> list[float]:
-        costs = [t["wall_ms"] - t["own_ms"] for t in trips[key]]
-        return costs[1:] if skip_first else costs  # the calibration's first round is its warm-up
-
-    cal_r, cal_c = fixed("calibration reference", True), fixed("calibration candidate", True)
+    fixed = evalkit.benchmark("allowance_replay").fixed_costs  # wall - own; skips the calibration's warm-up
+    cal_r, cal_c = fixed(trips["calibration reference"], True), fixed(trips["calibration candidate"], True)
+    after_ms = fixed(trips[AFTER_BATCHED + "reference"], False)
     expected = allowed_fixed_cost(
-        fixed("reference"), cal_r, cal_c, jitter(cal_r + cal_c), after_reference_ms=fixed(AFTER_BATCHED + "reference")
+        fixed(trips["reference"], False), cal_r, cal_c, jitter(cal_r + cal_c), after_reference_ms=after_ms
     )
     assert r.overhead_ms == pytest.approx(expected, abs=2e-3), (r.overhead_ms, expected)
     plain = run(SIN_CHAIN, evalkit.candidate("honest_sin_chain"), cache_dir)

@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+import evalkit
+
 from cudal1.bench.timing import (
     DeviceClock,
     batch_size,
@@ -575,23 +577,12 @@ def test_a_one_call_floor_of_too_few_rounds_to_measure_its_noise_is_refused(roun
         assert EvalSettings.for_backend("cuda", one_call_rounds=fine).one_call_rounds == fine
 
 
-def _replay_module():
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "one_call_replay.py"
-    spec = importlib.util.spec_from_file_location("one_call_replay", path)
-    replay = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(replay)
-    return replay
-
-
 def test_the_one_call_replay_gives_the_idle_gaps_before_the_reference_trips():
     """`one_call_replay.idle_gaps`: a gap runs from the end of the round trip before (either
     host's) to the go, on the judge's clock. Calibration: a candidate trip then a reference trip,
     1 ms apart, every 10 ms; pass: the same after 2 or 20 ms gaps, the trips after the longer
     gaps 0.5 ms slower."""
-    replay = _replay_module()
+    replay = evalkit.benchmark("one_call_replay")
     rt: dict[str, list[dict[str, float]]] = {k: [] for k in ("cand_cal", "ref_cal", "cand", "ref")}
     t = 0.0
     for _ in range(4):  # calibration: candidate trip 1 ms, a 1 ms gap, reference trip 1 ms, 7 ms on
@@ -621,7 +612,7 @@ def test_the_one_call_replay_gives_the_judges_floor_and_the_uncapped_one(tmp_pat
     2026-12-06); uncapped, the floor is the reference's call less the noise."""
     from cudal1.bench.judge import AFTER_CANDIDATE
 
-    replay = _replay_module()
+    replay = evalkit.benchmark("one_call_replay")
     cal = [(1.0 + 0.01 * (i % 5), 1.0 + 0.01 * ((i + 2) % 5)) for i in range(16)]
     trips = [(c + 0.4, r + 0.4) for c, r in cal]
 
