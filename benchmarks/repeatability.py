@@ -17,6 +17,9 @@ task whose reference is short against N).
 
     ... --inprocess             # beside each task, the seed timed in one plain process (the yardstick),
                                 # with the cache flushed before each call and without
+    ... --plain 3 --variants    # no judge at all: the seed timed in 3 fresh plain processes (new input
+                                # seeds), their speedups and spread: what a plain process can repeat
+                                # (`benchmarks/repeat_verdict.py` sets the repeat check's limit from it)
 """
 
 from __future__ import annotations
@@ -75,12 +78,54 @@ def variant(name: str, backend: str, cache: str) -> EvalSettings:
     return variants(backend, cache)[name]
 
 
+def plain_entry(tid: str, task, source: str, backend: str, processes: int, builds: Path) -> dict:
+    """The seed `source` timed against the task's reference in `processes` fresh plain processes
+    (`cudal1.bench.inprocess.measure_isolated`, 100 calls each, input seed i in process i, builds
+    kept in `builds/<task>` so only the first compiles): an entry shaped as the judge's (variant
+    "plain"; times in ms, speedups in ×, spreads (max − min) / median). A process that fails is
+    counted in `of` and not in `ok`, its error in `errors`."""
+    device = "cuda" if backend == "cuda" else "cpu"
+    ref, cand, sp, errors = [], [], [], []
+    for i in range(processes):
+        try:
+            m = measure_isolated(
+                task,
+                {"seed": source},
+                device=device,
+                build_dir=builds / tid.replace("/", "_"),
+                keep_builds=True,
+                seed=i,
+            )
+        except (RuntimeError, TimeoutError) as exc:
+            errors.append(str(exc)[-300:])
+            continue
+        if "seed" not in m.ratios:
+            errors.append(m.errors.get("seed", "no ratio"))
+            continue
+        ref.append(m.reference_ms)
+        cand.append(m.candidates_ms["seed"])
+        sp.append(m.ratios["seed"])
+    return {
+        "task": tid,
+        "variant": "plain",
+        "ok": len(sp),
+        "of": processes,
+        "reference_ms": [round(x, 5) for x in ref],
+        "candidate_ms": [round(x, 5) for x in cand],
+        "speedups": [round(x, 4) for x in sp],
+        "spread_reference": round(spread(ref), 4) if ref else None,
+        "spread_candidate": round(spread(cand), 4) if cand else None,
+        "spread_speedup": round(spread(sp), 4) if sp else None,
+        "errors": errors,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--backend", default="cuda", choices=["cpu", "cuda"])
     ap.add_argument("--tasks", nargs="+", required=True)
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--variants", nargs="+", default=["default", "long", "fixed_seed"])
+    ap.add_argument("--variants", nargs="*", default=["default", "long", "fixed_seed"])
     ap.add_argument("--out", default=None)
     ap.add_argument(
         "--records",
@@ -92,6 +137,13 @@ def main(argv: list[str] | None = None) -> int:
         "--inprocess",
         action="store_true",
         help="also time each task's seed against its reference in one plain process (cudal1.bench.inprocess)",
+    )
+    ap.add_argument(
+        "--plain",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also time each task's seed against its reference in N fresh plain processes (one entry, variant 'plain')",
     )
     add_overrides_argument(ap, example="warm_go=true")
     args = ap.parse_args(argv)
@@ -112,6 +164,11 @@ def main(argv: list[str] | None = None) -> int:
             warm = measure_isolated(task, {"seed": source}, device=device, flush_l2=False).to_dict()
             yardstick["warm_cache"] = {k: warm[k] for k in ("reference_ms", "candidates_ms", "ratios", "spreads")}
             print(json.dumps({"task": tid, "inprocess": yardstick}), flush=True)
+        if args.plain:
+            report.append(plain_entry(tid, task, source, args.backend, args.plain, Path(cache) / "plain-builds"))
+            print(json.dumps(report[-1]), flush=True)
+            if args.out:
+                Path(args.out).write_text(json.dumps(report, indent=2))
         for name in args.variants:
             runs = [evaluate(task, source, args.backend, settings=chosen[name]) for _ in range(args.repeats)]
             if args.records:

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The evaluator's GPU acceptance run: one command, one PASS/FAIL line per check (and all of them
 # in OUTDIR/summary.txt). The whole run no longer fits one 10-minute device call (an H100,
-# 2026-12-06: the guard file alone took over 360 s): split it in two, CHECKS="degenerate probe
-# guards" and CHECKS="self agreement repeat". Every change to cudal1/bench/ or
+# 2026-12-06: the guard file alone took over 360 s): split it in three, CHECKS="degenerate probe
+# guards", CHECKS="self agreement" and CHECKS="plain repeat". Every change to cudal1/bench/ or
 # cudal1/tasks/ runs through it on an H200 before it is called done; its output goes into
 # docs/benchmarks.md. Needs only torch, psutil, tqdm and pytest there (no Ray, Hydra, DeepSpeed).
 #
@@ -25,8 +25,13 @@
 #   agreement   the same set through benchmarks/agreement.py for as long as its budget lasts: the
 #               reference and torch.compile of it, judge against a plain in-process timing
 #               (targets: reference 0.98-1.02x on 95%; compile within ±5% on 90%, ±10% on 98%)
+#   plain       not a check: the six seeds of the repeat check, each timed against its reference
+#               in PLAIN (default 3) fresh plain processes (repeatability.py --plain): how far a
+#               plain process repeats each speedup (OUTDIR/plain.json; PLAIN_JSON names one from
+#               an earlier call for a repeat check run without this step)
 #   repeat      five fresh evaluations of six builtin CUDA seeds: spread <= 1% from 1 ms up, <= 3%
-#               below (benchmarks/repeatability.py)
+#               below, or <= the plain processes' spread of the same seed where that is larger
+#               (benchmarks/repeatability.py, benchmarks/repeat_verdict.py)
 #   (then, not a check: "INFO floors", how many of the self and repeat evaluations the one-call
 #   floor raised with its cap, with the calibration's cap alone and without a cap:
 #   benchmarks/one_call_replay.py --count; after the guards, "INFO guard floors", the same three
@@ -61,7 +66,7 @@ cat "$out/env.txt"
 t0=$(date +%s)
 # CHECKS (space-separated: degenerate probe guards self agreement repeat; default all) runs only
 # those, for a session with less device time than the whole run; the summary names what ran.
-CHECKS=${CHECKS:-degenerate probe guards self agreement repeat}
+CHECKS=${CHECKS:-degenerate probe guards self agreement plain repeat}
 want() { [[ " $CHECKS " == *" $1 "* ]]; }
 # GUARDS_K: a pytest -k expression for the guard tests (default: all); REPEATS: evaluations a
 # seed in the repeat check (default 5); SELF_SET: EvalSettings fields for the self check, as
@@ -150,22 +155,19 @@ grep -E "^(PASS|FAIL) " "$out/agreement.txt" | sed -E 's/^(PASS|FAIL) /\1 agreem
 grep -qE "^(PASS|FAIL) " "$out/agreement.txt" || verdict agreement 1 "no report (agreement.err)"
 fi
 
+plain_json=${PLAIN_JSON:-}
+if want plain; then
+timeout ${PLAIN_TIMEOUT:-300} python3 benchmarks/repeatability.py --backend cuda --tasks $SEEDS --plain ${PLAIN:-3} --variants \
+  --cache "$CUDAL1_CACHE" --out "$out/plain.json" > "$out/plain.log" 2>&1
+echo "plain: rc $? ($(grep -c '"variant": "plain"' "$out/plain.log") of $(echo $SEEDS | wc -w) seeds timed in plain processes)" | sed 's/^/INFO /' | tee -a "$out/summary.txt"
+[[ -s "$out/plain.json" ]] && plain_json="$out/plain.json"
+fi
+
 if want repeat; then
 timeout 250 python3 benchmarks/repeatability.py --backend cuda --tasks $SEEDS --repeats $REPEATS --variants default "${eval_sets[@]}" \
   --cache "$CUDAL1_CACHE" --out "$out/repeat.json" --records "$out/repeat-records.jsonl" > "$out/repeat.log" 2>&1
-python3 - "$out/repeat.json" > "$out/repeat.txt" <<'PY'
-import json, statistics, sys
-bad = 0
-for e in json.load(open(sys.argv[1])):
-    ref, cand = statistics.median(e["reference_ms"] or [0]), statistics.median(e["candidate_ms"] or [0])
-    limit = 0.01 if min(ref, cand) >= 1.0 else 0.03
-    ok = e["ok"] == e["of"] and e["spread_speedup"] is not None and e["spread_speedup"] <= limit
-    bad += not ok
-    print(f"{'ok ' if ok else 'BAD'} {e['task']}: speedups {e['speedups']} spread {e['spread_speedup']} (limit {limit:.0%}), "
-          f"reference {ref:.4g} ms, candidate {cand:.4g} ms")
-sys.exit(1 if bad else 0)
-PY
-rc=$?; cat "$out/repeat.txt"; verdict repeat $rc "$(grep -c '^ok' "$out/repeat.txt") of $(wc -l < "$out/repeat.txt") within their limit"
+python3 benchmarks/repeat_verdict.py "$out/repeat.json" $plain_json > "$out/repeat.txt"
+rc=$?; cat "$out/repeat.txt"; verdict repeat $rc "$(grep -c '^ok' "$out/repeat.txt") of $(wc -l < "$out/repeat.txt") within their limit${plain_json:+ (plain processes: $plain_json)}"
 fi
 
 # Not a check: how many of this run's honest evaluations (self, repeat) the one-call floor raised,

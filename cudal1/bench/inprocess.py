@@ -290,6 +290,7 @@ def measure_isolated(
     device: str = "cpu",
     timeout_s: float = 600.0,
     build_dir: str | Path | None = None,
+    keep_builds: bool = False,
     **kwargs: Any,
 ) -> InProcessTiming:
     """`measure` in a fresh child interpreter (plain: not sandboxed), so that compile caches,
@@ -303,7 +304,11 @@ def measure_isolated(
     (`cudal1.bench.evaluator.extensions_dir`) and the child loads the kernels the judge compiled,
     with the same autotuning choices, instead of compiling (and autotuning) them again; so both
     measure the same code, and what differs is the measurement. The copy keeps the judge's
-    directory out of this process's reach. Keyword arguments go to `measure`. Raises
+    directory out of this process's reach. With `keep_builds` the child builds in `build_dir`
+    itself (made when missing) and leaves its builds there, so that repeated measurements of the
+    same sources (fresh processes, new seeds) compile once; for trusted code only, as all of this
+    module. Keyword arguments go to `measure`. Raises ValueError for `keep_builds` without a
+    `build_dir`,
     TimeoutError when the child runs past `timeout_s` seconds (it is killed), and RuntimeError
     with the tail of its output when it exits without a result (the reference failed, the
     process crashed)."""
@@ -314,13 +319,15 @@ def measure_isolated(
 
     if not isinstance(task, Task):
         raise TypeError("task must be a cudal1.tasks.task.Task")
+    if keep_builds and build_dir is None:
+        raise ValueError("keep_builds needs a build_dir to keep the builds in")
     with tempfile.TemporaryDirectory(prefix="cudal1-inprocess-") as tmp:
         request, answer = Path(tmp) / "request.json", Path(tmp) / "answer.json"
         request.write_text(json.dumps({"task": task.to_dict(), "sources": dict(sources), "device": device, **kwargs}))
-        builds = Path(tmp) / "build"
-        if build_dir is not None and Path(build_dir).is_dir():
+        builds = Path(build_dir) if keep_builds else Path(tmp) / "build"
+        if build_dir is not None and Path(build_dir).is_dir() and not keep_builds:
             shutil.copytree(build_dir, builds, symlinks=True, ignore=shutil.ignore_patterns("*.lock"))
-        builds.mkdir(exist_ok=True)
+        builds.mkdir(parents=True, exist_ok=True)
         # The evaluator's processes run with these OpenMP and glibc malloc settings; without them
         # a CPU call here could take ten times as long on a loaded machine (OpenMP threads spinning
         # for up to 200 ms after each parallel region), a difference that is not the judge's.

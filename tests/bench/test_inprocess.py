@@ -139,6 +139,29 @@ open(_os.path.join(_builds, "written_by_the_child"), "w").close()
     assert sorted(p.name for p in judges.rglob("*")) == ["kernel.py", "torchinductor", "x.lock"]
 
 
+def test_keep_builds_leaves_the_childs_builds_for_the_next_measurement(tmp_path):
+    # A second fresh process finds what the first one wrote (a compile it need not repeat);
+    # without a directory to keep them in, the request is refused before any child starts.
+    task = find_task(load_tasks("builtin"), "level1/13")
+    builds = tmp_path / "plain_builds"
+    counts = (
+        reference_candidate(task.source)
+        + """
+import os as _os
+_mark = _os.path.join(_os.environ["TORCH_EXTENSIONS_DIR"], "built")
+open(_mark, "a").write("x")
+"""
+    )
+    for _ in range(2):
+        timing = measure_isolated(
+            task, {"self": counts}, "cpu", timeout_s=300, build_dir=builds, keep_builds=True, calls=2, warmup=1
+        )
+        assert timing.errors == {}
+    assert (builds / "built").read_text() == "xx"
+    with pytest.raises(ValueError, match="keep_builds"):
+        measure_isolated(task, {"self": counts}, "cpu", keep_builds=True)
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not __import__("torch").cuda.is_available(), reason="needs a CUDA device")
 def test_a_real_cuda_measurement_tells_a_program_from_twice_its_work():
