@@ -141,6 +141,9 @@ def run_task(
             evaluate(task, baseline_source(kind, task.source), args.backend, device, settings), kind
         )
         judged[kind] = agreement.judge_entry(result, time.monotonic() - started)
+        if args.records:  # the whole result, for the replays of benchmarks/ (one_call_replay.py --count)
+            with open(args.records, "a", encoding="utf-8") as f:
+                f.write(json.dumps({"kind": kind, "result": result.to_dict()}) + "\n")
         # What a mismeasurement is diagnosed from (the per-round-trip record, its K and fixed cost).
         judged[kind]["timing"] = {
             "calls_per_round": result.calls_per_round,
@@ -209,6 +212,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cache-dir", default=None, help="the evaluator's cache (default: a new temporary directory)")
     ap.add_argument("--out", default=None, help="write the records and the summary here (JSON)")
     ap.add_argument("--resume", default=None, help="a previous --out: skip its tasks, report them too")
+    ap.add_argument(
+        "--records",
+        default=None,
+        help='append each judged evaluation as {"kind": reference|torch_compile, "result": EvalResult dict} to this JSONL',
+    )
     args = ap.parse_args(argv)
     if not args.kernelbench and not args.builtin:
         ap.error("nothing to run: give --kernelbench PATH and/or --builtin")

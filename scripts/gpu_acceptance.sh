@@ -32,7 +32,8 @@
 #   repeat      five fresh evaluations of six builtin CUDA seeds: spread <= 1% from 1 ms up, <= 3%
 #               below, or <= the plain processes' spread of the same seed where that is larger
 #               (benchmarks/repeatability.py, benchmarks/repeat_verdict.py)
-#   (then, not a check: "INFO floors", how many of the self and repeat evaluations the one-call
+#   (then, not a check: "INFO floors", how many of the self, agreement (per baseline: reference,
+#   torch_compile) and repeat evaluations the one-call
 #   floor raised with its cap, with the calibration's cap alone and without a cap:
 #   benchmarks/one_call_replay.py --count; after the guards, "INFO guard floors", the same three
 #   floors for each batching candidate the guard tests recorded)
@@ -148,7 +149,7 @@ fi
 
 if want agreement; then
 timeout 170 python3 benchmarks/agreement.py --backend cuda --kernelbench "$kb" --tasks $SET \
-  --time-budget-s 130 --out "$out/agreement.json" > "$out/agreement.txt" 2> "$out/agreement.err"
+  --time-budget-s 130 --out "$out/agreement.json" --records "$out/agreement-records.jsonl" > "$out/agreement.txt" 2> "$out/agreement.err"
 cat "$out/agreement.txt"
 # Its last lines: one PASS/FAIL per target (reference in 0.98-1.02x, torch.compile within ±5%, ±10%).
 grep -E "^(PASS|FAIL) " "$out/agreement.txt" | sed -E 's/^(PASS|FAIL) /\1 agreement  /' | tee -a "$out/summary.txt"
