@@ -472,6 +472,9 @@ def test_cuda_takes_its_resolution_from_the_timing_pass_and_the_cpu_from_the_cal
     assert EvalSettings.for_backend("cuda").resolution_source == "timing_pass"
     assert EvalSettings.for_backend("cpu").resolution_source == "calibration"
     assert EvalSettings.for_backend("cuda", resolution_source="calibration").resolution_source == "calibration"
+    # Both caps after the candidate: on for CUDA, where they ran on an H100; off on the CPU.
+    assert EvalSettings.for_backend("cuda").fixed_cost_cap_after_candidate
+    assert not EvalSettings.for_backend("cpu").fixed_cost_cap_after_candidate
 
 
 def test_the_allowed_fixed_cost_is_the_reference_hosts_in_the_same_pass() -> None:
