@@ -65,7 +65,7 @@ verdict() {  # verdict NAME RC DETAIL
   echo "cudal1 sources sha1: $(find cudal1 -name '*.py' | LC_ALL=C sort | xargs cat | sha1sum | cut -c1-12)"; } > "$out/env.txt" 2>&1
 cat "$out/env.txt"
 t0=$(date +%s)
-# CHECKS (space-separated: degenerate probe guards self agreement repeat; default all) runs only
+# CHECKS (space-separated: degenerate probe guards self agreement plain repeat; default all) runs only
 # those, for a session with less device time than the whole run; the summary names what ran.
 CHECKS=${CHECKS:-degenerate probe guards self agreement plain repeat}
 want() { [[ " $CHECKS " == *" $1 "* ]]; }
