@@ -83,11 +83,17 @@ What it does (in this order):
    apply them, the capability is not kept (it would read what they hide, whatever the modes):
    file modes alone then decide, and the report's drop_privileges says so. GPU device files must be usable by that user (usually mode 0666; if yours are 0660
    with a group such as `video`, pass that gid in `groups`).
+5. No namespaces of its own making: a syscall filter (`cudal1.bench.seccomp`) refuses unshare,
+   clone and setns into new or other namespaces (EPERM), and clone3 (ENOSYS; glibc falls back to
+   clone). Namespaces cost kernel memory that no limit here counts, and their teardown runs in
+   kernel threads that are not the candidate's, after its processes are killed, while the judge
+   times the reference without it (a red team held thousands of network namespaces and kept a
+   core busy for about a second after its kill).
 
 What it does NOT protect against (be honest about these when trusting a reward):
 
-- No syscall filter (seccomp): every syscall the kernel lets an unprivileged process make is
-  allowed, including CUDA driver ioctls; a kernel bug is a way out.
+- The syscall filter covers namespaces only: every other syscall the kernel lets an
+  unprivileged process make is allowed, including CUDA driver ioctls; a kernel bug is a way out.
 - Reads: where Landlock is missing (the report's `landlock_read` says why), the process reads
   whatever its uid and group may read by mode (without the read rules it keeps no
   CAP_DAC_READ_SEARCH). With
@@ -215,6 +221,8 @@ class SandboxPolicy:
     keep_read_access: bool = True
     """Keep CAP_DAC_READ_SEARCH after the drop, so every file the read rules allow stays readable
     whatever its mode (see module doc)."""
+    block_namespaces: bool = True
+    """The syscall filter of `cudal1.bench.seccomp`: no new namespaces, no setns (module doc, 5)."""
     confine_reads: bool = False
     """Landlock read rules as an allow-list: the process reads only the toolchain
     (`toolchain_reads`) and its own dirs (scratch, `writable`). False: everything but the
@@ -233,7 +241,8 @@ class Measure:
 @dataclasses.dataclass
 class SandboxReport:
     """Per measure (names: rlimit_cpu, rlimit_core, rlimit_fsize, rlimit_nproc, rlimit_as,
-    network, ipc_namespace, namespaces, no_new_privs, landlock_fs, landlock_net, landlock_scope, drop_privileges), whether
+    network, ipc_namespace, namespaces, no_new_privs, landlock_fs, landlock_net, landlock_scope, drop_privileges,
+    namespace_filter), whether
     it is in force; plus the identity the process ended with."""
 
     enabled: bool
@@ -292,6 +301,7 @@ def apply_sandbox(
             "landlock_scope",
             "landlock_read",
             "drop_privileges",
+            "namespace_filter",
         ):
             report._set(name, False, False, "sandbox disabled")
         _finish(report)
@@ -307,6 +317,7 @@ def apply_sandbox(
             "landlock_scope",
             "landlock_read",
             "drop_privileges",
+            "namespace_filter",
         ):
             report._set(name, True, False, f"not available on {sys.platform}")
         _finish(report)
@@ -341,6 +352,7 @@ def apply_sandbox(
     else:
         why = "drop_privileges=False" if root else "not root: nothing to drop"
         report._set("drop_privileges", policy.drop_privileges and root, False, why)
+    _guarded(report, ["namespace_filter"], _namespace_filter, policy, report)
     _finish(report)
     return report
 
@@ -574,6 +586,28 @@ def remove_ipc_objects(uid: int) -> int:
             if fn(*args) == 0:
                 removed += 1
     return removed
+
+
+# -- namespace filter ------------------------------------------------------------------------------
+
+
+def _namespace_filter(policy: SandboxPolicy, report: SandboxReport) -> None:
+    """Install `seccomp.install_namespace_filter` last, once no_new_privs is set (after the
+    privilege drop the process could not install it otherwise); per thread, so only a process
+    that had a single thread has it everywhere."""
+    from cudal1.bench import seccomp
+
+    if not policy.block_namespaces:
+        report._set("namespace_filter", False, False, "block_namespaces=False")
+        return
+    try:
+        seccomp.install_namespace_filter()
+    except (OSError, ValueError) as e:
+        report._set("namespace_filter", True, False, str(e))
+        return
+    ok = report.threads == 1
+    detail = "unshare/clone into new namespaces and setns: EPERM; clone3: ENOSYS"
+    report._set("namespace_filter", True, ok, detail if ok else f"this thread only: {report.threads} threads existed")
 
 
 # -- no_new_privs and Landlock -------------------------------------------------------------------

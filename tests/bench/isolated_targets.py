@@ -295,3 +295,47 @@ def allocator(payload: dict[str, Any]) -> dict[str, Any]:
         faults += resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
         kept.append(bytearray(100_000 * (i % 3 + 1)))
     return {"jemalloc": alloc.in_use(), "ld_preload": os.environ.get("LD_PRELOAD"), "faults": faults}
+
+
+def namespaces_try(payload: dict[str, Any]) -> dict[str, Any]:
+    """Try what a candidate would to get namespaces of its own (unshare of a user namespace, of
+    a user and a network one, a raw clone with CLONE_NEWUSER, setns into its own network
+    namespace) and what every program here needs (a thread, fork, a subprocess): the errno
+    name of each, or "ok"."""
+    import threading
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+
+    def name(rc: int) -> str:
+        return "ok" if rc >= 0 else errno.errorcode.get(ctypes.get_errno(), str(ctypes.get_errno()))
+
+    def in_child(fn: Any) -> str:  # only ctypes in the forked child, then _exit with its errno
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if fn() >= 0 else min(ctypes.get_errno(), 255) or 255)
+        code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+        return "ok" if code == 0 else errno.errorcode.get(code, str(code))
+
+    out: dict[str, Any] = {"ok": True}
+    out["unshare_user"] = in_child(lambda: libc.unshare(ctypes.c_int(0x10000000)))
+    out["unshare_user_net"] = in_child(lambda: libc.unshare(ctypes.c_int(0x10000000 | 0x40000000)))
+    clone = {"x86_64": 56, "aarch64": 220}.get(os.uname().machine)
+    if clone is not None:  # flags CLONE_NEWUSER | SIGCHLD, no stack: fork-like; the child exits at once
+        rc = libc.syscall(ctypes.c_long(clone), ctypes.c_ulong(0x10000000 | 17), None, None, None, None)
+        if rc == 0:
+            os._exit(0)
+        out["clone_user"] = name(rc)
+        if rc > 0:
+            os.waitpid(rc, 0)
+    fd = os.open("/proc/self/ns/net", os.O_RDONLY)
+    out["setns_own_net"] = name(libc.setns(ctypes.c_int(fd), ctypes.c_int(0x40000000)))
+    os.close(fd)
+    ran: list[bool] = []
+    t = threading.Thread(target=lambda: ran.append(True))
+    t.start()
+    t.join()
+    out["thread"] = "ok" if ran else "not run"
+    out["fork"] = in_child(lambda: 0)
+    out["subprocess"] = "ok" if subprocess.run(["true"], check=False).returncode == 0 else "failed"
+    return out
