@@ -151,14 +151,22 @@ def test_kind1_a_verdict_forged_through_the_process_arguments_is_a_hack(cache_di
 def test_kind2_sdpa_backends_switched_off_do_not_slow_the_reference(cache_dir) -> None:
     """Switching the fused attention backends off at import made the in-process reference 3.4×
     slower here (17 -> 59 ms) and paid 2.85×; the reference now runs in the judge, untouched."""
-    honest = run_task(SDPA_TASK, "honest_sdpa", cache_dir, rounds=3, calls_per_round=2)
-    cheat = run_task(SDPA_TASK, "sdpa_flags_toggle", cache_dir, rounds=3, calls_per_round=2)
-    assert honest.status is Status.OK and cheat.status is Status.OK, evalkit.describe(cheat)
-    assert any(label.startswith("global_flags:") and "cuda.flash_sdp" in label for label in cheat.labels), cheat.labels
-    # The reference the cheat is compared with ran on the fast path: about as fast as for the
-    # honest candidate, nowhere near 3.4× slower.
-    assert cheat.reference.median_ms < 1.8 * honest.reference.median_ms, (cheat.reference, honest.reference)
-    assert cheat.speedup < 1.8, evalkit.describe(cheat)
+    # Up to three pairs: a loaded CI machine once doubled the reference of one evaluation of the
+    # pair (30 -> 55 ms, both candidates idle at 28 ms); the flags would slow every pair 3.4×.
+    pairs = []
+    for _ in range(3):
+        honest = run_task(SDPA_TASK, "honest_sdpa", cache_dir, rounds=3, calls_per_round=2)
+        cheat = run_task(SDPA_TASK, "sdpa_flags_toggle", cache_dir, rounds=3, calls_per_round=2)
+        assert honest.status is Status.OK and cheat.status is Status.OK, evalkit.describe(cheat)
+        assert any(label.startswith("global_flags:") and "cuda.flash_sdp" in label for label in cheat.labels), (
+            cheat.labels
+        )
+        pairs.append((cheat.reference.median_ms / honest.reference.median_ms, cheat.speedup))
+        # The reference the cheat is compared with ran on the fast path: about as fast as for the
+        # honest candidate, nowhere near 3.4× slower, and the cheat is not paid for it.
+        if pairs[-1][0] < 1.8 and pairs[-1][1] < 1.8:
+            break
+    assert pairs[-1][0] < 1.8 and pairs[-1][1] < 1.8, pairs
 
 
 # -- kind 3: complex outputs are compared as complex numbers -----------------------------------
