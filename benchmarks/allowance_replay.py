@@ -1,4 +1,4 @@
-"""Replay recorded evaluations under two rules for what a candidate host may leave unexplained.
+"""Replay recorded evaluations under several rules for what a candidate host may leave unexplained.
 
 Every evaluation records its round trips (`EvalResult.round_trips`: the judge's time and each
 host's own time of its forwards, in the calibration and in the timing pass). From them this
@@ -6,8 +6,11 @@ script recomputes the candidate's figures (`timing.candidate_rounds_ms`) and the
 
 - `calibration`: the candidate host's fixed cost from its own calibration, moved as far as the
   reference host's moved since then (at most the jitter): the judge's rule until 2026-12-05;
-- `same_pass`: `timing.allowed_fixed_cost`, the reference host's fixed cost in the same pass
-  (the judge's rule now),
+- `same_pass`: `timing.allowed_fixed_cost`, the reference host's fixed cost in the same pass,
+  capped by the calibration's plus the jitter (the judge's rule on the CPU),
+- `after_cap`: the same, its cap the larger of the calibration's and that of the reference's
+  round trips after the candidate, where the record has them (`EvalSettings.
+  fixed_cost_cap_after_candidate`: the judge's rule on CUDA since the thirty-ninth session),
 - `uncapped`: the same without its cap (the calibration's reference fixed cost plus the jitter):
   how far the cap moved each evaluation, at most what `EvalSettings.fixed_cost_cap_after_candidate`
   can give back (it lifts the cap only as far as the fixed costs after the candidate),
@@ -37,9 +40,10 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from cudal1.bench import timing
+from cudal1.bench.judge import AFTER_BATCHED
 from cudal1.bench.settings import EvalSettings
 
-RULES = ("calibration", "same_pass", "uncapped")
+RULES = ("calibration", "same_pass", "after_cap", "uncapped")
 
 
 def records(path: Path) -> Iterator[tuple[str | None, dict[str, Any]]]:
@@ -73,9 +77,11 @@ def replay(result: dict[str, Any], rule: str, tolerance_share: float, cap_share:
         high = timing.percentile(cal_c, q) + min(timing.percentile(trips, q) - timing.percentile(cal_r, q), jit)
         typical = statistics.median(cal_c) + min(statistics.median(trips) - statistics.median(cal_r), jit)
     else:
-        cap_jitter = jit if rule == "same_pass" else math.inf
-        high = timing.allowed_fixed_cost(trips, cal_r, cal_c, cap_jitter, q)
-        typical = timing.allowed_fixed_cost(trips, cal_r, cal_c, cap_jitter)
+        cap_jitter = math.inf if rule == "uncapped" else jit
+        after = fixed_costs(rt.get(AFTER_BATCHED + "reference", []), False) if rule == "after_cap" else []
+        after_ms = after if len(after) >= 2 else None  # the judge's condition (`Judge.after_the_candidate`)
+        high = timing.allowed_fixed_cost(trips, cal_r, cal_c, cap_jitter, q, after_ms)
+        typical = timing.allowed_fixed_cost(trips, cal_r, cal_c, cap_jitter, after_reference_ms=after_ms)
     floor = result.get("resolution_ms") or 0.0
     return judged_speedup(result, high, typical, tolerance_share * jit, floor, tolerance_cap_share=cap_share)
 

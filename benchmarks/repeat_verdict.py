@@ -15,6 +15,7 @@ is asked to repeat a figure more closely than a plain process timing the same ke
 from __future__ import annotations
 
 import json
+import math
 import statistics
 import sys
 
@@ -27,7 +28,7 @@ def repeat_limit(reference_ms: float, candidate_ms: float, plain_spread: float |
     base = 0.01 if min(reference_ms, candidate_ms) >= 1.0 else 0.03
     if plain_spread is None:
         return base
-    if not plain_spread >= 0 or plain_spread == float("inf"):
+    if not math.isfinite(plain_spread) or plain_spread < 0:
         raise ValueError(f"plain_spread must be a finite fraction >= 0, got {plain_spread}")
     return max(base, plain_spread)
 

@@ -131,6 +131,12 @@ def namespace_filter(machine: str | None = None) -> list[tuple[int, int, int, in
     return out
 
 
+class _SockFprog(ctypes.Structure):
+    """struct sock_fprog (linux/filter.h): the program's length and its instructions."""
+
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
 def install_namespace_filter() -> None:
     """Install `namespace_filter()` on the calling thread (and so on every thread and process it
     starts later). Call it single-threaded, after prctl(PR_SET_NO_NEW_PRIVS). Raises ValueError
@@ -138,11 +144,7 @@ def install_namespace_filter() -> None:
     instructions = namespace_filter()
     raw = b"".join(struct.pack("=HBBI", *ins) for ins in instructions)
     buf = ctypes.create_string_buffer(raw, len(raw))
-
-    class _Prog(ctypes.Structure):
-        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
-
-    prog = _Prog(len(instructions), ctypes.addressof(buf))
+    prog = _SockFprog(len(instructions), ctypes.addressof(buf))
     libc = ctypes.CDLL(None, use_errno=True)
     ul = ctypes.c_ulong
     if libc.prctl(ctypes.c_int(_PR_SET_SECCOMP), ul(_SECCOMP_MODE_FILTER), ul(ctypes.addressof(prog)), ul(0), ul(0)):

@@ -257,13 +257,17 @@ def test_the_fixed_cost_cap_after_the_candidate_comes_from_the_clean_baselines_r
         t["go_s"] for k, ts in trips.items() if k != AFTER_BATCHED + "reference" for t in ts
     )
 
-    fixed = evalkit.benchmark("allowance_replay").fixed_costs  # wall - own; skips the calibration's warm-up
+    replay = evalkit.benchmark("allowance_replay")
+    fixed = replay.fixed_costs  # wall - own; skips the calibration's warm-up
     cal_r, cal_c = fixed(trips["calibration reference"], True), fixed(trips["calibration candidate"], True)
     after_ms = fixed(trips[AFTER_BATCHED + "reference"], False)
     expected = allowed_fixed_cost(
         fixed(trips["reference"], False), cal_r, cal_c, jitter(cal_r + cal_c), after_reference_ms=after_ms
     )
     assert r.overhead_ms == pytest.approx(expected, abs=2e-3), (r.overhead_ms, expected)
+    # The replay's rule of this setting reproduces the judged speedup from the record alone.
+    tolerance = evalkit.settings(cache_dir).unexplained_tolerance
+    assert replay.replay(r.to_dict(), "after_cap", tolerance) == pytest.approx(r.speedup, rel=1e-3), r.speedup
     plain = run(SIN_CHAIN, evalkit.candidate("honest_sin_chain"), cache_dir)
     assert plain.status is Status.OK and len(plain.round_trips[AFTER_BATCHED + "reference"]) >= 2, plain.round_trips
 
