@@ -84,19 +84,24 @@ def test_a_candidate_is_paid_at_most_its_one_call_difference_from_the_reference(
     # rounds, tens of milliseconds on a loaded 2-core machine; 30 ms and 4 rounds once left 0.15x
     # in CI, 60 ms and 8 rounds 0.12-0.29x with three evaluations at once; 100 ms and 16 rounds
     # 0.013-0.077x with three at once.
+    # Decided on the median of up to three evaluations: a loaded CI machine once paid one 0.32x
+    # (thirty-ninth session), a floor that did not hold pays every one about 1x.
     slow = evalkit.candidate("slow_alone", delay_ms=100)
-    floored = run(SIN_CHAIN, slow, cache_dir, one_call_rounds=16)
-    assert floored.status is Status.OK and "one_call_floor" in floored.labels, evalkit.describe(floored)
-    assert len(floored.round_trips["one-call candidate"]) == 16, floored.round_trips.keys()
-    assert len(floored.round_trips["calibration one-call candidate"]) == 16, floored.round_trips.keys()
-    assert AFTER_CANDIDATE + "reference" not in floored.round_trips  # `one_call_cap_after_candidate` is off
+    paid: list[float] = []
+    while not paid or (statistics.median(paid) >= 0.1 and len(paid) < 3):
+        floored = run(SIN_CHAIN, slow, cache_dir, one_call_rounds=16)
+        assert floored.status is Status.OK and "one_call_floor" in floored.labels, evalkit.describe(floored)
+        assert len(floored.round_trips["one-call candidate"]) == 16, floored.round_trips.keys()
+        assert len(floored.round_trips["calibration one-call candidate"]) == 16, floored.round_trips.keys()
+        assert AFTER_CANDIDATE + "reference" not in floored.round_trips  # `one_call_cap_after_candidate` is off
+        paid.append(floored.speedup)
     plain = run(SIN_CHAIN, slow, cache_dir)
     assert plain.status is Status.OK and "one_call_floor" not in plain.labels, evalkit.describe(plain)
     assert not any("one-call" in key for key in plain.round_trips), plain.round_trips.keys()
     # The right value: 100 ms more than a 0.3 ms call is about 0.003x. Without the floor the
     # figure is the reference's, but two rounds of four 0.3 ms calls are below what this machine
     # resolves: 0.04-1.31x on the loaded 2-core CI machine (2026-12-06), so it is only compared.
-    assert floored.speedup < 0.1 and plain.speedup > floored.speedup, (floored.speedup, plain.speedup)
+    assert statistics.median(paid) < 0.1 and plain.speedup > statistics.median(paid), (paid, plain.speedup)
     # The floor starts from the reference figure the speedup divides by: the pass's median capped
     # by the final baseline (raised by the one after the candidate where that was slower). Every
     # batched round of this candidate is below the floor, so its median is the floor, replayed
