@@ -239,7 +239,9 @@ class Host:
 
         Only what no host can skip happens between the judge's go and the answer: the forwards,
         one device synchronize, and locating the outputs (their structure, dtype, shape and
-        device, which the judge needs to read them). On CUDA the outputs are located while the
+        device, which the judge needs to read them); on CUDA also the events that time each
+        forward, except where the judge asks for no times (`own_times` False: its one-call
+        rounds, timed on its clock alone). On CUDA the outputs are located while the
         device still runs the forwards (it needs only their metadata), so on a device-bound
         round trip what follows the last kernel is the synchronize's return and the answer. On
         the CPU the sets come one at a time (`_revealed_forwards`), and `done` closes the round
@@ -278,7 +280,8 @@ class Host:
             t1 = _now()
             with torch.no_grad():
                 if self.cuda:
-                    reply["inner_ms"], outs = self._timed_forwards(self.sets, place)
+                    own = msg.get("own_times", True) is not False
+                    reply["inner_ms"], outs = self._timed_forwards(self.sets, place, own)
                 else:
                     reply["inner_ms"], outs = self._revealed_forwards(int(msg.get("n", 1)), reply, placing)
             # Where this host's side of the round trip went (ms; data for the judge's record).
@@ -302,9 +305,11 @@ class Host:
                 self.in_slot, self.in_views, self.sets, self.args = None, [], [], []
             self.chan.send("audited", hack=hack, parts_ms={"audit": (_now() - t3) / 1e6})
 
-    def _timed_forwards(self, sets: list[list[Any]], place: Any) -> tuple[list[float], list[Any]]:
+    def _timed_forwards(self, sets: list[list[Any]], place: Any, own: bool = True) -> tuple[list[float], list[Any]]:
         """CUDA: ([ms of each forward], [its output]) on this process's own clock, one set after
-        the other, with `place(outputs)` called once every forward is launched: events on the
+        the other, with `place(outputs)` called once every forward is launched. `own` False (the
+        judge's `own_times`, a round trip it times on its own clock alone): no events and no
+        times ([]), only the forwards, so that this host does nothing a host could skip. Else events on the
         current stream around each forward, `place` while the device runs them, and one
         device-wide synchronize after it (the calls still run one after another, in stream
         order; the next call is launched while the last one runs, as a host that skipped a
@@ -313,6 +318,12 @@ class Host:
         the judge's clock, which also holds whatever a forward left running on other streams
         (`timing.candidate_rounds_ms`)."""
         outs: list[Any] = []
+        if not own:
+            for args in sets:
+                outs.append(self.model(*args))
+            place(outs)
+            self._sync()
+            return [], outs
         events = self._events(len(sets))
         for j, args in enumerate(sets):
             events[2 * j].record()

@@ -661,13 +661,21 @@ class Judge:
         return recv(("done",)), leaves, values, copies, template
 
     def _go(
-        self, who: str, xs: list[list[Any]], template: list[Any], timed: bool, count_cpu: bool = False
+        self,
+        who: str,
+        xs: list[list[Any]],
+        template: list[Any],
+        timed: bool,
+        count_cpu: bool = False,
+        own_times: bool = True,
     ) -> tuple[int, dict[str, Any], list[int]]:
         """Stage the input sets `xs` for `who`'s host, flush and synchronize, and start the clock
         (timed, with `EvalSettings.warm_go`: the host is polling for the go first, `_poll`).
         `count_cpu`: begin an interval of the candidate's CPU time just before the clock starts
-        (`_cpu_from_ns`: when the parent began to read its count). Returns (the clock's start in
-        ns, the fields of the call message, descriptors to send)."""
+        (`_cpu_from_ns`: when the parent began to read its count). `own_times` False: the round
+        trip is timed on the judge's clock alone (a one-call round), so the host is asked to keep
+        no clock of its own (`own_times` in the message). Returns (the clock's start in ns, the
+        fields of the call message, descriptors to send)."""
         if timed and self.settings.warm_go:
             # Before the inputs are staged: on CUDA the host has its slot mapped all along, and a
             # host that answered only once this round trip's inputs were there could compute
@@ -689,6 +697,8 @@ class Judge:
             _, self._cpu_from_ns, _ = self._candidate_cpu_ns(start=True)
         self.k += 1
         fields["k"] = self.k
+        if not own_times:
+            fields["own_times"] = False
         return self.clock.now_ns(), fields, fds
 
     def _poll(self, who: str) -> None:
@@ -710,7 +720,7 @@ class Judge:
 
     @_spends("reference call")
     @_gc_paused
-    def _ref_call(self, xs: list[list[Any]]) -> tuple[float, list[float], list[Expected]]:
+    def _ref_call(self, xs: list[list[Any]], own_times: bool = True) -> tuple[float, list[float], list[Expected]]:
         """One round trip to the reference host: the reference run on each input set of `xs`,
         back to back, timed exactly as a candidate round trip is. From the calibration of both
         hosts on, every process of the candidate is stopped meanwhile (`_pause_candidate`).
@@ -724,7 +734,7 @@ class Judge:
         """
         paused = self._pause_candidate(True)
         try:
-            return self._ref_round_trip(xs)
+            return self._ref_round_trip(xs, own_times)
         finally:
             if paused:
                 self._pause_candidate(False)
@@ -758,9 +768,10 @@ class Judge:
             )
         return paused
 
-    def _ref_round_trip(self, xs: list[list[Any]]) -> tuple[float, list[float], list[Expected]]:
-        """`_ref_call`'s round trip itself."""
-        t0, fields, fds = self._go("reference", xs, self.ref_template, timed=True)
+    def _ref_round_trip(self, xs: list[list[Any]], own_times: bool = True) -> tuple[float, list[float], list[Expected]]:
+        """`_ref_call`'s round trip itself (`own_times` False: the host's own times are neither
+        asked for nor returned, `_go`)."""
+        t0, fields, fds = self._go("reference", xs, self.ref_template, timed=True, own_times=own_times)
         self.ref_template = _sent_template(fields, self.ref_template)
         try:
             self.ref_chan.send("call", fds=fds, **fields)
@@ -802,7 +813,8 @@ class Judge:
             or msg.get("hack") is not None
         ):
             raise RuntimeError(f"the reference failed in the reference host: {str(msg)[:600]}")
-        inner = timing.claimed_total_ms(msg["inner_ms"], n)
+        # Not asked for (`own_times` False), the host's times are not read (the CPU's host sends them anyway).
+        inner = timing.claimed_total_ms(msg["inner_ms"], n) if own_times else 0.0
         if inner is None or len(msg["values"]) != n or not _calls_described(msg["leaves"], n, len(self.out_specs)):
             raise RuntimeError("the reference host described its calls wrongly")
         if self.cuda:
@@ -813,7 +825,8 @@ class Judge:
         if audit["hack"] is not None:
             raise RuntimeError(f"the reference host reported its own outputs: {str(audit)[:300]}")
         self._note_trip("reference", t0, wall_ms, (answered - t0) / 1e6, msg, audit)
-        return wall_ms, [float(v) for v in msg["inner_ms"]], list(zip(tensors, msg["values"]))
+        own = [float(v) for v in msg["inner_ms"]] if own_times else []
+        return wall_ms, own, list(zip(tensors, msg["values"]))
 
     def _ref_read(self, leaves: list[list[Any]], n: int, append: bool = False) -> list[list[torch.Tensor]]:
         """The judge's copy of `n` reference calls' outputs (`leaves`: one list of descriptions
@@ -866,9 +879,11 @@ class Judge:
 
     @_spends("candidate call")
     @_gc_paused
-    def _call(self, xs: list[list[Any]], *, timed: bool) -> tuple[float, dict[str, Any], list[list[torch.Tensor]]]:
+    def _call(
+        self, xs: list[list[Any]], *, timed: bool, own_times: bool = True
+    ) -> tuple[float, dict[str, Any], list[list[torch.Tensor]]]:
         """One round trip to the candidate host: `ModelNew` run on each input set of `xs`, back
-        to back.
+        to back (`own_times` False: a round trip timed on the judge's clock alone, `_go`).
 
         Returns (ms on the judge's clock from the go until the judge holds its copy of every
         output, the host's answer, that copy: one list of output tensors per call). Raises Verdict
@@ -880,7 +895,7 @@ class Judge:
                 Status.HACK, "the candidate process sent a message nobody asked for", HackKind.HARNESS_TAMPERING
             )
         counting = timed and self.settings.count_cpu_time and not self.cuda and self.link is not None
-        t0, fields, fds = self._go("candidate", xs, self.args_template, timed, count_cpu=counting)
+        t0, fields, fds = self._go("candidate", xs, self.args_template, timed, count_cpu=counting, own_times=own_times)
         self.args_template = _sent_template(fields, self.args_template)
         try:
             self.chan.send("call", fds=fds, **fields)
@@ -1287,10 +1302,13 @@ class Judge:
         walls: dict[str, float] = {}
         expected: Any = None
         for who in self.order.sample(["reference", "candidate"], 2):
+            # Timed on the judge's clock alone: neither host times its own forward (on an H100 its
+            # events took 0.04-0.07 ms of a sin_chain one-call round trip, which a host that
+            # skips them was credited in the floor; docs/benchmarks.md, fortieth session).
             if who == "reference":
-                walls[who], _, expected = self._ref_call(xs)
+                walls[who], _, expected = self._ref_call(xs, own_times=False)
             else:
-                wall_ms, msg, snapshot = self._call(xs, timed=True)
+                wall_ms, msg, snapshot = self._call(xs, timed=True, own_times=False)
                 walls[who] = wall_ms + self.cpu_excess_ms
         if what is not None:
             self._check_timed(xs, expected, msg, snapshot, what)
@@ -1944,7 +1962,7 @@ class Judge:
                 wait = last_end + gap_ms / 1e3 - time.perf_counter()
                 if wait > 0:
                     time.sleep(wait)
-                wall_ms, _, _ = self._ref_call(xs)
+                wall_ms, _, _ = self._ref_call(xs, own_times=False)  # as the pass's one-call rounds
                 last_end = time.perf_counter()
                 walls.append(wall_ms)
                 if n >= 16 and last_end > ends_by:

@@ -475,6 +475,10 @@ def test_cuda_takes_its_resolution_from_the_timing_pass_and_the_cpu_from_the_cal
     # Both caps after the candidate: on for CUDA, where they ran on an H100; off on the CPU.
     assert EvalSettings.for_backend("cuda").fixed_cost_cap_after_candidate
     assert not EvalSettings.for_backend("cpu").fixed_cost_cap_after_candidate
+    # Each host meets a timed go polling its socket on CUDA (a host that polls of its own accord
+    # is then spared nothing the stock host pays); the CPU makes no one-call rounds.
+    assert EvalSettings.for_backend("cuda").warm_go
+    assert not EvalSettings.for_backend("cpu").warm_go
 
 
 def test_the_allowed_fixed_cost_is_the_reference_hosts_in_the_same_pass() -> None:
