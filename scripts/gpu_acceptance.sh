@@ -30,8 +30,9 @@
 #               plain process repeats each speedup (OUTDIR/plain.json; PLAIN_JSON names one from
 #               an earlier call for a repeat check run without this step)
 #   repeat      five fresh evaluations of six builtin CUDA seeds: spread <= 1% from 1 ms up, <= 3%
-#               below, or <= the plain processes' spread of the same seed where that is larger
-#               (benchmarks/repeatability.py, benchmarks/repeat_verdict.py)
+#               below, or <= the plain processes' spread of the same seed where that is larger;
+#               above 3% (a noisy seed), that spread times the sampling factor of two small
+#               samples (4.4 for 3 against 3) (benchmarks/repeatability.py, repeat_verdict.py)
 #   (then, not a check: "INFO floors", how many of the self, agreement (per baseline: reference,
 #   torch_compile) and repeat evaluations the one-call
 #   floor raised with its cap, with the calibration's cap alone and without a cap:
