@@ -96,7 +96,10 @@ def test_a_host_polling_for_its_go_is_not_counted_its_spin_before_the_go(cache_d
     """With `EvalSettings.warm_go` the host spins on its socket from its `polling` answer while the
     judge stages the inputs and flushes the cache: that spin is no work of the round trip, and the
     honest host's round trips are counted no CPU time beyond one core (counted from before the
-    staging, they carried the spin: an honest copy was paid 0.14x on the 2-core machine)."""
+    staging, they carried the spin: an honest copy was paid 0.14x on the 2-core machine). The
+    spin would be in every round trip; one round of five charged 0.5-1.2 ms is noise of the
+    count (on the 2-core VM, 2026-12-07: one round in each of two suite runs; the test alone
+    failed 4 times in 42 runs)."""
     r = evaluate(
         evalkit.MATMUL_512,
         evalkit.candidate("honest_matmul_relu"),
@@ -105,7 +108,7 @@ def test_a_host_polling_for_its_go_is_not_counted_its_spin_before_the_go(cache_d
     )
     assert r.status is Status.OK, evalkit.describe(r)
     extra = [t["parallel_cpu_ms"] for t in r.round_trips["candidate"]]
-    assert extra and max(extra) == 0.0, extra
+    assert len(extra) >= 5 and sum(e > 0.0 for e in extra) <= 1, extra
 
 
 def test_the_parents_reading_time_is_not_in_the_counted_interval(cache_dir, monkeypatch) -> None:
