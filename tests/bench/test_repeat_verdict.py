@@ -43,12 +43,12 @@ def test_h100_repeat_run_a_seed_a_plain_process_cannot_repeat_passes_and_the_cap
         judged("level1/12", [2.0473, 2.3922, 2.3978], 0.1465, [1.77228, 1.77075, 1.77088], [0.86568, 0.74022, 0.73854]),
         judged("level1/7", [3.0295, 3.0322, 2.9853], 0.0155, [3.20775, 3.20646, 3.20584], [1.05885, 1.05747, 1.07387]),
         judged("level2/5", [2.2585, 2.2633, 2.2621], 0.0021, [6.97303, 6.97147, 6.96495], [3.08742, 3.08021, 3.07901]),
-        {**plain("level2/1", [38.9038, 30.0135, 41.2164], 0.2879), "speedups": [38.9038, 41.2164]},
+        plain("level2/1", [38.9038, 30.0135, 41.2164], 0.2879),
         plain("level1/12", [2.3068, 2.2784, 2.3324], 0.0234),
     ]
     rows = verdict.verdicts(entries)
     assert [ok for ok, _ in rows] == [True, False, False, True]
-    assert "limit 28.8%" in rows[0][1] and "plain processes" in rows[0][1]
+    assert "limit 125.4%" in rows[0][1] and "plain processes" in rows[0][1]  # 28.8% x 4.36: a noisy seed
     assert "limit 3.0%" in rows[1][1]  # the plain spread (2.3%) is under the base limit
     assert "limit 1.0%" in rows[2][1] and "plain" not in rows[2][1]  # no yardstick: the base limit
 
