@@ -190,6 +190,8 @@ def main() -> int:
             if records:
                 records.write(json.dumps({"variant": name, "result": r.to_dict()}) + "\n")
                 records.flush()
+    if records:
+        records.close()
     for name, g in gains.items():
         print(f"{name:18s} gain (pass - calibration), ms: " + " ".join(f"{x:+.4f}" for x in g))
     if backend != "cuda":
