@@ -25,12 +25,14 @@ The protocol, judge -> host (each answered by one message unless noted):
   host builds the task's reference model, and so does the candidate host with `stand_in` (it
   runs the reference in the judge's calibration, before any candidate code exists, and drops it
   when told to load the candidate).
+- `poll` -> `polling`: wait for the next message polling the socket (the judge's go follows).
 - `call` {k, n, in_slot (CPU: a fresh slot of set 0, its descriptor sent along), args (when
-  they changed), args_each (when the sets' non-tensor arguments differ)} -> `done` {k,
-  inner_ms: [n], leaves: [n][outputs], values: [n][...], mismatch, hack, error}, then, after a
-  `done` with no problem, `audited` {hack}: map the call's slot and build views of each set's
-  inputs, run forward on each set in turn (each timed on this process's clock, one device-wide
-  synchronize after the last), check the structure, dtype, shape and device of what each
+  they changed), args_each (when the sets' non-tensor arguments differ), own_times (False: time
+  nothing, CUDA)} -> `done` {k, inner_ms: [n] ([] without own_times), leaves: [n][outputs],
+  values: [n][...], mismatch, hack, error}, then, after a `done` with no problem, `audited`
+  {hack, parts_ms}: map the call's slot and build views of each set's inputs, run forward on
+  each set in turn (each timed on this process's clock unless own_times is False, one
+  device-wide synchronize after the last), check the structure, dtype, shape and device of what each
   forward returned and say where each output tensor lives (`cudal1.bench.readers.describe`),
   answer; then check that no output shares memory with an input or an earlier output and say so.
   Nothing is copied: the judge reads the outputs from this process's memory itself, and times
@@ -261,8 +263,8 @@ class Host:
             "mismatch": None,
             "hack": None,
             "error": None,
-            "parts_ms": {},
         }
+        parts: dict[str, float] = {}
         outs: list[Any] = []
         placing = [0, 0]
 
@@ -284,8 +286,9 @@ class Host:
                     reply["inner_ms"], outs = self._timed_forwards(self.sets, place, own)
                 else:
                     reply["inner_ms"], outs = self._revealed_forwards(int(msg.get("n", 1)), reply, placing)
-            # Where this host's side of the round trip went (ms; data for the judge's record).
-            reply["parts_ms"] = {
+            # Where this host's side of the round trip went (ms; data for the judge's record, sent
+            # with `audited`: the judge parses `done` on its clock).
+            parts = {
                 "inputs": (t1 - t0) / 1e6,
                 "forwards": (_now() - t1) / 1e6,
                 "locate": (placing[1] - placing[0]) / 1e6,
@@ -303,7 +306,7 @@ class Host:
                 # the next call replaces them: 20 ms for five 64 MiB sets on a 2-core CPU. (An
                 # output that is a view of an input keeps that set's mapping alive.)
                 self.in_slot, self.in_views, self.sets, self.args = None, [], [], []
-            self.chan.send("audited", hack=hack, parts_ms={"audit": (_now() - t3) / 1e6})
+            self.chan.send("audited", hack=hack, parts_ms={**parts, "audit": (_now() - t3) / 1e6})
 
     def _timed_forwards(self, sets: list[list[Any]], place: Any, own: bool = True) -> tuple[list[float], list[Any]]:
         """CUDA: ([ms of each forward], [its output]) on this process's own clock, one set after

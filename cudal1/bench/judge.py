@@ -726,11 +726,11 @@ class Judge:
         hosts on, every process of the candidate is stopped meanwhile (`_pause_candidate`).
 
         Returns (ms on the judge's clock from the go until the judge holds its copy of every
-        output, ms of each forward on the reference host's own clock, the reference outputs of
-        each call: (tensors as read, non-tensor values)). Raises Verdict(resource_exceeded) when
-        the reference host runs out of memory once the candidate is loaded (the candidate may
-        hold it), RuntimeError for anything else that goes wrong (the reference host runs no
-        candidate code).
+        output, ms of each forward on the reference host's own clock ([] with `own_times` False,
+        `_go`), the reference outputs of each call: (tensors as read, non-tensor values)). Raises
+        Verdict(resource_exceeded) when the reference host runs out of memory once the candidate
+        is loaded (the candidate may hold it), RuntimeError for anything else that goes wrong
+        (the reference host runs no candidate code).
         """
         paused = self._pause_candidate(True)
         try:

@@ -209,7 +209,7 @@ class EvalResult:
     timing pass that counted; "calibration reference", "calibration candidate": the clean
     calibration, with the candidate host running the reference; the same names with "one-call "
     after any "calibration ": the one-call round trips of `EvalSettings.one_call_rounds`, timed on
-    the judge's clock alone (on CUDA neither host times its forward there: `own_ms` None); "after the candidate reference" and "after the candidate one-call
+    the judge's clock alone (on CUDA the stock hosts time no forward there: `own_ms` None); "after the candidate reference" and "after the candidate one-call
     reference": the reference's round trips once the candidate's processes were ended, the clean
     baseline's and those of `EvalSettings.one_call_cap_after_candidate`), one entry per round trip in
     order (ms): `go_s` (when its go was sent, s on the judge's clock since the first recorded

@@ -422,3 +422,15 @@ def test_an_ordinary_task_is_not_degenerate(cache_dir) -> None:
     assert all(v >= 0 for v in r.phases_s.values()) and r.phases_s["timing"] > 0
     assert sum(top.values()) <= r.eval_seconds + 0.05 + r.phases_s["processes"], r.phases_s
     assert r.phases_s["calls: candidate call"] > 0 and r.phases_s["calls: reference call"] > 0
+
+
+def test_each_round_trip_records_where_the_hosts_time_went(cache_dir) -> None:
+    """`EvalResult.round_trips`: each stock host's parts (inputs, forwards, locate: before its
+    answer; audit: after it) come with its audit, after the interval the judge times (the judge
+    parses `done` on its clock, so `done` carries nothing it does not need)."""
+    r = evalkit.run("matmul_relu", evalkit.candidate("honest_matmul_relu"), cache_dir, rounds=2)
+    assert r.status is Status.OK, evalkit.describe(r)
+    for who in ("candidate", "reference"):
+        for trip in r.round_trips[who]:
+            assert set(trip["host_parts_ms"]) == {"inputs", "forwards", "locate", "audit"}, trip
+            assert all(v >= 0.0 for v in trip["host_parts_ms"].values()) and trip["own_ms"] is not None, trip
