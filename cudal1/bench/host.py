@@ -312,9 +312,9 @@ class Host:
         """CUDA: ([ms of each forward], [its output]) on this process's own clock, one set after
         the other, with `place(outputs)` called once every forward is launched. `own` False (the
         judge's `own_times`, a round trip it times on its own clock alone): no events and no
-        times ([]), only the forwards, so that this host does nothing a host could skip. Else events on the
-        current stream around each forward, `place` while the device runs them, and one
-        device-wide synchronize after it (the calls still run one after another, in stream
+        times ([]), only the forwards, so that this host does nothing a host could skip. Else
+        events on the current stream around each forward, `place` while the device runs them, and
+        one device-wide synchronize after it (the calls still run one after another, in stream
         order; the next call is launched while the last one runs, as a host that skipped a
         synchronize after each call would, so no host gains by skipping it). The judge trusts
         these figures from the reference host; from the candidate host they are claims held to

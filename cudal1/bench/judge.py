@@ -1302,9 +1302,10 @@ class Judge:
         walls: dict[str, float] = {}
         expected: Any = None
         for who in self.order.sample(["reference", "candidate"], 2):
-            # Timed on the judge's clock alone: neither host times its own forward (on an H100 its
-            # events took 0.04-0.07 ms of a sin_chain one-call round trip, which a host that
-            # skips them was credited in the floor; docs/benchmarks.md, fortieth session).
+            # Timed on the judge's clock alone: neither host times its own forward (on an H100 a
+            # host without its events gained 0.07-0.09 ms of sin_chain's one-call round trips
+            # against the calibration, the stock host 0.02 ms, and the floor credited that;
+            # docs/benchmarks.md, fortieth session).
             if who == "reference":
                 walls[who], _, expected = self._ref_call(xs, own_times=False)
             else:

@@ -246,11 +246,11 @@ class EvalSettings:
     on an H100 the reference host's one-call round trips of a pass ran slower the longer the idle
     gap before them (docs/benchmarks.md, 2026-12-06, thirty-second session); with both hosts
     polling, neither. A candidate host that does not answer is timed out as any unanswered
-    message is. On for CUDA: on an H100 a host that polls its socket all the time gained 0.03-0.08
-    ms over the stock host in sin_chain's one-call rounds, which the one-call floor credited
-    (docs/benchmarks.md, 2026-12-07, fortieth session); it did not change how often honest
-    candidates were floored (thirty-third session). Left off on the CPU, which makes no one-call
-    rounds."""
+    message is. On for CUDA: on an H100 a host that polls its socket all the time gained 0.08 ms
+    of sin_chain's one-call round trips against the calibration (the stock host 0.02 ms), which
+    the one-call floor credited (docs/benchmarks.md, 2026-12-07, fortieth session); it did not
+    change how often honest candidates were floored (thirty-third session). Left off on the CPU,
+    whose defaults make no one-call rounds."""
     remeasure_above: float = 3.0
     """A speedup (×) above this is measured a second time and the lower value is kept."""
     calibration_calls: int = 30
