@@ -17,6 +17,9 @@
 #   degenerate  the degenerate-task check on CUDA outputs (scripts/gpu_degenerate_check.py)
 #   probe       a KernelBench slice of levels 1-3 through `cudal1 tasks --probe` (every task loads)
 #   guards      the GPU guard tests (tests/bench/test_gpu_guards.py)
+#   lean1       sin_chain in hosts changed one way each (polling all the time, no events, a lean
+#               answer): none gains more than 0.035 ms in its one-call rounds over the stock
+#               host's (benchmarks/lean_one_call.py; LEAN1_BUDGET s of evaluations, default 220)
 #   self        the reference as its own candidate on a fixed set of 12 KernelBench level-1/2
 #               tasks: 0.98-1.02x on >= 95% (benchmarks/self_speedup.py)
 #   labels      the same evaluations: none labelled profile_failed or reduced_precision (the
@@ -66,9 +69,9 @@ verdict() {  # verdict NAME RC DETAIL
   echo "cudal1 sources sha1: $(find cudal1 -name '*.py' | LC_ALL=C sort | xargs cat | sha1sum | cut -c1-12)"; } > "$out/env.txt" 2>&1
 cat "$out/env.txt"
 t0=$(date +%s)
-# CHECKS (space-separated: degenerate probe guards self agreement plain repeat; default all) runs only
+# CHECKS (space-separated: degenerate probe guards lean1 self agreement plain repeat; default all) runs only
 # those, for a session with less device time than the whole run; the summary names what ran.
-CHECKS=${CHECKS:-degenerate probe guards self agreement plain repeat}
+CHECKS=${CHECKS:-degenerate probe guards lean1 self agreement plain repeat}
 want() { [[ " $CHECKS " == *" $1 "* ]]; }
 # GUARDS_K: a pytest -k expression for the guard tests (default: all); REPEATS: evaluations a
 # seed in the repeat check (default 5); SELF_SET: EvalSettings fields for the self check, as
@@ -125,6 +128,16 @@ dumps=("$out"/guard-trips/*.jsonl)
 if [[ -e "${dumps[0]}" ]]; then
   python3 benchmarks/one_call_replay.py "${dumps[@]}" 2>/dev/null | sed 's/^/INFO guard floors  /' | tee -a "$out/summary.txt"
 fi
+fi
+
+if want lean1; then
+# What a host changed one way gains in the one-call floor, against the stock host (issue 21's lean
+# host, on the launch-bound sin_chain).
+timeout ${LEAN1_TIMEOUT:-300} python3 benchmarks/lean_one_call.py --budget-s ${LEAN1_BUDGET:-220} --records "$out/lean1-records.jsonl" "${eval_sets[@]}" > "$out/lean1.txt" 2>&1
+rc=$?; grep -E '^[a-z_]+ +gain' "$out/lean1.txt"
+detail=$(grep CHECK_LEAN_ONE_CALL "$out/lean1.txt" | tail -1)
+[[ $rc -eq 124 ]] && detail="cut by its ${LEAN1_TIMEOUT:-300} s limit"
+verdict lean1 $rc "${detail:-no verdict line (lean1.txt)}"
 fi
 
 if want self; then
