@@ -592,16 +592,18 @@ def remove_ipc_objects(uid: int) -> int:
 
 
 def _namespace_filter(policy: SandboxPolicy, report: SandboxReport) -> None:
-    """Install `seccomp.install_namespace_filter` last, once no_new_privs is set (after the
-    privilege drop the process could not install it otherwise); per thread, so only a process
-    that had a single thread has it everywhere."""
+    """Install `seccomp.namespace_filter()` on the calling thread (and so on every thread and
+    process it starts later) last, once no_new_privs is set (after the privilege drop the process
+    could not install it otherwise); per thread, so only a process that had a single thread has
+    it everywhere."""
     from cudal1.bench import seccomp
 
     if not policy.block_namespaces:
         report._set("namespace_filter", False, False, "block_namespaces=False")
         return
     try:
-        seccomp.install_namespace_filter()
+        _buf, prog = seccomp.packed(seccomp.namespace_filter())
+        _prctl(seccomp.PR_SET_SECCOMP, seccomp.SECCOMP_MODE_FILTER, ctypes.addressof(prog), "prctl(PR_SET_SECCOMP)")
     except (OSError, ValueError) as e:
         report._set("namespace_filter", True, False, str(e))
         return

@@ -1,5 +1,5 @@
 """A syscall filter that keeps a process and its descendants out of new namespaces:
-`install_namespace_filter`.
+`namespace_filter`, `packed` for the kernel.
 
 Why: an unprivileged process may create user namespaces, and inside one network, mount and other
 namespaces, on most kernels. Each costs kernel memory no cgroup limit or resident-memory watch of
@@ -23,14 +23,14 @@ The filter is a classic BPF program (`seccomp(2)`, `SECCOMP_MODE_FILTER` through
   with EPERM: its numbers differ, and no Python, CUDA or compiler process here makes one.
 
 Everything else is allowed. The filter is inherited by every child and kept across execve, and
-cannot be removed. Installing it needs no_new_privs (or CAP_SYS_ADMIN). x86-64 and AArch64 only.
+cannot be removed. Installing it needs no_new_privs (or CAP_SYS_ADMIN): `cudal1.bench.sandbox`
+does, through prctl as its other measures. x86-64 and AArch64 only.
 """
 
 from __future__ import annotations
 
 import ctypes
 import errno
-import os
 import platform
 import struct
 
@@ -69,8 +69,8 @@ _JSET = 0x45  # BPF_JMP | BPF_JSET | BPF_K
 _RET = 0x06  # BPF_RET | BPF_K
 RET_ALLOW = 0x7FFF0000
 RET_ERRNO = 0x00050000
-_PR_SET_SECCOMP = 22
-_SECCOMP_MODE_FILTER = 2
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
 
 
 def namespace_filter(machine: str | None = None) -> list[tuple[int, int, int, int]]:
@@ -137,16 +137,10 @@ class _SockFprog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
-def install_namespace_filter() -> None:
-    """Install `namespace_filter()` on the calling thread (and so on every thread and process it
-    starts later). Call it single-threaded, after prctl(PR_SET_NO_NEW_PRIVS). Raises ValueError
-    on an unknown architecture and OSError when the kernel refuses the filter."""
-    instructions = namespace_filter()
+def packed(instructions: list[tuple[int, int, int, int]]) -> tuple[ctypes.Array, _SockFprog]:
+    """`instructions` as the kernel reads them: (the packed `struct sock_filter` array, the
+    `struct sock_fprog` pointing at it). Keep the array alive while the kernel may read it (the
+    prctl call that installs the filter copies it)."""
     raw = b"".join(struct.pack("=HBBI", *ins) for ins in instructions)
     buf = ctypes.create_string_buffer(raw, len(raw))
-    prog = _SockFprog(len(instructions), ctypes.addressof(buf))
-    libc = ctypes.CDLL(None, use_errno=True)
-    ul = ctypes.c_ulong
-    if libc.prctl(ctypes.c_int(_PR_SET_SECCOMP), ul(_SECCOMP_MODE_FILTER), ul(ctypes.addressof(prog)), ul(0), ul(0)):
-        err = ctypes.get_errno()
-        raise OSError(err, f"prctl(PR_SET_SECCOMP): {os.strerror(err)}")
+    return buf, _SockFprog(len(instructions), ctypes.addressof(buf))
