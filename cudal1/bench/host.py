@@ -321,20 +321,16 @@ class Host:
         the judge's clock, which also holds whatever a forward left running on other streams
         (`timing.candidate_rounds_ms`)."""
         outs: list[Any] = []
-        if not own:
-            for args in sets:
-                outs.append(self.model(*args))
-            place(outs)
-            self._sync()
-            return [], outs
-        events = self._events(len(sets))
+        events = self._events(len(sets)) if own else []
         for j, args in enumerate(sets):
-            events[2 * j].record()
+            if own:
+                events[2 * j].record()
             outs.append(self.model(*args))
-            events[2 * j + 1].record()
+            if own:
+                events[2 * j + 1].record()
         place(outs)
         self._sync()
-        return [events[2 * j].elapsed_time(events[2 * j + 1]) for j in range(len(sets))], outs
+        return [events[2 * j].elapsed_time(events[2 * j + 1]) for j in range(len(sets)) if own], outs
 
     def _revealed_forwards(self, n: int, reply: dict[str, Any], placing: list[int]) -> tuple[list[float], list[Any]]:
         """CPU: ([ms of each forward on this process's clock], [its output]) for the `n` input
