@@ -209,20 +209,20 @@ class EvalResult:
     timing pass that counted; "calibration reference", "calibration candidate": the clean
     calibration, with the candidate host running the reference; the same names with "one-call "
     after any "calibration ": the one-call round trips of `EvalSettings.one_call_rounds`, timed on
-    the judge's clock alone (on CUDA the stock hosts time no forward there: `own_ms` None);
-    "after the candidate reference" and "after the candidate one-call reference": the
-    reference's round trips once the candidate's processes were ended, the clean baseline's and
-    those of `EvalSettings.one_call_cap_after_candidate`), one entry per round trip in order
-    (ms): `go_s` (when its go was sent, s on the judge's clock since the first recorded round
-    trip's: the order of round trips across hosts and kinds), `wall_ms` (the judge's clock, go to
-    holding every output), `answered_ms` (go to the host's answer), `own_ms` (the host's own figure for its K forwards; None when it sent none
-    usable), `host_parts_ms` (where the host says its side went: inputs, forwards, locate before its
-    answer, audit after it; from the candidate's host, only its word) and, for the candidate host
-    on the CPU, `parallel_cpu_ms` (the CPU time its processes spent beyond one core, added to the
-    round trip: `cudal1.bench.timing.parallel_cpu_ms`) from `cpu_ms` (their CPU time in the
-    counted interval) and `cpu_interval_ms` (that interval on the judge's clock: from the go until
-    the host's audit, or with `EvalSettings.warm_go` the span of the parent's two readings of the
-    count)."""
+    the judge's clock alone (on CUDA the stock hosts time no forward there: `own_ms` None); "after
+    the candidate reference" and "after the candidate one-call reference": the reference's round
+    trips once the candidate's processes were ended, the clean baseline's and those of
+    `EvalSettings.one_call_cap_after_candidate`), one entry per round trip in order (ms): `go_s`
+    (when its go was sent, s on the judge's clock since the first recorded round trip's: the order
+    of round trips across hosts and kinds), `wall_ms` (the judge's clock, go to holding every
+    output), `answered_ms` (go to the host's answer), `own_ms` (the host's own figure for its K
+    forwards; None when it sent none usable), `host_parts_ms` (where the host says its side went:
+    inputs, forwards, locate before its answer, audit after it; from the candidate's host, only its
+    word) and, for the candidate host on the CPU, `parallel_cpu_ms` (the CPU time its processes
+    spent beyond one core, added to the round trip: `cudal1.bench.timing.parallel_cpu_ms`) from
+    `cpu_ms` (their CPU time in the counted interval) and `cpu_interval_ms` (that interval on the
+    judge's clock: from the go until the host's audit, or with `EvalSettings.warm_go` the span of
+    the parent's two readings of the count)."""
     remeasured: bool = False
     """True when the speedup exceeded the re-measure bar and the value is from the second measurement."""
     overhead_ms: float | None = None
