@@ -11,8 +11,8 @@ which otherwise up-weights prompts whose rewards barely differ (too easy or too 
 bounded, so no batch-wide normalization or clipping is needed), with correct results that the
 measurement cannot tell apart merged into ties (`tie_clusters`: within the pool's
 between-evaluation noise, `RewardConfig.tie_floor` or its calibration per pool and task size
-from repeated measurements, `cudal1.rl.noise`, or their own spreads; below-resolution
-results all together) before the group statistics, and responses that must stay out of the
+from repeated measurements, `cudal1.rl.noise`, or the faster one's spread; below-resolution
+results together, per label factor) before the group statistics, and responses that must stay out of the
 update (truncated ones, harness failures) left out of their group's statistics with advantage 0.
 
 Its default scale is Dr. GRPO's "none": advantages stay in reward units, so two results just
@@ -96,24 +96,30 @@ def tie_clusters(
     spreads: Sequence[float],
     floor: float | Sequence[float] = 0.04,
     factor: float = 1.0,
-    bounds: Sequence[bool] | None = None,
+    bounds: Sequence[bool | float | None] | None = None,
 ) -> list[int]:
     """Cluster id of each speedup: results the measurement cannot tell apart share one.
 
-    Two results i, j tie when |ln s_i - ln s_j| <= max(floor_i, floor_j, factor × max(spread_i, spread_j))
+    A slower result j and a faster one i (s_j <= s_i) tie when
+    |ln s_i - ln s_j| <= max(floor_i, floor_j, factor × spread_i)
     (`floor`: the between-evaluation noise in ln-speedup units, one value for all or one per
     result: `cudal1.rl.rewards.RewardConfig.tie_floor`, or its calibration per pool and task size,
     `cudal1.rl.noise.TieNoise`; `spreads`: the evaluator's (max - min) / median of per-round
-    speedups). Speedups (× > 0) are taken in
+    speedups). Only the faster one's spread widens the window: a candidate controls its own
+    spread, so noise may cost a result its lead over slower ones but never ties it up to a
+    faster one (with the larger of the two spreads, a 1.0× whose rounds ran 0.8-1.25× tied a
+    clean 1.5× and took half its advantage). Speedups (× > 0) are taken in
     increasing order and each joins the current cluster only when it ties with every member
     already in it, else starts the next one: a chain of small steps (1.00, 1.02, 1.04, ...) is
     not one tie, and one noisy result that ties with a clean 1.2× and a clean 2.0× does not tie
-    those two together. Results flagged in `bounds` (below the timer's resolution: each speedup
-    is only a lower bound) form one cluster of their own, whatever their speedups. Returns ids
-    0, 1, ... (the bounds' cluster last), in input order. Raises ValueError for lengths that
-    differ, a speedup <= 0, or a floor that is not finite and >= 0.
+    those two together. Results whose `bounds` entry is neither None nor False (below the timer's
+    resolution: each speedup is only a lower bound) tie whatever their speedups, one cluster per
+    distinct entry (True for all alike, or a key such as the label factor their price carries, so that
+    a discounted result below resolution is not averaged with an undiscounted one). Returns ids
+    0, 1, ... (the bounds' clusters last, in order of first appearance), in input order. Raises
+    ValueError for lengths that differ, a speedup <= 0, or a floor that is not finite and >= 0.
     """
-    bounds = [False] * len(speedups) if bounds is None else list(bounds)
+    bounds = [None] * len(speedups) if bounds is None else [None if b is False else b for b in bounds]
     floors = [float(floor)] * len(speedups) if isinstance(floor, (int, float)) else [float(f) for f in floor]
     if not len(speedups) == len(spreads) == len(bounds) == len(floors):
         raise ValueError(
@@ -125,10 +131,11 @@ def tie_clusters(
         raise ValueError("floors must be finite and >= 0")
 
     def tie(i: int, j: int) -> bool:
-        window = max(floors[i], floors[j], factor * max(spreads[i], spreads[j]))
+        faster = i if speedups[i] >= speedups[j] else j
+        window = max(floors[i], floors[j], factor * spreads[faster])
         return abs(math.log(speedups[i] / speedups[j])) <= window
 
-    order = sorted((i for i in range(len(speedups)) if not bounds[i]), key=lambda i: speedups[i])
+    order = sorted((i for i in range(len(speedups)) if bounds[i] is None), key=lambda i: speedups[i])
     ids = [0] * len(speedups)
     cluster, members = -1, []
     for i in order:
@@ -136,9 +143,10 @@ def tie_clusters(
             cluster, members = cluster + 1, []
         members.append(i)
         ids[i] = cluster
+    keys: dict[bool | float, int] = {}
     for i, b in enumerate(bounds):
-        if b:
-            ids[i] = cluster + 1
+        if b is not None:
+            ids[i] = keys.setdefault(b, cluster + 1 + len(keys))
     return ids
 
 
@@ -150,8 +158,8 @@ def tied_rewards(
 ) -> list[float | None]:
     """The reward of each response as the group statistics see it: None for an untrainable one
     (left out of its group), and within a group, correct results in one `tie_clusters` cluster
-    (below-resolution results in one of their own) all at the cluster's mean reward, so noise
-    between them is no signal. `floors`: N tie floors (ln-speedup units), one per response (the
+    (below-resolution results in one of their own per label factor, `Priced.factor`) all at the
+    cluster's mean reward, so noise between them is no signal. `floors`: N tie floors (ln-speedup units), one per response (the
     calibrated floor of its pool and task size, `cudal1.rl.noise.TieNoise.floor_for`); None:
     `cfg.tie_floor` for every one. Returns N values in input order. Raises ValueError for lengths
     that differ or a floor that is not finite and >= 0."""
@@ -174,7 +182,7 @@ def tied_rewards(
             [priced[i].spread for i in idx],
             cfg.tie_floor if floors is None else [floors[i] for i in idx],
             cfg.tie_factor,
-            [priced[i].bound for i in idx],
+            [priced[i].factor if priced[i].bound else None for i in idx],
         )
         for cluster in set(ids):
             tied = [i for i, c in zip(idx, ids) if c == cluster]

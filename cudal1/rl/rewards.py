@@ -20,8 +20,9 @@ The reward is the product's learning signal, so it is built to rank honestly:
   both have reason "ok:noisy". Within a group, results closer than the between-evaluation noise
   (`tie_floor`, 4% by default: separate evaluations of one 1-3 ms candidate differ by 1.4-4%,
   docs/benchmarks.md, "Repeatability, second look"; with `tie_calibration`, learned per pool and
-  task size from the run's repeated measurements, `cudal1.rl.noise`) or than their own spreads are ties, results
-  below the timer's resolution (label "below_resolution", `Priced.bound`) tie with each other, and
+  task size from the run's repeated measurements, `cudal1.rl.noise`) or than the faster one's spread are ties, results
+  below the timer's resolution (label "below_resolution", `Priced.bound`) tie with each other
+  when their labels price them alike (`Priced.factor`), and
   responses with the same normalized code share one price (`share_identical`); see
   `cudal1.rl.advantages`.
 - **Facts are priced.** A gain (log-speedup above 0) is scaled by each matching evaluator label's
@@ -148,7 +149,7 @@ class RewardConfig:
     result earns no gain (paid as 1.00×)."""
     tie_floor: float = 0.04
     """Two correct results of one group tie when their log-speedups differ by at most
-    max(tie_floor, tie_factor × the larger of their spreads) (`cudal1.rl.advantages.tie_clusters`).
+    max(tie_floor, tie_factor × the faster one's spread) (`cudal1.rl.advantages.tie_clusters`).
     tie_floor is the between-evaluation noise of the pool (relative; ln-speedup units): 0.04, the
     top of the 1.4-4% that separate evaluations of one 1-3 ms candidate differ by on an H200
     (docs/benchmarks.md, "Repeatability, second look"). With `tie_calibration` it is the lower
@@ -156,8 +157,9 @@ class RewardConfig:
     without, it is the floor everywhere (re-measure it for another pool with
     benchmarks/repeatability.py and set it there)..."""
     tie_factor: float = 1.0
-    """...or within this × the larger of their spreads (a spread is the whole range of one
-    result's rounds: within one evaluation, usually far smaller)."""
+    """...or within this × the faster one's spread (a spread is the whole range of one result's
+    rounds: within one evaluation, usually far smaller than tie_floor; only the faster one's, so
+    that a candidate's own noise never ties it up to a faster result)."""
     tie_calibration: bool = True
     """Learn the tie floor per pool and task size from the run's own pairs of measurements of one
     program (a result and its second opinion; a program measured again in a later step): the
@@ -284,7 +286,8 @@ class Priced:
         reason: "ok", "ok:noisy", "suspect:unverified", or a failure label: "copy", "fallback",
             "second_opinion:incorrect", "second_opinion:hack", "truncated",
             "parse_error:<label>", "format:missing_<section>", an evaluator status, "hack:<kind>",
-            "degenerate_task", "degenerate_check_failed", "not_evaluated", "bad_speedup".
+            "degenerate_task", "degenerate_check_failed", "not_evaluated", "bad_speedup", or a
+            harness label ("actor_died", ...) on a result whose status is not a failure.
         speedup: the speedup the reward was computed from (×, after rounding and the gain rules),
             for correct results; None otherwise.
         spread: the evaluator's `speedup_spread` of a correct result (inf when it gave none
@@ -297,6 +300,8 @@ class Priced:
         unpaid: a correct result carries a label whose gain factor is 0 (`label_factors`, e.g.
             "reduced_precision"): whatever it measured, none of it is paid, so it is not kept as
             an example (`cudal1.pipeline.rollouts.is_success`).
+        factor: the product of its labels' gain factors (`label_factor`; 1.0 for a result that
+            is not correct): below-resolution results tie only with those of the same factor.
     """
 
     reward: float
@@ -306,6 +311,7 @@ class Priced:
     trainable: bool = True
     bound: bool = False
     unpaid: bool = False
+    factor: float = 1.0
 
     @property
     def correct(self) -> bool:
@@ -332,8 +338,8 @@ def conservative_speedup(speedup: float, cfg: RewardConfig) -> float:
     """`speedup` rounded toward 1.00 to `round_step` (a gain down, a loss up), and 1.00 when it
     is a gain no larger than `min_gain`. E.g. 1.237 -> 1.23, 0.873 -> 0.88, 1.009 -> 1.0."""
     s = speedup
-    if cfg.round_step > 0:
-        steps = s / cfg.round_step
+    steps = s / cfg.round_step if cfg.round_step > 0 else math.inf
+    if math.isfinite(steps):  # not for a speedup so large that the step count overflows
         # The 1e-9 keeps 1.23 (stored as 1.2299999...) at 1.23 instead of rounding it down a step.
         s = (math.floor(steps + 1e-9) if s > 1 else math.ceil(steps - 1e-9)) * cfg.round_step
         s = round(s, 12)
@@ -504,9 +510,14 @@ def price(
     if status is Status.HACK:
         kind = result.hack_kind.value if result.hack_kind is not None else "unknown"
         return Priced(hack, f"hack:{kind}")
+    harness = sorted(HARNESS_LABELS.intersection(labels))
+    if harness:
+        # The harness failed: the result says nothing about the response, whatever its status.
+        # A caught hack (above) is the judge's own finding and keeps its price: no label turns a
+        # candidate's failure into the harness's.
+        return Priced(fail, status.value if status in FAILED_STATUSES else harness[0], trainable=False)
     if status in FAILED_STATUSES:
-        untrainable = status is Status.INVALID_TASK or bool(HARNESS_LABELS.intersection(labels))
-        return Priced(fail, status.value, trainable=not untrainable)
+        return Priced(fail, status.value, trainable=status is not Status.INVALID_TASK)
     if Label.DEGENERATE_TASK in labels:
         # Wrong code passes on a degenerate task: a "correct" result there says nothing.
         return Priced(fail, Label.DEGENERATE_TASK)
@@ -532,23 +543,26 @@ def price(
     if check is not None and check.status is Status.INCORRECT:
         return Priced(fail, "second_opinion:incorrect")
     if s > 1 and check is not None:
-        if check.speedup is None:  # the re-measurement crashed or timed out: maybe the actor's fault
+        checked = finite_positive(check.speedup)
+        if checked is None:  # the re-measurement crashed or timed out (maybe the actor's fault), or is unusable
             s, reason = 1.0, "suspect:unverified"
         else:  # the slower of the two measurements, whether or not they agree
-            s = min(s, conservative_speedup(check.speedup, cfg))
+            s = min(s, conservative_speedup(checked, cfg))
             reason = reason if check.agrees else "ok:disputed"
     floor = cfg.tie_floor if tie_floor is None else tie_floor
     if FALLBACK_LABEL in labels and math.log(s) <= max(0.0, floor):
         return Priced(fail, "fallback")
+    factor = label_factor(labels, cfg)
     if s > 1:
-        s = math.exp(math.log(s) * label_factor(labels, cfg))
+        s = math.exp(math.log(s) * factor)
     return Priced(
         credit(s, cfg),
         reason,
         speedup=s,
         spread=spread,
         bound=Label.BELOW_RESOLUTION in labels,
-        unpaid=label_factor(labels, cfg) == 0.0,
+        unpaid=factor == 0.0,
+        factor=factor,
     )
 
 

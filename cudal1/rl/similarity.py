@@ -128,10 +128,30 @@ _C_KEYWORDS = frozenset(
 )
 
 
-def normalized_c(source: str) -> str:
+def normalized_c(source: str, names: dict[str, str] | None = None, declared: set[str] | None = None) -> str:
     """A C/C++/CUDA source without comments or formatting, its declared identifiers renamed by
-    first occurrence (see the module docstring, step 3); tokens joined by single spaces."""
-    tokens = [t for t in _C_TOKEN.findall(source) if not t.startswith(("//", "/*"))]
+    first occurrence (see the module docstring, step 3); tokens joined by single spaces.
+    `declared`: the identifiers to rename (None: those this source declares); `names`: the
+    renaming so far, extended in place (None: a fresh one), so that the C sources of one program
+    and the Python strings and attributes naming their functions share one renaming."""
+    tokens = _c_tokens(source)
+    declared = _c_declared(tokens) if declared is None else declared
+    names = {} if names is None else names
+    out = []
+    for t in tokens:
+        if t in declared:
+            t = names.setdefault(t, f"_c{len(names)}")
+        out.append(t)
+    return " ".join(out)
+
+
+def _c_tokens(source: str) -> list[str]:
+    return [t for t in _C_TOKEN.findall(source) if not t.startswith(("//", "/*"))]
+
+
+def _c_declared(tokens: list[str]) -> set[str]:
+    """The identifiers a C token list declares (a name right after a type-like token and right
+    before one of `= ; , ) [ (`)."""
     declared: set[str] = set()
     for i in range(1, len(tokens) - 1):
         t, before, after = tokens[i], tokens[i - 1], tokens[i + 1]
@@ -142,13 +162,7 @@ def normalized_c(source: str) -> str:
             and (before in ("*", "&") or (_is_c_name(before) and before not in _C_NOT_A_TYPE))
         ):
             declared.add(t)
-    names: dict[str, str] = {}
-    out = []
-    for t in tokens:
-        if t in declared:
-            t = names.setdefault(t, f"_c{len(names)}")
-        out.append(t)
-    return " ".join(out)
+    return declared
 
 
 def _is_c_name(token: str) -> bool:
@@ -225,12 +239,29 @@ def _drop_dead(tree: ast.Module) -> None:
             return
 
 
+_EXTENSION_LOADERS = frozenset({"load_inline", "load"})
+
+
+def _extension_name(node: ast.Call) -> ast.AST | None:
+    """The module-name argument of a `torch.utils.cpp_extension.load_inline`/`load` call (its
+    first positional argument or `name=`), else None."""
+    func = node.func
+    called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+    if called not in _EXTENSION_LOADERS:
+        return None
+    if node.args:
+        return node.args[0]
+    return next((k.value for k in node.keywords if k.arg == "name"), None)
+
+
 class _Binder(ast.NodeVisitor):
-    """Collects the names and attributes the code binds."""
+    """Collects the names and attributes the code binds, and the names its C sources declare
+    and its extension loads take (`c_names`: strings and attributes that name them are renamed)."""
 
     def __init__(self) -> None:
         self.names: set[str] = set()
         self.attrs: set[str] = set()
+        self.c_names: set[str] = set()
 
     def add(self, name: str | None) -> None:
         if name:
@@ -249,16 +280,23 @@ class _Binder(ast.NodeVisitor):
             self.add(node.name)
         elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
             self.attrs.add(node.attr)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _looks_like_c(node.value):
+            self.c_names |= _c_declared(_c_tokens(node.value))
+        elif isinstance(node, ast.Call):
+            name = _extension_name(node)
+            if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                self.c_names.add(name.value)
         super().generic_visit(node)
 
 
 class _Renamer(ast.NodeTransformer):
     """Renames bound names (first occurrence in source order) and C sources in strings."""
 
-    def __init__(self, bound: set[str], attrs: set[str]) -> None:
+    def __init__(self, bound: set[str], attrs: set[str], c_names: set[str]) -> None:
         self.map: dict[str, str] = {}
         self.attr_map: dict[str, str] = {}
-        self.bound, self.attrs = bound, attrs
+        self.c_map: dict[str, str] = {}
+        self.bound, self.attrs, self.c_names = bound, attrs, c_names
 
     def new(self, name: str) -> str:
         if name not in self.bound:
@@ -306,13 +344,38 @@ class _Renamer(ast.NodeTransformer):
     def visit_Attribute(self, node: ast.Attribute) -> ast.AST:
         if node.attr in self.attrs:
             node.attr = self.attr_map.setdefault(node.attr, f"_a{len(self.attr_map)}")
+        elif node.attr in self.c_names:  # `ext.scale`: a function the code's C source declares
+            node.attr = self.c_map.setdefault(node.attr, f"_c{len(self.c_map)}")
         self.generic_visit(node)
         return node
 
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
+        self.generic_visit(node)
+        if node.value is None:
+            return node
+        return ast.Assign(targets=[node.target], value=node.value)
+
     def visit_Constant(self, node: ast.Constant) -> ast.AST:
         if isinstance(node.value, str) and _looks_like_c(node.value):
-            node.value = normalized_c(node.value)
+            node.value = normalized_c(node.value, self.c_map, self.c_names)
+        elif isinstance(node.value, str) and node.value in self.c_names:  # functions=["scale"], "scale_ext"
+            node.value = self.c_map.setdefault(node.value, f"_c{len(self.c_map)}")
         return node
+
+
+def _sort_imports(tree: ast.Module) -> None:
+    """Sort each run of consecutive top-level import statements (their order renames the aliases
+    they bind, and rarely matters to the program)."""
+    body, out, run = tree.body, [], []
+    for stmt in [*body, None]:
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
+            run.append(stmt)
+            continue
+        out.extend(sorted(run, key=lambda n: ast.dump(n, annotate_fields=False, include_attributes=False)))
+        run = []
+        if stmt is not None:
+            out.append(stmt)
+    tree.body = out
 
 
 @functools.lru_cache(maxsize=1024)
@@ -327,7 +390,8 @@ def normalized_code(code: str) -> str:
     except (SyntaxError, ValueError):
         return " ".join(code.split())
     _drop_dead(tree)
+    _sort_imports(tree)
     binder = _Binder()
     binder.visit(tree)
-    tree = _Renamer(binder.names, binder.attrs).visit(tree)
+    tree = _Renamer(binder.names, binder.attrs, binder.c_names).visit(tree)
     return ast.dump(tree, annotate_fields=False, include_attributes=False)

@@ -173,9 +173,9 @@ def test_the_std_scaling_turns_noise_into_unit_advantages_and_none_does_not():
 
 
 def test_a_noisy_result_does_not_tie_two_clean_ones_together():
-    # the 1.15x with a 60% spread ties each of them, but 1.2x and 2.0x are 51% apart
-    assert tie_clusters([1.15, 1.2, 2.0], [0.6, 0.002, 0.002]) == [0, 0, 1]
-    assert tie_clusters([1.2, 2.0, 1.15], [0.002, 0.002, 0.6]) == [0, 1, 0]
+    # the 1.5x with a 60% spread ties each slower one, but 1.0x and 1.3x are 26% apart
+    assert tie_clusters([1.0, 1.3, 1.5], [0.002, 0.002, 0.6]) == [0, 1, 1]
+    assert tie_clusters([1.5, 1.0, 1.3], [0.6, 0.002, 0.002]) == [1, 0, 1]
     # within 4% is a tie, 5% is not
     assert tie_clusters([2.0, 2.07], [0.0, 0.0]) == [0, 0] and tie_clusters([2.0, 2.11], [0.0, 0.0]) == [0, 1]
 
