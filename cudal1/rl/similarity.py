@@ -22,8 +22,14 @@ Python AST (so formatting and comments are gone) after:
 3. **Embedded C/CUDA sources normalized**: a string constant that looks like C (it holds
    `__global__`, `#include` or `torch::`) loses its `//` and `/* */` comments and its formatting,
    and the identifiers it declares (a name right after a type-like token and right before one of
-   `= ; , ) [ (`) are renamed by first occurrence (`_c0`, `_c1`, ...). Calls of functions it does
-   not declare (`expf`, `__shfl_down_sync`) keep their names.
+   `= ; , ) [ (`) are renamed by first occurrence (`_c0`, `_c1`, ...), one renaming for all the
+   program's C sources and for the Python strings and attributes that spell one of their
+   functions (`functions=["scale"]`, `ext.scale`) or an extension's module name (the first
+   argument or `name=` of a `load_inline`/`load` call). Calls of functions it does not declare
+   (`expf`, `__shfl_down_sync`) keep their names.
+4. **Annotations dropped and imports sorted**: `x: T = v` is `x = v` (an annotation alone is
+   kept), argument and return annotations go, and each run of consecutive top-level imports is
+   sorted (their order would rename the aliases they bind).
 
 What it does not catch (limits, by design of a syntactic check): reordered statements or
 methods, an expression rewritten into an equivalent one (`x + x` for `2 * x`), dead code with a
@@ -149,16 +155,16 @@ def _c_tokens(source: str) -> list[str]:
     return [t for t in _C_TOKEN.findall(source) if not t.startswith(("//", "/*"))]
 
 
-def _c_declared(tokens: list[str]) -> set[str]:
+def _c_declared(tokens: list[str], functions: bool = False) -> set[str]:
     """The identifiers a C token list declares (a name right after a type-like token and right
-    before one of `= ; , ) [ (`)."""
+    before one of `= ; , ) [ (`); with `functions`, only those right before `(`."""
     declared: set[str] = set()
     for i in range(1, len(tokens) - 1):
         t, before, after = tokens[i], tokens[i - 1], tokens[i + 1]
         if (
             _is_c_name(t)
             and t not in _C_KEYWORDS
-            and after in _C_AFTER_DECLARED
+            and after in (("(",) if functions else _C_AFTER_DECLARED)
             and (before in ("*", "&") or (_is_c_name(before) and before not in _C_NOT_A_TYPE))
         ):
             declared.add(t)
@@ -255,12 +261,14 @@ def _extension_name(node: ast.Call) -> ast.AST | None:
 
 
 class _Binder(ast.NodeVisitor):
-    """Collects the names and attributes the code binds, and the names its C sources declare
-    and its extension loads take (`c_names`: strings and attributes that name them are renamed)."""
+    """Collects the names and attributes the code binds, the identifiers its C sources declare
+    (`c_declared`), and the names Python may use for what they build (`c_names`: the C functions
+    and the extension modules' names; strings and attributes spelling one are renamed)."""
 
     def __init__(self) -> None:
         self.names: set[str] = set()
         self.attrs: set[str] = set()
+        self.c_declared: set[str] = set()
         self.c_names: set[str] = set()
 
     def add(self, name: str | None) -> None:
@@ -281,7 +289,9 @@ class _Binder(ast.NodeVisitor):
         elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
             self.attrs.add(node.attr)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _looks_like_c(node.value):
-            self.c_names |= _c_declared(_c_tokens(node.value))
+            tokens = _c_tokens(node.value)
+            self.c_declared |= _c_declared(tokens)
+            self.c_names |= _c_declared(tokens, functions=True)
         elif isinstance(node, ast.Call):
             name = _extension_name(node)
             if isinstance(name, ast.Constant) and isinstance(name.value, str):
@@ -292,11 +302,12 @@ class _Binder(ast.NodeVisitor):
 class _Renamer(ast.NodeTransformer):
     """Renames bound names (first occurrence in source order) and C sources in strings."""
 
-    def __init__(self, bound: set[str], attrs: set[str], c_names: set[str]) -> None:
+    def __init__(self, binder: _Binder) -> None:
         self.map: dict[str, str] = {}
         self.attr_map: dict[str, str] = {}
         self.c_map: dict[str, str] = {}
-        self.bound, self.attrs, self.c_names = bound, attrs, c_names
+        self.bound, self.attrs = binder.names, binder.attrs
+        self.c_declared, self.c_names = binder.c_declared | binder.c_names, binder.c_names
 
     def new(self, name: str) -> str:
         if name not in self.bound:
@@ -357,7 +368,7 @@ class _Renamer(ast.NodeTransformer):
 
     def visit_Constant(self, node: ast.Constant) -> ast.AST:
         if isinstance(node.value, str) and _looks_like_c(node.value):
-            node.value = normalized_c(node.value, self.c_map, self.c_names)
+            node.value = normalized_c(node.value, self.c_map, self.c_declared)
         elif isinstance(node.value, str) and node.value in self.c_names:  # functions=["scale"], "scale_ext"
             node.value = self.c_map.setdefault(node.value, f"_c{len(self.c_map)}")
         return node
@@ -393,5 +404,5 @@ def normalized_code(code: str) -> str:
     _sort_imports(tree)
     binder = _Binder()
     binder.visit(tree)
-    tree = _Renamer(binder.names, binder.attrs, binder.c_names).visit(tree)
+    tree = _Renamer(binder).visit(tree)
     return ast.dump(tree, annotate_fields=False, include_attributes=False)
