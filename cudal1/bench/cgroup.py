@@ -16,7 +16,8 @@ In a control group:
 
 `CandidateCgroup.create` builds the group beneath the evaluating process's own groups (so the
 candidate stays inside whatever limits the evaluator itself runs under), on cgroup v2 (a unified
-hierarchy with the memory and pids controllers) or v1 (memory, pids, freezer hierarchies). It
+hierarchy with the memory and pids controllers) or v1 (memory, pids, freezer hierarchies, and
+cpuacct where mounted). It
 needs write access there (root, or a delegated subtree) and returns None, with the reason in
 `unavailable_reason`, where it has none: the evaluator then falls back to its resident-memory
 watch and its kill of the candidate's uid, and the result's sandbox report says which was used.
@@ -32,6 +33,10 @@ from pathlib import Path
 
 ROOT = Path("/sys/fs/cgroup")
 V1_CONTROLLERS = ("memory", "pids", "freezer")
+V1_OPTIONAL = ("cpuacct",)
+"""v1 hierarchies used where mounted: cpuacct counts the CPU time of every process that has been
+in the group, ended ones included (without it the count sums the processes alive when it reads,
+and a helper that ends between two readings takes its time with it)."""
 
 
 def _own_path(controller: str | None) -> str:
@@ -106,6 +111,12 @@ class CandidateCgroup:
             path = mount / _own_path(controller).lstrip("/") / name
             path.mkdir()
             dirs[controller] = path
+        for controller in V1_OPTIONAL:
+            mount = ROOT / controller
+            path = mount / _own_path(controller).lstrip("/") / name
+            if (mount / "cgroup.procs").exists() and path.parent.is_dir() and path not in dirs.values():
+                path.mkdir()
+                dirs[controller] = path
         return cls(dirs, 1)
 
     def _limit(self, memory_mib: int, max_processes: int) -> None:
@@ -137,9 +148,15 @@ class CandidateCgroup:
 
     def cpu_ns(self) -> int | None:
         """CPU time (ns) spent by every process that has been in the group, ended ones included
-        (cgroup v2 `cpu.stat` usage_usec, microseconds); None under v1 or where it cannot be read."""
-        if self.version != 2:
-            return None
+        (cgroup v2 `cpu.stat` usage_usec, microseconds; v1 `cpuacct.usage`, nanoseconds); None
+        under v1 without a cpuacct hierarchy or where it cannot be read."""
+        if self.version == 1:
+            if "cpuacct" not in self.dirs:
+                return None
+            try:
+                return int((self.dirs["cpuacct"] / "cpuacct.usage").read_text().split()[0])
+            except (OSError, ValueError, IndexError):
+                return None
         usec = _field(self.dirs["memory"] / "cpu.stat", "usage_usec", default=None)
         return None if usec is None else usec * 1000
 

@@ -43,8 +43,8 @@ So, by construction:
   the judge copies (then the output is wrong, or changes when the judge looks again);
 - on the CPU both hosts run their forwards on one thread (`EvalSettings.host_threads`), and a
   candidate round trip counts as at least the CPU time every process of the candidate spent in
-  it beyond one core (`timing.parallel_cpu_ms`, read by the parent before the go and after the
-  host's audit): threads, pools and helper processes buy nothing the reference did not have;
+  it beyond one core (`timing.parallel_cpu_ms`, read by the parent before the go and once the
+  judge holds the outputs, before the host's audit): threads, pools and helper processes buy nothing the reference did not have;
 - below the resolution (the jitter of the calibration's round trips over K, per call) two times
   are not told apart: both sides are taken as at least it (`timing.speedup_stats`), and
   `below_resolution` says the ratio is a bound;
@@ -926,19 +926,23 @@ class Judge:
             snapshot = self._read(msg["leaves"], n)
         self._sync()
         wall_ms = (self.clock.now_ns() - t0) / 1e6
-        # The host's memory checks, made after it answered: outside the interval just timed.
-        audit = self._recv("audited")
         self.cpu_excess_ms = 0.0
         cpu: tuple[float, float] | None = None
         if counting:
-            # Without warm_go from the go to before the end reading (the host idle outside it:
-            # nothing of the parent's reading time is left to other cores); with it, the span
-            # of the two readings (the host spins through both).
+            # Read as soon as the judge holds the outputs, before the host's audit: a host that
+            # idled before answering `audited` would otherwise lengthen the interval with time
+            # it spent on nothing, which the count lends to other cores (a red team's host slept
+            # 40 ms there and ran two threads uncharged: 1.54-2.00x against an honest 1.0x).
+            # Without warm_go from the go to before the end reading (nothing of the parent's
+            # reading time is left to other cores); with it, the span of the two readings (the
+            # host spins through the start; through the end it audits).
             now = self.clock.now_ns()
             ns, _, read_to = self._candidate_cpu_ns(start=False)
             since, until = (self._cpu_from_ns, read_to) if self.settings.warm_go else (t0, now)
             cpu = (ns / 1e6, (until - since) / 1e6)
             self.cpu_excess_ms = timing.parallel_cpu_ms(*cpu)
+        # The host's memory checks, made after it answered: outside the interval just timed.
+        audit = self._recv("audited")
         self._host_verdicts(audit)
         self._note_trip("candidate", t0, wall_ms, (answered - t0) / 1e6, msg, audit, cpu)
         self.last_leaves, self.last_snapshot = msg["leaves"], snapshot

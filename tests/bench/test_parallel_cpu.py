@@ -183,3 +183,61 @@ def test_a_process_that_ends_in_the_interval_cannot_cancel_another_ones_time() -
                 p.kill()
                 p.wait()
     assert 0.25 <= spent_s <= 0.6, spent_s
+
+
+MATMUL_1024 = evalkit.inline_task(
+    953,
+    "matmul_1024",
+    """
+class Model(nn.Module):
+    def forward(self, a, b):
+        return torch.matmul(a, b).relu()
+
+def get_inputs():
+    return [torch.randn(1024, 1024), torch.randn(1024, 1024)]
+
+def get_init_inputs():
+    return []
+""",
+)
+
+
+def _counts_ended_processes(r) -> bool:
+    """The candidate's control group counts the CPU time of processes that have ended (cgroup v2,
+    or v1 with its cpuacct hierarchy)."""
+    m = r.sandbox.get("measures", {}).get("cgroup", {})
+    return bool(m.get("active")) and ("cgroup v2" in m.get("detail", "") or "cpuacct" in m.get("detail", ""))
+
+
+@pytest.mark.parametrize("name", ["sleeps_before_its_audit", "helper_pool_escapes_the_count"])
+def test_idle_time_after_the_outputs_and_helpers_that_end_buy_no_cores(name, cache_dir) -> None:
+    """Two ways a red team (2026-12-07) had the CPU-time count miss a second core's work on
+    matmul_1024: a host that slept 40 ms before answering `audited`, inside the interval then
+    counted (its idle time was lent to a second thread: 1.54-2.00x, charged nothing), and a pool
+    of helper processes, each computing half of a round's rows and ending before the end reading
+    (1.31-1.49x, charged nothing: the count summed the processes alive when it read). The count
+    now ends as the judge holds the outputs, and reads the control group's own count of ended
+    processes where there is one (v1's cpuacct included). The right value: neither gains beyond
+    the honest spread (the bound of test_threads_beyond_the_hosts_one_are_paid_for). Measured
+    after the change, one at a time on the idle VM: 0.99-1.06x and 0.83-0.85x, charged about 100
+    ms an evaluation each."""
+    settings = evalkit.settings(cache_dir, rounds=5, wall_timeout_s=120.0, **evalkit.TIMING_ONLY)
+
+    def series() -> list:
+        return [
+            evaluate(MATMUL_1024, evalkit.candidate(n), "cpu", settings=settings) for n in ("honest_matmul_relu", name)
+        ]
+
+    first = series()
+    assert all(r.status is Status.OK for r in first), evalkit.describe(first[1])
+    if name == "helper_pool_escapes_the_count" and not _counts_ended_processes(first[1]):
+        pytest.skip(
+            f"no control group that counts ended processes: {first[1].sandbox.get('measures', {}).get('cgroup')}"
+        )
+    pending = [first]
+    held, runs = evalkit.held_to_honest(
+        lambda: pending.pop() if pending else series(), lambda cheat_x, honest_x: cheat_x < 1.15 * honest_x + 0.05
+    )
+    table = " ".join(f"{s[0].speedup or 0:.2f}/{s[1].speedup or 0:.2f}" for s in runs)
+    assert all(r.status is Status.OK for s in runs for r in s), table
+    assert held, f"honest/{name}: {table}"
