@@ -34,7 +34,7 @@ from pathlib import Path
 ROOT = Path("/sys/fs/cgroup")
 V1_CONTROLLERS = ("memory", "pids", "freezer")
 V1_OPTIONAL = ("cpuacct",)
-"""v1 hierarchies used where mounted: cpuacct counts the CPU time of every process that has been
+"""v1 hierarchies used where mounted and writable: cpuacct counts the CPU time of every process that has been
 in the group, ended ones included (without it the count sums the processes alive when it reads,
 and a helper that ends between two readings takes its time with it)."""
 
@@ -114,9 +114,13 @@ class CandidateCgroup:
         for controller in V1_OPTIONAL:
             mount = ROOT / controller
             path = mount / _own_path(controller).lstrip("/") / name
-            if (mount / "cgroup.procs").exists() and path.parent.is_dir() and path not in dirs.values():
+            if not (mount / "cgroup.procs").exists() or path in dirs.values():
+                continue
+            try:
                 path.mkdir()
-                dirs[controller] = path
+            except OSError:  # optional: without it the group still limits and kills
+                continue
+            dirs[controller] = path
         return cls(dirs, 1)
 
     def _limit(self, memory_mib: int, max_processes: int) -> None:

@@ -44,7 +44,8 @@ So, by construction:
 - on the CPU both hosts run their forwards on one thread (`EvalSettings.host_threads`), and a
   candidate round trip counts as at least the CPU time every process of the candidate spent in
   it beyond one core (`timing.parallel_cpu_ms`, read by the parent before the go and once the
-  judge holds the outputs, before the host's audit): threads, pools and helper processes buy nothing the reference did not have;
+  judge holds the outputs, before the host's audit): threads, pools and helper processes buy
+  nothing the reference did not have;
 - below the resolution (the jitter of the calibration's round trips over K, per call) two times
   are not told apart: both sides are taken as at least it (`timing.speedup_stats`), and
   `below_resolution` says the ratio is a bound;

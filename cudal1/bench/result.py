@@ -221,8 +221,8 @@ class EvalResult:
     word) and, for the candidate host on the CPU, `parallel_cpu_ms` (the CPU time its processes
     spent beyond one core, added to the round trip: `cudal1.bench.timing.parallel_cpu_ms`) from
     `cpu_ms` (their CPU time in the counted interval) and `cpu_interval_ms` (that interval on the
-    judge's clock: from the go until the host's audit, or with `EvalSettings.warm_go` the span of
-    the parent's two readings of the count)."""
+    judge's clock: from the go until the judge holds every output, before the host's audit, or
+    with `EvalSettings.warm_go` the span of the parent's two readings of the count)."""
     remeasured: bool = False
     """True when the speedup exceeded the re-measure bar and the value is from the second measurement."""
     overhead_ms: float | None = None
