@@ -198,21 +198,26 @@ def get_init_inputs():
     )
 
 
-MATMUL_512 = inline_task(
-    905,
-    "matmul_512",
-    """
+def matmul_relu(problem_id: int, name: str, n: int) -> Task:
+    """relu(A @ B) on two randn n x n inputs."""
+    return inline_task(
+        problem_id,
+        name,
+        f"""
 class Model(nn.Module):
     def forward(self, a, b):
         return torch.matmul(a, b).relu()
 
 def get_inputs():
-    return [torch.randn(512, 512), torch.randn(512, 512)]
+    return [torch.randn({n}, {n}), torch.randn({n}, {n})]
 
 def get_init_inputs():
     return []
 """,
-)
+    )
+
+
+MATMUL_512 = matmul_relu(905, "matmul_512", 512)
 """matmul then relu on 512x512 (a few ms a call on the CPU): long enough that what a round trip
 costs besides the forwards is small against the work."""
 

@@ -185,21 +185,7 @@ def test_a_process_that_ends_in_the_interval_cannot_cancel_another_ones_time() -
     assert 0.25 <= spent_s <= 0.6, spent_s
 
 
-MATMUL_1024 = evalkit.inline_task(
-    953,
-    "matmul_1024",
-    """
-class Model(nn.Module):
-    def forward(self, a, b):
-        return torch.matmul(a, b).relu()
-
-def get_inputs():
-    return [torch.randn(1024, 1024), torch.randn(1024, 1024)]
-
-def get_init_inputs():
-    return []
-""",
-)
+MATMUL_1024 = evalkit.matmul_relu(953, "matmul_1024", 1024)
 
 
 def _counts_ended_processes(r) -> bool:
