@@ -695,7 +695,7 @@ class Judge:
             # and no control group: the parent reads the candidate's processes one by one, and a
             # helper process read late at the start, or early at the end, gains what it ran
             # outside its reading (3.8 ms a reading with 50 idle processes to read).
-            _, self._cpu_from_ns, _ = self._candidate_cpu_ns(start=True)
+            _, _, self._cpu_from_ns, _ = self._candidate_cpu_ns(start=True)
         self.k += 1
         fields["k"] = self.k
         if not own_times:
@@ -847,12 +847,13 @@ class Judge:
         answered_ms: float,
         msg: dict[str, Any],
         audit: dict[str, Any],
-        cpu: tuple[float, float] | None = None,
+        cpu: tuple[float, float, float | None] | None = None,
     ) -> None:
         """Keep the record of a round trip of the timing pass (see `EvalResult.round_trips`) whose
         go was sent at `go_ns` on the judge's clock; the host's parts come from its answer (`msg`)
         and its audit after it (`audit`); `cpu`, where the candidate's CPU time was counted: (its
-        processes' CPU ms in the interval, the interval's ms on the judge's clock)."""
+        processes' CPU ms in the interval, the interval's ms on the judge's clock, the most ms one
+        of its threads ran in it or None)."""
         if self.recording is None:
             return
         if self.first_go_ns is None:
@@ -876,6 +877,7 @@ class Judge:
         if cpu is not None:
             record["parallel_cpu_ms"] = round(timing.parallel_cpu_ms(*cpu), 4)
             record["cpu_ms"], record["cpu_interval_ms"] = round(cpu[0], 4), round(cpu[1], 4)
+            record["busiest_thread_ms"] = None if cpu[2] is None else round(cpu[2], 4)
         self.result.round_trips.setdefault(self.recording + who, []).append(record)
 
     @_spends("candidate call")
@@ -928,7 +930,7 @@ class Judge:
         self._sync()
         wall_ms = (self.clock.now_ns() - t0) / 1e6
         self.cpu_excess_ms = 0.0
-        cpu: tuple[float, float] | None = None
+        cpu: tuple[float, float, float | None] | None = None
         if counting:
             # Read as soon as the judge holds the outputs, before the host's audit: a host that
             # idled before answering `audited` would otherwise lengthen the interval with time
@@ -938,9 +940,9 @@ class Judge:
             # reading time is left to other cores); with it, the span of the two readings (the
             # host spins through the start; through the end it audits).
             now = self.clock.now_ns()
-            ns, _, read_to = self._candidate_cpu_ns(start=False)
+            ns, busiest, _, read_to = self._candidate_cpu_ns(start=False)
             since, until = (self._cpu_from_ns, read_to) if self.settings.warm_go else (t0, now)
-            cpu = (ns / 1e6, (until - since) / 1e6)
+            cpu = (ns / 1e6, (until - since) / 1e6, None if busiest is None else busiest / 1e6)
             self.cpu_excess_ms = timing.parallel_cpu_ms(*cpu)
         # The host's memory checks, made after it answered: outside the interval just timed.
         audit = self._recv("audited")
@@ -949,18 +951,19 @@ class Judge:
         self.last_leaves, self.last_snapshot = msg["leaves"], snapshot
         return wall_ms, msg, snapshot
 
-    def _candidate_cpu_ns(self, start: bool) -> tuple[int, int, int]:
+    def _candidate_cpu_ns(self, start: bool) -> tuple[int, int | None, int, int]:
         """Begin (`start`) or end an interval of the candidate's CPU time. Returns (the ns it
-        spent since the interval began, the judge's clock in ns as the parent began and as it
-        ended reading the count: `ParentLink.cpu_interval`'s, kept within this request's own
-        span). Raises RuntimeError when the parent does not answer (the harness's failure)."""
+        spent since the interval began, the most ns one of its threads spent (None where the
+        machine does not say), the judge's clock in ns as the parent began and as it ended reading
+        the count: `ParentLink.cpu_interval`'s, kept within this request's own span). Raises
+        RuntimeError when the parent does not answer (the harness's failure)."""
         asked = self.clock.now_ns()
         try:
-            ns, began, ended = self.link.cpu_interval(start)
+            ns, busiest, began, ended = self.link.cpu_interval(start)
         except (ProtocolError, PeerGone, Timeout) as exc:
             raise RuntimeError(f"the parent did not say the candidate's CPU time: {exc}") from exc
         answered = self.clock.now_ns()
-        return ns, min(max(began, asked), answered), min(max(ended, asked), answered)
+        return ns, busiest, min(max(began, asked), answered), min(max(ended, asked), answered)
 
     def _ref_send(self, op: str, fds: list[int] | None = None, **fields: Any) -> None:
         try:

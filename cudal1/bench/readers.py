@@ -294,18 +294,20 @@ class ParentLink:
             raise ProtocolError(f"the parent answered {str(running)[:40]} processes still running")
         return msg.get("paused") is True, running
 
-    def cpu_interval(self, start: bool) -> tuple[int, int, int]:
+    def cpu_interval(self, start: bool) -> tuple[int, int | None, int, int]:
         """With `start`, ask the parent to begin an interval of the candidate's CPU time (0);
-        otherwise the CPU time (ns) every process of the candidate spent since it began
-        (`cudal1.bench.worker._HostKeeper.cpu_interval`). Returns (that ns, the parent's
-        `time.perf_counter_ns` as it began and as it ended reading the count). Raises
-        ProtocolError, PeerGone, Timeout."""
+        otherwise the CPU time (ns) every process of the candidate spent since it began, and the
+        most one of its threads spent (`cudal1.bench.worker._HostKeeper.cpu_interval`; None where
+        the machine does not say). Returns (those two ns, the parent's `time.perf_counter_ns` as
+        it began and as it ended reading the count). Raises ProtocolError, PeerGone, Timeout."""
         self.chan.send("cpu_interval", start=start)
         msg = _expect(self.chan, "cpu_interval")
-        ns, began, ended = msg.get("ns"), msg.get("began_ns"), msg.get("ended_ns")
-        if not all(type(v) is int and v >= 0 for v in (ns, began, ended)):
+        ns, busiest, began, ended = msg.get("ns"), msg.get("busiest_ns"), msg.get("began_ns"), msg.get("ended_ns")
+        if not all(type(v) is int and v >= 0 for v in (ns, began, ended)) or not (
+            busiest is None or (type(busiest) is int and busiest >= 0)
+        ):
             raise ProtocolError(f"the parent answered a CPU time of {str(ns)[:40]} read over {began}-{ended}")
-        return ns, began, ended
+        return ns, busiest, began, ended
 
     def end_builds(self, timeout_s: float = 60.0) -> None:
         """Ask the parent to end the candidate's builds (the one under way killed, later requests

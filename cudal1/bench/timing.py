@@ -385,17 +385,24 @@ def allowed_fixed_cost(
     return min(stat(pass_reference_ms), clean + jitter_ms) + max(cand_cal - ref_cal, 0.0)
 
 
-def parallel_cpu_ms(cpu_ms: float, elapsed_ms: float) -> float:
-    """The CPU time (ms) a round trip's processes spent beyond one core: max(cpu_ms - elapsed_ms,
-    0), with `cpu_ms` the CPU time of every process of the candidate from just before the go until
-    its last answer of the round trip and `elapsed_ms` that interval on the judge's clock.
+def parallel_cpu_ms(cpu_ms: float, elapsed_ms: float, busiest_ms: float | None = None) -> float:
+    """The CPU time (ms) a round trip's processes spent beyond one core: max(cpu_ms - min(elapsed_ms,
+    busiest_ms), 0), with `cpu_ms` the CPU time of every process of the candidate from just before
+    the go until the judge holds its outputs, `elapsed_ms` that interval on the judge's clock and
+    `busiest_ms` the most CPU time any one thread of the candidate spent in it (None: unknown, the
+    interval alone bounds it).
 
     A host that runs its forwards on one thread, as the reference host does (`EvalSettings.host_threads`),
-    spends at most the interval (it waits for each reveal on that thread); whatever more was
-    spent ran on other cores at the same time: threads, thread pools, helper processes. The
-    judge adds it to the round trip (`EvalSettings.count_cpu_time`), so work spread over cores is
-    counted as if it had run on one. Never negative; a non-finite input gives 0."""
-    excess = cpu_ms - elapsed_ms
+    spends at most the interval, all of it on that thread (it spins on each reveal). Whatever
+    the other threads spent is charged: threads, thread pools, helper processes, and threads that
+    ended within the interval (their time is in `cpu_ms`, in no live thread's). Counting only the
+    excess over the interval, the time a second thread ran while the host's own thread blocked
+    went free (a red team's host blocked where the stock one spins and ran sin on two threads:
+    median 1.19x against an honest 1.00x, 2026-12-07); counting all but the busiest thread's
+    time, a round trip is charged at least the CPU time of every thread, since no thread runs
+    longer than the interval. Never negative; a non-finite input gives 0."""
+    own = elapsed_ms if busiest_ms is None else min(elapsed_ms, busiest_ms)
+    excess = cpu_ms - own
     return excess if math.isfinite(excess) and excess > 0 else 0.0
 
 

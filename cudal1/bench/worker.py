@@ -964,6 +964,7 @@ class _HostKeeper:
         self.exit_before_end: int | None = None
         self.ended = False
         self._cpu_start: dict[int, int] = {}  # pid (0: the control group) -> CPU ns at `cpu_interval(start=True)`
+        self._thread_start: dict[tuple[int, int], int] = {}  # (pid, tid) -> its CPU ns at that start
         self.device_lock = device_lock
         self.end_builds = end_builds
         self.waited_s = 0.0  # for the device lock: the parent's deadline moves by as much
@@ -1044,23 +1045,30 @@ class _HostKeeper:
             running = wait_until_stopped(pids, PAUSE_WAIT_S) if stop else []
             return True, len(running)
 
-    def cpu_interval(self, start: bool) -> int:
-        """With `start`, begin an interval of the candidate's CPU time (answers 0); otherwise the
-        CPU time (ns) every process of the candidate spent since it began. With a control group,
-        the group's count (ended processes included); else, per process of `_candidate_pids`, its
-        CPU clock (all its threads, ended ones included) and its reaped children's time (at the
-        kernel's tick), summed over the processes alive at the end, each less its own count at the
-        start (so a process that ends takes only its own time with it, never another's). 0 once
-        the candidate is ended."""
+    def cpu_interval(self, start: bool) -> tuple[int, int | None]:
+        """With `start`, begin an interval of the candidate's CPU time (answers (0, 0)); otherwise
+        (the CPU time (ns) every process of the candidate spent since it began, the most any one of
+        its threads spent in it). The first: with a control group, the group's count (ended
+        processes included); else, per process of `_candidate_pids`, its CPU clock (all its
+        threads, ended ones included) and its reaped children's time (at the kernel's tick), summed
+        over the processes alive at the end, each less its own count at the start (so a process
+        that ends takes only its own time with it, never another's). The second: per thread alive
+        at the end, its scheduler run time less its own at the start (`_thread_cpu_ns`); None where
+        the kernel does not give it. (0, 0) once the candidate is ended."""
         with self._lock:
             if self.ended:
-                return 0
+                return 0, 0
+            pids = self._candidate_pids()
             usage = self.group.cpu_ns() if self.group is not None else None
-            now = {0: usage} if usage is not None else {pid: _process_cpu_ns(pid) for pid in self._candidate_pids()}
+            now = {0: usage} if usage is not None else {pid: _process_cpu_ns(pid) for pid in pids}
+            threads = _thread_cpu_ns(pids)
             if start:
-                self._cpu_start = now
-                return 0
-            return sum(max(ns - self._cpu_start.get(pid, 0), 0) for pid, ns in now.items())
+                self._cpu_start, self._thread_start = now, threads
+                return 0, 0
+            total = sum(max(ns - self._cpu_start.get(pid, 0), 0) for pid, ns in now.items())
+            if not threads:
+                return total, None
+            return total, max(max(ns - self._thread_start.get(key, 0), 0) for key, ns in threads.items())
 
     def _candidate_pids(self) -> list[int]:
         """Every process of the candidate: its group's; without one, its host's tree and (as root,
@@ -1118,8 +1126,10 @@ class _HostKeeper:
                     # with the parent kept off the CPU by a busy machine, charged a spinning honest
                     # host 2-4 ms).
                     began_ns = time.perf_counter_ns()
-                    ns = self.cpu_interval(msg.get("start") is True)
-                    self._chan.send("cpu_interval", ns=ns, began_ns=began_ns, ended_ns=time.perf_counter_ns())
+                    ns, busiest = self.cpu_interval(msg.get("start") is True)
+                    self._chan.send(
+                        "cpu_interval", ns=ns, busiest_ns=busiest, began_ns=began_ns, ended_ns=time.perf_counter_ns()
+                    )
                 elif op == "pause_host":
                     paused, running = self.pause(msg.get("stop") is True)
                     self._chan.send("pause_host", paused=paused, running=running)
@@ -1159,6 +1169,26 @@ def _process_cpu_ns(pid: int) -> int:
         return own + (int(fields[13]) + int(fields[14])) * _TICK_NS
     except (OSError, IndexError, ValueError):
         return 0
+
+
+def _thread_cpu_ns(pids: list[int]) -> dict[tuple[int, int], int]:
+    """Per thread of the processes `pids`, keyed (pid, tid): its run time on a CPU in ns (the
+    first field of /proc/<pid>/task/<tid>/schedstat, the scheduler's own sum, not a tick count).
+    Threads that end while they are read, and processes that are gone, are left out; {} where
+    the kernel has no schedstat files (no CONFIG_SCHED_INFO)."""
+    out: dict[tuple[int, int], int] = {}
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                    out[(pid, int(tid))] = int(f.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+    return out
 
 
 def _stat_fields(pid: int, tid: int | None = None) -> list[bytes]:
