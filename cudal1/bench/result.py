@@ -220,9 +220,11 @@ class EvalResult:
     inputs, forwards, locate before its answer, audit after it; from the candidate's host, only its
     word) and, for the candidate host on the CPU, `parallel_cpu_ms` (the CPU time its processes
     spent beyond one core, added to the round trip: `cudal1.bench.timing.parallel_cpu_ms`) from
-    `cpu_ms` (their CPU time in the counted interval) and `cpu_interval_ms` (that interval on the
+    `cpu_ms` (their CPU time in the counted interval), `cpu_interval_ms` (that interval on the
     judge's clock: from the go until the judge holds every output, before the host's audit, or
-    with `EvalSettings.warm_go` the span of the parent's two readings of the count)."""
+    with `EvalSettings.warm_go` the span of the parent's two readings of the count) and
+    `busiest_thread_ms` (the most CPU time one of their threads spent in it; None where the kernel
+    does not say)."""
     remeasured: bool = False
     """True when the speedup exceeded the re-measure bar and the value is from the second measurement."""
     overhead_ms: float | None = None
