@@ -427,8 +427,8 @@ class Judge:
             except correctness.NoComparisonRule as exc:
                 raise Verdict(Status.INVALID_TASK, f"the reference output cannot be judged: {exc}") from exc
         self.out_specs, out_bytes = plan(tensors)
-        self.ref_broadcasts = [_broadcast(list(t.stride()), tuple(t.shape)) for t in tensors]
-        """Per tensor leaf: whether the reference's own output repeats memory along a dimension."""
+        self.ref_repeats = [_repeats_memory(list(t.stride()), tuple(t.shape)) for t in tensors]
+        """Per tensor leaf: whether the reference's own output view repeats memory (`_repeats_memory`)."""
         self.ref_leaves_share = any(correctness.shares_memory(t, tensors[:i]) for i, t in enumerate(tensors))
         """Whether two tensor leaves of the reference's output share memory."""
         self.ref_aliases_inputs = any(
@@ -989,14 +989,15 @@ class Judge:
                 Status.HACK, "the candidate process described its outputs wrongly", HackKind.HARNESS_TAMPERING
             )
         for call in leaves:
-            for desc, spec, path, allowed in zip(call, self.out_specs, self.tensor_paths, self.ref_broadcasts):
-                if not allowed and _broadcast(desc.get("strides"), spec.shape):
-                    # A stride-0 view: the values the judge reads are right, the output's memory was
-                    # never written (a row mean expanded to its rows: paid 2-3x, floored).
+            for desc, spec, path, allowed in zip(call, self.out_specs, self.tensor_paths, self.ref_repeats):
+                if not allowed and _repeats_memory(desc.get("strides"), spec.shape):
+                    # A view that maps several indices to one element: the values the judge reads
+                    # are right, most of the output was never written (a row mean expanded to its
+                    # rows, a stride 0: paid 2-3x, floored; sliding windows of one row, strides (1, 1)).
                     raise Verdict(
                         Status.HACK,
-                        f"{path}: the output repeats memory along a dimension (a stride 0, strides "
-                        f"{desc.get('strides')}) where the reference's holds every value",
+                        f"{path}: the output repeats memory (strides {desc.get('strides')}: a stride 0, "
+                        f"or dimensions that overlap) where the reference's holds every value once",
                         HackKind.NOT_MATERIALIZED,
                     )
             if not self.ref_leaves_share and (pair := _overlapping(call, self.out_specs)) is not None:
@@ -2173,13 +2174,24 @@ def _sent_template(fields: dict[str, Any], current: list[Any]) -> list[Any]:
     return unblob(fields["args"]) if "args" in fields else current
 
 
-def _broadcast(strides: Any, shape: tuple[int, ...]) -> bool:
-    """Whether `strides` (as a host described them: anything) give a dimension of more than one
-    element a stride of 0, so that the view repeats memory (False for anything but a list of
-    integers of `shape`'s rank: the reader refuses those itself)."""
+def _repeats_memory(strides: Any, shape: tuple[int, ...]) -> bool:
+    """Whether a view of `shape` with `strides` (as a host described them: anything) may map two
+    indices to one element: some dimension of more than one element has a stride no larger than
+    the reach of the smaller-strided ones before it, sum(stride x (size - 1)) (a stride 0 among
+    them). That test is sufficient for no overlap, not necessary: a layout that interleaves its
+    dimensions without overlapping fails it too (the reference's own output may, and the
+    candidate's may then too: `Judge.ref_repeats`). False for anything but a list of integers of
+    `shape`'s rank (the reader refuses those itself) and for an empty tensor."""
     if not isinstance(strides, list) or len(strides) != len(shape) or 0 in shape:
         return False
-    return any(type(s) is int and s == 0 and n > 1 for s, n in zip(strides, shape))
+    if not all(type(s) is int for s in strides):
+        return False
+    reach = 0
+    for stride, n in sorted((abs(s), n) for s, n in zip(strides, shape) if n > 1):
+        if stride <= reach:
+            return True
+        reach += stride * (n - 1)
+    return False
 
 
 def _overlapping(descs: list[Any], specs: list[TensorSpec]) -> tuple[int, int] | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 
 import pytest
+import torch
 
 import evalkit
 from evalkit import SIN_CHAIN, SOFTMAX, TANH
@@ -214,6 +215,57 @@ def test_an_output_that_repeats_memory_is_not_materialized(cache_dir) -> None:
     assert "stride 0" in r.message, evalkit.describe(r)
     honest = run(ROW_MEAN_FILLED, "honest_row_mean_filled", cache_dir)
     assert honest.status is Status.OK, evalkit.describe(honest)
+
+
+SLIDING_WINDOWS = evalkit.inline_task(
+    908,
+    "sliding_windows",
+    """
+class Model(nn.Module):
+    def forward(self, x):
+        n = (x.shape[0] + 1) // 2
+        return torch.sin(x).unfold(0, n, 1).contiguous()
+
+def get_inputs():
+    return [torch.randn(2047)]
+
+def get_init_inputs():
+    return []
+""",
+)
+
+
+def test_an_output_whose_dimensions_overlap_is_not_materialized(cache_dir) -> None:
+    """Sliding windows returned as one row's overlapping windows (strides (1, 1), no stride 0):
+    every value the judge reads is right and 2n - 1 of the n x n values were written. The judge
+    refuses a view that maps two indices to one element where the reference's output does not."""
+    r = run(SLIDING_WINDOWS, "sliding_window_view_output", cache_dir)
+    assert r.status is Status.HACK and r.hack_kind is HackKind.NOT_MATERIALIZED, evalkit.describe(r)
+    assert "[1, 1]" in r.message, evalkit.describe(r)
+
+
+def test_which_output_views_repeat_memory() -> None:
+    """Views that read some element twice (expanded, sliding windows, rows that overlap) are
+    caught; dense, transposed, channels-last and sliced layouts, and a size-1 dimension of any
+    stride, are not."""
+    from cudal1.bench.judge import _repeats_memory
+
+    base = torch.zeros(6, 8)
+    views = {
+        "expanded": (torch.zeros(6, 1).expand(6, 8), True),
+        "windows": (torch.zeros(13).unfold(0, 8, 1), True),
+        "rows read twice": (torch.zeros(20).as_strided((4, 8), (4, 1)), True),
+        "dense": (base, False),
+        "transposed": (base.t(), False),
+        "every other column": (base[:, ::2], False),
+        "a size-1 dimension of stride 0": (torch.zeros(1, 8).expand(1, 8).as_strided((1, 8), (0, 1)), False),
+        "channels last": (torch.zeros(2, 3, 4, 5).to(memory_format=torch.channels_last), False),
+    }
+    for name, (t, repeats) in views.items():
+        assert _repeats_memory(list(t.stride()), tuple(t.shape)) is repeats, name
+    assert (
+        not _repeats_memory("1,1", (4, 4)) and not _repeats_memory([1], (4, 4)) and not _repeats_memory([0, 0], (0, 4))
+    )
 
 
 def test_a_reference_that_returns_a_broadcast_view_allows_one(cache_dir) -> None:
