@@ -266,8 +266,8 @@ def test_a_second_thread_is_charged_while_the_host_blocks(cache_dir) -> None:
     time beyond the interval charged 0 in 33 of 40 round trips and paid a median 1.19x against an
     honest 1.00x (a red team, 2026-12-07). Every thread's time but the busiest one's is charged
     now: the second thread runs about half of each sin, so about a third of the host's CPU time or
-    more is charged in every round trip (2026-12-07 on the idle VM: 5.8-19 ms of 16-47 ms, paid
-    0.56-0.58x against an honest 0.69-0.76x)."""
+    more is charged in every round trip (2026-12-07, four series on the idle VM: 5.7-12.2 ms in
+    each of 20 round trips, paid a median 0.69x against an honest 1.00x charged nothing)."""
     r = evaluate(
         SIN_16M,
         evalkit.candidate("blocks_where_the_host_spins"),
