@@ -289,10 +289,11 @@ class EvalSettings:
     `EvalResult.profile`, which the next prompt of a refinement turn or an optimize round shows
     (`cudal1.bench.kernelprofile`); 0: no profile. At most 16. Feedback only: never priced."""
     count_cpu_time: bool = False
-    """Count a candidate round trip as at least the CPU time every process of the candidate spent
-    in it, less the round trip's length on the judge's clock (`cudal1.bench.timing.parallel_cpu_ms`):
-    work spread over more cores than `host_threads` (threads, pools, helper processes) is paid
-    for in full. On in the CPU backend; on CUDA a host's CPU time is launches and waits."""
+    """Add to a candidate round trip the CPU time every process of the candidate spent in it less
+    its busiest thread's (at most the round trip's length on the judge's clock; without per-thread
+    readings, that length: `cudal1.bench.timing.parallel_cpu_ms`): work spread over more cores
+    than `host_threads` (threads, pools, helper processes) is paid for in full. On in the CPU
+    backend; on CUDA a host's CPU time is launches and waits."""
     # limits
     wall_timeout_s: float = 300.0
     """Whole evaluation, build included."""
