@@ -364,7 +364,13 @@ def test_work_batched_across_a_cuda_round_pays_no_more_than_its_one_call_rounds(
     comparison. One-call round trips
     (`EvalSettings.one_call_rounds`) floor what batched rounds pay (`timing.one_call_floor_ms`):
     the right value is that each, batching, is paid no more than 1.25x (the reference's own
-    computation, stacked), where without the floor it is paid more than that."""
+    computation, stacked), where without the floor it is paid more than that. sin_chain is
+    launch-bound and one evaluation is noisy (hosts that compute each call on their own were paid
+    0.86-1.16x in 11 evaluations on an H200; one referrers evaluation 1.334x on an H100, with the
+    reference host's batched rounds swinging 0.44-0.78 ms a call, and 1.044x on its rerun;
+    docs/benchmarks.md, forty-second session): where the first evaluation pays more than 1.25x,
+    the honest control and the candidate run alternately until each has three, and the
+    candidate's median is held to 1.25x the control's."""
     from evalkit import SIN_CHAIN, candidate
 
     source = candidate(name)
@@ -392,7 +398,19 @@ def test_work_batched_across_a_cuda_round_pays_no_more_than_its_one_call_rounds(
         dump.write_text(json.dumps({"kind": name, "result": floored.to_dict()}) + "\n")
     assert free.speedup > 1.25, (free.speedup, free.message)
     assert "BATCHED" in floored.log or "DEFERRED" in floored.log, floored.log[-500:]
-    assert floored.status is not Status.OK or floored.speedup <= 1.25, (floored.speedup, floored.labels)
+    if floored.status is not Status.OK or floored.speedup <= 1.25:
+        return
+    paid = {"candidate": [floored.speedup], "control": []}
+    control = candidate("honest_sin_chain")
+    while len(paid["control"]) < 3:
+        for who, src in (("control", control), ("candidate", source)):
+            if len(paid[who]) < 3:
+                r = evaluate(SIN_CHAIN, src, "cuda", settings=_settings())
+                assert r.status is Status.OK, (who, r.status, r.message, r.log[-500:])
+                paid[who].append(r.speedup)
+    mine, theirs = (statistics.median(paid[k]) for k in ("candidate", "control"))
+    print(f"{name}: first evaluation above 1.25x; paid {paid}, medians {mine:.3f}x against the control's {theirs:.3f}x")
+    assert mine <= 1.25 * theirs, paid
 
 
 def test_a_host_polling_for_its_go_cannot_compute_the_round_before_the_clock():
