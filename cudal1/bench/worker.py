@@ -1052,16 +1052,22 @@ class _HostKeeper:
         processes included); else, per process of `_candidate_pids`, its CPU clock (all its
         threads, ended ones included) and its reaped children's time (at the kernel's tick), summed
         over the processes alive at the end, each less its own count at the start (so a process
-        that ends takes only its own time with it, never another's). The second: per thread alive
-        at the end, its scheduler run time less its own at the start (`_thread_cpu_ns`); None where
-        the kernel does not give it. (0, 0) once the candidate is ended."""
+        that ends takes only its own time with it, never another's). The second: per thread of the
+        host's own process alive at the end, its scheduler run time less its own at the start
+        (`_thread_cpu_ns`); None where the kernel does not give it. Only the host's: a thread of a
+        helper process that calls execve takes over its leader's tid with its own past run time,
+        and so looked busier than the interval (a red team's helpers that spun 150 ms each, then
+        exec'd one a round trip, made every round trip's busiest thread 138-141 ms against
+        intervals of 16-50 ms, and the count charged only the time beyond the interval again:
+        1.12x against an honest 0.99x); an exec in the host's own process replaces the host
+        itself, its mappings of the judge's slots with it. So work in a helper process is charged
+        in full, also while the host only waits for it. (0, 0) once the candidate is ended."""
         with self._lock:
             if self.ended:
                 return 0, 0
-            pids = self._candidate_pids()
             usage = self.group.cpu_ns() if self.group is not None else None
-            now = {0: usage} if usage is not None else {pid: _process_cpu_ns(pid) for pid in pids}
-            threads = _thread_cpu_ns(pids)
+            now = {0: usage} if usage is not None else {pid: _process_cpu_ns(pid) for pid in self._candidate_pids()}
+            threads = _thread_cpu_ns([self.host.pid])
             if start:
                 self._cpu_start, self._thread_start = now, threads
                 return 0, 0

@@ -177,7 +177,7 @@ def test_a_process_that_ends_in_the_interval_cannot_cancel_another_ones_time() -
     assert old.stdout.readline().strip() == "spun"  # the old helper's 0.6 s are spent before the interval
     keeper = object.__new__(worker._HostKeeper)
     keeper._lock, keeper.ended, keeper.group = threading.Lock(), False, None
-    keeper._cpu_start, keeper._thread_start = {}, {}
+    keeper._cpu_start, keeper._thread_start, keeper.host = {}, {}, old
     new = None
     pids = [old.pid]
     keeper._candidate_pids = lambda: list(pids)
@@ -260,17 +260,22 @@ def get_init_inputs():
 hand-over of each call (reading 16 MiB, sending the next set) is longer than half of it."""
 
 
-def test_a_second_thread_is_charged_while_the_host_blocks(cache_dir) -> None:
+@pytest.mark.parametrize("name", ["blocks_where_the_host_spins", "exec_once_per_round_trip"])
+def test_a_second_thread_is_charged_while_the_host_blocks(name, cache_dir) -> None:
     """A host that blocks where the stock one spins, with sin on two threads: its CPU time stays
     within the interval (its own thread idles through the judge's hand-over), so a count of the
     time beyond the interval charged 0 in 33 of 40 round trips and paid a median 1.19x against an
     honest 1.00x (a red team, 2026-12-07). Every thread's time but the busiest one's is charged
     now: the second thread runs about half of each sin, so about a third of the host's CPU time or
     more is charged in every round trip (2026-12-07, four series on the idle VM: 5.7-12.2 ms in
-    each of 20 round trips, paid a median 0.69x against an honest 1.00x charged nothing)."""
+    each of 20 round trips, paid a median 0.69x against an honest 1.00x charged nothing). The
+    same host with helper processes whose spun thread execs once a round trip, taking over its
+    leader's tid with 150 ms of past run time (a second red team: every round trip's busiest
+    thread 138-141 ms, charged 0, paid a median 1.12x against an honest 0.99x): the busiest
+    thread is now the host process's own (0.74-0.83x, 36-40% charged)."""
     r = evaluate(
         SIN_16M,
-        evalkit.candidate("blocks_where_the_host_spins"),
+        evalkit.candidate(name),
         "cpu",
         settings=evalkit.settings(cache_dir, rounds=5, wall_timeout_s=120.0, **evalkit.TIMING_ONLY),
     )
