@@ -272,7 +272,7 @@ def test_a_second_thread_is_charged_while_the_host_blocks(name, cache_dir) -> No
     same host with helper processes whose spun thread execs once a round trip, taking over its
     leader's tid with 150 ms of past run time (a second red team: every round trip's busiest
     thread 138-141 ms, charged 0, paid a median 1.12x against an honest 0.99x): the busiest
-    thread is now the host process's own (0.74-0.83x, 36-40% charged)."""
+    thread is now the host process's own (a median 0.68x against an honest 0.99x, 37-45% charged)."""
     r = evaluate(
         SIN_16M,
         evalkit.candidate(name),
