@@ -1,5 +1,5 @@
-"""sin(x), honest (the control of the exec red-team candidates, docs/results/redteam-2026-12-07-forty-second/; a copy of the forty-first red
-team's honest_sin)."""
+"""sin(x), honest: the control of the exec red-team candidates
+(docs/results/redteam-2026-12-07-forty-second/), a copy of the forty-first red team's honest_sin."""
 import torch
 import torch.nn as nn
 
