@@ -964,7 +964,7 @@ class _HostKeeper:
         self.exit_before_end: int | None = None
         self.ended = False
         self._cpu_start: dict[int, int] = {}  # pid (0: the control group) -> CPU ns at `cpu_interval(start=True)`
-        self._thread_start: dict[tuple[int, int], int] = {}  # (pid, tid) -> its CPU ns at that start
+        self._thread_start: dict[int, int] = {}  # tid of the host's process -> its CPU ns at that start
         self.device_lock = device_lock
         self.end_builds = end_builds
         self.waited_s = 0.0  # for the device lock: the parent's deadline moves by as much
@@ -1067,14 +1067,14 @@ class _HostKeeper:
                 return 0, 0
             usage = self.group.cpu_ns() if self.group is not None else None
             now = {0: usage} if usage is not None else {pid: _process_cpu_ns(pid) for pid in self._candidate_pids()}
-            threads = _thread_cpu_ns([self.host.pid])
+            threads = _thread_cpu_ns(self.host.pid)
             if start:
                 self._cpu_start, self._thread_start = now, threads
                 return 0, 0
             total = sum(max(ns - self._cpu_start.get(pid, 0), 0) for pid, ns in now.items())
             if not threads:
                 return total, None
-            return total, max(max(ns - self._thread_start.get(key, 0), 0) for key, ns in threads.items())
+            return total, max(max(ns - self._thread_start.get(tid, 0), 0) for tid, ns in threads.items())
 
     def _candidate_pids(self) -> list[int]:
         """Every process of the candidate: its group's; without one, its host's tree and (as root,
@@ -1177,23 +1177,22 @@ def _process_cpu_ns(pid: int) -> int:
         return 0
 
 
-def _thread_cpu_ns(pids: list[int]) -> dict[tuple[int, int], int]:
-    """Per thread of the processes `pids`, keyed (pid, tid): its run time on a CPU in ns (the
-    first field of /proc/<pid>/task/<tid>/schedstat, the scheduler's own sum, not a tick count).
-    Threads that end while they are read, and processes that are gone, are left out; {} where
-    the kernel has no schedstat files (no CONFIG_SCHED_INFO)."""
-    out: dict[tuple[int, int], int] = {}
-    for pid in pids:
+def _thread_cpu_ns(pid: int) -> dict[int, int]:
+    """Per thread of process `pid`, keyed by tid: its run time on a CPU in ns (the first field of
+    /proc/<pid>/task/<tid>/schedstat, the scheduler's own sum, not a tick count). Threads that end
+    while they are read are left out; {} for a process that is gone or a kernel without schedstat
+    files (no CONFIG_SCHED_INFO)."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return {}
+    out: dict[int, int] = {}
+    for tid in tids:
         try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
+            with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
+                out[int(tid)] = int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
             continue
-        for tid in tids:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/schedstat", "rb") as f:
-                    out[(pid, int(tid))] = int(f.read().split()[0])
-            except (OSError, ValueError, IndexError):
-                continue
     return out
 
 
