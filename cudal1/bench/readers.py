@@ -306,7 +306,10 @@ class ParentLink:
         if not all(type(v) is int and v >= 0 for v in (ns, began, ended)) or not (
             busiest is None or (type(busiest) is int and busiest >= 0)
         ):
-            raise ProtocolError(f"the parent answered a CPU time of {str(ns)[:40]} read over {began}-{ended}")
+            raise ProtocolError(
+                f"the parent answered a CPU time of {str(ns)[:40]} (busiest thread {str(busiest)[:40]}) "
+                f"read over {str(began)[:40]}-{str(ended)[:40]}"
+            )
         return ns, busiest, began, ended
 
     def end_builds(self, timeout_s: float = 60.0) -> None:
