@@ -47,6 +47,7 @@ FAST = frozenset(
         "actors/test_weight_transport.py",
         "augment/test_dataset.py",
         "bench/test_agreement.py",
+        "bench/test_backing.py",
         "bench/test_correctness.py",
         "bench/test_degenerate.py",
         "bench/test_devicelock.py",

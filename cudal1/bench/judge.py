@@ -431,6 +431,9 @@ class Judge:
         """Per tensor leaf: whether the reference's own output view repeats memory (`_repeats_memory`)."""
         self.ref_leaves_share = any(correctness.shares_memory(t, tensors[:i]) for i, t in enumerate(tensors))
         """Whether two tensor leaves of the reference's output share memory."""
+        self.ref_outside_private: set[int] = set()
+        """Tensor leaves (by index) the reference host has returned, at least once, in memory
+        other than private anonymous memory (`cudal1.bench.backing`; CPU)."""
         self.ref_aliases_inputs = any(
             correctness.shares_memory(t, [v for v in x if isinstance(v, torch.Tensor)]) for t in tensors
         )
@@ -835,7 +838,9 @@ class Judge:
         they cannot be read (the reference host runs no candidate code)."""
         try:
             more = {"append": True} if append else {}  # the CPU's reader only
-            return _regroup(self.ref_reader.read(_flat(leaves), self.out_specs * n, **more), n)
+            read = _regroup(self.ref_reader.read(_flat(leaves), self.out_specs * n, **more), n)
+            self.ref_outside_private.update(i % len(self.out_specs) for i in self.ref_reader.outside_private)
+            return read
         except ReadError as exc:
             raise RuntimeError(f"the judge could not read the reference's outputs: {exc}") from exc
 
@@ -1010,7 +1015,9 @@ class Judge:
                 )
         try:
             more = {"append": True} if append else {}
-            return _regroup(self.reader.read(_flat(leaves), self.out_specs * n, again=again, **more), n)
+            read = _regroup(self.reader.read(_flat(leaves), self.out_specs * n, again=again, **more), n)
+            self._materialized(self.reader.outside_private)
+            return read
         except ReadError as exc:
             if exc.why == "harness":
                 raise RuntimeError(f"the judge could not read the outputs: {exc}") from exc
@@ -1023,6 +1030,21 @@ class Judge:
                 f"the candidate process reported outputs that cannot be read: {exc}",
                 HackKind.HARNESS_TAMPERING,
             ) from exc
+
+    def _materialized(self, outside: list[int]) -> None:
+        """Refuse outputs whose bytes lie outside private anonymous memory (`outside`: indices into
+        the read's flat list of tensors) where the reference's do not: pages of a file or of a
+        shared region can be mapped at several addresses, so values read there may have been
+        written once for several places (a tile mapped 4 times: paid 1.37x against 1.0x)."""
+        for i in outside:
+            leaf = i % len(self.out_specs)
+            if leaf not in self.ref_outside_private:
+                raise Verdict(
+                    Status.HACK,
+                    f"{self.tensor_paths[leaf]}: the output lies in shared or file-backed memory (pages that "
+                    "can be mapped at several addresses), where the reference's lies in private memory",
+                    HackKind.NOT_MATERIALIZED,
+                )
 
     def _host_verdicts(self, msg: dict[str, Any]) -> None:
         if msg.get("error") is not None:

@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 
+from .backing import Backing, BackingError
 from .slots import TensorSpec, cuda_bytes, driver
 from .wire import Channel, PeerGone, ProtocolError, Timeout
 
@@ -112,6 +113,11 @@ class IpcReader:
     def __init__(self, device: str) -> None:
         self.device = device
         self.opened: dict[str, tuple[int, int]] = {}
+        self.outside_private: list[int] = []
+        """Always empty: `cuIpcGetMemHandle` exports only memory of `cudaMalloc`'s kind, one
+        physical allocation per virtual range; memory the host cannot export (a `cuMemMap`
+        region, which may map one allocation at several addresses) it first copies into a tensor
+        of its own, inside the round trip (`cudal1.bench.host.Host._locate`)."""
 
     def _open(self, handle: str) -> tuple[int, int]:
         if handle not in self.opened:
@@ -158,6 +164,9 @@ class ParentReader:
         link.share_read_buffer(fd, host)
         os.close(fd)
         self._ends = [0, 0]
+        self.outside_private: list[int] = []
+        """After a read: the indices (in its `descs`) of the tensors whose bytes lie, in part,
+        outside private anonymous memory (`cudal1.bench.backing`)."""
 
     def read(
         self, descs: list[dict[str, Any]], specs: list[TensorSpec], again: bool = False, append: bool = False
@@ -165,11 +174,12 @@ class ParentReader:
         """The described tensors, read by the parent into the buffer's first half (the second with
         `again`), as views of it: the judge's copy, which only the parent writes. With `append`
         they go after what the last read put in that half (one call of a round trip at a time),
-        else at its start. Raises ReadError."""
+        else at its start. Sets `outside_private`. Raises ReadError, ProtocolError."""
         half = 1 if again else 0
         origin = self.capacity * half
         ranges, placed, at = [], [], self._ends[half] if append else 0
-        for desc, spec in zip(descs, specs):
+        of_range: list[int] = []  # the index in `descs` of each range
+        for i, (desc, spec) in enumerate(zip(descs, specs)):
             strides = _strides(desc, spec)
             span = view_span(spec.shape, strides, spec.torch_dtype.itemsize)
             addr = desc.get("addr")
@@ -185,10 +195,12 @@ class ParentReader:
                 raise ReadError("the outputs address more memory than their values need")
             if span:
                 ranges.append([addr, span, origin + at])
+                of_range.append(i)
             placed.append((origin + at, span, strides))
             at += span
+        self.outside_private = []
         if ranges:
-            self.link.read_host(ranges, self.host)
+            self.outside_private = [of_range[i] for i in self.link.read_host(ranges, self.host)]
         self._ends[half] = at
         return [_typed(self.base[a : a + n], spec, st, copy=False) for (a, n, st), spec in zip(placed, specs)]
 
@@ -208,6 +220,7 @@ class HostMemory:
         self.buffer: mmap.mmap | None = None
         self._address = 0
         self._libc = ctypes.CDLL(None, use_errno=True)
+        self.backing = Backing(pid)
 
     def share(self, fd: int) -> None:
         size = os.fstat(fd).st_size
@@ -215,11 +228,13 @@ class HostMemory:
         self._address = ctypes.addressof(ctypes.c_char.from_buffer(self.buffer))
         os.close(fd)
 
-    def read(self, ranges: list[Any]) -> tuple[str | None, str]:
+    def read(self, ranges: list[Any]) -> tuple[str | None, str, list[int]]:
         """Copy each [address, nbytes, offset in the buffer] range, in chunks in random order.
-        Returns (None, "") when all was read, else (why not, a `ReadError.why`)."""
+        Returns (None, "", outside) when all was read, else (why not, a `ReadError.why`, []);
+        `outside`: the indices of the ranges not wholly in private anonymous memory, before or
+        after the copy (`cudal1.bench.backing`)."""
         if self.buffer is None:
-            return "no read buffer was shared", "harness"
+            return "no read buffer was shared", "harness", []
         chunks = []
         for item in ranges:
             if (
@@ -227,11 +242,17 @@ class HostMemory:
                 or len(item) != 3
                 or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in item)
             ):
-                return "a malformed range", "harness"
+                return "a malformed range", "harness", []
             addr, n, dst = item
             if dst + n > len(self.buffer):
-                return "a range beyond the read buffer", "harness"
+                return "a range beyond the read buffer", "harness", []
             chunks += [(addr + o, min(CHUNK, n - o), dst + o) for o in range(0, n, CHUNK)]
+        # Asked before and after the copy: pages mapped elsewhere for the copy alone must be put
+        # back between the two questions, neither of which the host can see coming.
+        try:
+            outside = set(self.backing.outside_private(ranges))
+        except BackingError as exc:
+            return self._unasked(exc)
         random.SystemRandom().shuffle(chunks)
         for addr, n, dst in chunks:
             local, remote = _IoVec(self._address + dst, n), _IoVec(addr, n)
@@ -239,14 +260,34 @@ class HostMemory:
             if got != n:
                 err = ctypes.get_errno() if got < 0 else 0
                 if err == 3:  # ESRCH
-                    return "the candidate's process has ended", "gone"
+                    return "the candidate's process has ended", "gone", []
                 if err == 1 and os.geteuid() == 0:  # EPERM for root: not something a candidate can cause
-                    return f"cannot read the candidate's memory ({os.strerror(err)})", "harness"
+                    return f"cannot read the candidate's memory ({os.strerror(err)})", "harness", []
                 return (
                     f"{n} bytes at {addr:#x} cannot be read ({os.strerror(err) if err else 'short read'})",
                     "unreadable",
+                    [],
                 )
-        return None, ""
+        try:
+            outside |= set(self.backing.outside_private(ranges))
+        except BackingError as exc:
+            return self._unasked(exc)
+        if outside and not self._alive():  # an ended process has no mappings left to ask about
+            return "the candidate's process has ended", "gone", []
+        return None, "", sorted(outside)
+
+    def _alive(self) -> bool:
+        try:
+            with open(f"/proc/{self.pid}/stat", "rb") as f:
+                state = f.read().rsplit(b")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            return False
+        return state not in (b"Z", b"X")
+
+    def _unasked(self, exc: BackingError) -> tuple[str, str, list[int]]:
+        if not self._alive():
+            return "the candidate's process has ended", "gone", []
+        return f"cannot ask which memory holds the outputs: {exc}", "harness", []
 
 
 class ParentLink:
@@ -263,13 +304,18 @@ class ParentLink:
         self.chan.send("buffer", fds=[fd], host=host)
         _expect(self.chan, "buffer")
 
-    def read_host(self, ranges: list[list[int]], host: str = "candidate") -> None:
+    def read_host(self, ranges: list[list[int]], host: str = "candidate") -> list[int]:
         """Ask the parent to copy [address, nbytes, offset in the buffer] ranges of `host`'s
-        memory into its buffer. Raises ReadError."""
+        memory into its buffer. Returns the indices of the ranges that lie (in part) outside
+        private anonymous memory (`HostMemory.read`). Raises ReadError, ProtocolError."""
         self.chan.send("read", ranges=ranges, host=host)
         reply = _expect(self.chan, "read")
         if reply.get("error"):
             raise ReadError(str(reply["error"])[:300], str(reply.get("why") or "harness"))
+        outside = reply.get("outside")
+        if type(outside) is not list or not all(type(i) is int and 0 <= i < len(ranges) for i in outside):
+            raise ProtocolError(f"the parent answered {str(outside)[:80]} as the ranges outside private memory")
+        return outside
 
     def hold_device(self) -> float:
         """Block until this evaluation holds its device alone (`cudal1.bench.devicelock`); the

@@ -351,3 +351,116 @@ def test_a_spread_trial_where_the_reference_is_ill_conditioned_is_skipped(cache_
     assert r.status is Status.OK, evalkit.describe(r)
     assert [s.split(":")[0] for s in r.skipped_trials] == ["trial wide x*30"], r.skipped_trials
     assert "ill-conditioned" in r.skipped_trials[0] and r.correctness_trials == 5 + 2, r.skipped_trials
+
+
+# -- memory repeated through the page tables (forty-second session's red team) --------------------
+
+REPEAT_4 = evalkit.inline_task(
+    962,
+    "repeat_4",
+    """
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.sin(x).repeat(4, 1)
+
+def get_inputs():
+    return [torch.randn(1024, 1024)]
+
+def get_init_inputs():
+    return []
+""",
+)
+COL_MEAN_FILLED = evalkit.inline_task(
+    961,
+    "col_mean_filled",
+    """
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.ones_like(x) * x.mean(dim=0, keepdim=True)
+
+def get_inputs():
+    return [torch.randn(256, 16384)]
+
+def get_init_inputs():
+    return []
+""",
+)
+SIN_TWICE = evalkit.inline_task(
+    963,
+    "sin_twice",
+    """
+class Model(nn.Module):
+    def forward(self, x):
+        y = torch.sin(x)
+        return y, y.clone()
+
+def get_inputs():
+    return [torch.randn(2048, 2048)]
+
+def get_init_inputs():
+    return []
+""",
+)
+
+
+@pytest.mark.parametrize(
+    "task, name",
+    [
+        (REPEAT_4, "aliased_pages_repeat"),
+        (REPEAT_4, "aliased_private_file_pages"),
+        (COL_MEAN_FILLED, "aliased_pages_output"),
+        (SIN_TWICE, "aliased_pages_two_outputs"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else v.name,
+)
+def test_an_output_whose_pages_are_mapped_twice_is_not_materialized(task, name, cache_dir) -> None:
+    """An output whose virtual pages are one file's pages mapped at several addresses (a memfd
+    mapped shared 4 times, or privately and never written; one row mapped once per row; two
+    outputs on one region) has plain strides and disjoint addresses, and every value read is
+    right: paid 1.37x, 1.83x, 1.12x and 1.83x against honest 0.94-1.36x before the judge asked
+    the kernel which memory holds each output. Outputs must lie in private anonymous memory
+    where the reference's do."""
+    r = run(task, name, cache_dir)
+    assert r.status is Status.HACK and r.hack_kind is HackKind.NOT_MATERIALIZED, evalkit.describe(r)
+    assert "shared or file-backed memory" in r.message, evalkit.describe(r)
+
+
+def test_a_reference_whose_output_lies_in_shared_memory_allows_the_same(cache_dir) -> None:
+    """Where the reference host's own output lies in a shared mapping, the candidate's may too
+    (the rule compares with the reference, as the stride and overlap rules do); the same
+    candidate against a reference whose output is private memory is refused."""
+    body = """
+import mmap
+
+class {name}(nn.Module):
+    def forward(self, x):
+        m = mmap.mmap(-1, x.numel() * 4)  # MAP_SHARED | MAP_ANONYMOUS
+        return torch.sin(x, out=torch.frombuffer(m, dtype=torch.float32).view_as(x))
+
+def get_inputs():
+    return [torch.randn(256, 256)]
+
+def get_init_inputs():
+    return []
+"""
+    candidate = "import torch\nimport torch.nn as nn\n" + body.format(name="ModelNew")
+    shared_reference = evalkit.inline_task(964, "sin_in_shared_memory", body.format(name="Model"))
+    r = evaluate(shared_reference, candidate, "cpu", settings=evalkit.settings(cache_dir))
+    assert r.status is Status.OK, evalkit.describe(r)
+    private_reference = evalkit.inline_task(
+        965,
+        "sin_256",
+        """
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.sin(x)
+
+def get_inputs():
+    return [torch.randn(256, 256)]
+
+def get_init_inputs():
+    return []
+""",
+    )
+    r = evaluate(private_reference, candidate, "cpu", settings=evalkit.settings(cache_dir))
+    assert r.status is Status.HACK and r.hack_kind is HackKind.NOT_MATERIALIZED, evalkit.describe(r)
