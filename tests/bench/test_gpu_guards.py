@@ -451,6 +451,53 @@ def test_a_host_that_warms_the_device_before_its_go_gains_nothing():
     assert burst <= honest * 1.03, paid
 
 
+REPEAT_TASK = Task(
+    level=1,
+    problem_id=919,
+    name="GpuGuardRepeat",
+    source=textwrap.dedent(
+        """
+        import torch
+        import torch.nn as nn
+
+        class Model(nn.Module):
+            def forward(self, x):
+                return torch.sin(x).repeat(4, 1)
+
+        def get_inputs():
+            return [torch.randn(2048, 2048)]
+
+        def get_init_inputs():
+            return []
+        """
+    ),
+)
+
+
+def test_an_output_on_device_pages_mapped_four_times_is_copied_before_the_judge_reads_it():
+    """The CUDA form of memory repeated through the page tables: one physical allocation mapped
+    4 times (cuMemCreate, cuMemMap) holds a contiguous output of which 3/4 was never written.
+    The judge reads only memory the host can export with cuIpcGetMemHandle, which refuses such a
+    mapping, so the host copies the output into memory of its own inside the round trip: the
+    candidate pays a copy of the whole output, more than writing it (the reference's sin and
+    repeat move about 112 MiB a call, this 160 MiB)."""
+    import runpy
+
+    from cudal1.bench.readers import describe
+
+    path = pathlib.Path(__file__).parent / "candidates" / "aliased_device_pages.py"
+    tile = 2 << 20
+    view = runpy.run_path(str(path))["aliased"](tile, 4)
+    view[: tile // 4].fill_(3.0)
+    torch.cuda.synchronize()
+    assert view[3 * tile // 4 : 3 * tile // 4 + 4].tolist() == [3.0] * 4  # the fourth block is the first
+    with pytest.raises(RuntimeError):
+        describe(view)
+    result = evaluate(REPEAT_TASK, path.read_text(), "cuda", settings=_settings())
+    assert result.status is Status.OK, result.message
+    assert result.speedup < 1.0, result.speedup
+
+
 @pytest.mark.parametrize("reserve_mib", [64, 1024])
 def test_a_candidate_holding_the_device_memory_cannot_make_its_failure_the_harness(reserve_mib):
     """A candidate that takes all but `reserve_mib` of the device's free memory in ModelNew() and
