@@ -93,7 +93,7 @@ if want guards || want repeat; then
 fi
 
 if want degenerate; then
-timeout 120 python3 scripts/gpu_degenerate_check.py > "$out/degenerate.txt" 2>&1
+timeout 180 python3 scripts/gpu_degenerate_check.py > "$out/degenerate.txt" 2>&1
 grep -q "CHECK_CUDA PASS" "$out/degenerate.txt"; verdict degenerate $? "$(tail -1 "$out/degenerate.txt")"
 fi
 
@@ -143,7 +143,7 @@ fi
 if want self; then
 KB_IDS=$(echo $SET | sed 's#kernelbench/##g')
 self_sets=(); for kv in ${SELF_SET:-}; do self_sets+=(--set "$kv"); done; self_sets+=("${eval_sets[@]}")
-timeout 150 python3 benchmarks/self_speedup.py --backend cuda --kernelbench "$kb" --tasks $KB_IDS --repeats 1 "${self_sets[@]}" \
+timeout 200 python3 benchmarks/self_speedup.py --backend cuda --kernelbench "$kb" --tasks $KB_IDS --repeats 1 "${self_sets[@]}" \
   --band 0.98 1.02 --out "$out/self.json" --records "$out/self-records.jsonl" > "$out/self.log" 2>&1
 tail -2 "$out/self.log"
 grep -q "^PASS reference as candidate" "$out/self.log"; verdict self $? "$(tail -1 "$out/self.log")"
