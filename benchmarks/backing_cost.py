@@ -1,0 +1,53 @@
+"""What the parent's question "which memory holds these outputs" costs (`cudal1.bench.backing`).
+
+    python benchmarks/backing_cost.py [--questions 2000]
+
+Starts a PyTorch process holding eight 4 MiB tensors and asks `Backing.outside_private` about one
+and about all eight ranges, by the PROCMAP_QUERY ioctl and by the text of /proc/<pid>/maps,
+printing microseconds a question and the number of mappings of that process. The parent asks
+twice per read (before and after), for the candidate's and the reference's host alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+
+from cudal1.bench.backing import Backing
+
+_CHILD = (
+    "import sys, torch; t = [torch.randn(1 << 20) for _ in range(8)]; "
+    "print(*[x.data_ptr() for x in t], flush=True); sys.stdin.read()"
+)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--questions", type=int, default=2000)
+    args = parser.parse_args()
+    child = subprocess.Popen([sys.executable, "-c", _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        addrs = [int(v) for v in child.stdout.readline().split()]
+        with open(f"/proc/{child.pid}/maps") as f:
+            mappings = len(f.read().splitlines())
+        for use_query in (True, False):
+            backing = Backing(child.pid, use_query=use_query)
+            for n in (1, 8):
+                ranges = [[a, 4 << 20, 0] for a in addrs[:n]]
+                assert backing.outside_private(ranges) == []
+                t0 = time.perf_counter()
+                for _ in range(args.questions):
+                    backing.outside_private(ranges)
+                us = (time.perf_counter() - t0) / args.questions * 1e6
+                way = "PROCMAP_QUERY" if use_query else "maps text"
+                print(f"{way}: {n} range(s): {us:.1f} us a question ({mappings} mappings)")
+            backing.close()
+    finally:
+        child.kill()
+        child.wait()
+
+
+if __name__ == "__main__":
+    main()
