@@ -43,7 +43,7 @@ def main() -> None:
                 us = (time.perf_counter() - t0) / args.questions * 1e6
                 way = "PROCMAP_QUERY" if use_query else "maps text"
                 print(f"{way}: {n} range(s): {us:.1f} us a question ({mappings} mappings)")
-            backing.close()
+
     finally:
         child.kill()
         child.wait()

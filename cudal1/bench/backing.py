@@ -12,9 +12,11 @@ judge's rule is that an output's bytes lie there unless the reference's do not.
 Two ways to ask the kernel, same answer:
 
 - the `PROCMAP_QUERY` ioctl on `/proc/<pid>/maps` (Linux 6.11 and later, include/uapi/linux/fs.h):
-  the mapping that covers one address, about 2 us a question from Python;
-- otherwise the text of `/proc/<pid>/maps` (proc(5)), parsed once per check (about 0.4 ms for a
-  PyTorch process of 350 mappings).
+  the mapping that covers one address; 3 us to ask about one range, 17 us about eight;
+- otherwise the text of `/proc/<pid>/maps` (proc(5)), read and parsed once per question (0.8 ms
+  for a PyTorch process of 350 mappings, most of it the kernel writing the text).
+
+(Figures: `benchmarks/backing_cost.py`, docs/benchmarks.md.)
 
 A page counts as private anonymous when its mapping is not shared (`s` in maps, the query's
 `PROCMAP_QUERY_VMA_SHARED`) and has no file (inode 0). Reading a process's maps needs the same
@@ -71,35 +73,27 @@ class Backing:
 
     def __init__(self, pid: int, use_query: bool = True) -> None:
         self.pid = pid
-        self._fd: int | None = None
         self._query = use_query
         self._libc = ctypes.CDLL(None, use_errno=True)
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-    def _maps_fd(self) -> int:
-        if self._fd is None:
-            try:
-                self._fd = os.open(f"/proc/{self.pid}/maps", os.O_RDONLY | os.O_CLOEXEC)
-            except OSError as exc:
-                raise BackingError(f"cannot open the maps of process {self.pid}: {exc}") from exc
-        return self._fd
 
     def outside_private(self, ranges: list[Any]) -> list[int]:
         spans = [(int(r[0]), int(r[1])) for r in ranges]
         if self._query:
             try:
-                return [i for i, (addr, n) in enumerate(spans) if n and not self._private_by_query(addr, n)]
+                fd = os.open(f"/proc/{self.pid}/maps", os.O_RDONLY | os.O_CLOEXEC)
+            except OSError as exc:
+                raise BackingError(f"cannot open the maps of process {self.pid}: {exc}") from exc
+            try:
+                return [i for i, (addr, n) in enumerate(spans) if n and not self._private_by_query(fd, addr, n)]
             except _NoQuery:
                 self._query = False
+            finally:
+                os.close(fd)
         table = self._table()
         return [i for i, (addr, n) in enumerate(spans) if n and not _private_in(table, addr, n)]
 
-    def _private_by_query(self, addr: int, n: int) -> bool:
-        fd, end = self._maps_fd(), addr + n
+    def _private_by_query(self, fd: int, addr: int, n: int) -> bool:
+        end = addr + n
         while addr < end:
             q = _Query(size=ctypes.sizeof(_Query), query_flags=0, query_addr=addr)
             if self._libc.ioctl(fd, PROCMAP_QUERY, ctypes.byref(q)) < 0:

@@ -73,7 +73,6 @@ def test_only_private_anonymous_memory_is_inside(regions, use_query) -> None:
     names = list(regions)
     outside = backing.outside_private([regions[n][0] for n in names])
     assert {names[i] for i in outside} == {n for n in names if not regions[n][1]}
-    backing.close()
 
 
 def test_a_maps_line_that_does_not_parse_is_an_error() -> None:
