@@ -2,7 +2,7 @@
 
     python benchmarks/backing_cost.py [--questions 2000]
 
-Starts a PyTorch process holding eight 4 MiB tensors and asks `Backing.outside_private` about one
+Starts a PyTorch process holding eight 4 MiB tensors and asks `Backing.aliased` about one
 and about all eight ranges, by the PROCMAP_QUERY ioctl and by the text of /proc/<pid>/maps,
 printing microseconds a question and the number of mappings of that process. The parent asks
 twice per read (before and after), for the candidate's and the reference's host alike.
@@ -36,10 +36,10 @@ def main() -> None:
             backing = Backing(child.pid, use_query=use_query)
             for n in (1, 8):
                 ranges = [[a, 4 << 20, 0] for a in addrs[:n]]
-                assert backing.outside_private(ranges) == []
+                assert backing.aliased(ranges) == []
                 t0 = time.perf_counter()
                 for _ in range(args.questions):
-                    backing.outside_private(ranges)
+                    backing.aliased(ranges)
                 us = (time.perf_counter() - t0) / args.questions * 1e6
                 way = "PROCMAP_QUERY" if use_query else "maps text"
                 print(f"{way}: {n} range(s): {us:.1f} us a question ({mappings} mappings)")

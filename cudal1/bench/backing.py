@@ -1,26 +1,29 @@
-"""Which memory backs a host's output ranges: `Backing.outside_private`.
+"""Whether a host's output ranges repeat memory through the page tables: `Backing.aliased`.
 
 A process can map one page at several virtual addresses: a file (a memfd, `/dev/shm`) or a
 shared anonymous region mapped twice, or a file mapped privately and never written (its page-cache
 pages show through every private mapping). An output laid out that way has plain strides and
 disjoint virtual ranges, and every value read from it is right, yet most of it was never written:
 a 4 MiB tile mapped 4 times was paid 1.37x against an honest 1.0x (the forty-second session's red
-team). Strides and addresses cannot show it; the mapping can. Private anonymous memory (malloc,
-PyTorch's CPU allocator, an anonymous `mmap`) gives each virtual page a page of its own, so the
-judge's rule is that an output's bytes lie there unless the reference's do not.
+team). Strides and addresses cannot show it; the mappings can. The rule: every byte of an output
+lies in private anonymous memory (malloc, PyTorch's CPU allocator, an anonymous `mmap`: a page of
+its own per virtual page), or in a file or shared mapping whose pages at those file offsets the
+process maps nowhere else. Shared memory a helper process writes into, mapped once, passes;
+the same pages mapped twice, for one output or for two, do not.
 
-Two ways to ask the kernel, same answer:
+Two ways to ask the kernel:
 
 - the `PROCMAP_QUERY` ioctl on `/proc/<pid>/maps` (Linux 6.11 and later, include/uapi/linux/fs.h):
-  the mapping that covers one address; 3 us to ask about one range, 17 us about eight;
-- otherwise the text of `/proc/<pid>/maps` (proc(5)), read and parsed once per question (0.8 ms
-  for a PyTorch process of 350 mappings, most of it the kernel writing the text).
+  the mapping that covers one address; 3 us to ask about one range, 17 us about eight. It
+  settles ranges in private anonymous memory, the honest case;
+- the text of `/proc/<pid>/maps` (proc(5)): every mapping with its device, inode and file offset,
+  read and parsed once per question (0.8 ms for a PyTorch process of 350 mappings, most of it the
+  kernel writing the text): for the ranges the query did not settle, and on kernels without it.
 
-(Figures: `benchmarks/backing_cost.py`, docs/benchmarks.md.)
-
-A page counts as private anonymous when its mapping is not shared (`s` in maps, the query's
-`PROCMAP_QUERY_VMA_SHARED`) and has no file (inode 0). Reading a process's maps needs the same
-access as reading its memory (ptrace read access: the parent, as root or as the host's ancestor).
+(Figures: `benchmarks/backing_cost.py`, docs/benchmarks.md.) A private mapping counts as file
+memory wherever it has an inode (its unwritten pages are the file's). Reading a process's maps
+needs the same access as reading its memory (ptrace read access: the parent, as root or as the
+host's ancestor).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
-from typing import Any
+from typing import Any, NamedTuple
 
 
 class _Query(ctypes.Structure):
@@ -63,34 +66,55 @@ class BackingError(Exception):
     """The maps of the process could not be read (it ended, or the reader may not look)."""
 
 
+class Vma(NamedTuple):
+    """One mapping of a process: [start, end) virtual bytes; `file` None for private anonymous
+    memory, else (device, inode) of what backs it (a shared anonymous region has a shmem inode)
+    and `offset` the file offset of `start` in bytes."""
+
+    start: int
+    end: int
+    file: tuple[int, int] | None
+    offset: int
+
+
 class Backing:
     """The parent's view of one host process's mappings.
 
-    `outside_private(ranges)` -> the indices of the [address, nbytes, ...] ranges not wholly in
-    private anonymous memory (a range that is not mapped at all counts as outside). Raises
-    BackingError when the process's maps cannot be read (ESRCH-like: the process ended;
-    otherwise a reader without access)."""
+    `aliased(ranges)` -> the indices of the [address, nbytes, ...] ranges some byte of which is
+    not mapped at all, or lies in a page of a file or shared region that the process maps at
+    another address too. Raises BackingError when the process's maps cannot be read (it ended,
+    or the reader may not look)."""
 
     def __init__(self, pid: int, use_query: bool = True) -> None:
         self.pid = pid
         self._query = use_query
         self._libc = ctypes.CDLL(None, use_errno=True)
 
-    def outside_private(self, ranges: list[Any]) -> list[int]:
+    def aliased(self, ranges: list[Any]) -> list[int]:
         spans = [(int(r[0]), int(r[1])) for r in ranges]
+        suspects = [i for i, (_, n) in enumerate(spans) if n]
         if self._query:
             try:
-                fd = os.open(f"/proc/{self.pid}/maps", os.O_RDONLY | os.O_CLOEXEC)
-            except OSError as exc:
-                raise BackingError(f"cannot open the maps of process {self.pid}: {exc}") from exc
-            try:
-                return [i for i, (addr, n) in enumerate(spans) if n and not self._private_by_query(fd, addr, n)]
+                suspects = self._not_private(spans, suspects)
             except _NoQuery:
                 self._query = False
-            finally:
-                os.close(fd)
+        if not suspects:
+            return []
+        # A range in a file or shared mapping (or not mapped): only the whole table can say
+        # whether another mapping of the process shows the same pages.
         table = self._table()
-        return [i for i, (addr, n) in enumerate(spans) if n and not _private_in(table, addr, n)]
+        return [i for i in suspects if _aliased_in(table, *spans[i])]
+
+    def _not_private(self, spans: list[tuple[int, int]], which: list[int]) -> list[int]:
+        """The indices of `which` whose span is not wholly private anonymous memory, by PROCMAP_QUERY."""
+        try:
+            fd = os.open(f"/proc/{self.pid}/maps", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise BackingError(f"cannot open the maps of process {self.pid}: {exc}") from exc
+        try:
+            return [i for i in which if not self._private_by_query(fd, *spans[i])]
+        finally:
+            os.close(fd)
 
     def _private_by_query(self, fd: int, addr: int, n: int) -> bool:
         end = addr + n
@@ -108,7 +132,7 @@ class Backing:
             addr = q.vma_end
         return True
 
-    def _table(self) -> list[tuple[int, int, bool]]:
+    def _table(self) -> list[Vma]:
         try:
             with open(f"/proc/{self.pid}/maps", "rb") as f:
                 text = f.read()
@@ -121,31 +145,44 @@ class _NoQuery(Exception):
     """This kernel has no PROCMAP_QUERY."""
 
 
-def parse_maps(text: bytes) -> list[tuple[int, int, bool]]:
-    """(start, end, private anonymous) per line of a /proc/<pid>/maps text (proc(5): "start-end
-    perms offset major:minor inode [path]"), in address order. Raises BackingError on a line
-    that does not parse."""
+def parse_maps(text: bytes) -> list[Vma]:
+    """The mappings of a /proc/<pid>/maps text (proc(5): "start-end perms offset major:minor inode
+    [path]"), in address order. Raises BackingError on a line that does not parse."""
     table = []
     for line in text.splitlines():
         fields = line.split(None, 5)
         try:
             start, end = (int(v, 16) for v in fields[0].split(b"-"))
-            perms, inode = fields[1], int(fields[4])
+            perms, offset, inode = fields[1], int(fields[2], 16), int(fields[4])
+            major, minor = (int(v, 16) for v in fields[3].split(b":"))
         except (IndexError, ValueError) as exc:
             raise BackingError(f"a maps line that does not parse: {line[:80]!r}") from exc
-        table.append((start, end, perms[3:4] == b"p" and inode == 0))
+        private = perms[3:4] == b"p" and inode == 0
+        table.append(Vma(start, end, None if private else (major << 32 | minor, inode), offset))
     return table
 
 
-def _private_in(table: list[tuple[int, int, bool]], addr: int, n: int) -> bool:
-    """Whether [addr, addr + n) is covered, without a gap, by private anonymous mappings of `table`."""
+def _aliased_in(table: list[Vma], addr: int, n: int) -> bool:
+    """Whether [addr, addr + n) has a gap in `table`'s mappings, or a byte in a file or shared
+    mapping whose file offset another mapping of `table` (of the same device and inode) covers."""
     end = addr + n
-    for start, stop, private in table:
-        if stop <= addr:
+    for vma in table:
+        if vma.end <= addr:
             continue
-        if start > addr or not private:
-            return False
-        addr = stop
+        if vma.start > addr:
+            return True  # a gap
+        if vma.file is not None:
+            lo = vma.offset + (addr - vma.start)
+            hi = vma.offset + (min(end, vma.end) - vma.start)
+            for other in table:
+                if (
+                    other is not vma
+                    and other.file == vma.file
+                    and other.offset < hi
+                    and lo < other.offset + (other.end - other.start)
+                ):
+                    return True
+        addr = vma.end
         if addr >= end:
-            return True
-    return False
+            return False
+    return True

@@ -431,9 +431,9 @@ class Judge:
         """Per tensor leaf: whether the reference's own output view repeats memory (`_repeats_memory`)."""
         self.ref_leaves_share = any(correctness.shares_memory(t, tensors[:i]) for i, t in enumerate(tensors))
         """Whether two tensor leaves of the reference's output share memory."""
-        self.ref_outside_private: set[int] = set()
-        """Tensor leaves (by index) the reference host has returned, at least once, in memory
-        other than private anonymous memory (`cudal1.bench.backing`; CPU)."""
+        self.ref_aliased: set[int] = set()
+        """Tensor leaves (by index) the reference host has returned, at least once, in pages it
+        maps at another address too (`cudal1.bench.backing`; CPU)."""
         self.ref_aliases_inputs = any(
             correctness.shares_memory(t, [v for v in x if isinstance(v, torch.Tensor)]) for t in tensors
         )
@@ -839,7 +839,7 @@ class Judge:
         try:
             more = {"append": True} if append else {}  # the CPU's reader only
             read = _regroup(self.ref_reader.read(_flat(leaves), self.out_specs * n, **more), n)
-            self.ref_outside_private.update(i % len(self.out_specs) for i in self.ref_reader.outside_private)
+            self.ref_aliased.update(i % len(self.out_specs) for i in self.ref_reader.aliased)
             return read
         except ReadError as exc:
             raise RuntimeError(f"the judge could not read the reference's outputs: {exc}") from exc
@@ -1016,7 +1016,7 @@ class Judge:
         try:
             more = {"append": True} if append else {}
             read = _regroup(self.reader.read(_flat(leaves), self.out_specs * n, again=again, **more), n)
-            self._materialized(self.reader.outside_private)
+            self._materialized(self.reader.aliased)
             return read
         except ReadError as exc:
             if exc.why == "harness":
@@ -1031,18 +1031,19 @@ class Judge:
                 HackKind.HARNESS_TAMPERING,
             ) from exc
 
-    def _materialized(self, outside: list[int]) -> None:
-        """Refuse outputs whose bytes lie outside private anonymous memory (`outside`: indices into
-        the read's flat list of tensors) where the reference's do not: pages of a file or of a
-        shared region can be mapped at several addresses, so values read there may have been
-        written once for several places (a tile mapped 4 times: paid 1.37x against 1.0x)."""
-        for i in outside:
+    def _materialized(self, aliased: list[int]) -> None:
+        """Refuse outputs that repeat memory through the page tables (`aliased`: indices into the
+        read's flat list of tensors; `cudal1.bench.backing`) where the reference's do not: a
+        page of a file or shared region mapped at several addresses holds values written once
+        for several places (a tile mapped 4 times: paid 1.37x against 1.0x)."""
+        for i in aliased:
             leaf = i % len(self.out_specs)
-            if leaf not in self.ref_outside_private:
+            if leaf not in self.ref_aliased:
                 raise Verdict(
                     Status.HACK,
-                    f"{self.tensor_paths[leaf]}: the output lies in shared or file-backed memory (pages that "
-                    "can be mapped at several addresses), where the reference's lies in private memory",
+                    f"{self.tensor_paths[leaf]}: the output repeats memory through the page tables (pages of a "
+                    "file or shared region that the candidate's process maps at another address too), where "
+                    "the reference's does not",
                     HackKind.NOT_MATERIALIZED,
                 )
 

@@ -113,7 +113,7 @@ class IpcReader:
     def __init__(self, device: str) -> None:
         self.device = device
         self.opened: dict[str, tuple[int, int]] = {}
-        self.outside_private: list[int] = []
+        self.aliased: list[int] = []
         """Always empty: `cuIpcGetMemHandle` exports only memory of `cudaMalloc`'s kind, one
         physical allocation per virtual range; memory the host cannot export (a `cuMemMap`
         region, which may map one allocation at several addresses) it first copies into a tensor
@@ -164,9 +164,9 @@ class ParentReader:
         link.share_read_buffer(fd, host)
         os.close(fd)
         self._ends = [0, 0]
-        self.outside_private: list[int] = []
-        """After a read: the indices (in its `descs`) of the tensors whose bytes lie, in part,
-        outside private anonymous memory (`cudal1.bench.backing`)."""
+        self.aliased: list[int] = []
+        """After a read: the indices (in its `descs`) of the tensors some bytes of which the
+        host maps at another address too (`cudal1.bench.backing`)."""
 
     def read(
         self, descs: list[dict[str, Any]], specs: list[TensorSpec], again: bool = False, append: bool = False
@@ -174,7 +174,7 @@ class ParentReader:
         """The described tensors, read by the parent into the buffer's first half (the second with
         `again`), as views of it: the judge's copy, which only the parent writes. With `append`
         they go after what the last read put in that half (one call of a round trip at a time),
-        else at its start. Sets `outside_private`. Raises ReadError, ProtocolError."""
+        else at its start. Sets `aliased`. Raises ReadError, ProtocolError."""
         half = 1 if again else 0
         origin = self.capacity * half
         ranges, placed, at = [], [], self._ends[half] if append else 0
@@ -198,9 +198,9 @@ class ParentReader:
                 of_range.append(i)
             placed.append((origin + at, span, strides))
             at += span
-        self.outside_private = []
+        self.aliased = []
         if ranges:
-            self.outside_private = [of_range[i] for i in self.link.read_host(ranges, self.host)]
+            self.aliased = [of_range[i] for i in self.link.read_host(ranges, self.host)]
         self._ends[half] = at
         return [_typed(self.base[a : a + n], spec, st, copy=False) for (a, n, st), spec in zip(placed, specs)]
 
@@ -230,9 +230,9 @@ class HostMemory:
 
     def read(self, ranges: list[Any]) -> tuple[str | None, str, list[int]]:
         """Copy each [address, nbytes, offset in the buffer] range, in chunks in random order.
-        Returns (None, "", outside) when all was read, else (why not, a `ReadError.why`, []);
-        `outside`: the indices of the ranges not wholly in private anonymous memory, before or
-        after the copy (`cudal1.bench.backing`)."""
+        Returns (None, "", aliased) when all was read, else (why not, a `ReadError.why`, []);
+        `aliased`: the indices of the ranges that repeat memory through the page tables, before
+        or after the copy (`cudal1.bench.backing.Backing.aliased`)."""
         if self.buffer is None:
             return "no read buffer was shared", "harness", []
         chunks = []
@@ -250,7 +250,7 @@ class HostMemory:
         # Asked before and after the copy: pages mapped elsewhere for the copy alone must be put
         # back between the two questions, neither of which the host can see coming.
         try:
-            outside = set(self.backing.outside_private(ranges))
+            aliased = set(self.backing.aliased(ranges))
         except BackingError as exc:
             return self._unasked(exc)
         random.SystemRandom().shuffle(chunks)
@@ -269,12 +269,12 @@ class HostMemory:
                     [],
                 )
         try:
-            outside |= set(self.backing.outside_private(ranges))
+            aliased |= set(self.backing.aliased(ranges))
         except BackingError as exc:
             return self._unasked(exc)
-        if outside and not self._alive():  # an ended process has no mappings left to ask about
+        if aliased and not self._alive():  # an ended process has no mappings left to ask about
             return "the candidate's process has ended", "gone", []
-        return None, "", sorted(outside)
+        return None, "", sorted(aliased)
 
     def _alive(self) -> bool:
         try:
@@ -306,16 +306,16 @@ class ParentLink:
 
     def read_host(self, ranges: list[list[int]], host: str = "candidate") -> list[int]:
         """Ask the parent to copy [address, nbytes, offset in the buffer] ranges of `host`'s
-        memory into its buffer. Returns the indices of the ranges that lie (in part) outside
-        private anonymous memory (`HostMemory.read`). Raises ReadError, ProtocolError."""
+        memory into its buffer. Returns the indices of the ranges that repeat memory through
+        the page tables (`HostMemory.read`). Raises ReadError, ProtocolError."""
         self.chan.send("read", ranges=ranges, host=host)
         reply = _expect(self.chan, "read")
         if reply.get("error"):
             raise ReadError(str(reply["error"])[:300], str(reply.get("why") or "harness"))
-        outside = reply.get("outside")
-        if type(outside) is not list or not all(type(i) is int and 0 <= i < len(ranges) for i in outside):
-            raise ProtocolError(f"the parent answered {str(outside)[:80]} as the ranges outside private memory")
-        return outside
+        aliased = reply.get("aliased")
+        if type(aliased) is not list or not all(type(i) is int and 0 <= i < len(ranges) for i in aliased):
+            raise ProtocolError(f"the parent answered {str(aliased)[:80]} as the ranges that repeat memory")
+        return aliased
 
     def hold_device(self) -> float:
         """Block until this evaluation holds its device alone (`cudal1.bench.devicelock`); the

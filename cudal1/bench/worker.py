@@ -1113,12 +1113,12 @@ class _HostKeeper:
                     self._chan.send("buffer")
                 elif op == "read" and memory is not None:
                     with self._lock:
-                        error, why, outside = (
+                        error, why, aliased = (
                             ("the candidate's process has ended", "gone", [])
                             if self.ended and memory is self.memory["candidate"]
                             else memory.read(msg.get("ranges") or [])
                         )
-                    self._chan.send("read", error=error, why=why, outside=outside)
+                    self._chan.send("read", error=error, why=why, aliased=aliased)
                 elif op == "end_host":
                     self.end()
                     self._chan.send("end_host", ended=True)

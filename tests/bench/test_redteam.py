@@ -418,49 +418,50 @@ def test_an_output_whose_pages_are_mapped_twice_is_not_materialized(task, name, 
     mapped shared 4 times, or privately and never written; one row mapped once per row; two
     outputs on one region) has plain strides and disjoint addresses, and every value read is
     right: paid 1.37x, 1.83x, 1.12x and 1.83x against honest 0.94-1.36x before the judge asked
-    the kernel which memory holds each output. Outputs must lie in private anonymous memory
-    where the reference's do."""
+    the kernel which memory holds each output. No page of an output may be mapped at two
+    addresses unless the reference's are."""
     r = run(task, name, cache_dir)
     assert r.status is Status.HACK and r.hack_kind is HackKind.NOT_MATERIALIZED, evalkit.describe(r)
-    assert "shared or file-backed memory" in r.message, evalkit.describe(r)
+    assert "repeats memory through the page tables" in r.message, evalkit.describe(r)
 
 
-def test_a_reference_whose_output_lies_in_shared_memory_allows_the_same(cache_dir) -> None:
-    """Where the reference host's own output lies in a shared mapping, the candidate's may too
-    (the rule compares with the reference, as the stride and overlap rules do); the same
-    candidate against a reference whose output is private memory is refused."""
-    body = """
+def test_shared_memory_mapped_once_is_honest_and_a_reference_that_repeats_pages_allows_it(cache_dir) -> None:
+    """An output in a shared mapping that the process maps once (as a helper process's results
+    would be) passes; an output that repeats pages is refused only where the reference's does not
+    (the rule compares with the reference, as the stride and overlap rules do)."""
+    shared_once = """
 import mmap
+import torch
+import torch.nn as nn
 
-class {name}(nn.Module):
+class ModelNew(nn.Module):
     def forward(self, x):
         m = mmap.mmap(-1, x.numel() * 4)  # MAP_SHARED | MAP_ANONYMOUS
         return torch.sin(x, out=torch.frombuffer(m, dtype=torch.float32).view_as(x))
-
-def get_inputs():
-    return [torch.randn(256, 256)]
-
-def get_init_inputs():
-    return []
 """
-    candidate = "import torch\nimport torch.nn as nn\n" + body.format(name="ModelNew")
-    shared_reference = evalkit.inline_task(964, "sin_in_shared_memory", body.format(name="Model"))
-    r = evaluate(shared_reference, candidate, "cpu", settings=evalkit.settings(cache_dir))
-    assert r.status is Status.OK, evalkit.describe(r)
-    private_reference = evalkit.inline_task(
+    sin = evalkit.inline_task(
         965,
-        "sin_256",
+        "sin_1024",
         """
 class Model(nn.Module):
     def forward(self, x):
         return torch.sin(x)
 
 def get_inputs():
-    return [torch.randn(256, 256)]
+    return [torch.randn(1024, 1024)]
 
 def get_init_inputs():
     return []
 """,
     )
-    r = evaluate(private_reference, candidate, "cpu", settings=evalkit.settings(cache_dir))
-    assert r.status is Status.HACK and r.hack_kind is HackKind.NOT_MATERIALIZED, evalkit.describe(r)
+    r = evaluate(sin, shared_once, "cpu", settings=evalkit.settings(cache_dir))
+    assert r.status is Status.OK, evalkit.describe(r)
+    tiles = evalkit.candidate("aliased_pages_repeat")
+    repeating_reference = evalkit.inline_task(
+        964,
+        "repeat_4_by_pages",
+        tiles.replace("class ModelNew", "class Model")
+        + "\n\ndef get_inputs():\n    return [torch.randn(1024, 1024)]\n\ndef get_init_inputs():\n    return []\n",
+    )
+    r = evaluate(repeating_reference, tiles, "cpu", settings=evalkit.settings(cache_dir))
+    assert r.status is Status.OK, evalkit.describe(r)
