@@ -28,6 +28,7 @@ host's ancestor).
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import errno
 import os
@@ -66,31 +67,41 @@ class BackingError(Exception):
     """The maps of the process could not be read (it ended, or the reader may not look)."""
 
 
+INPUT_SLOT_NAME = b"/memfd:cudal1-slot"
+"""How /proc/<pid>/maps names a mapping of the judge's input slots (`cudal1.bench.slots`: a
+memfd's name is fixed when the judge creates it; another memfd of that name only holds the
+candidate's own pages)."""
+
+
 class Vma(NamedTuple):
     """One mapping of a process: [start, end) virtual bytes; `file` None for private anonymous
-    memory, else (device, inode) of what backs it (a shared anonymous region has a shmem inode)
-    and `offset` the file offset of `start` in bytes."""
+    memory, else (device, inode) of what backs it (a shared anonymous region has a shmem inode);
+    `offset` the file offset of `start` in bytes; `input_slot` whether it maps one of the
+    judge's input slots (`INPUT_SLOT_NAME`)."""
 
     start: int
     end: int
     file: tuple[int, int] | None
     offset: int
+    input_slot: bool = False
 
 
 class Backing:
     """The parent's view of one host process's mappings.
 
-    `aliased(ranges)` -> the indices of the [address, nbytes, ...] ranges some byte of which is
-    not mapped at all, or lies in a page of a file or shared region that the process maps at
-    another address too. Raises BackingError when the process's maps cannot be read (it ended,
-    or the reader may not look)."""
+    `aliased(ranges)` -> [index, why] for each [address, nbytes, ...] range some byte of which
+    is not mapped at all or lies in a page of a file or shared region that the process maps at
+    another address too (why "repeat"), or lies in one of the judge's input slots (why "input":
+    the judge's input pages moved under an output with mremap keep one mapping and leave the
+    input's own address empty). Raises BackingError when the process's maps cannot be read (it
+    ended, or the reader may not look)."""
 
     def __init__(self, pid: int, use_query: bool = True) -> None:
         self.pid = pid
         self._query = use_query
         self._libc = ctypes.CDLL(None, use_errno=True)
 
-    def aliased(self, ranges: list[Any]) -> list[int]:
+    def aliased(self, ranges: list[Any]) -> list[list[Any]]:
         spans = [(int(r[0]), int(r[1])) for r in ranges]
         suspects = [i for i, (_, n) in enumerate(spans) if n]
         if self._query:
@@ -102,8 +113,8 @@ class Backing:
             return []
         # A range in a file or shared mapping (or not mapped): only the whole table can say
         # whether another mapping of the process shows the same pages.
-        table = self._table()
-        return [i for i in suspects if _aliased_in(table, *spans[i])]
+        table = Table(self._table())
+        return [[i, why] for i in suspects if (why := table.aliased(*spans[i])) is not None]
 
     def _not_private(self, spans: list[tuple[int, int]], which: list[int]) -> list[int]:
         """The indices of `which` whose span is not wholly private anonymous memory, by PROCMAP_QUERY."""
@@ -158,31 +169,62 @@ def parse_maps(text: bytes) -> list[Vma]:
         except (IndexError, ValueError) as exc:
             raise BackingError(f"a maps line that does not parse: {line[:80]!r}") from exc
         private = perms[3:4] == b"p" and inode == 0
-        table.append(Vma(start, end, None if private else (major << 32 | minor, inode), offset))
+        slot = len(fields) > 5 and fields[5].startswith(INPUT_SLOT_NAME)
+        table.append(Vma(start, end, None if private else (major << 32 | minor, inode), offset, slot))
     return table
 
 
-def _aliased_in(table: list[Vma], addr: int, n: int) -> bool:
-    """Whether [addr, addr + n) has a gap in `table`'s mappings, or a byte in a file or shared
-    mapping whose file offset another mapping of `table` (of the same device and inode) covers."""
-    end = addr + n
-    for vma in table:
-        if vma.end <= addr:
-            continue
-        if vma.start > addr:
-            return True  # a gap
-        if vma.file is not None:
-            lo = vma.offset + (addr - vma.start)
-            hi = vma.offset + (min(end, vma.end) - vma.start)
-            for other in table:
-                if (
-                    other is not vma
-                    and other.file == vma.file
-                    and other.offset < hi
-                    and lo < other.offset + (other.end - other.start)
-                ):
-                    return True
-        addr = vma.end
-        if addr >= end:
-            return False
-    return True
+class Table:
+    """A process's mappings (`parse_maps`) with the file-backed ones indexed by (device, inode),
+    each list sorted by file offset, so that finding another mapping of the same file pages costs
+    a bisection, not a scan (a range made of thousands of one-page mappings of distinct files
+    would otherwise cost its square)."""
+
+    def __init__(self, vmas: list[Vma]) -> None:
+        self.vmas = vmas
+        self.starts = [v.start for v in vmas]
+        self.by_file: dict[tuple[int, int], list[tuple[int, int, int]]] = {}
+        for v in vmas:
+            if v.file is not None:
+                self.by_file.setdefault(v.file, []).append((v.offset, v.offset + (v.end - v.start), v.start))
+        self.reach: dict[tuple[int, int], list[int]] = {}
+        for key, spans in self.by_file.items():
+            spans.sort()
+            ends, top = [], 0
+            for _, hi, _ in spans:
+                top = max(top, hi)
+                ends.append(top)
+            self.reach[key] = ends  # the furthest file offset any span up to this one reaches
+
+    def aliased(self, addr: int, n: int) -> str | None:
+        """ "repeat" where [addr, addr + n) has a gap, or a byte in a file or shared mapping whose
+        file offset another mapping covers; "input" where a byte lies in an input slot; else None."""
+        end = addr + n
+        at = bisect.bisect_right(self.starts, addr) - 1
+        while addr < end:
+            if at < 0 or at >= len(self.vmas) or self.vmas[at].end <= addr:
+                return "repeat"  # a gap: nothing mapped there
+            vma = self.vmas[at]
+            if vma.file is not None:
+                if vma.input_slot:
+                    return "input"
+                lo = vma.offset + (addr - vma.start)
+                hi = vma.offset + (min(end, vma.end) - vma.start)
+                if self._shown_elsewhere(vma, lo, hi):
+                    return "repeat"
+            addr, at = vma.end, at + 1
+            if at < len(self.vmas) and self.vmas[at].start > addr and addr < end:
+                return "repeat"
+        return None
+
+    def _shown_elsewhere(self, vma: Vma, lo: int, hi: int) -> bool:
+        """Whether a mapping other than `vma` covers some of file offsets [lo, hi) of its file."""
+        spans, reach = self.by_file[vma.file], self.reach[vma.file]
+        # Spans starting before hi, latest first; stop once none of the earlier ones reaches lo.
+        k = bisect.bisect_left(spans, (hi,)) - 1
+        while k >= 0 and reach[k] > lo:
+            offset, stop, start = spans[k]
+            if start != vma.start and stop > lo:
+                return True
+            k -= 1
+        return False

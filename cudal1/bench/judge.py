@@ -433,7 +433,7 @@ class Judge:
         """Whether two tensor leaves of the reference's output share memory."""
         self.ref_aliased: set[int] = set()
         """Tensor leaves (by index) the reference host has returned, at least once, in pages it
-        maps at another address too (`cudal1.bench.backing`; CPU)."""
+        maps at another address too or in its input slots (`cudal1.bench.backing`; CPU)."""
         self.ref_aliases_inputs = any(
             correctness.shares_memory(t, [v for v in x if isinstance(v, torch.Tensor)]) for t in tensors
         )
@@ -839,7 +839,7 @@ class Judge:
         try:
             more = {"append": True} if append else {}  # the CPU's reader only
             read = _regroup(self.ref_reader.read(_flat(leaves), self.out_specs * n, **more), n)
-            self.ref_aliased.update(i % len(self.out_specs) for i in self.ref_reader.aliased)
+            self.ref_aliased.update(i % len(self.out_specs) for i, _ in self.ref_reader.aliased)
             return read
         except ReadError as exc:
             raise RuntimeError(f"the judge could not read the reference's outputs: {exc}") from exc
@@ -1031,21 +1031,30 @@ class Judge:
                 HackKind.HARNESS_TAMPERING,
             ) from exc
 
-    def _materialized(self, aliased: list[int]) -> None:
-        """Refuse outputs that repeat memory through the page tables (`aliased`: indices into the
-        read's flat list of tensors; `cudal1.bench.backing`) where the reference's do not: a
-        page of a file or shared region mapped at several addresses holds values written once
-        for several places (a tile mapped 4 times: paid 1.37x against 1.0x)."""
-        for i in aliased:
+    def _materialized(self, aliased: list[tuple[int, str]]) -> None:
+        """Refuse outputs that repeat memory through the page tables, or lie in the judge's input
+        slots (`aliased`: (index into the read's flat list of tensors, "repeat" or "input");
+        `cudal1.bench.backing`), where the reference's do not: a page of a file or shared region
+        mapped at several addresses holds values written once for several places (a tile mapped
+        4 times: paid 1.37x against 1.0x), and input pages moved under an output were never
+        copied there."""
+        for i, why in aliased:
             leaf = i % len(self.out_specs)
-            if leaf not in self.ref_aliased:
+            if leaf in self.ref_aliased:
+                continue
+            if why == "input":
                 raise Verdict(
                     Status.HACK,
-                    f"{self.tensor_paths[leaf]}: the output repeats memory through the page tables (pages of a "
-                    "file or shared region that the candidate's process maps at another address too), where "
-                    "the reference's does not",
-                    HackKind.NOT_MATERIALIZED,
+                    f"{self.tensor_paths[leaf]}: the output lies in the pages of the judge's inputs",
+                    HackKind.OUTPUT_ALIASES_INPUT,
                 )
+            raise Verdict(
+                Status.HACK,
+                f"{self.tensor_paths[leaf]}: the output repeats memory through the page tables (pages of a "
+                "file or shared region that the candidate's process maps at another address too), where "
+                "the reference's does not",
+                HackKind.NOT_MATERIALIZED,
+            )
 
     def _host_verdicts(self, msg: dict[str, Any]) -> None:
         if msg.get("error") is not None:

@@ -113,7 +113,7 @@ class IpcReader:
     def __init__(self, device: str) -> None:
         self.device = device
         self.opened: dict[str, tuple[int, int]] = {}
-        self.aliased: list[int] = []
+        self.aliased: list[tuple[int, str]] = []
         """Always empty: `cuIpcGetMemHandle` exports only memory of `cudaMalloc`'s kind, one
         physical allocation per virtual range; memory the host cannot export (a `cuMemMap`
         region, which may map one allocation at several addresses) it first copies into a tensor
@@ -164,9 +164,10 @@ class ParentReader:
         link.share_read_buffer(fd, host)
         os.close(fd)
         self._ends = [0, 0]
-        self.aliased: list[int] = []
-        """After a read: the indices (in its `descs`) of the tensors some bytes of which the
-        host maps at another address too (`cudal1.bench.backing`)."""
+        self.aliased: list[tuple[int, str]] = []
+        """After a read: (index in its `descs`, why) for the tensors some bytes of which the host
+        maps at another address too ("repeat") or that lie in the judge's input slots ("input")
+        (`cudal1.bench.backing`)."""
 
     def read(
         self, descs: list[dict[str, Any]], specs: list[TensorSpec], again: bool = False, append: bool = False
@@ -200,7 +201,7 @@ class ParentReader:
             at += span
         self.aliased = []
         if ranges:
-            self.aliased = [of_range[i] for i in self.link.read_host(ranges, self.host)]
+            self.aliased = [(of_range[i], why) for i, why in self.link.read_host(ranges, self.host)]
         self._ends[half] = at
         return [_typed(self.base[a : a + n], spec, st, copy=False) for (a, n, st), spec in zip(placed, specs)]
 
@@ -228,11 +229,11 @@ class HostMemory:
         self._address = ctypes.addressof(ctypes.c_char.from_buffer(self.buffer))
         os.close(fd)
 
-    def read(self, ranges: list[Any]) -> tuple[str | None, str, list[int]]:
+    def read(self, ranges: list[Any]) -> tuple[str | None, str, list[list[Any]]]:
         """Copy each [address, nbytes, offset in the buffer] range, in chunks in random order.
         Returns (None, "", aliased) when all was read, else (why not, a `ReadError.why`, []);
-        `aliased`: the indices of the ranges that repeat memory through the page tables, before
-        or after the copy (`cudal1.bench.backing.Backing.aliased`)."""
+        `aliased`: [index, why] for the ranges that repeat memory through the page tables or lie
+        in the judge's input slots, before or after the copy (`cudal1.bench.backing.Backing.aliased`)."""
         if self.buffer is None:
             return "no read buffer was shared", "harness", []
         chunks = []
@@ -250,7 +251,7 @@ class HostMemory:
         # Asked before and after the copy: pages mapped elsewhere for the copy alone must be put
         # back between the two questions, neither of which the host can see coming.
         try:
-            aliased = set(self.backing.aliased(ranges))
+            aliased = {i: why for i, why in self.backing.aliased(ranges)}
         except BackingError as exc:
             return self._unasked(exc)
         random.SystemRandom().shuffle(chunks)
@@ -269,12 +270,12 @@ class HostMemory:
                     [],
                 )
         try:
-            aliased |= set(self.backing.aliased(ranges))
+            aliased.update({i: why for i, why in self.backing.aliased(ranges) if i not in aliased})
         except BackingError as exc:
             return self._unasked(exc)
         if aliased and not self._alive():  # an ended process has no mappings left to ask about
             return "the candidate's process has ended", "gone", []
-        return None, "", sorted(aliased)
+        return None, "", [[i, aliased[i]] for i in sorted(aliased)]
 
     def _alive(self) -> bool:
         try:
@@ -284,7 +285,7 @@ class HostMemory:
             return False
         return state not in (b"Z", b"X")
 
-    def _unasked(self, exc: BackingError) -> tuple[str, str, list[int]]:
+    def _unasked(self, exc: BackingError) -> tuple[str, str, list[list[Any]]]:
         if not self._alive():
             return "the candidate's process has ended", "gone", []
         return f"cannot ask which memory holds the outputs: {exc}", "harness", []
@@ -304,16 +305,24 @@ class ParentLink:
         self.chan.send("buffer", fds=[fd], host=host)
         _expect(self.chan, "buffer")
 
-    def read_host(self, ranges: list[list[int]], host: str = "candidate") -> list[int]:
+    def read_host(self, ranges: list[list[int]], host: str = "candidate") -> list[list[Any]]:
         """Ask the parent to copy [address, nbytes, offset in the buffer] ranges of `host`'s
-        memory into its buffer. Returns the indices of the ranges that repeat memory through
-        the page tables (`HostMemory.read`). Raises ReadError, ProtocolError."""
+        memory into its buffer. Returns [index, why] for the ranges that repeat memory through
+        the page tables ("repeat") or lie in the judge's input slots ("input") (`HostMemory.read`).
+        Raises ReadError, ProtocolError."""
         self.chan.send("read", ranges=ranges, host=host)
         reply = _expect(self.chan, "read")
         if reply.get("error"):
             raise ReadError(str(reply["error"])[:300], str(reply.get("why") or "harness"))
         aliased = reply.get("aliased")
-        if type(aliased) is not list or not all(type(i) is int and 0 <= i < len(ranges) for i in aliased):
+        if type(aliased) is not list or not all(
+            type(a) is list
+            and len(a) == 2
+            and type(a[0]) is int
+            and 0 <= a[0] < len(ranges)
+            and a[1] in ("repeat", "input")
+            for a in aliased
+        ):
             raise ProtocolError(f"the parent answered {str(aliased)[:80]} as the ranges that repeat memory")
         return aliased
 

@@ -53,21 +53,27 @@ def regions():
     assert _libc.mprotect(two + 2 * PAGE, 2 * PAGE, mmap.PROT_READ) == 0
     gap = _libc.mmap(None, 4 * PAGE, RW, MAP_PRIVATE | MAP_ANON, -1, 0)
     assert ctypes.CDLL(None).munmap(ctypes.c_void_p(gap + 3 * PAGE), PAGE) == 0
-    keep = [tensor, small, private, shared, once, twice, private_view]
+    # A memfd named as the judge's input slots (`cudal1.bench.slots`), mapped once.
+    slot_fd = os.memfd_create("cudal1-slot")
+    os.ftruncate(slot_fd, PAGE)
+    slot = mmap.mmap(slot_fd, PAGE, mmap.MAP_SHARED)
+    os.close(slot_fd)
+    keep = [tensor, small, private, shared, once, twice, private_view, slot]
     yield {
-        "a large tensor": ([tensor.data_ptr(), tensor.numel() * 4], False),
-        "a small tensor on the heap": ([small.data_ptr(), 64], False),
-        "an anonymous private mapping": ([_addr(private), 4 * PAGE], False),
-        "two private mappings back to back": ([two, 4 * PAGE], False),
-        "an empty range anywhere": ([8, 0], False),
-        "a shared anonymous mapping, mapped once": ([_addr(shared), 4 * PAGE], False),
-        "file pages mapped once": ([_addr(once), 2 * PAGE], False),
-        "file pages mapped nowhere else": ([_addr(twice), 2 * PAGE], False),
-        "file pages that a private mapping shows too": ([_addr(twice) + PAGE, 2 * PAGE], True),
-        "a private mapping of file pages mapped shared too": ([_addr(private_view) + 8, 8], True),
-        "one file page at two addresses": ([tile, 2 * PAGE], True),
-        "a private range running into a hole": ([gap + 2 * PAGE, 2 * PAGE], True),
-        "nothing mapped": ([8, 4], True),
+        "a large tensor": ([tensor.data_ptr(), tensor.numel() * 4], None),
+        "a small tensor on the heap": ([small.data_ptr(), 64], None),
+        "an anonymous private mapping": ([_addr(private), 4 * PAGE], None),
+        "two private mappings back to back": ([two, 4 * PAGE], None),
+        "an empty range anywhere": ([8, 0], None),
+        "a shared anonymous mapping, mapped once": ([_addr(shared), 4 * PAGE], None),
+        "file pages mapped once": ([_addr(once), 2 * PAGE], None),
+        "file pages mapped nowhere else": ([_addr(twice), 2 * PAGE], None),
+        "file pages that a private mapping shows too": ([_addr(twice) + PAGE, 2 * PAGE], "repeat"),
+        "a private mapping of file pages mapped shared too": ([_addr(private_view) + 8, 8], "repeat"),
+        "one file page at two addresses": ([tile, 2 * PAGE], "repeat"),
+        "a private range running into a hole": ([gap + 2 * PAGE, 2 * PAGE], "repeat"),
+        "nothing mapped": ([8, 4], "repeat"),
+        "an input slot's page, mapped once": ([_addr(slot), 16], "input"),
     }
     del keep
     os.close(fd)
@@ -77,13 +83,19 @@ def regions():
 def test_only_pages_mapped_at_two_addresses_or_none_are_aliased(regions, use_query) -> None:
     names = list(regions)
     aliased = Backing(os.getpid(), use_query=use_query).aliased([regions[n][0] for n in names])
-    assert {names[i] for i in aliased} == {n for n in names if regions[n][1]}
+    assert {names[i]: why for i, why in aliased} == {n: why for n, (_, why) in regions.items() if why}
 
 
 def test_a_maps_line_that_does_not_parse_is_an_error() -> None:
-    assert parse_maps(b"7f00-7f10 rw-p 00000000 00:00 0 \n7f10-7f20 rw-s 00002000 00:01 42 /memfd:x\n") == [
+    maps = (
+        b"7f00-7f10 rw-p 00000000 00:00 0 \n"
+        b"7f10-7f20 rw-s 00002000 00:01 42 /memfd:x (deleted)\n"
+        b"7f20-7f30 rw-s 00000000 00:01 43 /memfd:cudal1-slot (deleted)\n"
+    )
+    assert parse_maps(maps) == [
         Vma(0x7F00, 0x7F10, None, 0),
         Vma(0x7F10, 0x7F20, (1, 42), 0x2000),
+        Vma(0x7F20, 0x7F30, (1, 43), 0, input_slot=True),
     ]
     with pytest.raises(BackingError):
         parse_maps(b"7f00-7f10 rw-p\n")
@@ -119,7 +131,7 @@ def test_the_parents_read_names_the_ranges_that_repeat_memory() -> None:
         os.ftruncate(fd, 1 << 16)
         memory.share(fd)
         error, why, aliased = memory.read([[tensor, 4096 * 4, 0], [twice, 5, 1 << 15], [once, 4, 1 << 14]])
-        assert (error, why, aliased) == (None, "", [1])
+        assert (error, why, aliased) == (None, "", [[1, "repeat"]])
         assert torch.equal(torch.frombuffer(memory.buffer, dtype=torch.float32, count=4096), torch.arange(4096.0))
         assert bytes(memory.buffer[1 << 15 : (1 << 15) + 5]) == b"hello"
         assert bytes(memory.buffer[1 << 14 : (1 << 14) + 4]) == b"once"
@@ -127,3 +139,24 @@ def test_the_parents_read_names_the_ranges_that_repeat_memory() -> None:
         child.kill()
         child.wait()
     assert memory.read([[tensor, 16, 0]])[1] == "gone"
+
+
+def test_a_range_of_many_one_page_mappings_is_settled_without_a_scan_per_page() -> None:
+    """One range made of 512 one-page mappings of 512 files (each mapped once) passes, and the
+    same range with one file's page mapped twice does not; the table is indexed by file
+    (a scan of every mapping per mapping of the range took 1.3 s a question at 4096)."""
+    n = 512
+    base = _libc.mmap(None, (n + 1) * PAGE, 0, MAP_PRIVATE | MAP_ANON, -1, 0)
+    fds = [os.memfd_create(f"page{i}") for i in range(n)]
+    try:
+        for i, fd in enumerate(fds):
+            os.ftruncate(fd, PAGE)
+            assert _libc.mmap(base + i * PAGE, PAGE, RW, MAP_SHARED | MAP_FIXED, fd, 0) == base + i * PAGE
+        backing = Backing(os.getpid())
+        assert backing.aliased([[base, n * PAGE, 0]]) == []
+        assert _libc.mmap(base + n * PAGE, PAGE, RW, MAP_SHARED | MAP_FIXED, fds[7], 0) == base + n * PAGE
+        assert backing.aliased([[base, n * PAGE, 0], [base + PAGE, PAGE, 0]]) == [[0, "repeat"]]
+    finally:
+        ctypes.CDLL(None).munmap(ctypes.c_void_p(base), (n + 1) * PAGE)
+        for fd in fds:
+            os.close(fd)

@@ -465,3 +465,31 @@ def get_init_inputs():
     )
     r = evaluate(repeating_reference, tiles, "cpu", settings=evalkit.settings(cache_dir))
     assert r.status is Status.OK, evalkit.describe(r)
+
+
+CAT_X_2X = evalkit.inline_task(
+    971,
+    "cat_x_2x",
+    """
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.cat([x, x * 2], dim=0)
+
+def get_inputs():
+    return [torch.randn(2048, 2048)]
+
+def get_init_inputs():
+    return []
+""",
+)
+
+
+def test_the_judges_input_pages_moved_under_an_output_are_an_aliased_input(cache_dir) -> None:
+    """cat([x, 2x]) whose first half is the judge's own input pages, moved under the output with
+    mremap (the input's old address left empty, so the input slot is mapped once and the host's
+    check of virtual addresses sees no overlap): accepted in 12 of 12 evaluations and paid up to
+    1.64x against an honest 0.81-1.05x before (forty-third session's red team). An output in the
+    pages of an input slot is the input aliased, whatever its address."""
+    r = run(CAT_X_2X, "moved_input_pages", cache_dir)
+    assert r.status is Status.HACK and r.hack_kind is HackKind.OUTPUT_ALIASES_INPUT, evalkit.describe(r)
+    assert "pages of the judge's inputs" in r.message, evalkit.describe(r)
