@@ -1,0 +1,8 @@
+"""Control for sin_4mib."""
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return torch.sin(x)
