@@ -1,11 +1,12 @@
-"""What the parent's question "which memory holds these outputs" costs (`cudal1.bench.backing`).
+"""What the parent's questions about a host's output pages cost (`cudal1.bench.backing`, `cudal1.bench.pagemap`).
 
     python benchmarks/backing_cost.py [--questions 2000]
 
 Starts a PyTorch process holding eight 4 MiB tensors and asks `Backing.aliased` about one
 and about all eight ranges, by the PROCMAP_QUERY ioctl and by the text of /proc/<pid>/maps,
-printing microseconds a question and the number of mappings of that process. The parent asks
-twice per read (before and after), for the candidate's and the reference's host alike.
+printing microseconds a question and the number of mappings of that process; then
+`pagemap.never_written` about the same ranges. The parent asks the first twice per read (before
+and after) and the second once (after), for the candidate's and the reference's host alike.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import subprocess
 import sys
 import time
 
+from cudal1.bench import pagemap
 from cudal1.bench.backing import Backing
 
 _CHILD = (
@@ -44,6 +46,14 @@ def main() -> None:
                 way = "PROCMAP_QUERY" if use_query else "maps text"
                 print(f"{way}: {n} range(s): {us:.1f} us a question ({mappings} mappings)")
 
+        for n in (1, 8):
+            ranges = [[a, 4 << 20, 0] for a in addrs[:n]]
+            assert pagemap.never_written(child.pid, ranges) == []
+            t0 = time.perf_counter()
+            for _ in range(args.questions // 10):
+                pagemap.never_written(child.pid, ranges)
+            us = (time.perf_counter() - t0) / (args.questions // 10) * 1e6
+            print(f"pagemap: {n} range(s) of 4 MiB: {us:.1f} us a question")
     finally:
         child.kill()
         child.wait()

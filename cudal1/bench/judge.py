@@ -1032,8 +1032,9 @@ class Judge:
             ) from exc
 
     def _materialized(self, aliased: list[tuple[int, str]]) -> None:
-        """Refuse outputs that repeat memory through the page tables, or lie in the judge's input
-        slots (`aliased`: (index into the read's flat list of tensors, "repeat" or "input");
+        """Refuse outputs that repeat memory through the page tables, lie in the judge's input
+        slots or hold values on pages never written (`aliased`: (index into the read's flat list
+        of tensors, "repeat", "input" or "unwritten"); `cudal1.bench.pagemap`;
         `cudal1.bench.backing`), where the reference's do not: a page of a file or shared region
         mapped at several addresses holds values written once for several places (a tile mapped
         4 times: paid 1.37x against 1.0x), and input pages moved under an output were never
@@ -1042,6 +1043,13 @@ class Judge:
             leaf = i % len(self.out_specs)
             if leaf in self.ref_aliased:
                 continue
+            if why == "unwritten":
+                raise Verdict(
+                    Status.HACK,
+                    f"{self.tensor_paths[leaf]}: the output holds values on pages never written (the "
+                    "kernel's zero page, or none at all), where the reference's does not",
+                    HackKind.NOT_MATERIALIZED,
+                )
             if why == "input":
                 raise Verdict(
                     Status.HACK,

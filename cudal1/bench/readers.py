@@ -36,6 +36,7 @@ from typing import Any
 
 import torch
 
+from . import pagemap
 from .backing import Backing, BackingError
 from .slots import TensorSpec, cuda_bytes, driver
 from .wire import Channel, PeerGone, ProtocolError, Timeout
@@ -196,6 +197,10 @@ class ParentReader:
                 raise ReadError("the outputs address more memory than their values need")
             if span:
                 ranges.append([addr, span, origin + at])
+                if not pagemap.dense(spec.shape, strides):  # which pages hold elements: `pagemap`
+                    ranges[-1].append(
+                        {"shape": list(spec.shape), "strides": list(strides), "itemsize": spec.torch_dtype.itemsize}
+                    )
                 of_range.append(i)
             placed.append((origin + at, span, strides))
             at += span
@@ -233,18 +238,21 @@ class HostMemory:
         """Copy each [address, nbytes, offset in the buffer] range, in chunks in random order.
         Returns (None, "", aliased) when all was read, else (why not, a `ReadError.why`, []);
         `aliased`: [index, why] for the ranges that repeat memory through the page tables or lie
-        in the judge's input slots, before or after the copy (`cudal1.bench.backing.Backing.aliased`)."""
+        in the judge's input slots, before or after the copy (`cudal1.bench.backing.Backing.aliased`),
+        or hold an element on a page never written (`cudal1.bench.pagemap.never_written`: why
+        "unwritten"). A range may carry a 4th item, the layout of a view that does not fill it."""
         if self.buffer is None:
             return "no read buffer was shared", "harness", []
         chunks = []
         for item in ranges:
             if (
                 not isinstance(item, list)
-                or len(item) != 3
-                or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in item)
+                or len(item) not in (3, 4)
+                or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in item[:3])
+                or (len(item) == 4 and not _layout_ok(item[3], item[1]))
             ):
                 return "a malformed range", "harness", []
-            addr, n, dst = item
+            addr, n, dst = item[:3]
             if dst + n > len(self.buffer):
                 return "a range beyond the read buffer", "harness", []
             chunks += [(addr + o, min(CHUNK, n - o), dst + o) for o in range(0, n, CHUNK)]
@@ -273,6 +281,10 @@ class HostMemory:
             aliased.update({i: why for i, why in self.backing.aliased(ranges) if i not in aliased})
         except BackingError as exc:
             return self._unasked(exc)
+        try:
+            aliased.update({i: "unwritten" for i in pagemap.never_written(self.pid, ranges) if i not in aliased})
+        except OSError as exc:
+            return self._unasked(BackingError(f"its pagemap: {exc}"))
         if aliased and not self._alive():  # an ended process has no mappings left to ask about
             return "the candidate's process has ended", "gone", []
         return None, "", [[i, aliased[i]] for i in sorted(aliased)]
@@ -289,6 +301,18 @@ class HostMemory:
         if not self._alive():
             return "the candidate's process has ended", "gone", []
         return f"cannot ask which memory holds the outputs: {exc}", "harness", []
+
+
+def _layout_ok(layout: Any, nbytes: int) -> bool:
+    """Whether a range's layout is {"shape", "strides", "itemsize"} of non-negative ints whose span is `nbytes`."""
+    if not isinstance(layout, dict) or set(layout) != {"shape", "strides", "itemsize"}:
+        return False
+    shape, strides, itemsize = layout["shape"], layout["strides"], layout["itemsize"]
+    if not (isinstance(shape, list) and isinstance(strides, list) and len(shape) == len(strides)):
+        return False
+    if not all(type(v) is int and v >= 0 for v in [*shape, *strides, itemsize]) or itemsize == 0:
+        return False
+    return view_span(tuple(shape), tuple(strides), itemsize) == nbytes
 
 
 class ParentLink:
@@ -308,7 +332,8 @@ class ParentLink:
     def read_host(self, ranges: list[list[int]], host: str = "candidate") -> list[list[Any]]:
         """Ask the parent to copy [address, nbytes, offset in the buffer] ranges of `host`'s
         memory into its buffer. Returns [index, why] for the ranges that repeat memory through
-        the page tables ("repeat") or lie in the judge's input slots ("input") (`HostMemory.read`).
+        the page tables ("repeat"), lie in the judge's input slots ("input") or hold an element on
+        a page never written ("unwritten") (`HostMemory.read`).
         Raises ReadError, ProtocolError."""
         self.chan.send("read", ranges=ranges, host=host)
         reply = _expect(self.chan, "read")
@@ -320,7 +345,7 @@ class ParentLink:
             and len(a) == 2
             and type(a[0]) is int
             and 0 <= a[0] < len(ranges)
-            and a[1] in ("repeat", "input")
+            and a[1] in ("repeat", "input", "unwritten")
             for a in aliased
         ):
             raise ProtocolError(f"the parent answered {str(aliased)[:80]} as the ranges that repeat memory")

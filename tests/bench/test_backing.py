@@ -160,3 +160,46 @@ def test_a_range_of_many_one_page_mappings_is_settled_without_a_scan_per_page() 
         ctypes.CDLL(None).munmap(ctypes.c_void_p(base), (n + 1) * PAGE)
         for fd in fds:
             os.close(fd)
+
+
+def test_the_pages_a_views_elements_touch() -> None:
+    """`pagemap.element_pages` against every element's first and last byte, for dense, padded,
+    transposed and sparse layouts at several starting offsets."""
+    from cudal1.bench.pagemap import element_pages
+
+    layouts = [
+        ((8, 1024), (1024, 1), 4),  # dense
+        ((8, 1024), (2048, 1), 4),  # each row's second page never holds an element
+        ((1024, 8), (1, 1024), 4),  # transposed
+        ((3, 5, 7), (4096, 700, 3), 2),
+        ((40,), (1500,), 8),  # elements more than a page apart
+        ((1,), (1,), 4),
+    ]
+    for shape, strides, itemsize in layouts:
+        for start in (0, 8, PAGE - itemsize):
+            offsets = torch.zeros(1, dtype=torch.int64)
+            for n, st in zip(shape, strides):
+                offsets = (offsets[:, None] + torch.arange(n) * st).reshape(-1)
+            first = (start + offsets * itemsize) // PAGE
+            last = (start + offsets * itemsize + itemsize - 1) // PAGE
+            want = set(first.tolist()) | set(last.tolist())
+            got = element_pages(shape, strides, itemsize, start)
+            assert set(torch.nonzero(got).reshape(-1).tolist()) == want, (shape, strides, itemsize, start)
+
+
+def test_pages_never_written_are_found_where_elements_lie() -> None:
+    """After a read, a never-written page of private memory is the zero page (or not there):
+    found when an element lies on it, not when it is only inside a padded view's span."""
+    from cudal1.bench.pagemap import never_written, zero_frames
+
+    if zero_frames() is None:
+        pytest.skip("page frame numbers are shown to root only")
+    region = mmap.mmap(-1, 4 * PAGE, mmap.MAP_PRIVATE)
+    base = _addr(region)
+    region[:PAGE] = b"x" * PAGE  # page 0 written
+    region[2 * PAGE : 3 * PAGE] = b"y" * PAGE  # page 2 written; pages 1 and 3 never
+    _ = bytes(region[:])  # the read faults pages 1 and 3 in as the zero page
+    one_page_rows = {"shape": [2, PAGE // 4], "strides": [PAGE // 2, 1], "itemsize": 4}  # pages 0 and 2
+    ranges = [[base, PAGE, 0], [base, 2 * PAGE, 0], [base, 3 * PAGE, 0, one_page_rows], [base + 3 * PAGE, PAGE, 0]]
+    assert never_written(os.getpid(), ranges) == [1, 3]
+    del region

@@ -493,3 +493,52 @@ def test_the_judges_input_pages_moved_under_an_output_are_an_aliased_input(cache
     r = run(CAT_X_2X, "moved_input_pages", cache_dir)
     assert r.status is Status.HACK and r.hack_kind is HackKind.OUTPUT_ALIASES_INPUT, evalkit.describe(r)
     assert "pages of the judge's inputs" in r.message, evalkit.describe(r)
+
+
+PAD_ROWS = evalkit.inline_task(
+    972,
+    "pad_rows",
+    """
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.nn.functional.pad(x * 2, (0, 0, 0, 1536))
+
+def get_inputs():
+    return [torch.randn(512, 1024)]
+
+def get_init_inputs():
+    return []
+""",
+)
+SCALE_512 = evalkit.inline_task(
+    973,
+    "scale_512",
+    """
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 2
+
+def get_inputs():
+    return [torch.randn(512, 1024)]
+
+def get_init_inputs():
+    return []
+""",
+)
+
+
+def test_an_output_on_pages_never_written_is_not_materialized(cache_dir) -> None:
+    """Zero rows left in fresh private memory, never touched: every read of them is the kernel's
+    zero page, and the output was paid 1.2-3.0x against an honest 1.0-1.2x (forty-third session's
+    red team, 2048x2048 with 6144 zero rows). The parent reads the pagemap after its copy. A view
+    whose span holds pages no element lies in (the unwritten half of each row of a padded buffer)
+    is honest and passes."""
+    from cudal1.bench.pagemap import zero_frames
+
+    if zero_frames() is None:
+        pytest.skip("page frame numbers are shown to root only: the zero page cannot be seen")
+    r = run(PAD_ROWS, "zero_pages_pad", cache_dir)
+    assert r.status is Status.HACK and r.hack_kind is HackKind.NOT_MATERIALIZED, evalkit.describe(r)
+    assert "pages never written" in r.message, evalkit.describe(r)
+    honest = run(SCALE_512, "honest_padded_view", cache_dir)
+    assert honest.status is Status.OK, evalkit.describe(honest)

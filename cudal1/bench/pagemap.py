@@ -1,0 +1,152 @@
+"""Whether a host's output pages were written: `never_written`.
+
+A page of private anonymous memory that no one has written reads as zeros: the kernel maps its
+one shared zero page there (or the huge zero page, 2 MiB, where transparent huge pages are on).
+An output whose zero rows a candidate never touches (fresh `mmap` memory, the rows it must hold
+zeros left alone) reads right, and was paid 1.2-3.0x against an honest 1.0-1.2x (the forty-third
+session's red team): the kernel showed values nobody wrote. After the parent's read (which
+faults such pages in as the zero page), `/proc/<pid>/pagemap` (the kernel's
+Documentation/admin-guide/mm/pagemap.rst: one 64-bit entry a page; bit 63 present, bit 62
+swapped, bits 0-54 the page frame number, shown to root only) says which pages are the zero
+page, or not there at all.
+
+Only pages that hold some byte of the output's elements count: a strided view of a padded
+buffer (the host copies views more than twice as sparse as their values) may span whole pages no
+element lies in, which an honest kernel never writes. A dense view holds bytes on every page of
+its span; for another view the pages its elements touch are computed from its shape and strides
+(`element_pages`, kept per layout).
+
+Without root the frame numbers read as 0, and only pages not there at all are found: the zero
+page is not seen (a limit, written in the README).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import mmap
+import os
+from functools import lru_cache
+from typing import Any
+
+import torch
+
+PAGE = mmap.PAGESIZE
+HUGE = 2 << 20
+_PFN_BITS = (1 << 55) - 1
+_PRESENT, _SWAPPED = 1 << 63, 1 << 62
+MADV_HUGEPAGE = 14
+
+
+def _entries(pid: int | str, addr: int, n: int) -> torch.Tensor:
+    """The pagemap entries (int64) of the pages of [addr, addr + n) in process `pid`. Raises OSError."""
+    first, last = addr // PAGE, (addr + n - 1) // PAGE
+    fd = os.open(f"/proc/{pid}/pagemap", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        data = os.pread(fd, 8 * (last - first + 1), 8 * first)
+    finally:
+        os.close(fd)
+    return torch.frombuffer(bytearray(data), dtype=torch.int64)
+
+
+@lru_cache(maxsize=1)
+def zero_frames() -> tuple[int, int, int] | None:
+    """(the zero page's frame, the huge zero page's first frame, one past its last; both 0 where
+    it is not in use), found by reading never-written pages of this process; None where frame
+    numbers are hidden (not root)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    small = mmap.mmap(-1, PAGE, mmap.MAP_PRIVATE)
+    _ = small[0]  # a read fault maps the zero page
+    frame = int(_entries("self", ctypes.addressof(ctypes.c_char.from_buffer(small)), 1)[0]) & _PFN_BITS
+    small.close()
+    if frame == 0:
+        return None
+    region = mmap.mmap(-1, 2 * HUGE, mmap.MAP_PRIVATE)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(region))
+    aligned = -(-base // HUGE) * HUGE
+    huge = (0, 0)
+    if libc.madvise(ctypes.c_void_p(aligned), ctypes.c_size_t(HUGE), MADV_HUGEPAGE) == 0:
+        _ = region[aligned - base]
+        got = _entries("self", aligned, HUGE) & _PFN_BITS
+        first = int(got[0])
+        if first not in (0, frame) and torch.equal(got, torch.arange(first, first + HUGE // PAGE)):
+            huge = (first, first + HUGE // PAGE)
+    region.close()
+    return frame, *huge
+
+
+def element_pages(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int, start: int) -> torch.Tensor:
+    """For a view of `shape`, `strides` (elements) and `itemsize` (bytes) whose first element is
+    `start` bytes into its page: a bool per page of its span, True where some byte of an element
+    lies. Elements along the dimension of smallest stride are at most a page apart when that
+    stride is at most a page, so a row along it touches every page from its first byte to its
+    last; rows are combined by their first bytes."""
+    span = (sum((n - 1) * st for n, st in zip(shape, strides)) + 1) * itemsize if all(shape) else 0
+    pages = (start + span - 1) // PAGE + 1 if span else 0
+    mask = torch.zeros(pages, dtype=torch.bool)
+    if not span:
+        return mask
+    dims = [(st, n) for n, st in zip(shape, strides) if n > 1]
+    if not dims:
+        mask[start // PAGE] = True
+        return mask
+    k = min(range(len(dims)), key=lambda d: dims[d][0])
+    inner_stride, inner_n = dims[k]
+    if inner_stride * itemsize <= PAGE:
+        row_bytes, outer = ((inner_n - 1) * inner_stride + 1) * itemsize, dims[:k] + dims[k + 1 :]
+    else:  # elements more than a page apart: each is a row of its own
+        row_bytes, outer = itemsize, dims
+    firsts = torch.zeros(1, dtype=torch.int64)
+    for st, n in outer:
+        firsts = (firsts[:, None] + torch.arange(n, dtype=torch.int64) * st * itemsize).reshape(-1)
+    lo = (firsts + start) // PAGE
+    hi = (firsts + start + row_bytes - 1) // PAGE
+    # Every page from lo to hi of each row: mark by a difference array.
+    marks = torch.zeros(pages + 1, dtype=torch.int64)
+    marks.index_add_(0, lo, torch.ones_like(lo))
+    marks.index_add_(0, hi + 1, -torch.ones_like(hi))
+    return marks.cumsum(0)[:pages] > 0
+
+
+@lru_cache(maxsize=256)
+def _layout_pages(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int, start: int) -> torch.Tensor:
+    return element_pages(shape, strides, itemsize, start)
+
+
+def never_written(pid: int, ranges: list[Any]) -> list[int]:
+    """The indices of the [address, nbytes, ..., layout] ranges of process `pid` holding an
+    element on a page that is not there (neither present nor swapped out) or is the zero page.
+    `layout` (optional 4th item): {"shape", "strides", "itemsize"} of a view that does not fill
+    its span; without it every page of the range counts. Raises OSError when the pagemap cannot
+    be read."""
+    frames = zero_frames()
+    bad = []
+    for i, item in enumerate(ranges):
+        addr, n = int(item[0]), int(item[1])
+        if n <= 0:
+            continue
+        entries = _entries(pid, addr, n)
+        missing = (entries & (_PRESENT | _SWAPPED)) == 0
+        if frames is not None:
+            frame = entries & _PFN_BITS
+            zero = (frame == frames[0]) | ((frame >= frames[1]) & (frame < frames[2]))
+            missing |= ((entries & _PRESENT) != 0) & zero
+        if len(item) > 3 and isinstance(item[3], dict):
+            layout = item[3]
+            mask = _layout_pages(tuple(layout["shape"]), tuple(layout["strides"]), int(layout["itemsize"]), addr % PAGE)
+            if mask.numel() != missing.numel():
+                raise ValueError(f"a layout of {mask.numel()} pages for a range of {missing.numel()}")
+            missing &= mask
+        if bool(missing.any()):
+            bad.append(i)
+    return bad
+
+
+def dense(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """Whether a view's elements fill its span (every byte from its first to its last belongs
+    to an element): then every page of the span holds one."""
+    n = math.prod(shape)
+    if n == 0:
+        return True
+    span = sum((k - 1) * st for k, st in zip(shape, strides)) + 1
+    return span == n and all(st >= 0 for st in strides)
