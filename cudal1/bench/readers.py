@@ -15,7 +15,10 @@ the tensor lives in its process (`describe`); the judge copies those bytes out i
   4 GB/s here) into a buffer the judge and the parent share and the host cannot reach; the
   parent reads in 1 MiB chunks, in an order of its own choosing, so a thread of the host still
   writing the output is read mid-way. The judge uses the buffer as its copy (two halves: one for
-  the call's outputs, one for looking at them again).
+  the call's outputs, one for looking at them again). The parent also asks the kernel which pages
+  hold each output, before and after its copy (`cudal1.bench.backing`: none may be mapped at a
+  second address or belong to the judge's input slots) and after it (`cudal1.bench.pagemap`: none
+  holding an element may be the zero page): values the kernel shows but nobody wrote for the call.
 
 So the copy that puts the answer in the judge's hands is the judge's (or the parent's) work: the
 candidate cannot skip it, and the fixed cost the judge allows for it covers nothing the
@@ -167,8 +170,9 @@ class ParentReader:
         self._ends = [0, 0]
         self.aliased: list[tuple[int, str]] = []
         """After a read: (index in its `descs`, why) for the tensors some bytes of which the host
-        maps at another address too ("repeat") or that lie in the judge's input slots ("input")
-        (`cudal1.bench.backing`)."""
+        maps at another address too ("repeat"), that lie in the judge's input slots ("input")
+        (`cudal1.bench.backing`), or that hold an element on a page never written ("unwritten",
+        `cudal1.bench.pagemap`)."""
 
     def read(
         self, descs: list[dict[str, Any]], specs: list[TensorSpec], again: bool = False, append: bool = False
@@ -283,7 +287,7 @@ class HostMemory:
             return self._unasked(exc)
         try:
             aliased.update({i: "unwritten" for i in pagemap.never_written(self.pid, ranges) if i not in aliased})
-        except OSError as exc:
+        except (OSError, ValueError) as exc:
             return self._unasked(BackingError(f"its pagemap: {exc}"))
         if aliased and not self._alive():  # an ended process has no mappings left to ask about
             return "the candidate's process has ended", "gone", []
