@@ -5,7 +5,7 @@
 Starts a PyTorch process holding eight 4 MiB tensors and asks `Backing.aliased` about one
 and about all eight ranges, by the PROCMAP_QUERY ioctl and by the text of /proc/<pid>/maps,
 printing microseconds a question and the number of mappings of that process; then
-`pagemap.never_written` about the same ranges. The parent asks the first twice per read (before
+`pagemap.page_problems` about the same ranges. The parent asks the first twice per read (before
 and after) and the second once (after), for the candidate's and the reference's host alike.
 """
 
@@ -48,10 +48,10 @@ def main() -> None:
 
         for n in (1, 8):
             ranges = [[a, 4 << 20, 0] for a in addrs[:n]]
-            assert pagemap.never_written(child.pid, ranges) == []
+            assert pagemap.page_problems(child.pid, ranges) == {}
             t0 = time.perf_counter()
             for _ in range(args.questions // 10):
-                pagemap.never_written(child.pid, ranges)
+                pagemap.page_problems(child.pid, ranges)
             us = (time.perf_counter() - t0) / (args.questions // 10) * 1e6
             print(f"pagemap: {n} range(s) of 4 MiB: {us:.1f} us a question")
     finally:

@@ -101,47 +101,83 @@ class Backing:
         self._query = use_query
         self._libc = ctypes.CDLL(None, use_errno=True)
 
-    def aliased(self, ranges: list[Any]) -> list[list[Any]]:
+    def aliased(self, ranges: list[Any], files_settled_elsewhere: bool = False) -> list[list[Any]]:
+        """[index, why] per range that is not mapped in full or repeats file pages ("repeat") or
+        lies in an input slot ("input"). With `files_settled_elsewhere` (the caller compares page
+        frames: `cudal1.bench.pagemap.page_problems`), a range in a file or shared mapping that is
+        not an input slot passes here, and the whole table is read only on kernels without
+        PROCMAP_QUERY."""
         spans = [(int(r[0]), int(r[1])) for r in ranges]
         suspects = [i for i, (_, n) in enumerate(spans) if n]
+        found: dict[int, str] = {}
         if self._query:
             try:
-                suspects = self._not_private(spans, suspects)
+                suspects, found = self._by_query(spans, suspects, files_settled_elsewhere)
             except _NoQuery:
                 self._query = False
-        if not suspects:
-            return []
-        # A range in a file or shared mapping (or not mapped): only the whole table can say
-        # whether another mapping of the process shows the same pages.
-        table = Table(self._table())
-        return [[i, why] for i in suspects if (why := table.aliased(*spans[i])) is not None]
+        if suspects:
+            # A range in a file or shared mapping: only the whole table can say whether another
+            # mapping of the process shows the same pages.
+            table = Table(self._table())
+            for i in suspects:
+                if (why := table.aliased(*spans[i])) is not None:
+                    found[i] = why
+        return [[i, found[i]] for i in sorted(found)]
 
-    def _not_private(self, spans: list[tuple[int, int]], which: list[int]) -> list[int]:
-        """The indices of `which` whose span is not wholly private anonymous memory, by PROCMAP_QUERY."""
+    def _by_query(
+        self, spans: list[tuple[int, int]], which: list[int], files_settled: bool
+    ) -> tuple[list[int], dict[int, str]]:
+        """By PROCMAP_QUERY: (the indices of `which` left for the table, {index: why} found)."""
         try:
             fd = os.open(f"/proc/{self.pid}/maps", os.O_RDONLY | os.O_CLOEXEC)
         except OSError as exc:
             raise BackingError(f"cannot open the maps of process {self.pid}: {exc}") from exc
+        left, found = [], {}
         try:
-            return [i for i in which if not self._private_by_query(fd, *spans[i])]
+            for i in which:
+                verdict = self._walk(fd, *spans[i], files_settled)
+                if verdict == "table":
+                    left.append(i)
+                elif verdict is not None:
+                    found[i] = verdict
         finally:
             os.close(fd)
+        return left, found
 
-    def _private_by_query(self, fd: int, addr: int, n: int) -> bool:
-        end = addr + n
+    def _walk(self, fd: int, addr: int, n: int, files_settled: bool) -> str | None:
+        """None when every byte of [addr, addr + n) lies in private anonymous memory (or, with
+        `files_settled`, in any mapping but an input slot); "repeat" for a byte not mapped;
+        "input" for one in an input slot; "table" when a file or shared mapping needs the table."""
+        end, name = addr + n, ctypes.create_string_buffer(4096)
         while addr < end:
-            q = _Query(size=ctypes.sizeof(_Query), query_flags=0, query_addr=addr)
-            if self._libc.ioctl(fd, PROCMAP_QUERY, ctypes.byref(q)) < 0:
+            q = _Query(
+                size=ctypes.sizeof(_Query),
+                query_flags=0,
+                query_addr=addr,
+                vma_name_size=ctypes.sizeof(name),
+                vma_name_addr=ctypes.addressof(name),
+            )
+            ok = self._libc.ioctl(fd, PROCMAP_QUERY, ctypes.byref(q)) >= 0
+            if not ok and ctypes.get_errno() == errno.ENAMETOOLONG:  # a long path: not an input slot
+                name.value = b""
+                q.vma_name_size, q.vma_name_addr = 0, 0
+                ok = self._libc.ioctl(fd, PROCMAP_QUERY, ctypes.byref(q)) >= 0
+            if not ok:
                 err = ctypes.get_errno()
                 if err == errno.ENOENT:  # nothing mapped there
-                    return False
+                    return "repeat"
                 if err in (errno.ENOTTY, errno.EINVAL, errno.EOPNOTSUPP):
                     raise _NoQuery()
                 raise BackingError(f"PROCMAP_QUERY on process {self.pid}: {os.strerror(err)}")
-            if q.vma_flags & VMA_SHARED or q.inode != 0 or q.vma_end <= addr:
-                return False
+            if q.vma_end <= addr:
+                return "repeat"
+            if q.vma_flags & VMA_SHARED or q.inode != 0:
+                if name.value.startswith(INPUT_SLOT_NAME):
+                    return "input"
+                if not files_settled:
+                    return "table"
             addr = q.vma_end
-        return True
+        return None
 
     def _table(self) -> list[Vma]:
         try:

@@ -1,4 +1,4 @@
-"""Whether a host's output pages were written: `never_written`.
+"""Whether a host's output pages were written for it: `page_problems`.
 
 A page of private anonymous memory that no one has written reads as zeros: the kernel maps its
 one shared zero page there (or the huge zero page, 2 MiB, where transparent huge pages are on).
@@ -16,8 +16,12 @@ element lies in, which an honest kernel never writes. A dense view holds bytes o
 its span; for another view the pages its elements touch are computed from its shape and strides
 (`element_pages`, kept per layout).
 
+The same frame numbers show a physical page mapped at two virtual pages of the outputs (a file
+or shared page mapped twice: values written once for two places), which `cudal1.bench.backing`
+otherwise finds from the whole table of mappings, at a cost that grows with their number.
+
 Without root the frame numbers read as 0, and only pages not there at all are found: the zero
-page is not seen (a limit, written in the README).
+page is not seen (a limit, written in the README), and repeated pages are left to the table.
 """
 
 from __future__ import annotations
@@ -113,33 +117,49 @@ def _layout_pages(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: in
     return element_pages(shape, strides, itemsize, start)
 
 
-def never_written(pid: int, ranges: list[Any]) -> list[int]:
-    """The indices of the [address, nbytes, ..., layout] ranges of process `pid` holding an
-    element on a page that is not there (neither present nor swapped out) or is the zero page.
-    `layout` (optional 4th item): {"shape", "strides", "itemsize"} of a view that does not fill
-    its span; without it every page of the range counts. Raises OSError when the pagemap cannot
-    be read."""
+def page_problems(pid: int, ranges: list[Any]) -> dict[int, str]:
+    """{index: why} for the [address, nbytes, ..., layout] ranges of process `pid` holding an
+    element on a page that is not there (neither present nor swapped out) or is the zero page
+    ("unwritten"), or on a page frame that another virtual page of these ranges shows too
+    ("repeat": one physical page mapped at two addresses, found by frame number where root
+    reads them). `layout` (optional 4th item): {"shape", "strides", "itemsize"} of a view that
+    does not fill its span; without it every page of the range counts. Raises OSError when the
+    pagemap cannot be read, ValueError for a layout that does not fit its range."""
     frames = zero_frames()
-    bad = []
+    found: dict[int, str] = {}
+    seen: list[torch.Tensor] = []  # per range: (virtual page, frame) of its present element pages
     for i, item in enumerate(ranges):
         addr, n = int(item[0]), int(item[1])
         if n <= 0:
             continue
         entries = _entries(pid, addr, n)
-        missing = (entries & (_PRESENT | _SWAPPED)) == 0
-        if frames is not None:
-            frame = entries & _PFN_BITS
-            zero = (frame == frames[0]) | ((frame >= frames[1]) & (frame < frames[2]))
-            missing |= ((entries & _PRESENT) != 0) & zero
         if len(item) > 3 and isinstance(item[3], dict):
             layout = item[3]
             mask = _layout_pages(tuple(layout["shape"]), tuple(layout["strides"]), int(layout["itemsize"]), addr % PAGE)
-            if mask.numel() != missing.numel():
-                raise ValueError(f"a layout of {mask.numel()} pages for a range of {missing.numel()}")
-            missing &= mask
-        if bool(missing.any()):
-            bad.append(i)
-    return bad
+            if mask.numel() != entries.numel():
+                raise ValueError(f"a layout of {mask.numel()} pages for a range of {entries.numel()}")
+        else:
+            mask = torch.ones(entries.numel(), dtype=torch.bool)
+        present = (entries & _PRESENT) != 0
+        missing = ~present & ((entries & _SWAPPED) == 0)
+        if frames is not None:
+            frame = entries & _PFN_BITS
+            zero = (frame == frames[0]) | ((frame >= frames[1]) & (frame < frames[2]))
+            missing |= present & zero
+            pages = torch.arange(addr // PAGE, addr // PAGE + entries.numel(), dtype=torch.int64)
+            keep = mask & present & ~zero
+            seen.append(torch.stack([pages[keep], frame[keep], torch.full_like(pages[keep], i)], dim=1))
+        if bool((missing & mask).any()):
+            found[i] = "unwritten"
+    if seen:
+        pairs = torch.unique(torch.cat(seen)[:, :2], dim=0)  # (virtual page, frame), once each
+        frames_seen, counts = torch.unique(pairs[:, 1], return_counts=True)
+        shown_twice = frames_seen[counts > 1]
+        if shown_twice.numel():
+            rows = torch.cat(seen)
+            for i in torch.unique(rows[torch.isin(rows[:, 1], shown_twice), 2]).tolist():
+                found.setdefault(int(i), "repeat")
+    return found
 
 
 def dense(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:

@@ -243,8 +243,8 @@ class HostMemory:
         Returns (None, "", aliased) when all was read, else (why not, a `ReadError.why`, []);
         `aliased`: [index, why] for the ranges that repeat memory through the page tables or lie
         in the judge's input slots, before or after the copy (`cudal1.bench.backing.Backing.aliased`),
-        or hold an element on a page never written (`cudal1.bench.pagemap.never_written`: why
-        "unwritten"). A range may carry a 4th item, the layout of a view that does not fill it."""
+        or hold an element on a page never written or shown at two addresses
+        (`cudal1.bench.pagemap.page_problems`: why "unwritten", "repeat"). A range may carry a 4th item, the layout of a view that does not fill it."""
         if self.buffer is None:
             return "no read buffer was shared", "harness", []
         chunks = []
@@ -262,8 +262,9 @@ class HostMemory:
             chunks += [(addr + o, min(CHUNK, n - o), dst + o) for o in range(0, n, CHUNK)]
         # Asked before and after the copy: pages mapped elsewhere for the copy alone must be put
         # back between the two questions, neither of which the host can see coming.
+        by_frame = pagemap.zero_frames() is not None  # root: the pagemap compares page frames
         try:
-            aliased = {i: why for i, why in self.backing.aliased(ranges)}
+            aliased = {i: why for i, why in self.backing.aliased(ranges, by_frame)}
         except BackingError as exc:
             return self._unasked(exc)
         random.SystemRandom().shuffle(chunks)
@@ -282,11 +283,11 @@ class HostMemory:
                     [],
                 )
         try:
-            aliased.update({i: why for i, why in self.backing.aliased(ranges) if i not in aliased})
+            aliased.update({i: why for i, why in self.backing.aliased(ranges, by_frame) if i not in aliased})
         except BackingError as exc:
             return self._unasked(exc)
         try:
-            aliased.update({i: "unwritten" for i in pagemap.never_written(self.pid, ranges) if i not in aliased})
+            aliased.update({i: why for i, why in pagemap.page_problems(self.pid, ranges).items() if i not in aliased})
         except (OSError, ValueError) as exc:
             return self._unasked(BackingError(f"its pagemap: {exc}"))
         if aliased and not self._alive():  # an ended process has no mappings left to ask about

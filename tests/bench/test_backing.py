@@ -115,23 +115,27 @@ fd = os.memfd_create("x"); os.ftruncate(fd, 3 * mmap.PAGESIZE)
 m = mmap.mmap(fd, mmap.PAGESIZE, mmap.MAP_SHARED); m[:5] = b"hello"
 again = mmap.mmap(fd, mmap.PAGESIZE, mmap.MAP_SHARED)  # the same file page, a second address
 once = mmap.mmap(fd, mmap.PAGESIZE, mmap.MAP_SHARED, offset=2 * mmap.PAGESIZE); once[:4] = b"once"
-print(*[t.data_ptr()] + [ctypes.addressof(ctypes.c_char.from_buffer(v)) for v in (m, once)], flush=True)
+print(*[t.data_ptr()] + [ctypes.addressof(ctypes.c_char.from_buffer(v)) for v in (m, once, again)], flush=True)
 sys.stdin.read()
 """
 
 
 def test_the_parents_read_names_the_ranges_that_repeat_memory() -> None:
-    """HostMemory.read copies all three ranges of another process and names the one whose page
-    that process maps at a second address."""
+    """HostMemory.read copies all four ranges of another process and names the two that show one
+    file page at two addresses (by page frame as root, else by the table of mappings)."""
     child = subprocess.Popen([sys.executable, "-c", _CHILD], stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
-        tensor, twice, once = (int(v) for v in child.stdout.readline().split())
+        tensor, twice, once, again = (int(v) for v in child.stdout.readline().split())
         memory = HostMemory(child.pid)
         fd = os.memfd_create("read-buffer")
         os.ftruncate(fd, 1 << 16)
         memory.share(fd)
-        error, why, aliased = memory.read([[tensor, 4096 * 4, 0], [twice, 5, 1 << 15], [once, 4, 1 << 14]])
-        assert (error, why, aliased) == (None, "", [[1, "repeat"]])
+        error, why, aliased = memory.read(
+            [[tensor, 4096 * 4, 0], [twice, 5, 1 << 15], [once, 4, 1 << 14], [again, 5, (1 << 15) + 64]]
+        )
+        assert (
+            (error, why) == (None, "") and [i for i, _ in aliased] == [1, 3] and {w for _, w in aliased} == {"repeat"}
+        )
         assert torch.equal(torch.frombuffer(memory.buffer, dtype=torch.float32, count=4096), torch.arange(4096.0))
         assert bytes(memory.buffer[1 << 15 : (1 << 15) + 5]) == b"hello"
         assert bytes(memory.buffer[1 << 14 : (1 << 14) + 4]) == b"once"
@@ -190,7 +194,7 @@ def test_the_pages_a_views_elements_touch() -> None:
 def test_pages_never_written_are_found_where_elements_lie() -> None:
     """After a read, a never-written page of private memory is the zero page (or not there):
     found when an element lies on it, not when it is only inside a padded view's span."""
-    from cudal1.bench.pagemap import never_written, zero_frames
+    from cudal1.bench.pagemap import page_problems, zero_frames
 
     if zero_frames() is None:
         pytest.skip("page frame numbers are shown to root only")
@@ -201,5 +205,31 @@ def test_pages_never_written_are_found_where_elements_lie() -> None:
     _ = bytes(region[:])  # the read faults pages 1 and 3 in as the zero page
     one_page_rows = {"shape": [2, PAGE // 4], "strides": [PAGE // 2, 1], "itemsize": 4}  # pages 0 and 2
     ranges = [[base, PAGE, 0], [base, 2 * PAGE, 0], [base, 3 * PAGE, 0, one_page_rows], [base + 3 * PAGE, PAGE, 0]]
-    assert never_written(os.getpid(), ranges) == [1, 3]
+    assert page_problems(os.getpid(), ranges) == {1: "unwritten", 3: "unwritten"}
     del region
+
+
+def test_one_page_frame_at_two_addresses_of_the_outputs_is_a_repeat() -> None:
+    """By page frame (root): a file page mapped at two addresses, both read, is a repeat in both
+    ranges; two small ranges on one virtual page are not; a file page mapped once is not."""
+    from cudal1.bench.pagemap import page_problems, zero_frames
+
+    if zero_frames() is None:
+        pytest.skip("page frame numbers are shown to root only")
+    fd = os.memfd_create("frames")
+    os.ftruncate(fd, 2 * PAGE)
+    first = mmap.mmap(fd, PAGE, mmap.MAP_SHARED)
+    second = mmap.mmap(fd, PAGE, mmap.MAP_SHARED)  # file page 0 again
+    alone = mmap.mmap(fd, PAGE, mmap.MAP_SHARED, offset=PAGE)
+    os.close(fd)
+    first[:4], alone[:4] = b"abcd", b"efgh"
+    heap = torch.randn(64)
+    _ = bytes(second[:4])
+    ranges = [
+        [_addr(first), 16, 0],
+        [_addr(second) + 64, 16, 0],
+        [_addr(alone), 16, 0],
+        [heap.data_ptr(), 64, 0],
+        [heap.data_ptr() + 64, 64, 0],
+    ]
+    assert page_problems(os.getpid(), ranges) == {0: "repeat", 1: "repeat"}
