@@ -5,20 +5,22 @@ shared anonymous region mapped twice, or a file mapped privately and never writt
 pages show through every private mapping). An output laid out that way has plain strides and
 disjoint virtual ranges, and every value read from it is right, yet most of it was never written:
 a 4 MiB tile mapped 4 times was paid 1.37x against an honest 1.0x (the forty-second session's red
-team). Strides and addresses cannot show it; the mappings can. The rule: every byte of an output
-lies in private anonymous memory (malloc, PyTorch's CPU allocator, an anonymous `mmap`: a page of
-its own per virtual page), or in a file or shared mapping whose pages at those file offsets the
-process maps nowhere else. Shared memory a helper process writes into, mapped once, passes;
-the same pages mapped twice, for one output or for two, do not.
+team). Strides and addresses cannot show it; the mappings can. Every byte of an output must be
+mapped and lie outside the judge's input slots. Where the caller compares page frames
+(`cudal1.bench.pagemap.page_problems`, root), that is all asked here; otherwise a byte in a file
+or shared mapping must be at a file offset the process maps nowhere else (private anonymous
+memory, malloc's and PyTorch's, always passes). Shared memory a helper process writes into,
+mapped once, passes; the same pages mapped twice, for one output or for two, do not.
 
 Two ways to ask the kernel:
 
 - the `PROCMAP_QUERY` ioctl on `/proc/<pid>/maps` (Linux 6.11 and later, include/uapi/linux/fs.h):
-  the mapping that covers one address; 3 us to ask about one range, 17 us about eight. It
-  settles ranges in private anonymous memory, the honest case;
+  the mapping that covers one address, with its name; 8 us to ask about one range, 24 us about
+  eight. It settles ranges in private anonymous memory, the honest case, and finds input slots;
 - the text of `/proc/<pid>/maps` (proc(5)): every mapping with its device, inode and file offset,
-  read and parsed once per question (0.8 ms for a PyTorch process of 350 mappings, most of it the
-  kernel writing the text): for the ranges the query did not settle, and on kernels without it.
+  read and parsed once per question (1.3 ms for a PyTorch process of 350 mappings, about a third
+  of it the kernel writing the text): for ranges in file or shared mappings where page frames
+  are not compared, and on kernels without the ioctl.
 
 (Figures: `benchmarks/backing_cost.py`, docs/benchmarks.md.) A private mapping counts as file
 memory wherever it has an inode (its unwritten pages are the file's). Reading a process's maps
