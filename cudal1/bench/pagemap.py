@@ -33,6 +33,7 @@ import os
 from functools import lru_cache
 from typing import Any
 
+import numpy as np
 import torch
 
 PAGE = mmap.PAGESIZE
@@ -42,15 +43,19 @@ _PRESENT, _SWAPPED = 1 << 63, 1 << 62
 MADV_HUGEPAGE = 14
 
 
-def _entries(pid: int | str, addr: int, n: int) -> torch.Tensor:
-    """The pagemap entries (int64) of the pages of [addr, addr + n) in process `pid`. Raises OSError."""
+def _read_entries(pid: int | str, addr: int, n: int) -> bytes:
+    """The pagemap entries (8 bytes each) of the pages of [addr, addr + n) in process `pid`. Raises OSError."""
     first, last = addr // PAGE, (addr + n - 1) // PAGE
     fd = os.open(f"/proc/{pid}/pagemap", os.O_RDONLY | os.O_CLOEXEC)
     try:
-        data = os.pread(fd, 8 * (last - first + 1), 8 * first)
+        return os.pread(fd, 8 * (last - first + 1), 8 * first)
     finally:
         os.close(fd)
-    return torch.frombuffer(bytearray(data), dtype=torch.int64)
+
+
+def _entries(pid: int | str, addr: int, n: int) -> torch.Tensor:
+    """`_read_entries` as int64."""
+    return torch.frombuffer(bytearray(_read_entries(pid, addr, n)), dtype=torch.int64)
 
 
 @lru_cache(maxsize=1)
@@ -127,37 +132,45 @@ def page_problems(pid: int, ranges: list[Any]) -> dict[int, str]:
     pagemap cannot be read, ValueError for a layout that does not fit its range."""
     frames = zero_frames()
     found: dict[int, str] = {}
-    seen: list[torch.Tensor] = []  # per range: (virtual page, frame) of its present element pages
+    seen_frames, seen_pages, seen_range = [], [], []  # per range: its present element pages
     for i, item in enumerate(ranges):
         addr, n = int(item[0]), int(item[1])
         if n <= 0:
             continue
-        entries = _entries(pid, addr, n)
+        entries = np.frombuffer(_read_entries(pid, addr, n), dtype=np.uint64)
+        present = (entries & np.uint64(_PRESENT)) != 0
+        missing = ~present & ((entries & np.uint64(_SWAPPED)) == 0)
+        mask = None
         if len(item) > 3 and isinstance(item[3], dict):
             layout = item[3]
-            mask = _layout_pages(tuple(layout["shape"]), tuple(layout["strides"]), int(layout["itemsize"]), addr % PAGE)
-            if mask.numel() != entries.numel():
-                raise ValueError(f"a layout of {mask.numel()} pages for a range of {entries.numel()}")
-        else:
-            mask = torch.ones(entries.numel(), dtype=torch.bool)
-        present = (entries & _PRESENT) != 0
-        missing = ~present & ((entries & _SWAPPED) == 0)
+            pages = _layout_pages(
+                tuple(layout["shape"]), tuple(layout["strides"]), int(layout["itemsize"]), addr % PAGE
+            )
+            if pages.numel() != entries.size:
+                raise ValueError(f"a layout of {pages.numel()} pages for a range of {entries.size}")
+            mask = pages.numpy()
         if frames is not None:
-            frame = entries & _PFN_BITS
+            frame = (entries & np.uint64(_PFN_BITS)).astype(np.int64)
             zero = (frame == frames[0]) | ((frame >= frames[1]) & (frame < frames[2]))
             missing |= present & zero
-            pages = torch.arange(addr // PAGE, addr // PAGE + entries.numel(), dtype=torch.int64)
-            keep = mask & present & ~zero
-            seen.append(torch.stack([pages[keep], frame[keep], torch.full_like(pages[keep], i)], dim=1))
-        if bool((missing & mask).any()):
+            keep = present & ~zero if mask is None else mask & present & ~zero
+            seen_frames.append(frame[keep])
+            seen_pages.append(np.arange(addr // PAGE, addr // PAGE + entries.size, dtype=np.int64)[keep])
+            seen_range.append(np.full(int(keep.sum()), i, dtype=np.int64))
+        if (missing if mask is None else missing & mask).any():
             found[i] = "unwritten"
-    if seen:
-        pairs = torch.unique(torch.cat(seen)[:, :2], dim=0)  # (virtual page, frame), once each
-        frames_seen, counts = torch.unique(pairs[:, 1], return_counts=True)
-        shown_twice = frames_seen[counts > 1]
-        if shown_twice.numel():
-            rows = torch.cat(seen)
-            for i in torch.unique(rows[torch.isin(rows[:, 1], shown_twice), 2]).tolist():
+    if seen_frames:
+        frames_all, range_of = np.concatenate(seen_frames), np.concatenate(seen_range)
+        per_page = frames_all
+        spans = sorted((int(r[0]) // PAGE, (int(r[0]) + int(r[1]) - 1) // PAGE) for r in ranges if int(r[1]) > 0)
+        if any(b[0] <= a[1] for a, b in zip(spans, spans[1:])):
+            # Two ranges on one virtual page (small outputs side by side) see one frame there.
+            _, first = np.unique(np.concatenate(seen_pages), return_index=True)
+            per_page = frames_all[first]
+        ordered = np.sort(per_page)
+        twice = ordered[1:][ordered[1:] == ordered[:-1]]
+        if twice.size:  # a frame that two virtual pages of these outputs show
+            for i in np.unique(range_of[np.isin(frames_all, twice)]).tolist():
                 found.setdefault(int(i), "repeat")
     return found
 
