@@ -80,7 +80,8 @@ import torch
 from . import buildcache, guards, kernelprofile
 from ..tasks.task import Task
 from .correctness import StructureMismatch, flatten, match_output, materialization_problem
-from .readers import MAX_SPAN_FACTOR, describe, view_span
+from .pagemap import view_span
+from .readers import MAX_SPAN_FACTOR, describe
 from .result import HackKind, Status
 from .slots import Slot, TensorSpec
 from .timing import gc_paused

@@ -110,7 +110,8 @@ from ..tasks.task import Task
 from . import correctness, guards, inputs as inputs_mod, kernelprofile, pressure, timing
 from .result import EvalResult, HackKind, Label, Status, speedup_phrase
 from .settings import MIN_ONE_CALL_ROUNDS, EvalSettings
-from .readers import IpcReader, ParentReader, ReadError, view_span
+from .pagemap import view_span
+from .readers import IpcReader, ParentReader, ReadError
 from .slots import Slot, TensorSpec, plan
 from .verdicts import CUDA_FAULT_MARKERS, Verdict, device_name
 from .wire import MAX_FRAME, Channel, PeerGone, ProtocolError, Timeout, blob, expect, expect_host, str_list, unblob

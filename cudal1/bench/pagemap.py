@@ -84,13 +84,20 @@ def zero_frames() -> tuple[int, int, int] | None:
     return frame, *huge
 
 
+def view_span(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> int:
+    """Bytes from a view's first element to the end of its last one (0 for an empty view)."""
+    if any(s == 0 for s in shape):
+        return 0
+    return (sum((n - 1) * st for n, st in zip(shape, strides)) + 1) * itemsize
+
+
 def element_pages(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int, start: int) -> torch.Tensor:
     """For a view of `shape`, `strides` (elements) and `itemsize` (bytes) whose first element is
     `start` bytes into its page: a bool per page of its span, True where some byte of an element
     lies. Elements along the dimension of smallest stride are at most a page apart when that
     stride is at most a page, so a row along it touches every page from its first byte to its
     last; rows are combined by their first bytes."""
-    span = (sum((n - 1) * st for n, st in zip(shape, strides)) + 1) * itemsize if all(shape) else 0
+    span = view_span(shape, strides, itemsize)
     pages = (start + span - 1) // PAGE + 1 if span else 0
     mask = torch.zeros(pages, dtype=torch.bool)
     if not span:

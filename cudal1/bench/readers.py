@@ -40,6 +40,7 @@ from typing import Any
 import torch
 
 from . import pagemap
+from .pagemap import view_span
 from .backing import Backing, BackingError
 from .slots import TensorSpec, cuda_bytes, driver
 from .wire import Channel, PeerGone, ProtocolError, Timeout
@@ -61,13 +62,6 @@ class ReadError(Exception):
     def __init__(self, message: str, why: str = "unreadable") -> None:
         super().__init__(message)
         self.why = why
-
-
-def view_span(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> int:
-    """Bytes from a view's first element to the end of its last one (0 for an empty view)."""
-    if any(s == 0 for s in shape):
-        return 0
-    return (sum((n - 1) * st for n, st in zip(shape, strides)) + 1) * itemsize
 
 
 def describe(t: torch.Tensor, cache: dict[int, tuple[int, int, str]] | None = None) -> dict[str, Any]:
