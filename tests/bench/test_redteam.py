@@ -542,3 +542,21 @@ def test_an_output_on_pages_never_written_is_not_materialized(cache_dir) -> None
     assert "pages never written" in r.message, evalkit.describe(r)
     honest = run(SCALE_512, "honest_padded_view", cache_dir)
     assert honest.status is Status.OK, evalkit.describe(honest)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open (forty-fourth session's red team, finding 1): nothing shows the judge that an "
+    "output byte was written by this call rather than an earlier one",
+)
+def test_output_bytes_left_from_an_earlier_call_are_not_paid_for(cache_dir) -> None:
+    """The zero rows of pad_rows written once at init into a ring of 48 private buffers, never
+    again: real, distinct pages, so neither the page-repeat rule nor the zero-page question sees
+    them, and each call writes a quarter of its output (the red team's 2048-row variant: the
+    judge's time per call fell 2x, 40x at 256 MiB; the noisy VM's resolution floor hid most of it
+    in the paid figure; here paid 1.0-1.43x in three runs). Right: such an output is refused or
+    wrong (a design that would make it so: the parent overwrites every output byte it has read,
+    after the re-read check and before the next call, so a byte not written again reads as that
+    pattern)."""
+    r = run(PAD_ROWS, "prefaulted_pad_ring", cache_dir)
+    assert r.status in (Status.HACK, Status.INCORRECT), evalkit.describe(r)
