@@ -237,6 +237,16 @@ class Judge:
         self.timed_errors: list[float] = []  # each checked timed call's largest absolute error
         self.last_leaves: list[list[Any]] = []
         self._last_values: list[list[Any]] = []
+        self.ref_last_leaves: list[list[Any]] = []
+        """The reference host's last round trip's outputs, as described (CPU)."""
+        self.ref_persistent: set[int] = set()
+        self.overwrite_byte = 0xF8 + secrets.randbelow(7)
+        """What the parent writes over each round trip's outputs once the judge is done with them
+        (`_overwrite_outputs`), drawn for each evaluation from 0xF8-0xFE: every float dtype reads
+        it as NaN or as a value of magnitude 2^15 or more (float32 0xF8F8F8F8 is -4.0e34, float16
+        0xF8F8 -40704), far outside any tolerance around what an output was meant to hold (a byte
+        from 0x80 up read as float32 values as small as 1e-16, which passed as the zeros they
+        stood for)."""
         self.pick = random.Random(self._seed("pick"))
         self.host_loaded = False
         self.pause_candidate = False
@@ -397,6 +407,9 @@ class Judge:
             kept = inputs_mod.clone_tree(x)
             with torch.no_grad():
                 out = self.ref_model(*x)
+                # A second forward while the first's outputs live: memory the reference keeps
+                # between calls shows up in both (CPU: `_overwrite_outputs` leaves it alone).
+                again = None if self.cuda else self.ref_model(*inputs_mod.clone_tree(kept))
             self._sync()
         except Verdict:
             raise
@@ -404,6 +417,19 @@ class Judge:
             raise Verdict(Status.INVALID_TASK, f"reference failed: {type(exc).__name__}: {exc}") from exc
         self.ref_mutates_inputs = not correctness.tree_equal(x, kept)
         self.layout(x, kept, out)
+        owned = [t for m in self.ref_model.modules() for t in vars(m).values() if isinstance(t, torch.Tensor)]
+        owned += [*self.ref_model.parameters(), *self.ref_model.buffers()]
+        if again is not None:
+            try:
+                owned += [t for _, t in correctness.output_tree(again)[1]]
+            except correctness.NoComparisonRule as exc:
+                raise Verdict(Status.INVALID_TASK, f"the reference output cannot be judged: {exc}") from exc
+        self.ref_persistent = {
+            i for i, (_, t) in enumerate(correctness.output_tree(out)[1]) if correctness.shares_memory(t, owned)
+        }
+        """Tensor leaves (by index) the reference returns in memory it keeps between calls (a
+        parameter, a buffer, a tensor attribute, or what two forwards both return): left as they
+        are after a round trip by `_overwrite_outputs`, the candidate's too."""
 
     def layout(self, x: list[Any], kept: list[Any], out: Any) -> None:
         """Slot layouts from one input set (`x` as the reference got it, `kept` a copy taken before)
@@ -776,6 +802,8 @@ class Judge:
     def _ref_round_trip(self, xs: list[list[Any]], own_times: bool = True) -> tuple[float, list[float], list[Expected]]:
         """`_ref_call`'s round trip itself (`own_times` False: the host's own times are neither
         asked for nor returned, `_go`)."""
+        self._overwrite_outputs("reference", self.ref_last_leaves)
+        self.ref_last_leaves = []
         t0, fields, fds = self._go("reference", xs, self.ref_template, timed=True, own_times=own_times)
         self.ref_template = _sent_template(fields, self.ref_template)
         try:
@@ -800,6 +828,7 @@ class Judge:
                 "reference", xs, self.ref_template, self._ref_recv, self._ref_send, read, fail
             )
             msg["leaves"], msg["values"] = leaves, values
+            self.ref_last_leaves = leaves
         answered = self.clock.now_ns()
         error = msg.get("error")
         if self.host_loaded and isinstance(error, dict) and error.get("status") == Status.RESOURCE_EXCEEDED.value:
@@ -899,6 +928,8 @@ class Judge:
         for a failure the host reports, an output that cannot be read, or a broken protocol.
         """
         self._last_output_unchanged()
+        if self.last_snapshot is not None:
+            self._overwrite_outputs("candidate", self.last_leaves)
         if self.chan.pending():
             raise Verdict(
                 Status.HACK, "the candidate process sent a message nobody asked for", HackKind.HARNESS_TAMPERING
@@ -1079,6 +1110,47 @@ class Judge:
             raise Verdict(Status.HACK, hack["message"][:600], kind)
         if msg.get("mismatch") is not None:
             raise Verdict(Status.INCORRECT, str(msg["mismatch"])[:600])
+
+    @_spends("overwriting")
+    def _overwrite_outputs(self, who: str, leaves: list[list[Any]]) -> None:
+        """CPU: have the parent write `overwrite_byte` over every element byte of the outputs of
+        `who`'s last round trip (`leaves`, as described), once the judge has read them (and, the
+        candidate's, read them again: `_last_output_unchanged`), before the host's next round
+        trip: an output byte that a later call does not write again then reads as that pattern,
+        not as what an earlier call left there. Without it, a candidate returning one of a ring
+        of buffers whose constant part (pad_rows' zero rows) it wrote once at init was paid for
+        outputs it did not make (the forty-fourth session's red team: the judge's time a call
+        fell 2x, 40x at 256 MiB). Both hosts' outputs, so both time their calls after the same
+        writes. Left alone: the tensor leaves the reference returns in memory its model keeps
+        (`ref_persistent`), repeats through the page tables or in its input slots
+        (`ref_aliased`), and all of them where its outputs alias its inputs. CUDA: not done (a
+        limit, README). Raises RuntimeError for the judge's failure or the reference's, Verdict
+        for a candidate whose outputs cannot be written over."""
+        if self.cuda or not leaves or self.ref_aliases_inputs:
+            return
+        keep = [i for i in range(len(self.out_specs)) if i not in self.ref_persistent and i not in self.ref_aliased]
+        if not keep:
+            return
+        reader = self.reader if who == "candidate" else self.ref_reader
+        try:
+            reader.overwrite(
+                [call[i] for call in leaves for i in keep],
+                [self.out_specs[i] for _ in leaves for i in keep],
+                self.overwrite_byte,
+            )
+        except (ReadError, ProtocolError) as exc:
+            why = exc.why if isinstance(exc, ReadError) else "harness"
+            if who == "reference" or why == "harness":
+                raise RuntimeError(f"the judge could not write over the {who}'s last outputs: {exc}") from exc
+            if why == "gone":
+                raise Verdict(
+                    Status.RUNTIME_ERROR, "the candidate process died", labels=["worker_crashed", _HOST_FAULT]
+                ) from exc
+            raise Verdict(
+                Status.HACK,
+                f"the candidate's last outputs cannot be written over after the judge read them: {exc}",
+                HackKind.HARNESS_TAMPERING,
+            ) from exc
 
     @_spends("output re-read")
     def _last_output_unchanged(self) -> None:

@@ -182,6 +182,28 @@ def page_problems(pid: int, ranges: list[Any]) -> dict[int, str]:
     return found
 
 
+def element_runs(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> tuple[np.ndarray, int]:
+    """Where a view's elements lie, as runs of bytes: (starts, run_bytes), `starts` (int64,
+    sorted, no two alike) the byte offsets of each run from the view's first element and
+    `run_bytes` each run's length. A dense view (`dense`) is one run of its span; otherwise a
+    dimension of stride 1 (size > 1) makes runs of its length, and without one each element is a
+    run of `itemsize` bytes. An empty view: (no starts, 0). `shape`, `strides` in elements."""
+    if any(n == 0 for n in shape):
+        return np.zeros(0, dtype=np.int64), 0
+    if dense(shape, strides):
+        return np.zeros(1, dtype=np.int64), view_span(shape, strides, itemsize)
+    dims = [(st, n) for n, st in zip(shape, strides) if n > 1]
+    run = 1
+    unit = next((d for d in dims if d[0] == 1), None)
+    if unit is not None:
+        run = unit[1]
+        dims.remove(unit)
+    starts = np.zeros(1, dtype=np.int64)
+    for st, n in dims:
+        starts = (starts[:, None] + np.arange(n, dtype=np.int64) * st).reshape(-1)
+    return np.unique(starts) * itemsize, run * itemsize
+
+
 def dense(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     """Whether a view's elements fill its span (every byte from its first to its last belongs
     to an element): then every page of the span holds one."""

@@ -176,9 +176,32 @@ class ParentReader:
         they go after what the last read put in that half (one call of a round trip at a time),
         else at its start. Sets `aliased`. Raises ReadError, ProtocolError."""
         half = 1 if again else 0
-        origin = self.capacity * half
-        ranges, placed, at = [], [], self._ends[half] if append else 0
-        of_range: list[int] = []  # the index in `descs` of each range
+        ranges, placed, of_range, at = self._ranges(
+            descs, specs, self.capacity * half, self._ends[half] if append else 0
+        )
+        self.aliased = []
+        if ranges:
+            self.aliased = [(of_range[i], why) for i, why in self.link.read_host(ranges, self.host)]
+        self._ends[half] = at
+        return [_typed(self.base[a : a + n], spec, st, copy=False) for (a, n, st), spec in zip(placed, specs)]
+
+    def overwrite(self, descs: list[dict[str, Any]], specs: list[TensorSpec], byte: int) -> None:
+        """Have the parent write `byte` (0-255) over every byte of the described tensors'
+        elements in the host's memory (`HostMemory.overwrite`), bytes between them left alone.
+        Raises ReadError (why "gone" where the host has ended, "harness" for the judge's own
+        failure, else the host's), ProtocolError."""
+        ranges, _, _, _ = self._ranges(descs, specs, 0, 0)
+        if ranges:
+            self.link.overwrite_host(ranges, byte, self.host)
+
+    def _ranges(
+        self, descs: list[dict[str, Any]], specs: list[TensorSpec], origin: int, at: int
+    ) -> tuple[list[list[Any]], list[tuple[int, int, tuple[int, ...]]], list[int], int]:
+        """The parent's [address, nbytes, offset in the buffer, layout?] ranges of the described
+        tensors, placed from `at` bytes into the half at `origin` (64-byte aligned); (ranges,
+        each tensor's (offset, span, strides), the index in `descs` of each range, the end).
+        Raises ReadError."""
+        ranges, placed, of_range = [], [], []
         for i, (desc, spec) in enumerate(zip(descs, specs)):
             strides = _strides(desc, spec)
             span = view_span(spec.shape, strides, spec.torch_dtype.itemsize)
@@ -195,18 +218,14 @@ class ParentReader:
                 raise ReadError("the outputs address more memory than their values need")
             if span:
                 ranges.append([addr, span, origin + at])
-                if not pagemap.dense(spec.shape, strides):  # which pages hold elements: `pagemap`
+                if not pagemap.dense(spec.shape, strides):  # which bytes hold elements: `pagemap`
                     ranges[-1].append(
                         {"shape": list(spec.shape), "strides": list(strides), "itemsize": spec.torch_dtype.itemsize}
                     )
                 of_range.append(i)
             placed.append((origin + at, span, strides))
             at += span
-        self.aliased = []
-        if ranges:
-            self.aliased = [(of_range[i], why) for i, why in self.link.read_host(ranges, self.host)]
-        self._ends[half] = at
-        return [_typed(self.base[a : a + n], spec, st, copy=False) for (a, n, st), spec in zip(placed, specs)]
+        return ranges, placed, of_range, at
 
 
 # -- the parent's side of the CPU reads ------------------------------------------------------------
@@ -241,15 +260,10 @@ class HostMemory:
         (`cudal1.bench.pagemap.page_problems`: why "unwritten", "repeat"). A range may carry a 4th item, the layout of a view that does not fill it."""
         if self.buffer is None:
             return "no read buffer was shared", "harness", []
+        if not _ranges_ok(ranges):
+            return "a malformed range", "harness", []
         chunks = []
         for item in ranges:
-            if (
-                not isinstance(item, list)
-                or len(item) not in (3, 4)
-                or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in item[:3])
-                or (len(item) == 4 and not _layout_ok(item[3], item[1]))
-            ):
-                return "a malformed range", "harness", []
             addr, n, dst = item[:3]
             if dst + n > len(self.buffer):
                 return "a range beyond the read buffer", "harness", []
@@ -288,6 +302,46 @@ class HostMemory:
             return "the candidate's process has ended", "gone", []
         return None, "", [[i, aliased[i]] for i in sorted(aliased)]
 
+    def overwrite(self, ranges: list[Any], byte: Any) -> tuple[str | None, str]:
+        """Write `byte` over every byte of the elements of each [address, nbytes, offset, layout?]
+        range of the host's memory (`process_vm_writev`; `layout` as in `read`: the bytes between
+        a sparse view's elements are left alone, `cudal1.bench.pagemap.element_runs`). Returns
+        (None, "") when all was written, else (why not, a `ReadError.why`: "gone" for a host that
+        has ended, "harness" for a malformed request or the parent's own failure, "unreadable"
+        for memory the host no longer has writable where its outputs were)."""
+        if type(byte) is not int or not 0 <= byte <= 255 or not _ranges_ok(ranges):
+            return "a malformed request to overwrite", "harness"
+        pieces: list[tuple[int, int]] = []
+        for item in ranges:
+            addr, n = item[0], item[1]
+            if len(item) == 4:
+                layout = item[3]
+                starts, run = pagemap.element_runs(tuple(layout["shape"]), tuple(layout["strides"]), layout["itemsize"])
+            else:
+                starts, run = [0], n
+            for start in (int(v) for v in starts):
+                pieces += [(addr + start + o, min(_PATTERN, run - o)) for o in range(0, run, _PATTERN)]
+        pattern = (ctypes.c_char * _PATTERN).from_buffer_copy(bytes([byte]) * _PATTERN)
+        for k in range(0, len(pieces), _IOV_MAX):
+            batch = pieces[k : k + _IOV_MAX]
+            local = (_IoVec * len(batch))(*(_IoVec(ctypes.addressof(pattern), n) for _, n in batch))
+            remote = (_IoVec * len(batch))(*(_IoVec(a, n) for a, n in batch))
+            want = sum(n for _, n in batch)
+            got = self._libc.process_vm_writev(self.pid, local, len(batch), remote, len(batch), 0)
+            if got != want:
+                err = ctypes.get_errno() if got < 0 else 0
+                if err == 3:  # ESRCH
+                    return "the candidate's process has ended", "gone"
+                if err == 1 and os.geteuid() == 0:
+                    return f"cannot write the candidate's memory ({os.strerror(err)})", "harness"
+                if not self._alive():
+                    return "the candidate's process has ended", "gone"
+                return (
+                    f"its outputs cannot be written over ({os.strerror(err) if err else 'short write'})",
+                    "unreadable",
+                )
+        return None, ""
+
     def _alive(self) -> bool:
         try:
             with open(f"/proc/{self.pid}/stat", "rb") as f:
@@ -300,6 +354,24 @@ class HostMemory:
         if not self._alive():
             return "the candidate's process has ended", "gone", []
         return f"cannot ask which memory holds the outputs: {exc}", "harness", []
+
+
+_PATTERN = 1 << 16
+"""Bytes of the pattern buffer `HostMemory.overwrite` writes from: longer runs go in pieces."""
+_IOV_MAX = 1024
+"""Pieces per `process_vm_writev` call (Linux's UIO_MAXIOV)."""
+
+
+def _ranges_ok(ranges: Any) -> bool:
+    """Whether `ranges` is a list of [address, nbytes, offset, layout?] items: non-negative ints,
+    and a layout that fits its range (`_layout_ok`)."""
+    return isinstance(ranges, list) and all(
+        isinstance(item, list)
+        and len(item) in (3, 4)
+        and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in item[:3])
+        and (len(item) == 3 or _layout_ok(item[3], item[1]))
+        for item in ranges
+    )
 
 
 def _layout_ok(layout: Any, nbytes: int) -> bool:
@@ -349,6 +421,14 @@ class ParentLink:
         ):
             raise ProtocolError(f"the parent answered {str(aliased)[:80]} as the ranges that repeat memory")
         return aliased
+
+    def overwrite_host(self, ranges: list[list[Any]], byte: int, host: str = "candidate") -> None:
+        """Ask the parent to write `byte` over the elements of [address, nbytes, offset, layout?]
+        ranges of `host`'s memory (`HostMemory.overwrite`). Raises ReadError, ProtocolError."""
+        self.chan.send("overwrite", ranges=ranges, byte=byte, host=host)
+        reply = _expect(self.chan, "overwrite")
+        if reply.get("error"):
+            raise ReadError(str(reply["error"])[:300], str(reply.get("why") or "harness"))
 
     def hold_device(self) -> float:
         """Block until this evaluation holds its device alone (`cudal1.bench.devicelock`); the

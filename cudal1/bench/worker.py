@@ -1119,6 +1119,14 @@ class _HostKeeper:
                             else memory.read(msg.get("ranges") or [])
                         )
                     self._chan.send("read", error=error, why=why, aliased=aliased)
+                elif op == "overwrite" and memory is not None:
+                    with self._lock:
+                        error, why = (
+                            ("the candidate's process has ended", "gone")
+                            if self.ended and memory is self.memory["candidate"]
+                            else memory.overwrite(msg.get("ranges") or [], msg.get("byte"))
+                        )
+                    self._chan.send("overwrite", error=error, why=why)
                 elif op == "end_host":
                     self.end()
                     self._chan.send("end_host", ended=True)

@@ -233,3 +233,58 @@ def test_one_page_frame_at_two_addresses_of_the_outputs_is_a_repeat() -> None:
         [heap.data_ptr() + 64, 64, 0],
     ]
     assert page_problems(os.getpid(), ranges) == {0: "repeat", 1: "repeat"}
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.zeros(6, 10),  # dense
+        lambda: torch.zeros(10, 6).t(),  # dense, transposed
+        lambda: torch.zeros(8, 12)[::2, 3:9],  # rows apart, part of each row
+        lambda: torch.zeros(40)[::3],  # no dimension of stride 1
+        lambda: torch.zeros(4, 1, 5).expand(4, 3, 5),  # a stride 0: elements repeat
+        lambda: torch.zeros(3, 8, 5).permute(2, 0, 1)[:, :, 1:7],  # stride 1 not innermost
+    ],
+    ids=["dense", "transposed", "row_slices", "stride_3", "expanded", "permuted"],
+)
+def test_the_runs_of_a_views_elements_cover_its_element_bytes_and_no_other(make) -> None:
+    from cudal1.bench.pagemap import element_runs, view_span
+
+    view = make()
+    shape, strides, itemsize = tuple(view.shape), tuple(view.stride()), view.element_size()
+    span = view_span(shape, strides, itemsize)
+    want = torch.zeros(span, dtype=torch.bool)
+    offsets = torch.zeros(1, dtype=torch.int64)
+    for n, st in zip(shape, strides):
+        offsets = (offsets[:, None] + torch.arange(n) * st).reshape(-1)
+    for o in offsets.tolist():
+        want[o * itemsize : (o + 1) * itemsize] = True
+    starts, run = element_runs(shape, strides, itemsize)
+    got = torch.zeros(span, dtype=torch.bool)
+    for s in starts.tolist():
+        got[s : s + run] = True
+    assert torch.equal(got, want) and len(set(starts.tolist())) == len(starts)
+
+
+def test_the_parents_overwrite_writes_every_element_byte_and_nothing_between() -> None:
+    """HostMemory.overwrite (here on this process) writes its byte over a dense range and over
+    each element of a sparse view given its layout, and leaves the bytes between the elements,
+    which may be the candidate's other data, as they were."""
+    from cudal1.bench.pagemap import view_span
+
+    base = torch.zeros(64, 96)
+    view = base[::2, 8:72]
+    dense = torch.zeros(100_000)  # more than one piece of the pattern
+    layout = {"shape": list(view.shape), "strides": list(view.stride()), "itemsize": 4}
+    span = view_span(tuple(view.shape), tuple(view.stride()), 4)
+    memory = HostMemory(os.getpid())
+    ranges = [[view.data_ptr(), span, 0, layout], [dense.data_ptr(), dense.numel() * 4, 0]]
+    assert memory.overwrite(ranges, 0xA5) == (None, "")
+    written = (base.view(torch.uint8).view(64, 96, 4) == 0xA5).all(-1)
+    expect = torch.zeros(64, 96, dtype=torch.bool)
+    expect[::2, 8:72] = True
+    assert torch.equal(written, expect) and bool((base[~expect] == 0).all())
+    assert bool((dense.view(torch.uint8) == 0xA5).all())
+    assert memory.overwrite([[8, 4, 0]], 0xA5)[1] == "unreadable"  # nothing mapped there
+    assert memory.overwrite([[dense.data_ptr(), 4, 0]], 256)[1] == "harness"
+    assert memory.overwrite([[dense.data_ptr(), -4, 0]], 1)[1] == "harness"

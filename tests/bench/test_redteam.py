@@ -544,19 +544,92 @@ def test_an_output_on_pages_never_written_is_not_materialized(cache_dir) -> None
     assert honest.status is Status.OK, evalkit.describe(honest)
 
 
+KEEPS_WEIGHT = evalkit.inline_task(
+    975,
+    "keeps_weight",
+    """
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("w", torch.randn(256, 256))
+
+    def forward(self, x):
+        return x * 2, self.w
+
+def get_inputs():
+    return [torch.randn(512, 1024)]
+
+def get_init_inputs():
+    return []
+""",
+)
+
+
+def test_output_bytes_an_earlier_call_left_are_not_paid_for(cache_dir) -> None:
+    """The zero rows of pad_rows written once at init into a ring of 12 private buffers, never
+    again: real, distinct pages, so neither the page-repeat rule nor the zero-page question sees
+    them, and each call writes a quarter of its output (the forty-fourth session's red team,
+    2048 rows with 6144 zero rows: the judge's time per call fell 2x, 40x at 256 MiB; here, a ring
+    of 48, paid 1.0-1.43x in three runs). With at most 4 calls a round trip, 12 buffers pass the
+    host's check against the outputs of this round trip and the last, and serve again within the
+    timed rounds. The parent now writes a pattern over every output byte the judge has read
+    before the host's next round trip: once a buffer serves again, its zero rows read as that
+    pattern, a wrong timed answer."""
+    r = _run_source(PAD_ROWS, _ring(12), cache_dir, rounds=6, max_calls_per_round=4)
+    assert "RING WRAPPED" in r.log, evalkit.describe(r)
+    assert r.status is Status.HACK or r.status is Status.INCORRECT, evalkit.describe(r)
+    assert "wrong output" in r.message and "values differ" in r.message, evalkit.describe(r)
+    honest = run(PAD_ROWS, "honest_pad_ring", cache_dir, rounds=6, max_calls_per_round=4)
+    assert honest.status is Status.OK, evalkit.describe(honest)
+
+
 @pytest.mark.xfail(
     strict=True,
-    reason="open (forty-fourth session's red team, finding 1): nothing shows the judge that an "
-    "output byte was written by this call rather than an earlier one",
+    reason="open: a buffer returned once, its constant part written at init, is never seen "
+    "(the overwrite after each read covers only memory an earlier call returned)",
 )
-def test_output_bytes_left_from_an_earlier_call_are_not_paid_for(cache_dir) -> None:
-    """The zero rows of pad_rows written once at init into a ring of 48 private buffers, never
-    again: real, distinct pages, so neither the page-repeat rule nor the zero-page question sees
-    them, and each call writes a quarter of its output (the red team's 2048-row variant: the
-    judge's time per call fell 2x, 40x at 256 MiB; the noisy VM's resolution floor hid most of it
-    in the paid figure; here paid 1.0-1.43x in three runs). Right: such an output is refused or
-    wrong (a design that would make it so: the parent overwrites every output byte it has read,
-    after the re-read check and before the next call, so a byte not written again reads as that
-    pattern)."""
-    r = run(PAD_ROWS, "prefaulted_pad_ring", cache_dir)
+def test_a_stock_of_outputs_filled_at_init_is_not_paid_for(cache_dir) -> None:
+    """The same candidate with more buffers than the evaluation has calls: each is returned once,
+    so the pattern written over the outputs the judge has read never reaches one before it
+    serves. Its cost is memory: the stock must hold every call's output (here 32 of 8 MiB). Right:
+    refused or wrong, like the ring's."""
+    r = _run_source(PAD_ROWS, _ring(32), cache_dir, max_calls_per_round=4)
+    assert "RING WRAPPED" not in r.log, evalkit.describe(r)
     assert r.status in (Status.HACK, Status.INCORRECT), evalkit.describe(r)
+
+
+def _ring(slots: int) -> str:
+    return evalkit.candidate("prefaulted_pad_ring", slots=slots)
+
+
+def _run_source(task: Task, source: str, cache_dir, **overrides):
+    overrides = {"rounds": 2, "calls_per_round": 2, **overrides}
+    return evaluate(task, source, "cpu", settings=evalkit.settings(cache_dir, **overrides))
+
+
+KEEPS_GLOBAL = evalkit.inline_task(
+    976,
+    "keeps_global",
+    """
+_TABLE = torch.arange(65536.0).view(256, 256)
+
+class Model(nn.Module):
+    def forward(self, x):
+        return x * 2, _TABLE
+
+def get_inputs():
+    return [torch.randn(512, 1024)]
+
+def get_init_inputs():
+    return []
+""",
+)
+
+
+@pytest.mark.parametrize("task,kept", [(KEEPS_WEIGHT, "self.w"), (KEEPS_GLOBAL, "_TABLE")], ids=["buffer", "global"])
+def test_an_output_the_reference_keeps_is_not_written_over(task, kept, cache_dir) -> None:
+    """A reference that returns its own buffer, or a tensor of its module's, beside x*2: the same
+    memory every call, so the parent does not write its pattern there (the candidate's copy
+    would differ from the reference's next output if it did)."""
+    r = _run_source(task, evalkit.candidate("keeps_weight", kept=kept), cache_dir)
+    assert r.status is Status.OK, evalkit.describe(r)

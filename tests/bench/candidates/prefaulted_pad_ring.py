@@ -3,8 +3,10 @@ once, at init, and never again. Their pages are real, distinct and present (not 
 page), so neither the page-repeat rule nor the pagemap's zero-page question sees anything; each
 call writes only x*2, a quarter of the output (the forty-fourth session's red team: on a 2048-row
 task with 6144 zero rows the judge's time per call fell 2x, 40x on a 256 MiB variant). Returns
-the buffer of a ring of 48: more than two round trips' calls, so the host's check against the
-outputs of this round trip and the last passes (a ring of 12 or 24 was caught by it here)."""
+the buffer of a ring of SLOTS: more than two round trips' calls, so the host's check against the
+outputs of this round trip and the last passes (a ring of 12 or 24 was caught by it here), and,
+with enough calls, each buffer serves several. Prints "RING WRAPPED" once a buffer serves again.
+With SLOTS above the evaluation's calls it is a stock of buffers each returned once."""
 
 import ctypes
 import mmap
@@ -15,7 +17,7 @@ import torch.nn as nn
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.mmap.restype = ctypes.c_void_p
 _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
-N, M, PAD, SLOTS = 512, 1024, 1536, 48
+N, M, PAD, SLOTS = 512, 1024, 1536, __SLOTS__
 MAP_PRIVATE, MAP_ANON = 0x02, 0x20
 PROT_RW = mmap.PROT_READ | mmap.PROT_WRITE
 
@@ -40,5 +42,8 @@ class ModelNew(nn.Module):
             return torch.nn.functional.pad(x * 2, (0, 0, 0, PAD))
         out = self.slots[self.k]
         self.k = (self.k + 1) % SLOTS
+        self.calls = getattr(self, "calls", 0) + 1
+        if self.calls == SLOTS + 1:
+            print("RING WRAPPED", flush=True)
         torch.mul(x, 2, out=out[:N])
         return out
