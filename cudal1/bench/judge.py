@@ -1123,9 +1123,10 @@ class Judge:
         fell 2x, 40x at 256 MiB). Both hosts' outputs, so both time their calls after the same
         writes. Left alone: the tensor leaves the reference returns in memory its model keeps
         (`ref_persistent`), repeats through the page tables or in its input slots
-        (`ref_aliased`), and all of them where its outputs alias its inputs. CUDA: not done (a
-        limit, README). Raises RuntimeError for the judge's failure or the reference's, Verdict
-        for a candidate whose outputs cannot be written over."""
+        (`ref_aliased`), and all of them where its outputs alias its inputs or cannot be written
+        (then for the rest of the evaluation). CUDA: not done (a limit, README). Raises
+        RuntimeError for the judge's failure or the reference host's, Verdict for a candidate
+        whose outputs cannot be written over."""
         if self.cuda or not leaves or self.ref_aliases_inputs:
             return
         keep = [i for i in range(len(self.out_specs)) if i not in self.ref_persistent and i not in self.ref_aliased]
@@ -1140,6 +1141,11 @@ class Judge:
             )
         except (ReadError, ProtocolError) as exc:
             why = exc.why if isinstance(exc, ReadError) else "harness"
+            if who == "reference" and why == "unreadable":
+                # The task's own outputs are not writable memory (read-only pages): nothing is
+                # written over in this evaluation, on either side.
+                self.ref_persistent = set(range(len(self.out_specs)))
+                return
             if who == "reference" or why == "harness":
                 raise RuntimeError(f"the judge could not write over the {who}'s last outputs: {exc}") from exc
             if why == "gone":

@@ -188,20 +188,29 @@ def element_runs(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int
     `run_bytes` each run's length. A dense view (`dense`) is one run of its span; otherwise a
     dimension of stride 1 (size > 1) makes runs of its length, and without one each element is a
     run of `itemsize` bytes. An empty view: (no starts, 0). `shape`, `strides` in elements."""
-    if any(n == 0 for n in shape):
+    run = run_bytes(shape, strides, itemsize)
+    if run == 0:
         return np.zeros(0, dtype=np.int64), 0
     if dense(shape, strides):
-        return np.zeros(1, dtype=np.int64), view_span(shape, strides, itemsize)
+        return np.zeros(1, dtype=np.int64), run
     dims = [(st, n) for n, st in zip(shape, strides) if n > 1]
-    run = 1
     unit = next((d for d in dims if d[0] == 1), None)
     if unit is not None:
-        run = unit[1]
         dims.remove(unit)
     starts = np.zeros(1, dtype=np.int64)
     for st, n in dims:
         starts = (starts[:, None] + np.arange(n, dtype=np.int64) * st).reshape(-1)
-    return np.unique(starts) * itemsize, run * itemsize
+    return np.unique(starts) * itemsize, run
+
+
+def run_bytes(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> int:
+    """The length of `element_runs`' runs (bytes) without the runs themselves."""
+    if any(n == 0 for n in shape):
+        return 0
+    if dense(shape, strides):
+        return view_span(shape, strides, itemsize)
+    unit = next((n for n, st in zip(shape, strides) if n > 1 and st == 1), 1)
+    return unit * itemsize
 
 
 def dense(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:

@@ -285,6 +285,14 @@ def test_the_parents_overwrite_writes_every_element_byte_and_nothing_between() -
     expect[::2, 8:72] = True
     assert torch.equal(written, expect) and bool((base[~expect] == 0).all())
     assert bool((dense.view(torch.uint8) == 0xA5).all())
+    for dtype in (torch.float16, torch.complex128):  # short runs: read, set, written back whole
+        pairs = torch.zeros(300, 2, dtype=dtype)
+        column = pairs[:, 0]
+        shape, strides, itemsize = list(column.shape), list(column.stride()), column.element_size()
+        layout = {"shape": shape, "strides": strides, "itemsize": itemsize}
+        span = view_span(tuple(shape), tuple(strides), itemsize)
+        assert memory.overwrite([[column.data_ptr(), span, 0, layout]], 0xA5) == (None, "")
+        assert bool((column.contiguous().view(torch.uint8) == 0xA5).all()) and bool((pairs[:, 1] == 0).all())
     assert memory.overwrite([[8, 4, 0]], 0xA5)[1] == "unreadable"  # nothing mapped there
     assert memory.overwrite([[dense.data_ptr(), 4, 0]], 256)[1] == "harness"
     assert memory.overwrite([[dense.data_ptr(), -4, 0]], 1)[1] == "harness"
