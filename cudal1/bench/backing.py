@@ -102,6 +102,10 @@ class Backing:
         self.pid = pid
         self._query = use_query
         self._libc = ctypes.CDLL(None, use_errno=True)
+        self.private_files: list[tuple[int, int]] = []
+        """After `aliased` by PROCMAP_QUERY: the [start, end) spans of the ranges that lie in a
+        private mapping of a file, where a page the process has not written is still the file's
+        (`cudal1.bench.pagemap.page_problems` refuses those)."""
 
     def aliased(self, ranges: list[Any], files_settled_elsewhere: bool = False) -> list[list[Any]]:
         """[index, why] per range that is not mapped in full or repeats file pages ("repeat") or
@@ -112,6 +116,7 @@ class Backing:
         spans = [(int(r[0]), int(r[1])) for r in ranges]
         suspects = [i for i, (_, n) in enumerate(spans) if n]
         found: dict[int, str] = {}
+        self.private_files = []
         if self._query:
             try:
                 suspects, found = self._by_query(spans, suspects, files_settled_elsewhere)
@@ -178,6 +183,8 @@ class Backing:
                     return "input"
                 if not files_settled:
                     return "table"
+                if not q.vma_flags & VMA_SHARED:
+                    self.private_files.append((addr, min(end, q.vma_end)))
             addr = q.vma_end
         return None
 

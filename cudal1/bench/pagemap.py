@@ -39,7 +39,7 @@ import torch
 PAGE = mmap.PAGESIZE
 HUGE = 2 << 20
 _PFN_BITS = (1 << 55) - 1
-_PRESENT, _SWAPPED = 1 << 63, 1 << 62
+_PRESENT, _SWAPPED, _FILE = 1 << 63, 1 << 62, 1 << 61
 MADV_HUGEPAGE = 14
 
 
@@ -129,10 +129,14 @@ def _layout_pages(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: in
     return element_pages(shape, strides, itemsize, start)
 
 
-def page_problems(pid: int, ranges: list[Any]) -> dict[int, str]:
+def page_problems(pid: int, ranges: list[Any], private_files: list[tuple[int, int]] = ()) -> dict[int, str]:
     """{index: why} for the [address, nbytes, ..., layout] ranges of process `pid` holding an
-    element on a page that is not there (neither present nor swapped out) or is the zero page
-    ("unwritten"), or on a page frame that another virtual page of these ranges shows too
+    element on a page that is not there (neither present nor swapped out), is the zero page, or,
+    inside one of the [start, end) spans of `private_files` (private mappings of a file,
+    `cudal1.bench.backing.Backing.private_files`), is still the file's page, never written
+    through the mapping ("unwritten": its values were written to the file before, or the process
+    dropped its own copy with MADV_DONTNEED to show them again), or on a page frame that another
+    virtual page of these ranges shows too
     ("repeat": one physical page mapped at two addresses, found by frame number where root
     reads them). `layout` (optional 4th item): {"shape", "strides", "itemsize"} of a view that
     does not fill its span; without it every page of the range counts. Raises OSError when the
@@ -147,6 +151,12 @@ def page_problems(pid: int, ranges: list[Any]) -> dict[int, str]:
         entries = np.frombuffer(_read_entries(pid, addr, n), dtype=np.uint64)
         present = (entries & np.uint64(_PRESENT)) != 0
         missing = ~present & ((entries & np.uint64(_SWAPPED)) == 0)
+        if private_files:
+            pages = np.arange(addr // PAGE, addr // PAGE + entries.size, dtype=np.int64) * PAGE
+            in_file = np.zeros(entries.size, dtype=bool)
+            for start, end in private_files:
+                in_file |= (pages + PAGE > start) & (pages < end)
+            missing |= present & in_file & ((entries & np.uint64(_FILE)) != 0)
         mask = None
         if len(item) > 3 and isinstance(item[3], dict):
             layout = item[3]

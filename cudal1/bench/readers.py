@@ -306,7 +306,8 @@ class HostMemory:
         except BackingError as exc:
             return self._unasked(exc)
         try:
-            aliased.update({i: why for i, why in pagemap.page_problems(self.pid, ranges).items() if i not in aliased})
+            problems = pagemap.page_problems(self.pid, ranges, self.backing.private_files)
+            aliased.update({i: why for i, why in problems.items() if i not in aliased})
         except (OSError, ValueError) as exc:
             return self._unasked(BackingError(f"its pagemap: {exc}"))
         if aliased and not self._alive():  # an ended process has no mappings left to ask about

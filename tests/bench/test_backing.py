@@ -209,6 +209,30 @@ def test_pages_never_written_are_found_where_elements_lie() -> None:
     del region
 
 
+def test_unwritten_pages_of_a_private_file_mapping_are_found() -> None:
+    """A private mapping of a file (memfd) shows the file's pages until the process writes them:
+    `Backing.aliased` names its span (PROCMAP_QUERY, root), and `page_problems` finds the page
+    still the file's, not the one written through the mapping (the process's own copy)."""
+    from cudal1.bench.pagemap import page_problems, zero_frames
+
+    if zero_frames() is None:
+        pytest.skip("the private-file question is asked only where page frames are compared (root)")
+    fd = os.memfd_create("backing-private")
+    os.write(fd, b"z" * (2 * PAGE))
+    view = mmap.mmap(fd, 2 * PAGE, mmap.MAP_PRIVATE)
+    os.close(fd)
+    view[:PAGE] = b"w" * PAGE  # page 0 written through the mapping; page 1 still the file's
+    _ = bytes(view[:])
+    base = _addr(view)
+    backing = Backing(os.getpid())
+    ranges = [[base, PAGE, 0], [base + PAGE, PAGE, 0]]
+    assert backing.aliased(ranges, files_settled_elsewhere=True) == []
+    assert backing.private_files == [(base, base + PAGE), (base + PAGE, base + 2 * PAGE)]
+    assert page_problems(os.getpid(), ranges, backing.private_files) == {1: "unwritten"}
+    assert page_problems(os.getpid(), ranges) == {}  # without the spans the file page passes
+    del view
+
+
 def test_one_page_frame_at_two_addresses_of_the_outputs_is_a_repeat() -> None:
     """By page frame (root): a file page mapped at two addresses, both read, is a repeat in both
     ranges; two small ranges on one virtual page are not; a file page mapped once is not."""

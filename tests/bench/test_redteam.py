@@ -422,7 +422,9 @@ def test_an_output_whose_pages_are_mapped_twice_is_not_materialized(task, name, 
     addresses unless the reference's are."""
     r = run(task, name, cache_dir)
     assert r.status is Status.HACK and r.hack_kind is HackKind.NOT_MATERIALIZED, evalkit.describe(r)
-    assert "repeats memory through the page tables" in r.message, evalkit.describe(r)
+    # The private mappings of a file never written through them are also pages never written.
+    why = "repeats memory through the page tables" if name != "aliased_private_file_pages" else "never written"
+    assert why in r.message or "repeats memory through the page tables" in r.message, evalkit.describe(r)
 
 
 def test_shared_memory_mapped_once_is_honest_and_a_reference_that_repeats_pages_allows_it(cache_dir) -> None:
@@ -456,6 +458,22 @@ def get_init_inputs():
     )
     r = evaluate(sin, shared_once, "cpu", settings=evalkit.settings(cache_dir))
     assert r.status is Status.OK, evalkit.describe(r)
+    private_file_written = """
+import mmap
+import os
+import torch
+import torch.nn as nn
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        fd = os.memfd_create("out")
+        os.ftruncate(fd, x.numel() * 4)
+        m = mmap.mmap(fd, x.numel() * 4, flags=mmap.MAP_PRIVATE)
+        os.close(fd)
+        return torch.sin(x, out=torch.frombuffer(m, dtype=torch.float32).view_as(x))
+"""
+    r = evaluate(sin, private_file_written, "cpu", settings=evalkit.settings(cache_dir))
+    assert r.status is Status.OK, evalkit.describe(r)  # every page written: the process's own copies
     tiles = evalkit.candidate("aliased_pages_repeat")
     repeating_reference = evalkit.inline_task(
         964,
@@ -624,6 +642,19 @@ def get_init_inputs():
     return []
 """,
 )
+
+
+def test_file_pages_shown_again_under_an_output_are_pages_never_written(cache_dir) -> None:
+    """The ring's zero rows as private mappings of a file of zeros, each call dropping its own
+    copies of them (MADV_DONTNEED) so that the file's pages show again and the parent's pattern
+    is gone (the forty-fourth session's second red team: `ok` with the ring wrapped). A page of
+    a private file mapping that the process has not written is the file's, never this call's:
+    the parent's pagemap read refuses it as it refuses the zero page."""
+    r = _run_source(
+        PAD_ROWS, evalkit.candidate("file_revert_ring", slots=12), cache_dir, rounds=6, max_calls_per_round=4
+    )
+    assert r.status is Status.HACK and r.hack_kind is HackKind.NOT_MATERIALIZED, evalkit.describe(r)
+    assert "pages never written" in r.message, evalkit.describe(r)
 
 
 @pytest.mark.parametrize("task,kept", [(KEEPS_WEIGHT, "self.w"), (KEEPS_GLOBAL, "_TABLE")], ids=["buffer", "global"])
