@@ -1051,16 +1051,10 @@ class Judge:
             self._materialized(self.reader.aliased)
             return read
         except ReadError as exc:
-            if exc.why == "harness":
-                raise RuntimeError(f"the judge could not read the outputs: {exc}") from exc
-            if exc.why == "gone":
-                raise Verdict(
-                    Status.RUNTIME_ERROR, "the candidate process died", labels=["worker_crashed", _HOST_FAULT]
-                ) from exc
-            raise Verdict(
-                Status.HACK,
-                f"the candidate process reported outputs that cannot be read: {exc}",
-                HackKind.HARNESS_TAMPERING,
+            raise _memory_failure(
+                exc,
+                "the judge could not read the outputs",
+                "the candidate process reported outputs that cannot be read",
             ) from exc
 
     def _materialized(self, aliased: list[tuple[int, str]]) -> None:
@@ -1148,14 +1142,10 @@ class Judge:
                 return
             if who == "reference" or why == "harness":
                 raise RuntimeError(f"the judge could not write over the {who}'s last outputs: {exc}") from exc
-            if why == "gone":
-                raise Verdict(
-                    Status.RUNTIME_ERROR, "the candidate process died", labels=["worker_crashed", _HOST_FAULT]
-                ) from exc
-            raise Verdict(
-                Status.HACK,
-                f"the candidate's last outputs cannot be written over after the judge read them: {exc}",
-                HackKind.HARNESS_TAMPERING,
+            raise _memory_failure(
+                exc,
+                "the judge could not write over the candidate's last outputs",
+                "the candidate's last outputs cannot be written over after the judge read them",
             ) from exc
 
     @_spends("output re-read")
@@ -2336,6 +2326,18 @@ def _overlapping(descs: list[Any], specs: list[TensorSpec]) -> tuple[int, int] |
         if key_a == key_b and start_b < end_a:
             return min(i, j), max(i, j)
     return None
+
+
+def _memory_failure(exc: ReadError, harness: str, hack: str) -> BaseException:
+    """What a failed read or write of the candidate host's memory (`exc`) is: the judge's own
+    failure (RuntimeError, `harness`) where its why is "harness", the candidate's process gone
+    where it ended, else the candidate's protocol hack (`hack`: its outputs are not where it said,
+    or not readable or writable there)."""
+    if exc.why == "harness":
+        return RuntimeError(f"{harness}: {exc}")
+    if exc.why == "gone":
+        return Verdict(Status.RUNTIME_ERROR, "the candidate process died", labels=["worker_crashed", _HOST_FAULT])
+    return Verdict(Status.HACK, f"{hack}: {exc}", HackKind.HARNESS_TAMPERING)
 
 
 def _calls_described(leaves: Any, n: int, outputs: int) -> bool:

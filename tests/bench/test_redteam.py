@@ -657,6 +657,14 @@ def test_file_pages_shown_again_under_an_output_are_pages_never_written(cache_di
     assert "pages never written" in r.message, evalkit.describe(r)
 
 
+def test_outputs_that_cannot_be_written_over_are_the_candidates_failure(cache_dir) -> None:
+    """Each returned buffer made read-only by a thread just after the call: the parent's
+    overwrite fails, and that is the candidate's protocol hack, never the harness's failure."""
+    r = run(PAD_ROWS, "readonly_after_answer", cache_dir, rounds=6, max_calls_per_round=4)
+    assert r.status is Status.HACK and r.hack_kind is HackKind.HARNESS_TAMPERING, evalkit.describe(r)
+    assert "cannot be written over" in r.message and "harness_error" not in r.labels, evalkit.describe(r)
+
+
 @pytest.mark.parametrize("task,kept", [(KEEPS_WEIGHT, "self.w"), (KEEPS_GLOBAL, "_TABLE")], ids=["buffer", "global"])
 def test_an_output_the_reference_keeps_is_not_written_over(task, kept, cache_dir) -> None:
     """A reference that returns its own buffer, or a tensor of its module's, beside x*2: the same
