@@ -17,7 +17,7 @@ import pytest
 import evalkit
 from cudal1.bench import worker
 from cudal1.bench.evaluator import evaluate
-from cudal1.bench.result import Status
+from cudal1.bench.result import HackKind, Status
 from cudal1.bench.timing import parallel_cpu_ms
 
 
@@ -273,12 +273,15 @@ def test_a_second_thread_is_charged_while_the_host_blocks(name, cache_dir) -> No
     leader's tid with 150 ms of past run time (a second red team: every round trip's busiest
     thread 138-141 ms, charged 0, paid a median 1.12x against an honest 0.99x): the busiest
     thread is now the host process's own (a median 0.68x against an honest 0.99x, 37-45% charged)."""
-    r = evaluate(
-        SIN_16M,
-        evalkit.candidate(name),
-        "cpu",
-        settings=evalkit.settings(cache_dir, rounds=5, wall_timeout_s=120.0, **evalkit.TIMING_ONLY),
-    )
+    settings = evalkit.settings(cache_dir, rounds=5, wall_timeout_s=120.0, **evalkit.TIMING_ONLY)
+    for _ in range(3):
+        r = evaluate(SIN_16M, evalkit.candidate(name), "cpu", settings=settings)
+        # The exec'ing helper may be inside execve when the candidate is stopped for the
+        # reference's timing, and a thread running while stopped is the candidate's hack
+        # (`unfinished_work`, once in a loaded CI run, 2026-12-07): a verdict of its own, which
+        # leaves the charging this test is about unmeasured. Evaluated again then.
+        if r.hack_kind is not HackKind.UNFINISHED_WORK:
+            break
     assert r.status is Status.OK, evalkit.describe(r)
     trips = r.round_trips["candidate"]
     if any(t.get("busiest_thread_ms") is None for t in trips):
