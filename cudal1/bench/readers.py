@@ -352,17 +352,7 @@ class HostMemory:
                 self.pid, local.ctypes.data_as(ctypes.c_void_p), count, remote.ctypes.data_as(ctypes.c_void_p), count, 0
             )
             if got != want:
-                err = ctypes.get_errno() if got < 0 else 0
-                if err == 3:  # ESRCH
-                    return "the candidate's process has ended", "gone"
-                if err == 1 and os.geteuid() == 0:
-                    return f"cannot write the candidate's memory ({os.strerror(err)})", "harness"
-                if not self._alive():
-                    return "the candidate's process has ended", "gone"
-                return (
-                    f"its outputs cannot be written over ({os.strerror(err) if err else 'short write'})",
-                    "unreadable",
-                )
+                return self._not_written(got)
         return None, ""
 
     def _patch(self, addr: int, n: int, layout: dict[str, Any], byte: int) -> tuple[str, str] | None:
@@ -372,19 +362,25 @@ class HostMemory:
         that changes them meanwhile changes memory it has returned as an output. None when done,
         else (why not, a `ReadError.why`)."""
         span = (ctypes.c_char * n)()
-        for op in (self._libc.process_vm_readv, self._libc.process_vm_writev):
-            if op is self._libc.process_vm_writev:
-                _set_elements(np.frombuffer(span, dtype=np.uint8), layout, byte)
-            local, remote = _IoVec(ctypes.addressof(span), n), _IoVec(addr, n)
-            got = op(self.pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
-            if got != n:
-                err = ctypes.get_errno() if got < 0 else 0
-                if err == 3 or not self._alive():
-                    return "the candidate's process has ended", "gone"
-                if err == 1 and os.geteuid() == 0:
-                    return f"cannot write the candidate's memory ({os.strerror(err)})", "harness"
-                return f"its outputs cannot be written over ({os.strerror(err) if err else 'short'})", "unreadable"
-        return None
+        local, remote = _IoVec(ctypes.addressof(span), n), _IoVec(addr, n)
+        got = self._libc.process_vm_readv(self.pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+        if got != n:
+            return self._not_written(got)
+        _set_elements(np.frombuffer(span, dtype=np.uint8), layout, byte)
+        got = self._libc.process_vm_writev(self.pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+        return None if got == n else self._not_written(got)
+
+    def _not_written(self, got: int) -> tuple[str, str]:
+        """`overwrite`'s (why not, a `ReadError.why`) after a `process_vm_readv`/`_writev` that
+        moved `got` bytes, not all (errno read at once)."""
+        err = ctypes.get_errno() if got < 0 else 0
+        if err == 3:  # ESRCH
+            return "the candidate's process has ended", "gone"
+        if err == 1 and os.geteuid() == 0:
+            return f"cannot write the candidate's memory ({os.strerror(err)})", "harness"
+        if not self._alive():
+            return "the candidate's process has ended", "gone"
+        return f"its outputs cannot be written over ({os.strerror(err) if err else 'short write'})", "unreadable"
 
     def _alive(self) -> bool:
         try:
